@@ -1,0 +1,123 @@
+# Aether mesh operator. `make help` lists the targets.
+
+# Image of the manager and agent (one image, both binaries).
+IMG ?= aether-operator:dev
+# Packages under test: everything but the end-to-end tier.
+UNIT_PKGS = $(shell go list ./... | grep -v /test/e2e)
+
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Display this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-15s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate CRDs, RBAC and webhook configuration from the markers.
+	"$(CONTROLLER_GEN)" rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: controller-gen ## Generate DeepCopy methods.
+	"$(CONTROLLER_GEN)" object:headerFile="hack/boilerplate.go.txt",year=2026 paths="./..."
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: lint
+lint: golangci-lint ## Run golangci-lint.
+	"$(GOLANGCI_LINT)" run
+
+.PHONY: verify-generated
+verify-generated: manifests generate ## Fail when generated files differ from what is committed.
+	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make manifests generate' and commit" >&2; exit 1; }
+
+.PHONY: binaries
+binaries: ## Build (or reuse from the cache) kube-apiserver, etcd and kubectl for tests and `make run`.
+	@hack/build-binaries.sh >/dev/null
+
+.PHONY: test
+test: verify-generated vet lint binaries ## Run every test against a real kube-apiserver and etcd.
+	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test $(UNIT_PKGS) -count=1
+
+.PHONY: test-e2e
+test-e2e: binaries ## Run the end-to-end tier: the real binaries against the local control plane.
+	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test -tags e2e ./test/e2e/ -count=1 -v
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME (default 60s) each.
+	go test ./internal/portspec -run '^$$' -fuzz FuzzParse -fuzztime $(or $(FUZZTIME),60s)
+	go test ./internal/resolve -run '^$$' -fuzz FuzzSurface -fuzztime $(or $(FUZZTIME),60s)
+
+.PHONY: bench
+bench: ## Run the benchmarks (medians over -count runs; compare with benchstat).
+	go test $(UNIT_PKGS) -run '^$$' -bench . -benchmem -count $(or $(COUNT),6)
+
+##@ Build
+
+.PHONY: build
+build: manifests generate ## Build the manager and agent binaries into bin/.
+	go build -o bin/manager ./cmd/manager
+	go build -o bin/agent ./cmd/agent
+
+.PHONY: run
+run: manifests binaries ## Run the whole system locally: a real kube-apiserver and etcd, the CRDs, the samples.
+	go run ./hack/localenv
+
+.PHONY: docker-build
+docker-build: ## Build the image (needs a Docker engine).
+	docker build -t $(IMG) .
+
+##@ Deployment
+
+.PHONY: install
+install: manifests ## Install the CRDs into the cluster of the current kubeconfig.
+	kubectl apply --server-side -f config/crd/bases
+
+.PHONY: uninstall
+uninstall: ## Remove the CRDs (and every MeshEndpoint and MeshService with them).
+	kubectl delete --ignore-not-found -f config/crd/bases
+
+##@ Dependencies
+
+LOCALBIN ?= $(shell pwd)/bin
+$(LOCALBIN):
+	mkdir -p "$(LOCALBIN)"
+
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
+
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+GOLANGCI_LINT_VERSION ?= v2.15.0
+
+.PHONY: controller-gen
+controller-gen: $(LOCALBIN) ## Install controller-gen at its pinned version.
+	$(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+
+.PHONY: golangci-lint
+golangci-lint: $(LOCALBIN) ## Install golangci-lint at its pinned version.
+	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+# go-install-tool installs package $(2) at version $(3) as $(1)-$(3) and links $(1) to it, so a
+# version bump in this file reinstalls and an unchanged one does nothing.
+define go-install-tool
+@[ -f "$(1)-$(3)" ] && [ "$$(readlink -- "$(1)" 2>/dev/null)" = "$(1)-$(3)" ] || { \
+set -e; \
+echo "Installing $(2)@$(3)"; \
+rm -f "$(1)"; \
+GOBIN="$(LOCALBIN)" go install "$(2)@$(3)"; \
+mv "$(LOCALBIN)/$$(basename "$(1)")" "$(1)-$(3)"; \
+ln -sf "$(1)-$(3)" "$(1)"; \
+}
+endef

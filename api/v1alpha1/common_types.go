@@ -1,0 +1,64 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package v1alpha1
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Protocol is the protocol a port is declared with: the L4/L7 class the mesh carries it as.
+// +kubebuilder:validation:Enum=HTTP;HTTP2;TCP
+type Protocol string
+
+const (
+	// ProtocolHTTP is HTTP/1.1 (annotation suffix h1, or no suffix on an http pod).
+	ProtocolHTTP Protocol = "HTTP"
+	// ProtocolHTTP2 is HTTP/2 over cleartext or TLS, gRPC included (suffixes h2, http2, grpc).
+	ProtocolHTTP2 Protocol = "HTTP2"
+	// ProtocolTCP is a raw TCP byte stream (suffix tcp, or no suffix on a tcp pod).
+	ProtocolTCP Protocol = "TCP"
+)
+
+// MaxPorts is the most ports one endpoint or service may declare. internal/portspec refuses
+// more with a clear error, so the API server's limit is never the first to say so.
+const MaxPorts = 64
+
+// Ports of the mesh itself. No workload may declare them (see internal/portspec).
+const (
+	// MeshHTTPPort is the mesh's HTTP proxy port: the Host header decides the destination.
+	MeshHTTPPort int32 = 18081
+	// MeshTCPPort is the TCP mesh port: it reaches a service's default TCP port.
+	MeshTCPPort int32 = 18082
+	// ProxyCapturePort is where the mesh proxy receives captured outbound traffic in every pod.
+	ProxyCapturePort int32 = 18001
+	// ProxyInboundPort is where the mesh proxy receives mTLS traffic for the pod's own ports.
+	ProxyInboundPort int32 = 18008
+)
+
+// PortProtocol is one declared port and its protocol.
+type PortProtocol struct {
+	// port is the application port, 1..65535. The mesh's own ports (18001, 18008, 18081,
+	// 18082) are refused.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:validation:XValidation:rule="!(self in [18001, 18008, 18081, 18082])",message="ports 18001, 18008, 18081 and 18082 are the mesh's own and cannot be declared by a workload"
+	// +required
+	Port int32 `json:"port"`
+
+	// protocol is the protocol the port is served with.
+	// +required
+	Protocol Protocol `json:"protocol"`
+}
+
+// FormatPorts renders ports the way the PORTS printer columns show them: "8080/HTTP,9000/TCP".
+// The CRDs validate a summary field against the same spelling, so a column never disagrees with
+// the list it summarises.
+func FormatPorts(ports []PortProtocol) string {
+	parts := make([]string, len(ports))
+	for i, p := range ports {
+		parts[i] = strconv.Itoa(int(p.Port)) + "/" + string(p.Protocol)
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,204 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MeshEndpointSpec is one pod's registration: who serves, where, and which ports in which
+// protocol. The node agent of the pod's node writes it from the pod's annotations.
+// +kubebuilder:validation:XValidation:rule="self.ports.exists(p, p.port == self.primaryPort)",message="primaryPort must be one of ports",fieldPath=".primaryPort"
+// +kubebuilder:validation:XValidation:rule="self.portsSummary == self.ports.map(p, string(p.port) + '/' + p.protocol).join(',')",message="portsSummary must spell ports as port/PROTOCOL joined by commas, in order (for example 8080/HTTP,9000/TCP)",fieldPath=".portsSummary"
+type MeshEndpointSpec struct {
+	// serviceName is the service this endpoint belongs to: the pod's ServiceAccount name.
+	// It cannot change: a pod cannot move between services.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="serviceName is immutable: a pod's service is its ServiceAccount, which cannot change"
+	// +required
+	ServiceName string `json:"serviceName"`
+
+	// podName is the name of the pod this endpoint registers (also this object's name).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	PodName string `json:"podName"`
+
+	// podUID is the UID of that pod, so a recreated pod of the same name is a new endpoint.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	PodUID string `json:"podUID"`
+
+	// nodeName is the node the pod runs on; only that node's agent may write this object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	NodeName string `json:"nodeName"`
+
+	// address is the pod's IP address (IPv4 or IPv6).
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="address must be an IPv4 or IPv6 address, for example 10.0.0.7"
+	// +required
+	Address string `json:"address"`
+
+	// primaryPort is the pod's declared port (endpoint.aether.io/port): served and
+	// health-checked.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +required
+	PrimaryPort int32 `json:"primaryPort"`
+
+	// ports are every port the pod serves, sorted by port, each once, the primary included.
+	// +listType=map
+	// +listMapKey=port
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.map(p, p.port).isSorted()",message="ports must be sorted by port"
+	// +required
+	Ports []PortProtocol `json:"ports"`
+
+	// portsSummary spells ports for the PORTS column ("8080/HTTP,9000/TCP"); it is validated
+	// against ports, so it cannot disagree with them. Use FormatPorts to write it.
+	// +kubebuilder:validation:MaxLength=1024
+	// +required
+	PortsSummary string `json:"portsSummary"`
+
+	// weight is the load-balancing weight, 1..65535.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:default=1024
+	// +optional
+	Weight int32 `json:"weight,omitempty"`
+
+	// healthCheck says how the endpoint's health is established.
+	// +optional
+	HealthCheck HealthCheck `json:"healthCheck,omitzero"`
+
+	// metadata is free-form endpoint metadata (from metadata.endpoint.aether.io/<key>), used
+	// for subset routing. Keys are DNS labels; ip, pod, cluster and namespace are reserved.
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$') && !(k in ['ip', 'pod', 'cluster', 'namespace']))",message="metadata keys must be DNS labels and not ip, pod, cluster or namespace"
+	// +optional
+	Metadata map[string]string `json:"metadata,omitempty"`
+
+	// locality is the pod's node's topology.kubernetes.io/region and zone.
+	// +optional
+	Locality Locality `json:"locality,omitzero"`
+}
+
+// HealthCheckMode says who checks an endpoint's health.
+// +kubebuilder:validation:Enum=eds;active
+type HealthCheckMode string
+
+const (
+	// HealthCheckEDS: the node agent vets the endpoint and publishes its health (delegated liveness).
+	HealthCheckEDS HealthCheckMode = "eds"
+	// HealthCheckActive: every client proxy probes the endpoint itself.
+	HealthCheckActive HealthCheckMode = "active"
+)
+
+// HealthCheck is how an endpoint's health is established.
+type HealthCheck struct {
+	// mode is eds (the node agent probes) or active (each client proxy probes).
+	// +kubebuilder:default=eds
+	// +optional
+	Mode HealthCheckMode `json:"mode,omitempty"`
+
+	// path is the HTTP path probed on an HTTP primary port.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/[!-~]*$`
+	// +kubebuilder:default="/"
+	// +optional
+	Path string `json:"path,omitempty"`
+}
+
+// Locality is where an endpoint runs, from its node's topology labels.
+type Locality struct {
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Region string `json:"region,omitempty"`
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Zone string `json:"zone,omitempty"`
+}
+
+// Health is an endpoint's health as the node agent sees it.
+// +kubebuilder:validation:Enum=Pending;Healthy;Unhealthy;Draining
+type Health string
+
+const (
+	// HealthPending: registered, not yet vetted. Not routable.
+	HealthPending Health = "Pending"
+	// HealthHealthy: the primary port answered its probe. Routable.
+	HealthHealthy Health = "Healthy"
+	// HealthUnhealthy: the primary port failed its probe. Not routable.
+	HealthUnhealthy Health = "Unhealthy"
+	// HealthDraining: the pod is being deleted; no new requests.
+	HealthDraining Health = "Draining"
+)
+
+// MeshEndpoint condition types and reasons.
+const (
+	// EndpointConditionRegistered is False when the pod's current annotations do not parse; the
+	// last valid registration stays in service and the message carries the parser's error.
+	EndpointConditionRegistered = "Registered"
+
+	// EndpointReasonRegistered: the spec matches the pod's annotations.
+	EndpointReasonRegistered = "Registered"
+	// EndpointReasonInvalidAnnotation: the pod's annotations were edited into an invalid state.
+	EndpointReasonInvalidAnnotation = "InvalidAnnotation"
+)
+
+// MeshEndpointStatus is what the node agent observes of the endpoint.
+type MeshEndpointStatus struct {
+	// health is Pending until the agent's first probe settles it.
+	// +optional
+	Health Health `json:"health,omitempty"`
+
+	// observedGeneration is the spec generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Registered.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MeshEndpoint is one pod's membership in a mesh service: its address, its ports and their
+// protocols, and its health. Name = pod name; owner = the pod.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=meshep,categories=aether
+// +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.spec.serviceName`
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.address`
+// +kubebuilder:printcolumn:name="Ports",type=string,JSONPath=`.spec.portsSummary`
+// +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.health`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MeshEndpoint struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec MeshEndpointSpec `json:"spec"`
+
+	// +optional
+	Status MeshEndpointStatus `json:"status,omitzero"`
+}
+
+// MeshEndpointList is a list of MeshEndpoints.
+// +kubebuilder:object:root=true
+type MeshEndpointList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MeshEndpoint `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MeshEndpoint{}, &MeshEndpointList{})
+}

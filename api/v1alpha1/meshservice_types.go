@@ -1,0 +1,225 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MeshServiceSpec is empty: a MeshService is derived entirely from its MeshEndpoints. It exists
+// so that later, user-set service policy has a home that the controller never writes.
+type MeshServiceSpec struct{}
+
+// ServicePort is one port of a service: the union over its endpoints.
+type ServicePort struct {
+	// port is the application port.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +required
+	Port int32 `json:"port"`
+
+	// protocol is the port's protocol. While endpoints disagree (a rollout that retypes the
+	// port), it is the protocol with the most ready endpoints, ties to the newer declaration.
+	// +required
+	Protocol Protocol `json:"protocol"`
+
+	// endpoints is how many endpoints declare this port with this protocol.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Endpoints int32 `json:"endpoints"`
+
+	// conditions of this port: Ready, ProtocolConsistent.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// DialOutcome is what a client dialling one address spelling gets.
+// +kubebuilder:validation:Enum=Reaches;Misdirected;Refused
+type DialOutcome string
+
+const (
+	// DialReaches: the spelling reaches a port of the service.
+	DialReaches DialOutcome = "Reaches"
+	// DialMisdirected: an HTTP spelling of a service with no HTTP port; the mesh answers HTTP 421
+	// with the header x-aether-error: no-http-port.
+	DialMisdirected DialOutcome = "Misdirected"
+	// DialRefused: nothing claims the spelling; the client sees ECONNREFUSED.
+	DialRefused DialOutcome = "Refused"
+)
+
+// Dial is one row of a service's dial surface: an address spelling and what it reaches.
+type Dial struct {
+	// address is the spelling a client dials, for example "http://payments.shop.aether.internal/"
+	// or "payments.shop.aether.internal:18082".
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Address string `json:"address"`
+
+	// port is the application port reached; absent when the spelling reaches none.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+
+	// protocol is the protocol of the spelling: HTTP for http:// and :18081, TCP for https://
+	// and :18082, the declared protocol for :<port>. It never depends on the service.
+	// +optional
+	Protocol Protocol `json:"protocol,omitempty"`
+
+	// outcome is Reaches, Misdirected (HTTP 421) or Refused.
+	// +required
+	Outcome DialOutcome `json:"outcome"`
+
+	// reason says why, in words a user can act on.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// EndpointCounts counts a service's endpoints.
+type EndpointCounts struct {
+	// ready is how many endpoints are Healthy.
+	// +kubebuilder:validation:Minimum=0
+	Ready int32 `json:"ready"`
+	// total is how many endpoints exist, whatever their health.
+	// +kubebuilder:validation:Minimum=0
+	Total int32 `json:"total"`
+}
+
+// MeshService condition types and reasons.
+const (
+	// ServiceConditionReady is True when at least one endpoint is ready.
+	ServiceConditionReady = "Ready"
+	// ServiceConditionPortsConsistent is False while endpoints disagree on a port's protocol.
+	ServiceConditionPortsConsistent = "PortsConsistent"
+	// ServiceConditionServiceReady is True when the generated Service matches the dial surface.
+	ServiceConditionServiceReady = "ServiceReady"
+
+	// ServiceReasonEndpointsReady: at least one endpoint is Healthy.
+	ServiceReasonEndpointsReady = "EndpointsReady"
+	// ServiceReasonNoReadyEndpoints: endpoints exist but none is Healthy.
+	ServiceReasonNoReadyEndpoints = "NoReadyEndpoints"
+	// ServiceReasonNoEndpoints: the last endpoint went away; the ports it declared are kept so
+	// the VIP and route status do not flap while the service scales to zero and back.
+	ServiceReasonNoEndpoints = "NoEndpoints"
+	// ServiceReasonPortsAgree: every endpoint declares each port with the same protocol.
+	ServiceReasonPortsAgree = "PortsAgree"
+	// ServiceReasonProtocolConflict: endpoints disagree on a port's protocol; the message names
+	// each such port and how many endpoints declare each protocol.
+	ServiceReasonProtocolConflict = "ProtocolConflict"
+	// ServiceReasonServiceApplied: the generated Service carries the dial surface.
+	ServiceReasonServiceApplied = "ServiceApplied"
+	// ServiceReasonNameConflict: a Service of this name exists that the controller does not own;
+	// it is never modified.
+	ServiceReasonNameConflict = "NameConflict"
+
+	// PortConditionReady is True when at least one ready endpoint serves the port in its
+	// reported protocol.
+	PortConditionReady = "Ready"
+	// PortConditionProtocolConsistent is False (ProtocolConflict) while endpoints disagree on
+	// this port's protocol.
+	PortConditionProtocolConsistent = "ProtocolConsistent"
+)
+
+// MeshServiceStatus is everything the controller derives about one service.
+type MeshServiceStatus struct {
+	// ports are the sorted union of the endpoints' ports.
+	// +listType=map
+	// +listMapKey=port
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.map(p, p.port).isSorted()",message="ports must be sorted by port"
+	// +optional
+	Ports []ServicePort `json:"ports,omitempty"`
+
+	// portsSummary spells ports for the PORTS column ("8080/HTTP,9000/TCP").
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	PortsSummary string `json:"portsSummary,omitempty"`
+
+	// defaultHTTPPort is what http://<name>/ and <name>:18081 reach; absent when the service has
+	// no HTTP-class port.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	DefaultHTTPPort *int32 `json:"defaultHTTPPort,omitempty"`
+
+	// defaultTCPPort is what <name>:18082 reaches; absent when the service has no TCP port.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	DefaultTCPPort *int32 `json:"defaultTCPPort,omitempty"`
+
+	// dialSurface lists every address spelling of the service and what it reaches.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=512
+	// +optional
+	DialSurface []Dial `json:"dialSurface,omitempty"`
+
+	// vip is the generated Service's ClusterIP.
+	// +kubebuilder:validation:MaxLength=45
+	// +optional
+	VIP string `json:"vip,omitempty"`
+
+	// identity is the service's SPIFFE ID: spiffe://<trust-domain>/ns/<namespace>/sa/<name>.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	Identity string `json:"identity,omitempty"`
+
+	// endpoints counts ready and total endpoints.
+	// +optional
+	Endpoints EndpointCounts `json:"endpoints,omitzero"`
+
+	// endpointsSummary spells endpoints for the ENDPOINTS column ("3/3": ready/total).
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	EndpointsSummary string `json:"endpointsSummary,omitempty"`
+
+	// observedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready, PortsConsistent, ServiceReady.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MeshService is one service of the mesh: the ports its endpoints serve, the default HTTP and
+// TCP port, what each address spelling reaches, and what is wrong. Name = ServiceAccount name;
+// created and owned by the controller.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=meshsvc,categories=aether
+// +kubebuilder:printcolumn:name="HTTP",type=integer,JSONPath=`.status.defaultHTTPPort`
+// +kubebuilder:printcolumn:name="TCP",type=integer,JSONPath=`.status.defaultTCPPort`
+// +kubebuilder:printcolumn:name="Ports",type=string,JSONPath=`.status.portsSummary`
+// +kubebuilder:printcolumn:name="Endpoints",type=string,JSONPath=`.status.endpointsSummary`
+// +kubebuilder:printcolumn:name="VIP",type=string,JSONPath=`.status.vip`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MeshService struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec MeshServiceSpec `json:"spec,omitzero"`
+
+	// +optional
+	Status MeshServiceStatus `json:"status,omitzero"`
+}
+
+// MeshServiceList is a list of MeshServices.
+// +kubebuilder:object:root=true
+type MeshServiceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MeshService `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MeshService{}, &MeshServiceList{})
+}

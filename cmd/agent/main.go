@@ -1,0 +1,65 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Command agent is the node agent, one per node (a DaemonSet): it registers its node's pods as
+// MeshEndpoints, probes their health, serves xDS to the node's Envoy and programs capture rules.
+// At this stage it connects to the API server and serves its health endpoints; registration,
+// health, xDS and capture arrive with their issues.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/resolve"
+)
+
+func main() {
+	var nodeName, meshDomain, metricsAddr, probeAddr string
+	flag.StringVar(&nodeName, "node-name", "", "Name of the node this agent serves (required; from the downward API spec.nodeName).")
+	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":9091", "Address of the /healthz and /readyz endpoints.")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+
+	if nodeName == "" {
+		fmt.Fprintln(os.Stderr, "agent: --node-name is required: set it from the downward API (fieldRef spec.nodeName) in the DaemonSet")
+		os.Exit(2)
+	}
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(meshv1alpha1.AddToScheme(scheme))
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress: probeAddr,
+	})
+	if err != nil {
+		log.Error(err, "Failed to create the agent's manager")
+		os.Exit(1)
+	}
+	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
+	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
+
+	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "Agent stopped")
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,76 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Command manager runs the mesh's control plane: the MeshService controller, the generated
+// Service, route status and the admission webhooks. Several replicas may run; one leads.
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/resolve"
+)
+
+func main() {
+	var (
+		metricsAddr, probeAddr, webhookCertDir, meshDomain string
+		leaderElect, secureMetrics                         bool
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint (:8443 for HTTPS); 0 disables it.")
+	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica reconciles at a time.")
+	flag.StringVar(&webhookCertDir, "webhook-cert-dir", "", "Directory holding tls.crt and tls.key for the webhook server (reloaded on change).")
+	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(meshv1alpha1.AddToScheme(scheme))
+
+	// HTTP/2 stays off on the servers this process exposes (CVE-2023-44487, rapid reset).
+	http1Only := func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics, TLSOpts: []func(*tls.Config){http1Only}}
+	if secureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsOpts,
+		WebhookServer:                 webhook.NewServer(webhook.Options{CertDir: webhookCertDir, TLSOpts: []func(*tls.Config){http1Only}}),
+		HealthProbeBindAddress:        probeAddr,
+		LeaderElection:                leaderElect,
+		LeaderElectionID:              "manager.mesh.aether.io",
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		log.Error(err, "Failed to create the manager")
+		os.Exit(1)
+	}
+	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
+	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
+
+	log.Info("Starting manager", "meshDomain", meshDomain)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "Manager stopped")
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Builds the real control-plane binaries the tests run against — kube-apiserver and kubectl from
+# k8s.io/kubernetes, etcd from go.etcd.io/etcd/server/v3 — from the Go module proxy into a cache
+# outside the repository, keyed by version. A version that is already in the cache is not rebuilt.
+#
+# Prints the directory holding kube-apiserver, etcd and kubectl (the envtest asset directory) as
+# the last line on stdout; progress goes to stderr.
+#
+#   AETHER_CACHE     cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/aether)
+#   K8S_VERSION      k8s.io/kubernetes version (default v1.37.2)
+#   STAGING_VERSION  version of its k8s.io/* staging modules (default v0.37.2)
+#   ETCD_VERSION     go.etcd.io/etcd/server/v3 version (default v3.6.16)
+set -euo pipefail
+
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
+STAGING_VERSION=${STAGING_VERSION:-v0.37.2}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+CACHE=${AETHER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aether}
+
+log() { echo "build-binaries: $*" >&2; }
+
+k8s_dir=$CACHE/kubernetes/$K8S_VERSION
+etcd_dir=$CACHE/etcd/$ETCD_VERSION
+assets=$CACHE/envtest/k8s-$K8S_VERSION-etcd-$ETCD_VERSION
+
+mkdir -p "$CACHE"
+# One build at a time per cache, however many make targets or CI steps ask at once.
+exec 9>"$CACHE/.lock"
+flock 9
+
+# build_k8s builds the named k8s.io/kubernetes commands into $k8s_dir.
+build_k8s() {
+  local src=$CACHE/src/kubernetes-$K8S_VERSION
+  mkdir -p "$src"
+  ( cd "$src"
+    local gomod
+    gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+    {
+      echo "module aether.io/build/kubernetes"
+      echo
+      echo "go 1.26.0"
+      echo
+      echo "require k8s.io/kubernetes $K8S_VERSION"
+      echo
+      # Kubernetes maps its k8s.io/* modules to ./staging; outside its tree they must be
+      # pinned to the published staging versions instead. Take the list from its own go.mod so a
+      # staging module added in a new release (v1.37 added cri-streaming and streaming) is not missed.
+      grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$gomod" \
+        | awk -v v="$STAGING_VERSION" '{print "replace " $1 " => " $1 " " v}'
+    } > go.mod
+    cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+    log "resolving k8s.io/kubernetes $K8S_VERSION (staging $STAGING_VERSION)"
+    go mod tidy >&2
+    local ldflags="-s -w"
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      ldflags+=" -X $pkg.gitVersion=$K8S_VERSION"
+      ldflags+=" -X $pkg.gitMajor=$(echo "${K8S_VERSION#v}" | cut -d. -f1)"
+      ldflags+=" -X $pkg.gitMinor=$(echo "${K8S_VERSION#v}" | cut -d. -f2)"
+      ldflags+=" -X $pkg.gitTreeState=clean"
+    done
+    mkdir -p "$k8s_dir.tmp"
+    for cmd in kube-apiserver kubectl; do
+      log "building $cmd $K8S_VERSION (the first build takes about 10 minutes on 2 cores)"
+      CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$k8s_dir.tmp/$cmd" "k8s.io/kubernetes/cmd/$cmd" >&2
+    done
+  )
+  rm -rf "$k8s_dir" && mv "$k8s_dir.tmp" "$k8s_dir"
+}
+
+build_etcd() {
+  local src=$CACHE/src/etcd-$ETCD_VERSION
+  mkdir -p "$src"
+  ( cd "$src"
+    printf 'module aether.io/build/etcd\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" > go.mod
+    cat > main.go <<'GO'
+// Command etcd is the etcd server, built from go.etcd.io/etcd/server/v3.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+    log "resolving go.etcd.io/etcd/server/v3 $ETCD_VERSION"
+    go mod tidy >&2
+    log "building etcd $ETCD_VERSION"
+    mkdir -p "$etcd_dir.tmp"
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$etcd_dir.tmp/etcd" . >&2
+  )
+  rm -rf "$etcd_dir" && mv "$etcd_dir.tmp" "$etcd_dir"
+}
+
+if [[ -x $k8s_dir/kube-apiserver && -x $k8s_dir/kubectl ]]; then
+  log "kube-apiserver and kubectl $K8S_VERSION: cached in $k8s_dir"
+else
+  build_k8s
+fi
+if [[ -x $etcd_dir/etcd ]]; then
+  log "etcd $ETCD_VERSION: cached in $etcd_dir"
+else
+  build_etcd
+fi
+
+mkdir -p "$assets"
+ln -sfn "$k8s_dir/kube-apiserver" "$assets/kube-apiserver"
+ln -sfn "$k8s_dir/kubectl" "$assets/kubectl"
+ln -sfn "$etcd_dir/etcd" "$assets/etcd"
+echo "$assets"

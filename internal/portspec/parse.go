@@ -1,0 +1,426 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package portspec
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The annotations of the grammar (DESIGN section 3).
+const (
+	// AnnotationPort is the primary port: served and health-checked. Default 8080.
+	AnnotationPort = "endpoint.aether.io/port"
+	// AnnotationPorts is every port served, comma-separated, each optionally suffixed =h1, =h2,
+	// =http2, =grpc or =tcp. The primary is always served, listed or not.
+	AnnotationPorts = "endpoint.aether.io/ports"
+	// AnnotationProtocol is the protocol of ports with no suffix: http (default) or tcp.
+	AnnotationProtocol = "endpoint.aether.io/protocol"
+	// AnnotationWeight is the load-balancing weight, 1..65535. Default 1024.
+	AnnotationWeight = "endpoint.aether.io/weight"
+	// AnnotationHealthPath is the path probed on an HTTP primary. Default "/".
+	AnnotationHealthPath = "endpoint.aether.io/health-path"
+	// AnnotationHealthCheckMode is eds (default: the node agent probes) or active.
+	AnnotationHealthCheckMode = "endpoint.aether.io/health-check-mode"
+	// AnnotationMetadataPrefix prefixes endpoint metadata: metadata.endpoint.aether.io/<key>.
+	AnnotationMetadataPrefix = "metadata.endpoint.aether.io/"
+	// AnnotationUpstreams lists the services the pod calls, comma-separated.
+	AnnotationUpstreams = "config.aether.io/upstreams"
+
+	// endpointPrefix is the namespace of the grammar's own keys: any other key under it is a typo.
+	endpointPrefix = "endpoint.aether.io/"
+)
+
+// Defaults of the grammar.
+const (
+	DefaultPort            int32 = 8080
+	DefaultWeight          int32 = 1024
+	DefaultHealthPath            = "/"
+	DefaultHealthCheckMode       = "eds"
+
+	// MaxPorts is the most ports one pod may declare (the CRDs' limit too).
+	MaxPorts = 64
+	// MaxMetadata is the most metadata keys one pod may declare.
+	MaxMetadata = 32
+	// MaxMetadataValue is the longest metadata value, in bytes.
+	MaxMetadataValue = 256
+	// MaxHealthPath is the longest health path, in bytes.
+	MaxHealthPath = 1024
+)
+
+// Reserved maps each port the mesh keeps for itself to why. A workload can declare none of them,
+// with any protocol.
+var Reserved = map[int32]string{
+	18081: "it is the mesh's HTTP proxy port, where the Host header decides the destination; it is not a port of any service",
+	18082: "it is the mesh's TCP port, which reaches a service's default TCP port; it is not a port of any service",
+	18001: "the mesh proxy receives captured outbound traffic on it inside every pod",
+	18008: "the mesh proxy receives inbound mTLS traffic on it inside every pod",
+}
+
+// suffixes maps each protocol suffix of endpoint.aether.io/ports to its protocol.
+var suffixes = map[string]Protocol{"h1": HTTP, "h2": HTTP2, "http2": HTTP2, "grpc": HTTP2, "tcp": TCP}
+
+const suffixWant = "want h1, h2, http2, grpc or tcp"
+
+// knownEndpointKeys are the grammar's keys under endpoint.aether.io/.
+var knownEndpointKeys = []string{
+	AnnotationPort, AnnotationPorts, AnnotationProtocol,
+	AnnotationWeight, AnnotationHealthPath, AnnotationHealthCheckMode,
+}
+
+var (
+	dnsLabel        = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	healthPath      = regexp.MustCompile(`^/[!-~]*$`)
+	reservedMetaKey = []string{"ip", "pod", "cluster", "namespace"}
+)
+
+// HealthCheck is how an endpoint's health is established.
+type HealthCheck struct {
+	// Mode is "eds" (the node agent probes) or "active" (each client proxy probes).
+	Mode string `json:"mode"`
+	// Path is the HTTP path probed on an HTTP primary.
+	Path string `json:"path"`
+}
+
+// Spec is everything a pod's annotations say about its place in the mesh.
+type Spec struct {
+	PortSet `json:",inline"`
+	// Weight is the load-balancing weight.
+	Weight int32 `json:"weight"`
+	// HealthCheck is how health is established.
+	HealthCheck HealthCheck `json:"healthCheck"`
+	// Metadata is endpoint metadata for subset routing; nil when none.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// Upstreams are the services the pod calls, sorted, each once; nil when none.
+	Upstreams []string `json:"upstreams,omitempty"`
+}
+
+// Parse reads a pod's annotations. Annotations outside the grammar's prefixes are ignored.
+// On any error it returns an ErrorList holding every error found, and a zero Spec: a pod
+// whose annotations do not parse registers nothing.
+func Parse(annotations map[string]string) (Spec, error) {
+	p := parser{annotations: annotations}
+	spec := Spec{
+		Weight:      p.weight(),
+		HealthCheck: HealthCheck{Mode: p.healthCheckMode(), Path: p.healthPath()},
+		Metadata:    p.metadata(),
+		Upstreams:   p.upstreams(),
+	}
+	spec.PortSet = p.portSet()
+	p.unknownKeys()
+	if len(p.errs) > 0 {
+		slices.SortStableFunc(p.errs, func(a, b *Error) int { return strings.Compare(a.Annotation, b.Annotation) })
+		return Spec{}, p.errs
+	}
+	return spec, nil
+}
+
+// parser collects errors while reading one set of annotations.
+type parser struct {
+	annotations map[string]string
+	errs        ErrorList
+}
+
+func (p *parser) fail(key, token string, kind Kind, fix, detail string, args ...any) {
+	p.errs = append(p.errs, &Error{
+		Annotation: key, Value: p.annotations[key], Token: token,
+		Kind: kind, Detail: fmt.Sprintf(detail, args...), Fix: fix,
+	})
+}
+
+// lookup returns an annotation's value and whether it is set; a set but empty value is an error.
+func (p *parser) lookup(key, fix string) (string, bool) {
+	v, ok := p.annotations[key]
+	if !ok {
+		return "", false
+	}
+	if strings.TrimSpace(v) == "" {
+		p.fail(key, v, KindEmpty, fix, "the value is empty")
+		return "", false
+	}
+	return strings.TrimSpace(v), true
+}
+
+// port parses one port number token (no suffix) of annotation key; ok is false after an error.
+func (p *parser) port(key, token string) (int32, bool) {
+	const fix = "write a port number from 1 to 65535, for example 8080"
+	if token == "" {
+		p.fail(key, token, KindNotAPort, fix, "a port number is missing")
+		return 0, false
+	}
+	if strings.Trim(token, "0123456789") != "" {
+		p.fail(key, token, KindNotAPort, fix, "%q is not a port number", token)
+		return 0, false
+	}
+	n, err := strconv.ParseUint(token, 10, 32)
+	if err != nil || n < 1 || n > 65535 {
+		p.fail(key, token, KindPortOutOfRange, fix, "port %s is outside 1..65535", token)
+		return 0, false
+	}
+	port := int32(n)
+	if why, reserved := Reserved[port]; reserved {
+		p.fail(key, token, KindReservedPort,
+			"serve the application on another port, for example 8080, and declare that one",
+			"port %d is reserved: %s", port, why)
+		return 0, false
+	}
+	return port, true
+}
+
+// defaultProtocol reads endpoint.aether.io/protocol: the protocol of ports with no suffix.
+func (p *parser) defaultProtocol() Protocol {
+	const fix = "want http or tcp"
+	v, ok := p.lookup(AnnotationProtocol, fix)
+	if !ok {
+		return HTTP
+	}
+	switch v {
+	case "http":
+		return HTTP
+	case "tcp":
+		return TCP
+	}
+	p.fail(AnnotationProtocol, v, KindUnknownProtocol, fix+didYouMean(v, []string{"http", "tcp"}),
+		"unknown protocol %q", v)
+	return HTTP
+}
+
+func (p *parser) portSet() PortSet {
+	defaultProto := p.defaultProtocol()
+	primary := p.primary()
+
+	declared := map[int32]Protocol{}
+	if v, ok := p.lookup(AnnotationPorts, `list the ports served, for example "8080,9090=h2,9000=tcp"`); ok {
+		for token := range strings.SplitSeq(v, ",") {
+			p.portToken(strings.TrimSpace(token), defaultProto, declared)
+		}
+	}
+	if _, listed := declared[primary]; !listed && primary != 0 {
+		declared[primary] = defaultProto
+	}
+	if len(declared) > MaxPorts {
+		p.fail(AnnotationPorts, "", KindTooManyPorts, "split the workload, or declare only the ports clients dial",
+			"%d ports are declared; at most %d are allowed", len(declared), MaxPorts)
+	}
+
+	ports := make([]Port, 0, len(declared))
+	for _, n := range slices.Sorted(maps.Keys(declared)) {
+		ports = append(ports, Port{Number: n, Protocol: declared[n]})
+	}
+	return PortSet{Primary: primary, Ports: ports}
+}
+
+// primary reads endpoint.aether.io/port; 0 after an error.
+func (p *parser) primary() int32 {
+	v, ok := p.lookup(AnnotationPort, "write a port number from 1 to 65535, for example 8080")
+	if !ok {
+		if _, set := p.annotations[AnnotationPort]; set {
+			return 0
+		}
+		return DefaultPort
+	}
+	number, suffix, hasSuffix := strings.Cut(v, "=")
+	port, ok := p.port(AnnotationPort, strings.TrimSpace(number))
+	if !ok {
+		return 0
+	}
+	if hasSuffix {
+		p.fail(AnnotationPort, v, KindSuffixOnPrimary,
+			fmt.Sprintf("write %q here and declare its protocol in %s, for example %q", strconv.Itoa(int(port)), AnnotationPorts, v),
+			"the primary port takes no protocol suffix (%q)", suffix)
+		return 0
+	}
+	return port
+}
+
+// portToken parses one element of endpoint.aether.io/ports into declared.
+func (p *parser) portToken(token string, defaultProto Protocol, declared map[int32]Protocol) {
+	if token == "" {
+		p.fail(AnnotationPorts, token, KindEmpty, `remove the extra comma: ports are separated by single commas, for example "8080,9000=tcp"`,
+			"an element of the list is empty")
+		return
+	}
+	number, suffix, hasSuffix := strings.Cut(token, "=")
+	port, ok := p.port(AnnotationPorts, strings.TrimSpace(number))
+	if !ok {
+		return
+	}
+	proto := defaultProto
+	if hasSuffix {
+		suffix = strings.TrimSpace(suffix)
+		var known bool
+		if proto, known = suffixes[suffix]; !known {
+			if suffix == "" {
+				p.fail(AnnotationPorts, token, KindUnknownSuffix, suffixWant+", or drop the =",
+					"port %d has an empty protocol suffix", port)
+			} else {
+				p.fail(AnnotationPorts, token, KindUnknownSuffix, suffixWant+didYouMean(suffix, slices.Sorted(maps.Keys(suffixes))),
+					"unknown protocol suffix %q on port %d", suffix, port)
+			}
+			return
+		}
+	}
+	if prev, seen := declared[port]; seen && prev != proto {
+		p.fail(AnnotationPorts, token, KindProtocolConflict, "declare each port once, with one protocol",
+			"port %d is declared twice, as %s and as %s", port, prev, proto)
+		return
+	}
+	declared[port] = proto
+}
+
+func (p *parser) weight() int32 {
+	const fix = "write a number from 1 to 65535; the default is 1024"
+	v, ok := p.lookup(AnnotationWeight, fix)
+	if !ok {
+		return DefaultWeight
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil || strings.Trim(v, "0123456789") != "" || n < 1 || n > 65535 {
+		p.fail(AnnotationWeight, v, KindInvalidWeight, fix, "weight %q is not a number from 1 to 65535", v)
+		return DefaultWeight
+	}
+	return int32(n)
+}
+
+func (p *parser) healthPath() string {
+	const fix = `write an absolute path without spaces, for example "/healthz"`
+	v, ok := p.lookup(AnnotationHealthPath, fix)
+	if !ok {
+		return DefaultHealthPath
+	}
+	if len(v) > MaxHealthPath || !healthPath.MatchString(v) {
+		p.fail(AnnotationHealthPath, v, KindInvalidHealthPath, fix,
+			"health path %q must start with / and hold at most %d printable characters without spaces", v, MaxHealthPath)
+		return DefaultHealthPath
+	}
+	return v
+}
+
+func (p *parser) healthCheckMode() string {
+	const fix = "want eds (the node agent probes) or active (every client proxy probes)"
+	v, ok := p.lookup(AnnotationHealthCheckMode, fix)
+	if !ok {
+		return DefaultHealthCheckMode
+	}
+	if v != "eds" && v != "active" {
+		p.fail(AnnotationHealthCheckMode, v, KindUnknownHealthCheckMode, fix+didYouMean(v, []string{"active", "eds"}),
+			"unknown health-check mode %q", v)
+		return DefaultHealthCheckMode
+	}
+	return v
+}
+
+func (p *parser) metadata() map[string]string {
+	var meta map[string]string
+	for _, key := range slices.Sorted(maps.Keys(p.annotations)) {
+		name, ok := strings.CutPrefix(key, AnnotationMetadataPrefix)
+		if !ok {
+			continue
+		}
+		value := p.annotations[key]
+		switch {
+		case !dnsLabel.MatchString(name):
+			p.fail(key, name, KindInvalidMetadataKey, "use lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit",
+				"metadata key %q is not a DNS label", name)
+		case slices.Contains(reservedMetaKey, name):
+			p.fail(key, name, KindInvalidMetadataKey, "choose another key: ip, pod, cluster and namespace are the mesh's own routing keys",
+				"metadata key %q is reserved", name)
+		case len(value) > MaxMetadataValue:
+			p.fail(key, value, KindInvalidMetadataValue, fmt.Sprintf("shorten it to at most %d bytes", MaxMetadataValue),
+				"metadata value is %d bytes long", len(value))
+		default:
+			if meta == nil {
+				meta = map[string]string{}
+			}
+			meta[name] = value
+		}
+	}
+	if len(meta) > MaxMetadata {
+		p.fail(AnnotationMetadataPrefix+"*", "", KindTooManyMetadata, "keep only the keys clients route on",
+			"%d metadata keys are declared; at most %d are allowed", len(meta), MaxMetadata)
+	}
+	return meta
+}
+
+func (p *parser) upstreams() []string {
+	const fix = `list services as <name> or <name>.<namespace>, comma-separated, for example "payments,ledger.finance"`
+	v, ok := p.lookup(AnnotationUpstreams, fix)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for token := range strings.SplitSeq(v, ",") {
+		token = strings.TrimSpace(token)
+		name, namespace, qualified := strings.Cut(token, ".")
+		switch {
+		case token == "":
+			p.fail(AnnotationUpstreams, token, KindEmpty, fix, "an element of the list is empty")
+		case !dnsLabel.MatchString(name) || (qualified && !dnsLabel.MatchString(namespace)):
+			p.fail(AnnotationUpstreams, token, KindInvalidUpstream, fix, "%q is not a service name", token)
+		default:
+			out = append(out, token)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// unknownKeys reports every endpoint.aether.io/ key the grammar does not define.
+func (p *parser) unknownKeys() {
+	for _, key := range slices.Sorted(maps.Keys(p.annotations)) {
+		if strings.HasPrefix(key, endpointPrefix) && !slices.Contains(knownEndpointKeys, key) {
+			p.fail(key, key, KindUnknownAnnotation,
+				"the endpoint.aether.io/ annotations are port, ports, protocol, weight, health-path and health-check-mode"+
+					didYouMean(key, knownEndpointKeys),
+				"unknown annotation %q", key)
+		}
+	}
+}
+
+// didYouMean suggests the candidate closest to s, when one is close enough to be a typo.
+func didYouMean(s string, candidates []string) string {
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		if d := editDistance(strings.ToLower(s), c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+// editDistance is the optimal-string-alignment distance: insertions, deletions, substitutions
+// and transpositions of adjacent characters each cost 1 ("tpc" is one step from "tcp").
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
