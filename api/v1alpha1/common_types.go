@@ -10,6 +10,7 @@ import (
 
 // Protocol is the protocol a port is declared with: the L4/L7 class the mesh carries it as.
 // +kubebuilder:validation:Enum=HTTP;HTTP2;TCP
+// +kubebuilder:validation:MaxLength=5
 type Protocol string
 
 const (
@@ -53,8 +54,7 @@ type PortProtocol struct {
 }
 
 // FormatPorts renders ports the way the PORTS printer columns show them: "8080/HTTP,9000/TCP".
-// The CRDs validate a summary field against the same spelling, so a column never disagrees with
-// the list it summarises.
+// Every writer of a portsSummary field uses it, so a column never disagrees with its list.
 func FormatPorts(ports []PortProtocol) string {
 	parts := make([]string, len(ports))
 	for i, p := range ports {

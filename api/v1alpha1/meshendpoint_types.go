@@ -10,7 +10,6 @@ import (
 // MeshEndpointSpec is one pod's registration: who serves, where, and which ports in which
 // protocol. The node agent of the pod's node writes it from the pod's annotations.
 // +kubebuilder:validation:XValidation:rule="self.ports.exists(p, p.port == self.primaryPort)",message="primaryPort must be one of ports",fieldPath=".primaryPort"
-// +kubebuilder:validation:XValidation:rule="self.portsSummary == self.ports.map(p, string(p.port) + '/' + p.protocol).join(',')",message="portsSummary must spell ports as port/PROTOCOL joined by commas, in order (for example 8080/HTTP,9000/TCP)",fieldPath=".portsSummary"
 type MeshEndpointSpec struct {
 	// serviceName is the service this endpoint belongs to: the pod's ServiceAccount name.
 	// It cannot change: a pod cannot move between services.
@@ -60,11 +59,12 @@ type MeshEndpointSpec struct {
 	// +required
 	Ports []PortProtocol `json:"ports"`
 
-	// portsSummary spells ports for the PORTS column ("8080/HTTP,9000/TCP"); it is validated
-	// against ports, so it cannot disagree with them. Use FormatPorts to write it.
+	// portsSummary spells ports for the PORTS column ("8080/HTTP,9000/TCP"): a printer column
+	// shows one JSONPath value and cannot join a list. Display only; writers set it with
+	// FormatPorts. (A CEL rule comparing it to ports exceeds the API server's cost budget.)
 	// +kubebuilder:validation:MaxLength=1024
-	// +required
-	PortsSummary string `json:"portsSummary"`
+	// +optional
+	PortsSummary string `json:"portsSummary,omitempty"`
 
 	// weight is the load-balancing weight, 1..65535.
 	// +kubebuilder:validation:Minimum=1
@@ -74,6 +74,7 @@ type MeshEndpointSpec struct {
 	Weight int32 `json:"weight,omitempty"`
 
 	// healthCheck says how the endpoint's health is established.
+	// +kubebuilder:default={}
 	// +optional
 	HealthCheck HealthCheck `json:"healthCheck,omitzero"`
 

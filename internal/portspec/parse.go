@@ -146,11 +146,12 @@ func (p *parser) lookup(key, fix string) (string, bool) {
 	return strings.TrimSpace(v), true
 }
 
-// port parses one port number token (no suffix) of annotation key; ok is false after an error.
-func (p *parser) port(key, token string) (int32, bool) {
+// port parses one port number token (no suffix) of annotation key, from element (the token with
+// its suffix, which names the error when the number is missing); ok is false after an error.
+func (p *parser) port(key, element, token string) (int32, bool) {
 	const fix = "write a port number from 1 to 65535, for example 8080"
 	if token == "" {
-		p.fail(key, token, KindNotAPort, fix, "a port number is missing")
+		p.fail(key, element, KindNotAPort, fix, "a port number is missing in %q", element)
 		return 0, false
 	}
 	if strings.Trim(token, "0123456789") != "" {
@@ -225,7 +226,7 @@ func (p *parser) primary() int32 {
 		return DefaultPort
 	}
 	number, suffix, hasSuffix := strings.Cut(v, "=")
-	port, ok := p.port(AnnotationPort, strings.TrimSpace(number))
+	port, ok := p.port(AnnotationPort, v, strings.TrimSpace(number))
 	if !ok {
 		return 0
 	}
@@ -246,7 +247,7 @@ func (p *parser) portToken(token string, defaultProto Protocol, declared map[int
 		return
 	}
 	number, suffix, hasSuffix := strings.Cut(token, "=")
-	port, ok := p.port(AnnotationPorts, strings.TrimSpace(number))
+	port, ok := p.port(AnnotationPorts, token, strings.TrimSpace(number))
 	if !ok {
 		return
 	}

@@ -131,13 +131,17 @@ func Reach(s portspec.PortSet, host string, sp Spelling) Result {
 func reachDefaultHTTP(s portspec.PortSet, host string) Result {
 	port, ok := DefaultHTTPPort(s)
 	if !ok {
-		spellings := []string{host + ":" + strconv.Itoa(int(MeshTCPPort))}
-		for _, p := range s.Ports {
-			spellings = append(spellings, host+":"+strconv.Itoa(int(p.Number)))
+		// With no HTTP port every declared port is TCP; with none declared, :18082 is refused too.
+		advice := "it declares no ports, so no spelling reaches it"
+		if len(s.Ports) > 0 {
+			spellings := []string{host + ":" + strconv.Itoa(int(MeshTCPPort))}
+			for _, p := range s.Ports {
+				spellings = append(spellings, host+":"+strconv.Itoa(int(p.Number)))
+			}
+			advice = "dial its TCP ports as " + strings.Join(spellings, " or ")
 		}
 		return Result{Protocol: portspec.HTTP, Outcome: Misdirected, Reason: fmt.Sprintf(
-			"the service has no HTTP port: answered HTTP 421 with %s; dial its TCP ports as %s",
-			NoHTTPPortHeader, strings.Join(spellings, " or "))}
+			"the service has no HTTP port: answered HTTP 421 with %s; %s", NoHTTPPortHeader, advice)}
 	}
 	var why string
 	switch {
