@@ -67,6 +67,24 @@ var suffixes = map[string]Protocol{"h1": HTTP, "h2": HTTP2, "http2": HTTP2, "grp
 
 const suffixWant = "want h1, h2, http2, grpc or tcp"
 
+// suffixHints names the suffix meant by spellings that edit distance would map wrongly (http1 is
+// one edit from http2, but means h1). An empty hint means none fits.
+var suffixHints = map[string]string{
+	"http": "h1", "http1": "h1", "http/1.1": "h1", "h1c": "h1", "h2c": "h2", "https": "tcp", "tls": "tcp",
+	"udp": "", "h3": "", "quic": "",
+}
+
+// suffixHint suggests the suffix a misspelled one most likely meant.
+func suffixHint(suffix string) string {
+	if hint, known := suffixHints[strings.ToLower(suffix)]; known {
+		if hint == "" {
+			return "; the mesh carries TCP and HTTP only"
+		}
+		return fmt.Sprintf("; did you mean %q?", hint)
+	}
+	return didYouMean(suffix, slices.Sorted(maps.Keys(suffixes)))
+}
+
 // knownEndpointKeys are the grammar's keys under endpoint.aether.io/.
 var knownEndpointKeys = []string{
 	AnnotationPort, AnnotationPorts, AnnotationProtocol,
@@ -231,8 +249,12 @@ func (p *parser) primary() int32 {
 		return 0
 	}
 	if hasSuffix {
+		example := strconv.Itoa(int(port)) + "=tcp"
+		if _, known := suffixes[strings.TrimSpace(suffix)]; known {
+			example = strconv.Itoa(int(port)) + "=" + strings.TrimSpace(suffix)
+		}
 		p.fail(AnnotationPort, v, KindSuffixOnPrimary,
-			fmt.Sprintf("write %q here and declare its protocol in %s, for example %q", strconv.Itoa(int(port)), AnnotationPorts, v),
+			fmt.Sprintf("write %q here and declare its protocol in %s, for example %q", strconv.Itoa(int(port)), AnnotationPorts, example),
 			"the primary port takes no protocol suffix (%q)", suffix)
 		return 0
 	}
@@ -260,7 +282,7 @@ func (p *parser) portToken(token string, defaultProto Protocol, declared map[int
 				p.fail(AnnotationPorts, token, KindUnknownSuffix, suffixWant+", or drop the =",
 					"port %d has an empty protocol suffix", port)
 			} else {
-				p.fail(AnnotationPorts, token, KindUnknownSuffix, suffixWant+didYouMean(suffix, slices.Sorted(maps.Keys(suffixes))),
+				p.fail(AnnotationPorts, token, KindUnknownSuffix, suffixWant+suffixHint(suffix),
 					"unknown protocol suffix %q on port %d", suffix, port)
 			}
 			return
@@ -377,10 +399,19 @@ func (p *parser) unknownKeys() {
 		if strings.HasPrefix(key, endpointPrefix) && !slices.Contains(knownEndpointKeys, key) {
 			p.fail(key, key, KindUnknownAnnotation,
 				"the endpoint.aether.io/ annotations are port, ports, protocol, weight, health-path and health-check-mode"+
-					didYouMean(key, knownEndpointKeys),
+					unknownKeyHint(key),
 				"unknown annotation %q", key)
 		}
 	}
+}
+
+// unknownKeyHint suggests the annotation an unknown endpoint.aether.io/ key most likely meant,
+// including the one grammar key that lives under another prefix (config.aether.io/upstreams).
+func unknownKeyHint(key string) string {
+	if editDistance(strings.TrimPrefix(key, endpointPrefix), "upstreams") < 3 {
+		return fmt.Sprintf("; did you mean %q?", AnnotationUpstreams)
+	}
+	return didYouMean(key, knownEndpointKeys)
 }
 
 // didYouMean suggests the candidate closest to s, when one is close enough to be a typo.

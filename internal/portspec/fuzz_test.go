@@ -1,0 +1,226 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package portspec
+
+import (
+	"errors"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Bits of FuzzParse's set argument: an annotation whose bit is set is added even when the
+// fuzzer's string for it is empty, so "set but empty" is explored as well as "unset".
+const (
+	setPort uint16 = 1 << iota
+	setPorts
+	setProtocol
+	setWeight
+	setHealthPath
+	setHealthCheckMode
+	setMetadata
+	setUpstreams
+	setExtra
+)
+
+var allKinds = []Kind{
+	KindEmpty, KindNotAPort, KindPortOutOfRange, KindReservedPort, KindUnknownSuffix, KindSuffixOnPrimary,
+	KindProtocolConflict, KindTooManyPorts, KindUnknownProtocol, KindInvalidWeight, KindInvalidHealthPath,
+	KindUnknownHealthCheckMode, KindInvalidMetadataKey, KindInvalidMetadataValue, KindTooManyMetadata,
+	KindInvalidUpstream, KindUnknownAnnotation,
+}
+
+func FuzzParse(f *testing.F) {
+	type seed struct {
+		set                                           uint16
+		port, ports, protocol, weight, path, mode     string
+		metaKey, metaValue, upstreams, extraK, extraV string
+	}
+	seeds := []seed{
+		// Valid.
+		{},
+		{port: "9000", ports: "8080,9090=h2,9000=tcp"},
+		{ports: "9001=h1,9002=h2,9003=http2,9004=grpc,9005=tcp"},
+		{protocol: "tcp", ports: "9000,8080=h1"},
+		{protocol: "tcp", port: "5432", ports: "5432"},
+		{ports: "9090=grpc,9090=h2"},
+		{port: " 9000 ", ports: " 9000 = tcp , 80 ", protocol: " http ", weight: " 7 "},
+		{weight: "65535", path: "/healthz", mode: "active"},
+		{metaKey: "zone", metaValue: "us-east-1a", upstreams: "payments,ledger.finance,payments"},
+		{metaKey: "version", set: setMetadata, upstreams: "b , a"},
+		{extraK: "aether.io/managed", extraV: "true"},
+		{port: "1", ports: "65535=tcp", weight: "1"},
+		// Invalid.
+		{set: setPort | setPorts | setProtocol | setWeight | setHealthPath | setHealthCheckMode | setMetadata | setUpstreams},
+		{ports: "8080,,9000,"},
+		{port: "18081", ports: "18082=tcp,18001=h2,18008=grpc"},
+		{ports: "9000=tpc,9000=H2,9000=,=tcp"},
+		{port: "9000=tcp"},
+		{ports: "8080,8080=tcp,9000=h2,9000=tcp"},
+		{ports: "0,65536,99999999999,+80,-1,8 080,0x50"},
+		{ports: portList(1, MaxPorts, "")},
+		{protocol: "udp", weight: "0", path: "healthz", mode: "Active"},
+		{metaKey: "Zone", metaValue: "x"},
+		{metaKey: "ip", metaValue: "x", upstreams: "A,a.b.c,,"},
+		{metaKey: "blob", metaValue: strings.Repeat("v", MaxMetadataValue+1)},
+		{extraK: "endpoint.aether.io/prots", extraV: "8080"},
+		{extraK: AnnotationMetadataPrefix, extraV: "x"},
+	}
+	for _, s := range seeds {
+		f.Add(s.set, s.port, s.ports, s.protocol, s.weight, s.path, s.mode, s.metaKey, s.metaValue, s.upstreams, s.extraK, s.extraV)
+	}
+
+	f.Fuzz(func(t *testing.T, set uint16, port, ports, protocol, weight, path, mode, metaKey, metaValue, upstreams, extraKey, extraValue string) {
+		annotations := map[string]string{}
+		add := func(bit uint16, key, value string) {
+			if value != "" || set&bit != 0 {
+				annotations[key] = value
+			}
+		}
+		add(setPort, AnnotationPort, port)
+		add(setPorts, AnnotationPorts, ports)
+		add(setProtocol, AnnotationProtocol, protocol)
+		add(setWeight, AnnotationWeight, weight)
+		add(setHealthPath, AnnotationHealthPath, path)
+		add(setHealthCheckMode, AnnotationHealthCheckMode, mode)
+		if metaKey != "" || set&setMetadata != 0 {
+			annotations[AnnotationMetadataPrefix+metaKey] = metaValue
+		}
+		add(setUpstreams, AnnotationUpstreams, upstreams)
+		if extraKey != "" || set&setExtra != 0 {
+			annotations[extraKey] = extraValue
+		}
+		before := maps.Clone(annotations)
+
+		spec, err := Parse(annotations)
+		if !maps.Equal(annotations, before) {
+			t.Fatalf("Parse modified its input")
+		}
+		if err != nil {
+			if !reflect.DeepEqual(spec, Spec{}) {
+				t.Errorf("Parse returned %#v with its error, want the zero Spec", spec)
+			}
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("error %T is not an ErrorList", err)
+			}
+			checkErrorList(t, annotations, list)
+			for _, e := range list {
+				if !slices.Contains(allKinds, e.Kind) {
+					t.Errorf("unknown Kind %q", e.Kind)
+				}
+			}
+			var first *Error
+			if !errors.As(err, &first) || first != list[0] {
+				t.Errorf("errors.As does not find the first *Error")
+			}
+			if _, again := Parse(maps.Clone(annotations)); again == nil || again.Error() != err.Error() {
+				t.Errorf("Parse is not deterministic:\n%v\nthen\n%v", err, again)
+			}
+			return
+		}
+
+		checkValid(t, spec)
+		canonical := spec.Annotations()
+		again, err := Parse(canonical)
+		if err != nil {
+			t.Fatalf("Parse(%q) accepted, but its canonical form %q is refused:\n%v", annotations, canonical, err)
+		}
+		if !reflect.DeepEqual(again, spec) {
+			t.Fatalf("round trip of %q:\n got %#v\nwant %#v", annotations, again, spec)
+		}
+		if !maps.Equal(again.Annotations(), canonical) {
+			t.Errorf("canonical form is not stable: %q then %q", canonical, again.Annotations())
+		}
+	})
+}
+
+func TestFormatPorts(t *testing.T) {
+	tests := map[string]struct {
+		ports []Port
+		want  string
+	}{
+		"none":            {ports: nil, want: ""},
+		"one of each":     {ports: []Port{http1(8080), tcp(9000), http2(9090)}, want: "8080=h1,9000=tcp,9090=h2"},
+		"order kept":      {ports: []Port{tcp(9000), http1(80)}, want: "9000=tcp,80=h1"},
+		"extreme numbers": {ports: []Port{http1(1), tcp(65535)}, want: "1=h1,65535=tcp"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := FormatPorts(tt.ports); got != tt.want {
+				t.Errorf("FormatPorts(%v) = %q, want %q", tt.ports, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAnnotationsRoundTrip(t *testing.T) {
+	tests := map[string]struct {
+		spec Spec
+		want map[string]string
+	}{
+		"defaults": {
+			spec: spec(8080, http1(8080)),
+			want: map[string]string{
+				AnnotationPort: "8080", AnnotationPorts: "8080=h1", AnnotationWeight: "1024",
+				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds",
+			},
+		},
+		"a TCP primary and every protocol": {
+			spec: spec(5432, tcp(5432), http1(8080), http2(9090)),
+			want: map[string]string{
+				AnnotationPort: "5432", AnnotationPorts: "5432=tcp,8080=h1,9090=h2", AnnotationWeight: "1024",
+				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds",
+			},
+		},
+		"everything set": {
+			spec: Spec{
+				PortSet:     NewPortSet(9000, []Port{tcp(9000), http2(9090), http1(80)}),
+				Weight:      7,
+				HealthCheck: HealthCheck{Mode: "active", Path: "/healthz?deep=1"},
+				Metadata:    map[string]string{"zone": "us-east-1a", "canary": ""},
+				Upstreams:   []string{"ledger.finance", "payments"},
+			},
+			want: map[string]string{
+				AnnotationPort: "9000", AnnotationPorts: "80=h1,9000=tcp,9090=h2", AnnotationWeight: "7",
+				AnnotationHealthPath: "/healthz?deep=1", AnnotationHealthCheckMode: "active",
+				AnnotationMetadataPrefix + "zone": "us-east-1a", AnnotationMetadataPrefix + "canary": "",
+				AnnotationUpstreams: "ledger.finance,payments",
+			},
+		},
+		"MaxPorts ports": {
+			spec: spec(1, portRange(1, MaxPorts, TCP)...),
+			want: map[string]string{
+				AnnotationPort: "1", AnnotationPorts: portList(1, MaxPorts, "tcp"), AnnotationWeight: "1024",
+				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds",
+			},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := tt.spec.Annotations()
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("Annotations()\n got %q\nwant %q", got, tt.want)
+			}
+			back, err := Parse(got)
+			if err != nil {
+				t.Fatalf("Parse(Annotations()): %v", err)
+			}
+			if !reflect.DeepEqual(back, tt.spec) {
+				t.Errorf("Parse(Annotations())\n got %#v\nwant %#v", back, tt.spec)
+			}
+		})
+	}
+}
+
+// TestNewPortSet: order normalised, duplicates dropped (NewPortSet does not validate).
+func TestNewPortSet(t *testing.T) {
+	got := NewPortSet(9000, []Port{tcp(9000), http1(80), tcp(9000), http2(443)})
+	want := PortSet{Primary: 9000, Ports: []Port{http1(80), http2(443), tcp(9000)}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("NewPortSet = %#v, want %#v", got, want)
+	}
+}
