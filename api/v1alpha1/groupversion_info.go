@@ -10,8 +10,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -19,8 +20,14 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "mesh.aether.io", Version: "v1alpha1"}
 
 	// SchemeBuilder registers this package's types with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds this package's types to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &MeshEndpoint{}, &MeshEndpointList{}, &MeshService{}, &MeshServiceList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -95,9 +95,9 @@ type MeshEndpointSpec struct {
 type HealthCheckMode string
 
 const (
-	// HealthCheckEDS: the node agent vets the endpoint and publishes its health (delegated liveness).
+	// HealthCheckEDS means the node agent vets the endpoint and publishes its health (delegated liveness).
 	HealthCheckEDS HealthCheckMode = "eds"
-	// HealthCheckActive: every client proxy probes the endpoint itself.
+	// HealthCheckActive means every client proxy probes the endpoint itself.
 	HealthCheckActive HealthCheckMode = "active"
 )
 
@@ -131,13 +131,13 @@ type Locality struct {
 type Health string
 
 const (
-	// HealthPending: registered, not yet vetted. Not routable.
+	// HealthPending means registered, not yet vetted. Not routable.
 	HealthPending Health = "Pending"
-	// HealthHealthy: the primary port answered its probe. Routable.
+	// HealthHealthy means the primary port answered its probe. Routable.
 	HealthHealthy Health = "Healthy"
-	// HealthUnhealthy: the primary port failed its probe. Not routable.
+	// HealthUnhealthy means the primary port failed its probe. Not routable.
 	HealthUnhealthy Health = "Unhealthy"
-	// HealthDraining: the pod is being deleted; no new requests.
+	// HealthDraining means the pod is being deleted; no new requests.
 	HealthDraining Health = "Draining"
 )
 
@@ -147,9 +147,9 @@ const (
 	// last valid registration stays in service and the message carries the parser's error.
 	EndpointConditionRegistered = "Registered"
 
-	// EndpointReasonRegistered: the spec matches the pod's annotations.
+	// EndpointReasonRegistered means the spec matches the pod's annotations.
 	EndpointReasonRegistered = "Registered"
-	// EndpointReasonInvalidAnnotation: the pod's annotations were edited into an invalid state.
+	// EndpointReasonInvalidAnnotation means the pod's annotations were edited into an invalid state.
 	EndpointReasonInvalidAnnotation = "InvalidAnnotation"
 )
 
@@ -198,8 +198,4 @@ type MeshEndpointList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MeshEndpoint `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&MeshEndpoint{}, &MeshEndpointList{})
 }

@@ -41,12 +41,12 @@ type ServicePort struct {
 type DialOutcome string
 
 const (
-	// DialReaches: the spelling reaches a port of the service.
+	// DialReaches means the spelling reaches a port of the service.
 	DialReaches DialOutcome = "Reaches"
-	// DialMisdirected: an HTTP spelling of a service with no HTTP port; the mesh answers HTTP 421
+	// DialMisdirected means an HTTP spelling of a service with no HTTP port; the mesh answers HTTP 421
 	// with the header x-aether-error: no-http-port.
 	DialMisdirected DialOutcome = "Misdirected"
-	// DialRefused: nothing claims the spelling; the client sees ECONNREFUSED.
+	// DialRefused means nothing claims the spelling; the client sees ECONNREFUSED.
 	DialRefused DialOutcome = "Refused"
 )
 
@@ -98,21 +98,21 @@ const (
 	// ServiceConditionServiceReady is True when the generated Service matches the dial surface.
 	ServiceConditionServiceReady = "ServiceReady"
 
-	// ServiceReasonEndpointsReady: at least one endpoint is Healthy.
+	// ServiceReasonEndpointsReady means at least one endpoint is Healthy.
 	ServiceReasonEndpointsReady = "EndpointsReady"
-	// ServiceReasonNoReadyEndpoints: endpoints exist but none is Healthy.
+	// ServiceReasonNoReadyEndpoints means endpoints exist but none is Healthy.
 	ServiceReasonNoReadyEndpoints = "NoReadyEndpoints"
-	// ServiceReasonNoEndpoints: the last endpoint went away; the ports it declared are kept so
+	// ServiceReasonNoEndpoints means the last endpoint went away; the ports it declared are kept so
 	// the VIP and route status do not flap while the service scales to zero and back.
 	ServiceReasonNoEndpoints = "NoEndpoints"
-	// ServiceReasonPortsAgree: every endpoint declares each port with the same protocol.
+	// ServiceReasonPortsAgree means every endpoint declares each port with the same protocol.
 	ServiceReasonPortsAgree = "PortsAgree"
-	// ServiceReasonProtocolConflict: endpoints disagree on a port's protocol; the message names
+	// ServiceReasonProtocolConflict means endpoints disagree on a port's protocol; the message names
 	// each such port and how many endpoints declare each protocol.
 	ServiceReasonProtocolConflict = "ProtocolConflict"
-	// ServiceReasonServiceApplied: the generated Service carries the dial surface.
+	// ServiceReasonServiceApplied means the generated Service carries the dial surface.
 	ServiceReasonServiceApplied = "ServiceApplied"
-	// ServiceReasonNameConflict: a Service of this name exists that the controller does not own;
+	// ServiceReasonNameConflict means a Service of this name exists that the controller does not own;
 	// it is never modified.
 	ServiceReasonNameConflict = "NameConflict"
 
@@ -218,8 +218,4 @@ type MeshServiceList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MeshService `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&MeshService{}, &MeshServiceList{})
 }

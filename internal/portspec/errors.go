@@ -13,40 +13,40 @@ import (
 type Kind string
 
 const (
-	// KindEmpty: an annotation, or one element of a list, is empty.
+	// KindEmpty means an annotation, or one element of a list, is empty.
 	KindEmpty Kind = "Empty"
-	// KindNotAPort: a port is not a decimal number.
+	// KindNotAPort means a port is not a decimal number.
 	KindNotAPort Kind = "NotAPort"
-	// KindPortOutOfRange: a port is outside 1..65535.
+	// KindPortOutOfRange means a port is outside 1..65535.
 	KindPortOutOfRange Kind = "PortOutOfRange"
-	// KindReservedPort: a port is one of the mesh's own (18001, 18008, 18081, 18082).
+	// KindReservedPort means a port is one of the mesh's own (18001, 18008, 18081, 18082).
 	KindReservedPort Kind = "ReservedPort"
-	// KindUnknownSuffix: a port's protocol suffix is not h1, h2, http2, grpc or tcp.
+	// KindUnknownSuffix means a port's protocol suffix is not h1, h2, http2, grpc or tcp.
 	KindUnknownSuffix Kind = "UnknownSuffix"
-	// KindSuffixOnPrimary: endpoint.aether.io/port carries a protocol suffix.
+	// KindSuffixOnPrimary means endpoint.aether.io/port carries a protocol suffix.
 	KindSuffixOnPrimary Kind = "SuffixOnPrimary"
-	// KindProtocolConflict: one port is declared twice with different protocols.
+	// KindProtocolConflict means one port is declared twice with different protocols.
 	KindProtocolConflict Kind = "ProtocolConflict"
-	// KindTooManyPorts: more ports than MaxPorts.
+	// KindTooManyPorts means more ports than MaxPorts.
 	KindTooManyPorts Kind = "TooManyPorts"
-	// KindUnknownProtocol: endpoint.aether.io/protocol is not http or tcp.
+	// KindUnknownProtocol means endpoint.aether.io/protocol is not http or tcp.
 	KindUnknownProtocol Kind = "UnknownProtocol"
-	// KindInvalidWeight: endpoint.aether.io/weight is not a number in 1..65535.
+	// KindInvalidWeight means endpoint.aether.io/weight is not a number in 1..65535.
 	KindInvalidWeight Kind = "InvalidWeight"
-	// KindInvalidHealthPath: endpoint.aether.io/health-path is not an absolute path.
+	// KindInvalidHealthPath means endpoint.aether.io/health-path is not an absolute path.
 	KindInvalidHealthPath Kind = "InvalidHealthPath"
-	// KindUnknownHealthCheckMode: endpoint.aether.io/health-check-mode is not eds or active.
+	// KindUnknownHealthCheckMode means endpoint.aether.io/health-check-mode is not eds or active.
 	KindUnknownHealthCheckMode Kind = "UnknownHealthCheckMode"
-	// KindInvalidMetadataKey: a metadata.endpoint.aether.io/<key> key is not a DNS label, or is
+	// KindInvalidMetadataKey means a metadata.endpoint.aether.io/<key> key is not a DNS label, or is
 	// reserved.
 	KindInvalidMetadataKey Kind = "InvalidMetadataKey"
-	// KindInvalidMetadataValue: a metadata value is too long.
+	// KindInvalidMetadataValue means a metadata value is too long.
 	KindInvalidMetadataValue Kind = "InvalidMetadataValue"
-	// KindTooManyMetadata: more metadata keys than MaxMetadata.
+	// KindTooManyMetadata means more metadata keys than MaxMetadata.
 	KindTooManyMetadata Kind = "TooManyMetadata"
-	// KindInvalidUpstream: an element of config.aether.io/upstreams is not a service name.
+	// KindInvalidUpstream means an element of config.aether.io/upstreams is not a service name.
 	KindInvalidUpstream Kind = "InvalidUpstream"
-	// KindUnknownAnnotation: an endpoint.aether.io/ annotation this grammar does not define
+	// KindUnknownAnnotation means an endpoint.aether.io/ annotation this grammar does not define
 	// (most often a typo, which would otherwise be silently ignored).
 	KindUnknownAnnotation Kind = "UnknownAnnotation"
 )

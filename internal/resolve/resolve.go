@@ -83,12 +83,12 @@ type Spelling struct {
 type Outcome string
 
 const (
-	// Reaches: a port of the service.
+	// Reaches means a port of the service.
 	Reaches Outcome = "Reaches"
-	// Misdirected: an HTTP spelling of a service with no HTTP port; HTTP 421 with the header
+	// Misdirected means an HTTP spelling of a service with no HTTP port; HTTP 421 with the header
 	// x-aether-error: no-http-port.
 	Misdirected Outcome = "Misdirected"
-	// Refused: nothing claims the spelling; ECONNREFUSED.
+	// Refused means nothing claims the spelling; ECONNREFUSED.
 	Refused Outcome = "Refused"
 )
 
@@ -144,10 +144,10 @@ func reachDefaultHTTP(s portspec.PortSet, host string) Result {
 			"the service has no HTTP port: answered HTTP 421 with %s; %s", NoHTTPPortHeader, advice)}
 	}
 	var why string
-	switch {
-	case port == 80:
+	switch port {
+	case 80:
 		why = "port 80 is declared " + string(mustLookup(s, 80))
-	case port == s.Primary:
+	case s.Primary:
 		why = fmt.Sprintf("the primary port %d is %s", port, mustLookup(s, port))
 	default:
 		why = fmt.Sprintf("port %d is the lowest HTTP port (no HTTP port 80, and the primary is not HTTP)", port)

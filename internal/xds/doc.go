@@ -1,0 +1,9 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package xds translates a node's model (services, their ports and endpoints) into Envoy xDS
+// resources, purely: model in, resources out, no clients, clocks or I/O. The agent serves the
+// result with go-control-plane.
+//
+// It must not import internal/controller or any Kubernetes client code.
+package xds

@@ -1,0 +1,90 @@
+//go:build e2e
+
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package e2e is the end-to-end tier: it runs the project's real binaries as a user does. At this
+// stage that is `make run` (hack/localenv); the single-node cluster tier joins it later.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aether-mesh/aether-operator/internal/testenv"
+)
+
+// TestMakeRun starts what `make run` starts, waits for its KUBECONFIG line, checks the samples
+// are served with the real kubectl, then interrupts it and checks it cleans up.
+func TestMakeRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	bin := filepath.Join(t.TempDir(), "localenv")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./hack/localenv")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building hack/localenv: %v\n%s", err, out)
+	}
+
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	run := exec.CommandContext(ctx, bin, "--kubeconfig-out", kubeconfig)
+	run.Stderr = os.Stderr
+	stdout, err := run.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer run.Process.Kill() //nolint:errcheck // only matters when the test already failed
+
+	announced := make(chan string, 1)
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			if path, ok := strings.CutPrefix(scanner.Text(), "KUBECONFIG="); ok {
+				announced <- path
+			}
+		}
+		close(announced)
+	}()
+	select {
+	case path, ok := <-announced:
+		if !ok || path != kubeconfig {
+			t.Fatalf("localenv announced KUBECONFIG=%q, want %q", path, kubeconfig)
+		}
+	case <-ctx.Done():
+		t.Fatal("localenv did not come up")
+	}
+
+	assets, err := testenv.Assets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", kubeconfig,
+		"get", "meshendpoints", "-n", "shop", "-o", "custom-columns=NAME:.metadata.name,PORTS:.spec.portsSummary", "--no-headers").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get meshendpoints: %v\n%s", err, out)
+	}
+	if got := strings.Count(string(out), "8080/HTTP,9000/TCP,9090/HTTP2"); got != 3 {
+		t.Errorf("want the 3 sample endpoints, kubectl printed:\n%s", out)
+	}
+
+	if err := run.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Wait(); err != nil {
+		t.Errorf("localenv exited with %v after Ctrl-C, want a clean exit", err)
+	}
+	if _, err := os.Stat(kubeconfig); !os.IsNotExist(err) {
+		t.Errorf("localenv left its kubeconfig behind (%v)", err)
+	}
+}
