@@ -67,7 +67,7 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 60s) each.
 
 .PHONY: bench
 bench: ## Run the benchmarks (medians over -count runs; compare with benchstat).
-	go test $(UNIT_PKGS) -run '^$$' -bench . -benchmem -count $(or $(COUNT),6)
+	go test ./internal/... -run '^$$' -bench . -benchmem -count $(or $(COUNT),6)
 
 ##@ Build
 

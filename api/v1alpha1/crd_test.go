@@ -180,22 +180,28 @@ func TestMeshEndpointValidation(t *testing.T) {
 			i++
 			ep := validEndpoint(ns, "ep-"+strings.Repeat("x", i))
 			tc.mutate(&ep.Spec)
-			err := env.Client.Create(ctx, ep)
-			if len(tc.want) == 0 {
-				if err != nil {
-					t.Fatalf("valid object refused: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("invalid object accepted; want an error containing %q", tc.want)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error does not contain %q:\n%v", w, err)
-				}
-			}
+			expectRefusal(t, env.Client.Create(ctx, ep), tc.want)
 		})
+	}
+}
+
+// expectRefusal checks a write's outcome: no want means it must succeed; otherwise it must fail
+// with an error that contains every string in want (the field path and the message).
+func expectRefusal(t *testing.T, err error, want []string) {
+	t.Helper()
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("valid object refused: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("invalid object accepted; want an error containing %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not contain %q:\n%v", w, err)
+		}
 	}
 }
 
@@ -315,21 +321,7 @@ func TestMeshServiceStatusValidation(t *testing.T) {
 			}
 			ms.Status = mixedServiceStatus()
 			tc.mutate(&ms.Status)
-			err := env.Client.Status().Update(ctx, ms)
-			if len(tc.want) == 0 {
-				if err != nil {
-					t.Fatalf("valid status refused: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("invalid status accepted; want an error containing %q", tc.want)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error does not contain %q:\n%v", w, err)
-				}
-			}
+			expectRefusal(t, env.Client.Status().Update(ctx, ms), tc.want)
 		})
 	}
 }
