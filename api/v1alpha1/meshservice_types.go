@@ -139,6 +139,14 @@ type MeshServiceStatus struct {
 	// +optional
 	PortsSummary string `json:"portsSummary,omitempty"`
 
+	// primaryPort is the service's primary port: the one most of its endpoints declare as
+	// endpoint.aether.io/port (ties to the newer declaration, then the lower port). It decides
+	// the default ports when no port 80 is declared.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	PrimaryPort int32 `json:"primaryPort,omitempty"`
+
 	// defaultHTTPPort is what http://<name>/ and <name>:18081 reach; absent when the service has
 	// no HTTP-class port.
 	// +kubebuilder:validation:Minimum=1

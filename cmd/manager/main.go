@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/controller"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
 
@@ -63,6 +64,14 @@ func main() {
 	})
 	if err != nil {
 		log.Error(err, "Failed to create the manager")
+		os.Exit(1)
+	}
+	if err := (&controller.MeshServiceReconciler{
+		Client:     mgr.GetClient(),
+		Recorder:   mgr.GetEventRecorder("aether-controller"),
+		MeshDomain: meshDomain,
+	}).SetupWithManager(mgr); err != nil {
+		log.Error(err, "Failed to set up the MeshService controller")
 		os.Exit(1)
 	}
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))

@@ -1,0 +1,8 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package meshservice translates, purely, one service's MeshEndpoints (and what the cluster
+// already holds for it) into the MeshService status and the generated Service the controller
+// writes. No client, clock or I/O: the reconciler in internal/controller gathers Input and
+// writes Output. Every default port and the dial surface come from internal/resolve.
+package meshservice

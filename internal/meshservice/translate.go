@@ -1,0 +1,311 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package meshservice
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/resolve"
+)
+
+// Input is everything the translation reads for one service.
+type Input struct {
+	// Namespace and Name identify the service (Name = the ServiceAccount's name).
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// UID is the MeshService's UID, for the generated Service's owner reference.
+	UID types.UID `json:"uid,omitempty"`
+	// MeshDomain is the mesh's DNS domain and SPIFFE trust domain.
+	MeshDomain string `json:"meshDomain"`
+	// Endpoints are the service's MeshEndpoints, in any order.
+	Endpoints []meshv1alpha1.MeshEndpoint `json:"endpoints"`
+	// LastStatus is the MeshService's current status: when the last endpoint goes away its ports
+	// and primary are kept, so the VIP and route status do not flap.
+	LastStatus meshv1alpha1.MeshServiceStatus `json:"lastStatus,omitzero"`
+	// Service is what the cluster holds under the service's name.
+	Service ServiceFacts `json:"service"`
+}
+
+// ServiceFacts describe the Service named like the service, if any.
+type ServiceFacts struct {
+	// Exists is true when a Service of that name exists.
+	Exists bool `json:"exists"`
+	// Owned is true when that Service is the controller's (owner reference to the MeshService).
+	Owned bool `json:"owned"`
+	// ClusterIP is its cluster IP, the VIP, when it is ours.
+	ClusterIP string `json:"clusterIP,omitempty"`
+}
+
+// Output is what the controller writes.
+type Output struct {
+	// Status is the MeshService's status, conditions without timestamps (conditions.Merge stamps them).
+	Status meshv1alpha1.MeshServiceStatus `json:"status"`
+	// Service is the generated Service to apply; nil when a Service of that name is not ours.
+	Service *corev1ac.ServiceApplyConfiguration `json:"service,omitempty"`
+}
+
+// pair is the membership of one (port, protocol) declaration.
+type pair struct {
+	protocol meshv1alpha1.Protocol
+	members  int32
+	ready    int32
+	newest   metav1.Time
+}
+
+// Translate derives a service's status and its generated Service. It returns an error (and no
+// output) only for input no endpoint written through the API could hold, such as a name that is
+// not a valid SPIFFE path.
+func Translate(in Input) (Output, error) {
+	identity, err := identityOf(in)
+	if err != nil {
+		return Output{}, err
+	}
+	endpoints := slices.Clone(in.Endpoints)
+	slices.SortFunc(endpoints, func(a, b meshv1alpha1.MeshEndpoint) int { return strings.Compare(a.Name, b.Name) })
+
+	st := meshv1alpha1.MeshServiceStatus{Identity: identity, VIP: in.Service.ClusterIP}
+	if in.Service.Exists && !in.Service.Owned {
+		st.VIP = ""
+	}
+	for _, ep := range endpoints {
+		st.Endpoints.Total++
+		if ep.Status.Health == meshv1alpha1.HealthHealthy {
+			st.Endpoints.Ready++
+		}
+	}
+	st.EndpointsSummary = fmt.Sprintf("%d/%d", st.Endpoints.Ready, st.Endpoints.Total)
+
+	var conflicts []string
+	if len(endpoints) == 0 {
+		st.PrimaryPort = in.LastStatus.PrimaryPort
+		for _, p := range in.LastStatus.Ports {
+			st.Ports = append(st.Ports, meshv1alpha1.ServicePort{Port: p.Port, Protocol: p.Protocol,
+				Conditions: []metav1.Condition{
+					portCondition(meshv1alpha1.PortConditionReady, false, meshv1alpha1.ServiceReasonNoEndpoints,
+						"no endpoints: the port is kept as its endpoints last declared it"),
+					portCondition(meshv1alpha1.PortConditionProtocolConsistent, true, meshv1alpha1.ServiceReasonPortsAgree,
+						"no endpoints disagree"),
+				}})
+		}
+	} else {
+		st.PrimaryPort = primaryOf(endpoints)
+		st.Ports, conflicts = mergePorts(endpoints)
+	}
+
+	set := portSetOf(st.PrimaryPort, st.Ports)
+	var apiPorts []meshv1alpha1.PortProtocol
+	for _, p := range st.Ports {
+		apiPorts = append(apiPorts, meshv1alpha1.PortProtocol{Port: p.Port, Protocol: p.Protocol})
+	}
+	st.PortsSummary = meshv1alpha1.FormatPorts(apiPorts)
+	if port, ok := resolve.DefaultHTTPPort(set); ok {
+		st.DefaultHTTPPort = &port
+	}
+	if port, ok := resolve.DefaultTCPPort(set); ok {
+		st.DefaultTCPPort = &port
+	}
+	for _, d := range resolve.Surface(set, resolve.Hosts(in.Name, in.Namespace, in.MeshDomain)...) {
+		dial := meshv1alpha1.Dial{Address: d.Address, Protocol: meshv1alpha1.Protocol(d.Protocol),
+			Outcome: meshv1alpha1.DialOutcome(d.Outcome), Reason: d.Reason}
+		if d.Port != 0 {
+			dial.Port = &d.Port
+		}
+		st.DialSurface = append(st.DialSurface, dial)
+	}
+
+	st.Conditions = []metav1.Condition{
+		readyCondition(st),
+		portsConsistentCondition(conflicts),
+		serviceReadyCondition(in),
+	}
+
+	out := Output{Status: st}
+	if !in.Service.Exists || in.Service.Owned {
+		out.Service = generatedService(in, set)
+	}
+	return out, nil
+}
+
+func identityOf(in Input) (string, error) {
+	td, err := spiffeid.TrustDomainFromString(in.MeshDomain)
+	if err != nil {
+		return "", fmt.Errorf("mesh domain %q is not a SPIFFE trust domain: %w", in.MeshDomain, err)
+	}
+	id, err := spiffeid.FromSegments(td, "ns", in.Namespace, "sa", in.Name)
+	if err != nil {
+		return "", errors.Join(fmt.Errorf("service %s/%s has no SPIFFE ID", in.Namespace, in.Name), err)
+	}
+	return id.String(), nil
+}
+
+// primaryOf is the primary port most endpoints declare; ties go to the newer declaration (the
+// port whose newest declaring endpoint is younger), then to the lower port.
+func primaryOf(endpoints []meshv1alpha1.MeshEndpoint) int32 {
+	votes := map[int32]*pair{}
+	for _, ep := range endpoints {
+		v := votes[ep.Spec.PrimaryPort]
+		if v == nil {
+			v = &pair{}
+			votes[ep.Spec.PrimaryPort] = v
+		}
+		v.members++
+		if v.newest.Before(&ep.CreationTimestamp) {
+			v.newest = ep.CreationTimestamp
+		}
+	}
+	ports := make([]int32, 0, len(votes))
+	for port := range votes {
+		ports = append(ports, port)
+	}
+	slices.SortFunc(ports, func(a, b int32) int {
+		va, vb := votes[a], votes[b]
+		return cmp.Or(-cmp.Compare(va.members, vb.members), -va.newest.Compare(vb.newest.Time), cmp.Compare(a, b))
+	})
+	return ports[0]
+}
+
+// mergePorts is the sorted union of the endpoints' ports. Every (port, protocol) pair keeps its
+// own membership; a port's reported protocol is the pair with the most ready endpoints, ties to
+// the newer declaration, then to the protocol's name (so the result never depends on order).
+// conflicts describes each port whose endpoints disagree.
+func mergePorts(endpoints []meshv1alpha1.MeshEndpoint) (ports []meshv1alpha1.ServicePort, conflicts []string) {
+	pairs := map[int32]map[meshv1alpha1.Protocol]*pair{}
+	for _, ep := range endpoints {
+		for _, p := range ep.Spec.Ports {
+			if pairs[p.Port] == nil {
+				pairs[p.Port] = map[meshv1alpha1.Protocol]*pair{}
+			}
+			pr := pairs[p.Port][p.Protocol]
+			if pr == nil {
+				pr = &pair{protocol: p.Protocol}
+				pairs[p.Port][p.Protocol] = pr
+			}
+			pr.members++
+			if ep.Status.Health == meshv1alpha1.HealthHealthy {
+				pr.ready++
+			}
+			if pr.newest.Before(&ep.CreationTimestamp) {
+				pr.newest = ep.CreationTimestamp
+			}
+		}
+	}
+
+	numbers := make([]int32, 0, len(pairs))
+	for n := range pairs {
+		numbers = append(numbers, n)
+	}
+	slices.Sort(numbers)
+	for _, n := range numbers {
+		candidates := make([]*pair, 0, len(pairs[n]))
+		for _, pr := range pairs[n] {
+			candidates = append(candidates, pr)
+		}
+		slices.SortFunc(candidates, func(a, b *pair) int {
+			return cmp.Or(-cmp.Compare(a.ready, b.ready), -a.newest.Compare(b.newest.Time), cmp.Compare(a.protocol, b.protocol))
+		})
+		won := candidates[0]
+		sp := meshv1alpha1.ServicePort{Port: n, Protocol: won.protocol, Endpoints: won.members}
+		if won.ready > 0 {
+			sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionReady, true, meshv1alpha1.ServiceReasonEndpointsReady,
+				fmt.Sprintf("%d of %d endpoints serving port %d as %s are ready", won.ready, won.members, n, won.protocol)))
+		} else {
+			sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionReady, false, meshv1alpha1.ServiceReasonNoReadyEndpoints,
+				fmt.Sprintf("none of the %d endpoints serving port %d as %s is ready", won.members, n, won.protocol)))
+		}
+		if len(candidates) == 1 {
+			sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionProtocolConsistent, true, meshv1alpha1.ServiceReasonPortsAgree,
+				fmt.Sprintf("every endpoint declares port %d as %s", n, won.protocol)))
+		} else {
+			msg := conflictMessage(n, candidates)
+			conflicts = append(conflicts, msg)
+			sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionProtocolConsistent, false, meshv1alpha1.ServiceReasonProtocolConflict, msg))
+		}
+		ports = append(ports, sp)
+	}
+	return ports, conflicts
+}
+
+// conflictMessage names the port, how many endpoints (and how many ready) declare each protocol,
+// and which one is reported: "port 9000: 2 endpoints (2 ready) declare TCP, 1 endpoint (1 ready)
+// declares HTTP; reported as TCP".
+func conflictMessage(port int32, candidates []*pair) string {
+	parts := make([]string, len(candidates))
+	for i, c := range candidates {
+		noun, verb := "endpoints", "declare"
+		if c.members == 1 {
+			noun, verb = "endpoint", "declares"
+		}
+		parts[i] = fmt.Sprintf("%d %s (%d ready) %s %s", c.members, noun, c.ready, verb, c.protocol)
+	}
+	return fmt.Sprintf("port %d: %s; reported as %s (most ready endpoints, then the newer declaration)",
+		port, strings.Join(parts, ", "), candidates[0].protocol)
+}
+
+func portSetOf(primary int32, ports []meshv1alpha1.ServicePort) portspec.PortSet {
+	set := portspec.PortSet{Primary: primary}
+	for _, p := range ports {
+		set.Ports = append(set.Ports, portspec.Port{Number: p.Port, Protocol: portspec.Protocol(p.Protocol)})
+	}
+	return set
+}
+
+func portCondition(t string, ok bool, reason, message string) metav1.Condition {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: t, Status: status, Reason: reason, Message: message}
+}
+
+func readyCondition(st meshv1alpha1.MeshServiceStatus) metav1.Condition {
+	switch {
+	case st.Endpoints.Total == 0:
+		return portCondition(meshv1alpha1.ServiceConditionReady, false, meshv1alpha1.ServiceReasonNoEndpoints,
+			fmt.Sprintf("no endpoints: ports %s and the VIP are kept as last declared until endpoints return or the ServiceAccount is deleted",
+				orNone(st.PortsSummary)))
+	case st.Endpoints.Ready == 0:
+		return portCondition(meshv1alpha1.ServiceConditionReady, false, meshv1alpha1.ServiceReasonNoReadyEndpoints,
+			fmt.Sprintf("0 of %d endpoints are ready", st.Endpoints.Total))
+	}
+	return portCondition(meshv1alpha1.ServiceConditionReady, true, meshv1alpha1.ServiceReasonEndpointsReady,
+		fmt.Sprintf("%d of %d endpoints are ready", st.Endpoints.Ready, st.Endpoints.Total))
+}
+
+func portsConsistentCondition(conflicts []string) metav1.Condition {
+	if len(conflicts) == 0 {
+		return portCondition(meshv1alpha1.ServiceConditionPortsConsistent, true, meshv1alpha1.ServiceReasonPortsAgree,
+			"every endpoint declares each port with the same protocol")
+	}
+	return portCondition(meshv1alpha1.ServiceConditionPortsConsistent, false, meshv1alpha1.ServiceReasonProtocolConflict,
+		strings.Join(conflicts, "; "))
+}
+
+func serviceReadyCondition(in Input) metav1.Condition {
+	if in.Service.Exists && !in.Service.Owned {
+		return portCondition(meshv1alpha1.ServiceConditionServiceReady, false, meshv1alpha1.ServiceReasonNameConflict,
+			fmt.Sprintf("Service %s/%s exists and is not the mesh's (no owner reference to this MeshService): it is left untouched, "+
+				"so the Kubernetes names %s.%s and %s.%s.svc.cluster.local do not reach the mesh; rename or delete that Service",
+				in.Namespace, in.Name, in.Name, in.Namespace, in.Name, in.Namespace))
+	}
+	return portCondition(meshv1alpha1.ServiceConditionServiceReady, true, meshv1alpha1.ServiceReasonServiceApplied,
+		fmt.Sprintf("Service %s/%s carries the dial surface", in.Namespace, in.Name))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
