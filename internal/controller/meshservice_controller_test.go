@@ -78,12 +78,12 @@ func TestPortSets(t *testing.T) {
 	}{
 		"pure HTTP": {
 			primary: 8080, ports: []any{8080, "HTTP"}, httpPort: 8080,
-			rows: []row{{"http://svc.%s.aether.internal/", "Reaches", 8080}, {"svc.%s.aether.internal:18082", "Refused", 0}},
+			rows:         []row{{"http://svc.%s.aether.internal/", "Reaches", 8080}, {"svc.%s.aether.internal:18082", "Refused", 0}},
 			servicePorts: []string{"http", "https", "http-8080", "mesh", "mesh-tcp"}, appProtocol: "http",
 		},
 		"pure TCP": {
 			primary: 5432, ports: []any{5432, "TCP"}, tcpPort: 5432,
-			rows: []row{{"http://svc.%s.aether.internal/", "Misdirected", 0}, {"svc.%s.aether.internal:18082", "Reaches", 5432}},
+			rows:         []row{{"http://svc.%s.aether.internal/", "Misdirected", 0}, {"svc.%s.aether.internal:18082", "Reaches", 5432}},
 			servicePorts: []string{"http", "https", "tcp-5432", "mesh", "mesh-tcp"}, appProtocol: "tcp",
 		},
 		"mixed": {
