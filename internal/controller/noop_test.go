@@ -1,0 +1,138 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+)
+
+// reconciles is how many times the meshservice controller has reconciled, from its own metric.
+func reconciles(t *testing.T) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "meshservice" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// TestResyncWritesNothing: reconciling a converged service changes no resourceVersion. The
+// negative control at the end shows the same check catches a write.
+func TestResyncWritesNothing(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespaceWithSA(t, ctx, "quiet")
+	ep := endpoint(t, ctx, ns, "quiet-0", "quiet", healthy, 8080, 8080, "HTTP", 9000, "TCP")
+	serviceReady(t, ctx, ns, "quiet", 1)
+	time.Sleep(time.Second) // let the reconciles the setup queued drain
+
+	versions := func() (string, string) {
+		ms, err := getMeshService(ctx, ns, "quiet")
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := &corev1.Service{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "quiet"}, svc); err != nil {
+			t.Fatal(err)
+		}
+		return ms.ResourceVersion, svc.ResourceVersion
+	}
+	msRV, svcRV := versions()
+
+	// Three reconciles of the converged service: through the ServiceAccount, the endpoint and the
+	// MeshService's own watch.
+	before := reconciles(t)
+	sa := &corev1.ServiceAccount{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "quiet"}, sa); err != nil {
+		t.Fatal(err)
+	}
+	sa.Labels = map[string]string{"touched": "1"}
+	if err := env.Client.Update(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	ep.Labels = map[string]string{"touched": "1"}
+	if err := env.Client.Update(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "two more reconciles", func() error {
+		if n := reconciles(t) - before; n < 2 {
+			return fmt.Errorf("%v reconciles so far", n)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	if m, s := versions(); m != msRV || s != svcRV {
+		t.Errorf("a resync wrote: MeshService %s → %s, Service %s → %s", msRV, m, svcRV, s)
+	}
+
+	// Negative control: a real change is written, and the same comparison sees it.
+	ep.Status.Health = meshv1alpha1.HealthUnhealthy
+	if err := env.Client.Status().Update(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the health change is written", func() error {
+		if m, _ := versions(); m == msRV {
+			return fmt.Errorf("MeshService resourceVersion still %s", m)
+		}
+		return nil
+	})
+}
+
+// TestKubectlDescribeAndWait reads a MeshService the way a user does: kubectl wait for Ready,
+// then kubectl describe, which must show per-port conditions and the dial surface.
+func TestKubectlDescribeAndWait(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespaceWithSA(t, ctx, "payments")
+	endpoint(t, ctx, ns, "payments-0", "payments", healthy, 8080, 8080, "HTTP", 9000, "TCP", 9090, "HTTP2")
+	// kubectl wait needs the object to exist; the controller creates it.
+	eventually(t, "MeshService created", func() error { _, err := getMeshService(ctx, ns, "payments"); return err })
+	if out, stderr, err := env.Kubectl(ctx, "wait", "--for=condition=Ready", "meshservice/payments", "-n", ns, "--timeout=60s"); err != nil {
+		t.Fatalf("kubectl wait: %v\n%s%s", err, out, stderr)
+	}
+	out, stderr, err := env.Kubectl(ctx, "describe", "meshservice", "payments", "-n", ns)
+	if err != nil {
+		t.Fatalf("kubectl describe: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{
+		"Default HTTPPort: 8080",
+		"Default TCPPort: 9000",
+		"Dial Surface:",
+		"Address:   http://payments." + ns + ".aether.internal/",
+		"Address:   payments." + ns + ".aether.internal:18082",
+		"Reason:    the default TCP port: port 9000 is the lowest TCP port (the primary is not TCP)",
+		"Type: ProtocolConsistent",
+		"every endpoint declares port 9090 as HTTP2",
+		"1 of 1 endpoints serving port 9000 as TCP are ready",
+		"Identity: spiffe://aether.internal/ns/" + ns + "/sa/payments",
+	} {
+		// describe aligns values in columns; compare with runs of spaces collapsed.
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("kubectl describe does not show %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("kubectl describe printed:\n%s", out)
+	}
+}
