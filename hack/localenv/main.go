@@ -6,7 +6,8 @@
 // applied, and a kubeconfig written where kubectl can use it. It runs until interrupted, then
 // stops everything and removes the control plane's data.
 //
-// Later stages add the manager and a node agent to what it runs.
+// It also builds and runs the manager (cmd/manager) against that API server, logging to
+// .local/manager.log. A node agent joins it in a later stage.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -60,6 +62,15 @@ func run(kubeconfigOut string) error {
 		return err
 	}
 
+	manager, err := startManager(ctx, env.Kubeconfig, filepath.Dir(kubeconfigOut))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = manager.Process.Signal(syscall.SIGTERM)
+		_ = manager.Wait()
+	}()
+
 	applyCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	out, stderr, err := env.Kubectl(applyCtx, "apply", "-k", filepath.Join(testenv.RepoRoot(), "config", "samples"))
@@ -73,15 +84,38 @@ The local control plane is up. In another shell:
 
   export KUBECONFIG=%s
   kubectl get meshendpoints -A          # the sample payments endpoints: 8080/HTTP,9000/TCP,9090/HTTP2
-  kubectl get meshservices -A           # filled by the MeshService controller once it runs here
+  kubectl get meshservices -A           # derived by the manager: ports, default HTTP and TCP port, VIP
+  kubectl describe meshservice payments -n shop   # per-port conditions and the dial surface
   kubectl explain meshservice.status.dialSurface
   kubectl get crds
 
 A kubectl of the API server's version is in %s.
+The manager logs to %s.
 Press Ctrl-C to stop; the control plane's data is removed.
 KUBECONFIG=%s
-`, kubeconfigOut, env.Assets, kubeconfigOut)
+`, kubeconfigOut, env.Assets, filepath.Join(filepath.Dir(kubeconfigOut), "manager.log"), kubeconfigOut)
 
 	<-ctx.Done()
 	return nil
+}
+
+// startManager builds cmd/manager and runs it against the local API server, its log in dir.
+func startManager(ctx context.Context, kubeconfig, dir string) (*exec.Cmd, error) {
+	bin := filepath.Join(dir, "manager")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/manager")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building cmd/manager: %w\n%s", err, out)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "manager.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--health-probe-bind-address=0", "--metrics-bind-address=0")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the manager: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "localenv: manager running (pid %d)\n", cmd.Process.Pid)
+	return cmd, nil
 }

@@ -9,6 +9,7 @@ package e2e
 
 import (
 	"bufio"
+	"net"
 	"context"
 	"os"
 	"os/exec"
@@ -21,8 +22,9 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
-// TestMakeRun starts what `make run` starts, waits for its KUBECONFIG line, checks the samples
-// are served with the real kubectl, then interrupts it and checks it cleans up.
+// TestMakeRun starts what `make run` starts, waits for its KUBECONFIG line, checks with the real
+// kubectl that the samples are served and that the manager derived their MeshService, then
+// interrupts it and checks it cleans up.
 func TestMakeRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -76,6 +78,24 @@ func TestMakeRun(t *testing.T) {
 	}
 	if got := strings.Count(string(out), "8080/HTTP,9000/TCP,9090/HTTP2"); got != 3 {
 		t.Errorf("want the 3 sample endpoints, kubectl printed:\n%s", out)
+	}
+
+	// The manager derives the sample service: ports, defaults, endpoints (none healthy: no agent
+	// probes them yet), a VIP from the generated Service.
+	deadline := time.Now().Add(time.Minute)
+	var table string
+	for {
+		out, err := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", kubeconfig,
+			"get", "meshservice", "payments", "-n", "shop", "--no-headers").CombinedOutput()
+		table = string(out)
+		fields := strings.Fields(table)
+		if err == nil && len(fields) >= 7 && strings.Join(fields[1:5], " ") == "8080 9000 8080/HTTP,9000/TCP,9090/HTTP2 0/3" && net.ParseIP(fields[5]) != nil && fields[6] == "False" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kubectl get meshservice payments never showed the derived service; last output:\n%s", table)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 
 	if err := run.Process.Signal(syscall.SIGINT); err != nil {
