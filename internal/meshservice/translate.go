@@ -140,6 +140,10 @@ func Translate(in Input) (Output, error) {
 
 func identityOf(in Input) (string, error) {
 	td, err := spiffeid.TrustDomainFromString(in.MeshDomain)
+	if err == nil && td.Name() != in.MeshDomain {
+		// TrustDomainFromString also takes a SPIFFE ID ("spiffe://aether.internal"): no DNS domain.
+		err = fmt.Errorf("it is a SPIFFE ID; the mesh domain is its trust domain, %q", td.Name())
+	}
 	if err != nil {
 		return "", fmt.Errorf("mesh domain %q is not a SPIFFE trust domain: %w", in.MeshDomain, err)
 	}

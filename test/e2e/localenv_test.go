@@ -9,8 +9,8 @@ package e2e
 
 import (
 	"bufio"
-	"net"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
