@@ -134,7 +134,7 @@ func (r *MeshServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 
-	if out.Service != nil && !(facts.Exists && serviceConverged(svc, out.Service)) {
+	if out.Service != nil && (!facts.Exists || !serviceConverged(svc, out.Service)) {
 		if err := r.Apply(ctx, out.Service, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 			return ctrl.Result{}, fmt.Errorf("applying Service %s: %w", req.NamespacedName, err)
 		}

@@ -266,7 +266,7 @@ func TestOwnedServiceConverges(t *testing.T) {
 	}
 	old := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders", OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: meshv1alpha1.GroupVersion.String(), Kind: "MeshService", Name: "orders", UID: ms.UID, Controller: ptrTo(true),
+			APIVersion: meshv1alpha1.GroupVersion.String(), Kind: "MeshService", Name: "orders", UID: ms.UID, Controller: new(true),
 		}}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "mesh", Port: 18081}}},
 	}
@@ -387,8 +387,6 @@ func TestServiceAccountDeletionRemovesTheService(t *testing.T) {
 		return nil
 	})
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // expectEvent waits for an Event of the given reason on the MeshService.
 func expectEvent(t *testing.T, ctx context.Context, ns, name, reason string) {

@@ -6,6 +6,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -22,8 +23,8 @@ func Run(m *testing.M, env **Env, starts ...func(*Env) (stop func(), err error))
 	*env = e
 	var stops []func()
 	stopAll := func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
+		for _, stop := range slices.Backward(stops) {
+			stop()
 		}
 	}
 	for _, start := range starts {
