@@ -126,10 +126,11 @@ const (
 
 // MeshServiceStatus is everything the controller derives about one service.
 type MeshServiceStatus struct {
-	// ports are the sorted union of the endpoints' ports.
+	// ports are the sorted union of the endpoints' ports. Each endpoint declares at most 64; the
+	// union may hold more while a rollout moves ports.
 	// +listType=map
 	// +listMapKey=port
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:XValidation:rule="self.map(p, p.port).isSorted()",message="ports must be sorted by port"
 	// +optional
 	Ports []ServicePort `json:"ports,omitempty"`
@@ -162,7 +163,7 @@ type MeshServiceStatus struct {
 
 	// dialSurface lists every address spelling of the service and what it reaches.
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=512
+	// +kubebuilder:validation:MaxItems=1024
 	// +optional
 	DialSurface []Dial `json:"dialSurface,omitempty"`
 

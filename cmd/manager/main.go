@@ -8,10 +8,13 @@ package main
 import (
 	"crypto/tls"
 	"flag"
+	"fmt"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -42,6 +45,12 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
+
+	if errs := validation.IsDNS1123Subdomain(meshDomain); len(errs) > 0 {
+		fmt.Fprintf(os.Stderr, "manager: --mesh-domain=%q is not a DNS domain (%s); it names services (<svc>.<ns>.<domain>) and is the SPIFFE trust domain, for example aether.internal\n",
+			meshDomain, strings.Join(errs, "; "))
+		os.Exit(2)
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))

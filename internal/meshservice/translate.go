@@ -116,7 +116,12 @@ func Translate(in Input) (Output, error) {
 	if port, ok := resolve.DefaultTCPPort(set); ok {
 		st.DefaultTCPPort = &port
 	}
-	for _, d := range resolve.Surface(set, resolve.Hosts(in.Name, in.Namespace, in.MeshDomain)...) {
+	hosts := resolve.Hosts(in.Name, in.Namespace, in.MeshDomain)
+	if in.Service.Exists && !in.Service.Owned {
+		// The Kubernetes names reach someone else's Service: only the mesh name is the mesh's.
+		hosts = hosts[:1]
+	}
+	for _, d := range resolve.Surface(set, hosts...) {
 		dial := meshv1alpha1.Dial{Address: d.Address, Protocol: meshv1alpha1.Protocol(d.Protocol),
 			Outcome: meshv1alpha1.DialOutcome(d.Outcome), Reason: d.Reason}
 		if d.Port != 0 {

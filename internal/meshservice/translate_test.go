@@ -1,0 +1,226 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package meshservice_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/meshservice"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.out.yaml")
+
+const (
+	inSuffix  = ".in.yaml"
+	outSuffix = ".out.yaml"
+)
+
+// TestTranslateGolden translates every testdata/<case>.in.yaml and compares the Output, as
+// sigs.k8s.io/yaml marshals it, with testdata/<case>.out.yaml. With -update the outputs are
+// rewritten and outputs without an input deleted; review them against DESIGN sections 4 and 5.
+func TestTranslateGolden(t *testing.T) {
+	cases := goldenCases(t)
+	if len(cases) == 0 {
+		t.Fatalf("no testdata/*%s found", inSuffix)
+	}
+	for _, name := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := readInput(t, name)
+			checkInput(t, in)
+			out, err := meshservice.Translate(in)
+			if err != nil {
+				t.Fatalf("case %s: Translate: %v", name, err)
+			}
+			got := marshal(t, out)
+			path := filepath.Join("testdata", name+outSuffix)
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("case %s: %v (run go test ./internal/meshservice -run TestTranslateGolden -update to create it)", name, err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("case %s: Translate output differs from %s (-want +got):\n%s", name, path, lineDiff(string(want), string(got)))
+			}
+		})
+	}
+
+	// Orphans: an output no input produces is stale.
+	outs, err := filepath.Glob(filepath.Join("testdata", "*"+outSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range outs {
+		name := strings.TrimSuffix(filepath.Base(out), outSuffix)
+		if slices.Contains(cases, name) {
+			continue
+		}
+		if *update {
+			if err := os.Remove(out); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("case %s: deleted orphaned %s", name, out)
+			continue
+		}
+		t.Errorf("case %s: %s has no %s%s (delete it, or run with -update)", name, out, name, inSuffix)
+	}
+}
+
+// goldenCases are the case names of testdata/*.in.yaml, sorted.
+func goldenCases(t testing.TB) []string {
+	t.Helper()
+	ins, err := filepath.Glob(filepath.Join("testdata", "*"+inSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(ins))
+	for _, in := range ins {
+		names = append(names, strings.TrimSuffix(filepath.Base(in), inSuffix))
+	}
+	slices.Sort(names)
+	return names
+}
+
+// readInput reads testdata/<name>.in.yaml strictly: a misspelt field fails instead of silently
+// leaving the input zero.
+func readInput(t testing.TB, name string) meshservice.Input {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name+inSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in meshservice.Input
+	if err := yaml.UnmarshalStrict(data, &in); err != nil {
+		t.Fatalf("case %s: reading %s%s: %v", name, name, inSuffix, err)
+	}
+	return in
+}
+
+// checkInput refuses an input the API server would not let exist, so that every golden output
+// is one a cluster can produce: the MeshEndpoints' ports sorted and unique, none of the mesh's
+// own, the primary among them, the portsSummary FormatPorts' spelling, a creation timestamp,
+// and a unique name per endpoint.
+func checkInput(t testing.TB, in meshservice.Input) {
+	t.Helper()
+	mesh := []int32{meshv1alpha1.MeshHTTPPort, meshv1alpha1.MeshTCPPort, meshv1alpha1.ProxyCapturePort, meshv1alpha1.ProxyInboundPort}
+	seen := map[string]bool{}
+	for _, ep := range in.Endpoints {
+		if ep.Name == "" || seen[ep.Name] {
+			t.Fatalf("endpoint name %q is empty or repeated", ep.Name)
+		}
+		seen[ep.Name] = true
+		if ep.CreationTimestamp.IsZero() {
+			t.Fatalf("endpoint %s has no metadata.creationTimestamp", ep.Name)
+		}
+		ports := ep.Spec.Ports
+		if len(ports) == 0 || !slices.IsSortedFunc(ports, func(a, b meshv1alpha1.PortProtocol) int { return int(a.Port - b.Port) }) {
+			t.Fatalf("endpoint %s: ports %v are empty or not sorted", ep.Name, ports)
+		}
+		primaryDeclared := false
+		for i, p := range ports {
+			if i > 0 && ports[i-1].Port == p.Port {
+				t.Fatalf("endpoint %s declares port %d twice", ep.Name, p.Port)
+			}
+			if slices.Contains(mesh, p.Port) {
+				t.Fatalf("endpoint %s declares the mesh's own port %d", ep.Name, p.Port)
+			}
+			primaryDeclared = primaryDeclared || p.Port == ep.Spec.PrimaryPort
+		}
+		if !primaryDeclared {
+			t.Fatalf("endpoint %s: primaryPort %d is not among its ports", ep.Name, ep.Spec.PrimaryPort)
+		}
+		if want := meshv1alpha1.FormatPorts(ports); ep.Spec.PortsSummary != want {
+			t.Fatalf("endpoint %s: portsSummary %q, want %q", ep.Name, ep.Spec.PortsSummary, want)
+		}
+	}
+}
+
+func marshal(t testing.TB, out meshservice.Output) []byte {
+	t.Helper()
+	data, err := yaml.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// lineDiff is a line-by-line diff of want and got (longest common subsequence), "-" for a line
+// only in want, "+" for a line only in got, with up to two lines of context around each change.
+func lineDiff(want, got string) string {
+	a := strings.Split(strings.TrimSuffix(want, "\n"), "\n")
+	b := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	// lcs[i][j] is the length of the longest common subsequence of a[i:] and b[j:].
+	lcs := make([][]int, len(a)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(b)+1)
+	}
+	for i, ai := range slices.Backward(a) {
+		for j, bj := range slices.Backward(b) {
+			if ai == bj {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	type line struct {
+		op   byte
+		text string
+	}
+	var lines []line
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case i < len(a) && j < len(b) && a[i] == b[j]:
+			lines = append(lines, line{' ', a[i]})
+			i, j = i+1, j+1
+		case i < len(a) && (j == len(b) || lcs[i+1][j] >= lcs[i][j+1]):
+			lines = append(lines, line{'-', a[i]})
+			i++
+		default:
+			lines = append(lines, line{'+', b[j]})
+			j++
+		}
+	}
+	const context = 2
+	var sb strings.Builder
+	lastShown := -1
+	for k, l := range lines {
+		near := false
+		for d := max(0, k-context); d <= min(len(lines)-1, k+context); d++ {
+			near = near || lines[d].op != ' '
+		}
+		if !near {
+			continue
+		}
+		if lastShown >= 0 && k > lastShown+1 {
+			sb.WriteString("  ...\n")
+		}
+		fmt.Fprintf(&sb, "%c %s\n", l.op, l.text)
+		lastShown = k
+	}
+	return sb.String()
+}
+
+func TestLineDiff(t *testing.T) {
+	got := lineDiff("a\nb\nc\nd\ne\nf\ng\nh\n", "a\nb\nc\nD\ne\nf\ng\nh\n")
+	want := "  b\n  c\n- d\n+ D\n  e\n  f\n"
+	if got != want {
+		t.Errorf("lineDiff:\n%s\nwant:\n%s", got, want)
+	}
+}
