@@ -7,3 +7,12 @@
 //
 // It must not import internal/controller (the manager's).
 package agent
+
+// The agent's RBAC (config/rbac/agent). It may write MeshEndpoints of any namespace, as RBAC
+// cannot say "of my node only"; config/admission's ValidatingAdmissionPolicy narrows every write
+// to the agent's own node.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=mesh.aether.io,resources=meshendpoints,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=mesh.aether.io,resources=meshendpoints/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -15,7 +15,12 @@ import (
 // start returns its stop), runs the tests and stops everything. A control plane that does not
 // start fails the package: a test that needs the API server never silently skips.
 func Run(m *testing.M, env **Env, starts ...func(*Env) (stop func(), err error)) {
-	e, err := Start()
+	RunWith(m, Options{}, env, starts...)
+}
+
+// RunWith is Run with options for the control plane.
+func RunWith(m *testing.M, opts Options, env **Env, starts ...func(*Env) (stop func(), err error)) {
+	e, err := StartWith(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
 		os.Exit(1)

@@ -56,6 +56,13 @@ type Env struct {
 	dir string
 }
 
+// Webhook returns where this process must serve the installed webhooks: host, port and the
+// directory of the serving certificate (tls.crt, tls.key) the API server trusts.
+func (e *Env) Webhook() (host string, port int, certDir string) {
+	o := e.env.WebhookInstallOptions
+	return o.LocalServingHost, o.LocalServingPort, o.LocalServingCertDir
+}
+
 // NewScheme returns a scheme with the core, mesh and Gateway API types.
 func NewScheme() *k8sruntime.Scheme {
 	s := k8sruntime.NewScheme()
@@ -66,8 +73,18 @@ func NewScheme() *k8sruntime.Scheme {
 	return s
 }
 
+// Options select what a control plane gets beyond the CRDs.
+type Options struct {
+	// Webhooks installs config/webhook's configurations, pointed at a server this process runs
+	// (on WebhookHost:WebhookPort with the certificate in WebhookCertDir).
+	Webhooks bool
+}
+
 // Start builds (or reuses) the binaries, starts etcd and kube-apiserver, and installs the CRDs.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return StartWith(Options{}) }
+
+// StartWith is Start with options.
+func StartWith(opts Options) (*Env, error) {
 	root := RepoRoot()
 	assets, err := Assets()
 	if err != nil {
@@ -86,6 +103,12 @@ func Start() (*Env, error) {
 			Scheme:             e.Scheme,
 		},
 		Scheme: e.Scheme,
+	}
+	if opts.Webhooks {
+		e.env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+			Paths:                    []string{filepath.Join(root, "config", "webhook")},
+			IgnoreErrorIfPathMissing: false,
+		}
 	}
 	if e.Config, err = e.env.Start(); err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
