@@ -207,3 +207,12 @@ func GatewayAPICRDDir() (string, error) {
 	}
 	return dir, nil
 }
+
+// ClientAs returns a client that impersonates user, with groups and extra user info (for example
+// a token's authentication.kubernetes.io/node-name claim), as the API server's authorization and
+// admission see them.
+func (e *Env) ClientAs(user string, groups []string, extra map[string][]string) (client.Client, error) {
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups, Extra: extra}
+	return client.New(cfg, client.Options{Scheme: e.Scheme})
+}
