@@ -7,7 +7,9 @@
 // stops everything and removes the control plane's data.
 //
 // It also builds and runs the manager (cmd/manager) against that API server, logging to
-// .local/manager.log. A node agent joins it in a later stage.
+// .local/manager.log, with its pod webhook served on loopback under a CA generated here and
+// installed from config/webhook, and config/admission's policy applied. A node agent joins it in
+// a later stage.
 package main
 
 import (
@@ -62,7 +64,11 @@ func run(kubeconfigOut string) error {
 		return err
 	}
 
-	manager, err := startManager(ctx, env.Kubeconfig, filepath.Dir(kubeconfigOut))
+	hook, err := newLocalWebhook(filepath.Dir(kubeconfigOut))
+	if err != nil {
+		return fmt.Errorf("generating the webhook's certificates: %w", err)
+	}
+	manager, err := startManager(ctx, env.Kubeconfig, filepath.Dir(kubeconfigOut), hook.managerArgs()...)
 	if err != nil {
 		return err
 	}
@@ -73,6 +79,9 @@ func run(kubeconfigOut string) error {
 
 	applyCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	if err := hook.install(applyCtx, env); err != nil {
+		return err
+	}
 	out, stderr, err := env.Kubectl(applyCtx, "apply", "-k", filepath.Join(testenv.RepoRoot(), "config", "samples"))
 	if err != nil {
 		return fmt.Errorf("applying config/samples: %w\n%s%s", err, out, stderr)
@@ -86,6 +95,7 @@ The local control plane is up. In another shell:
   kubectl get meshendpoints -A          # the sample payments endpoints: 8080/HTTP,9000/TCP,9090/HTTP2
   kubectl get meshservices -A           # derived by the manager: ports, default HTTP and TCP port, VIP
   kubectl describe meshservice payments -n shop   # per-port conditions and the dial surface
+  kubectl apply -f config/samples/bad/reserved-port-pod.yaml   # denied by the pod webhook, with the reason
   kubectl explain meshservice.status.dialSurface
   kubectl get crds
 
@@ -100,7 +110,7 @@ KUBECONFIG=%s
 }
 
 // startManager builds cmd/manager and runs it against the local API server, its log in dir.
-func startManager(ctx context.Context, kubeconfig, dir string) (*exec.Cmd, error) {
+func startManager(ctx context.Context, kubeconfig, dir string, args ...string) (*exec.Cmd, error) {
 	bin := filepath.Join(dir, "manager")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/manager")
 	build.Dir = testenv.RepoRoot()
@@ -111,7 +121,7 @@ func startManager(ctx context.Context, kubeconfig, dir string) (*exec.Cmd, error
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--health-probe-bind-address=0", "--metrics-bind-address=0")
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--health-probe-bind-address=0", "--metrics-bind-address=0"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the manager: %w", err)

@@ -55,7 +55,12 @@ func startWebhookServer(e *testenv.Env) (func(), error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	return func() { cancel(); <-done }, nil
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "webhook server: %v\n", err)
+		}
+	}, nil
 }
 
 // installPolicyAndAgent applies config/admission with the real kubectl, and gives the agent's

@@ -98,6 +98,14 @@ func TestMakeRun(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 
+	// The manager's pod webhook denies a pod declaring a reserved port, at kubectl apply.
+	bad := filepath.Join(testenv.RepoRoot(), "config", "samples", "bad", "reserved-port-pod.yaml")
+	applyOut, err := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", kubeconfig, "apply", "-f", bad).CombinedOutput()
+	want := `admission webhook "vpod.mesh.aether.io" denied the request: endpoint.aether.io/ports: "8080,18082=tcp": port 18082 is reserved: it is the mesh's TCP port`
+	if err == nil || !strings.Contains(string(applyOut), want) {
+		t.Errorf("kubectl apply -f %s: %v\n%s\nwant the denial %q", bad, err, applyOut, want)
+	}
+
 	if err := run.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
