@@ -175,6 +175,8 @@ type MeshEndpointStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=meshep,categories=aether
+// +kubebuilder:selectablefield:JSONPath=`.spec.nodeName`
+// +kubebuilder:selectablefield:JSONPath=`.spec.serviceName`
 // +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.spec.serviceName`
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.address`
 // +kubebuilder:printcolumn:name="Ports",type=string,JSONPath=`.spec.portsSummary`

@@ -3,8 +3,7 @@
 
 // Command agent is the node agent, one per node (a DaemonSet): it registers its node's pods as
 // MeshEndpoints, probes their health, serves xDS to the node's Envoy and programs capture rules.
-// At this stage it connects to the API server and serves its health endpoints; registration,
-// health, xDS and capture arrive with their issues.
+// Registration and delegated liveness run here; xDS and capture arrive with their issues.
 package main
 
 import (
@@ -22,15 +21,21 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
 
 func main() {
 	var nodeName, meshDomain, metricsAddr, probeAddr string
+	health := agent.DefaultHealthOptions
 	flag.StringVar(&nodeName, "node-name", "", "Name of the node this agent serves (required; from the downward API spec.nodeName).")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":9091", "Address of the /healthz and /readyz endpoints.")
+	flag.DurationVar(&health.Interval, "health-interval", health.Interval, "Time between health probes of one endpoint.")
+	flag.DurationVar(&health.Timeout, "health-timeout", health.Timeout, "Timeout of one health probe.")
+	flag.IntVar(&health.FailureThreshold, "health-failure-threshold", health.FailureThreshold, "Consecutive failed probes that make an endpoint Unhealthy.")
+	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -49,9 +54,14 @@ func main() {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
+		Cache:                  agent.CacheOptions(nodeName),
 	})
 	if err != nil {
 		log.Error(err, "Failed to create the agent's manager")
+		os.Exit(1)
+	}
+	if err := agent.Setup(mgr, agent.Options{NodeName: nodeName, Health: health}); err != nil {
+		log.Error(err, "Failed to set up the agent")
 		os.Exit(1)
 	}
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))

@@ -1,0 +1,48 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+)
+
+// CacheOptions limit what the agent's manager caches to its own node: its pods (field selector
+// spec.nodeName), its MeshEndpoints (the CRD's selectable field spec.nodeName) and its Node;
+// managed fields are stripped. An agent's memory grows with its node, not with the cluster.
+func CacheOptions(nodeName string) cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:                {Field: fields.OneTermEqualSelector("spec.nodeName", nodeName)},
+			&meshv1alpha1.MeshEndpoint{}: {Field: fields.OneTermEqualSelector("spec.nodeName", nodeName)},
+			&corev1.Node{}:               {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
+		},
+	}
+}
+
+// Options configure the agent.
+type Options struct {
+	// NodeName is the node the agent serves.
+	NodeName string
+	// Health tunes delegated liveness.
+	Health HealthOptions
+}
+
+// Setup adds the agent's loops to mgr, whose cache must come from CacheOptions(o.NodeName).
+func Setup(mgr ctrl.Manager, o Options) error {
+	if err := (&PodReconciler{
+		Client:   mgr.GetClient(),
+		NodeName: o.NodeName,
+		Recorder: mgr.GetEventRecorder("aether-agent"),
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return mgr.Add(&Prober{Client: mgr.GetClient(), NodeName: o.NodeName, Options: o.Health})
+}

@@ -1,0 +1,181 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+)
+
+// HealthOptions tune delegated liveness.
+type HealthOptions struct {
+	// Interval between probes of one endpoint.
+	Interval time.Duration
+	// Timeout of one probe.
+	Timeout time.Duration
+	// FailureThreshold consecutive failures make an endpoint Unhealthy (from Pending or Healthy).
+	FailureThreshold int
+	// SuccessThreshold consecutive successes make an endpoint Healthy (from Pending or Unhealthy).
+	SuccessThreshold int
+}
+
+// DefaultHealthOptions are what the agent runs with unless told otherwise: a new endpoint is
+// routable on its first answer, and a healthy one is pulled after three missed probes (6 s).
+var DefaultHealthOptions = HealthOptions{Interval: 2 * time.Second, Timeout: time.Second, FailureThreshold: 3, SuccessThreshold: 1}
+
+// probeState is one endpoint's run of results.
+type probeState struct {
+	successes, failures int
+}
+
+// nextHealth is the health after one more probe result. One health per pod: it is decided by
+// the primary port alone, so a mixed pod is never healthy for one protocol and not another.
+func nextHealth(current meshv1alpha1.Health, st *probeState, ok bool, o HealthOptions) meshv1alpha1.Health {
+	if ok {
+		st.successes, st.failures = st.successes+1, 0
+	} else {
+		st.successes, st.failures = 0, st.failures+1
+	}
+	switch {
+	case current == meshv1alpha1.HealthDraining:
+		return current
+	case ok && current != meshv1alpha1.HealthHealthy && st.successes >= o.SuccessThreshold:
+		return meshv1alpha1.HealthHealthy
+	case !ok && current != meshv1alpha1.HealthUnhealthy && st.failures >= o.FailureThreshold:
+		return meshv1alpha1.HealthUnhealthy
+	case current == "":
+		return meshv1alpha1.HealthPending
+	}
+	return current
+}
+
+// Prober probes every MeshEndpoint of its node and writes status.health when it changes. It is
+// a manager Runnable.
+type Prober struct {
+	Client   client.Client
+	NodeName string
+	Options  HealthOptions
+
+	states map[types.UID]*probeState
+}
+
+// Start probes until ctx ends.
+func (p *Prober) Start(ctx context.Context) error {
+	p.states = map[types.UID]*probeState{}
+	ticker := time.NewTicker(p.Options.Interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			p.round(ctx)
+		}
+	}
+}
+
+// round probes every endpoint of the node once, concurrently, and writes the changes.
+func (p *Prober) round(ctx context.Context) {
+	var endpoints meshv1alpha1.MeshEndpointList
+	// The cache holds only this node's MeshEndpoints (CacheOptions).
+	if err := p.Client.List(ctx, &endpoints); err != nil {
+		log.FromContext(ctx).Error(err, "listing this node's MeshEndpoints")
+		return
+	}
+	results := make([]bool, len(endpoints.Items))
+	var wg sync.WaitGroup
+	for i := range endpoints.Items {
+		ep := &endpoints.Items[i]
+		if ep.Status.Health == meshv1alpha1.HealthDraining || ep.DeletionTimestamp != nil {
+			continue
+		}
+		wg.Go(func() { results[i] = p.probe(ctx, ep) })
+	}
+	wg.Wait()
+
+	seen := map[types.UID]bool{}
+	for i := range endpoints.Items {
+		ep := &endpoints.Items[i]
+		seen[ep.UID] = true
+		if ep.Status.Health == meshv1alpha1.HealthDraining || ep.DeletionTimestamp != nil {
+			continue
+		}
+		st := p.states[ep.UID]
+		if st == nil {
+			st = &probeState{}
+			p.states[ep.UID] = st
+		}
+		next := nextHealth(ep.Status.Health, st, results[i], p.Options)
+		if next == ep.Status.Health {
+			continue
+		}
+		patch := client.MergeFromWithOptions(ep.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		ep.Status.Health = next
+		if err := p.Client.Status().Patch(ctx, ep, patch); err != nil {
+			// A conflict means someone (draining) changed it first: the next round sees that.
+			log.FromContext(ctx).V(1).Info("health not written", "endpoint", client.ObjectKeyFromObject(ep), "error", err.Error())
+		}
+	}
+	for uid := range p.states {
+		if !seen[uid] {
+			delete(p.states, uid)
+		}
+	}
+}
+
+// probe checks the primary port: a TCP connect for a TCP primary, an HTTP GET of the health path
+// for an HTTP primary (cleartext HTTP/2 for an HTTP2 one); 2xx and 3xx are healthy.
+func (p *Prober) probe(ctx context.Context, ep *meshv1alpha1.MeshEndpoint) bool {
+	ctx, cancel := context.WithTimeout(ctx, p.Options.Timeout)
+	defer cancel()
+	addr := net.JoinHostPort(ep.Spec.Address, strconv.Itoa(int(ep.Spec.PrimaryPort)))
+	var protocol meshv1alpha1.Protocol
+	for _, port := range ep.Spec.Ports {
+		if port.Port == ep.Spec.PrimaryPort {
+			protocol = port.Protocol
+		}
+	}
+	if protocol == meshv1alpha1.ProtocolTCP {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return false
+		}
+		_ = conn.Close()
+		return true
+	}
+	transport := &http.Transport{DisableKeepAlives: true, Proxy: nil}
+	if protocol == meshv1alpha1.ProtocolHTTP2 {
+		transport.Protocols = new(http.Protocols)
+		transport.Protocols.SetUnencryptedHTTP2(true)
+	}
+	defer transport.CloseIdleConnections()
+	path := ep.Spec.HealthCheck.Path
+	if path == "" {
+		path = "/"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("User-Agent", "aether-agent/health")
+	resp, err := (&http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode >= 200 && resp.StatusCode < 400
+}
+
+// NeedLeaderElection is false: every node's agent probes its own endpoints.
+func (p *Prober) NeedLeaderElection() bool { return false }

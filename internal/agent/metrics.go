@@ -1,0 +1,31 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+)
+
+// refusedPods counts pods the agent refused to register, by the parser's error kind. Every kind
+// is exported at zero so a dashboard or alert sees the series before the first refusal.
+var refusedPods = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "aether_agent_refused_pods_total",
+	Help: "Managed pods the node agent refused to register because their annotations do not parse, by error kind.",
+}, []string{"reason"})
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(refusedPods)
+	for _, kind := range []portspec.Kind{
+		portspec.KindEmpty, portspec.KindNotAPort, portspec.KindPortOutOfRange, portspec.KindReservedPort,
+		portspec.KindUnknownSuffix, portspec.KindSuffixOnPrimary, portspec.KindProtocolConflict, portspec.KindTooManyPorts,
+		portspec.KindUnknownProtocol, portspec.KindInvalidWeight, portspec.KindInvalidHealthPath, portspec.KindUnknownHealthCheckMode,
+		portspec.KindInvalidMetadataKey, portspec.KindInvalidMetadataValue, portspec.KindTooManyMetadata, portspec.KindInvalidUpstream,
+		portspec.KindUnknownAnnotation,
+	} {
+		refusedPods.WithLabelValues(string(kind))
+	}
+}
