@@ -136,10 +136,8 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		if ep == nil {
 			logger.Info("Registered MeshEndpoint", "ports", spec.PortsSummary)
 		}
-		ep = &meshv1alpha1.MeshEndpoint{}
-		if err := r.Get(ctx, req.NamespacedName, ep); err != nil {
-			return ctrl.Result{}, err
-		}
+		// The MeshEndpoint's own watch brings it back here to set its status.
+		return ctrl.Result{}, nil
 	}
 	r.refused.Delete(pod.UID)
 	registered := metav1.Condition{Type: meshv1alpha1.EndpointConditionRegistered, Status: metav1.ConditionTrue,

@@ -1,0 +1,330 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/conditions"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+)
+
+type meshEndpoint = meshv1alpha1.MeshEndpoint
+
+// TestRegistration: pods on the agent's node get MeshEndpoints with their ports, protocols,
+// locality and metadata; pods on another node and unmanaged pods get none.
+func TestRegistration(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	annotations := map[string]string{
+		portspec.AnnotationPort: "8080", portspec.AnnotationPorts: "8080,9090=grpc,9000=tcp",
+		portspec.AnnotationHealthPath: "/healthz", portspec.AnnotationWeight: "200",
+		portspec.AnnotationMetadataPrefix + "version": "v2",
+	}
+	pod := createPod(t, ctx, ns, "mixed", testNode, newPodIP(), true, annotations)
+	createPod(t, ctx, ns, "elsewhere", "node-b", newPodIP(), true, annotations)
+	createPod(t, ctx, ns, "unmanaged", testNode, newPodIP(), false, annotations)
+
+	var ep *meshEndpoint
+	eventually(t, "MeshEndpoint mixed", func() (err error) { ep, err = getEndpoint(ctx, ns, "mixed"); return err })
+	want := meshv1alpha1.MeshEndpointSpec{
+		ServiceName: "payments", PodName: "mixed", PodUID: string(pod.UID), NodeName: testNode,
+		Address: pod.Status.PodIP, PrimaryPort: 8080,
+		Ports: []meshv1alpha1.PortProtocol{
+			{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}, {Port: 9000, Protocol: meshv1alpha1.ProtocolTCP}, {Port: 9090, Protocol: meshv1alpha1.ProtocolHTTP2},
+		},
+		PortsSummary: "8080/HTTP,9000/TCP,9090/HTTP2", Weight: 200,
+		HealthCheck: meshv1alpha1.HealthCheck{Mode: meshv1alpha1.HealthCheckEDS, Path: "/healthz"},
+		Metadata:    map[string]string{"version": "v2"},
+		Locality:    meshv1alpha1.Locality{Region: "eu-west-1", Zone: "eu-west-1a"},
+	}
+	if fmt.Sprint(ep.Spec) != fmt.Sprint(want) {
+		t.Errorf("spec:\n got %+v\nwant %+v", ep.Spec, want)
+	}
+	if len(ep.OwnerReferences) != 1 || ep.OwnerReferences[0].UID != pod.UID {
+		t.Errorf("owner references %+v, want the pod", ep.OwnerReferences)
+	}
+	if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Registered = %+v", c)
+	}
+	if managers := ep.ManagedFields; len(managers) == 0 || managers[0].Manager != FieldManager {
+		t.Errorf("spec not written by field manager %s: %+v", FieldManager, managers)
+	}
+
+	time.Sleep(time.Second) // give the agent every chance to (wrongly) register the other two
+	for _, name := range []string{"elsewhere", "unmanaged"} {
+		if _, err := getEndpoint(ctx, ns, name); !apierrors.IsNotFound(err) {
+			t.Errorf("pod %s got a MeshEndpoint (%v)", name, err)
+		}
+	}
+}
+
+// refusals reads the refused-pods counter for one kind.
+func refusals(t *testing.T, kind portspec.Kind) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "aether_agent_refused_pods_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == string(kind) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no aether_agent_refused_pods_total series for %s", kind)
+	return 0
+}
+
+func podEvent(t *testing.T, ns, pod, message string) error {
+	var events corev1.EventList
+	if err := env.Client.List(testContext(t), &events, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == pod && e.Type == corev1.EventTypeWarning &&
+			e.Reason == ReasonInvalidAnnotation && e.Message == message {
+			return nil
+		}
+	}
+	return fmt.Errorf("no Warning %s Event on pod %s with message %q among %d events", ReasonInvalidAnnotation, pod, message, len(events.Items))
+}
+
+// TestRefusal: a pod whose annotations do not parse gets no MeshEndpoint but an Event with the
+// parser's text and a count; a registered pod edited into an invalid state keeps its last good
+// MeshEndpoint with Registered=False; fixing it clears the condition.
+func TestRefusal(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	bad := map[string]string{portspec.AnnotationPorts: "8080,9000=tpc"}
+	_, parseErr := portspec.Parse(bad)
+	before := refusals(t, portspec.KindUnknownSuffix)
+	createPod(t, ctx, ns, "typo", testNode, newPodIP(), true, bad)
+	eventually(t, "the refusal Event", func() error { return podEvent(t, ns, "typo", parseErr.Error()) })
+	if got := refusals(t, portspec.KindUnknownSuffix) - before; got != 1 {
+		t.Errorf("refusals counted: %v, want 1", got)
+	}
+	if _, err := getEndpoint(ctx, ns, "typo"); !apierrors.IsNotFound(err) {
+		t.Errorf("a refused pod got a MeshEndpoint (%v)", err)
+	}
+
+	good := createPod(t, ctx, ns, "edited", testNode, newPodIP(), true, map[string]string{portspec.AnnotationPorts: "8080,9000=tcp"})
+	var ep *meshEndpoint
+	eventually(t, "MeshEndpoint edited", func() (err error) { ep, err = getEndpoint(ctx, ns, "edited"); return err })
+	lastGood := ep.Spec
+
+	good.Annotations = maps.Clone(bad)
+	if err := env.Client.Update(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Registered=False InvalidAnnotation", func() error {
+		ep, _ = getEndpoint(ctx, ns, "edited")
+		c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != meshv1alpha1.EndpointReasonInvalidAnnotation ||
+			!strings.Contains(c.Message, parseErr.Error()) {
+			return fmt.Errorf("%+v", c)
+		}
+		return nil
+	})
+	if fmt.Sprint(ep.Spec) != fmt.Sprint(lastGood) {
+		t.Errorf("the last valid registration changed:\n%+v\n%+v", ep.Spec, lastGood)
+	}
+	eventually(t, "the Event on the edited pod", func() error { return podEvent(t, ns, "edited", parseErr.Error()) })
+
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(good), good); err != nil {
+		t.Fatal(err)
+	}
+	good.Annotations = map[string]string{portspec.AnnotationPorts: "8080,9000=tcp,9090=h2"}
+	if err := env.Client.Update(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "fixed: Registered=True with the new ports", func() error {
+		ep, _ = getEndpoint(ctx, ns, "edited")
+		c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered)
+		if c == nil || c.Status != metav1.ConditionTrue || ep.Spec.PortsSummary != "8080/HTTP,9000/TCP,9090/HTTP2" {
+			return fmt.Errorf("%+v %s", c, ep.Spec.PortsSummary)
+		}
+		return nil
+	})
+}
+
+func healthIs(t *testing.T, ns, name string, want meshv1alpha1.Health) {
+	t.Helper()
+	eventually(t, name+" "+string(want), func() error {
+		ep, err := getEndpoint(testContext(t), ns, name)
+		if err != nil {
+			return err
+		}
+		if ep.Status.Health != want {
+			return fmt.Errorf("health %q", ep.Status.Health)
+		}
+		return nil
+	})
+}
+
+// TestHealthFollowsARealListener: TCP connect for a TCP primary, HTTP GET of the health path for
+// an HTTP primary, on loopback addresses standing in for pod IPs; and the MeshService's ready
+// count follows.
+func TestHealthFollowsARealListener(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+
+	tcpIP := newPodIP()
+	tcpPort, stopTCP := listenTCP(t, tcpIP)
+	createPod(t, ctx, ns, "tcp", testNode, tcpIP, true, map[string]string{
+		portspec.AnnotationProtocol: "tcp", portspec.AnnotationPort: strconv.Itoa(tcpPort),
+	})
+	httpIP := newPodIP()
+	httpPort, stopHTTP := listenHTTP(t, httpIP, "/healthz")
+	createPod(t, ctx, ns, "http", testNode, httpIP, true, map[string]string{
+		portspec.AnnotationPort: strconv.Itoa(httpPort), portspec.AnnotationHealthPath: "/healthz",
+		// a TCP secondary nothing listens on: one health per pod, decided by the primary
+		portspec.AnnotationPorts: strconv.Itoa(httpPort) + ",5432=tcp",
+	})
+	wrongPathIP := newPodIP()
+	wrongPort, _ := listenHTTP(t, wrongPathIP, "/healthz")
+	createPod(t, ctx, ns, "wrong-path", testNode, wrongPathIP, true, map[string]string{
+		portspec.AnnotationPort: strconv.Itoa(wrongPort), portspec.AnnotationHealthPath: "/ready",
+	})
+
+	healthIs(t, ns, "tcp", meshv1alpha1.HealthHealthy)
+	healthIs(t, ns, "http", meshv1alpha1.HealthHealthy)
+	healthIs(t, ns, "wrong-path", meshv1alpha1.HealthUnhealthy) // 404 on /ready
+
+	eventually(t, "MeshService payments 2/3 ready", func() error {
+		ms := &meshv1alpha1.MeshService{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "payments"}, ms); err != nil {
+			return err
+		}
+		if ms.Status.Endpoints != (meshv1alpha1.EndpointCounts{Ready: 2, Total: 3}) {
+			return fmt.Errorf("%+v", ms.Status.Endpoints)
+		}
+		return nil
+	})
+
+	stopTCP()
+	stopHTTP()
+	healthIs(t, ns, "tcp", meshv1alpha1.HealthUnhealthy)
+	healthIs(t, ns, "http", meshv1alpha1.HealthUnhealthy)
+	eventually(t, "MeshService payments 0/3 ready", func() error {
+		ms := &meshv1alpha1.MeshService{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "payments"}, ms); err != nil {
+			return err
+		}
+		if ms.Status.Endpoints != (meshv1alpha1.EndpointCounts{Ready: 0, Total: 3}) {
+			return fmt.Errorf("%+v", ms.Status.Endpoints)
+		}
+		return nil
+	})
+}
+
+// TestDraining: a pod held by a finalizer while being deleted is Draining at once; when the pod
+// is gone, so is its MeshEndpoint.
+func TestDraining(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	ip := newPodIP()
+	port, _ := listenTCP(t, ip)
+	pod := createPod(t, ctx, ns, "leaving", testNode, ip, true,
+		map[string]string{portspec.AnnotationProtocol: "tcp", portspec.AnnotationPort: strconv.Itoa(port)}, "example.com/hold")
+	healthIs(t, ns, "leaving", meshv1alpha1.HealthHealthy)
+
+	if err := env.Client.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	healthIs(t, ns, "leaving", meshv1alpha1.HealthDraining)
+	time.Sleep(3 * testHealth.Interval)
+	healthIs(t, ns, "leaving", meshv1alpha1.HealthDraining) // the prober leaves a draining endpoint alone
+
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Finalizers = nil
+	if err := env.Client.Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	// With no kubelet here, finish the graceful deletion the way a kubelet does once the
+	// containers have stopped: delete again with a zero grace period.
+	if err := env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "MeshEndpoint removed with its pod", func() error {
+		if _, err := getEndpoint(ctx, ns, "leaving"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+// TestRestart: an agent restarted on a converged node rewrites nothing, and removes the
+// MeshEndpoint of a pod deleted while it was down.
+func TestRestart(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	const node = "node-restart"
+	if _, err := createNode(node)(env); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := startAgent(node)(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"stays-0", "stays-1", "goes"} {
+		ip := newPodIP()
+		port, _ := listenTCP(t, ip)
+		createPod(t, ctx, ns, name, node, ip, true, map[string]string{portspec.AnnotationProtocol: "tcp", portspec.AnnotationPort: strconv.Itoa(port)})
+		healthIs(t, ns, name, meshv1alpha1.HealthHealthy)
+	}
+	stop()
+
+	versions := map[string]string{}
+	for _, name := range []string{"stays-0", "stays-1"} {
+		ep, err := getEndpoint(ctx, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions[name] = ep.ResourceVersion
+	}
+	if err := env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "goes"}}, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+
+	stop, err = startAgent(node)(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	eventually(t, "the vanished pod's MeshEndpoint removed", func() error {
+		if _, err := getEndpoint(ctx, ns, "goes"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+	time.Sleep(5 * testHealth.Interval) // several probe rounds and every startup reconcile
+	for name, rv := range versions {
+		ep, err := getEndpoint(ctx, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.ResourceVersion != rv {
+			t.Errorf("restart rewrote %s: resourceVersion %s → %s", name, rv, ep.ResourceVersion)
+		}
+	}
+}

@@ -1,0 +1,203 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/aether-mesh/aether-operator/internal/controller"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
+)
+
+// testNode is the node of the agent that runs for the whole package.
+const testNode = "node-a"
+
+var (
+	env *testenv.Env
+	// loopbackHost hands out distinct loopback addresses to stand in for pod IPs.
+	loopbackHost atomic.Int32
+)
+
+// testHealth probes fast so tests do not wait.
+var testHealth = HealthOptions{Interval: 150 * time.Millisecond, Timeout: 300 * time.Millisecond, FailureThreshold: 2, SuccessThreshold: 1}
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	loopbackHost.Store(10)
+	testenv.Run(m, &env, createNode(testNode), startAgent(testNode), startMeshServiceController)
+}
+
+func createNode(name string) func(*testenv.Env) (func(), error) {
+	return func(e *testenv.Env) (func(), error) {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			LabelRegion: "eu-west-1", LabelZone: "eu-west-1a",
+		}}}
+		return func() {}, e.Client.Create(context.Background(), node)
+	}
+}
+
+// startAgent runs the agent's loops for node, in-process, against the real API server.
+func startAgent(node string) func(*testenv.Env) (func(), error) {
+	return func(e *testenv.Env) (func(), error) {
+		mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+			Scheme:                 e.Scheme,
+			Metrics:                metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0",
+			Cache:                  CacheOptions(node),
+			// The restart test starts a second agent in this process.
+			Controller: config.Controller{SkipNameValidation: new(true)},
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := Setup(mgr, Options{NodeName: node, Health: testHealth}); err != nil {
+			return nil, err
+		}
+		return run(mgr)
+	}
+}
+
+// startMeshServiceController runs the MeshService controller too, to show health feeding it.
+func startMeshServiceController(e *testenv.Env) (func(), error) {
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+		Scheme: e.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := (&controller.MeshServiceReconciler{Client: mgr.GetClient(), MeshDomain: "aether.internal"}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	return run(mgr)
+}
+
+func run(mgr ctrl.Manager) (func(), error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+		}
+	}, nil
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func namespace(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	prefix := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	ns, err := env.Namespace(ctx, prefix[:min(len(prefix), 40)])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// newPodIP is a fresh loopback address to stand in for a pod IP (tests send traffic only to
+// loopback).
+func newPodIP() string { return fmt.Sprintf("127.0.0.%d", loopbackHost.Add(1)) }
+
+// createPod creates a pod bound to node and sets its IP through the status subresource, as a
+// kubelet would.
+func createPod(t *testing.T, ctx context.Context, ns, name, node, ip string, managed bool, annotations map[string]string, finalizers ...string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations, Finalizers: finalizers},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "payments",
+			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+	}
+	if managed {
+		pod.Labels = map[string]string{LabelManaged: "true"}
+	}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.PodIP = ip
+	pod.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+	pod.Status.Phase = corev1.PodRunning
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not true after 30s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// listenTCP binds a TCP listener on ip (loopback) at a free port, accepting and closing
+// connections, until stop is called.
+func listenTCP(t *testing.T, ip string) (port int, stop func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	stop = func() { _ = l.Close() }
+	t.Cleanup(stop)
+	return l.Addr().(*net.TCPAddr).Port, stop
+}
+
+// listenHTTP serves 200 on path (404 elsewhere) on ip at a free port until stop is called.
+func listenHTTP(t *testing.T, ip, path string) (port int, stop func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(l) }()
+	stop = func() { _ = srv.Close() }
+	t.Cleanup(stop)
+	return l.Addr().(*net.TCPAddr).Port, stop
+}
+
+func getEndpoint(ctx context.Context, ns, name string) (*meshEndpoint, error) {
+	ep := &meshEndpoint{}
+	return ep, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ep)
+}
