@@ -131,6 +131,10 @@ func TestSamplesApply(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl apply -k config/samples: %v\n%s%s", err, out, stderr)
 	}
+	endpoints := filepath.Join(testenv.RepoRoot(), "config", "samples", "payments_meshendpoints.yaml")
+	if out, stderr, err = env.Kubectl(ctx, "apply", "-f", endpoints); err != nil {
+		t.Fatalf("kubectl apply -f %s: %v\n%s%s", endpoints, err, out, stderr)
+	}
 	out, stderr, err = env.Kubectl(ctx, "get", "meshendpoints", "-n", "shop")
 	if err != nil {
 		t.Fatalf("kubectl get meshendpoints: %v\n%s", err, stderr)

@@ -8,8 +8,9 @@
 //
 // It also builds and runs the manager (cmd/manager) against that API server, logging to
 // .local/manager.log, with its pod webhook served on loopback under a CA generated here and
-// installed from config/webhook, and config/admission's policy applied. A node agent joins it in
-// a later stage.
+// installed from config/webhook, and config/admission's policy applied; and a node agent for
+// node-a (cmd/agent, .local/agent.log), with the sample Deployment's pods bound to node-a on
+// loopback addresses and a stand-in app listening there, so their health is real.
 package main
 
 import (
@@ -68,7 +69,8 @@ func run(kubeconfigOut string) error {
 	if err != nil {
 		return fmt.Errorf("generating the webhook's certificates: %w", err)
 	}
-	manager, err := startManager(ctx, env.Kubeconfig, filepath.Dir(kubeconfigOut), hook.managerArgs()...)
+	dir := filepath.Dir(kubeconfigOut)
+	manager, err := startBinary(ctx, "manager", env.Kubeconfig, dir, hook.managerArgs()...)
 	if err != nil {
 		return err
 	}
@@ -88,11 +90,25 @@ func run(kubeconfigOut string) error {
 	}
 	fmt.Fprint(os.Stderr, out)
 
+	stopWorkload, err := startSampleWorkload(applyCtx, env)
+	if err != nil {
+		return fmt.Errorf("starting the sample workload: %w", err)
+	}
+	defer stopWorkload()
+	nodeAgent, err := startBinary(ctx, "agent", env.Kubeconfig, dir, "--node-name="+localNode)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = nodeAgent.Process.Signal(syscall.SIGTERM)
+		_ = nodeAgent.Wait()
+	}()
+
 	fmt.Printf(`
 The local control plane is up. In another shell:
 
   export KUBECONFIG=%s
-  kubectl get meshendpoints -A          # the sample payments endpoints: 8080/HTTP,9000/TCP,9090/HTTP2
+  kubectl get meshendpoints -A          # written by the agent of node-a for the three payments pods
   kubectl get meshservices -A           # derived by the manager: ports, default HTTP and TCP port, VIP
   kubectl describe meshservice payments -n shop   # per-port conditions and the dial surface
   kubectl apply -f config/samples/bad/reserved-port-pod.yaml   # denied by the pod webhook, with the reason
@@ -100,32 +116,33 @@ The local control plane is up. In another shell:
   kubectl get crds
 
 A kubectl of the API server's version is in %s.
-The manager logs to %s.
+The manager and the agent log to %s.
 Press Ctrl-C to stop; the control plane's data is removed.
 KUBECONFIG=%s
-`, kubeconfigOut, env.Assets, filepath.Join(filepath.Dir(kubeconfigOut), "manager.log"), kubeconfigOut)
+`, kubeconfigOut, env.Assets, filepath.Join(dir, "{manager,agent}.log"), kubeconfigOut)
 
 	<-ctx.Done()
 	return nil
 }
 
-// startManager builds cmd/manager and runs it against the local API server, its log in dir.
-func startManager(ctx context.Context, kubeconfig, dir string, args ...string) (*exec.Cmd, error) {
-	bin := filepath.Join(dir, "manager")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/manager")
+// startBinary builds cmd/<name> and runs it against the local API server, its log in
+// dir/<name>.log.
+func startBinary(ctx context.Context, name, kubeconfig, dir string, args ...string) (*exec.Cmd, error) {
+	bin := filepath.Join(dir, name)
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+name)
 	build.Dir = testenv.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building cmd/manager: %w\n%s", err, out)
+		return nil, fmt.Errorf("building cmd/%s: %w\n%s", name, err, out)
 	}
-	logFile, err := os.Create(filepath.Join(dir, "manager.log"))
+	logFile, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--health-probe-bind-address=0", "--metrics-bind-address=0"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the manager: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	fmt.Fprintf(os.Stderr, "localenv: manager running (pid %d)\n", cmd.Process.Pid)
+	fmt.Fprintf(os.Stderr, "localenv: %s running (pid %d), log in %s\n", name, cmd.Process.Pid, logFile.Name())
 	return cmd, nil
 }

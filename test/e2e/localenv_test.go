@@ -71,17 +71,9 @@ func TestMakeRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", kubeconfig,
-		"get", "meshendpoints", "-n", "shop", "-o", "custom-columns=NAME:.metadata.name,PORTS:.spec.portsSummary", "--no-headers").CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl get meshendpoints: %v\n%s", err, out)
-	}
-	if got := strings.Count(string(out), "8080/HTTP,9000/TCP,9090/HTTP2"); got != 3 {
-		t.Errorf("want the 3 sample endpoints, kubectl printed:\n%s", out)
-	}
 
-	// The manager derives the sample service: ports, defaults, endpoints (none healthy: no agent
-	// probes them yet), a VIP from the generated Service.
+	// The agent registers the sample pods and probes the stand-in app; the manager derives the
+	// sample service: ports, defaults, 3 of 3 endpoints ready, a VIP from the generated Service.
 	deadline := time.Now().Add(time.Minute)
 	var table string
 	for {
@@ -89,13 +81,21 @@ func TestMakeRun(t *testing.T) {
 			"get", "meshservice", "payments", "-n", "shop", "--no-headers").CombinedOutput()
 		table = string(out)
 		fields := strings.Fields(table)
-		if err == nil && len(fields) >= 7 && strings.Join(fields[1:5], " ") == "8080 9000 8080/HTTP,9000/TCP,9090/HTTP2 0/3" && net.ParseIP(fields[5]) != nil && fields[6] == "False" {
+		if err == nil && len(fields) >= 7 && strings.Join(fields[1:5], " ") == "8080 9000 8080/HTTP,9000/TCP,9090/HTTP2 3/3" && net.ParseIP(fields[5]) != nil && fields[6] == "True" {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("kubectl get meshservice payments never showed the derived service; last output:\n%s", table)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", kubeconfig,
+		"get", "meshendpoints", "-n", "shop", "-o", "custom-columns=NAME:.metadata.name,PORTS:.spec.portsSummary,HEALTH:.status.health,NODE:.spec.nodeName", "--no-headers").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get meshendpoints: %v\n%s", err, out)
+	}
+	if got := strings.Count(string(out), "8080/HTTP,9000/TCP,9090/HTTP2   Healthy   node-a"); got != 3 {
+		t.Errorf("want the 3 sample pods' endpoints healthy on node-a, kubectl printed:\n%s", out)
 	}
 
 	// The manager's pod webhook denies a pod declaring a reserved port, at kubectl apply.
