@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/controller"
@@ -59,6 +60,7 @@ func main() {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(meshv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(gwapiv1.Install(scheme))
 
 	// HTTP/2 stays off on the servers this process exposes (CVE-2023-44487, rapid reset).
 	http1Only := func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
@@ -86,6 +88,14 @@ func main() {
 	}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Failed to set up the MeshService controller")
 		os.Exit(1)
+	}
+	skipped, err := controller.SetupRouteControllers(mgr)
+	if err != nil {
+		log.Error(err, "Failed to set up the route controllers")
+		os.Exit(1)
+	}
+	if len(skipped) > 0 {
+		log.Info("Gateway API CRDs not installed: no route status for these kinds", "kinds", skipped)
 	}
 	webhook.SetupWithManager(mgr)
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))

@@ -48,6 +48,9 @@ func startManager(e *testenv.Env) (stop func(), err error) {
 	}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
+	if skipped, err := SetupRouteControllers(mgr); err != nil || len(skipped) > 0 {
+		return nil, fmt.Errorf("route controllers: skipped %v: %w", skipped, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

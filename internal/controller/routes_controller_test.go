@@ -1,0 +1,389 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/routes"
+)
+
+// meshPayments makes a namespace with the mesh service payments (8080/HTTP primary, 9090/HTTP2,
+// 9000/TCP), built by the MeshService controller from endpoints, and waits until it is Ready.
+func meshPayments(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	ns := namespaceWithSA(t, ctx, "payments")
+	endpoint(t, ctx, ns, "payments-0", "payments", healthy, 8080, 8080, "HTTP", 9000, "TCP", 9090, "HTTP2")
+	serviceReady(t, ctx, ns, "payments", 1)
+	return ns
+}
+
+func serviceParent(name string, port int32) gwapiv1.ParentReference {
+	ref := gwapiv1.ParentReference{Group: new(gwapiv1.Group("")), Kind: new(gwapiv1.Kind("Service")), Name: gwapiv1.ObjectName(name)}
+	if port != 0 {
+		ref.Port = new(port)
+	}
+	return ref
+}
+
+func backend(name string, port int32) gwapiv1.BackendObjectReference {
+	return gwapiv1.BackendObjectReference{Name: gwapiv1.ObjectName(name), Port: new(port)}
+}
+
+// newRoute builds a route of kind k with one parent and one rule with one backend.
+func newRoute(k routes.Kind, ns, name string, parent gwapiv1.ParentReference, to gwapiv1.BackendObjectReference) client.Object {
+	meta := metav1.ObjectMeta{Namespace: ns, Name: name}
+	parents := gwapiv1.CommonRouteSpec{ParentRefs: []gwapiv1.ParentReference{parent}}
+	ref := gwapiv1.BackendRef{BackendObjectReference: to}
+	switch k {
+	case routes.HTTPRoute:
+		return &gwapiv1.HTTPRoute{ObjectMeta: meta, Spec: gwapiv1.HTTPRouteSpec{CommonRouteSpec: parents,
+			Rules: []gwapiv1.HTTPRouteRule{{BackendRefs: []gwapiv1.HTTPBackendRef{{BackendRef: ref}}}}}}
+	case routes.GRPCRoute:
+		return &gwapiv1.GRPCRoute{ObjectMeta: meta, Spec: gwapiv1.GRPCRouteSpec{CommonRouteSpec: parents,
+			Rules: []gwapiv1.GRPCRouteRule{{BackendRefs: []gwapiv1.GRPCBackendRef{{BackendRef: ref}}}}}}
+	case routes.TCPRoute:
+		return &gwapiv1.TCPRoute{ObjectMeta: meta, Spec: gwapiv1.TCPRouteSpec{CommonRouteSpec: parents,
+			Rules: []gwapiv1.TCPRouteRule{{BackendRefs: []gwapiv1.BackendRef{ref}}}}}
+	default:
+		return &gwapiv1.TLSRoute{ObjectMeta: meta, Spec: gwapiv1.TLSRouteSpec{CommonRouteSpec: parents,
+			Hostnames: []gwapiv1.Hostname{"payments.example"},
+			Rules:     []gwapiv1.TLSRouteRule{{BackendRefs: []gwapiv1.BackendRef{ref}}}}}
+	}
+}
+
+// parentsOf reads a route's status.parents.
+func parentsOf(ctx context.Context, o client.Object) ([]gwapiv1.RouteParentStatus, error) {
+	fresh := o.DeepCopyObject().(client.Object)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), fresh); err != nil {
+		return nil, err
+	}
+	switch r := fresh.(type) {
+	case *gwapiv1.HTTPRoute:
+		return r.Status.Parents, nil
+	case *gwapiv1.GRPCRoute:
+		return r.Status.Parents, nil
+	case *gwapiv1.TCPRoute:
+		return r.Status.Parents, nil
+	case *gwapiv1.TLSRoute:
+		return r.Status.Parents, nil
+	}
+	return nil, fmt.Errorf("%T is no route", o)
+}
+
+// ourCondition waits until the route has our entry with condition t in the given status and
+// reason, and returns it.
+func ourCondition(t *testing.T, ctx context.Context, o client.Object, typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
+	var got metav1.Condition
+	eventually(t, fmt.Sprintf("%s %s=%s %s", o.GetName(), typ, status, reason), func() error {
+		parents, err := parentsOf(ctx, o)
+		if err != nil {
+			return err
+		}
+		for _, p := range parents {
+			if p.ControllerName == routes.ControllerName {
+				got = condition(p.Conditions, typ)
+				if got.Status == status && got.Reason == reason {
+					return nil
+				}
+				return fmt.Errorf("%s=%s %s: %s", typ, got.Status, got.Reason, got.Message)
+			}
+		}
+		return fmt.Errorf("no entry of %s among %d parents", routes.ControllerName, len(parents))
+	})
+	return got
+}
+
+// TestRouteMatrix: every route kind × every backend port protocol (HTTP, HTTP2, TCP, undeclared).
+func TestRouteMatrix(t *testing.T) {
+	ctx := testContext(t)
+	ns := meshPayments(t, ctx)
+	const (
+		httpInstead = "or use an HTTPRoute."
+		h2Instead   = "or use an HTTPRoute or a GRPCRoute."
+	)
+	notDeclared := "rule 0: backendRef payments:7777: port 7777 is not declared by payments (it serves 8080/HTTP, 9000/TCP, 9090/HTTP2)."
+	cases := []struct {
+		kind    routes.Kind
+		port    int32
+		reason  string
+		message string
+	}{
+		{routes.HTTPRoute, 8080, "ResolvedRefs", ""},
+		{routes.HTTPRoute, 9090, "ResolvedRefs", ""},
+		{routes.HTTPRoute, 9000, "UnsupportedProtocol", "rule 0: backendRef payments:9000 is a raw-TCP port (declared 9000=tcp); an HTTPRoute can only reach HTTP ports of payments (8080/HTTP, 9090/HTTP2). Point it at one of those, or use a TCPRoute."},
+		{routes.HTTPRoute, 7777, "BackendNotFound", notDeclared},
+		{routes.GRPCRoute, 8080, "UnsupportedProtocol", "rule 0: backendRef payments:8080 is an HTTP/1.1 port (declared 8080=h1); a GRPCRoute can only reach HTTP/2 ports of payments (9090/HTTP2). Point it at one of those, or declare the port h2 (or grpc), or use an HTTPRoute."},
+		{routes.GRPCRoute, 9090, "ResolvedRefs", ""},
+		{routes.GRPCRoute, 9000, "UnsupportedProtocol", "rule 0: backendRef payments:9000 is a raw-TCP port (declared 9000=tcp); a GRPCRoute can only reach HTTP/2 ports of payments (9090/HTTP2). Point it at one of those, or use a TCPRoute."},
+		{routes.GRPCRoute, 7777, "BackendNotFound", notDeclared},
+		{routes.TCPRoute, 8080, "UnsupportedProtocol", "rule 0: backendRef payments:8080 is an HTTP/1.1 port (declared 8080=h1); a TCPRoute can only reach TCP ports of payments (9000/TCP). Point it at one of those, " + httpInstead},
+		{routes.TCPRoute, 9090, "UnsupportedProtocol", "rule 0: backendRef payments:9090 is an HTTP/2 port (declared 9090=h2); a TCPRoute can only reach TCP ports of payments (9000/TCP). Point it at one of those, " + h2Instead},
+		{routes.TCPRoute, 9000, "ResolvedRefs", ""},
+		{routes.TCPRoute, 7777, "BackendNotFound", notDeclared},
+		{routes.TLSRoute, 8080, "UnsupportedProtocol", "rule 0: backendRef payments:8080 is an HTTP/1.1 port (declared 8080=h1); a TLSRoute can only reach TCP ports of payments (9000/TCP). Point it at one of those, " + httpInstead},
+		{routes.TLSRoute, 9090, "UnsupportedProtocol", "rule 0: backendRef payments:9090 is an HTTP/2 port (declared 9090=h2); a TLSRoute can only reach TCP ports of payments (9000/TCP). Point it at one of those, " + h2Instead},
+		{routes.TLSRoute, 9000, "ResolvedRefs", ""},
+		{routes.TLSRoute, 7777, "BackendNotFound", notDeclared},
+	}
+	objs := make([]client.Object, len(cases))
+	for i, tc := range cases {
+		objs[i] = newRoute(tc.kind, ns, fmt.Sprintf("%s-%d", strings.ToLower(string(tc.kind)), tc.port), serviceParent("payments", 0), backend("payments", tc.port))
+		if err := env.Client.Create(ctx, objs[i]); err != nil {
+			t.Fatalf("creating %s to %d: %v", tc.kind, tc.port, err)
+		}
+	}
+	for i, tc := range cases {
+		t.Run(fmt.Sprintf("%s to %d", tc.kind, tc.port), func(t *testing.T) {
+			status := metav1.ConditionFalse
+			if tc.reason == "ResolvedRefs" {
+				status = metav1.ConditionTrue
+			}
+			c := ourCondition(t, ctx, objs[i], "ResolvedRefs", status, tc.reason)
+			if tc.message != "" && c.Message != tc.message {
+				t.Errorf("message:\n got %s\nwant %s", c.Message, tc.message)
+			}
+			if a := ourCondition(t, ctx, objs[i], "Accepted", metav1.ConditionTrue, "Accepted"); a.ObservedGeneration != objs[i].GetGeneration() {
+				t.Errorf("observedGeneration %d, want %d", a.ObservedGeneration, objs[i].GetGeneration())
+			}
+		})
+	}
+}
+
+// TestRouteReferences: cross-namespace backends with and without a ReferenceGrant (granting one
+// later re-evaluates the route), a Service without MeshService, a non-Service backend, and a
+// parentRef port that cannot carry the route.
+func TestRouteReferences(t *testing.T) {
+	ctx := testContext(t)
+	ns := meshPayments(t, ctx)
+	other := namespaceWithSA(t, ctx, "ledger")
+	endpoint(t, ctx, other, "ledger-0", "ledger", healthy, 8080, 8080, "HTTP")
+	serviceReady(t, ctx, other, "ledger", 1)
+
+	cross := backend("ledger", 8080)
+	cross.Namespace = new(gwapiv1.Namespace(other))
+	crossRoute := newRoute(routes.HTTPRoute, ns, "cross", serviceParent("payments", 0), cross)
+	if err := env.Client.Create(ctx, crossRoute); err != nil {
+		t.Fatal(err)
+	}
+	c := ourCondition(t, ctx, crossRoute, "ResolvedRefs", metav1.ConditionFalse, "RefNotPermitted")
+	if want := fmt.Sprintf("rule 0: backendRef %s/ledger is in another namespace and no ReferenceGrant in %s allows HTTPRoutes from %s to reach it.", other, other, ns); c.Message != want {
+		t.Errorf("message %q, want %q", c.Message, want)
+	}
+	grant := &gwapiv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "from-" + ns},
+		Spec: gwapiv1.ReferenceGrantSpec{
+			From: []gwapiv1.ReferenceGrantFrom{{Group: gwapiv1.GroupName, Kind: "HTTPRoute", Namespace: gwapiv1.Namespace(ns)}},
+			To:   []gwapiv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
+		}}
+	if err := env.Client.Create(ctx, grant); err != nil {
+		t.Fatal(err)
+	}
+	ourCondition(t, ctx, crossRoute, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")
+
+	legacy := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "legacy"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	if err := env.Client.Create(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	noMesh := newRoute(routes.HTTPRoute, ns, "no-mesh", serviceParent("payments", 0), backend("legacy", 80))
+	bucket := backend("photos", 443)
+	bucket.Group, bucket.Kind = new(gwapiv1.Group("storage.example.com")), new(gwapiv1.Kind("Bucket"))
+	wrongKind := newRoute(routes.HTTPRoute, ns, "wrong-kind", serviceParent("payments", 0), bucket)
+	tcpParent := newRoute(routes.HTTPRoute, ns, "tcp-parent", serviceParent("payments", 9000), backend("payments", 8080))
+	for _, r := range []client.Object{noMesh, wrongKind, tcpParent} {
+		if err := env.Client.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := ourCondition(t, ctx, noMesh, "ResolvedRefs", metav1.ConditionFalse, "BackendNotFound"); !strings.Contains(c.Message, "is not a mesh service (it has no MeshService)") {
+		t.Errorf("no-mesh message %q", c.Message)
+	}
+	if c := ourCondition(t, ctx, wrongKind, "ResolvedRefs", metav1.ConditionFalse, "InvalidKind"); !strings.Contains(c.Message, "Bucket.storage.example.com") {
+		t.Errorf("wrong-kind message %q", c.Message)
+	}
+	c = ourCondition(t, ctx, tcpParent, "Accepted", metav1.ConditionFalse, "NoMatchingParent")
+	if want := "parentRef payments:9000 is a raw-TCP port (declared 9000=tcp); an HTTPRoute can only reach HTTP ports of payments (8080/HTTP, 9090/HTTP2). Point it at one of those, or use a TCPRoute."; c.Message != want {
+		t.Errorf("tcp-parent message %q, want %q", c.Message, want)
+	}
+}
+
+// TestRouteStatusIsMergedNeverReplaced: a route parented only to a Gateway is never written;
+// another controller's entry survives byte-identical beside ours.
+func TestRouteStatusIsMergedNeverReplaced(t *testing.T) {
+	ctx := testContext(t)
+	ns := meshPayments(t, ctx)
+	gatewayOnly := newRoute(routes.HTTPRoute, ns, "gateway-only", gwapiv1.ParentReference{Name: "edge"}, backend("payments", 8080))
+	if err := env.Client.Create(ctx, gatewayOnly); err != nil {
+		t.Fatal(err)
+	}
+	rv := gatewayOnly.GetResourceVersion()
+
+	shared := newRoute(routes.HTTPRoute, ns, "shared", serviceParent("payments", 0), backend("payments", 8080)).(*gwapiv1.HTTPRoute)
+	shared.Spec.ParentRefs = append([]gwapiv1.ParentReference{{Name: "edge"}}, shared.Spec.ParentRefs...)
+	if err := env.Client.Create(ctx, shared); err != nil {
+		t.Fatal(err)
+	}
+	ourCondition(t, ctx, shared, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")
+	theirs := gwapiv1.RouteParentStatus{
+		ParentRef:      shared.Spec.ParentRefs[0],
+		ControllerName: "example.com/gateway-controller",
+		Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", Message: "theirs",
+			ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}},
+	}
+	eventually(t, "writing the other controller's entry", func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(shared), shared); err != nil {
+			return err
+		}
+		shared.Status.Parents = append([]gwapiv1.RouteParentStatus{theirs}, shared.Status.Parents...)
+		return env.Client.Status().Update(ctx, shared)
+	})
+	want, _ := json.Marshal(theirs)
+	// Make our controller reconcile again: a change to the MeshService's Service it watches.
+	touchService(t, ctx, ns, "payments")
+	time.Sleep(time.Second)
+	parents, err := parentsOf(ctx, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parents) != 2 {
+		t.Fatalf("want 2 parent entries, got %+v", parents)
+	}
+	if got, _ := json.Marshal(parents[0]); string(got) != string(want) {
+		t.Errorf("the other controller's entry changed:\n got %s\nwant %s", got, want)
+	}
+	if parents[1].ControllerName != routes.ControllerName {
+		t.Errorf("second entry is %s's", parents[1].ControllerName)
+	}
+
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(gatewayOnly), gatewayOnly); err != nil {
+		t.Fatal(err)
+	}
+	if gatewayOnly.GetResourceVersion() != rv || len(gatewayOnly.(*gwapiv1.HTTPRoute).Status.Parents) != 0 {
+		t.Errorf("a route parented only to a Gateway was written: rv %s → %s, parents %+v", rv, gatewayOnly.GetResourceVersion(), gatewayOnly.(*gwapiv1.HTTPRoute).Status.Parents)
+	}
+}
+
+func touchService(t *testing.T, ctx context.Context, ns, name string) {
+	t.Helper()
+	eventually(t, "labelling the Service", func() error {
+		svc := &corev1.Service{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+			return err
+		}
+		if svc.Labels == nil {
+			svc.Labels = map[string]string{}
+		}
+		svc.Labels["touched"] = fmt.Sprint(time.Now().UnixNano())
+		return env.Client.Update(ctx, svc)
+	})
+}
+
+// TestRouteGitOps: kubectl apply twice changes nothing, and a resync of a converged route
+// writes nothing.
+func TestRouteGitOps(t *testing.T) {
+	ctx := testContext(t)
+	ns := meshPayments(t, ctx)
+	manifest := filepath.Join(t.TempDir(), "route.yaml")
+	if err := os.WriteFile(manifest, []byte(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: payments-to-tcp
+  namespace: `+ns+`
+spec:
+  parentRefs:
+  - {group: "", kind: Service, name: payments}
+  rules:
+  - backendRefs:
+    - {name: payments, port: 9000}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	apply := func() {
+		t.Helper()
+		if out, stderr, err := env.Kubectl(ctx, "apply", "-f", manifest); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s%s", err, out, stderr)
+		}
+	}
+	apply()
+	route := &gwapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments-to-tcp"}}
+	ourCondition(t, ctx, route, "ResolvedRefs", metav1.ConditionFalse, "UnsupportedProtocol")
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(route), route); err != nil {
+		t.Fatal(err)
+	}
+	// The second apply of the same file is a no-op on the server: the route's spec and status
+	// are as they were (kubectl may still say "configured": for a CRD it re-sends lists the API
+	// server defaulted, and the API server finds nothing to change).
+	rvApplied := route.ResourceVersion
+	apply()
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(route), route); err != nil {
+		t.Fatal(err)
+	}
+	if route.ResourceVersion != rvApplied {
+		t.Errorf("the second kubectl apply changed the route: resourceVersion %s → %s", rvApplied, route.ResourceVersion)
+	}
+	before := route.ResourceVersion
+	generation := route.Generation
+	touchService(t, ctx, ns, "payments")
+	time.Sleep(time.Second)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(route), route); err != nil {
+		t.Fatal(err)
+	}
+	if route.ResourceVersion != before || route.Generation != generation {
+		t.Errorf("a resync wrote the converged route: resourceVersion %s → %s, generation %d → %d", before, route.ResourceVersion, generation, route.Generation)
+	}
+	for _, m := range route.ManagedFields {
+		if m.Manager != "kubectl-client-side-apply" && m.Manager != "kubectl" && m.Subresource != "status" {
+			t.Errorf("%s wrote %s of the route (only kubectl may write its spec): %s", m.Manager, m.Operation, m.FieldsV1)
+		}
+	}
+}
+
+// TestRouteFollowsARetypedPort: retyping the backend port in the endpoints flips the route.
+func TestRouteFollowsARetypedPort(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespaceWithSA(t, ctx, "orders")
+	ep := endpoint(t, ctx, ns, "orders-0", "orders", healthy, 8080, 8080, "HTTP", 9000, "HTTP")
+	serviceReady(t, ctx, ns, "orders", 1)
+	route := newRoute(routes.HTTPRoute, ns, "orders", serviceParent("orders", 0), backend("orders", 9000))
+	if err := env.Client.Create(ctx, route); err != nil {
+		t.Fatal(err)
+	}
+	first := ourCondition(t, ctx, route, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")
+
+	retype := func(p meshv1alpha1.Protocol) {
+		eventually(t, "retyping 9000 to "+string(p), func() error {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ep), ep); err != nil {
+				return err
+			}
+			ep.Spec.Ports[1].Protocol = p
+			ep.Spec.PortsSummary = meshv1alpha1.FormatPorts(ep.Spec.Ports)
+			return env.Client.Update(ctx, ep)
+		})
+	}
+	waitASecond(t)
+	retype(meshv1alpha1.ProtocolTCP)
+	flipped := ourCondition(t, ctx, route, "ResolvedRefs", metav1.ConditionFalse, "UnsupportedProtocol")
+	if !strings.Contains(flipped.Message, "backendRef orders:9000 is a raw-TCP port (declared 9000=tcp)") {
+		t.Errorf("message %q", flipped.Message)
+	}
+	if flipped.LastTransitionTime.Equal(&first.LastTransitionTime) {
+		t.Errorf("lastTransitionTime did not move on the flip")
+	}
+	retype(meshv1alpha1.ProtocolHTTP)
+	ourCondition(t, ctx, route, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")
+}

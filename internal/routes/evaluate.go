@@ -1,0 +1,322 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package routes
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+)
+
+// serviceKind is the kind of the only parents and backends the mesh answers for: core Services.
+const serviceKind = "Service"
+
+// ControllerName is this controller's name in route status.
+const ControllerName gwapiv1.GatewayController = "mesh.aether.io/controller"
+
+// Kind is a route kind.
+type Kind string
+
+// The route kinds evaluated.
+const (
+	HTTPRoute Kind = "HTTPRoute"
+	GRPCRoute Kind = "GRPCRoute"
+	TCPRoute  Kind = "TCPRoute"
+	TLSRoute  Kind = "TLSRoute"
+)
+
+// Route is a route of any kind, as the evaluation reads it.
+type Route struct {
+	Kind       Kind                      `json:"kind"`
+	Namespace  string                    `json:"namespace"`
+	Name       string                    `json:"name"`
+	ParentRefs []gwapiv1.ParentReference `json:"parentRefs,omitempty"`
+	Rules      []Rule                    `json:"rules,omitempty"`
+}
+
+// Rule is one rule of a route: its optional name and its backends.
+type Rule struct {
+	Name        *gwapiv1.SectionName             `json:"name,omitempty"`
+	BackendRefs []gwapiv1.BackendObjectReference `json:"backendRefs,omitempty"`
+}
+
+// Input is everything one route's evaluation reads.
+type Input struct {
+	Route Route `json:"route"`
+	// MeshServices are the MeshServices the route names (as parent or backend).
+	MeshServices []meshv1alpha1.MeshService `json:"meshServices,omitempty"`
+	// Services are the "namespace/name" of the Services the route names that exist.
+	Services []string `json:"services,omitempty"`
+	// ReferenceGrants are those of the namespaces the route's backends live in.
+	ReferenceGrants []gwapiv1.ReferenceGrant `json:"referenceGrants,omitempty"`
+}
+
+// Evaluate returns this controller's status.parents entries for the route: one per parentRef
+// that is a mesh Service (a core Service with a MeshService of the same name), in parentRef
+// order, conditions without timestamps. Parents that are not mesh Services get nothing.
+func Evaluate(in Input) []gwapiv1.RouteParentStatus {
+	resolved := resolvedRefs(in)
+	var out []gwapiv1.RouteParentStatus
+	for _, ref := range in.Route.ParentRefs {
+		ms := in.parentMeshService(ref)
+		if ms == nil {
+			continue
+		}
+		out = append(out, gwapiv1.RouteParentStatus{
+			ParentRef:      ref,
+			ControllerName: ControllerName,
+			Conditions:     []metav1.Condition{accepted(in.Route.Kind, ref, ms), resolved},
+		})
+	}
+	return out
+}
+
+// parentMeshService returns the MeshService of ref when ref is a parent this controller answers
+// for: a core Service (in the route's namespace unless given) that has a MeshService.
+func (in Input) parentMeshService(ref gwapiv1.ParentReference) *meshv1alpha1.MeshService {
+	if ref.Group == nil || *ref.Group != "" || ref.Kind == nil || *ref.Kind != serviceKind {
+		return nil // Gateway API defaults a parentRef to a Gateway
+	}
+	return in.meshService(namespaceOr(ref.Namespace, in.Route.Namespace), string(ref.Name))
+}
+
+func (in Input) meshService(namespace, name string) *meshv1alpha1.MeshService {
+	for i := range in.MeshServices {
+		if in.MeshServices[i].Namespace == namespace && in.MeshServices[i].Name == name {
+			return &in.MeshServices[i]
+		}
+	}
+	return nil
+}
+
+func namespaceOr(ns *gwapiv1.Namespace, def string) string {
+	if ns == nil || *ns == "" {
+		return def
+	}
+	return string(*ns)
+}
+
+// carries reports whether a route of kind k can carry traffic to a port of protocol p.
+func carries(k Kind, p meshv1alpha1.Protocol) bool {
+	switch k {
+	case HTTPRoute:
+		return p == meshv1alpha1.ProtocolHTTP || p == meshv1alpha1.ProtocolHTTP2
+	case GRPCRoute:
+		return p == meshv1alpha1.ProtocolHTTP2
+	default: // TCPRoute, TLSRoute: bytes, or the application's own TLS, over TCP
+		return p == meshv1alpha1.ProtocolTCP
+	}
+}
+
+func condition(t gwapiv1.RouteConditionType, ok bool, reason gwapiv1.RouteConditionReason, msg string) metav1.Condition {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: string(t), Status: status, Reason: string(reason), Message: msg}
+}
+
+// accepted is the Accepted condition for one mesh-Service parent.
+func accepted(k Kind, ref gwapiv1.ParentReference, ms *meshv1alpha1.MeshService) metav1.Condition {
+	if ref.Port == nil {
+		return condition(gwapiv1.RouteConditionAccepted, true, gwapiv1.RouteReasonAccepted,
+			fmt.Sprintf("attached to mesh service %s", ms.Name))
+	}
+	port := *ref.Port
+	p, declared := declaredProtocol(ms, port)
+	switch {
+	case !declared:
+		return condition(gwapiv1.RouteConditionAccepted, false, gwapiv1.RouteReasonNoMatchingParent,
+			fmt.Sprintf("parentRef %s:%d: mesh service %s does not declare port %d (it serves %s)", ms.Name, port, ms.Name, port, portList(ms.Status.Ports, nil)))
+	case !carries(k, p):
+		return condition(gwapiv1.RouteConditionAccepted, false, gwapiv1.RouteReasonNoMatchingParent,
+			fmt.Sprintf("parentRef %s:%d is %s (declared %s); %s", ms.Name, port, describe(p), spelling(port, p), canReach(k, p, ms)))
+	}
+	return condition(gwapiv1.RouteConditionAccepted, true, gwapiv1.RouteReasonAccepted,
+		fmt.Sprintf("attached to port %d (%s) of mesh service %s", port, p, ms.Name))
+}
+
+func declaredProtocol(ms *meshv1alpha1.MeshService, port int32) (meshv1alpha1.Protocol, bool) {
+	for _, p := range ms.Status.Ports {
+		if p.Port == port {
+			return p.Protocol, true
+		}
+	}
+	return "", false
+}
+
+// resolvedRefs is the ResolvedRefs condition: the first broken backendRef, in rule order, gives
+// the reason; every broken one is named in the message.
+func resolvedRefs(in Input) metav1.Condition {
+	var reason gwapiv1.RouteConditionReason
+	var problems []string
+	refs := 0
+	for i, rule := range in.Route.Rules {
+		for _, ref := range rule.BackendRefs {
+			refs++
+			r, msg := in.checkBackend(ruleName(i, rule), ref)
+			if r == "" {
+				continue
+			}
+			if reason == "" {
+				reason = r
+			}
+			problems = append(problems, msg)
+		}
+	}
+	if reason == "" {
+		return condition(gwapiv1.RouteConditionResolvedRefs, true, gwapiv1.RouteReasonResolvedRefs,
+			fmt.Sprintf("all %d backendRefs resolve", refs))
+	}
+	for i, p := range problems {
+		if !strings.HasSuffix(p, ".") {
+			problems[i] = p + "."
+		}
+	}
+	return condition(gwapiv1.RouteConditionResolvedRefs, false, reason, strings.Join(problems, " "))
+}
+
+func ruleName(i int, rule Rule) string {
+	if rule.Name != nil && *rule.Name != "" {
+		return fmt.Sprintf("rule %q", *rule.Name)
+	}
+	return fmt.Sprintf("rule %d", i)
+}
+
+// checkBackend returns the reason and message of what is wrong with one backendRef, or "".
+func (in Input) checkBackend(rule string, ref gwapiv1.BackendObjectReference) (gwapiv1.RouteConditionReason, string) {
+	group, kind := "", serviceKind
+	if ref.Group != nil {
+		group = string(*ref.Group)
+	}
+	if ref.Kind != nil {
+		kind = string(*ref.Kind)
+	}
+	ns := namespaceOr(ref.Namespace, in.Route.Namespace)
+	name := string(ref.Name)
+	if group != "" || kind != serviceKind {
+		return gwapiv1.RouteReasonInvalidKind, fmt.Sprintf("%s: backendRef %s is a %s; the mesh routes only to core Services", rule, name, groupKind(group, kind))
+	}
+	if ns != in.Route.Namespace && !in.granted(ns, name) {
+		return gwapiv1.RouteReasonRefNotPermitted, fmt.Sprintf(
+			"%s: backendRef %s/%s is in another namespace and no ReferenceGrant in %s allows %ss from %s to reach it",
+			rule, ns, name, ns, in.Route.Kind, in.Route.Namespace)
+	}
+	if !slices.Contains(in.Services, ns+"/"+name) {
+		return gwapiv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: backendRef %s: Service %s/%s not found", rule, name, ns, name)
+	}
+	ms := in.meshService(ns, name)
+	if ms == nil {
+		return gwapiv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: backendRef %s: Service %s/%s is not a mesh service (it has no MeshService)", rule, name, ns, name)
+	}
+	if ref.Port == nil {
+		return gwapiv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: backendRef %s names no port; the mesh service serves %s", rule, name, portList(ms.Status.Ports, nil))
+	}
+	port := *ref.Port
+	p, declared := declaredProtocol(ms, port)
+	if !declared {
+		return gwapiv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: backendRef %s:%d: port %d is not declared by %s (it serves %s)",
+			rule, name, port, port, name, portList(ms.Status.Ports, nil))
+	}
+	if !carries(in.Route.Kind, p) {
+		return gwapiv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("%s: backendRef %s:%d is %s (declared %s); %s",
+			rule, name, port, describe(p), spelling(port, p), canReach(in.Route.Kind, p, ms))
+	}
+	return "", ""
+}
+
+// granted reports whether a ReferenceGrant in ns lets this route's kind from its namespace
+// reach Service name.
+func (in Input) granted(ns, name string) bool {
+	for _, g := range in.ReferenceGrants {
+		if g.Namespace != ns {
+			continue
+		}
+		from := slices.ContainsFunc(g.Spec.From, func(f gwapiv1.ReferenceGrantFrom) bool {
+			return f.Group == gwapiv1.GroupName && string(f.Kind) == string(in.Route.Kind) && string(f.Namespace) == in.Route.Namespace
+		})
+		to := slices.ContainsFunc(g.Spec.To, func(t gwapiv1.ReferenceGrantTo) bool {
+			return t.Group == "" && t.Kind == serviceKind && (t.Name == nil || string(*t.Name) == name)
+		})
+		if from && to {
+			return true
+		}
+	}
+	return false
+}
+
+func groupKind(group, kind string) string {
+	if group == "" {
+		return kind
+	}
+	return kind + "." + group
+}
+
+func describe(p meshv1alpha1.Protocol) string {
+	switch p {
+	case meshv1alpha1.ProtocolHTTP:
+		return "an HTTP/1.1 port"
+	case meshv1alpha1.ProtocolHTTP2:
+		return "an HTTP/2 port"
+	}
+	return "a raw-TCP port"
+}
+
+// spelling is how the port is declared in endpoint.aether.io/ports.
+func spelling(port int32, p meshv1alpha1.Protocol) string {
+	suffix := map[meshv1alpha1.Protocol]string{meshv1alpha1.ProtocolHTTP: "h1", meshv1alpha1.ProtocolHTTP2: "h2", meshv1alpha1.ProtocolTCP: "tcp"}[p]
+	return strconv.Itoa(int(port)) + "=" + suffix
+}
+
+// canReach says which ports of ms a route of kind k can reach, and what to do instead for a
+// port of protocol p.
+func canReach(k Kind, p meshv1alpha1.Protocol, ms *meshv1alpha1.MeshService) string {
+	ok := portList(ms.Status.Ports, func(q meshv1alpha1.Protocol) bool { return carries(k, q) })
+	class := map[Kind]string{HTTPRoute: "HTTP", GRPCRoute: "HTTP/2"}[k]
+	if class == "" {
+		class = "TCP"
+	}
+	var instead string
+	switch {
+	case p == meshv1alpha1.ProtocolTCP:
+		instead = "use a TCPRoute"
+	case k == GRPCRoute:
+		instead = "declare the port h2 (or grpc), or use an HTTPRoute"
+	case p == meshv1alpha1.ProtocolHTTP2:
+		instead = "use an HTTPRoute or a GRPCRoute"
+	default:
+		instead = "use an HTTPRoute"
+	}
+	if ok == "no ports" {
+		return fmt.Sprintf("a%s %s can only reach %s ports, and %s has none: %s.", article(k), k, class, ms.Name, instead)
+	}
+	return fmt.Sprintf("a%s %s can only reach %s ports of %s (%s). Point it at one of those, or %s.", article(k), k, class, ms.Name, ok, instead)
+}
+
+func article(k Kind) string {
+	if k == HTTPRoute {
+		return "n"
+	}
+	return ""
+}
+
+// portList spells the ports whose protocol keep accepts (all when keep is nil): "8080/HTTP, 9090/HTTP2".
+func portList(ports []meshv1alpha1.ServicePort, keep func(meshv1alpha1.Protocol) bool) string {
+	var parts []string
+	for _, p := range ports {
+		if keep == nil || keep(p.Protocol) {
+			parts = append(parts, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
+		}
+	}
+	if len(parts) == 0 {
+		return "no ports"
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,379 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package routes_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/routes"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.out.yaml and delete orphaned ones")
+
+const (
+	inSuffix  = ".in.yaml"
+	outSuffix = ".out.yaml"
+)
+
+// TestEvaluateGolden evaluates every testdata/<case>.in.yaml and compares the status.parents
+// entries, as sigs.k8s.io/yaml marshals them, with testdata/<case>.out.yaml. With -update the
+// outputs are rewritten and outputs without an input deleted; review them against DESIGN
+// section 6 (each input's first line says what to expect).
+func TestEvaluateGolden(t *testing.T) {
+	cases := goldenCases(t)
+	if len(cases) == 0 {
+		t.Fatalf("no testdata/*%s found", inSuffix)
+	}
+	for _, name := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := readInput(t, name)
+			checkInput(t, in)
+			out := routes.Evaluate(in)
+			checkOutput(t, in, out)
+			got := marshal(t, out)
+			path := filepath.Join("testdata", name+outSuffix)
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("case %s: %v (run go test ./internal/routes -run TestEvaluateGolden -update to create it)", name, err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("case %s: Evaluate output differs from %s (-want +got):\n%s", name, path, lineDiff(string(want), string(got)))
+			}
+		})
+	}
+
+	// Orphans: an output no input produces is stale.
+	outs, err := filepath.Glob(filepath.Join("testdata", "*"+outSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range outs {
+		name := strings.TrimSuffix(filepath.Base(out), outSuffix)
+		if slices.Contains(cases, name) {
+			continue
+		}
+		if *update {
+			if err := os.Remove(out); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("case %s: deleted orphaned %s", name, out)
+			continue
+		}
+		t.Errorf("case %s: %s has no %s%s (delete it, or run with -update)", name, out, name, inSuffix)
+	}
+}
+
+// TestEvaluateKindProtocolMatrix states the kind × protocol table of DESIGN section 6 on its own,
+// so that a golden file rewritten with -update cannot quietly change it: HTTPRoute reaches HTTP
+// and HTTP2 ports, GRPCRoute only HTTP2, TCPRoute and TLSRoute only TCP; an undeclared port is
+// BackendNotFound whatever the kind.
+func TestEvaluateKindProtocolMatrix(t *testing.T) {
+	const ok = gwapiv1.RouteReasonResolvedRefs
+	const unsupported = gwapiv1.RouteReasonUnsupportedProtocol
+	const notFound = gwapiv1.RouteReasonBackendNotFound
+	ports := []int32{8080, 9090, 9000, 7777} // HTTP, HTTP2, TCP, undeclared
+	want := map[routes.Kind][]gwapiv1.RouteConditionReason{
+		routes.HTTPRoute: {ok, ok, unsupported, notFound},
+		routes.GRPCRoute: {unsupported, ok, unsupported, notFound},
+		routes.TCPRoute:  {unsupported, unsupported, ok, notFound},
+		routes.TLSRoute:  {unsupported, unsupported, ok, notFound},
+	}
+	for kind, reasons := range want {
+		for i, port := range ports {
+			t.Run(fmt.Sprintf("%s-%d", kind, port), func(t *testing.T) {
+				out := routes.Evaluate(matrixInput(kind, port))
+				if len(out) != 1 {
+					t.Fatalf("got %d entries, want 1", len(out))
+				}
+				acc := findCondition(out[0].Conditions, string(gwapiv1.RouteConditionAccepted))
+				if acc == nil || acc.Status != metav1.ConditionTrue {
+					t.Errorf("Accepted = %+v, want True (no parentRef.port)", acc)
+				}
+				rr := findCondition(out[0].Conditions, string(gwapiv1.RouteConditionResolvedRefs))
+				if rr == nil {
+					t.Fatal("no ResolvedRefs condition")
+				}
+				wantStatus := metav1.ConditionFalse
+				if reasons[i] == ok {
+					wantStatus = metav1.ConditionTrue
+				}
+				if rr.Status != wantStatus || rr.Reason != string(reasons[i]) {
+					t.Errorf("ResolvedRefs = %s/%s (%s), want %s/%s", rr.Status, rr.Reason, rr.Message, wantStatus, reasons[i])
+				}
+				if reasons[i] == unsupported && !strings.Contains(rr.Message, fmt.Sprintf("rule 0: backendRef payments:%d is ", port)) {
+					t.Errorf("message %q does not name rule 0 and payments:%d", rr.Message, port)
+				}
+			})
+		}
+	}
+}
+
+// TestEvaluateExampleMessage pins the example message of the brief, word for word, with the
+// rule prefix the evaluation adds.
+func TestEvaluateExampleMessage(t *testing.T) {
+	out := routes.Evaluate(matrixInput(routes.HTTPRoute, 9000))
+	if len(out) != 1 {
+		t.Fatalf("got %d entries, want 1", len(out))
+	}
+	rr := findCondition(out[0].Conditions, string(gwapiv1.RouteConditionResolvedRefs))
+	want := "rule 0: backendRef payments:9000 is a raw-TCP port (declared 9000=tcp); an HTTPRoute can only reach HTTP ports of payments (8080/HTTP, 9090/HTTP2). Point it at one of those, or use a TCPRoute."
+	if rr == nil || rr.Message != want {
+		t.Errorf("ResolvedRefs message\n got: %v\nwant: %q", rr, want)
+	}
+}
+
+// matrixInput is a route of kind k in shop, parented to mesh Service payments, with one backend
+// payments:port.
+func matrixInput(k routes.Kind, port int32) routes.Input {
+	core, service := gwapiv1.Group(""), gwapiv1.Kind("Service")
+	p := port
+	return routes.Input{
+		Route: routes.Route{
+			Kind: k, Namespace: "shop", Name: "checkout",
+			ParentRefs: []gwapiv1.ParentReference{{Group: &core, Kind: &service, Name: "payments"}},
+			Rules:      []routes.Rule{{BackendRefs: []gwapiv1.BackendObjectReference{{Name: "payments", Port: &p}}}},
+		},
+		MeshServices: []meshv1alpha1.MeshService{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "payments"},
+			Status: meshv1alpha1.MeshServiceStatus{Ports: []meshv1alpha1.ServicePort{
+				{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP},
+				{Port: 9000, Protocol: meshv1alpha1.ProtocolTCP},
+				{Port: 9090, Protocol: meshv1alpha1.ProtocolHTTP2},
+			}},
+		}},
+		Services: []string{"shop/payments", "shop/legacy"},
+	}
+}
+
+func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// goldenCases are the case names of testdata/*.in.yaml, sorted.
+func goldenCases(t testing.TB) []string {
+	t.Helper()
+	ins, err := filepath.Glob(filepath.Join("testdata", "*"+inSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(ins))
+	for _, in := range ins {
+		names = append(names, strings.TrimSuffix(filepath.Base(in), inSuffix))
+	}
+	slices.Sort(names)
+	return names
+}
+
+// readInput reads testdata/<name>.in.yaml strictly: a misspelt field fails instead of silently
+// leaving the input zero.
+func readInput(t testing.TB, name string) routes.Input {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name+inSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in routes.Input
+	if err := yaml.UnmarshalStrict(data, &in); err != nil {
+		t.Fatalf("case %s: reading %s%s: %v", name, name, inSuffix, err)
+	}
+	return in
+}
+
+// checkInput refuses an input a cluster could not produce: an unknown route kind, a route
+// without namespace or name, a MeshService whose ports are not sorted and unique (the CRD
+// enforces it) or whose Service is not listed (the controller creates one per MeshService), a
+// Service not spelt namespace/name.
+func checkInput(t testing.TB, in routes.Input) {
+	t.Helper()
+	if !slices.Contains([]routes.Kind{routes.HTTPRoute, routes.GRPCRoute, routes.TCPRoute, routes.TLSRoute}, in.Route.Kind) {
+		t.Fatalf("route kind %q is not one of the four", in.Route.Kind)
+	}
+	if in.Route.Namespace == "" || in.Route.Name == "" {
+		t.Fatalf("route has no namespace or name")
+	}
+	for _, s := range in.Services {
+		if ns, name, ok := strings.Cut(s, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			t.Fatalf("service %q is not namespace/name", s)
+		}
+	}
+	for _, ms := range in.MeshServices {
+		if ms.Namespace == "" || ms.Name == "" {
+			t.Fatalf("mesh service %q has no metadata.namespace or metadata.name", ms.Name)
+		}
+		if !slices.Contains(in.Services, ms.Namespace+"/"+ms.Name) {
+			t.Fatalf("mesh service %s/%s has no Service in services", ms.Namespace, ms.Name)
+		}
+		for i, p := range ms.Status.Ports {
+			if i > 0 && ms.Status.Ports[i-1].Port >= p.Port {
+				t.Fatalf("mesh service %s: status.ports not sorted and unique at %d", ms.Name, p.Port)
+			}
+		}
+	}
+	for _, g := range in.ReferenceGrants {
+		if g.Namespace == "" || g.Name == "" {
+			t.Fatalf("reference grant %q has no metadata.namespace or metadata.name", g.Name)
+		}
+	}
+}
+
+// checkOutput holds for every output, whatever the golden file says: entries only for parentRefs
+// that are core Services with a MeshService, in parentRef order, each with this controller's
+// name and exactly Accepted then ResolvedRefs, without timestamps or generation, with a reason
+// Gateway API defines for that condition.
+func checkOutput(t testing.TB, in routes.Input, out []gwapiv1.RouteParentStatus) {
+	t.Helper()
+	var wantRefs []gwapiv1.ParentReference
+	for _, ref := range in.Route.ParentRefs {
+		if ref.Group == nil || *ref.Group != "" || ref.Kind == nil || *ref.Kind != "Service" {
+			continue
+		}
+		ns := in.Route.Namespace
+		if ref.Namespace != nil {
+			ns = string(*ref.Namespace)
+		}
+		if slices.ContainsFunc(in.MeshServices, func(ms meshv1alpha1.MeshService) bool {
+			return ms.Namespace == ns && ms.Name == string(ref.Name)
+		}) {
+			wantRefs = append(wantRefs, ref)
+		}
+	}
+	if len(out) != len(wantRefs) {
+		t.Fatalf("got %d entries, want %d (one per mesh-Service parentRef)", len(out), len(wantRefs))
+	}
+	acceptedReasons := []string{string(gwapiv1.RouteReasonAccepted), string(gwapiv1.RouteReasonNoMatchingParent)}
+	resolvedReasons := []string{
+		string(gwapiv1.RouteReasonResolvedRefs), string(gwapiv1.RouteReasonInvalidKind), string(gwapiv1.RouteReasonRefNotPermitted),
+		string(gwapiv1.RouteReasonBackendNotFound), string(gwapiv1.RouteReasonUnsupportedProtocol),
+	}
+	for i, e := range out {
+		if e.ControllerName != routes.ControllerName {
+			t.Errorf("entry %d: controllerName %q, want %q", i, e.ControllerName, routes.ControllerName)
+		}
+		if !reflect.DeepEqual(e.ParentRef, wantRefs[i]) {
+			t.Errorf("entry %d: parentRef %+v, want %+v", i, e.ParentRef, wantRefs[i])
+		}
+		if len(e.Conditions) != 2 ||
+			e.Conditions[0].Type != string(gwapiv1.RouteConditionAccepted) ||
+			e.Conditions[1].Type != string(gwapiv1.RouteConditionResolvedRefs) {
+			t.Fatalf("entry %d: conditions %+v, want Accepted then ResolvedRefs", i, e.Conditions)
+		}
+		for j, c := range e.Conditions {
+			reasons := acceptedReasons
+			if j == 1 {
+				reasons = resolvedReasons
+			}
+			if !slices.Contains(reasons, c.Reason) {
+				t.Errorf("entry %d: %s reason %q is not one of %v", i, c.Type, c.Reason, reasons)
+			}
+			if (c.Status == metav1.ConditionTrue) != (c.Reason == reasons[0]) {
+				t.Errorf("entry %d: %s is %s with reason %s", i, c.Type, c.Status, c.Reason)
+			}
+			if !c.LastTransitionTime.IsZero() || c.ObservedGeneration != 0 {
+				t.Errorf("entry %d: %s carries a timestamp or generation; MergeParents stamps them", i, c.Type)
+			}
+			if c.Message == "" {
+				t.Errorf("entry %d: %s has no message", i, c.Type)
+			}
+		}
+	}
+}
+
+func marshal(t testing.TB, v any) []byte {
+	t.Helper()
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// lineDiff is a line-by-line diff of want and got (longest common subsequence), "-" for a line
+// only in want, "+" for a line only in got, with up to two lines of context around each change.
+func lineDiff(want, got string) string {
+	a := strings.Split(strings.TrimSuffix(want, "\n"), "\n")
+	b := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	// lcs[i][j] is the length of the longest common subsequence of a[i:] and b[j:].
+	lcs := make([][]int, len(a)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(b)+1)
+	}
+	for i, ai := range slices.Backward(a) {
+		for j, bj := range slices.Backward(b) {
+			if ai == bj {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	type line struct {
+		op   byte
+		text string
+	}
+	var lines []line
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case i < len(a) && j < len(b) && a[i] == b[j]:
+			lines = append(lines, line{' ', a[i]})
+			i, j = i+1, j+1
+		case i < len(a) && (j == len(b) || lcs[i+1][j] >= lcs[i][j+1]):
+			lines = append(lines, line{'-', a[i]})
+			i++
+		default:
+			lines = append(lines, line{'+', b[j]})
+			j++
+		}
+	}
+	const context = 2
+	var sb strings.Builder
+	lastShown := -1
+	for k, l := range lines {
+		near := false
+		for d := max(0, k-context); d <= min(len(lines)-1, k+context); d++ {
+			near = near || lines[d].op != ' '
+		}
+		if !near {
+			continue
+		}
+		if lastShown >= 0 && k > lastShown+1 {
+			sb.WriteString("  ...\n")
+		}
+		fmt.Fprintf(&sb, "%c %s\n", l.op, l.text)
+		lastShown = k
+	}
+	return sb.String()
+}
+
+func TestLineDiff(t *testing.T) {
+	got := lineDiff("a\nb\nc\nd\ne\nf\ng\nh\n", "a\nb\nc\nD\ne\nf\ng\nh\n")
+	want := "  b\n  c\n- d\n+ D\n  e\n  f\n"
+	if got != want {
+		t.Errorf("lineDiff:\n%s\nwant:\n%s", got, want)
+	}
+}
