@@ -112,6 +112,8 @@ The local control plane is up. In another shell:
   kubectl get meshservices -A           # derived by the manager: ports, default HTTP and TCP port, VIP
   kubectl describe meshservice payments -n shop   # per-port conditions and the dial surface
   kubectl apply -f config/samples/bad/reserved-port-pod.yaml   # denied by the pod webhook, with the reason
+  kubectl apply -f config/samples/bad/httproute-to-tcp-port.yaml
+  kubectl get httproute payments-ledger -n shop -o yaml        # ResolvedRefs=False UnsupportedProtocol, and why
   kubectl explain meshservice.status.dialSurface
   kubectl get crds
 

@@ -106,6 +106,25 @@ func TestMakeRun(t *testing.T) {
 		t.Errorf("kubectl apply -f %s: %v\n%s\nwant the denial %q", bad, err, applyOut, want)
 	}
 
+	// The manager's route controller tells a GitOps user, in the route's status, that an
+	// HTTPRoute cannot reach the raw-TCP port 9000.
+	route := filepath.Join(testenv.RepoRoot(), "config", "samples", "bad", "httproute-to-tcp-port.yaml")
+	if out, err := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", kubeconfig, "apply", "-f", route).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply -f %s: %v\n%s", route, err, out)
+	}
+	var status string
+	for deadline := time.Now().Add(time.Minute); ; {
+		out, _ := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", kubeconfig, "get", "httproute", "payments-ledger", "-n", "shop",
+			"-o", `jsonpath={.status.parents[?(@.controllerName=="mesh.aether.io/controller")].conditions[?(@.type=="ResolvedRefs")].reason}`).CombinedOutput()
+		if status = string(out); status == "UnsupportedProtocol" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sample HTTPRoute's ResolvedRefs reason is %q, want UnsupportedProtocol", status)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
 	if err := run.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
