@@ -15,8 +15,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	conformanceconfig "sigs.k8s.io/gateway-api/conformance/utils/config"
+	gwkubernetes "sigs.k8s.io/gateway-api/conformance/utils/kubernetes"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/routes"
@@ -378,6 +381,11 @@ func TestRouteFollowsARetypedPort(t *testing.T) {
 	waitASecond(t)
 	retype(meshv1alpha1.ProtocolTCP)
 	flipped := ourCondition(t, ctx, route, "ResolvedRefs", metav1.ConditionFalse, "UnsupportedProtocol")
+	// A second, independent reader of our status: Gateway API's own conformance checker.
+	routeNN, parentNN := client.ObjectKeyFromObject(route), types.NamespacedName{Namespace: ns, Name: "orders"}
+	timeouts := conformanceconfig.DefaultTimeoutConfig()
+	gwkubernetes.HTTPRouteMustHaveCondition(t, env.Client, timeouts, routeNN, parentNN,
+		metav1.Condition{Type: string(gwapiv1.RouteConditionResolvedRefs), Status: metav1.ConditionFalse, Reason: string(gwapiv1.RouteReasonUnsupportedProtocol)})
 	if !strings.Contains(flipped.Message, "backendRef orders:9000 is a raw-TCP port (declared 9000=tcp)") {
 		t.Errorf("message %q", flipped.Message)
 	}
@@ -386,4 +394,8 @@ func TestRouteFollowsARetypedPort(t *testing.T) {
 	}
 	retype(meshv1alpha1.ProtocolHTTP)
 	ourCondition(t, ctx, route, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")
+	gwkubernetes.HTTPRouteMustHaveCondition(t, env.Client, timeouts, routeNN, parentNN,
+		metav1.Condition{Type: string(gwapiv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue, Reason: string(gwapiv1.RouteReasonResolvedRefs)})
+	gwkubernetes.HTTPRouteMustHaveCondition(t, env.Client, timeouts, routeNN, parentNN,
+		metav1.Condition{Type: string(gwapiv1.RouteConditionAccepted), Status: metav1.ConditionTrue, Reason: string(gwapiv1.RouteReasonAccepted)})
 }
