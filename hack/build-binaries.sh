@@ -10,12 +10,15 @@
 #   K8S_VERSION      k8s.io/kubernetes version (default v1.37.2)
 #   STAGING_VERSION  version of its k8s.io/* staging modules (default v0.37.2)
 #   ETCD_VERSION     go.etcd.io/etcd/server/v3 version (default v3.6.16)
+#   K8S_CMDS         the k8s.io/kubernetes commands to build (default: kube-apiserver kubectl;
+#                    hack/cluster adds kubelet, kube-controller-manager, kube-scheduler, kube-proxy)
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 STAGING_VERSION=${STAGING_VERSION:-v0.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 CACHE=${AETHER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aether}
+read -r -a K8S_CMDS <<<"${K8S_CMDS:-kube-apiserver kubectl}"
 
 log() { echo "build-binaries: $*" >&2; }
 
@@ -28,7 +31,7 @@ mkdir -p "$CACHE"
 exec 9>"$CACHE/.lock"
 flock 9
 
-# build_k8s builds the named k8s.io/kubernetes commands into $k8s_dir.
+# build_k8s builds the k8s.io/kubernetes commands named in its arguments into $k8s_dir.
 build_k8s() {
   local src=$CACHE/src/kubernetes-$K8S_VERSION
   mkdir -p "$src"
@@ -48,16 +51,13 @@ build_k8s() {
       grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$gomod" \
         | awk -v v="$STAGING_VERSION" '{print "replace " $1 " => " $1 " " v}'
     } > go.mod
-    cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
+    {
+      printf '//go:build tools\n\npackage tools\n\nimport (\n'
+      for cmd in "$@"; do
+        printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$cmd"
+      done
+      printf ')\n'
+    } > tools.go
     log "resolving k8s.io/kubernetes $K8S_VERSION (staging $STAGING_VERSION)"
     go mod tidy >&2
     local ldflags="-s -w"
@@ -67,13 +67,13 @@ GO
       ldflags+=" -X $pkg.gitMinor=$(echo "${K8S_VERSION#v}" | cut -d. -f2)"
       ldflags+=" -X $pkg.gitTreeState=clean"
     done
-    mkdir -p "$k8s_dir.tmp"
-    for cmd in kube-apiserver kubectl; do
-      log "building $cmd $K8S_VERSION (the first build takes about 10 minutes on 2 cores)"
-      CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$k8s_dir.tmp/$cmd" "k8s.io/kubernetes/cmd/$cmd" >&2
+    mkdir -p "$k8s_dir"
+    for cmd in "$@"; do
+      log "building $cmd $K8S_VERSION (the first build of the set takes about 10 minutes on 2 cores)"
+      CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$k8s_dir/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" >&2
+      mv "$k8s_dir/$cmd.tmp" "$k8s_dir/$cmd"
     done
   )
-  rm -rf "$k8s_dir" && mv "$k8s_dir.tmp" "$k8s_dir"
 }
 
 build_etcd() {
@@ -102,10 +102,14 @@ GO
   rm -rf "$etcd_dir" && mv "$etcd_dir.tmp" "$etcd_dir"
 }
 
-if [[ -x $k8s_dir/kube-apiserver && -x $k8s_dir/kubectl ]]; then
-  log "kube-apiserver and kubectl $K8S_VERSION: cached in $k8s_dir"
+missing=()
+for cmd in "${K8S_CMDS[@]}"; do
+  [[ -x $k8s_dir/$cmd ]] || missing+=("$cmd")
+done
+if ((${#missing[@]})); then
+  build_k8s "${missing[@]}"
 else
-  build_k8s
+  log "${K8S_CMDS[*]} $K8S_VERSION: cached in $k8s_dir"
 fi
 if [[ -x $etcd_dir/etcd ]]; then
   log "etcd $ETCD_VERSION: cached in $etcd_dir"
@@ -114,7 +118,8 @@ else
 fi
 
 mkdir -p "$assets"
-ln -sfn "$k8s_dir/kube-apiserver" "$assets/kube-apiserver"
-ln -sfn "$k8s_dir/kubectl" "$assets/kubectl"
+for cmd in "${K8S_CMDS[@]}"; do
+  ln -sfn "$k8s_dir/$cmd" "$assets/$cmd"
+done
 ln -sfn "$etcd_dir/etcd" "$assets/etcd"
 echo "$assets"
