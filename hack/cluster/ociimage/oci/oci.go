@@ -85,7 +85,7 @@ func Write(w io.Writer, img Image) error {
 		"schemaVersion": 2,
 		"mediaType":     MediaTypeIndex,
 		"manifests": []Descriptor{descriptor(MediaTypeManifest, manifest, map[string]string{
-			"io.containerd.image.name":         img.Name,
+			"io.containerd.image.name":          img.Name,
 			"org.opencontainers.image.ref.name": tag,
 		})},
 	})
