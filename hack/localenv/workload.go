@@ -7,18 +7,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/aether-mesh/aether-operator/hack/testapp"
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
@@ -55,7 +53,8 @@ func startSampleWorkload(ctx context.Context, env *testenv.Env) (func(), error) 
 	}
 	for i := range int(*deploy.Spec.Replicas) {
 		ip := fmt.Sprintf("127.0.0.%d", 11+i)
-		servers, err := serveSampleApp(ip, deploy.Spec.Template.Annotations["endpoint.aether.io/health-path"])
+		servers, err := testapp.Serve(ip, testapp.Ports{HTTP: []int{8080}, H2C: []int{9090}, TCP: []int{9000},
+			HealthPath: deploy.Spec.Template.Annotations["endpoint.aether.io/health-path"]})
 		closers = append(closers, servers...)
 		if err != nil {
 			closeAll()
@@ -80,50 +79,4 @@ func startSampleWorkload(ctx context.Context, env *testenv.Env) (func(), error) 
 		}
 	}
 	return closeAll, nil
-}
-
-// serveSampleApp listens on ip like the payments app: HTTP/1.1 on 8080, h2c on 9090, TCP echo
-// on 9000.
-func serveSampleApp(ip, healthPath string) ([]io.Closer, error) {
-	var closers []io.Closer
-	mux := http.NewServeMux()
-	mux.HandleFunc(healthPath, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		_, _ = fmt.Fprintf(w, "payments at %s, %s\n", ip, r.Proto)
-	})
-	for _, s := range []struct {
-		port string
-		h2c  bool
-	}{{"8080", false}, {"9090", true}} {
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, s.port))
-		if err != nil {
-			return closers, err
-		}
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		if s.h2c {
-			srv.Protocols = new(http.Protocols)
-			srv.Protocols.SetUnencryptedHTTP2(true)
-		}
-		closers = append(closers, srv)
-		go func() { _ = srv.Serve(l) }()
-	}
-	echo, err := net.Listen("tcp", net.JoinHostPort(ip, "9000"))
-	if err != nil {
-		return closers, err
-	}
-	closers = append(closers, echo)
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(time.Minute))
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
-	return closers, nil
 }

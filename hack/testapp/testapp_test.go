@@ -1,0 +1,74 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package testapp
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestServe talks to each server on loopback: HTTP/1.1 health path, h2c (prior knowledge), TCP echo.
+func TestServe(t *testing.T) {
+	httpPort, h2cPort, tcpPort := freePort(t), freePort(t), freePort(t)
+	closers, err := Serve("127.0.0.1", Ports{HTTP: []int{httpPort}, H2C: []int{h2cPort}, TCP: []int{tcpPort}, HealthPath: "/healthz"})
+	t.Cleanup(func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(httpPort) + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "ok\n" || resp.Proto != "HTTP/1.1" {
+		t.Errorf("HTTP health: %d %q %s", resp.StatusCode, body, resp.Proto)
+	}
+
+	h2 := &http.Transport{Protocols: new(http.Protocols)}
+	h2.Protocols.SetUnencryptedHTTP2(true)
+	resp, err = (&http.Client{Transport: h2}).Get("http://127.0.0.1:" + strconv.Itoa(h2cPort) + "/who")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.Proto != "HTTP/2.0" || !strings.Contains(string(body), "HTTP/2.0 /who") {
+		t.Errorf("h2c: %s %q", resp.Proto, body)
+	}
+
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(tcpPort), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || line != "ping\n" {
+		t.Errorf("echo: %q %v", line, err)
+	}
+}
