@@ -86,6 +86,29 @@ run: manifests binaries ## Run the whole system locally: a real kube-apiserver a
 docker-build: ## Build the image (needs a Docker engine).
 	docker build -t $(IMG) .
 
+##@ Cluster tier (in progress: see hack/cluster)
+
+CLUSTER_IMAGES ?= $(LOCALBIN)/images
+
+.PHONY: cluster-binaries
+cluster-binaries: ## Build (or reuse) kubelet, kube-controller-manager, kube-scheduler, kube-proxy, containerd, runc and the CNI plugins.
+	K8S_CMDS="kube-apiserver kubectl kubelet kube-controller-manager kube-scheduler kube-proxy" hack/build-binaries.sh >/dev/null
+	hack/cluster/build-runtime.sh >/dev/null
+
+.PHONY: images
+images: $(LOCALBIN) ## Write OCI archives (for ctr import) of the operator, the test server and pause, without Docker.
+	mkdir -p "$(CLUSTER_IMAGES)/bin"
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/manager" ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/agent" ./cmd/agent
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/testserver" ./hack/cluster/testserver
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/pause" ./hack/cluster/pause
+	go run ./hack/cluster/ociimage -name docker.io/aether/operator:dev -o "$(CLUSTER_IMAGES)/operator.tar" -entrypoint /manager \
+		-file "$(CLUSTER_IMAGES)/bin/manager=/manager" -file "$(CLUSTER_IMAGES)/bin/agent=/agent"
+	go run ./hack/cluster/ociimage -name docker.io/aether/testserver:dev -o "$(CLUSTER_IMAGES)/testserver.tar" -entrypoint /testserver \
+		-file "$(CLUSTER_IMAGES)/bin/testserver=/testserver"
+	go run ./hack/cluster/ociimage -name registry.k8s.io/pause:aether -o "$(CLUSTER_IMAGES)/pause.tar" -entrypoint /pause -user 65535:65535 \
+		-file "$(CLUSTER_IMAGES)/bin/pause=/pause"
+
 ##@ Deployment
 
 .PHONY: install
