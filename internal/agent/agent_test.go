@@ -39,7 +39,15 @@ func TestRegistration(t *testing.T) {
 	createPod(t, ctx, ns, "unmanaged", testNode, newPodIP(), false, annotations)
 
 	var ep *meshEndpoint
-	eventually(t, "MeshEndpoint mixed", func() (err error) { ep, err = getEndpoint(ctx, ns, "mixed"); return err })
+	eventually(t, "MeshEndpoint mixed, Registered", func() (err error) {
+		if ep, err = getEndpoint(ctx, ns, "mixed"); err != nil {
+			return err
+		}
+		if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Registered = %+v", c)
+		}
+		return nil
+	})
 	want := meshv1alpha1.MeshEndpointSpec{
 		ServiceName: "payments", PodName: "mixed", PodUID: string(pod.UID), NodeName: testNode,
 		Address: pod.Status.PodIP, PrimaryPort: 8080,
@@ -57,11 +65,12 @@ func TestRegistration(t *testing.T) {
 	if len(ep.OwnerReferences) != 1 || ep.OwnerReferences[0].UID != pod.UID {
 		t.Errorf("owner references %+v, want the pod", ep.OwnerReferences)
 	}
-	if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered); c == nil || c.Status != metav1.ConditionTrue {
-		t.Errorf("Registered = %+v", c)
+	applied := false
+	for _, m := range ep.ManagedFields {
+		applied = applied || (m.Manager == FieldManager && m.Operation == metav1.ManagedFieldsOperationApply && m.Subresource == "")
 	}
-	if managers := ep.ManagedFields; len(managers) == 0 || managers[0].Manager != FieldManager {
-		t.Errorf("spec not written by field manager %s: %+v", FieldManager, managers)
+	if !applied {
+		t.Errorf("spec not server-side applied by field manager %s: %+v", FieldManager, ep.ManagedFields)
 	}
 
 	time.Sleep(time.Second) // give the agent every chance to (wrongly) register the other two
@@ -278,7 +287,7 @@ func TestDraining(t *testing.T) {
 func TestRestart(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespace(t, ctx)
-	const node = "node-restart"
+	node := "node-" + ns // its own node, so the test can run again in the same API server
 	if _, err := createNode(node)(env); err != nil {
 		t.Fatal(err)
 	}
