@@ -95,6 +95,14 @@ cluster-binaries: ## Build (or reuse) kubelet, kube-controller-manager, kube-sch
 	K8S_CMDS="kube-apiserver kubectl kubelet kube-controller-manager kube-scheduler kube-proxy" hack/build-binaries.sh >/dev/null
 	hack/cluster/build-runtime.sh >/dev/null
 
+.PHONY: cluster-up
+cluster-up: cluster-binaries ## Bring up a single-node cluster in network namespace aether-node (kubectl: hack/cluster/kubectl.sh).
+	hack/cluster/up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Remove the cluster: processes, mounts, network namespaces, state; fails if anything is left.
+	hack/cluster/down.sh
+
 .PHONY: images
 images: $(LOCALBIN) ## Write OCI archives (for ctr import) of the operator, the test server and pause, without Docker.
 	mkdir -p "$(CLUSTER_IMAGES)/bin"

@@ -111,7 +111,9 @@ func StartWith(opts Options) (*Env, error) {
 		}
 	}
 	if e.Config, err = e.env.Start(); err != nil {
-		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
+		// envtest may have started etcd and kube-apiserver before failing (a CRD the API server
+		// refuses): stop them, or they outlive the test.
+		return nil, errors.Join(fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err), e.env.Stop())
 	}
 	if e.Client, err = client.New(e.Config, client.Options{Scheme: e.Scheme}); err != nil {
 		return nil, errors.Join(err, e.Stop())

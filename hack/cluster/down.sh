@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Tears down what hack/cluster/up.sh started: every process in the node's network namespace,
+# the mounts the kubelet and containerd made, the namespace, the state directory and the fixed
+# paths they write. Safe to run twice; fails if anything is left behind.
+set -uo pipefail
+STATE=${AETHER_CLUSTER_DIR:-/tmp/aether-cluster}
+NETNS=${AETHER_NETNS:-aether-node}
+
+if ip netns list | grep -qw "$NETNS"; then
+  for _ in 1 2 3; do
+    pids=$(ip netns pids "$NETNS" 2>/dev/null)
+    [[ -z $pids ]] && break
+    kill $pids 2>/dev/null; sleep 2
+    kill -9 $(ip netns pids "$NETNS" 2>/dev/null) 2>/dev/null
+  done
+fi
+# containerd shims re-parent to init but stay in the namespace: the loop above got them.
+for path in /var/lib/kubelet /run/containerd "$STATE"; do
+  grep -o " $path[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+done
+ip netns delete "$NETNS" 2>/dev/null
+rm -rf "$STATE" /run/containerd /var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers
+
+left=0
+ip netns list | grep -qw "$NETNS" && { echo "cluster-down: netns $NETNS is still there" >&2; left=1; }
+grep -qE " (/var/lib/kubelet|/run/containerd|$STATE)" /proc/mounts && { echo "cluster-down: mounts left" >&2; left=1; }
+for path in "$STATE" /run/containerd /var/lib/kubelet /var/lib/cni; do
+  [[ -e $path ]] && { echo "cluster-down: $path is still there" >&2; left=1; }
+done
+if pgrep -f -- "$STATE" >/dev/null || pgrep -f -- "--net=/run/netns/$NETNS" >/dev/null; then
+  echo "cluster-down: processes of the cluster are still running: $(pgrep -fa -- "$STATE" | head -3)" >&2
+  left=1
+fi
+exit $left
