@@ -58,7 +58,9 @@ func issue(ca *keyPair, tmpl *x509.Certificate) (*keyPair, error) {
 	return &keyPair{cert: cert, key: key, der: der}, nil
 }
 
-func pemCert(der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}) }
+func pemCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
 
 func pemKey(key *ecdsa.PrivateKey) ([]byte, error) {
 	der, err := x509.MarshalECPrivateKey(key)
