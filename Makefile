@@ -54,13 +54,20 @@ binaries: ## Build (or reuse from the cache) kube-apiserver, etcd and kubectl fo
 	@hack/build-binaries.sh >/dev/null
 
 .PHONY: test
-test: verify-generated vet lint binaries ## Run every test (unit, envtest, e2e) against a real kube-apiserver and etcd.
+test: verify-generated vet lint binaries ## Run every test: unit, envtest, make run's e2e, then the cluster tier (up, smoke e2e, down).
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test $(UNIT_PKGS) -count=1
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test -tags e2e ./test/e2e/ -count=1
+	$(MAKE) --no-print-directory test-cluster
+
+.PHONY: test-cluster
+test-cluster: ## The cluster tier: cluster-up, test-e2e, cluster-down (always, even when a test fails).
+	hack/cluster/down.sh >/dev/null 2>&1 || true
+	status=0; $(MAKE) --no-print-directory cluster-up && $(MAKE) --no-print-directory test-e2e || status=$$?; \
+	$(MAKE) --no-print-directory cluster-down || status=1; exit $$status
 
 .PHONY: test-e2e
-test-e2e: binaries ## Run the end-to-end tier: the real binaries against the local control plane.
-	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test -tags e2e ./test/e2e/ -count=1 -v
+test-e2e: ## The smoke e2e on the cluster of make cluster-up, run inside the node's network namespace.
+	nsenter --net=/run/netns/aether-node go test -tags e2e ./test/e2e/cluster -count=1 -v
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 60s) each.
@@ -86,7 +93,7 @@ run: manifests binaries ## Run the whole system locally: a real kube-apiserver a
 docker-build: ## Build the image (needs a Docker engine).
 	docker build -t $(IMG) .
 
-##@ Cluster tier (in progress: see hack/cluster)
+##@ Cluster tier (hack/cluster)
 
 CLUSTER_IMAGES ?= $(LOCALBIN)/images
 
@@ -96,8 +103,9 @@ cluster-binaries: ## Build (or reuse) kubelet, kube-controller-manager, kube-sch
 	hack/cluster/build-runtime.sh >/dev/null
 
 .PHONY: cluster-up
-cluster-up: cluster-binaries ## Bring up a single-node cluster in network namespace aether-node (kubectl: hack/cluster/kubectl.sh).
+cluster-up: cluster-binaries images ## A single-node cluster in network namespace aether-node with the operator deployed from config/default (kubectl: hack/cluster/kubectl.sh).
 	hack/cluster/up.sh
+	hack/cluster/deploy.sh
 
 .PHONY: cluster-down
 cluster-down: ## Remove the cluster: processes, mounts, network namespaces, state; fails if anything is left.

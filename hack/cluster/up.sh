@@ -5,7 +5,8 @@
 # and every client runs inside the namespace: nothing is sent from the host's own namespace to
 # the node's addresses. Use hack/cluster/kubectl.sh to talk to it.
 #
-# Work in progress (issue 7): kube-proxy, the operator's deployment and the smoke e2e are next.
+# kube-proxy too. make cluster-up then deploys the operator (hack/cluster/deploy.sh).
+# Needs: iproute2, util-linux (nsenter), iptables (kube-proxy), libseccomp-dev (runc's build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -115,7 +116,7 @@ cat >"$STATE/cni/net.d/10-aether.conflist" <<JSON
 JSON
 start containerd env PATH="$RUNTIME:$PATH" "$RUNTIME/containerd" --config "$STATE/containerd/config.toml"
 for _ in $(seq 60); do [[ -S /run/containerd/containerd.sock ]] && break; sleep 0.5; done
-make images >/dev/null
+[[ -f bin/images/operator.tar ]] || make images >/dev/null
 for img in pause operator testserver; do
   in_node "$RUNTIME/ctr" --address /run/containerd/containerd.sock -n k8s.io images import "bin/images/$img.tar" >/dev/null
 done
@@ -141,6 +142,16 @@ staticPodPath: ""
 YAML
 start kubelet "$K8S/kubelet" --config "$STATE/kubelet/config.yaml" --kubeconfig "$P/kubelet.kubeconfig" \
   --node-ip "$NODE_IP" --hostname-override "$NODE" --root-dir /var/lib/kubelet
+cat >"$STATE/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: "$P/kube-proxy.kubeconfig"}
+mode: iptables
+clusterCIDR: 10.244.0.0/16
+hostnameOverride: $NODE
+conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+YAML
+start kube-proxy "$K8S/kube-proxy" --config "$STATE/kube-proxy.yaml"
 log "waiting for node $NODE to be Ready"
 for _ in $(seq 120); do
   in_node "$K8S/kubectl" --kubeconfig "$P/admin.kubeconfig" wait --for=condition=Ready "node/$NODE" --timeout=1s >/dev/null 2>&1 && break

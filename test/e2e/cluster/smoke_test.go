@@ -1,0 +1,157 @@
+//go:build e2e
+
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+)
+
+var _ = Describe("the operator on a real node", Ordered, func() {
+	const ns = "smoke"
+	ctx := context.Background()
+	var deploy *appsv1.Deployment
+
+	BeforeAll(func() {
+		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
+		}, 2*time.Minute, time.Second).Should(BeTrue())
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments"}})).To(Succeed())
+		replicas := int32(2)
+		deploy = &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments"},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: &replicas,
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "payments"}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{
+						Labels: map[string]string{"app": "payments", "aether.io/managed": "true"},
+						Annotations: map[string]string{
+							"endpoint.aether.io/port": "8080", "endpoint.aether.io/ports": "8080,9090=h2,9000=tcp",
+							"endpoint.aether.io/health-path": "/healthz",
+						},
+					},
+					Spec: corev1.PodSpec{
+						ServiceAccountName:            "payments",
+						TerminationGracePeriodSeconds: new(int64(10)),
+						Containers: []corev1.Container{{
+							Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
+							Args: []string{"-http", "8080", "-h2c", "9090", "-tcp", "9000"},
+							// The draining window: the endpoint is Draining while this runs.
+							Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}},
+						}},
+					},
+				},
+			},
+		}
+		Expect(k8s.Create(ctx, deploy)).To(Succeed())
+	})
+
+	It("runs the pods with kubelet-assigned IPs, and the agent registers them healthy by a real probe", func() {
+		var pods corev1.PodList
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": "payments"})).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(2))
+			for _, p := range pods.Items {
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+				g.Expect(p.Status.PodIP).NotTo(BeEmpty())
+			}
+		}, 2*time.Minute, time.Second).Should(Succeed())
+
+		Eventually(func(g Gomega) {
+			for _, p := range pods.Items {
+				ep := &meshv1alpha1.MeshEndpoint{}
+				g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: p.Name}, ep)).To(Succeed())
+				g.Expect(ep.Spec.Address).To(Equal(p.Status.PodIP))
+				g.Expect(ep.Spec.PortsSummary).To(Equal("8080/HTTP,9000/TCP,9090/HTTP2"))
+				g.Expect(ep.Spec.NodeName).To(Equal("node-a"))
+				g.Expect(ep.Status.Health).To(Equal(meshv1alpha1.HealthHealthy))
+			}
+		}, time.Minute, time.Second).Should(Succeed())
+
+		// The same health path answers from here, inside the node's network namespace.
+		resp, err := http.Get(fmt.Sprintf("http://%s:8080/healthz", pods.Items[0].Status.PodIP))
+		Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		Expect(string(body)).To(Equal("ok\n"))
+	})
+
+	It("derives the MeshService and a generated Service with a ClusterIP", func() {
+		ms := &meshv1alpha1.MeshService{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "payments"}, ms)).To(Succeed())
+			g.Expect(ms.Status.Endpoints).To(Equal(meshv1alpha1.EndpointCounts{Ready: 2, Total: 2}))
+			g.Expect(ms.Status.Conditions).To(ContainElement(And(
+				HaveField("Type", meshv1alpha1.ServiceConditionReady), HaveField("Status", metav1.ConditionTrue))))
+		}, time.Minute, time.Second).Should(Succeed())
+		Expect(*ms.Status.DefaultHTTPPort).To(Equal(int32(8080)))
+		Expect(*ms.Status.DefaultTCPPort).To(Equal(int32(9000)))
+		Expect(ms.Status.Identity).To(Equal("spiffe://aether.internal/ns/smoke/sa/payments"))
+
+		svc := &corev1.Service{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "payments"}, svc)).To(Succeed())
+		Expect(svc.Spec.ClusterIP).To(Equal(ms.Status.VIP))
+		Expect(svc.Spec.ClusterIP).To(HavePrefix("10.96.0."))
+		var names []string
+		for _, p := range svc.Spec.Ports {
+			names = append(names, p.Name)
+		}
+		Expect(names).To(ConsistOf("http", "https", "http-8080", "tcp-9000", "h2-9090", "mesh", "mesh-tcp"))
+	})
+
+	It("drains the endpoint of a pod being deleted, then removes it", func() {
+		var pods corev1.PodList
+		Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": "payments"})).To(Succeed())
+		scaled := deploy.DeepCopy()
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(deploy), scaled)).To(Succeed())
+		scaled.Spec.Replicas = new(int32(1))
+		Expect(k8s.Update(ctx, scaled)).To(Succeed())
+
+		var gone string
+		Eventually(func(g Gomega) {
+			for _, p := range pods.Items {
+				ep := &meshv1alpha1.MeshEndpoint{}
+				if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: p.Name}, ep) == nil && ep.Status.Health == meshv1alpha1.HealthDraining {
+					gone = p.Name
+				}
+			}
+			g.Expect(gone).NotTo(BeEmpty())
+		}, time.Minute, 200*time.Millisecond).Should(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: gone}, &meshv1alpha1.MeshEndpoint{}))
+		}, time.Minute, time.Second).Should(BeTrue())
+	})
+
+	It("denies a pod declaring 18082 at admission, with the reason", func() {
+		bad := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad", Labels: map[string]string{"aether.io/managed": "true"},
+				Annotations: map[string]string{"endpoint.aether.io/ports": "8080,18082=tcp"}},
+			Spec: corev1.PodSpec{ServiceAccountName: "payments",
+				Containers: []corev1.Container{{Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever}}},
+		}
+		err := k8s.Create(ctx, bad)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring(`admission webhook "vpod.mesh.aether.io" denied the request: endpoint.aether.io/ports: "8080,18082=tcp": port 18082 is reserved: it is the mesh's TCP port`))
+		Expect(strings.Count(err.Error(), "reserved")).To(Equal(1))
+	})
+})
