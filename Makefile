@@ -66,8 +66,10 @@ test-cluster: ## The cluster tier: cluster-up, test-e2e, cluster-down (always, e
 	$(MAKE) --no-print-directory cluster-down || status=1; exit $$status
 
 .PHONY: test-e2e
-test-e2e: ## The smoke e2e on the cluster of make cluster-up, run inside the node's network namespace.
-	nsenter --net=/run/netns/aether-node go test -tags e2e ./test/e2e/cluster -count=1 -v
+test-e2e: $(LOCALBIN) ## The smoke e2e on the cluster of make cluster-up, run inside the node's network namespace.
+	# Compiled here (modules may need downloading), run inside the namespace (no network but the node's).
+	go test -tags e2e -c -o "$(LOCALBIN)/cluster-e2e.test" ./test/e2e/cluster
+	cd test/e2e/cluster && nsenter --net=/run/netns/aether-node "$(LOCALBIN)/cluster-e2e.test" -test.v -test.count=1
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 60s) each.
