@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/golden"
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
 )
 
@@ -75,7 +76,7 @@ func sameOutput(want, got []byte) (bool, string) {
 	if bytes.Equal(want, got) {
 		return true, ""
 	}
-	return false, lineDiff(string(want), string(got))
+	return false, golden.Diff(string(want), string(got))
 }
 
 // permutations calls f with every ordering of 0..n-1 (Heap's algorithm).

@@ -6,7 +6,6 @@ package meshservice_test
 import (
 	"bytes"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/golden"
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
 )
 
@@ -55,7 +55,7 @@ func TestTranslateGolden(t *testing.T) {
 				t.Fatalf("case %s: %v (run go test ./internal/meshservice -run TestTranslateGolden -update to create it)", name, err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("case %s: Translate output differs from %s (-want +got):\n%s", name, path, lineDiff(string(want), string(got)))
+				t.Errorf("case %s: Translate output differs from %s (-want +got):\n%s", name, path, golden.Diff(string(want), string(got)))
 			}
 		})
 	}
@@ -157,70 +157,4 @@ func marshal(t testing.TB, out meshservice.Output) []byte {
 		t.Fatal(err)
 	}
 	return data
-}
-
-// lineDiff is a line-by-line diff of want and got (longest common subsequence), "-" for a line
-// only in want, "+" for a line only in got, with up to two lines of context around each change.
-func lineDiff(want, got string) string {
-	a := strings.Split(strings.TrimSuffix(want, "\n"), "\n")
-	b := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
-	// lcs[i][j] is the length of the longest common subsequence of a[i:] and b[j:].
-	lcs := make([][]int, len(a)+1)
-	for i := range lcs {
-		lcs[i] = make([]int, len(b)+1)
-	}
-	for i, ai := range slices.Backward(a) {
-		for j, bj := range slices.Backward(b) {
-			if ai == bj {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
-	type line struct {
-		op   byte
-		text string
-	}
-	var lines []line
-	i, j := 0, 0
-	for i < len(a) || j < len(b) {
-		switch {
-		case i < len(a) && j < len(b) && a[i] == b[j]:
-			lines = append(lines, line{' ', a[i]})
-			i, j = i+1, j+1
-		case i < len(a) && (j == len(b) || lcs[i+1][j] >= lcs[i][j+1]):
-			lines = append(lines, line{'-', a[i]})
-			i++
-		default:
-			lines = append(lines, line{'+', b[j]})
-			j++
-		}
-	}
-	const context = 2
-	var sb strings.Builder
-	lastShown := -1
-	for k, l := range lines {
-		near := false
-		for d := max(0, k-context); d <= min(len(lines)-1, k+context); d++ {
-			near = near || lines[d].op != ' '
-		}
-		if !near {
-			continue
-		}
-		if lastShown >= 0 && k > lastShown+1 {
-			sb.WriteString("  ...\n")
-		}
-		fmt.Fprintf(&sb, "%c %s\n", l.op, l.text)
-		lastShown = k
-	}
-	return sb.String()
-}
-
-func TestLineDiff(t *testing.T) {
-	got := lineDiff("a\nb\nc\nd\ne\nf\ng\nh\n", "a\nb\nc\nD\ne\nf\ng\nh\n")
-	want := "  b\n  c\n- d\n+ D\n  e\n  f\n"
-	if got != want {
-		t.Errorf("lineDiff:\n%s\nwant:\n%s", got, want)
-	}
 }

@@ -10,10 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/aether-mesh/aether-operator/internal/golden"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
@@ -62,7 +62,7 @@ func TestSurfaceGolden(t *testing.T) {
 			}
 			if !bytes.Equal(got, want) {
 				t.Errorf("Surface of %s differs from %s (go test ./internal/resolve -update rewrites it; review the diff):\n%s",
-					in, out, lineDiff(string(want), string(got)))
+					in, out, golden.Diff(string(want), string(got)))
 			}
 		})
 	}
@@ -129,24 +129,4 @@ func TestSurfaceGoldenCases(t *testing.T) {
 			t.Errorf("case %s: hosts %q; want resolve.Hosts(payments, shop, %s) = %q", name, c.Hosts, resolve.DefaultMeshDomain, hosts)
 		}
 	}
-}
-
-// lineDiff shows the lines of got that differ from want, by position: enough to find a changed
-// row in an indented JSON file.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for i := range max(len(w), len(g)) {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			b.WriteString("line " + strconv.Itoa(i+1) + ":\n  - " + wl + "\n  + " + gl + "\n")
-		}
-	}
-	return b.String()
 }

@@ -13,6 +13,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/aether-mesh/aether-operator/internal/golden"
 	"github.com/aether-mesh/aether-operator/internal/routes"
 )
 
@@ -79,7 +80,7 @@ func sameBytes(t testing.TB, what string, a, b any) bool {
 	if bytes.Equal(x, y) {
 		return true
 	}
-	t.Logf("%s differs (-before +after):\n%s", what, lineDiff(string(x), string(y)))
+	t.Logf("%s differs (-before +after):\n%s", what, golden.Diff(string(x), string(y)))
 	return false
 }
 
