@@ -15,11 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
 type meshEndpoint = meshv1alpha1.MeshEndpoint
@@ -84,22 +84,11 @@ func TestRegistration(t *testing.T) {
 // refusals reads the refused-pods counter for one kind.
 func refusals(t *testing.T, kind portspec.Kind) float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
+	n, err := testenv.Counter("aether_agent_refused_pods_total", "reason", string(kind))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range families {
-		if f.GetName() != "aether_agent_refused_pods_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if m.GetLabel()[0].GetValue() == string(kind) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no aether_agent_refused_pods_total series for %s", kind)
-	return 0
+	return n
 }
 
 func podEvent(t *testing.T, ns, pod, message string) error {

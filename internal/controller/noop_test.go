@@ -11,32 +11,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
 // reconciles is how many times the meshservice controller has reconciled, from its own metric.
 func reconciles(t *testing.T) float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
+	n, err := testenv.Counter("controller_runtime_reconcile_total", "controller", "meshservice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "meshservice" {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
+	return n
 }
 
 // TestResyncWritesNothing: reconciling a converged service changes no resourceVersion. The

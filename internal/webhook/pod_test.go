@@ -15,9 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
 const denied = `admission webhook "vpod.mesh.aether.io" denied the request: `
@@ -55,24 +55,11 @@ func pod(ns string, managed bool, annotations map[string]string) *corev1.Pod {
 // controller-runtime's own metric.
 func webhookCalls(t *testing.T) float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
+	n, err := testenv.Counter("controller_runtime_webhook_requests_total", "webhook", PodPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_webhook_requests_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "webhook" && l.GetValue() == PodPath {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
+	return n
 }
 
 // TestReservedPortsDenied: 18081 and 18082 in either annotation, with any suffix, are denied
