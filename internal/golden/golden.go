@@ -1,14 +1,20 @@
 // Copyright 2026 The Aether Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package golden helps golden-file tests: a readable line diff of an expected and an actual
-// output. Standard library only, so the pure packages' tests may use it too.
+// Package golden is the golden-file mechanism of every translation test: cases are
+// testdata/<case><in suffix> files, outputs testdata/<case><out suffix>, rewritten with -update
+// (orphans deleted), compared otherwise with a readable line diff. Standard library only, so the
+// pure packages' tests may use it too.
 package golden
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"testing"
 )
 
 // Diff is a line-by-line diff of want and got (longest common subsequence), "-" for a line
@@ -67,4 +73,66 @@ func Diff(want, got string) string {
 		lastShown = k
 	}
 	return sb.String()
+}
+
+// Cases returns the names of the cases in dir: the files named <case><inSuffix>, sorted.
+func Cases(t testing.TB, dir, inSuffix string) []string {
+	t.Helper()
+	ins, err := filepath.Glob(filepath.Join(dir, "*"+inSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(ins))
+	for _, in := range ins {
+		names = append(names, strings.TrimSuffix(filepath.Base(in), inSuffix))
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		t.Fatalf("no %s/*%s found", dir, inSuffix)
+	}
+	return names
+}
+
+// Compare checks got against the golden file dir/<name><outSuffix>, failing with a Diff; with
+// update it writes got there instead.
+func Compare(t testing.TB, dir, name, outSuffix string, got []byte, update bool) {
+	t.Helper()
+	path := filepath.Join(dir, name+outSuffix)
+	if update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("case %s: %v (run the test with -update to create it)", name, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("case %s: output differs from %s (-want +got):\n%s", name, path, Diff(string(want), string(got)))
+	}
+}
+
+// Orphans fails for every dir/*<outSuffix> that no case produces (a stale output); with update
+// it deletes them.
+func Orphans(t testing.TB, dir string, cases []string, inSuffix, outSuffix string, update bool) {
+	t.Helper()
+	outs, err := filepath.Glob(filepath.Join(dir, "*"+outSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range outs {
+		name := strings.TrimSuffix(filepath.Base(out), outSuffix)
+		if slices.Contains(cases, name) {
+			continue
+		}
+		if update {
+			if err := os.Remove(out); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("case %s: deleted orphaned %s", name, out)
+			continue
+		}
+		t.Errorf("case %s: %s has no %s%s (delete it, or run with -update)", name, out, name, inSuffix)
+	}
 }

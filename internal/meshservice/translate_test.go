@@ -4,12 +4,10 @@
 package meshservice_test
 
 import (
-	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -42,58 +40,16 @@ func TestTranslateGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("case %s: Translate: %v", name, err)
 			}
-			got := marshal(t, out)
-			path := filepath.Join("testdata", name+outSuffix)
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("case %s: %v (run go test ./internal/meshservice -run TestTranslateGolden -update to create it)", name, err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("case %s: Translate output differs from %s (-want +got):\n%s", name, path, golden.Diff(string(want), string(got)))
-			}
+			golden.Compare(t, "testdata", name, outSuffix, marshal(t, out), *update)
 		})
 	}
 
-	// Orphans: an output no input produces is stale.
-	outs, err := filepath.Glob(filepath.Join("testdata", "*"+outSuffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, out := range outs {
-		name := strings.TrimSuffix(filepath.Base(out), outSuffix)
-		if slices.Contains(cases, name) {
-			continue
-		}
-		if *update {
-			if err := os.Remove(out); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("case %s: deleted orphaned %s", name, out)
-			continue
-		}
-		t.Errorf("case %s: %s has no %s%s (delete it, or run with -update)", name, out, name, inSuffix)
-	}
+	golden.Orphans(t, "testdata", cases, inSuffix, outSuffix, *update)
 }
 
 // goldenCases are the case names of testdata/*.in.yaml, sorted.
 func goldenCases(t testing.TB) []string {
-	t.Helper()
-	ins, err := filepath.Glob(filepath.Join("testdata", "*"+inSuffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := make([]string, 0, len(ins))
-	for _, in := range ins {
-		names = append(names, strings.TrimSuffix(filepath.Base(in), inSuffix))
-	}
-	slices.Sort(names)
-	return names
+	return golden.Cases(t, "testdata", inSuffix)
 }
 
 // readInput reads testdata/<name>.in.yaml strictly: a misspelt field fails instead of silently

@@ -4,7 +4,6 @@
 package routes_test
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -45,43 +44,11 @@ func TestEvaluateGolden(t *testing.T) {
 			checkInput(t, in)
 			out := routes.Evaluate(in)
 			checkOutput(t, in, out)
-			got := marshal(t, out)
-			path := filepath.Join("testdata", name+outSuffix)
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("case %s: %v (run go test ./internal/routes -run TestEvaluateGolden -update to create it)", name, err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("case %s: Evaluate output differs from %s (-want +got):\n%s", name, path, golden.Diff(string(want), string(got)))
-			}
+			golden.Compare(t, "testdata", name, outSuffix, marshal(t, out), *update)
 		})
 	}
 
-	// Orphans: an output no input produces is stale.
-	outs, err := filepath.Glob(filepath.Join("testdata", "*"+outSuffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, out := range outs {
-		name := strings.TrimSuffix(filepath.Base(out), outSuffix)
-		if slices.Contains(cases, name) {
-			continue
-		}
-		if *update {
-			if err := os.Remove(out); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("case %s: deleted orphaned %s", name, out)
-			continue
-		}
-		t.Errorf("case %s: %s has no %s%s (delete it, or run with -update)", name, out, name, inSuffix)
-	}
+	golden.Orphans(t, "testdata", cases, inSuffix, outSuffix, *update)
 }
 
 // TestEvaluateKindProtocolMatrix states the kind × protocol table of DESIGN section 6 on its own,
@@ -177,17 +144,7 @@ func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
 
 // goldenCases are the case names of testdata/*.in.yaml, sorted.
 func goldenCases(t testing.TB) []string {
-	t.Helper()
-	ins, err := filepath.Glob(filepath.Join("testdata", "*"+inSuffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := make([]string, 0, len(ins))
-	for _, in := range ins {
-		names = append(names, strings.TrimSuffix(filepath.Base(in), inSuffix))
-	}
-	slices.Sort(names)
-	return names
+	return golden.Cases(t, "testdata", inSuffix)
 }
 
 // readInput reads testdata/<name>.in.yaml strictly: a misspelt field fails instead of silently
