@@ -39,7 +39,7 @@ func TestRegistration(t *testing.T) {
 	createPod(t, ctx, ns, "unmanaged", testNode, newPodIP(), false, annotations)
 
 	var ep *meshEndpoint
-	eventually(t, "MeshEndpoint mixed, Registered", func() (err error) {
+	testenv.Eventually(t, "MeshEndpoint mixed, Registered", func() (err error) {
 		if ep, err = getEndpoint(ctx, ns, "mixed"); err != nil {
 			return err
 		}
@@ -115,7 +115,7 @@ func TestRefusal(t *testing.T) {
 	_, parseErr := portspec.Parse(bad)
 	before := refusals(t, portspec.KindUnknownSuffix)
 	createPod(t, ctx, ns, "typo", testNode, newPodIP(), true, bad)
-	eventually(t, "the refusal Event", func() error { return podEvent(t, ns, "typo", parseErr.Error()) })
+	testenv.Eventually(t, "the refusal Event", func() error { return podEvent(t, ns, "typo", parseErr.Error()) })
 	if got := refusals(t, portspec.KindUnknownSuffix) - before; got != 1 {
 		t.Errorf("refusals counted: %v, want 1", got)
 	}
@@ -125,14 +125,14 @@ func TestRefusal(t *testing.T) {
 
 	good := createPod(t, ctx, ns, "edited", testNode, newPodIP(), true, map[string]string{portspec.AnnotationPorts: "8080,9000=tcp"})
 	var ep *meshEndpoint
-	eventually(t, "MeshEndpoint edited", func() (err error) { ep, err = getEndpoint(ctx, ns, "edited"); return err })
+	testenv.Eventually(t, "MeshEndpoint edited", func() (err error) { ep, err = getEndpoint(ctx, ns, "edited"); return err })
 	lastGood := ep.Spec
 
 	good.Annotations = maps.Clone(bad)
 	if err := env.Client.Update(ctx, good); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Registered=False InvalidAnnotation", func() error {
+	testenv.Eventually(t, "Registered=False InvalidAnnotation", func() error {
 		ep, _ = getEndpoint(ctx, ns, "edited")
 		c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered)
 		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != meshv1alpha1.EndpointReasonInvalidAnnotation ||
@@ -144,7 +144,7 @@ func TestRefusal(t *testing.T) {
 	if fmt.Sprint(ep.Spec) != fmt.Sprint(lastGood) {
 		t.Errorf("the last valid registration changed:\n%+v\n%+v", ep.Spec, lastGood)
 	}
-	eventually(t, "the Event on the edited pod", func() error { return podEvent(t, ns, "edited", parseErr.Error()) })
+	testenv.Eventually(t, "the Event on the edited pod", func() error { return podEvent(t, ns, "edited", parseErr.Error()) })
 
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(good), good); err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestRefusal(t *testing.T) {
 	if err := env.Client.Update(ctx, good); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "fixed: Registered=True with the new ports", func() error {
+	testenv.Eventually(t, "fixed: Registered=True with the new ports", func() error {
 		ep, _ = getEndpoint(ctx, ns, "edited")
 		c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered)
 		if c == nil || c.Status != metav1.ConditionTrue || ep.Spec.PortsSummary != "8080/HTTP,9000/TCP,9090/HTTP2" {
@@ -165,7 +165,7 @@ func TestRefusal(t *testing.T) {
 
 func healthIs(t *testing.T, ns, name string, want meshv1alpha1.Health) {
 	t.Helper()
-	eventually(t, name+" "+string(want), func() error {
+	testenv.Eventually(t, name+" "+string(want), func() error {
 		ep, err := getEndpoint(testContext(t), ns, name)
 		if err != nil {
 			return err
@@ -206,7 +206,7 @@ func TestHealthFollowsARealListener(t *testing.T) {
 	healthIs(t, ns, "http", meshv1alpha1.HealthHealthy)
 	healthIs(t, ns, "wrong-path", meshv1alpha1.HealthUnhealthy) // 404 on /ready
 
-	eventually(t, "MeshService payments 2/3 ready", func() error {
+	testenv.Eventually(t, "MeshService payments 2/3 ready", func() error {
 		ms := &meshv1alpha1.MeshService{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "payments"}, ms); err != nil {
 			return err
@@ -221,7 +221,7 @@ func TestHealthFollowsARealListener(t *testing.T) {
 	stopHTTP()
 	healthIs(t, ns, "tcp", meshv1alpha1.HealthUnhealthy)
 	healthIs(t, ns, "http", meshv1alpha1.HealthUnhealthy)
-	eventually(t, "MeshService payments 0/3 ready", func() error {
+	testenv.Eventually(t, "MeshService payments 0/3 ready", func() error {
 		ms := &meshv1alpha1.MeshService{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "payments"}, ms); err != nil {
 			return err
@@ -263,7 +263,7 @@ func TestDraining(t *testing.T) {
 	if err := env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "MeshEndpoint removed with its pod", func() error {
+	testenv.Eventually(t, "MeshEndpoint removed with its pod", func() error {
 		if _, err := getEndpoint(ctx, ns, "leaving"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%v)", err)
 		}
@@ -309,7 +309,7 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	eventually(t, "the vanished pod's MeshEndpoint removed", func() error {
+	testenv.Eventually(t, "the vanished pod's MeshEndpoint removed", func() error {
 		if _, err := getEndpoint(ctx, ns, "goes"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%v)", err)
 		}

@@ -70,7 +70,7 @@ func startAgent(node string) func(*testenv.Env) (func(), error) {
 		if err := Setup(mgr, Options{NodeName: node, Health: testHealth}); err != nil {
 			return nil, err
 		}
-		return run(mgr)
+		return testenv.StartManager(mgr)
 	}
 }
 
@@ -85,19 +85,7 @@ func startMeshServiceController(e *testenv.Env) (func(), error) {
 	if err := (&controller.MeshServiceReconciler{Client: mgr.GetClient(), MeshDomain: "aether.internal"}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	return run(mgr)
-}
-
-func run(mgr ctrl.Manager) (func(), error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
-		}
-	}, nil
+	return testenv.StartManager(mgr)
 }
 
 func testContext(t *testing.T) context.Context {
@@ -142,21 +130,6 @@ func createPod(t *testing.T, ctx context.Context, ns, name, node, ip string, man
 		t.Fatal(err)
 	}
 	return pod
-}
-
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after 30s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // listenTCP binds a TCP listener on ip (loopback) at a free port, accepting and closing

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
 const (
@@ -30,7 +31,7 @@ const (
 func serviceReady(t *testing.T, ctx context.Context, ns, name string, total int32) *meshv1alpha1.MeshService {
 	t.Helper()
 	var ms *meshv1alpha1.MeshService
-	eventually(t, "MeshService "+name+" Ready", func() (err error) {
+	testenv.Eventually(t, "MeshService "+name+" Ready", func() (err error) {
 		if ms, err = getMeshService(ctx, ns, name); err != nil {
 			return err
 		}
@@ -199,7 +200,7 @@ func TestRolloutRetypingAPort(t *testing.T) {
 	endpoint(t, ctx, ns, "new-0", "ledger", healthy, 8080, 8080, "HTTP", 9000, "TCP")
 	wantMsg := "port 9000: 2 endpoints (2 ready) declare HTTP, 1 endpoint (1 ready) declares TCP; reported as HTTP"
 	var conflict metav1.Condition
-	eventually(t, "PortsConsistent=False with the new endpoint ready", func() error {
+	testenv.Eventually(t, "PortsConsistent=False with the new endpoint ready", func() error {
 		ms, _ = getMeshService(ctx, ns, "ledger")
 		conflict = condition(ms.Status.Conditions, meshv1alpha1.ServiceConditionPortsConsistent)
 		if conflict.Status != metav1.ConditionFalse || !strings.Contains(conflict.Message, wantMsg) {
@@ -223,7 +224,7 @@ func TestRolloutRetypingAPort(t *testing.T) {
 	// More of the rollout, still in conflict: the condition's message changes, its time does not.
 	endpoint(t, ctx, ns, "new-1", "ledger", healthy, 8080, 8080, "HTTP", 9000, "TCP")
 	endpoint(t, ctx, ns, "new-2", "ledger", healthy, 8080, 8080, "HTTP", 9000, "TCP")
-	eventually(t, "TCP wins with more ready endpoints", func() error {
+	testenv.Eventually(t, "TCP wins with more ready endpoints", func() error {
 		ms, _ = getMeshService(ctx, ns, "ledger")
 		if c := condition(ms.Status.Conditions, meshv1alpha1.ServiceConditionPortsConsistent); !strings.Contains(c.Message, "reported as TCP") {
 			return fmt.Errorf("%s", c.Message)
@@ -240,7 +241,7 @@ func TestRolloutRetypingAPort(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "PortsConsistent=True after the rollout", func() error {
+	testenv.Eventually(t, "PortsConsistent=True after the rollout", func() error {
 		ms, _ = getMeshService(ctx, ns, "ledger")
 		if c := condition(ms.Status.Conditions, meshv1alpha1.ServiceConditionPortsConsistent); c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("%+v", c)
@@ -274,7 +275,7 @@ func TestOwnedServiceConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	endpoint(t, ctx, ns, "orders-0", "orders", healthy, 8080, 8080, "HTTP", 9000, "TCP")
-	eventually(t, "the old Service converges", func() error {
+	testenv.Eventually(t, "the old Service converges", func() error {
 		svc := &corev1.Service{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), svc); err != nil {
 			return err
@@ -309,7 +310,7 @@ func TestUsersServiceIsNeverModified(t *testing.T) {
 	}
 	endpoint(t, ctx, ns, "billing-0", "billing", healthy, 8080, 8080, "HTTP")
 	var ms *meshv1alpha1.MeshService
-	eventually(t, "ServiceReady=False NameConflict", func() (err error) {
+	testenv.Eventually(t, "ServiceReady=False NameConflict", func() (err error) {
 		if ms, err = getMeshService(ctx, ns, "billing"); err != nil {
 			return err
 		}
@@ -344,7 +345,7 @@ func TestScaleToZeroAndBack(t *testing.T) {
 	if err := env.Client.Delete(ctx, &meshv1alpha1.MeshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cart-0"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Ready=False NoEndpoints", func() error {
+	testenv.Eventually(t, "Ready=False NoEndpoints", func() error {
 		ms, err := getMeshService(ctx, ns, "cart")
 		if err != nil {
 			return err
@@ -378,7 +379,7 @@ func TestServiceAccountDeletionRemovesTheService(t *testing.T) {
 	if err := env.Client.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "search"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "MeshService and Service removed", func() error {
+	testenv.Eventually(t, "MeshService and Service removed", func() error {
 		for _, o := range []client.Object{&meshv1alpha1.MeshService{}, &corev1.Service{}} {
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "search"}, o); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("%T still there (%v)", o, err)
@@ -391,7 +392,7 @@ func TestServiceAccountDeletionRemovesTheService(t *testing.T) {
 // expectEvent waits for an Event of the given reason on the MeshService.
 func expectEvent(t *testing.T, ctx context.Context, ns, name, reason string) {
 	t.Helper()
-	eventually(t, "Event "+reason, func() error {
+	testenv.Eventually(t, "Event "+reason, func() error {
 		var events corev1.EventList
 		if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
 			return err

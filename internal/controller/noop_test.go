@@ -63,7 +63,7 @@ func TestResyncWritesNothing(t *testing.T) {
 	if err := env.Client.Update(ctx, ep); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "two more reconciles", func() error {
+	testenv.Eventually(t, "two more reconciles", func() error {
 		if n := reconciles(t) - before; n < 2 {
 			return fmt.Errorf("%v reconciles so far", n)
 		}
@@ -79,7 +79,7 @@ func TestResyncWritesNothing(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, ep); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the health change is written", func() error {
+	testenv.Eventually(t, "the health change is written", func() error {
 		if m, _ := versions(); m == msRV {
 			return fmt.Errorf("MeshService resourceVersion still %s", m)
 		}
@@ -94,7 +94,7 @@ func TestKubectlDescribeAndWait(t *testing.T) {
 	ns := namespaceWithSA(t, ctx, "payments")
 	endpoint(t, ctx, ns, "payments-0", "payments", healthy, 8080, 8080, "HTTP", 9000, "TCP", 9090, "HTTP2")
 	// kubectl wait needs the object to exist; the controller creates it.
-	eventually(t, "MeshService created", func() error { _, err := getMeshService(ctx, ns, "payments"); return err })
+	testenv.Eventually(t, "MeshService created", func() error { _, err := getMeshService(ctx, ns, "payments"); return err })
 	if out, stderr, err := env.Kubectl(ctx, "wait", "--for=condition=Ready", "meshservice/payments", "-n", ns, "--timeout=60s"); err != nil {
 		t.Fatalf("kubectl wait: %v\n%s%s", err, out, stderr)
 	}

@@ -23,6 +23,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/routes"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
 // meshPayments makes a namespace with the mesh service payments (8080/HTTP primary, 9090/HTTP2,
@@ -93,7 +94,7 @@ func parentsOf(ctx context.Context, o client.Object) ([]gwapiv1.RouteParentStatu
 func ourCondition(t *testing.T, ctx context.Context, o client.Object, typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
 	var got metav1.Condition
-	eventually(t, fmt.Sprintf("%s %s=%s %s", o.GetName(), typ, status, reason), func() error {
+	testenv.Eventually(t, fmt.Sprintf("%s %s=%s %s", o.GetName(), typ, status, reason), func() error {
 		parents, err := parentsOf(ctx, o)
 		if err != nil {
 			return err
@@ -248,7 +249,7 @@ func TestRouteStatusIsMergedNeverReplaced(t *testing.T) {
 		Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", Message: "theirs",
 			ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}},
 	}
-	eventually(t, "writing the other controller's entry", func() error {
+	testenv.Eventually(t, "writing the other controller's entry", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(shared), shared); err != nil {
 			return err
 		}
@@ -283,7 +284,7 @@ func TestRouteStatusIsMergedNeverReplaced(t *testing.T) {
 
 func touchService(t *testing.T, ctx context.Context, ns, name string) {
 	t.Helper()
-	eventually(t, "labelling the Service", func() error {
+	testenv.Eventually(t, "labelling the Service", func() error {
 		svc := &corev1.Service{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
 			return err
@@ -369,7 +370,7 @@ func TestRouteFollowsARetypedPort(t *testing.T) {
 	first := ourCondition(t, ctx, route, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")
 
 	retype := func(p meshv1alpha1.Protocol) {
-		eventually(t, "retyping 9000 to "+string(p), func() error {
+		testenv.Eventually(t, "retyping 9000 to "+string(p), func() error {
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ep), ep); err != nil {
 				return err
 			}

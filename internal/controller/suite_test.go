@@ -51,15 +51,7 @@ func startManager(e *testenv.Env) (stop func(), err error) {
 	if skipped, err := SetupRouteControllers(mgr); err != nil || len(skipped) > 0 {
 		return nil, fmt.Errorf("route controllers: skipped %v: %w", skipped, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
-		}
-	}, nil
+	return testenv.StartManager(mgr)
 }
 
 func testContext(t *testing.T) context.Context {
@@ -80,22 +72,6 @@ func namespaceWithSA(t *testing.T, ctx context.Context, sa string) string {
 		t.Fatal(err)
 	}
 	return ns
-}
-
-// eventually polls check until it returns nil, failing the test with the last error after 30s.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after 30s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // endpoint creates a MeshEndpoint as the agent does (spec, then status.health through the status

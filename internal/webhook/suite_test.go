@@ -52,15 +52,7 @@ func startWebhookServer(e *testenv.Env) (func(), error) {
 		return nil, err
 	}
 	SetupWithManager(mgr)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintf(os.Stderr, "webhook server: %v\n", err)
-		}
-	}, nil
+	return testenv.StartManager(mgr)
 }
 
 // installPolicyAndAgent applies config/admission with the real kubectl, and gives the agent's
