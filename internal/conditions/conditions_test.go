@@ -4,8 +4,11 @@
 package conditions
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -80,6 +83,41 @@ func TestFlipped(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := Flipped(tc.before, tc.after, "Ready"); got != tc.want {
 				t.Errorf("Flipped = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	long := strings.Repeat("é", 3000) // 6000 bytes, two per rune
+	for _, tc := range []struct {
+		name  string
+		in    string
+		limit int
+	}{
+		{"short stays", "port 9000 is reserved", 1024},
+		{"exactly the limit stays", strings.Repeat("a", 1024), 1024},
+		{"one over is cut", strings.Repeat("a", 1025), 1024},
+		{"multibyte cut on a rune boundary", long, 1024},
+		{"condition limit", strings.Repeat("x", 100000), MaxConditionMessage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Truncate(tc.in, tc.limit)
+			if len(got) > tc.limit {
+				t.Fatalf("len %d > limit %d", len(got), tc.limit)
+			}
+			if !utf8.ValidString(got) {
+				t.Fatalf("not valid UTF-8: %q", got[len(got)-20:])
+			}
+			if len(tc.in) <= tc.limit {
+				if got != tc.in {
+					t.Fatalf("changed a message within the limit: %q", got)
+				}
+				return
+			}
+			kept, _, ok := strings.Cut(got, "… (")
+			if !ok || !strings.HasPrefix(tc.in, kept) || !strings.HasSuffix(got, fmt.Sprintf("(%d bytes cut)", len(tc.in)-len(kept))) {
+				t.Fatalf("want a prefix of the input and the count of bytes cut, got ...%q", got[max(0, len(got)-40):])
 			}
 		})
 	}
