@@ -16,7 +16,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -153,5 +155,34 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring(`admission webhook "vpod.mesh.aether.io" denied the request: endpoint.aether.io/ports: "8080,18082=tcp": port 18082 is reserved: it is the mesh's TCP port`))
 		Expect(strings.Count(err.Error(), "reserved")).To(Equal(1))
+	})
+
+	It("lets every namespace user read the mesh state, and nobody but the mesh write it", func() {
+		// kube-controller-manager aggregates the shipped viewer roles into view, edit and admin.
+		for _, role := range []string{"view", "edit"} {
+			Expect(k8s.Create(ctx, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "smoke-" + role},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+				Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "smoke-" + role}},
+			})).To(Succeed())
+		}
+		can := func(user, verb, resource string) bool {
+			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: ns, Verb: verb, Group: meshv1alpha1.GroupVersion.Group, Resource: resource}}}
+			Expect(k8s.Create(ctx, review)).To(Succeed())
+			return review.Status.Allowed
+		}
+		for _, user := range []string{"smoke-view", "smoke-edit"} {
+			Eventually(func(g Gomega) {
+				g.Expect(can(user, "list", "meshservices")).To(BeTrue(), user+" lists meshservices")
+				g.Expect(can(user, "get", "meshendpoints")).To(BeTrue(), user+" gets meshendpoints")
+			}, time.Minute, time.Second).Should(Succeed())
+			for _, res := range []string{"meshendpoints", "meshservices"} {
+				for _, verb := range []string{"create", "update", "patch", "delete"} {
+					Expect(can(user, verb, res)).To(BeFalse(), user+" may "+verb+" "+res)
+				}
+			}
+		}
 	})
 })
