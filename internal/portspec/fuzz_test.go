@@ -26,13 +26,6 @@ const (
 	setExtra
 )
 
-var allKinds = []Kind{
-	KindEmpty, KindNotAPort, KindPortOutOfRange, KindReservedPort, KindUnknownSuffix, KindSuffixOnPrimary,
-	KindProtocolConflict, KindTooManyPorts, KindUnknownProtocol, KindInvalidWeight, KindInvalidHealthPath,
-	KindUnknownHealthCheckMode, KindInvalidMetadataKey, KindInvalidMetadataValue, KindTooManyMetadata,
-	KindInvalidUpstream, KindUnknownAnnotation,
-}
-
 func FuzzParse(f *testing.F) {
 	type seed struct {
 		set                                           uint16
@@ -99,6 +92,9 @@ func FuzzParse(f *testing.F) {
 		if !maps.Equal(annotations, before) {
 			t.Fatalf("Parse modified its input")
 		}
+		if warnings := Warnings(annotations); len(warnings) > MaxWarnings {
+			t.Errorf("%d warnings, want at most %d", len(warnings), MaxWarnings)
+		}
 		if err != nil {
 			if !reflect.DeepEqual(spec, Spec{}) {
 				t.Errorf("Parse returned %#v with its error, want the zero Spec", spec)
@@ -109,7 +105,7 @@ func FuzzParse(f *testing.F) {
 			}
 			checkErrorList(t, annotations, list)
 			for _, e := range list {
-				if !slices.Contains(allKinds, e.Kind) {
+				if !slices.Contains(AllKinds(), e.Kind) {
 					t.Errorf("unknown Kind %q", e.Kind)
 				}
 			}
