@@ -135,7 +135,7 @@ func TestJudgeDeadline(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	blocked := func() error { <-release; return nil }
-	err := judge(context.Background(), time.Millisecond, blocked)
+	err := judgeOrHang(t, context.Background(), time.Millisecond, blocked)
 	want := "the pod's mesh annotations could not be judged within 1ms, so the pod is denied rather than admitted unchecked " +
 		"(keep each mesh annotation within its length cap, for example 4096 bytes for endpoint.aether.io/ports, and apply again)"
 	if err == nil || err.Error() != want {
@@ -143,7 +143,23 @@ func TestJudgeDeadline(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := judge(ctx, time.Minute, blocked); err == nil || !strings.Contains(err.Error(), "could not be judged") {
+	if err := judgeOrHang(t, ctx, time.Minute, blocked); err == nil || !strings.Contains(err.Error(), "could not be judged") {
 		t.Errorf("a request ended before the parse: got %v, want the deadline denial", err)
+	}
+}
+
+// judgeOrHang runs judge, failing t if it has not returned after 30 s: with a parse that never
+// ends, a judge without a deadline would hang the suite instead of failing this test. (A liveness
+// guard, as testenv.Eventually's, not a measurement.)
+func judgeOrHang(t *testing.T, ctx context.Context, deadline time.Duration, parse func() error) error {
+	t.Helper()
+	result := make(chan error, 1)
+	go func() { result <- judge(ctx, deadline, parse) }()
+	select {
+	case err := <-result:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("judge has not returned after 30s: a parse that never ends holds the request")
+		return nil
 	}
 }
