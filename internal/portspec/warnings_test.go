@@ -5,6 +5,8 @@ package portspec
 
 import (
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -146,11 +148,9 @@ func TestIsGrammarKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"config.aether.io/other", "endpoints.aether.io/ports", "metadata.endpoints.aether.io/x"} {
-		with := one(key, "garbage,,=")
-		for k, v := range base {
-			with[k] = v
-		}
-		if got, err := Parse(with); err != nil || !slices.Equal(got.Ports, want.Ports) || len(got.Metadata) != len(want.Metadata) {
+		added := one(key, "garbage,,=")
+		maps.Copy(added, base)
+		if got, err := Parse(added); err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("adding %q (not the grammar's) changed Parse: %v, %v", key, got, err)
 		}
 	}
