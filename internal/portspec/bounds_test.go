@@ -196,6 +196,11 @@ func TestHostileAnnotationsBounded(t *testing.T) {
 // TestTooLongAtTheCap: each capped annotation is read at exactly its cap (no TooLong, whatever
 // else is wrong) and refused one byte over it; a valid list at its cap parses.
 func TestTooLongAtTheCap(t *testing.T) {
+	for _, key := range grammarKeys {
+		if _, capped := MaxLength[key]; !capped {
+			t.Errorf("%s has no cap in MaxLength", key)
+		}
+	}
 	for key, limit := range MaxLength {
 		t.Run(key, func(t *testing.T) {
 			_, err := Parse(one(key, strings.Repeat("9", limit)))

@@ -211,7 +211,7 @@ func (p *parser) lookup(key, fix string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if limit := MaxLength[key]; len(v) > limit {
+	if limit, capped := MaxLength[key]; capped && len(v) > limit {
 		p.fail(key, v, KindTooLong, fmt.Sprintf("shorten it to at most %d bytes: %s", limit, fix),
 			"the value is %d bytes long, over the cap of %d bytes, and is not parsed", len(v), limit)
 		return "", false
