@@ -35,3 +35,37 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkParseHostile measures the parser on the hostile shapes (hostileShapes) at 256 KiB, the
+// most annotations the API server lets a pod carry: it must stay in milliseconds, far inside the
+// admission webhook's deadline, because every value is capped before it is read and every error
+// quotes a bounded excerpt.
+func BenchmarkParseHostile(b *testing.B) {
+	size := hostileSizes["256KiB"]
+	for name, shape := range hostileShapes() {
+		annotations := shape.build(size)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_, err := Parse(annotations)
+				if err != nil {
+					_ = err.Error() // what the webhook sends back
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkWarnings measures the typo check on the same hostile shapes: it reads every key.
+func BenchmarkWarnings(b *testing.B) {
+	size := hostileSizes["256KiB"]
+	for name, shape := range hostileShapes() {
+		annotations := shape.build(size)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = Warnings(annotations)
+			}
+		})
+	}
+}

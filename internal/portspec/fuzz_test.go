@@ -5,6 +5,7 @@ package portspec
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -25,13 +26,6 @@ const (
 	setUpstreams
 	setExtra
 )
-
-var allKinds = []Kind{
-	KindEmpty, KindNotAPort, KindPortOutOfRange, KindReservedPort, KindUnknownSuffix, KindSuffixOnPrimary,
-	KindProtocolConflict, KindTooManyPorts, KindUnknownProtocol, KindInvalidWeight, KindInvalidHealthPath,
-	KindUnknownHealthCheckMode, KindInvalidMetadataKey, KindInvalidMetadataValue, KindTooManyMetadata,
-	KindInvalidUpstream, KindUnknownAnnotation,
-}
 
 func FuzzParse(f *testing.F) {
 	type seed struct {
@@ -68,6 +62,9 @@ func FuzzParse(f *testing.F) {
 		{metaKey: "blob", metaValue: strings.Repeat("v", MaxMetadataValue+1)},
 		{extraK: "endpoint.aether.io/prots", extraV: "8080"},
 		{extraK: AnnotationMetadataPrefix, extraV: "x"},
+		{ports: strings.Repeat(",", MaxPortsLength+1), upstreams: strings.Repeat("A,", MaxErrors)},
+		{ports: "a,b,c,d,e,f,g,h,i,j,k", extraK: "endpoints.aether.io/ports", extraV: "8080"},
+		{extraK: "config.aether.io/upstream", extraV: "payments", path: "/" + strings.Repeat("p", MaxHealthPath)},
 	}
 	for _, s := range seeds {
 		f.Add(s.set, s.port, s.ports, s.protocol, s.weight, s.path, s.mode, s.metaKey, s.metaValue, s.upstreams, s.extraK, s.extraV)
@@ -99,6 +96,15 @@ func FuzzParse(f *testing.F) {
 		if !maps.Equal(annotations, before) {
 			t.Fatalf("Parse modified its input")
 		}
+		if warnings := Warnings(annotations); len(warnings) > MaxWarnings {
+			t.Errorf("%d warnings, want at most %d", len(warnings), MaxWarnings)
+		}
+		// Parse reads exactly the keys IsGrammarKey names: without the others, the same result.
+		grammarOnly := maps.Clone(annotations)
+		maps.DeleteFunc(grammarOnly, func(k, _ string) bool { return !IsGrammarKey(k) })
+		if onlySpec, onlyErr := Parse(grammarOnly); !reflect.DeepEqual(onlySpec, spec) || fmt.Sprint(onlyErr) != fmt.Sprint(err) {
+			t.Errorf("Parse reads a key IsGrammarKey rejects:\n%v\nwithout them\n%v", err, onlyErr)
+		}
 		if err != nil {
 			if !reflect.DeepEqual(spec, Spec{}) {
 				t.Errorf("Parse returned %#v with its error, want the zero Spec", spec)
@@ -109,7 +115,7 @@ func FuzzParse(f *testing.F) {
 			}
 			checkErrorList(t, annotations, list)
 			for _, e := range list {
-				if !slices.Contains(allKinds, e.Kind) {
+				if !slices.Contains(AllKinds(), e.Kind) {
 					t.Errorf("unknown Kind %q", e.Kind)
 				}
 			}

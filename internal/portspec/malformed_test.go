@@ -642,10 +642,13 @@ func malformedRows() map[string]malformed {
 			kinds:       []Kind{KindInvalidHealthPath}, token: "http://localhost:8080/healthz",
 			text: []string{`health path "http://localhost:8080/healthz" must start with /`},
 		},
+		// A health path over MaxHealthPath is TooLong (the one rule of every capped annotation),
+		// no longer InvalidHealthPath.
 		"health path too long": {
 			annotations: one(AnnotationHealthPath, "/"+strings.Repeat("p", MaxHealthPath)),
-			kinds:       []Kind{KindInvalidHealthPath}, token: "/" + strings.Repeat("p", MaxHealthPath),
-			text: []string{`must start with / and hold at most 1024 printable characters without spaces`},
+			kinds:       []Kind{KindTooLong}, token: "/" + strings.Repeat("p", MaxQuoted-1) + "…",
+			full: `endpoint.aether.io/health-path: "/` + strings.Repeat("p", MaxQuoted-1) + `…": the value is 1025 bytes long, ` +
+				`over the cap of 1024 bytes, and is not parsed (shorten it to at most 1024 bytes: write an absolute path without spaces, for example "/healthz")`,
 		},
 
 		// UnknownHealthCheckMode.
@@ -736,12 +739,12 @@ func malformedRows() map[string]malformed {
 		// InvalidMetadataValue.
 		"metadata value too long": {
 			annotations: one(AnnotationMetadataPrefix+"blob", strings.Repeat("v", MaxMetadataValue+1)),
-			kinds:       []Kind{KindInvalidMetadataValue}, token: strings.Repeat("v", MaxMetadataValue+1),
+			kinds:       []Kind{KindInvalidMetadataValue}, token: strings.Repeat("v", MaxQuoted) + "…",
 			text: []string{`metadata value is 257 bytes long (shorten it to at most 256 bytes)`},
 		},
 		"metadata value too long in bytes, not in runes": {
 			annotations: one(AnnotationMetadataPrefix+"blob", strings.Repeat("é", 129)),
-			kinds:       []Kind{KindInvalidMetadataValue}, token: strings.Repeat("é", 129),
+			kinds:       []Kind{KindInvalidMetadataValue}, token: strings.Repeat("é", MaxQuoted/2) + "…",
 			text: []string{`metadata value is 258 bytes long (shorten it to at most 256 bytes)`},
 		},
 
@@ -855,6 +858,92 @@ func malformedRows() map[string]malformed {
 			annotations: one("endpoint.aether.io/", "x"),
 			kinds:       []Kind{KindUnknownAnnotation}, token: "endpoint.aether.io/",
 			text: []string{`unknown annotation "endpoint.aether.io/"`},
+		},
+
+		// TooLong: every capped annotation one byte over its cap, refused whole and not parsed
+		// (so no error of what is inside), quoting only MaxQuoted bytes.
+		"ports one byte over its cap": {
+			annotations: one(AnnotationPorts, strings.Repeat(",", MaxPortsLength+1)),
+			kinds:       []Kind{KindTooLong}, token: strings.Repeat(",", MaxQuoted) + "…",
+			full: `endpoint.aether.io/ports: "` + strings.Repeat(",", MaxQuoted) + `…": the value is 4097 bytes long, over the cap of 4096 bytes, ` +
+				`and is not parsed (shorten it to at most 4096 bytes: list the ports served, for example "8080,9090=h2,9000=tcp")`,
+		},
+		"upstreams one byte over its cap": {
+			annotations: one(AnnotationUpstreams, strings.Repeat("a", MaxUpstreamsLength+1)),
+			kinds:       []Kind{KindTooLong}, token: strings.Repeat("a", MaxQuoted) + "…",
+			full: `config.aether.io/upstreams: "` + strings.Repeat("a", MaxQuoted) + `…": the value is 8193 bytes long, over the cap of 8192 bytes, ` +
+				`and is not parsed (shorten it to at most 8192 bytes: ` + upstreamFix[1:],
+		},
+		"port one byte over its cap": {
+			annotations: one(AnnotationPort, strings.Repeat("8", MaxShortValue+1)),
+			kinds:       []Kind{KindTooLong}, token: strings.Repeat("8", MaxQuoted) + "…",
+			full: `endpoint.aether.io/port: "` + strings.Repeat("8", MaxQuoted) + `…": the value is 65 bytes long, over the cap of 64 bytes, ` +
+				`and is not parsed (shorten it to at most 64 bytes: write a port number from 1 to 65535, for example 8080)`,
+		},
+		"protocol one byte over its cap": {
+			annotations: one(AnnotationProtocol, strings.Repeat("t", MaxShortValue+1)),
+			kinds:       []Kind{KindTooLong}, token: strings.Repeat("t", MaxQuoted) + "…",
+			text: []string{`the value is 65 bytes long, over the cap of 64 bytes, and is not parsed (shorten it to at most 64 bytes: want http or tcp)`},
+		},
+		"weight one byte over its cap": {
+			annotations: one(AnnotationWeight, strings.Repeat("1", MaxShortValue+1)),
+			kinds:       []Kind{KindTooLong}, token: strings.Repeat("1", MaxQuoted) + "…",
+			text: []string{`endpoint.aether.io/weight: "1111`, `the value is 65 bytes long, over the cap of 64 bytes`, `shorten it to at most 64 bytes: write a number from 1 to 65535`},
+		},
+		"health-check-mode one byte over its cap": {
+			annotations: one(AnnotationHealthCheckMode, strings.Repeat("e", MaxShortValue+1)),
+			kinds:       []Kind{KindTooLong}, token: strings.Repeat("e", MaxQuoted) + "…",
+			text: []string{`the value is 65 bytes long, over the cap of 64 bytes`, `shorten it to at most 64 bytes: want eds`},
+		},
+		"a cut excerpt keeps whole runes": {
+			annotations: one(AnnotationPorts, "9"+strings.Repeat("é", MaxPortsLength/2)),
+			kinds:       []Kind{KindTooLong}, token: "9" + strings.Repeat("é", (MaxQuoted-1)/2) + "…",
+			text: []string{`"9` + strings.Repeat("é", (MaxQuoted-1)/2) + `…": the value is 4097 bytes long`},
+		},
+		"a too-long ports does not hide the other annotations' errors": {
+			annotations: map[string]string{AnnotationPorts: strings.Repeat("9", MaxPortsLength+1), AnnotationWeight: "0"},
+			kinds:       []Kind{KindTooLong, KindInvalidWeight}, token: strings.Repeat("9", MaxQuoted) + "…",
+			text: []string{`the value is 4097 bytes long`, `weight "0" is not a number`},
+		},
+
+		// MoreErrors: the first MaxErrors errors, then one line counting the rest.
+		"a ports value of commas at its cap: ten errors, then a count": {
+			annotations: one(AnnotationPorts, strings.Repeat(",", MaxPortsLength)),
+			kinds: []Kind{
+				KindEmpty, KindEmpty, KindEmpty, KindEmpty, KindEmpty, KindEmpty, KindEmpty, KindEmpty, KindEmpty, KindEmpty,
+				KindMoreErrors,
+			},
+			full: strings.Repeat(`endpoint.aether.io/ports: "`+strings.Repeat(",", MaxQuoted)+`…": `+emptyElem+"\n", MaxErrors) +
+				`and 4087 more errors (fix the errors above and apply again to see the rest)`,
+		},
+		"eleven bad ports: ten, then one more": {
+			annotations: one(AnnotationPorts, "a,b,c,d,e,f,g,h,i,j,k"),
+			kinds: []Kind{
+				KindNotAPort, KindNotAPort, KindNotAPort, KindNotAPort, KindNotAPort, KindNotAPort, KindNotAPort, KindNotAPort,
+				KindNotAPort, KindNotAPort, KindMoreErrors,
+			},
+			token: "a",
+			text:  []string{`"j" is not a port number`, "\nand 1 more error (fix the errors above and apply again to see the rest)"},
+		},
+		"ten bad ports: all shown, no count": {
+			annotations: one(AnnotationPorts, "a,b,c,d,e,f,g,h,i,j"),
+			kinds: []Kind{
+				KindNotAPort, KindNotAPort, KindNotAPort, KindNotAPort, KindNotAPort, KindNotAPort, KindNotAPort, KindNotAPort,
+				KindNotAPort, KindNotAPort,
+			},
+			token: "a",
+			text:  []string{`"j" is not a port number ` + portFix},
+		},
+		"errors of several annotations: the first ten by key, then a count": {
+			annotations: map[string]string{
+				AnnotationUpstreams: "A,B,C,D,E,F", AnnotationPorts: "a,b,c,d,e,f", AnnotationWeight: "0",
+			},
+			kinds: []Kind{
+				KindInvalidUpstream, KindInvalidUpstream, KindInvalidUpstream, KindInvalidUpstream, KindInvalidUpstream, KindInvalidUpstream,
+				KindNotAPort, KindNotAPort, KindNotAPort, KindNotAPort, KindMoreErrors,
+			},
+			token: "A",
+			text:  []string{`"F" is not a service name`, `"d" is not a port number`, "\nand 3 more errors ("},
 		},
 
 		// Several errors at once: sorted by annotation key, then by position in the value.
@@ -989,30 +1078,30 @@ func tokenMayBeEmpty(e *Error) bool {
 	return false
 }
 
-// TestMalformedCount holds the table to its promised size.
+// malformedMinimum is the number of rows the table holds: a row removed by mistake fails
+// TestMalformedCount (raise it when adding rows).
+const malformedMinimum = 201
+
+// TestMalformedCount holds the table to its size.
 func TestMalformedCount(t *testing.T) {
-	if n := len(malformedRows()); n < 100 {
-		t.Errorf("%d malformed rows, want at least 100", n)
+	if n := len(malformedRows()); n < malformedMinimum {
+		t.Errorf("%d malformed rows, want at least %d", n, malformedMinimum)
 	} else {
 		t.Logf("%d malformed rows", n)
 	}
 }
 
-// TestMalformedCoversEveryKind: every Kind of errors.go is the first error of some row.
+// TestMalformedCoversEveryKind: every Kind of errors.go is the first error of some row
+// (KindMoreErrors, always last, the last of some row).
 func TestMalformedCoversEveryKind(t *testing.T) {
-	all := []Kind{
-		KindEmpty, KindNotAPort, KindPortOutOfRange, KindReservedPort, KindUnknownSuffix, KindSuffixOnPrimary,
-		KindProtocolConflict, KindTooManyPorts, KindUnknownProtocol, KindInvalidWeight, KindInvalidHealthPath,
-		KindUnknownHealthCheckMode, KindInvalidMetadataKey, KindInvalidMetadataValue, KindTooManyMetadata,
-		KindInvalidUpstream, KindUnknownAnnotation,
-	}
 	seen := map[Kind]bool{}
 	for _, row := range malformedRows() {
 		seen[row.kinds[0]] = true
+		seen[row.kinds[len(row.kinds)-1]] = true // KindMoreErrors is always last
 	}
-	for _, k := range all {
+	for _, k := range AllKinds() {
 		if !seen[k] {
-			t.Errorf("no row's first error is %s", k)
+			t.Errorf("no row's first (or, for MoreErrors, last) error is %s", k)
 		}
 	}
 }
@@ -1085,23 +1174,32 @@ func checkErrorList(t *testing.T, annotations map[string]string, l ErrorList) {
 		if e == nil {
 			t.Fatalf("error %d is nil", i)
 		}
+		if e.Kind == KindMoreErrors {
+			checkMoreErrors(t, i, l)
+			continue
+		}
 		if e.Annotation == "" || e.Kind == "" || e.Detail == "" || e.Fix == "" {
 			t.Errorf("error %d incomplete: %#v", i, e)
 		}
-		if e.Value != annotations[e.Annotation] {
-			t.Errorf("error %d: Value %q, want the annotation's value %q", i, e.Value, annotations[e.Annotation])
+		key, found := keyOf(annotations, e.Annotation)
+		if !found {
+			t.Errorf("error %d: annotation %q is not a key of the input", i, e.Annotation)
+		}
+		// Value is the value as written, or its first MaxQuoted bytes and "…".
+		if want := excerpt(annotations[key], MaxQuoted); e.Value != want {
+			t.Errorf("error %d: Value %q, want the annotation's value (cut) %q", i, e.Value, want)
 		}
 		if !strings.HasPrefix(e.Error(), e.Annotation+": ") {
 			t.Errorf("error %d: %q does not start with its annotation %q", i, e.Error(), e.Annotation)
 		}
-		// The token is quoted from the value (or, for a key's error, from the key), and is empty
-		// only when there is nothing to quote.
-		quotedFrom := e.Value
+		// The token is quoted from the value (or, for a key's error, from the key), cut like the
+		// value, and is empty only when there is nothing to quote.
+		quotedFrom := annotations[key]
 		if e.Kind == KindUnknownAnnotation || e.Kind == KindInvalidMetadataKey {
-			quotedFrom = e.Annotation
+			quotedFrom = key
 		}
-		if !strings.Contains(quotedFrom, e.Token) {
-			t.Errorf("error %d: Token %q is not part of %q", i, e.Token, quotedFrom)
+		if token := strings.TrimSuffix(e.Token, "…"); !strings.Contains(quotedFrom, token) || len(token) > MaxQuoted {
+			t.Errorf("error %d: Token %q is not part of %q, or is longer than %d bytes", i, e.Token, excerpt(quotedFrom, 4*MaxQuoted), MaxQuoted)
 		}
 		if e.Token == "" && !tokenMayBeEmpty(e) {
 			t.Errorf("error %d (%s) has an empty Token: %v", i, e.Kind, e)
@@ -1109,5 +1207,34 @@ func checkErrorList(t *testing.T, annotations map[string]string, l ErrorList) {
 		if i > 0 && l[i-1].Annotation > e.Annotation {
 			t.Errorf("errors not sorted by annotation: %q before %q", l[i-1].Annotation, e.Annotation)
 		}
+	}
+	if text := l.Error(); len(text) > MaxErrorText {
+		t.Errorf("error text is %d bytes, over MaxErrorText %d", len(text), MaxErrorText)
+	}
+}
+
+// keyOf finds the key of annotations that an Error's Annotation names (cut to maxQuotedKey).
+func keyOf(annotations map[string]string, annotation string) (string, bool) {
+	if _, ok := annotations[annotation]; ok || annotation == AnnotationMetadataPrefix+"*" {
+		return annotation, true
+	}
+	for key := range annotations {
+		if excerpt(key, maxQuotedKey) == annotation {
+			return key, true
+		}
+	}
+	return "", false
+}
+
+// checkMoreErrors fails t unless l[i], a KindMoreErrors, is l's last entry, after at least one
+// error, and counts a positive number of errors in its text.
+func checkMoreErrors(t *testing.T, i int, l ErrorList) {
+	t.Helper()
+	e := l[i]
+	if i != len(l)-1 || i == 0 || i > MaxErrors {
+		t.Errorf("the MoreErrors entry is at %d of %d errors: want it last, after 1 to %d errors", i, len(l), MaxErrors)
+	}
+	if e.More < 1 || !strings.HasPrefix(e.Error(), fmt.Sprintf("and %d more error", e.More)) {
+		t.Errorf("MoreErrors entry %#v: want a positive count, rendered first", e)
 	}
 }

@@ -32,9 +32,24 @@ const (
 	// AnnotationUpstreams lists the services the pod calls, comma-separated.
 	AnnotationUpstreams = "config.aether.io/upstreams"
 
+	// LabelManaged is the label that opts a pod into the mesh, with the value "true" only.
+	LabelManaged = "aether.io/managed"
+
 	// endpointPrefix is the namespace of the grammar's own keys: any other key under it is a typo.
 	endpointPrefix = "endpoint.aether.io/"
 )
+
+// IsManaged reports whether labels opt a pod into the mesh: aether.io/managed is exactly "true".
+// Any other value ("True", "yes", "1") leaves the pod out, as the webhook's and the agent's
+// selectors do.
+func IsManaged(labels map[string]string) bool { return labels[LabelManaged] == "true" }
+
+// IsGrammarKey reports whether Parse reads the annotation key: every key under
+// endpoint.aether.io/ (an unknown one is an error) or metadata.endpoint.aether.io/, and
+// config.aether.io/upstreams. A change to any other annotation cannot change what Parse returns.
+func IsGrammarKey(key string) bool {
+	return key == AnnotationUpstreams || strings.HasPrefix(key, endpointPrefix) || strings.HasPrefix(key, AnnotationMetadataPrefix)
+}
 
 // Defaults of the grammar.
 const (
@@ -51,7 +66,31 @@ const (
 	MaxMetadataValue = 256
 	// MaxHealthPath is the longest health path, in bytes.
 	MaxHealthPath = 1024
+
+	// MaxPortsLength caps endpoint.aether.io/ports, in bytes: MaxPorts elements of the longest
+	// form ("65535=http2", 11 bytes) with ", " between them take 830 bytes; the cap leaves room
+	// for generous spacing.
+	MaxPortsLength = 4096
+	// MaxUpstreamsLength caps config.aether.io/upstreams, in bytes: about 300 services of a
+	// typical "name.namespace" length.
+	MaxUpstreamsLength = 8192
+	// MaxShortValue caps the single-valued annotations (port, protocol, weight,
+	// health-check-mode), in bytes: their longest valid value is 6 bytes.
+	MaxShortValue = 64
 )
+
+// MaxLength maps each annotation of the grammar to the cap of its value's length, in bytes. A
+// longer value is refused (KindTooLong) without being parsed, so parsing costs a few KiB per pod
+// whatever the pod carries. Metadata values have their own cap, MaxMetadataValue.
+var MaxLength = map[string]int{
+	AnnotationPort:            MaxShortValue,
+	AnnotationPorts:           MaxPortsLength,
+	AnnotationProtocol:        MaxShortValue,
+	AnnotationWeight:          MaxShortValue,
+	AnnotationHealthPath:      MaxHealthPath,
+	AnnotationHealthCheckMode: MaxShortValue,
+	AnnotationUpstreams:       MaxUpstreamsLength,
+}
 
 // Reserved maps each port the mesh keeps for itself to why. A workload can declare none of them,
 // with any protocol.
@@ -118,9 +157,12 @@ type Spec struct {
 	Upstreams []string `json:"upstreams,omitempty"`
 }
 
-// Parse reads a pod's annotations. Annotations outside the grammar's prefixes are ignored.
-// On any error it returns an ErrorList holding every error found, and a zero Spec: a pod
-// whose annotations do not parse registers nothing.
+// Parse reads a pod's annotations. Annotations outside the grammar (IsGrammarKey) are ignored.
+// On any error it returns an ErrorList of the errors found (the first MaxErrors, then a count of
+// the rest), and a zero Spec: a pod whose annotations do not parse registers nothing.
+//
+// Its cost is linear in the size of the annotations: every value is capped (MaxLength) before it
+// is read, and every error quotes at most MaxQuoted bytes of it.
 func Parse(annotations map[string]string) (Spec, error) {
 	p := parser{annotations: annotations}
 	spec := Spec{
@@ -133,7 +175,7 @@ func Parse(annotations map[string]string) (Spec, error) {
 	p.unknownKeys()
 	if len(p.errs) > 0 {
 		slices.SortStableFunc(p.errs, func(a, b *Error) int { return strings.Compare(a.Annotation, b.Annotation) })
-		return Spec{}, p.errs
+		return Spec{}, bounded(p.errs)
 	}
 	return spec, nil
 }
@@ -144,17 +186,34 @@ type parser struct {
 	errs        ErrorList
 }
 
+// ownWords is text of the grammar's own (an explanation), passed to fail uncut.
+type ownWords string
+
+// fail records an error. Every piece of input it keeps or prints — the key, the value, the token
+// and each string argument of detail — is cut (excerpt), so an error costs at most a few hundred
+// bytes whatever the input's size. The grammar's own text is passed as ownWords, and kept whole.
 func (p *parser) fail(key, token string, kind Kind, fix, detail string, args ...any) {
+	for i, arg := range args {
+		if s, ok := arg.(string); ok {
+			args[i] = excerpt(s, MaxQuoted)
+		}
+	}
 	p.errs = append(p.errs, &Error{
-		Annotation: key, Value: p.annotations[key], Token: token,
+		Annotation: excerpt(key, maxQuotedKey), Value: excerpt(p.annotations[key], MaxQuoted), Token: excerpt(token, MaxQuoted),
 		Kind: kind, Detail: fmt.Sprintf(detail, args...), Fix: fix,
 	})
 }
 
-// lookup returns an annotation's value and whether it is set; a set but empty value is an error.
+// lookup returns an annotation's value and whether it is set and readable. A set but empty
+// value, or one longer than its cap (MaxLength), is an error; the latter is not read further.
 func (p *parser) lookup(key, fix string) (string, bool) {
 	v, ok := p.annotations[key]
 	if !ok {
+		return "", false
+	}
+	if limit, capped := MaxLength[key]; capped && len(v) > limit {
+		p.fail(key, v, KindTooLong, fmt.Sprintf("shorten it to at most %d bytes: %s", limit, fix),
+			"the value is %d bytes long, over the cap of %d bytes, and is not parsed", len(v), limit)
 		return "", false
 	}
 	if strings.TrimSpace(v) == "" {
@@ -185,7 +244,7 @@ func (p *parser) port(key, element, token string) (int32, bool) {
 	if why, reserved := Reserved[port]; reserved {
 		p.fail(key, token, KindReservedPort,
 			"serve the application on another port, for example 8080, and declare that one",
-			"port %d is reserved: %s", port, why)
+			"port %d is reserved: %s", port, ownWords(why))
 		return 0, false
 	}
 	return port, true
@@ -316,7 +375,7 @@ func (p *parser) healthPath() string {
 	if !ok {
 		return DefaultHealthPath
 	}
-	if len(v) > MaxHealthPath || !healthPath.MatchString(v) {
+	if !healthPath.MatchString(v) { // its length is capped by lookup
 		p.fail(AnnotationHealthPath, v, KindInvalidHealthPath, fix,
 			"health path %q must start with / and hold at most %d printable characters without spaces", v, MaxHealthPath)
 		return DefaultHealthPath
@@ -340,11 +399,8 @@ func (p *parser) healthCheckMode() string {
 
 func (p *parser) metadata() map[string]string {
 	var meta map[string]string
-	for _, key := range slices.Sorted(maps.Keys(p.annotations)) {
-		name, ok := strings.CutPrefix(key, AnnotationMetadataPrefix)
-		if !ok {
-			continue
-		}
+	for _, key := range p.keys(func(key string) bool { return strings.HasPrefix(key, AnnotationMetadataPrefix) }) {
+		name := strings.TrimPrefix(key, AnnotationMetadataPrefix)
 		value := p.annotations[key]
 		switch {
 		case !dnsLabel.MatchString(name):
@@ -393,15 +449,29 @@ func (p *parser) upstreams() []string {
 	return slices.Compact(out)
 }
 
+// keys returns the annotation keys for which match holds, sorted (sorting only those keeps a pod
+// with many unrelated annotations cheap).
+func (p *parser) keys(match func(string) bool) []string {
+	var keys []string
+	for key := range p.annotations {
+		if match(key) {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 // unknownKeys reports every endpoint.aether.io/ key the grammar does not define.
 func (p *parser) unknownKeys() {
-	for _, key := range slices.Sorted(maps.Keys(p.annotations)) {
-		if strings.HasPrefix(key, endpointPrefix) && !slices.Contains(knownEndpointKeys, key) {
-			p.fail(key, key, KindUnknownAnnotation,
-				"the endpoint.aether.io/ annotations are port, ports, protocol, weight, health-path and health-check-mode"+
-					unknownKeyHint(key),
-				"unknown annotation %q", key)
-		}
+	unknown := func(key string) bool {
+		return strings.HasPrefix(key, endpointPrefix) && !slices.Contains(knownEndpointKeys, key)
+	}
+	for _, key := range p.keys(unknown) {
+		p.fail(key, key, KindUnknownAnnotation,
+			"the endpoint.aether.io/ annotations are port, ports, protocol, weight, health-path and health-check-mode"+
+				unknownKeyHint(key),
+			"unknown annotation %q", key)
 	}
 }
 
@@ -414,45 +484,92 @@ func unknownKeyHint(key string) string {
 	return didYouMean(key, knownEndpointKeys)
 }
 
+// typoDistance is the most edits a typo is taken to be: "tpc" for "tcp", "endpoints" for
+// "endpoint".
+const typoDistance = 2
+
 // didYouMean suggests the candidate closest to s, when one is close enough to be a typo.
 func didYouMean(s string, candidates []string) string {
-	best, bestDist := "", 3
+	if best := closest(strings.ToLower(excerpt(s, maxDistanceInput+1)), candidates); best != "" {
+		return fmt.Sprintf("; did you mean %q?", best)
+	}
+	return ""
+}
+
+// closest returns the candidate nearest to s within typoDistance edits ("" when none is), the
+// first one on a tie.
+func closest(s string, candidates []string) string {
+	best, bestDist := "", typoDistance+1
 	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(s), c); d < bestDist {
+		if d := editDistance(s, c); d < bestDist {
 			best, bestDist = c, d
 		}
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf("; did you mean %q?", best)
+	return best
 }
 
-// editDistance is the optimal-string-alignment distance: insertions, deletions, substitutions
-// and transpositions of adjacent characters each cost 1 ("tpc" is one step from "tcp").
+// maxDistanceInput is the longest string editDistance measures: longer ones are no typo of any
+// name of the grammar, whose longest is 36 bytes.
+const maxDistanceInput = 64
+
+// far is what editDistance reports for strings more than typoDistance edits apart.
+const far = maxDistanceInput
+
+// editDistance is the optimal-string-alignment distance — insertions, deletions, substitutions
+// and transpositions of adjacent characters each cost 1 ("tpc" is one step from "tcp") — when it
+// is at most typoDistance; otherwise it is far. Only that much is ever asked (is this a typo?),
+// so only the band of the matrix within typoDistance of its diagonal is computed, rows stop as
+// soon as every cell of one exceeds typoDistance, and strings longer than maxDistanceInput or
+// whose lengths differ by more than typoDistance are not compared at all. It allocates nothing:
+// checking every key of a pod with thousands of annotations stays cheap.
 func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 64
+	const k = typoDistance
+	if len(a) > maxDistanceInput || len(b) > maxDistanceInput || max(len(a)-len(b), len(b)-len(a)) > k {
+		return far
 	}
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
+	// A common prefix and suffix cost nothing (a transposition never spans them, since their
+	// characters already match).
+	for len(a) > 0 && len(b) > 0 && a[0] == b[0] {
+		a, b = a[1:], b[1:]
 	}
-	for j := range d[0] {
-		d[0][j] = j
+	for len(a) > 0 && len(b) > 0 && a[len(a)-1] == b[len(b)-1] {
+		a, b = a[:len(a)-1], b[:len(b)-1]
 	}
+	// Three rolling rows: the transposition step reads two rows back. A cell just outside the
+	// band is set to far before a row reads it; cells further out are never read.
+	var rows [3][maxDistanceInput + 2]uint8
+	prev2, prev, cur := &rows[0], &rows[1], &rows[2]
+	for j := 0; j <= min(len(b), k); j++ {
+		prev[j] = uint8(j)
+	}
+	prev[min(len(b), k)+1] = far
 	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
+		lo, hi := max(1, i-k), min(len(b), i+k)
+		cur[lo-1] = far
+		if lo == 1 && i <= k {
+			cur[0] = uint8(i)
+		}
+		rowMin := cur[lo-1]
+		for j := lo; j <= hi; j++ {
+			var cost uint8 = 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			cell := min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
 			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+				cell = min(cell, prev2[j-2]+1)
 			}
+			cur[j] = cell
+			rowMin = min(rowMin, cell)
 		}
+		if rowMin > k {
+			return far // every alignment already costs more than a typo
+		}
+		cur[hi+1] = far
+		prev2, prev, cur = prev, cur, prev2
 	}
-	return d[len(a)][len(b)]
+	if d := int(prev[len(b)]); d <= k {
+		return d
+	}
+	return far
 }

@@ -5,8 +5,9 @@ package webhook
 
 import (
 	"context"
-	"maps"
+	"fmt"
 	"net/http"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,41 +21,122 @@ import (
 // PodPath is where the pod validator is served; config/webhook names the same path.
 const PodPath = "/validate--v1-pod"
 
-// PodValidator denies a managed pod (label aether.io/managed: "true", selected by the webhook
-// configuration's objectSelector, so other pods never reach it) whose annotations do not parse.
-// The denial is the parser's error, verbatim: it names the annotation, the token and the fix,
-// and for the reserved ports explains what they are.
+// JudgeDeadline is how long the validator takes at most to judge one pod: well inside the
+// webhook's timeoutSeconds (5, config/webhook), past which the API server would admit the pod
+// unjudged (failurePolicy Ignore). Parsing is bounded by input size and takes milliseconds even
+// for 256 KiB of annotations (portspec.BenchmarkParseHostile); the deadline is the second line.
+const JudgeDeadline = 2 * time.Second
+
+// PodValidator judges the pods that carry the label aether.io/managed (the webhook
+// configuration's objectSelector: an unlabelled pod never reaches it).
+//
+//   - aether.io/managed: "true" — the pod is in the mesh: its annotations are parsed by
+//     internal/portspec and a pod whose annotations do not parse is denied with the parser's
+//     error, verbatim (it names the annotation, the token and the fix, and for the reserved
+//     ports explains what they are). Annotation keys that look like a misspelling of the
+//     grammar's are returned as warnings; warnings never deny.
+//   - any other value ("True", "yes", "1") — the pod is not in the mesh (the agent selects
+//     "true" only): it is admitted with a warning that says so, and its annotations are not
+//     judged.
+//
+// An UPDATE is judged only when it can change what the mesh reads: a key of the grammar changed
+// (portspec.IsGrammarKey), or the label turned to "true". A pod admitted while the webhook was
+// down must still accept every other update (its controllers' finalizers, owner references,
+// labels, `kubectl rollout restart`'s annotation), or it could never be cleaned up.
 //
 // The webhook configuration uses failurePolicy Ignore, on purpose: a manager outage must not
 // stop every rollout of every meshed workload. A pod admitted while the webhook was down is
 // refused by its node agent instead (no MeshEndpoint, a Warning Event, a metric): the second
-// line of defence.
+// line of defence. A pod the validator cannot judge within JudgeDeadline is denied, not left to
+// the API server's timeout (which would admit it).
 type PodValidator struct {
 	Decoder admission.Decoder
 }
 
 // Handle admits or denies one pod CREATE or UPDATE.
-func (v *PodValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	pod := &corev1.Pod{}
 	if err := v.Decoder.Decode(req, pod); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
+	var old *corev1.Pod
 	if req.Operation == admissionv1.Update {
-		old := &corev1.Pod{}
+		old = &corev1.Pod{}
 		if err := v.Decoder.DecodeRaw(req.OldObject, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
-		// Only a change of annotations is judged: a pod admitted while the webhook was down must
-		// still accept its controllers' other updates (finalizers, owner references, labels), or
-		// it could never be cleaned up.
-		if maps.Equal(old.Annotations, pod.Annotations) {
-			return admission.Allowed("annotations unchanged")
+	}
+	return review(ctx, pod, old)
+}
+
+// review is the validator's rule for pod, and old on an UPDATE (nil on a CREATE).
+func review(ctx context.Context, pod, old *corev1.Pod) admission.Response {
+	value, labelled := pod.Labels[portspec.LabelManaged]
+	switch {
+	case !labelled:
+		return admission.Allowed("not managed: the label was removed")
+	case !portspec.IsManaged(pod.Labels):
+		if old != nil && old.Labels[portspec.LabelManaged] == value {
+			return admission.Allowed("not managed") // warned when the label got this value
+		}
+		return admission.Allowed("not managed").WithWarnings(notManagedWarning(value))
+	}
+
+	var warnings []string
+	if old == nil || !equalOn(old.Annotations, pod.Annotations, func(string) bool { return true }) {
+		warnings = portspec.Warnings(pod.Annotations)
+	}
+	if old != nil && portspec.IsManaged(old.Labels) && equalOn(old.Annotations, pod.Annotations, portspec.IsGrammarKey) {
+		return admission.Allowed("mesh annotations unchanged").WithWarnings(warnings...)
+	}
+	if err := judge(ctx, JudgeDeadline, func() error { _, err := portspec.Parse(pod.Annotations); return err }); err != nil {
+		return admission.Denied(err.Error()).WithWarnings(warnings...)
+	}
+	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// notManagedWarning tells the author of a pod labelled aether.io/managed with a value other than
+// "true" that the pod is not in the mesh. (Label values are at most 63 bytes: the API server
+// validates them before admission.)
+func notManagedWarning(value string) string {
+	return fmt.Sprintf(`label %s is %q, not "true": this pod is NOT in the mesh and its mesh annotations are not checked; `+
+		`write %s: "true" to put it in the mesh (only that exact value does), or remove the label`,
+		portspec.LabelManaged, value, portspec.LabelManaged)
+}
+
+// equalOn reports whether a and b hold the same keys and values among the keys for which in
+// holds.
+func equalOn(a, b map[string]string, in func(string) bool) bool {
+	for k, va := range a {
+		if vb, ok := b[k]; in(k) && (!ok || va != vb) {
+			return false
 		}
 	}
-	if _, err := portspec.Parse(pod.Annotations); err != nil {
-		return admission.Denied(err.Error())
+	for k := range b {
+		if _, ok := a[k]; in(k) && !ok {
+			return false
+		}
 	}
-	return admission.Allowed("")
+	return true
+}
+
+// judge runs parse and returns its error, or a deadline error when it has not finished within
+// deadline (or ctx ends first): a pod that cannot be judged in time is denied, never admitted
+// unjudged. A parse still running then finishes in the background; its cost is bounded by the
+// annotations' caps.
+func judge(ctx context.Context, deadline time.Duration, parse func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- parse() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("the pod's mesh annotations could not be judged within %v, so the pod is denied rather than "+
+			"admitted unchecked (keep each mesh annotation within its length cap, for example %d bytes for %s, and apply again)",
+			deadline, portspec.MaxPortsLength, portspec.AnnotationPorts)
+	}
 }
 
 // SetupWithManager serves the pod validator on the manager's webhook server.

@@ -6,14 +6,17 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/aether-operator/internal/portspec"
@@ -152,9 +155,11 @@ func TestValidAndUnmanagedPodsAdmitted(t *testing.T) {
 	}
 }
 
-// TestUpdates: editing a managed pod's annotations into an invalid state is denied; an update
-// that leaves the annotations alone is admitted even when they are invalid (a pod admitted while
-// the webhook was down must still accept its controllers' updates).
+// TestUpdates: editing a managed pod's annotations into an invalid state is denied. A pod that
+// slipped past the webhook (created during an outage) still accepts every update that leaves
+// the mesh's keys alone — labels, a finalizer, an unrelated annotation such as the one `kubectl
+// rollout restart` writes — while a change to any key of the grammar is judged, as is turning
+// the label to "true".
 func TestUpdates(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespace(t, ctx)
@@ -167,21 +172,132 @@ func TestUpdates(t *testing.T) {
 		t.Errorf("editing annotations into an invalid state: got %v, want a denial", err)
 	}
 
-	slipped := pod(ns, false, map[string]string{portspec.AnnotationPorts: "8080,9000=tpc"})
-	if err := env.Client.Create(ctx, slipped); err != nil {
+	broken := map[string]string{portspec.AnnotationPorts: "8080,9000=tpc"}
+	var slipped *corev1.Pod
+	whileWebhookDown(t, ctx, ns, func() {
+		slipped = pod(ns, true, maps.Clone(broken))
+		if err := env.Client.Create(ctx, slipped); err != nil {
+			t.Fatalf("creating a broken managed pod while the webhook is down: %v", err)
+		}
+	})
+
+	t.Run("unrelated changes are admitted", func(t *testing.T) {
+		update(t, ctx, slipped, "a labels-only update", func(p *corev1.Pod) { p.Labels["team"] = "a" }, "")
+		update(t, ctx, slipped, "adding a finalizer", func(p *corev1.Pod) { p.Finalizers = []string{"example.com/cleanup"} }, "")
+		update(t, ctx, slipped, "an unrelated annotation", func(p *corev1.Pod) { p.Annotations["example.com/owner"] = "team-a" }, "")
+		update(t, ctx, slipped, "a key that is not the grammar's", func(p *corev1.Pod) { p.Annotations["config.aether.io/other"] = "x" }, "")
+		// What a user runs: kubectl annotate, as `kubectl rollout restart` does for a pod template.
+		out, stderr, err := env.Kubectl(ctx, "annotate", "-n", ns, "pod", slipped.Name, "kubectl.kubernetes.io/restartedAt=2026-11-30T00:00:00Z")
+		if err != nil {
+			t.Errorf("kubectl annotate of an unrelated annotation on a pod with broken mesh annotations: %v\n%s%s", err, out, stderr)
+		}
+	})
+
+	t.Run("a change to a key of the grammar is judged", func(t *testing.T) {
+		const stillBroken = `endpoint.aether.io/ports: "8080,9000=tpc": unknown protocol suffix "tpc"`
+		for what, tt := range map[string]struct {
+			change func(*corev1.Pod)
+			deny   string
+		}{
+			"weight":                  {func(p *corev1.Pod) { p.Annotations[portspec.AnnotationWeight] = "5" }, stillBroken},
+			"a metadata key":          {func(p *corev1.Pod) { p.Annotations[portspec.AnnotationMetadataPrefix+"zone"] = "a" }, stillBroken},
+			"upstreams":               {func(p *corev1.Pod) { p.Annotations[portspec.AnnotationUpstreams] = "payments" }, stillBroken},
+			"an unknown endpoint key": {func(p *corev1.Pod) { p.Annotations["endpoint.aether.io/prots"] = "8080" }, stillBroken},
+			"another broken ports":    {func(p *corev1.Pod) { p.Annotations[portspec.AnnotationPorts] = "8080,9000=tcpp" }, `"tcpp"`},
+			"removing the ports": {func(p *corev1.Pod) {
+				delete(p.Annotations, portspec.AnnotationPorts)
+				p.Annotations[portspec.AnnotationPort] = "x"
+			}, `"x" is not a port number`},
+		} {
+			update(t, ctx, slipped, what, tt.change, tt.deny)
+		}
+		update(t, ctx, slipped, "fixing the ports", func(p *corev1.Pod) { p.Annotations[portspec.AnnotationPorts] = "8080,9000=tcp" }, "")
+	})
+
+	t.Run("turning the label to true is judged", func(t *testing.T) {
+		unmanaged := pod(ns, false, maps.Clone(broken))
+		if err := env.Client.Create(ctx, unmanaged); err != nil {
+			t.Fatal(err)
+		}
+		update(t, ctx, unmanaged, `labelling "true"`, func(p *corev1.Pod) { p.Labels = map[string]string{portspec.LabelManaged: "true"} },
+			`unknown protocol suffix "tpc"`)
+		update(t, ctx, unmanaged, `labelling "True"`, func(p *corev1.Pod) { p.Labels = map[string]string{portspec.LabelManaged: "True"} }, "")
+		update(t, ctx, unmanaged, `then "true"`, func(p *corev1.Pod) { p.Labels[portspec.LabelManaged] = "true" }, `unknown protocol suffix "tpc"`)
+	})
+}
+
+// update applies change to a fresh copy of p and expects a denial containing deny, or success
+// when deny is empty.
+func update(t *testing.T, ctx context.Context, p *corev1.Pod, what string, change func(*corev1.Pod), deny string) {
+	t.Helper()
+	fresh := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), fresh); err != nil {
 		t.Fatal(err)
 	}
-	slipped.Labels = map[string]string{"aether.io/managed": "true", "team": "a"}
-	if err := env.Client.Update(ctx, slipped); err != nil {
-		t.Errorf("a labels-only update of a pod with invalid annotations was refused: %v", err)
+	if fresh.Labels == nil {
+		fresh.Labels = map[string]string{}
 	}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(slipped), slipped); err != nil {
+	if fresh.Annotations == nil {
+		fresh.Annotations = map[string]string{}
+	}
+	change(fresh)
+	err := env.Client.Update(ctx, fresh)
+	switch {
+	case deny == "" && err != nil:
+		t.Errorf("%s: refused: %v", what, err)
+	case deny != "" && (err == nil || !strings.Contains(err.Error(), denied) || !strings.Contains(err.Error(), deny)):
+		t.Errorf("%s: got %v, want a denial containing %q", what, err, deny)
+	}
+}
+
+// whileWebhookDown runs fn while the API server cannot reach the pod validator, as during a
+// manager outage: the configuration's URL points at a closed loopback port, so failurePolicy
+// Ignore admits what fn creates unjudged. Then it restores the configuration and waits until
+// the validator judges again.
+func whileWebhookDown(t *testing.T, ctx context.Context, ns string, fn func()) {
+	t.Helper()
+	original := setWebhookURL(t, ctx, "https://127.0.0.1:1"+PodPath)
+	probe := func() error {
+		return env.Client.Create(ctx, pod(ns, true, map[string]string{portspec.AnnotationPorts: "8080,,"}))
+	}
+	defer func() {
+		setWebhookURL(t, ctx, original)
+		testenv.Eventually(t, "the validator judges pods again", func() error {
+			if err := probe(); err == nil || !strings.Contains(err.Error(), denied) {
+				return fmt.Errorf("a broken managed pod: %v, want a denial", err)
+			}
+			return nil
+		})
+	}()
+	testenv.Eventually(t, "the API server admits pods unjudged", func() error {
+		if err := probe(); err != nil {
+			return fmt.Errorf("a broken managed pod is still judged: %w", err)
+		}
+		return nil
+	})
+	fn()
+}
+
+// setWebhookURL points the pod validator's configuration at url and returns the URL it had.
+func setWebhookURL(t *testing.T, ctx context.Context, url string) string {
+	t.Helper()
+	var was string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: "validating-webhook-configuration"}, cfg); err != nil {
+			return err
+		}
+		if len(cfg.Webhooks) != 1 || cfg.Webhooks[0].ClientConfig.URL == nil {
+			return fmt.Errorf("want one webhook with a URL (envtest's), got %+v", cfg.Webhooks)
+		}
+		was = *cfg.Webhooks[0].ClientConfig.URL
+		cfg.Webhooks[0].ClientConfig.URL = &url
+		return env.Client.Update(ctx, cfg)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	slipped.Finalizers = []string{"example.com/cleanup"}
-	if err := env.Client.Update(ctx, slipped); err != nil {
-		t.Errorf("adding a finalizer to a managed pod with invalid annotations was refused: %v", err)
-	}
+	return was
 }
 
 // TestKubectlApplyPrintsTheDenial: what a user sees at `kubectl apply -f`.
