@@ -379,9 +379,9 @@ func portsCompleteCondition(declared int, leftOut []int32) metav1.Condition {
 	}
 	return portCondition(meshv1alpha1.ServiceConditionPortsComplete, false, meshv1alpha1.ServiceReasonTooManyPorts,
 		fmt.Sprintf("the endpoints declare %d distinct ports; a service lists at most %d: the %d declared by the most endpoints "+
-			"are kept (the primary first, ties to the lower port), and %d are left out of the status, the dial surface and "+
-			"the generated Service, so nothing reaches them through the service: %s. Declare fewer ports, or split the "+
-			"workloads across ServiceAccounts", declared, meshv1alpha1.MaxServicePorts, meshv1alpha1.MaxServicePorts, len(leftOut), list))
+			"are kept (the primary first, ties to the lower port). Left out of the status, the dial surface and the generated "+
+			"Service, so nothing reaches them through the service (%d): %s. Declare fewer ports, or split the workloads "+
+			"across ServiceAccounts", declared, meshv1alpha1.MaxServicePorts, meshv1alpha1.MaxServicePorts, len(leftOut), list))
 }
 
 func orNone(s string) string {
