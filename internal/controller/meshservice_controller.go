@@ -151,7 +151,7 @@ func (r *MeshServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 // writeStatus stamps the desired status's conditions against the current ones and writes it
 // only when it differs, emitting Events on the flips users must hear about. A status the API
-// server refuses (for any reason but a conflict) is not dropped in silence: see statusRefused.
+// server refuses (see refusal) is not dropped in silence: see statusRefused.
 func (r *MeshServiceReconciler) writeStatus(ctx context.Context, ms *meshv1alpha1.MeshService, desired meshv1alpha1.MeshServiceStatus) error {
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	desired.ObservedGeneration = ms.Generation
@@ -194,12 +194,12 @@ func refusal(err error) bool {
 	return code >= 400 && code < 500 && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && !apierrors.IsTooManyRequests(err)
 }
 
-// statusRefused is the safety net for a derived status the API server refuses (a field over its
-// CRD limit, an admission policy's denial): it counts the refusal, keeps the last status written but for
-// Ready=False StatusInvalid carrying the API server's message, so kubectl get and describe show
-// it, and emits a Warning Event with the message. When the status already says so it writes
-// nothing and emits nothing, so retries do not flood. The refusal is returned: the reconcile is
-// retried with backoff, and any change of the inputs reconciles at once.
+// statusRefused is the safety net for a derived status the API server refuses (a field over
+// its CRD limit, an admission policy's denial). It counts the refusal, keeps the last status
+// written but for Ready=False StatusInvalid carrying the API server's message (so kubectl get
+// and describe show it), and emits a Warning Event with the message. When the status already
+// says so it writes nothing and emits nothing, so retries do not flood. The refusal is returned:
+// the reconcile is retried with backoff, and any change of the inputs reconciles at once.
 func (r *MeshServiceReconciler) statusRefused(ctx context.Context, ms *meshv1alpha1.MeshService, last meshv1alpha1.MeshServiceStatus,
 	now metav1.Time, refused error) error {
 	refusedStatuses.WithLabelValues(string(apierrors.ReasonForError(refused))).Inc()
