@@ -22,9 +22,28 @@ const (
 	ProtocolTCP Protocol = "TCP"
 )
 
-// MaxPorts is the most ports one endpoint or service may declare. internal/portspec refuses
-// more with a clear error, so the API server's limit is never the first to say so.
-const MaxPorts = 64
+// Size limits. Each equals a limit of the CRDs (their markers are literals; the contract test in
+// this package reads the generated CRDs and fails when one drifts from its constant).
+const (
+	// MaxPorts is the most ports one endpoint (one pod) may declare: MeshEndpoint spec.ports'
+	// MaxItems. internal/portspec refuses more at admission with a clear error, so the API
+	// server's limit is never the first to say so.
+	MaxPorts = 64
+	// MaxServicePorts is the most ports a MeshService lists: status.ports' MaxItems. Admission
+	// judges each pod alone, so the union over a service's endpoints is not bounded by it; when
+	// more ports are declared, the ports declared by the most endpoints are kept (the primary
+	// first, ties to the lower number), the rest are left out of the status, the dial surface and
+	// the generated Service, and condition PortsComplete says so.
+	MaxServicePorts = 256
+	// MaxPortsSummary is the length limit of every portsSummary field (MeshEndpoint spec and
+	// MeshService status). FormatPorts never returns more.
+	MaxPortsSummary = 1024
+	// MaxDialSurface is status.dialSurface's MaxItems. A service's surface has 3 hosts × (its
+	// ports + 5) rows: 783 at MaxServicePorts.
+	MaxDialSurface = 1024
+	// MaxDialReason is the length limit of a dial surface row's reason.
+	MaxDialReason = 1024
+)
 
 // Ports of the mesh itself. No workload may declare them (see internal/portspec).
 const (
@@ -54,11 +73,34 @@ type PortProtocol struct {
 }
 
 // FormatPorts renders ports the way the PORTS printer columns show them: "8080/HTTP,9000/TCP".
-// Every writer of a portsSummary field uses it, so a column never disagrees with its list.
+// Every writer of a portsSummary field uses it, so a column never disagrees with its list. When
+// the whole list would exceed MaxPortsSummary it names the first ports that fit and counts the
+// rest: "8080/HTTP,9000/TCP,… +90 more". An endpoint's 64 ports always fit whole.
 func FormatPorts(ports []PortProtocol) string {
 	parts := make([]string, len(ports))
 	for i, p := range ports {
 		parts[i] = strconv.Itoa(int(p.Port)) + "/" + string(p.Protocol)
 	}
-	return strings.Join(parts, ",")
+	if all := strings.Join(parts, ","); len(all) <= MaxPortsSummary {
+		return all
+	}
+	// Keep the longest prefix of ports that fits with its "… +N more" tail. The whole list does
+	// not fit, so the loop stops before the last port.
+	length := 0 // of the kept ports, each followed by a comma
+	kept := 0
+	for kept < len(parts) && length+len(parts[kept])+1+len(moreTail(len(parts)-kept-1)) <= MaxPortsSummary {
+		length += len(parts[kept]) + 1
+		kept++
+	}
+	return strings.Join(parts[:kept], ",") + separator(kept) + moreTail(len(parts)-kept)
+}
+
+// moreTail counts the ports a portsSummary leaves out: "… +90 more".
+func moreTail(n int) string { return "… +" + strconv.Itoa(n) + " more" }
+
+func separator(kept int) string {
+	if kept == 0 {
+		return ""
+	}
+	return ","
 }

@@ -4,10 +4,12 @@
 package v1alpha1_test
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,6 +18,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
@@ -99,5 +102,100 @@ func TestSampleEndpointsMatchTheirDeployment(t *testing.T) {
 	}
 	if endpoints != int(*deploy.Spec.Replicas) {
 		t.Errorf("%d sample endpoints for %d replicas", endpoints, *deploy.Spec.Replicas)
+	}
+}
+
+// crdSchema reads the openAPIV3Schema of the generated CRD in config/crd/bases/<file>.
+func crdSchema(t *testing.T, file string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(raw, &crd); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if len(crd.Spec.Versions) != 1 {
+		t.Fatalf("%s: %d versions, want 1", file, len(crd.Spec.Versions))
+	}
+	return crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+}
+
+// limit returns the integer keyword (maxItems, maxLength) of the schema at path, a dotted list
+// of property names where "[]" steps into an array's items: "status.dialSurface.[].reason".
+func limit(t *testing.T, schema map[string]any, path, keyword string) int {
+	t.Helper()
+	node := schema
+	for _, step := range strings.Split(path, ".") {
+		var next any
+		if step == "[]" {
+			next = node["items"]
+		} else if props, ok := node["properties"].(map[string]any); ok {
+			next = props[step]
+		}
+		if node, _ = next.(map[string]any); node == nil {
+			t.Fatalf("the CRD schema has no %s (at %q)", path, step)
+		}
+	}
+	n, err := strconv.Atoi(fmt.Sprint(node[keyword]))
+	if err != nil {
+		t.Fatalf("%s has no integer %s: %v", path, keyword, node[keyword])
+	}
+	return n
+}
+
+// TestLimitsMatchTheCRDs: each size limit the Go code enforces or relies on equals the CRD's
+// own (the markers are literals, so a marker changed without its constant, or the reverse, fails
+// here), and the derived fields fit those limits in the worst case the caps allow.
+func TestLimitsMatchTheCRDs(t *testing.T) {
+	endpoint := crdSchema(t, "mesh.aether.io_meshendpoints.yaml")
+	service := crdSchema(t, "mesh.aether.io_meshservices.yaml")
+	for _, c := range []struct {
+		what   string
+		schema map[string]any
+		path   string
+		word   string
+		want   int
+	}{
+		{"MaxPorts (ports per endpoint)", endpoint, "spec.ports", "maxItems", meshv1alpha1.MaxPorts},
+		{"portspec.MaxPorts (ports per pod at admission)", endpoint, "spec.ports", "maxItems", portspec.MaxPorts},
+		{"MaxPortsSummary", endpoint, "spec.portsSummary", "maxLength", meshv1alpha1.MaxPortsSummary},
+		{"MaxServicePorts (ports per service)", service, "status.ports", "maxItems", meshv1alpha1.MaxServicePorts},
+		{"MaxPortsSummary", service, "status.portsSummary", "maxLength", meshv1alpha1.MaxPortsSummary},
+		{"MaxDialSurface", service, "status.dialSurface", "maxItems", meshv1alpha1.MaxDialSurface},
+		{"MaxDialReason", service, "status.dialSurface.[].reason", "maxLength", meshv1alpha1.MaxDialReason},
+	} {
+		if got := limit(t, c.schema, c.path, c.word); got != c.want {
+			t.Errorf("%s is %d, the CRD's %s %s is %d", c.what, c.want, c.path, c.word, got)
+		}
+	}
+
+	// The dial surface of a service at the cap, owned Service (all host names): it must fit.
+	hosts := len(resolve.Hosts("s", "n", resolve.DefaultMeshDomain))
+	set := portspec.PortSet{Primary: 1}
+	for p := range int32(meshv1alpha1.MaxServicePorts) {
+		set.Ports = append(set.Ports, portspec.Port{Number: 1 + p, Protocol: portspec.TCP})
+	}
+	rows := len(resolve.Surface(set, resolve.Hosts("s", "n", resolve.DefaultMeshDomain)...))
+	if rows > meshv1alpha1.MaxDialSurface {
+		t.Errorf("a service of %d ports has %d dial rows (%d hosts); dialSurface holds %d", meshv1alpha1.MaxServicePorts, rows, hosts, meshv1alpha1.MaxDialSurface)
+	}
+
+	// An endpoint's widest ports spelling: 64 five-digit HTTP2 ports. It must fit whole.
+	var widest []meshv1alpha1.PortProtocol
+	for p := range int32(meshv1alpha1.MaxPorts) {
+		widest = append(widest, meshv1alpha1.PortProtocol{Port: 60000 + p, Protocol: meshv1alpha1.ProtocolHTTP2})
+	}
+	if got := meshv1alpha1.FormatPorts(widest); strings.Contains(got, "more") || len(got) > meshv1alpha1.MaxPortsSummary {
+		t.Errorf("64 ports of one endpoint do not fit its portsSummary whole: %d bytes, %q", len(got), got)
 	}
 }

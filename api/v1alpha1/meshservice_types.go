@@ -97,6 +97,9 @@ const (
 	ServiceConditionPortsConsistent = "PortsConsistent"
 	// ServiceConditionServiceReady is True when the generated Service matches the dial surface.
 	ServiceConditionServiceReady = "ServiceReady"
+	// ServiceConditionPortsComplete is False (TooManyPorts) when the endpoints declare more than
+	// MaxServicePorts distinct ports and some are left out of the status.
+	ServiceConditionPortsComplete = "PortsComplete"
 
 	// ServiceReasonEndpointsReady means at least one endpoint is Healthy.
 	ServiceReasonEndpointsReady = "EndpointsReady"
@@ -115,6 +118,18 @@ const (
 	// ServiceReasonNameConflict means a Service of this name exists that the controller does not own;
 	// it is never modified.
 	ServiceReasonNameConflict = "NameConflict"
+	// ServiceReasonAllPortsListed means every port the endpoints declare is in the status.
+	ServiceReasonAllPortsListed = "AllPortsListed"
+	// ServiceReasonTooManyPorts means the endpoints declare more than MaxServicePorts distinct
+	// ports. The ports declared by the most endpoints are kept (the service's primary first, ties
+	// to the lower number); the others are left out of status.ports, the dial surface, the
+	// generated Service and route evaluation. The message says how many were declared, the cap,
+	// and which were left out.
+	ServiceReasonTooManyPorts = "TooManyPorts"
+	// ServiceReasonStatusInvalid (on Ready=False) means the API server refused the status the
+	// controller derived; the rest of the status is the last one written, and the message carries
+	// the API server's words. It is a safety net: no admitted input should lead to it.
+	ServiceReasonStatusInvalid = "StatusInvalid"
 
 	// PortConditionReady is True when at least one ready endpoint serves the port in its
 	// reported protocol.
@@ -126,8 +141,9 @@ const (
 
 // MeshServiceStatus is everything the controller derives about one service.
 type MeshServiceStatus struct {
-	// ports are the sorted union of the endpoints' ports. Each endpoint declares at most 64; the
-	// union may hold more while a rollout moves ports.
+	// ports are the sorted union of the endpoints' ports. Each endpoint declares at most 64
+	// (MaxPorts); the union holds at most 256 (MaxServicePorts): beyond that the ports declared
+	// by the fewest endpoints are left out and condition PortsComplete is False.
 	// +listType=map
 	// +listMapKey=port
 	// +kubebuilder:validation:MaxItems=256
@@ -135,7 +151,8 @@ type MeshServiceStatus struct {
 	// +optional
 	Ports []ServicePort `json:"ports,omitempty"`
 
-	// portsSummary spells ports for the PORTS column ("8080/HTTP,9000/TCP").
+	// portsSummary spells ports for the PORTS column ("8080/HTTP,9000/TCP"); when they do not
+	// fit it names the first and counts the rest ("8080/HTTP,9000/TCP,… +90 more").
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	PortsSummary string `json:"portsSummary,omitempty"`
@@ -161,7 +178,9 @@ type MeshServiceStatus struct {
 	// +optional
 	DefaultTCPPort *int32 `json:"defaultTCPPort,omitempty"`
 
-	// dialSurface lists every address spelling of the service and what it reaches.
+	// dialSurface lists every address spelling of the service and what it reaches: for each of
+	// its 3 host names, 4 mesh spellings, one row per port and one for every other port; at most
+	// 3 × (256 + 5) = 783 rows.
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=1024
 	// +optional
@@ -190,7 +209,7 @@ type MeshServiceStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Ready, PortsConsistent, ServiceReady.
+	// conditions: Ready, PortsConsistent, ServiceReady, PortsComplete.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -5,7 +5,9 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -148,7 +150,8 @@ func (r *MeshServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 }
 
 // writeStatus stamps the desired status's conditions against the current ones and writes it
-// only when it differs, emitting Events on the flips users must hear about.
+// only when it differs, emitting Events on the flips users must hear about. A status the API
+// server refuses (see refusal) is not dropped in silence: see statusRefused.
 func (r *MeshServiceReconciler) writeStatus(ctx context.Context, ms *meshv1alpha1.MeshService, desired meshv1alpha1.MeshServiceStatus) error {
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	desired.ObservedGeneration = ms.Generation
@@ -165,13 +168,63 @@ func (r *MeshServiceReconciler) writeStatus(ctx context.Context, ms *meshv1alpha
 	if equality.Semantic.DeepEqual(ms.Status, desired) {
 		return nil
 	}
-	before := ms.Status.Conditions
+	last := *ms.Status.DeepCopy()
 	ms.Status = desired
-	if err := r.Status().Update(ctx, ms); err != nil {
-		return err
+	err := r.Status().Update(ctx, ms)
+	switch {
+	case err == nil:
+		r.announce(ms, last.Conditions, desired.Conditions)
+		return nil
+	case !refusal(err):
+		return err // retried: a conflict or a transient failure
 	}
-	r.announce(ms, before, desired.Conditions)
-	return nil
+	return r.statusRefused(ctx, ms, last, now, err)
+}
+
+// refusal reports whether err is the API server refusing the request itself: a 4xx answer that
+// sending the same request again cannot change (Invalid, Forbidden, RequestEntityTooLarge …).
+// A conflict (a newer object), NotFound (none) and TooManyRequests are not, nor are server errors
+// and failures to reach the server: those are retried as they are.
+func refusal(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	code := status.Status().Code
+	return code >= 400 && code < 500 && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && !apierrors.IsTooManyRequests(err)
+}
+
+// statusRefused is the safety net for a derived status the API server refuses (a field over
+// its CRD limit, an admission policy's denial). It counts the refusal, keeps the last status
+// written but for Ready=False StatusInvalid carrying the API server's message (so kubectl get
+// and describe show it), and emits a Warning Event with the message. When the status already
+// says so it writes nothing and emits nothing, so retries do not flood. The refusal is returned:
+// the reconcile is retried with backoff, and any change of the inputs reconciles at once.
+func (r *MeshServiceReconciler) statusRefused(ctx context.Context, ms *meshv1alpha1.MeshService, last meshv1alpha1.MeshServiceStatus,
+	now metav1.Time, refused error) error {
+	refusedStatuses.WithLabelValues(string(apierrors.ReasonForError(refused))).Inc()
+	message := "the API server refused the status derived from this service's endpoints, so the rest of this status is the last " +
+		"one written and may be stale: " + refused.Error()
+	fallback := *last.DeepCopy()
+	fallback.ObservedGeneration = ms.Generation
+	stated := slices.DeleteFunc(slices.Clone(last.Conditions), func(c metav1.Condition) bool { return c.Type == meshv1alpha1.ServiceConditionReady })
+	stated = append([]metav1.Condition{{Type: meshv1alpha1.ServiceConditionReady, Status: metav1.ConditionFalse,
+		Reason: meshv1alpha1.ServiceReasonStatusInvalid, Message: conditions.Truncate(message, conditions.MaxConditionMessage)}}, stated...)
+	fallback.Conditions = conditions.Merge(last.Conditions, stated, ms.Generation, now)
+	if equality.Semantic.DeepEqual(last, fallback) {
+		return fmt.Errorf("writing the status of MeshService %s/%s (already reported): %w", ms.Namespace, ms.Name, refused)
+	}
+	if r.Recorder != nil {
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, meshv1alpha1.ServiceReasonStatusInvalid, "Reconcile", "%s",
+			conditions.Truncate(message, conditions.MaxEventNote))
+	}
+	ms.Status = fallback
+	if err := r.Status().Update(ctx, ms); err != nil {
+		return errors.Join(fmt.Errorf("writing the status of MeshService %s/%s: %w", ms.Namespace, ms.Name, refused),
+			fmt.Errorf("writing the fallback status that says so: %w", err))
+	}
+	return fmt.Errorf("writing the status of MeshService %s/%s (the last status is kept, Ready=False %s): %w",
+		ms.Namespace, ms.Name, meshv1alpha1.ServiceReasonStatusInvalid, refused)
 }
 
 // announce emits an Event for each condition that flipped into (or out of) a problem.
@@ -179,16 +232,18 @@ func (r *MeshServiceReconciler) announce(ms *meshv1alpha1.MeshService, before, a
 	if r.Recorder == nil {
 		return
 	}
-	for _, t := range []string{meshv1alpha1.ServiceConditionPortsConsistent, meshv1alpha1.ServiceConditionServiceReady} {
+	for _, t := range []string{meshv1alpha1.ServiceConditionPortsConsistent, meshv1alpha1.ServiceConditionServiceReady,
+		meshv1alpha1.ServiceConditionPortsComplete} {
 		if !conditions.Flipped(before, after, t) {
 			continue
 		}
 		c := conditions.Find(after, t)
+		note := conditions.Truncate(c.Message, conditions.MaxEventNote)
 		switch {
 		case c.Status == metav1.ConditionFalse:
-			r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, c.Reason, "Reconcile", "%s", c.Message)
+			r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, c.Reason, "Reconcile", "%s", note)
 		case conditions.Find(before, t) != nil:
-			r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, c.Reason, "Reconcile", "%s", c.Message)
+			r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, c.Reason, "Reconcile", "%s", note)
 		}
 	}
 }

@@ -389,9 +389,10 @@ func TestServiceAccountDeletionRemovesTheService(t *testing.T) {
 	})
 }
 
-// expectEvent waits for an Event of the given reason on the MeshService.
-func expectEvent(t *testing.T, ctx context.Context, ns, name, reason string) {
+// expectEvent waits for an Event of the given reason on the MeshService and returns its message.
+func expectEvent(t *testing.T, ctx context.Context, ns, name, reason string) string {
 	t.Helper()
+	var message string
 	testenv.Eventually(t, "Event "+reason, func() error {
 		var events corev1.EventList
 		if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
@@ -399,11 +400,13 @@ func expectEvent(t *testing.T, ctx context.Context, ns, name, reason string) {
 		}
 		for _, e := range events.Items {
 			if e.InvolvedObject.Name == name && e.InvolvedObject.Kind == "MeshService" && e.Reason == reason {
+				message = e.Message
 				return nil
 			}
 		}
 		return fmt.Errorf("no %s Event among %d", reason, len(events.Items))
 	})
+	return message
 }
 
 func waitASecond(t *testing.T) {

@@ -400,3 +400,80 @@ func TestRouteFollowsARetypedPort(t *testing.T) {
 	gwkubernetes.HTTPRouteMustHaveCondition(t, env.Client, timeouts, routeNN, parentNN,
 		metav1.Condition{Type: string(gwapiv1.RouteConditionAccepted), Status: metav1.ConditionTrue, Reason: string(gwapiv1.RouteReasonAccepted)})
 }
+
+// ourEntryGone waits until the route carries no entry of ours.
+func ourEntryGone(t *testing.T, ctx context.Context, o client.Object) {
+	t.Helper()
+	testenv.Eventually(t, o.GetName()+" without an entry of ours", func() error {
+		parents, err := parentsOf(ctx, o)
+		if err != nil {
+			return err
+		}
+		for _, p := range parents {
+			if p.ControllerName == routes.ControllerName {
+				return fmt.Errorf("our entry is still there: %+v", p.Conditions)
+			}
+		}
+		return nil
+	})
+}
+
+// TestRouteParentWithoutService: a route parented to a Service that does not exist gets
+// Accepted=False NoMatchingParent naming it (namespace included when it is another); when a
+// Service of that name appears that is not a mesh Service (another mesh's), our entry goes. A
+// route in one namespace parented to a mesh Service of another is told which one it attached to.
+func TestRouteParentWithoutService(t *testing.T) {
+	ctx := testContext(t)
+	ns := meshPayments(t, ctx)
+	ghost := newRoute(routes.HTTPRoute, ns, "to-ghost", serviceParent("ghost", 0), backend("payments", 8080))
+	elsewhere := serviceParent("payments", 0)
+	elsewhere.Namespace = new(gwapiv1.Namespace("nowhere-" + ns))
+	ghostElsewhere := newRoute(routes.TCPRoute, ns, "to-ghost-elsewhere", elsewhere, backend("payments", 9000))
+	for _, r := range []client.Object{ghost, ghostElsewhere} {
+		if err := env.Client.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := ourCondition(t, ctx, ghost, "Accepted", metav1.ConditionFalse, "NoMatchingParent")
+	if want := fmt.Sprintf("parentRef ghost: Service %s/ghost does not exist, so the route attaches to nothing.", ns); !strings.HasPrefix(c.Message, want) {
+		t.Errorf("message %q, want it to begin %q", c.Message, want)
+	}
+	if c.ObservedGeneration != ghost.GetGeneration() {
+		t.Errorf("observedGeneration %d, want %d", c.ObservedGeneration, ghost.GetGeneration())
+	}
+	ourCondition(t, ctx, ghost, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")
+	c = ourCondition(t, ctx, ghostElsewhere, "Accepted", metav1.ConditionFalse, "NoMatchingParent")
+	if want := fmt.Sprintf("parentRef nowhere-%s/payments: Service nowhere-%s/payments does not exist", ns, ns); !strings.HasPrefix(c.Message, want) {
+		t.Errorf("message %q, want it to begin %q", c.Message, want)
+	}
+
+	// A Service named ghost appears, and it is not a mesh Service: not ours to judge any more.
+	users := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ghost"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	if err := env.Client.Create(ctx, users); err != nil {
+		t.Fatal(err)
+	}
+	ourEntryGone(t, ctx, ghost)
+
+	// A consumer route in another namespace, parented to this namespace's mesh Service.
+	consumerNS := namespaceWithSA(t, ctx, "client")
+	parent := serviceParent("payments", 9000)
+	parent.Namespace = new(gwapiv1.Namespace(ns))
+	to := backend("payments", 8080)
+	to.Namespace = new(gwapiv1.Namespace(ns))
+	consumer := newRoute(routes.HTTPRoute, consumerNS, "consumer", parent, to)
+	if err := env.Client.Create(ctx, consumer); err != nil {
+		t.Fatal(err)
+	}
+	c = ourCondition(t, ctx, consumer, "Accepted", metav1.ConditionFalse, "NoMatchingParent")
+	if want := fmt.Sprintf("parentRef %s/payments:9000 is a raw-TCP port (declared 9000=tcp); an HTTPRoute can only reach HTTP ports of %s/payments", ns, ns); !strings.HasPrefix(c.Message, want) {
+		t.Errorf("message %q, want it to begin %q", c.Message, want)
+	}
+	parents, err := parentsOf(ctx, consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parents) != 1 || parents[0].ParentRef.Namespace == nil || string(*parents[0].ParentRef.Namespace) != ns {
+		t.Errorf("status.parents %+v: want one entry whose parentRef names namespace %s", parents, ns)
+	}
+}

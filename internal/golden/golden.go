@@ -22,6 +22,18 @@ import (
 func Diff(want, got string) string {
 	a := strings.Split(strings.TrimSuffix(want, "\n"), "\n")
 	b := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	// The common head and tail are context, not part of the quadratic table: a golden file of
+	// thousands of lines with one change costs a table of that change's size.
+	head := 0
+	for head < len(a) && head < len(b) && a[head] == b[head] {
+		head++
+	}
+	tail := 0
+	for tail < len(a)-head && tail < len(b)-head && a[len(a)-1-tail] == b[len(b)-1-tail] {
+		tail++
+	}
+	common, after := a[:head], a[len(a)-tail:]
+	a, b = a[head:len(a)-tail], b[head:len(b)-tail]
 	// lcs[i][j] is the length of the longest common subsequence of a[i:] and b[j:].
 	lcs := make([][]int, len(a)+1)
 	for i := range lcs {
@@ -41,6 +53,9 @@ func Diff(want, got string) string {
 		text string
 	}
 	var lines []line
+	for _, l := range common {
+		lines = append(lines, line{' ', l})
+	}
 	i, j := 0, 0
 	for i < len(a) || j < len(b) {
 		switch {
@@ -54,6 +69,9 @@ func Diff(want, got string) string {
 			lines = append(lines, line{'+', b[j]})
 			j++
 		}
+	}
+	for _, l := range after {
+		lines = append(lines, line{' ', l})
 	}
 	const context = 2
 	var sb strings.Builder

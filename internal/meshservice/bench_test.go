@@ -12,9 +12,10 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
 )
 
-// BenchmarkTranslate: a small service (the mixed golden case: 3 endpoints, 3 ports) and a large
+// BenchmarkTranslate: a small service (the mixed golden case: 3 endpoints, 3 ports), a large
 // one (500 endpoints of 3 ports each, mid-rollout: a fifth of them retype port 9000, a tenth not
-// ready, creation times spread over a day).
+// ready, creation times spread over a day), and a wide one (the ports-over-cap golden case: 5
+// endpoints of 64 distinct ports, 320 ports cut to 256).
 func BenchmarkTranslate(b *testing.B) {
 	small := readInput(b, "mixed")
 
@@ -38,7 +39,7 @@ func BenchmarkTranslate(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		in   meshservice.Input
-	}{{"3 endpoints", small}, {"500 endpoints", large}} {
+	}{{"3 endpoints", small}, {"500 endpoints", large}, {"320 ports", readInput(b, "ports-over-cap")}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

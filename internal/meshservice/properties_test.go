@@ -130,7 +130,7 @@ func TestOrderIndependence(t *testing.T) {
 	}
 	var cases []tc
 	for _, name := range []string{"pure-http", "mixed", "rollout-conflict", "conflict-tie-newer-wins",
-		"no-ready-endpoints", "primary-vote", "primary-vote-tie"} {
+		"no-ready-endpoints", "primary-vote", "primary-vote-tie", "ports-over-cap"} {
 		cases = append(cases, tc{name, readInput(t, name)})
 	}
 	// Every tie-breaker down to the last: equal ready counts and equal creation times, so the

@@ -16,6 +16,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
@@ -87,7 +88,7 @@ func Translate(in Input) (Output, error) {
 	}
 	st.EndpointsSummary = fmt.Sprintf("%d/%d", st.Endpoints.Ready, st.Endpoints.Total)
 
-	var conflicts []string
+	var leftOut []int32
 	if len(endpoints) == 0 {
 		st.PrimaryPort = in.LastStatus.PrimaryPort
 		for _, p := range in.LastStatus.Ports {
@@ -101,7 +102,7 @@ func Translate(in Input) (Output, error) {
 		}
 	} else {
 		st.PrimaryPort = primaryOf(endpoints)
-		st.Ports, conflicts = mergePorts(endpoints)
+		st.Ports, leftOut = capPorts(mergePorts(endpoints), st.PrimaryPort, endpoints)
 	}
 
 	set := portSetOf(st.PrimaryPort, st.Ports)
@@ -122,8 +123,10 @@ func Translate(in Input) (Output, error) {
 		hosts = hosts[:1]
 	}
 	for _, d := range resolve.Surface(set, hosts...) {
+		// A reason may list every port (the 421 advice of a service without HTTP ports): cut it to
+		// the field's limit.
 		dial := meshv1alpha1.Dial{Address: d.Address, Protocol: meshv1alpha1.Protocol(d.Protocol),
-			Outcome: meshv1alpha1.DialOutcome(d.Outcome), Reason: d.Reason}
+			Outcome: meshv1alpha1.DialOutcome(d.Outcome), Reason: conditions.Truncate(d.Reason, meshv1alpha1.MaxDialReason)}
 		if d.Port != 0 {
 			dial.Port = &d.Port
 		}
@@ -132,8 +135,9 @@ func Translate(in Input) (Output, error) {
 
 	st.Conditions = []metav1.Condition{
 		readyCondition(st),
-		portsConsistentCondition(conflicts),
+		portsConsistentCondition(st.Ports),
 		serviceReadyCondition(in),
+		portsCompleteCondition(len(st.Ports)+len(leftOut), leftOut),
 	}
 
 	out := Output{Status: st}
@@ -188,8 +192,8 @@ func primaryOf(endpoints []meshv1alpha1.MeshEndpoint) int32 {
 // mergePorts is the sorted union of the endpoints' ports. Every (port, protocol) pair keeps its
 // own membership; a port's reported protocol is the pair with the most ready endpoints, ties to
 // the newer declaration, then to the protocol's name (so the result never depends on order).
-// conflicts describes each port whose endpoints disagree.
-func mergePorts(endpoints []meshv1alpha1.MeshEndpoint) (ports []meshv1alpha1.ServicePort, conflicts []string) {
+// A port whose endpoints disagree carries ProtocolConsistent=False naming the counts.
+func mergePorts(endpoints []meshv1alpha1.MeshEndpoint) (ports []meshv1alpha1.ServicePort) {
 	pairs := map[int32]map[meshv1alpha1.Protocol]*pair{}
 	for _, ep := range endpoints {
 		for _, p := range ep.Spec.Ports {
@@ -237,13 +241,47 @@ func mergePorts(endpoints []meshv1alpha1.MeshEndpoint) (ports []meshv1alpha1.Ser
 			sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionProtocolConsistent, true, meshv1alpha1.ServiceReasonPortsAgree,
 				fmt.Sprintf("every endpoint declares port %d as %s", n, won.protocol)))
 		} else {
-			msg := conflictMessage(n, candidates)
-			conflicts = append(conflicts, msg)
-			sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionProtocolConsistent, false, meshv1alpha1.ServiceReasonProtocolConflict, msg))
+			sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionProtocolConsistent, false,
+				meshv1alpha1.ServiceReasonProtocolConflict, conflictMessage(n, candidates)))
 		}
 		ports = append(ports, sp)
 	}
-	return ports, conflicts
+	return ports
+}
+
+// capPorts keeps at most MaxServicePorts of the sorted ports: the service's primary, then those
+// declared by the most endpoints (whatever the protocol), ties to the lower port. Each count is
+// a fact of the whole set of endpoints, so the choice never depends on their order. It returns
+// the kept ports, sorted, and the numbers of those left out, sorted.
+func capPorts(ports []meshv1alpha1.ServicePort, primary int32, endpoints []meshv1alpha1.MeshEndpoint) (kept []meshv1alpha1.ServicePort, leftOut []int32) {
+	if len(ports) <= meshv1alpha1.MaxServicePorts {
+		return ports, nil
+	}
+	declaredBy := map[int32]int{}
+	for _, ep := range endpoints {
+		for _, p := range ep.Spec.Ports {
+			declaredBy[p.Port]++
+		}
+	}
+	ranked := slices.Clone(ports)
+	slices.SortFunc(ranked, func(a, b meshv1alpha1.ServicePort) int {
+		return cmp.Or(-cmp.Compare(boolRank(a.Port == primary), boolRank(b.Port == primary)),
+			-cmp.Compare(declaredBy[a.Port], declaredBy[b.Port]), cmp.Compare(a.Port, b.Port))
+	})
+	kept = ranked[:meshv1alpha1.MaxServicePorts]
+	slices.SortFunc(kept, func(a, b meshv1alpha1.ServicePort) int { return cmp.Compare(a.Port, b.Port) })
+	for _, p := range ranked[meshv1alpha1.MaxServicePorts:] {
+		leftOut = append(leftOut, p.Port)
+	}
+	slices.Sort(leftOut)
+	return kept, leftOut
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // conflictMessage names the port, how many endpoints (and how many ready) declare each protocol,
@@ -270,12 +308,13 @@ func portSetOf(primary int32, ports []meshv1alpha1.ServicePort) portspec.PortSet
 	return set
 }
 
+// portCondition is a condition without timestamps, its message cut to the field's limit.
 func portCondition(t string, ok bool, reason, message string) metav1.Condition {
 	status := metav1.ConditionFalse
 	if ok {
 		status = metav1.ConditionTrue
 	}
-	return metav1.Condition{Type: t, Status: status, Reason: reason, Message: message}
+	return metav1.Condition{Type: t, Status: status, Reason: reason, Message: conditions.Truncate(message, conditions.MaxConditionMessage)}
 }
 
 func readyCondition(st meshv1alpha1.MeshServiceStatus) metav1.Condition {
@@ -292,7 +331,15 @@ func readyCondition(st meshv1alpha1.MeshServiceStatus) metav1.Condition {
 		fmt.Sprintf("%d of %d endpoints are ready", st.Endpoints.Ready, st.Endpoints.Total))
 }
 
-func portsConsistentCondition(conflicts []string) metav1.Condition {
+// portsConsistentCondition joins the conflicts of the listed ports (those left out are not
+// reported: they are nowhere in the status).
+func portsConsistentCondition(ports []meshv1alpha1.ServicePort) metav1.Condition {
+	var conflicts []string
+	for _, p := range ports {
+		if c := conditions.Find(p.Conditions, meshv1alpha1.PortConditionProtocolConsistent); c != nil && c.Status == metav1.ConditionFalse {
+			conflicts = append(conflicts, c.Message)
+		}
+	}
 	if len(conflicts) == 0 {
 		return portCondition(meshv1alpha1.ServiceConditionPortsConsistent, true, meshv1alpha1.ServiceReasonPortsAgree,
 			"every endpoint declares each port with the same protocol")
@@ -310,6 +357,31 @@ func serviceReadyCondition(in Input) metav1.Condition {
 	}
 	return portCondition(meshv1alpha1.ServiceConditionServiceReady, true, meshv1alpha1.ServiceReasonServiceApplied,
 		fmt.Sprintf("Service %s/%s carries the dial surface", in.Namespace, in.Name))
+}
+
+// maxLeftOutNamed bounds how many left-out ports the PortsComplete message names one by one.
+const maxLeftOutNamed = 32
+
+// portsCompleteCondition says whether every declared port is listed; when some are left out it
+// names how many were declared, the cap, the rule that chose, and the first left-out ports.
+func portsCompleteCondition(declared int, leftOut []int32) metav1.Condition {
+	if len(leftOut) == 0 {
+		return portCondition(meshv1alpha1.ServiceConditionPortsComplete, true, meshv1alpha1.ServiceReasonAllPortsListed,
+			fmt.Sprintf("all %d declared ports are listed (at most %d)", declared, meshv1alpha1.MaxServicePorts))
+	}
+	named := make([]string, 0, maxLeftOutNamed)
+	for _, p := range leftOut[:min(len(leftOut), maxLeftOutNamed)] {
+		named = append(named, fmt.Sprint(p))
+	}
+	list := strings.Join(named, ", ")
+	if more := len(leftOut) - len(named); more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	return portCondition(meshv1alpha1.ServiceConditionPortsComplete, false, meshv1alpha1.ServiceReasonTooManyPorts,
+		fmt.Sprintf("the endpoints declare %d distinct ports; a service lists at most %d: the %d declared by the most endpoints "+
+			"are kept (the primary first, ties to the lower port). Left out of the status, the dial surface and the generated "+
+			"Service, so nothing reaches them through the service (%d): %s. Declare fewer ports, or split the workloads "+
+			"across ServiceAccounts", declared, meshv1alpha1.MaxServicePorts, meshv1alpha1.MaxServicePorts, len(leftOut), list))
 }
 
 func orNone(s string) string {

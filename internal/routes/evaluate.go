@@ -13,6 +13,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/conditions"
 )
 
 // serviceKind is the kind of the only parents and backends the mesh answers for: core Services.
@@ -58,33 +59,56 @@ type Input struct {
 	ReferenceGrants []gwapiv1.ReferenceGrant `json:"referenceGrants,omitempty"`
 }
 
-// Evaluate returns this controller's status.parents entries for the route: one per parentRef
-// that is a mesh Service (a core Service with a MeshService of the same name), in parentRef
-// order, conditions without timestamps. Parents that are not mesh Services get nothing.
+// Evaluate returns this controller's status.parents entries for the route, in parentRef order,
+// conditions without timestamps: one per parentRef that is a core Service (in the route's
+// namespace unless given) and either
+//   - a mesh Service (a MeshService of that name exists): Accepted as accepted() decides; or
+//   - no Service at all: Accepted=False, NoMatchingParent. GAMMA has no class on a Service to
+//     say which mesh answers for it; a Service that exists but is not a mesh Service is whatever
+//     mesh's serves it (another mesh may rightly own its routes), so it gets nothing from us. A
+//     Service that does not exist can be claimed by no mesh that attaches to existing Services,
+//     while this mesh creates the Service of every ServiceAccount whose pods join: the parent
+//     is one only this mesh could bring into being, so it is ours to say it matches nothing.
+//     When such a Service appears and is not a mesh Service, the entry goes (MergeParents drops
+//     entries of ours the evaluation no longer produces).
+//
+// Gateways and other kinds get nothing.
 func Evaluate(in Input) []gwapiv1.RouteParentStatus {
 	resolved := resolvedRefs(in)
 	var out []gwapiv1.RouteParentStatus
 	for _, ref := range in.Route.ParentRefs {
-		ms := in.parentMeshService(ref)
-		if ms == nil {
-			continue
+		if ref.Group == nil || *ref.Group != "" || ref.Kind == nil || *ref.Kind != serviceKind {
+			continue // Gateway API defaults a parentRef to a Gateway
+		}
+		ns, name := namespaceOr(ref.Namespace, in.Route.Namespace), string(ref.Name)
+		var acc metav1.Condition
+		switch ms := in.meshService(ns, name); {
+		case ms != nil:
+			acc = in.accepted(ref, ms)
+		case !slices.Contains(in.Services, ns+"/"+name):
+			acc = condition(gwapiv1.RouteConditionAccepted, false, gwapiv1.RouteReasonNoMatchingParent, fmt.Sprintf(
+				"parentRef %s: Service %s/%s does not exist, so the route attaches to nothing. The mesh creates the Service of "+
+					"each ServiceAccount whose pods join it, named like the ServiceAccount: check the parentRef's name and namespace",
+				in.label(ns, name), ns, name))
+		default:
+			continue // a Service that is not a mesh Service: not ours to judge
 		}
 		out = append(out, gwapiv1.RouteParentStatus{
 			ParentRef:      ref,
 			ControllerName: ControllerName,
-			Conditions:     []metav1.Condition{accepted(in.Route.Kind, ref, ms), resolved},
+			Conditions:     []metav1.Condition{acc, resolved},
 		})
 	}
 	return out
 }
 
-// parentMeshService returns the MeshService of ref when ref is a parent this controller answers
-// for: a core Service (in the route's namespace unless given) that has a MeshService.
-func (in Input) parentMeshService(ref gwapiv1.ParentReference) *meshv1alpha1.MeshService {
-	if ref.Group == nil || *ref.Group != "" || ref.Kind == nil || *ref.Kind != serviceKind {
-		return nil // Gateway API defaults a parentRef to a Gateway
+// label names a Service as the route's messages spell it: its name in the route's namespace,
+// namespace/name in another (so a cross-namespace parent or backend is never ambiguous).
+func (in Input) label(namespace, name string) string {
+	if namespace == in.Route.Namespace {
+		return name
 	}
-	return in.meshService(namespaceOr(ref.Namespace, in.Route.Namespace), string(ref.Name))
+	return namespace + "/" + name
 }
 
 func (in Input) meshService(namespace, name string) *meshv1alpha1.MeshService {
@@ -115,32 +139,35 @@ func carries(k Kind, p meshv1alpha1.Protocol) bool {
 	}
 }
 
+// condition is a route condition without timestamps, its message cut to the field's limit (a
+// route of many rules and backends, each naming a service's ports, can exceed it).
 func condition(t gwapiv1.RouteConditionType, ok bool, reason gwapiv1.RouteConditionReason, msg string) metav1.Condition {
 	status := metav1.ConditionFalse
 	if ok {
 		status = metav1.ConditionTrue
 	}
-	return metav1.Condition{Type: string(t), Status: status, Reason: string(reason), Message: msg}
+	return metav1.Condition{Type: string(t), Status: status, Reason: string(reason), Message: conditions.Truncate(msg, conditions.MaxConditionMessage)}
 }
 
 // accepted is the Accepted condition for one mesh-Service parent.
-func accepted(k Kind, ref gwapiv1.ParentReference, ms *meshv1alpha1.MeshService) metav1.Condition {
+func (in Input) accepted(ref gwapiv1.ParentReference, ms *meshv1alpha1.MeshService) metav1.Condition {
+	k, who := in.Route.Kind, in.label(ms.Namespace, ms.Name)
 	if ref.Port == nil {
 		return condition(gwapiv1.RouteConditionAccepted, true, gwapiv1.RouteReasonAccepted,
-			fmt.Sprintf("attached to mesh service %s", ms.Name))
+			fmt.Sprintf("attached to mesh service %s", who))
 	}
 	port := *ref.Port
 	p, declared := declaredProtocol(ms, port)
 	switch {
 	case !declared:
 		return condition(gwapiv1.RouteConditionAccepted, false, gwapiv1.RouteReasonNoMatchingParent,
-			fmt.Sprintf("parentRef %s:%d: mesh service %s does not declare port %d (it serves %s)", ms.Name, port, ms.Name, port, portList(ms.Status.Ports, nil)))
+			fmt.Sprintf("parentRef %s:%d: mesh service %s does not declare port %d (it serves %s)", who, port, who, port, portList(ms.Status.Ports, nil)))
 	case !carries(k, p):
 		return condition(gwapiv1.RouteConditionAccepted, false, gwapiv1.RouteReasonNoMatchingParent,
-			fmt.Sprintf("parentRef %s:%d is %s (declared %s); %s", ms.Name, port, describe(p), spelling(port, p), canReach(k, p, ms)))
+			fmt.Sprintf("parentRef %s:%d is %s (declared %s); %s", who, port, describe(p), spelling(port, p), canReach(k, p, who, ms)))
 	}
 	return condition(gwapiv1.RouteConditionAccepted, true, gwapiv1.RouteReasonAccepted,
-		fmt.Sprintf("attached to port %d (%s) of mesh service %s", port, p, ms.Name))
+		fmt.Sprintf("attached to port %d (%s) of mesh service %s", port, p, who))
 }
 
 func declaredProtocol(ms *meshv1alpha1.MeshService, port int32) (meshv1alpha1.Protocol, bool) {
@@ -201,8 +228,9 @@ func (in Input) checkBackend(rule string, ref gwapiv1.BackendObjectReference) (g
 	}
 	ns := namespaceOr(ref.Namespace, in.Route.Namespace)
 	name := string(ref.Name)
+	who := in.label(ns, name)
 	if group != "" || kind != serviceKind {
-		return gwapiv1.RouteReasonInvalidKind, fmt.Sprintf("%s: backendRef %s is a %s; the mesh routes only to core Services", rule, name, groupKind(group, kind))
+		return gwapiv1.RouteReasonInvalidKind, fmt.Sprintf("%s: backendRef %s is a %s; the mesh routes only to core Services", rule, who, groupKind(group, kind))
 	}
 	if ns != in.Route.Namespace && !in.granted(ns, name) {
 		return gwapiv1.RouteReasonRefNotPermitted, fmt.Sprintf(
@@ -210,24 +238,24 @@ func (in Input) checkBackend(rule string, ref gwapiv1.BackendObjectReference) (g
 			rule, ns, name, ns, in.Route.Kind, in.Route.Namespace)
 	}
 	if !slices.Contains(in.Services, ns+"/"+name) {
-		return gwapiv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: backendRef %s: Service %s/%s not found", rule, name, ns, name)
+		return gwapiv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: backendRef %s: Service %s/%s not found", rule, who, ns, name)
 	}
 	ms := in.meshService(ns, name)
 	if ms == nil {
-		return gwapiv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: backendRef %s: Service %s/%s is not a mesh service (it has no MeshService)", rule, name, ns, name)
+		return gwapiv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: backendRef %s: Service %s/%s is not a mesh service (it has no MeshService)", rule, who, ns, name)
 	}
 	if ref.Port == nil {
-		return gwapiv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: backendRef %s names no port; the mesh service serves %s", rule, name, portList(ms.Status.Ports, nil))
+		return gwapiv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: backendRef %s names no port; the mesh service serves %s", rule, who, portList(ms.Status.Ports, nil))
 	}
 	port := *ref.Port
 	p, declared := declaredProtocol(ms, port)
 	if !declared {
 		return gwapiv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: backendRef %s:%d: port %d is not declared by %s (it serves %s)",
-			rule, name, port, port, name, portList(ms.Status.Ports, nil))
+			rule, who, port, port, who, portList(ms.Status.Ports, nil))
 	}
 	if !carries(in.Route.Kind, p) {
 		return gwapiv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("%s: backendRef %s:%d is %s (declared %s); %s",
-			rule, name, port, describe(p), spelling(port, p), canReach(in.Route.Kind, p, ms))
+			rule, who, port, describe(p), spelling(port, p), canReach(in.Route.Kind, p, who, ms))
 	}
 	return "", ""
 }
@@ -275,9 +303,9 @@ func spelling(port int32, p meshv1alpha1.Protocol) string {
 	return strconv.Itoa(int(port)) + "=" + suffix
 }
 
-// canReach says which ports of ms a route of kind k can reach, and what to do instead for a
-// port of protocol p.
-func canReach(k Kind, p meshv1alpha1.Protocol, ms *meshv1alpha1.MeshService) string {
+// canReach says which ports of ms (named who) a route of kind k can reach, and what to do
+// instead for a port of protocol p.
+func canReach(k Kind, p meshv1alpha1.Protocol, who string, ms *meshv1alpha1.MeshService) string {
 	ok := portList(ms.Status.Ports, func(q meshv1alpha1.Protocol) bool { return carries(k, q) })
 	class := map[Kind]string{HTTPRoute: "HTTP", GRPCRoute: "HTTP/2"}[k]
 	if class == "" {
@@ -295,9 +323,9 @@ func canReach(k Kind, p meshv1alpha1.Protocol, ms *meshv1alpha1.MeshService) str
 		instead = "use an HTTPRoute"
 	}
 	if ok == "no ports" {
-		return fmt.Sprintf("a%s %s can only reach %s ports, and %s has none: %s.", article(k), k, class, ms.Name, instead)
+		return fmt.Sprintf("a%s %s can only reach %s ports, and %s has none: %s.", article(k), k, class, who, instead)
 	}
-	return fmt.Sprintf("a%s %s can only reach %s ports of %s (%s). Point it at one of those, or %s.", article(k), k, class, ms.Name, ok, instead)
+	return fmt.Sprintf("a%s %s can only reach %s ports of %s (%s). Point it at one of those, or %s.", article(k), k, class, who, ok, instead)
 }
 
 func article(k Kind) string {

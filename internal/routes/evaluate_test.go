@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/golden"
 	"github.com/aether-mesh/aether-operator/internal/routes"
 )
@@ -93,6 +94,88 @@ func TestEvaluateKindProtocolMatrix(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestEvaluateParentOwnership states on its own which Service parents get an entry of ours (so a
+// golden file rewritten with -update cannot quietly change it): a mesh Service, and a Service
+// that does not exist (NoMatchingParent); not a Service that exists without a MeshService, which
+// another mesh may own. Messages name a parent in another namespace with its namespace.
+func TestEvaluateParentOwnership(t *testing.T) {
+	for name, tc := range map[string]struct {
+		routeNS, parentNS, parent string
+		port                      int32
+		want                      string // "" for no entry, else "<reason>: <message substring>"
+	}{
+		"mesh Service":                         {"shop", "", "payments", 0, "Accepted: attached to mesh service payments"},
+		"mesh Service, namespace spelt out":    {"shop", "shop", "payments", 0, "Accepted: attached to mesh service payments"},
+		"mesh Service of another namespace":    {"other", "shop", "payments", 0, "Accepted: attached to mesh service shop/payments"},
+		"port of a mesh Service elsewhere":     {"other", "shop", "payments", 8080, "Accepted: attached to port 8080 (HTTP) of mesh service shop/payments"},
+		"TCP port of a mesh Service elsewhere": {"other", "shop", "payments", 9000, "NoMatchingParent: parentRef shop/payments:9000 is a raw-TCP port"},
+		"undeclared port elsewhere":            {"other", "shop", "payments", 7777, "NoMatchingParent: parentRef shop/payments:7777: mesh service shop/payments does not declare port 7777"},
+		"Service without MeshService":          {"shop", "", "legacy", 0, ""},
+		"Service without MeshService, port":    {"shop", "", "legacy", 80, ""},
+		"no Service":                           {"shop", "", "ghost", 0, "NoMatchingParent: parentRef ghost: Service shop/ghost does not exist"},
+		"no Service, port":                     {"shop", "", "ghost", 80, "NoMatchingParent: parentRef ghost: Service shop/ghost does not exist"},
+		"no Service in another namespace":      {"shop", "elsewhere", "payments", 0, "NoMatchingParent: parentRef elsewhere/payments: Service elsewhere/payments does not exist"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := matrixInput(routes.HTTPRoute, 8080)
+			in.Route.Namespace = tc.routeNS
+			ref := &in.Route.ParentRefs[0]
+			ref.Name = gwapiv1.ObjectName(tc.parent)
+			if tc.parentNS != "" {
+				ref.Namespace = new(gwapiv1.Namespace(tc.parentNS))
+			}
+			if tc.port != 0 {
+				ref.Port = new(tc.port)
+			}
+			out := routes.Evaluate(in)
+			if tc.want == "" {
+				if len(out) != 0 {
+					t.Fatalf("got %d entries for a Service another mesh may own: %+v", len(out), out)
+				}
+				return
+			}
+			if len(out) != 1 {
+				t.Fatalf("got %d entries, want 1", len(out))
+			}
+			acc := findCondition(out[0].Conditions, string(gwapiv1.RouteConditionAccepted))
+			if got := acc.Reason + ": " + acc.Message; !strings.HasPrefix(got, tc.want) {
+				t.Errorf("Accepted = %s\nwant it to begin %q", got, tc.want)
+			}
+			if !reflect.DeepEqual(out[0].ParentRef, *ref) {
+				t.Errorf("parentRef %+v, want the spec's %+v", out[0].ParentRef, *ref)
+			}
+		})
+	}
+}
+
+// TestEvaluateMessagesFit: a route of 16 rules of 16 backends, each to an undeclared port of a
+// service of 256 ports, names every problem yet stays within a condition message's limit.
+func TestEvaluateMessagesFit(t *testing.T) {
+	in := matrixInput(routes.HTTPRoute, 7777)
+	ms := &in.MeshServices[0]
+	ms.Status.Ports = nil
+	for p := range int32(meshv1alpha1.MaxServicePorts) {
+		ms.Status.Ports = append(ms.Status.Ports, meshv1alpha1.ServicePort{Port: 10000 + p, Protocol: meshv1alpha1.ProtocolHTTP2})
+	}
+	rule := in.Route.Rules[0]
+	for range 15 {
+		rule.BackendRefs = append(rule.BackendRefs, rule.BackendRefs[0])
+	}
+	in.Route.Rules = nil
+	for range 16 {
+		in.Route.Rules = append(in.Route.Rules, rule)
+	}
+	out := routes.Evaluate(in)
+	if len(out) != 1 {
+		t.Fatalf("got %d entries, want 1", len(out))
+	}
+	rr := findCondition(out[0].Conditions, string(gwapiv1.RouteConditionResolvedRefs))
+	if rr == nil || rr.Reason != string(gwapiv1.RouteReasonBackendNotFound) || len(rr.Message) > conditions.MaxConditionMessage ||
+		!strings.HasPrefix(rr.Message, "rule 0: backendRef payments:7777: port 7777 is not declared") || !strings.HasSuffix(rr.Message, " bytes cut)") {
+		t.Errorf("ResolvedRefs %v (%d bytes), want BackendNotFound cut to %d bytes", rr, len(rr.Message), conditions.MaxConditionMessage)
 	}
 }
 
@@ -200,9 +283,9 @@ func checkInput(t testing.TB, in routes.Input) {
 }
 
 // checkOutput holds for every output, whatever the golden file says: entries only for parentRefs
-// that are core Services with a MeshService, in parentRef order, each with this controller's
-// name and exactly Accepted then ResolvedRefs, without timestamps or generation, with a reason
-// Gateway API defines for that condition.
+// that are core Services with a MeshService or with no Service at all, in parentRef order, each
+// with this controller's name and exactly Accepted then ResolvedRefs, without timestamps or
+// generation, with a reason Gateway API defines for that condition.
 func checkOutput(t testing.TB, in routes.Input, out []gwapiv1.RouteParentStatus) {
 	t.Helper()
 	var wantRefs []gwapiv1.ParentReference
@@ -216,12 +299,12 @@ func checkOutput(t testing.TB, in routes.Input, out []gwapiv1.RouteParentStatus)
 		}
 		if slices.ContainsFunc(in.MeshServices, func(ms meshv1alpha1.MeshService) bool {
 			return ms.Namespace == ns && ms.Name == string(ref.Name)
-		}) {
+		}) || !slices.Contains(in.Services, ns+"/"+string(ref.Name)) {
 			wantRefs = append(wantRefs, ref)
 		}
 	}
 	if len(out) != len(wantRefs) {
-		t.Fatalf("got %d entries, want %d (one per mesh-Service parentRef)", len(out), len(wantRefs))
+		t.Fatalf("got %d entries, want %d (one per parentRef that is a mesh Service or no Service)", len(out), len(wantRefs))
 	}
 	acceptedReasons := []string{string(gwapiv1.RouteReasonAccepted), string(gwapiv1.RouteReasonNoMatchingParent)}
 	resolvedReasons := []string{
