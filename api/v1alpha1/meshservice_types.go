@@ -115,6 +115,10 @@ const (
 	// ServiceReasonNameConflict means a Service of this name exists that the controller does not own;
 	// it is never modified.
 	ServiceReasonNameConflict = "NameConflict"
+	// ServiceReasonServiceWriteFailed means the API server refused to create or update the
+	// generated Service; the message carries its answer. The rest of the status is still written,
+	// and the controller keeps retrying.
+	ServiceReasonServiceWriteFailed = "ServiceWriteFailed"
 
 	// PortConditionReady is True when at least one ready endpoint serves the port in its
 	// reported protocol.
