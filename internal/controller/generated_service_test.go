@@ -40,22 +40,35 @@ func getService(ctx context.Context, ns, name string) (*corev1.Service, error) {
 	return svc, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc)
 }
 
-// tenant is a client for a namespace admin of ns (the built-in admin ClusterRole, bound in ns):
-// the hostile tenant of the issue, who may edit any Service of its namespace.
+// tenant is a client for a namespace admin of ns: the hostile tenant of the issue, who may do
+// anything to the Services of its namespace. (The built-in admin ClusterRole would say the same,
+// but its rules are filled in by kube-controller-manager's aggregation controller, which this
+// API server runs without: the Role grants what admin grants on Services.)
 func tenant(t *testing.T, ctx context.Context, ns string) client.Client {
 	t.Helper()
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-admin"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}}},
+	}
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-admin"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "tenant"}},
 	}
-	if err := env.Client.Create(ctx, binding); err != nil {
-		t.Fatal(err)
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c, err := env.ClientAs("tenant", []string{"system:authenticated"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The authorizer sees the binding through its own cache.
+	testenv.Eventually(t, "the tenant's binding in effect", func() error {
+		return c.List(ctx, &corev1.ServiceList{}, client.InNamespace(ns))
+	})
 	return c
 }
 
