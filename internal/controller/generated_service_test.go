@@ -609,9 +609,10 @@ func reconcileErrors(t *testing.T) float64 {
 
 // TestRacesRequeueQuietly provokes the races every controller meets — the MeshService updated
 // by another writer between the controller's read and its status write (Conflict), the Service
-// deleted under it (NotFound), a Service created again before the cache saw it
-// (AlreadyExists) — and checks they are requeued quietly (counted, logged at debug), never
-// reconcile errors, and that the service converges.
+// deleted under it (NotFound; and, as the cache catches up, AlreadyExists on its re-creation) —
+// and checks they are requeued quietly (counted, logged at debug), never reconcile errors, and
+// that the service converges. Which races a run meets depends on timing; that some were met is
+// checked, so the test cannot pass without provoking any.
 func TestRacesRequeueQuietly(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespaceWithSA(t, ctx, "racy")
