@@ -130,6 +130,10 @@ const (
 	// controller derived; the rest of the status is the last one written, and the message carries
 	// the API server's words. It is a safety net: no admitted input should lead to it.
 	ServiceReasonStatusInvalid = "StatusInvalid"
+	// ServiceReasonServiceWriteFailed means the API server refused to create or update the
+	// generated Service; the message carries its answer. The rest of the status is still written,
+	// and the controller keeps retrying.
+	ServiceReasonServiceWriteFailed = "ServiceWriteFailed"
 
 	// PortConditionReady is True when at least one ready endpoint serves the port in its
 	// reported protocol.

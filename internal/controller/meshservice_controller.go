@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -74,10 +73,21 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile gathers one service's inputs, translates them and writes what differs.
+// Reconcile gathers one service's inputs, translates them and writes what differs. The races
+// every controller meets — an update that lost to another writer (Conflict), an object deleted
+// mid-reconcile (NotFound), a create the cache had not yet seen (AlreadyExists) — are requeued
+// quietly: they are not errors, and the next reconcile reads the newer state.
 func (r *MeshServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
+	result, err := r.reconcile(ctx, req)
+	if race, ok := expectedRace(err); ok {
+		log.FromContext(ctx).V(1).Info("Requeueing after a race with another writer", "race", race, "detail", err.Error())
+		racesRequeued.WithLabelValues("meshservice", race).Inc()
+		return ctrl.Result{RequeueAfter: raceRequeueAfter}, nil
+	}
+	return result, err
+}
 
+func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ms := &meshv1alpha1.MeshService{}
 	if err := r.Get(ctx, req.NamespacedName, ms); apierrors.IsNotFound(err) {
 		ms = nil
@@ -91,40 +101,22 @@ func (r *MeshServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 
-	// The ServiceAccount this MeshService was owned by is gone: remove the MeshService and its
-	// Service, as the garbage collector would (and explicitly, where none runs).
-	if ms != nil && ownerSAGone(ms, sa) {
-		logger.Info("ServiceAccount deleted: removing its MeshService and Service")
-		return ctrl.Result{}, r.remove(ctx, ms)
-	}
-
 	var endpoints meshv1alpha1.MeshEndpointList
 	if err := r.List(ctx, &endpoints, client.InNamespace(req.Namespace), client.MatchingFields{EndpointServiceIndex: req.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	if ms == nil {
-		if len(endpoints.Items) == 0 {
-			return ctrl.Result{}, nil
-		}
-		ms = &meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}
-		setSAOwner(ms, sa)
-		if err := r.Create(ctx, ms); err != nil {
-			return ctrl.Result{}, err
-		}
-		logger.Info("Created MeshService", "endpoints", len(endpoints.Items))
-	} else if sa != nil && !hasOwner(ms, sa.UID) {
-		patch := client.MergeFrom(ms.DeepCopy())
-		setSAOwner(ms, sa)
-		if err := r.Patch(ctx, ms, patch); err != nil {
-			return ctrl.Result{}, err
-		}
+	ms, err := r.lifecycle(ctx, req.NamespacedName, ms, sa, len(endpoints.Items))
+	if err != nil || ms == nil {
+		return ctrl.Result{}, err
 	}
 
-	svc := &corev1.Service{}
+	live := &corev1.Service{}
 	facts := meshservice.ServiceFacts{}
-	if err := r.Get(ctx, req.NamespacedName, svc); err == nil {
-		facts = meshservice.ServiceFacts{Exists: true, Owned: hasOwner(svc, ms.UID), ClusterIP: svc.Spec.ClusterIP}
-	} else if !apierrors.IsNotFound(err) {
+	if err := r.Get(ctx, req.NamespacedName, live); err == nil {
+		facts = meshservice.ServiceFacts{Exists: true, Owned: meshservice.IsGenerated(live, ms.UID, FieldManager), ClusterIP: live.Spec.ClusterIP}
+	} else if apierrors.IsNotFound(err) {
+		live = nil
+	} else {
 		return ctrl.Result{}, err
 	}
 
@@ -136,14 +128,15 @@ func (r *MeshServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 
-	if out.Service != nil && (!facts.Exists || !serviceConverged(svc, out.Service)) {
-		if err := r.Apply(ctx, out.Service, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-			return ctrl.Result{}, fmt.Errorf("applying Service %s: %w", req.NamespacedName, err)
-		}
-		if err := r.Get(ctx, req.NamespacedName, svc); err != nil {
+	if out.Service != nil {
+		written, err := r.writeService(ctx, live, out.Service)
+		if _, race := expectedRace(err); race {
 			return ctrl.Result{}, err
 		}
-		out.Status.VIP = svc.Spec.ClusterIP
+		if err != nil {
+			return ctrl.Result{}, r.serviceWriteFailed(ctx, ms, out.Status, err)
+		}
+		out.Status.VIP = written.Spec.ClusterIP
 	}
 
 	return ctrl.Result{}, r.writeStatus(ctx, ms, out.Status)
@@ -248,82 +241,83 @@ func (r *MeshServiceReconciler) announce(ms *meshv1alpha1.MeshService, before, a
 	}
 }
 
-// remove deletes the MeshService and the Service it owns.
+// lifecycle decides whether the MeshService lives, and returns it (nil when it does not). It
+// lives while its ServiceAccount or any endpoint exists: pods keep running (and keep being
+// meshed) after their ServiceAccount is deleted, so the MeshService and its Service, and so the
+// VIP, stay until the last endpoint goes. With neither, the controller removes both itself.
+//
+// The MeshService carries no owner reference to the ServiceAccount: the garbage collector
+// deletes a dependent whose owners are all gone, which would delete a MeshService that still has
+// endpoints (and, through it, the Service and the VIP). The tie to the ServiceAccount is an
+// annotation with its UID, informational only; it is removed while the ServiceAccount is gone and
+// restored when it returns.
+func (r *MeshServiceReconciler) lifecycle(ctx context.Context, key types.NamespacedName, ms *meshv1alpha1.MeshService,
+	sa *corev1.ServiceAccount, endpoints int) (*meshv1alpha1.MeshService, error) {
+	logger := log.FromContext(ctx)
+	switch {
+	case ms == nil && endpoints == 0:
+		return nil, nil
+	case ms != nil && sa == nil && endpoints == 0:
+		logger.Info("Neither the ServiceAccount nor any endpoint exists: removing the MeshService and its Service")
+		return nil, r.remove(ctx, ms)
+	case ms == nil:
+		ms = &meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		tieToServiceAccount(ms, sa)
+		if err := r.Create(ctx, ms); err != nil {
+			return nil, err
+		}
+		logger.Info("Created MeshService", "endpoints", endpoints)
+		return ms, nil
+	}
+	before := ms.DeepCopy()
+	if !tieToServiceAccount(ms, sa) {
+		return ms, nil
+	}
+	if sa == nil {
+		logger.Info("ServiceAccount deleted: the MeshService and its Service stay while endpoints exist", "endpoints", endpoints)
+	}
+	return ms, r.Patch(ctx, ms, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
+// AnnotationServiceAccountUID on a MeshService holds the UID of the ServiceAccount it serves,
+// while that ServiceAccount exists. It is informational: nothing is deleted through it.
+const AnnotationServiceAccountUID = "aether.io/service-account-uid"
+
+// tieToServiceAccount sets ms's annotation to sa's UID (removes it when sa is nil) and removes
+// the owner references to ServiceAccounts an older version set. It reports whether ms changed.
+func tieToServiceAccount(ms *meshv1alpha1.MeshService, sa *corev1.ServiceAccount) bool {
+	changed := false
+	refs := slices.DeleteFunc(slices.Clone(ms.OwnerReferences), func(ref metav1.OwnerReference) bool {
+		return ref.Kind == "ServiceAccount" && ref.APIVersion == "v1"
+	})
+	if len(refs) != len(ms.OwnerReferences) {
+		ms.OwnerReferences, changed = refs, true
+	}
+	uid, tied := ms.Annotations[AnnotationServiceAccountUID]
+	switch {
+	case sa == nil && tied:
+		delete(ms.Annotations, AnnotationServiceAccountUID)
+		changed = true
+	case sa != nil && uid != string(sa.UID):
+		if ms.Annotations == nil {
+			ms.Annotations = map[string]string{}
+		}
+		ms.Annotations[AnnotationServiceAccountUID] = string(sa.UID)
+		changed = true
+	}
+	return changed
+}
+
+// remove deletes the MeshService and its generated Service (never a user's Service of the same
+// name). Both deletes carry the UID read, so an object replaced meanwhile is left alone.
 func (r *MeshServiceReconciler) remove(ctx context.Context, ms *meshv1alpha1.MeshService) error {
 	svc := &corev1.Service{}
-	if err := r.Get(ctx, client.ObjectKeyFromObject(ms), svc); err == nil && hasOwner(svc, ms.UID) {
-		if err := r.Delete(ctx, svc); client.IgnoreNotFound(err) != nil {
+	if err := r.Get(ctx, client.ObjectKeyFromObject(ms), svc); err == nil && meshservice.IsGenerated(svc, ms.UID, FieldManager) {
+		if err := r.Delete(ctx, svc, client.Preconditions{UID: &svc.UID}); client.IgnoreNotFound(err) != nil {
 			return err
 		}
 	} else if client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	return client.IgnoreNotFound(r.Delete(ctx, ms))
-}
-
-// ownerSAGone reports whether ms is owned by a ServiceAccount that no longer exists (or was
-// replaced by a new one of the same name).
-func ownerSAGone(ms *meshv1alpha1.MeshService, sa *corev1.ServiceAccount) bool {
-	for _, ref := range ms.OwnerReferences {
-		if ref.Kind == "ServiceAccount" && ref.APIVersion == "v1" {
-			return sa == nil || sa.UID != ref.UID
-		}
-	}
-	return false
-}
-
-func setSAOwner(ms *meshv1alpha1.MeshService, sa *corev1.ServiceAccount) {
-	if sa == nil {
-		return
-	}
-	ms.OwnerReferences = append(ms.OwnerReferences, metav1.OwnerReference{
-		APIVersion: "v1", Kind: "ServiceAccount", Name: sa.Name, UID: sa.UID,
-	})
-}
-
-func hasOwner(o metav1.Object, uid types.UID) bool {
-	for _, ref := range o.GetOwnerReferences() {
-		if ref.UID == uid {
-			return true
-		}
-	}
-	return false
-}
-
-// serviceConverged reports whether the live Service already carries everything the controller
-// would apply, so a converged system sends no request at all.
-func serviceConverged(live *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) bool {
-	for k, v := range desired.Labels {
-		if live.Labels[k] != v {
-			return false
-		}
-	}
-	for k, v := range desired.Annotations {
-		if live.Annotations[k] != v {
-			return false
-		}
-	}
-	for _, ref := range desired.OwnerReferences {
-		if !hasOwner(live, *ref.UID) {
-			return false
-		}
-	}
-	if desired.Spec == nil || live.Spec.Type != *desired.Spec.Type || len(live.Spec.Ports) != len(desired.Spec.Ports) {
-		return false
-	}
-	for i, want := range desired.Spec.Ports {
-		got := live.Spec.Ports[i]
-		if got.Name != *want.Name || got.Port != *want.Port || got.Protocol != *want.Protocol ||
-			got.TargetPort != *want.TargetPort || deref(got.AppProtocol) != deref(want.AppProtocol) {
-			return false
-		}
-	}
-	return true
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+	return client.IgnoreNotFound(r.Delete(ctx, ms, client.Preconditions{UID: &ms.UID}))
 }

@@ -366,20 +366,51 @@ func TestScaleToZeroAndBack(t *testing.T) {
 	}
 }
 
-// TestServiceAccountDeletionRemovesTheService: the MeshService and its Service go with the
-// ServiceAccount (explicitly: this API server runs no garbage collector).
-func TestServiceAccountDeletionRemovesTheService(t *testing.T) {
+// TestServiceAccountLifecycle: the MeshService lives while its ServiceAccount or any endpoint
+// exists. The ServiceAccount deleted under running pods leaves the MeshService, its Service and
+// the VIP as they are; the last endpoint then removes both; the ServiceAccount recreated with
+// endpoints brings the MeshService back, tied to the new ServiceAccount; scaling to zero with the
+// ServiceAccount present keeps it.
+func TestServiceAccountLifecycle(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespaceWithSA(t, ctx, "search")
 	ep := endpoint(t, ctx, ns, "search-0", "search", healthy, 8080, 8080, "HTTP")
-	serviceReady(t, ctx, ns, "search", 1)
+	ms := serviceReady(t, ctx, ns, "search", 1)
+	sa := &corev1.ServiceAccount{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "search"}, sa); err != nil {
+		t.Fatal(err)
+	}
+	if len(ms.OwnerReferences) != 0 || ms.Annotations[saUIDAnnotation] != string(sa.UID) {
+		// Not fatal: what follows shows what the owner reference costs.
+		t.Errorf("MeshService owners %+v, annotation %q: want no owner reference (the garbage collector would delete it with the "+
+			"ServiceAccount) and the ServiceAccount's UID %s in %s", ms.OwnerReferences, ms.Annotations[saUIDAnnotation], sa.UID, saUIDAnnotation)
+	}
+
+	if err := env.Client.Delete(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the ServiceAccount's deletion seen, the MeshService and the VIP kept", func() error {
+		now, err := getMeshService(ctx, ns, "search")
+		if err != nil {
+			return err
+		}
+		svc, err := getService(ctx, ns, "search")
+		if err != nil {
+			return err
+		}
+		if now.UID != ms.UID || svc.Spec.ClusterIP != ms.Status.VIP || now.Status.VIP != ms.Status.VIP {
+			return fmt.Errorf("MeshService uid %s (was %s), vip %q and Service clusterIP %q (was %q)", now.UID, ms.UID, now.Status.VIP, svc.Spec.ClusterIP, ms.Status.VIP)
+		}
+		if _, tied := now.Annotations[saUIDAnnotation]; tied {
+			return fmt.Errorf("still tied to the deleted ServiceAccount: %v", now.Annotations)
+		}
+		return nil
+	})
+
 	if err := env.Client.Delete(ctx, ep); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "search"}}); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, "MeshService and Service removed", func() error {
+	testenv.Eventually(t, "MeshService and Service removed with the last endpoint", func() error {
 		for _, o := range []client.Object{&meshv1alpha1.MeshService{}, &corev1.Service{}} {
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "search"}, o); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("%T still there (%v)", o, err)
@@ -387,6 +418,41 @@ func TestServiceAccountDeletionRemovesTheService(t *testing.T) {
 		}
 		return nil
 	})
+
+	sa = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "search"}}
+	if err := env.Client.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	ep = endpoint(t, ctx, ns, "search-1", "search", healthy, 8080, 8080, "HTTP")
+	back := serviceReady(t, ctx, ns, "search", 1)
+	testenv.Eventually(t, "tied to the new ServiceAccount", func() error {
+		now, err := getMeshService(ctx, ns, "search")
+		if err != nil {
+			return err
+		}
+		if now.Annotations[saUIDAnnotation] != string(sa.UID) || len(now.OwnerReferences) != 0 {
+			return fmt.Errorf("annotation %q (want %s), owners %+v", now.Annotations[saUIDAnnotation], sa.UID, now.OwnerReferences)
+		}
+		return nil
+	})
+
+	if err := env.Client.Delete(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "scaled to zero with the ServiceAccount present: kept", func() error {
+		now, err := getMeshService(ctx, ns, "search")
+		if err != nil {
+			return err
+		}
+		if c := condition(now.Status.Conditions, meshv1alpha1.ServiceConditionReady); c.Reason != meshv1alpha1.ServiceReasonNoEndpoints ||
+			now.UID != back.UID || now.Status.VIP != back.Status.VIP {
+			return fmt.Errorf("Ready %s %s, uid %s (was %s), vip %q (was %q)", c.Status, c.Reason, now.UID, back.UID, now.Status.VIP, back.Status.VIP)
+		}
+		return nil
+	})
+	if _, err := getService(ctx, ns, "search"); err != nil {
+		t.Errorf("the Service at zero endpoints: %v", err)
+	}
 }
 
 // expectEvent waits for an Event of the given reason on the MeshService and returns its message.

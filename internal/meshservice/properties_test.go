@@ -546,6 +546,11 @@ func checkConfined(t *testing.T, in meshservice.Input, out meshservice.Output) {
 		t.Errorf("clusterIP set: the API server allocates it")
 	case spec.Type == nil || string(*spec.Type) != "ClusterIP":
 		t.Errorf("type %v, want ClusterIP", spec.Type)
+	case deref(spec.SessionAffinity) != "None" || deref(spec.InternalTrafficPolicy) != "Cluster" || deref(spec.IPFamilyPolicy) != "SingleStack":
+		// The API server's defaults for a ClusterIP Service, stated so that the whole live spec
+		// can be compared with this one.
+		t.Errorf("sessionAffinity %v internalTrafficPolicy %v ipFamilyPolicy %v, want None, Cluster, SingleStack",
+			spec.SessionAffinity, spec.InternalTrafficPolicy, spec.IPFamilyPolicy)
 	}
 
 	// Whatever fields the apply configuration gains, only these may be set.
@@ -558,7 +563,7 @@ func checkConfined(t *testing.T, in meshservice.Input, out meshservice.Output) {
 	}
 	allowed := map[string][]string{
 		"metadata": {"annotations", "labels", "name", "namespace", "ownerReferences"},
-		"spec":     {"ports", "type"},
+		"spec":     {"internalTrafficPolicy", "ipFamilyPolicy", "ports", "sessionAffinity", "type"},
 	}
 	for part, want := range allowed {
 		if got := slices.Sorted(maps.Keys(object[part])); !slices.Equal(got, want) {

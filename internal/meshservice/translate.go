@@ -43,7 +43,8 @@ type Input struct {
 type ServiceFacts struct {
 	// Exists is true when a Service of that name exists.
 	Exists bool `json:"exists"`
-	// Owned is true when that Service is the controller's (owner reference to the MeshService).
+	// Owned is true when that Service is the mesh's own (IsGenerated: an owner reference to the
+	// MeshService, or the generated label together with the controller's field manager).
 	Owned bool `json:"owned"`
 	// ClusterIP is its cluster IP, the VIP, when it is ours.
 	ClusterIP string `json:"clusterIP,omitempty"`
