@@ -161,6 +161,32 @@ func TestRefusal(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Broken again the same way: a new refusal, said and counted again.
+	before = refusals(t, portspec.KindUnknownSuffix)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(good), good); err != nil {
+		t.Fatal(err)
+	}
+	good.Annotations = maps.Clone(bad)
+	if err := env.Client.Update(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "a second Event on the pod broken again", func() error {
+		events, err := refusalEvents(ctx, good)
+		if err != nil {
+			return err
+		}
+		if len(events) != 2 {
+			return fmt.Errorf("%d refusal Events", len(events))
+		}
+		return nil
+	})
+	testenv.Eventually(t, "the second refusal counted", func() error {
+		if got := refusals(t, portspec.KindUnknownSuffix) - before; got != 1 {
+			return fmt.Errorf("counted %v times", got)
+		}
+		return nil
+	})
 }
 
 func healthIs(t *testing.T, ns, name string, want meshv1alpha1.Health) {

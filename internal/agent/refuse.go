@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,7 +48,7 @@ func (r *PodReconciler) refuse(ctx context.Context, pod *corev1.Pod, ep *meshv1a
 	}
 
 	note := conditions.Truncate(text, conditions.MaxEventNote)
-	event := refusalEvent(pod, note, r.reportingInstance())
+	event := refusalEvent(pod, note, refusedSince(ep), r.reportingInstance())
 	key := client.ObjectKeyFromObject(pod)
 	if said, seen := r.refused.Load(key); seen && said == event.Name {
 		return nil // this process already said it
@@ -68,14 +69,31 @@ func (r *PodReconciler) refuse(ctx context.Context, pod *corev1.Pod, ep *meshv1a
 	return nil
 }
 
+// refusedSince is when ep's registration went invalid (Registered flipped to False: the
+// time, to the second, and the endpoint's generation then), or "" for a pod never registered.
+// It tells a refusal repeated after a fix from the same one seen again.
+func refusedSince(ep *meshv1alpha1.MeshEndpoint) string {
+	if ep == nil {
+		return ""
+	}
+	if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered); c != nil && c.Status == metav1.ConditionFalse {
+		return c.LastTransitionTime.UTC().Format(time.RFC3339) + "/" + strconv.FormatInt(c.ObservedGeneration, 10)
+	}
+	return ""
+}
+
 // refusalEvent is the Warning Event that says why pod is refused. Its name is derived from the
-// pod's UID and the note, so the agent can say each refusal once and know it did, across
-// restarts, with no more than the right to create Events: a second create of the same refusal
-// fails with AlreadyExists. (Events expire after the API server's --event-ttl, one hour by
-// default; a refusal still standing is then said again once, on the next restart or change.)
-func refusalEvent(pod *corev1.Pod, note, reportingInstance string) *eventsv1.Event {
+// pod's UID, the note and since (refusedSince), so the agent can say each refusal once and know
+// it did, across restarts, with no more than the right to create Events: a second create of
+// the same refusal fails with AlreadyExists.
+//
+// Limits of that memory: Events expire (the API server's --event-ttl, one hour by default), so
+// a refusal still standing is said again once, on the next restart; and a pod never
+// registered whose annotations go from error A to error B and back to A is not told A again
+// while A's first Event lives.
+func refusalEvent(pod *corev1.Pod, note, since, reportingInstance string) *eventsv1.Event {
 	return &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Namespace: pod.Namespace, Name: refusalEventName(pod, note)},
+		ObjectMeta:          metav1.ObjectMeta{Namespace: pod.Namespace, Name: refusalEventName(pod, note, since)},
 		EventTime:           metav1.NewMicroTime(time.Now()),
 		ReportingController: ReportingController,
 		ReportingInstance:   reportingInstance,
@@ -88,10 +106,10 @@ func refusalEvent(pod *corev1.Pod, note, reportingInstance string) *eventsv1.Eve
 	}
 }
 
-// refusalEventName is "<pod>.<digest of the pod's UID, the reason and the note>", cut to fit
-// an object name (253 bytes; a pod name may use all of them).
-func refusalEventName(pod *corev1.Pod, note string) string {
-	sum := sha256.Sum256([]byte(string(pod.UID) + "\x00" + ReasonInvalidAnnotation + "\x00" + note))
+// refusalEventName is "<pod>.<digest of the pod's UID, the reason, since and the note>", cut to
+// fit an object name (253 bytes; a pod name may use all of them).
+func refusalEventName(pod *corev1.Pod, note, since string) string {
+	sum := sha256.Sum256([]byte(string(pod.UID) + "\x00" + ReasonInvalidAnnotation + "\x00" + since + "\x00" + note))
 	suffix := "." + hex.EncodeToString(sum[:8])
 	name := pod.Name
 	if limit := 253 - len(suffix); len(name) > limit {
