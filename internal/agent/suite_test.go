@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -59,23 +60,26 @@ func startAgent(node string) func(*testenv.Env) (func(), error) { return startNa
 // startNamedAgent is startAgent with the pod controller named controller (empty: the default),
 // so a test can count this agent's reconciles alone (see reconciles).
 func startNamedAgent(node, controller string) func(*testenv.Env) (func(), error) {
-	return func(e *testenv.Env) (func(), error) {
-		mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
-			Scheme:                 e.Scheme,
-			Metrics:                metricsserver.Options{BindAddress: "0"},
-			HealthProbeBindAddress: "0",
-			Cache:                  CacheOptions(node),
-			// The restart test starts a second agent in this process.
-			Controller: config.Controller{SkipNameValidation: new(true)},
-		})
-		if err != nil {
-			return nil, err
-		}
-		if err := Setup(mgr, Options{NodeName: node, Health: testHealth, controllerName: controller}); err != nil {
-			return nil, err
-		}
-		return testenv.StartManager(mgr)
+	return func(e *testenv.Env) (func(), error) { return startAgentWith(e, e.Config, node, controller) }
+}
+
+// startAgentWith is startNamedAgent speaking to the API server with cfg's credentials.
+func startAgentWith(e *testenv.Env, cfg *rest.Config, node, controller string) (func(), error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 e.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  CacheOptions(node),
+		// Tests start more agents in this process.
+		Controller: config.Controller{SkipNameValidation: new(true)},
+	})
+	if err != nil {
+		return nil, err
 	}
+	if err := Setup(mgr, Options{NodeName: node, Health: testHealth, controllerName: controller}); err != nil {
+		return nil, err
+	}
+	return testenv.StartManager(mgr)
 }
 
 // startMeshServiceController runs the MeshService controller too, to show health feeding it.
