@@ -5,6 +5,7 @@ package agent
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -45,6 +46,7 @@ func TestForeignSpecEditsConverge(t *testing.T) {
 		return nil
 	})
 
+	secondary := slices.IndexFunc(registered.Ports, func(p meshv1alpha1.PortProtocol) bool { return p.Port == 9000 })
 	for _, edit := range []struct {
 		name, patchType, patch string
 	}{
@@ -52,7 +54,7 @@ func TestForeignSpecEditsConverge(t *testing.T) {
 		{"add a metadata key", "merge", `{"spec":{"metadata":{"intruder":"yes"}}}`},
 		{"change the weight", "merge", `{"spec":{"weight":7}}`},
 		{"change the address", "merge", `{"spec":{"address":"127.0.0.254"}}`},
-		{"remove a port", "json", `[{"op":"remove","path":"/spec/ports/1"}]`},
+		{"remove a port", "json", `[{"op":"remove","path":"/spec/ports/` + strconv.Itoa(secondary) + `"}]`},
 		{"remove the metadata", "json", `[{"op":"remove","path":"/spec/metadata"}]`},
 		{"add a locality", "merge", `{"spec":{"locality":{"region":"elsewhere"}}}`},
 	} {
