@@ -80,12 +80,20 @@ func TestForeignSpecEditsConverge(t *testing.T) {
 		})
 	}
 
-	// Converged: a reconcile of it writes nothing. The moved address may have cost a probe.
-	healthIs(t, ns, "owned", meshv1alpha1.HealthHealthy)
-	converged, err := getEndpoint(ctx, ns, "owned")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Converged, status included (the moved address may have cost a probe): a reconcile of it
+	// writes nothing.
+	var converged *meshEndpoint
+	testenv.Eventually(t, "the status converged on the last generation", func() (err error) {
+		if converged, err = getEndpoint(ctx, ns, "owned"); err != nil {
+			return err
+		}
+		c := conditions.Find(converged.Status.Conditions, meshv1alpha1.EndpointConditionRegistered)
+		if converged.Status.Health != meshv1alpha1.HealthHealthy || converged.Status.ObservedGeneration != converged.Generation ||
+			c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != converged.Generation {
+			return fmt.Errorf("generation %d, status %+v", converged.Generation, converged.Status)
+		}
+		return nil
+	})
 	controller := restart()
 	// The node's only pod: one finished reconcile of the new agent is one of that pod.
 	testenv.Eventually(t, "the restarted agent reconciled the pod", func() error {

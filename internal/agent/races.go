@@ -4,6 +4,8 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,8 +19,9 @@ type race int
 const (
 	// notARace is a real error (or none): the controller logs it and retries with backoff.
 	notARace race = iota
-	// raceGone means the object, or its namespace, is gone or going away: nothing is left to
-	// write, and if the pod still needs an endpoint its deletion brings the pod back to the queue.
+	// raceGone means the object, or its namespace, is gone or going away (nothing is left to
+	// write, and if the pod still needs an endpoint its deletion brings the pod back to the
+	// queue), or the agent itself is stopping (its context is canceled).
 	raceGone
 	// raceStale means the agent wrote from a stale read: a conflict (another writer, such as the
 	// prober or a kubectl user, changed the object first) or an object that exists before the
@@ -35,7 +38,7 @@ func classify(err error) race {
 	switch {
 	case err == nil:
 		return notARace
-	case apierrors.IsNotFound(err), apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+	case apierrors.IsNotFound(err), apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause), errors.Is(err, context.Canceled):
 		return raceGone
 	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
 		return raceStale

@@ -42,6 +42,8 @@ func TestClassify(t *testing.T) {
 		"invalid":                        {apierrors.NewInvalid(schema.GroupKind{Group: "mesh.aether.io", Kind: "MeshEndpoint"}, "web-0", nil), notARace},
 		"timeout":                        {apierrors.NewTimeoutError("etcd", 1), notARace},
 		"an error that is not the API's": {errors.New("connection refused"), notARace},
+		"the agent stopping":             {fmt.Errorf("Patch \"https://127.0.0.1/status\": %w", context.Canceled), raceGone},
+		"a request timing out":           {fmt.Errorf("Patch: %w", context.DeadlineExceeded), notARace},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
