@@ -59,6 +59,7 @@ func TestForeignSpecEditsConverge(t *testing.T) {
 		{"add a locality", "merge", `{"spec":{"locality":{"region":"elsewhere"}}}`},
 	} {
 		t.Run(edit.name, func(t *testing.T) {
+			ctx := testContext(t)
 			// kubectl patch writes as its own field manager, kubectl-patch.
 			out, stderr, err := env.Kubectl(ctx, "patch", "meshendpoint", "owned", "-n", ns, "--type", edit.patchType, "-p", edit.patch, "-o", "jsonpath={.metadata.resourceVersion}")
 			if err != nil {
