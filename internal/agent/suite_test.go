@@ -113,8 +113,11 @@ func namespace(t *testing.T, ctx context.Context) string {
 }
 
 // newPodIP is a fresh loopback address to stand in for a pod IP (tests send traffic only to
-// loopback).
-func newPodIP() string { return fmt.Sprintf("127.0.0.%d", loopbackHost.Add(1)) }
+// loopback): 127.0.0.12 onwards, then 127.0.1.2 and so on (never .0, .1 or above .251).
+func newPodIP() string {
+	n := loopbackHost.Add(1)
+	return fmt.Sprintf("127.0.%d.%d", n/250, n%250+2)
+}
 
 // createPod creates a pod bound to node and sets its IP through the status subresource, as a
 // kubelet would.
