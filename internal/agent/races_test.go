@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -76,6 +79,39 @@ func TestMergeOwn(t *testing.T) {
 			got := mergeOwn(tc.existing, []metav1.Condition{tc.own}, 3, now)
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("got\n %v\nwant\n %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRefusalEventName(t *testing.T) {
+	pod := func(name, uid string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid)}}
+	}
+	long := strings.Repeat("a", 230) + "-" + strings.Repeat("b", 22) // 253 bytes, the most a name holds
+	base := refusalEventName(pod("web-0", "u1"), "note", "")
+	for name, tc := range map[string]struct {
+		got      string
+		same     bool
+		wantHead string
+	}{
+		"deterministic":          {refusalEventName(pod("web-0", "u1"), "note", ""), true, "web-0."},
+		"another pod (UID)":      {refusalEventName(pod("web-0", "u2"), "note", ""), false, "web-0."},
+		"another note":           {refusalEventName(pod("web-0", "u1"), "note 2", ""), false, "web-0."},
+		"refused again later":    {refusalEventName(pod("web-0", "u1"), "note", "2026-11-30T08:00:00Z/2"), false, "web-0."},
+		"a name of 253 bytes":    {refusalEventName(pod(long, "u1"), "note", ""), false, strings.Repeat("a", 230) + "-bbbbb."},
+		"a cut ending in a dash": {refusalEventName(pod(strings.Repeat("a", 235)+"-"+strings.Repeat("c", 17), "u1"), "note", ""), false, strings.Repeat("a", 235) + "."},
+		"a cut ending in a dot":  {refusalEventName(pod(strings.Repeat("a", 235)+"."+strings.Repeat("c", 17), "u1"), "note", ""), false, strings.Repeat("a", 235) + "."},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if (tc.got == base) != tc.same {
+				t.Errorf("%q vs %q: same = %v, want %v", tc.got, base, tc.got == base, tc.same)
+			}
+			if !strings.HasPrefix(tc.got, tc.wantHead) || len(tc.got) > 253 {
+				t.Errorf("%q (%d bytes): want it to start %q and hold at most 253 bytes", tc.got, len(tc.got), tc.wantHead)
+			}
+			if errs := validation.IsDNS1123Subdomain(tc.got); len(errs) > 0 {
+				t.Errorf("%q is not an object name: %v", tc.got, errs)
 			}
 		})
 	}

@@ -37,12 +37,11 @@ const ActionRegister = "Register"
 func (r *PodReconciler) refuse(ctx context.Context, pod *corev1.Pod, ep *meshv1alpha1.MeshEndpoint, invalid portspec.ErrorList) error {
 	text := invalid.Error() // rendered once: its length is the parser's to bound, not ours
 	if ep != nil {
-		// Written on every refusal (setStatus writes only a difference), so a condition someone
-		// else changed is restored too.
+		// Written on every refusal (setStatus writes only a difference, and cuts the message to
+		// the API's limit), so a condition someone else changed is restored too.
 		if err := r.setStatus(ctx, ep, metav1.Condition{Type: meshv1alpha1.EndpointConditionRegistered, Status: metav1.ConditionFalse,
-			Reason: meshv1alpha1.EndpointReasonInvalidAnnotation,
-			Message: conditions.Truncate("the pod's annotations no longer parse; the last valid registration stays in service: "+text,
-				conditions.MaxConditionMessage)}); err != nil {
+			Reason:  meshv1alpha1.EndpointReasonInvalidAnnotation,
+			Message: "the pod's annotations no longer parse; the last valid registration stays in service: " + text}); err != nil {
 			return err
 		}
 	}
@@ -88,9 +87,9 @@ func refusedSince(ep *meshv1alpha1.MeshEndpoint) string {
 // the same refusal fails with AlreadyExists.
 //
 // Limits of that memory: Events expire (the API server's --event-ttl, one hour by default), so
-// a refusal still standing is said again once, on the next restart; and a pod never
-// registered whose annotations go from error A to error B and back to A is not told A again
-// while A's first Event lives.
+// a refusal still standing is said again once, on the next restart; and a pod whose errors go
+// from A to B and back to A while it stays refused is not told A again while A's first Event
+// lives.
 func refusalEvent(pod *corev1.Pod, note, since, reportingInstance string) *eventsv1.Event {
 	return &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Namespace: pod.Namespace, Name: refusalEventName(pod, note, since)},
