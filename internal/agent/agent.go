@@ -33,14 +33,18 @@ type Options struct {
 	NodeName string
 	// Health tunes delegated liveness.
 	Health HealthOptions
+
+	// controllerName replaces "agent-pods" as the controller's name in logs and metrics, for
+	// tests that run several agents in one process and count each one's reconciles.
+	controllerName string
 }
 
 // Setup adds the agent's loops to mgr, whose cache must come from CacheOptions(o.NodeName).
 func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&PodReconciler{
-		Client:   mgr.GetClient(),
-		NodeName: o.NodeName,
-		Recorder: mgr.GetEventRecorder("aether-agent"),
+		Client:         mgr.GetClient(),
+		NodeName:       o.NodeName,
+		controllerName: o.controllerName,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -65,12 +65,12 @@ func TestRegistration(t *testing.T) {
 	if len(ep.OwnerReferences) != 1 || ep.OwnerReferences[0].UID != pod.UID {
 		t.Errorf("owner references %+v, want the pod", ep.OwnerReferences)
 	}
-	applied := false
+	written := false
 	for _, m := range ep.ManagedFields {
-		applied = applied || (m.Manager == FieldManager && m.Operation == metav1.ManagedFieldsOperationApply && m.Subresource == "")
+		written = written || (m.Manager == FieldManager && m.Subresource == "")
 	}
-	if !applied {
-		t.Errorf("spec not server-side applied by field manager %s: %+v", FieldManager, ep.ManagedFields)
+	if !written {
+		t.Errorf("spec not written by field manager %s: %+v", FieldManager, ep.ManagedFields)
 	}
 
 	time.Sleep(time.Second) // give the agent every chance to (wrongly) register the other two
@@ -158,6 +158,32 @@ func TestRefusal(t *testing.T) {
 		c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered)
 		if c == nil || c.Status != metav1.ConditionTrue || ep.Spec.PortsSummary != "8080/HTTP,9000/TCP,9090/HTTP2" {
 			return fmt.Errorf("%+v %s", c, ep.Spec.PortsSummary)
+		}
+		return nil
+	})
+
+	// Broken again the same way: a new refusal, said and counted again.
+	before = refusals(t, portspec.KindUnknownSuffix)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(good), good); err != nil {
+		t.Fatal(err)
+	}
+	good.Annotations = maps.Clone(bad)
+	if err := env.Client.Update(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "a second Event on the pod broken again", func() error {
+		events, err := refusalEvents(ctx, good)
+		if err != nil {
+			return err
+		}
+		if len(events) != 2 {
+			return fmt.Errorf("%d refusal Events", len(events))
+		}
+		return nil
+	})
+	testenv.Eventually(t, "the second refusal counted", func() error {
+		if got := refusals(t, portspec.KindUnknownSuffix) - before; got != 1 {
+			return fmt.Errorf("counted %v times", got)
 		}
 		return nil
 	})

@@ -10,9 +10,11 @@ package agent
 
 // The agent's RBAC (config/rbac/agent). It may write MeshEndpoints of any namespace, as RBAC
 // cannot say "of my node only"; config/admission's ValidatingAdmissionPolicy narrows every write
-// to the agent's own node.
+// to the agent's own node. The agent creates and replaces MeshEndpoints whole (no patch of their
+// spec), patches their status, and only creates Events: it tells a refusal it already reported
+// by the Event's deterministic name, so it needs neither list nor patch on Events.
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=mesh.aether.io,resources=meshendpoints,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=mesh.aether.io,resources=meshendpoints,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=mesh.aether.io,resources=meshendpoints/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create

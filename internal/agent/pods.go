@@ -4,8 +4,10 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -23,14 +23,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
-// FieldManager is the field manager of everything the agent applies.
+// FieldManager is the field manager of everything the agent writes.
 const FieldManager = "aether-agent"
 
 // ReasonInvalidAnnotation is the reason of the Warning Event on a refused pod.
@@ -41,12 +40,13 @@ type PodReconciler struct {
 	client.Client
 	// NodeName is the node this agent serves; its cache holds only that node's pods.
 	NodeName string
-	// Recorder emits the Warning Event on a refused pod.
-	Recorder recorder.EventRecorder
 
-	// refused remembers the error each refused pod was last refused with, so a resync neither
-	// repeats its Event nor counts it twice.
-	refused sync.Map // types.UID → string
+	// controllerName names the controller in logs and metrics; "agent-pods" when empty.
+	controllerName string
+
+	// refused maps each refused pod (namespace/name) to the name of the Event that said why, so
+	// a resync neither repeats the Event nor counts it twice. An entry goes with its pod.
+	refused sync.Map // types.NamespacedName → string
 }
 
 // SetupWithManager registers the reconciler: pods (the cache holds only this node's), this
@@ -69,52 +69,67 @@ func (r *PodReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return reqs
 	})
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("agent-pods").
+		Named(cmp.Or(r.controllerName, "agent-pods")).
 		For(&corev1.Pod{}).
 		Watches(&meshv1alpha1.MeshEndpoint{}, podOfEndpoint).
 		Watches(&corev1.Node{}, allPods, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Complete(r)
 }
 
-// Reconcile registers, refreshes, drains or removes one pod's MeshEndpoint.
+// Reconcile registers, refreshes, drains or removes one pod's MeshEndpoint. A write that lost
+// an expected race (see classify) is retried quietly: it is not an error.
 func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	err := r.reconcile(ctx, req)
+	switch classify(err) {
+	case raceGone:
+		log.FromContext(ctx).V(1).Info("Nothing left to write: the object or its namespace is going away", "reason", err.Error())
+		return ctrl.Result{}, nil
+	case raceStale:
+		log.FromContext(ctx).V(1).Info("Retrying from a fresh read: the write raced another writer", "reason", err.Error(), "after", staleRetry)
+		return ctrl.Result{RequeueAfter: staleRetry}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	logger := log.FromContext(ctx)
 	ep := &meshv1alpha1.MeshEndpoint{}
 	if err := r.Get(ctx, req.NamespacedName, ep); apierrors.IsNotFound(err) {
 		ep = nil
 	} else if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	if ep != nil && ep.Spec.NodeName != r.NodeName {
-		return ctrl.Result{}, nil // another node's: not ours to touch
+		return nil // another node's: not ours to touch
 	}
 
 	pod := &corev1.Pod{}
 	if err := r.Get(ctx, req.NamespacedName, pod); apierrors.IsNotFound(err) {
 		pod = nil
 	} else if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	// Gone, moved off the mesh, or replaced by a new pod of the same name: the endpoint goes.
 	if pod == nil || pod.Spec.NodeName != r.NodeName || !Managed(pod) || (ep != nil && ep.Spec.PodUID != string(pod.UID)) {
+		r.refused.Delete(req.NamespacedName)
 		if ep != nil {
 			logger.Info("Removing MeshEndpoint: its pod is gone or no longer managed")
-			return ctrl.Result{}, client.IgnoreNotFound(r.Delete(ctx, ep, client.Preconditions{UID: &ep.UID}))
+			return client.IgnoreNotFound(r.Delete(ctx, ep, client.Preconditions{UID: &ep.UID}))
 		}
-		return ctrl.Result{}, nil
+		return nil
 	}
 
 	if pod.DeletionTimestamp != nil {
 		if ep != nil && ep.Status.Health != meshv1alpha1.HealthDraining {
-			return ctrl.Result{}, r.patchStatus(ctx, ep, func(s *meshv1alpha1.MeshEndpointStatus) { s.Health = meshv1alpha1.HealthDraining })
+			return r.patchStatus(ctx, ep, func(s *meshv1alpha1.MeshEndpointStatus) { s.Health = meshv1alpha1.HealthDraining })
 		}
-		return ctrl.Result{}, nil
+		return nil
 	}
 
 	node := &corev1.Node{}
 	if err := r.Get(ctx, types.NamespacedName{Name: r.NodeName}, node); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
+			return err
 		}
 		node = nil // no locality until the Node is seen
 	}
@@ -122,73 +137,65 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	var invalid portspec.ErrorList
 	switch {
 	case errors.As(err, &invalid):
-		return ctrl.Result{}, r.refuse(ctx, pod, ep, invalid)
+		return r.refuse(ctx, pod, ep, invalid)
 	case errors.Is(err, ErrNoAddress):
-		return ctrl.Result{}, nil // registered when the pod gets its IP (a pod update)
+		return nil // registered when the pod gets its IP (a pod update)
 	case err != nil:
-		return ctrl.Result{}, err
-	}
-
-	if ep == nil || !equality.Semantic.DeepEqual(ep.Spec, spec) || !ownedBy(ep, pod) {
-		if err := r.apply(ctx, pod, spec); err != nil {
-			return ctrl.Result{}, err
-		}
-		if ep == nil {
-			logger.Info("Registered MeshEndpoint", "ports", spec.PortsSummary)
-		}
-		// The MeshEndpoint's own watch brings it back here to set its status.
-		return ctrl.Result{}, nil
-	}
-	r.refused.Delete(pod.UID)
-	registered := metav1.Condition{Type: meshv1alpha1.EndpointConditionRegistered, Status: metav1.ConditionTrue,
-		Reason: meshv1alpha1.EndpointReasonRegistered, Message: "the MeshEndpoint matches the pod's annotations"}
-	return ctrl.Result{}, r.setStatus(ctx, ep, registered)
-}
-
-// refuse handles a pod whose annotations do not parse: no new registration, the last valid one
-// (if any) stays in service with Registered=False, and the pod gets a Warning Event.
-func (r *PodReconciler) refuse(ctx context.Context, pod *corev1.Pod, ep *meshv1alpha1.MeshEndpoint, invalid portspec.ErrorList) error {
-	if last, seen := r.refused.Load(pod.UID); seen && last == invalid.Error() {
-		return nil // already said
-	}
-	r.refused.Store(pod.UID, invalid.Error())
-	log.FromContext(ctx).Info("Refusing pod: its annotations do not parse", "error", invalid.Error())
-	refusedPods.WithLabelValues(string(invalid[0].Kind)).Inc()
-	if r.Recorder != nil {
-		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonInvalidAnnotation, "Register", "%s", invalid.Error())
-	}
-	if ep == nil {
-		return nil
-	}
-	return r.setStatus(ctx, ep, metav1.Condition{Type: meshv1alpha1.EndpointConditionRegistered, Status: metav1.ConditionFalse,
-		Reason:  meshv1alpha1.EndpointReasonInvalidAnnotation,
-		Message: "the pod's annotations no longer parse; the last valid registration stays in service: " + invalid.Error()})
-}
-
-// apply writes the MeshEndpoint's spec by server-side apply, owned by the pod.
-func (r *PodReconciler) apply(ctx context.Context, pod *corev1.Pod, spec meshv1alpha1.MeshEndpointSpec) error {
-	specMap, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
-	if err != nil {
 		return err
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": specMap}}
-	u.SetAPIVersion(meshv1alpha1.GroupVersion.String())
-	u.SetKind("MeshEndpoint")
-	u.SetNamespace(pod.Namespace)
-	u.SetName(pod.Name)
-	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: new(true)}})
-	return r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
+
+	switch {
+	case ep == nil:
+		if err := r.create(ctx, pod, spec); err != nil {
+			return err
+		}
+		logger.Info("Registered MeshEndpoint", "ports", spec.PortsSummary)
+		return nil // the MeshEndpoint's own watch brings it back here to set its status
+	case !equality.Semantic.DeepEqual(ep.Spec, spec) || !ownedBy(ep, pod):
+		if err := r.replace(ctx, ep, pod, spec); err != nil {
+			return err
+		}
+		logger.Info("Rewrote MeshEndpoint: its spec differed from the pod's registration", "ports", spec.PortsSummary)
+		return nil
+	}
+	r.refused.Delete(req.NamespacedName)
+	registered := metav1.Condition{Type: meshv1alpha1.EndpointConditionRegistered, Status: metav1.ConditionTrue,
+		Reason: meshv1alpha1.EndpointReasonRegistered, Message: "the MeshEndpoint matches the pod's annotations"}
+	return r.setStatus(ctx, ep, registered)
 }
 
-// setStatus sets the Registered condition (and Pending health on a new endpoint), writing only
-// when something changes.
+// create writes pod's new MeshEndpoint, owned by the pod.
+func (r *PodReconciler) create(ctx context.Context, pod *corev1.Pod, spec meshv1alpha1.MeshEndpointSpec) error {
+	ep := &meshv1alpha1.MeshEndpoint{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, OwnerReferences: []metav1.OwnerReference{podOwner(pod)}},
+		Spec:       spec,
+	}
+	return r.Create(ctx, ep, client.FieldOwner(FieldManager))
+}
+
+// replace overwrites ep's whole spec with the pod's registration and makes the pod its
+// controller. It is an update guarded by ep's resourceVersion, not a server-side apply: an
+// apply manages only the fields the agent names, so a port or a metadata key another writer
+// added would stay forever; an update replaces the spec as a whole, whoever wrote which field.
+// A concurrent write makes it fail with a conflict, retried from a fresh read.
+func (r *PodReconciler) replace(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, pod *corev1.Pod, spec meshv1alpha1.MeshEndpointSpec) error {
+	ep = ep.DeepCopy()
+	ep.Spec = spec
+	ep.OwnerReferences = withController(ep.OwnerReferences, podOwner(pod))
+	return r.Update(ctx, ep, client.FieldOwner(FieldManager))
+}
+
+// setStatus sets the Registered condition, its message cut to the API's limit (and Pending
+// health on a new endpoint), writing only when something changes. Conditions of other writers
+// are kept as they are.
 func (r *PodReconciler) setStatus(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, registered metav1.Condition) error {
 	desired := ep.Status.DeepCopy()
 	if desired.Health == "" {
 		desired.Health = meshv1alpha1.HealthPending
 	}
 	desired.ObservedGeneration = ep.Generation
-	desired.Conditions = conditions.Merge(ep.Status.Conditions, []metav1.Condition{registered}, ep.Generation,
+	registered.Message = conditions.Truncate(registered.Message, conditions.MaxConditionMessage)
+	desired.Conditions = mergeOwn(ep.Status.Conditions, []metav1.Condition{registered}, ep.Generation,
 		metav1.NewTime(time.Now().Truncate(time.Second)))
 	if equality.Semantic.DeepEqual(&ep.Status, desired) {
 		return nil
@@ -196,12 +203,55 @@ func (r *PodReconciler) setStatus(ctx context.Context, ep *meshv1alpha1.MeshEndp
 	return r.patchStatus(ctx, ep, func(s *meshv1alpha1.MeshEndpointStatus) { *s = *desired })
 }
 
+// agentConditions are the condition types the agent states on a MeshEndpoint. Any other type
+// (the controller's Verified) belongs to its writer.
+var agentConditions = []string{meshv1alpha1.EndpointConditionRegistered}
+
+// mergeOwn merges own, the agent's conditions, into existing with conditions.Merge, in place:
+// each keeps its position or is appended when new, and every condition of another writer is
+// kept as it is, where it is. Positions matter: two writers that each reordered the list
+// would rewrite it forever.
+func mergeOwn(existing, own []metav1.Condition, generation int64, now metav1.Time) []metav1.Condition {
+	merged := conditions.Merge(existing, own, generation, now)
+	out := make([]metav1.Condition, 0, len(existing)+len(merged))
+	for _, c := range existing {
+		if m := conditions.Find(merged, c.Type); m != nil {
+			out = append(out, *m)
+		} else if !slices.Contains(agentConditions, c.Type) {
+			out = append(out, c)
+		}
+	}
+	for _, m := range merged {
+		if conditions.Find(existing, m.Type) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // patchStatus changes ep's status with an optimistic lock, so it never overwrites a concurrent
-// health change it did not see (a conflict is retried by the next reconcile).
+// health change it did not see (a conflict is retried from a fresh read).
 func (r *PodReconciler) patchStatus(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, change func(*meshv1alpha1.MeshEndpointStatus)) error {
 	patch := client.MergeFromWithOptions(ep.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	change(&ep.Status)
 	return r.Status().Patch(ctx, ep, patch)
+}
+
+// podOwner is the owner reference that makes pod its MeshEndpoint's controller.
+func podOwner(pod *corev1.Pod) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: new(true)}
+}
+
+// withController is refs with owner as their one controller: another controller reference
+// goes (there can be only one), other owners stay.
+func withController(refs []metav1.OwnerReference, owner metav1.OwnerReference) []metav1.OwnerReference {
+	out := []metav1.OwnerReference{owner}
+	for _, ref := range refs {
+		if ref.UID != owner.UID && (ref.Controller == nil || !*ref.Controller) {
+			out = append(out, ref)
+		}
+	}
+	return out
 }
 
 func ownedBy(ep *meshv1alpha1.MeshEndpoint, pod *corev1.Pod) bool {

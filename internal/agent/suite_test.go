@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -54,24 +55,31 @@ func createNode(name string) func(*testenv.Env) (func(), error) {
 }
 
 // startAgent runs the agent's loops for node, in-process, against the real API server.
-func startAgent(node string) func(*testenv.Env) (func(), error) {
-	return func(e *testenv.Env) (func(), error) {
-		mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
-			Scheme:                 e.Scheme,
-			Metrics:                metricsserver.Options{BindAddress: "0"},
-			HealthProbeBindAddress: "0",
-			Cache:                  CacheOptions(node),
-			// The restart test starts a second agent in this process.
-			Controller: config.Controller{SkipNameValidation: new(true)},
-		})
-		if err != nil {
-			return nil, err
-		}
-		if err := Setup(mgr, Options{NodeName: node, Health: testHealth}); err != nil {
-			return nil, err
-		}
-		return testenv.StartManager(mgr)
+func startAgent(node string) func(*testenv.Env) (func(), error) { return startNamedAgent(node, "") }
+
+// startNamedAgent is startAgent with the pod controller named controller (empty: the default),
+// so a test can count this agent's reconciles alone (see reconciles).
+func startNamedAgent(node, controller string) func(*testenv.Env) (func(), error) {
+	return func(e *testenv.Env) (func(), error) { return startAgentWith(e, e.Config, node, controller) }
+}
+
+// startAgentWith is startNamedAgent speaking to the API server with cfg's credentials.
+func startAgentWith(e *testenv.Env, cfg *rest.Config, node, controller string) (func(), error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 e.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  CacheOptions(node),
+		// Tests start more agents in this process.
+		Controller: config.Controller{SkipNameValidation: new(true)},
+	})
+	if err != nil {
+		return nil, err
 	}
+	if err := Setup(mgr, Options{NodeName: node, Health: testHealth, controllerName: controller}); err != nil {
+		return nil, err
+	}
+	return testenv.StartManager(mgr)
 }
 
 // startMeshServiceController runs the MeshService controller too, to show health feeding it.
@@ -105,12 +113,15 @@ func namespace(t *testing.T, ctx context.Context) string {
 }
 
 // newPodIP is a fresh loopback address to stand in for a pod IP (tests send traffic only to
-// loopback).
-func newPodIP() string { return fmt.Sprintf("127.0.0.%d", loopbackHost.Add(1)) }
+// loopback): 127.0.0.12 onwards, then 127.0.1.2 and so on (never .0, .1 or above .251).
+func newPodIP() string {
+	n := loopbackHost.Add(1)
+	return fmt.Sprintf("127.0.%d.%d", n/250, n%250+2)
+}
 
 // createPod creates a pod bound to node and sets its IP through the status subresource, as a
 // kubelet would.
-func createPod(t *testing.T, ctx context.Context, ns, name, node, ip string, managed bool, annotations map[string]string, finalizers ...string) *corev1.Pod {
+func createPod(t testing.TB, ctx context.Context, ns, name, node, ip string, managed bool, annotations map[string]string, finalizers ...string) *corev1.Pod {
 	t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations, Finalizers: finalizers},
@@ -173,4 +184,41 @@ func listenHTTP(t *testing.T, ip, path string) (port int, stop func()) {
 func getEndpoint(ctx context.Context, ns, name string) (*meshEndpoint, error) {
 	ep := &meshEndpoint{}
 	return ep, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ep)
+}
+
+// reconciles is how many reconciles the pod controller named controller has finished, whatever
+// their result.
+func reconciles(t *testing.T, controller string) float64 {
+	t.Helper()
+	n, err := testenv.Counter("controller_runtime_reconcile_total", "controller", controller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// dedicatedAgent creates a node of the test's own and starts an agent for it whose controller
+// is named after the node; it returns the node's name and a function that stops that agent and
+// starts a new one (a restart), returning the new controller's name. Every agent is stopped
+// when the test ends.
+func dedicatedAgent(t *testing.T, ns string) (node string, restart func() string) {
+	t.Helper()
+	node = "node-" + ns // its own node, so the test can run again in the same API server
+	if _, err := createNode(node)(env); err != nil {
+		t.Fatal(err)
+	}
+	generation := 0
+	var stop func()
+	start := func() string {
+		generation++
+		controller := fmt.Sprintf("agent-%s-%d", ns, generation)
+		var err error
+		if stop, err = startNamedAgent(node, controller)(env); err != nil {
+			t.Fatal(err)
+		}
+		return controller
+	}
+	start()
+	t.Cleanup(func() { stop() })
+	return node, func() string { stop(); return start() }
 }
