@@ -192,6 +192,11 @@ func refuseStatusesWithPort(t *testing.T, ctx context.Context, ns string, port i
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
 	}
 	// The API server loads policies asynchronously: probe with a dry run until it refuses.
+	// The probe has a ServiceAccount, so the controller keeps it (a MeshService with neither a
+	// ServiceAccount nor endpoints is removed).
+	if err := env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}); err != nil {
+		t.Fatal(err)
+	}
 	probe := &meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
 	if err := env.Client.Create(ctx, probe); err != nil {
 		t.Fatal(err)
