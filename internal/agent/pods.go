@@ -28,6 +28,7 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 )
 
 // FieldManager is the field manager of everything the agent applies.
@@ -118,12 +119,12 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 		node = nil // no locality until the Node is seen
 	}
-	spec, err := Registration(pod, node)
+	spec, err := registration.Registration(pod, node)
 	var invalid portspec.ErrorList
 	switch {
 	case errors.As(err, &invalid):
 		return ctrl.Result{}, r.refuse(ctx, pod, ep, invalid)
-	case errors.Is(err, ErrNoAddress):
+	case errors.Is(err, registration.ErrNoAddress):
 		return ctrl.Result{}, nil // registered when the pod gets its IP (a pod update)
 	case err != nil:
 		return ctrl.Result{}, err
@@ -188,7 +189,8 @@ func (r *PodReconciler) setStatus(ctx context.Context, ep *meshv1alpha1.MeshEndp
 		desired.Health = meshv1alpha1.HealthPending
 	}
 	desired.ObservedGeneration = ep.Generation
-	desired.Conditions = conditions.Merge(ep.Status.Conditions, []metav1.Condition{registered}, ep.Generation,
+	// Set, not Merge: Verified is the controller's condition on the same object; keep it.
+	desired.Conditions = conditions.Set(ep.Status.Conditions, registered, ep.Generation,
 		metav1.NewTime(time.Now().Truncate(time.Second)))
 	if equality.Semantic.DeepEqual(&ep.Status, desired) {
 		return nil
