@@ -41,7 +41,7 @@ func TestTrim(t *testing.T) {
 	}
 	unrelated := map[string]string{
 		"kubectl.kubernetes.io/last-applied-configuration": `{"a huge":"blob"}`,
-		"prometheus.io/scrape": "true", "notadomain": "x", "evil-aether.io/x": "y",
+		"prometheus.io/scrape":                             "true", "notadomain": "x", "evil-aether.io/x": "y",
 	}
 	for name, mesh := range annotationSets {
 		t.Run(name, func(t *testing.T) {
