@@ -69,6 +69,7 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// the ServiceAccount decides the owner reference and deletion.
 		Watches(&corev1.Service{}, byName).
 		Watches(&corev1.ServiceAccount{}, byName).
+		Watches(&corev1.Pod{}, r.podWatch()). // an endpoint counts only while its pod matches (verify.go)
 		Complete(r)
 }
 
@@ -100,6 +101,12 @@ func (r *MeshServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.List(ctx, &endpoints, client.InNamespace(req.Namespace), client.MatchingFields{EndpointServiceIndex: req.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
+	// Only endpoints that are real pods' count, from here on (verify.go).
+	verified, err := r.verified(ctx, endpoints.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	endpoints.Items = verified
 	if ms == nil {
 		if len(endpoints.Items) == 0 {
 			return ctrl.Result{}, nil

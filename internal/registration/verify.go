@@ -21,8 +21,8 @@ type mismatch struct {
 	reason, message string
 }
 
-// Verify is the Verified condition of ep given pod, the managed pod of the same namespace named
-// by ep's spec.podName (nil when there is none). True only when the pod matches every field a
+// Verify is the Verified condition of ep given pod, the pod of the same namespace named by ep's
+// spec.podName (nil when there is none; one that is not Managed counts as none). True only when the pod matches every field a
 // MeshService counts: ep is named after the pod, same UID, bound to the same node, ep's address
 // among the pod's IPs, ep's service the pod's ServiceAccount, and ep's ports and primary port
 // those the pod's annotations declare. While the annotations do not parse, the agent keeps the
@@ -31,6 +31,9 @@ type mismatch struct {
 // its message. No timestamps: the writer stamps them (conditions.Set).
 func Verify(ep *meshv1alpha1.MeshEndpoint, pod *corev1.Pod) metav1.Condition {
 	out := metav1.Condition{Type: meshv1alpha1.EndpointConditionVerified}
+	if pod != nil && !Managed(pod) {
+		pod = nil // not in the mesh: as good as none, whatever a cache holds
+	}
 	found, portsChecked := identityMismatches(ep, pod), false
 	if pod != nil {
 		var portsWrong *mismatch

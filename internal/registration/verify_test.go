@@ -71,6 +71,10 @@ func TestVerify(t *testing.T) {
 			pod:    func(*corev1.Pod) *corev1.Pod { return nil },
 			reason: meshv1alpha1.EndpointReasonPodNotFound, contains: []string{`no pod shop/payments-0 labelled aether.io/managed=true exists`, "delete it"},
 		},
+		"a pod that is not managed": {
+			pod:    func(p *corev1.Pod) *corev1.Pod { p.Labels[LabelManaged] = "True"; return p },
+			reason: meshv1alpha1.EndpointReasonPodNotFound, contains: []string{`no pod shop/payments-0 labelled aether.io/managed=true exists`},
+		},
 		"named after another pod": {
 			endpoint: func(ep *meshv1alpha1.MeshEndpoint) { ep.Name = "payments-1" },
 			reason:   meshv1alpha1.EndpointReasonPodNameMismatch, contains: []string{`spec.podName "payments-0" is not this MeshEndpoint's name "payments-1"`},
