@@ -106,6 +106,8 @@ func (r *MeshServiceReconciler) recordVerdict(ctx context.Context, ep *meshv1alp
 }
 
 // announceVerdict emits an Event when Verified flipped: Warning into False, Normal back to True.
+// An endpoint whose own pod was deleted is no alarm (every scale-down does it, just before the
+// agent or the garbage collector removes the endpoint): its condition says PodNotFound, quietly.
 func (r *MeshServiceReconciler) announceVerdict(ep *meshv1alpha1.MeshEndpoint, before, after []metav1.Condition) {
 	t := meshv1alpha1.EndpointConditionVerified
 	if r.Recorder == nil || !conditions.Flipped(before, after, t) {
@@ -114,6 +116,7 @@ func (r *MeshServiceReconciler) announceVerdict(ep *meshv1alpha1.MeshEndpoint, b
 	c := conditions.Find(after, t)
 	note := conditions.Truncate(c.Message, conditions.MaxEventNote)
 	switch {
+	case c.Status == metav1.ConditionFalse && c.Reason == meshv1alpha1.EndpointReasonPodNotFound && ownedByItsPod(ep):
 	case c.Status == metav1.ConditionFalse:
 		r.Recorder.Eventf(ep, nil, corev1.EventTypeWarning, c.Reason, "Verify", "%s", note)
 	case conditions.Find(before, t) != nil:
@@ -141,4 +144,12 @@ func (r *MeshServiceReconciler) servicesOfPod(ctx context.Context, o client.Obje
 // podWatch is the handler of the pod watch.
 func (r *MeshServiceReconciler) podWatch() handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(r.servicesOfPod)
+}
+
+// ownedByItsPod reports whether ep is controlled by the pod it names (by UID), as the agent
+// writes it: such an endpoint whose pod is gone is the agent's, on its way out, not a forgery
+// (an owner that does not exist gets its dependents garbage-collected).
+func ownedByItsPod(ep *meshv1alpha1.MeshEndpoint) bool {
+	ref := metav1.GetControllerOfNoCopy(ep)
+	return ref != nil && ref.APIVersion == "v1" && ref.Kind == "Pod" && string(ref.UID) == ep.Spec.PodUID
 }

@@ -345,3 +345,45 @@ func TestVerdictKeepsTheAgentsConditions(t *testing.T) {
 		t.Errorf("health %q, want the agent's %q kept", after.Status.Health, healthy)
 	}
 }
+
+// TestOwnPodDeletedIsNoAlarm: an endpoint the agent wrote (controlled by its pod) whose pod is
+// deleted stops counting and says PodNotFound, without a Warning: every scale-down does that.
+func TestOwnPodDeletedIsNoAlarm(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespaceWithSA(t, ctx, "search")
+	ep := endpoint(t, ctx, ns, "search-0", "search", healthy, 8080, 8080, "HTTP")
+	pod := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "search-0"}, pod); err != nil {
+		t.Fatal(err)
+	}
+	ep.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: new(true)}}
+	if err := env.Client.Update(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	serviceReady(t, ctx, ns, "search", 1)
+	if err := env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	verdict(t, ctx, ep, metav1.ConditionFalse, meshv1alpha1.EndpointReasonPodNotFound)
+	// A forgery after it: once its Warning is out, one for search-0 would be too (one recorder,
+	// in order).
+	sentinel := endpointOf(t, pod)
+	sentinel.Name, sentinel.Spec.PodName = "sentinel", "sentinel"
+	if err := env.Client.Create(ctx, sentinel); err != nil {
+		t.Fatal(err)
+	}
+	expectEndpointEvents(t, ctx, ns, "sentinel", corev1.EventTypeWarning, meshv1alpha1.EndpointReasonPodNotFound)
+	var events corev1.EventList
+	if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == "MeshEndpoint" && e.InvolvedObject.Name != "sentinel" && e.Type == corev1.EventTypeWarning {
+			t.Errorf("Warning Event %s on %s for its own pod's deletion: %s", e.Reason, e.InvolvedObject.Name, e.Message)
+		}
+	}
+	ms, err := getMeshService(ctx, ns, "search")
+	if err != nil || ms.Status.Endpoints.Total != 0 {
+		t.Errorf("MeshService endpoints %+v (%v), want none counted", ms.Status.Endpoints, err)
+	}
+}
