@@ -13,8 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -141,9 +143,32 @@ func (r *MeshServiceReconciler) servicesOfPod(ctx context.Context, o client.Obje
 	return reqs
 }
 
-// podWatch is the handler of the pod watch.
+// podWatch is the handler of the pod watch. An update counts only when it changes something
+// Verify reads: a pod's status churns (readiness, restarts) far more often than its IPs.
 func (r *MeshServiceReconciler) podWatch() handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(r.servicesOfPod)
+	enqueue := handler.EnqueueRequestsFromMapFunc(r.servicesOfPod)
+	return handler.Funcs{
+		CreateFunc:  enqueue.Create,
+		DeleteFunc:  enqueue.Delete,
+		GenericFunc: enqueue.Generic,
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if verificationInputsChanged(e.ObjectOld, e.ObjectNew) {
+				enqueue.Update(ctx, e, q)
+			}
+		},
+	}
+}
+
+// verificationInputsChanged reports whether two versions of a pod differ in what Verify reads.
+func verificationInputsChanged(before, after client.Object) bool {
+	old, oldOK := before.(*corev1.Pod)
+	updated, newOK := after.(*corev1.Pod)
+	if !oldOK || !newOK {
+		return true
+	}
+	a, b := registration.Trim(old), registration.Trim(updated)
+	a.ResourceVersion, b.ResourceVersion = "", ""
+	return !equality.Semantic.DeepEqual(a, b)
 }
 
 // ownedByItsPod reports whether ep is controlled by the pod it names (by UID), as the agent

@@ -387,3 +387,40 @@ func TestOwnPodDeletedIsNoAlarm(t *testing.T) {
 		t.Errorf("MeshService endpoints %+v (%v), want none counted", ms.Status.Endpoints, err)
 	}
 }
+
+// TestVerificationInputsChanged: the pod watch passes on the updates that change what Verify
+// reads, and only those.
+func TestVerificationInputsChanged(t *testing.T) {
+	base := func() *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "p", UID: "u", ResourceVersion: "1",
+				Labels: map[string]string{"aether.io/managed": "true"}, Annotations: map[string]string{portspec.AnnotationPorts: "8080"}},
+			Spec:   corev1.PodSpec{NodeName: "node-a", ServiceAccountName: "payments"},
+			Status: corev1.PodStatus{PodIP: "127.0.0.9", PodIPs: []corev1.PodIP{{IP: "127.0.0.9"}}, Phase: corev1.PodPending},
+		}
+	}
+	cases := map[string]struct {
+		change func(*corev1.Pod)
+		want   bool
+	}{
+		"resourceVersion only": {func(p *corev1.Pod) { p.ResourceVersion = "2" }, false},
+		"phase and conditions": {func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodRunning
+			p.Status.Conditions = []corev1.PodCondition{{Type: "Ready"}}
+		}, false},
+		"an unrelated annotation": {func(p *corev1.Pod) { p.Annotations["team"] = "a" }, false},
+		"the IP":                  {func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "127.0.0.8", []corev1.PodIP{{IP: "127.0.0.8"}} }, true},
+		"a second IP":             {func(p *corev1.Pod) { p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: "fd00::9"}) }, true},
+		"the ports annotation":    {func(p *corev1.Pod) { p.Annotations[portspec.AnnotationPorts] = "8080,9000=tcp" }, true},
+		"the managed label":       {func(p *corev1.Pod) { p.Labels["aether.io/managed"] = "false" }, true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			after := base()
+			tc.change(after)
+			if got := verificationInputsChanged(base(), after); got != tc.want {
+				t.Errorf("verificationInputsChanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
