@@ -216,11 +216,14 @@ func TestOnlyRealPodsCount(t *testing.T) {
 	if err := agentA.Create(ctx, own); err != nil {
 		t.Fatal(err)
 	}
-	patch := client.MergeFromWithOptions(own.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	own.Status.Health = meshv1alpha1.HealthHealthy
-	if err := agentA.Status().Patch(ctx, own, patch); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Eventually(t, "the agent sets its endpoint Healthy", func() error {
+		if err := agentA.Get(ctx, client.ObjectKeyFromObject(own), own); err != nil {
+			return err
+		}
+		patch := client.MergeFromWithOptions(own.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		own.Status.Health = meshv1alpha1.HealthHealthy
+		return agentA.Status().Patch(ctx, own, patch) // a conflict with the controller's verdict is retried
+	})
 	verdict(t, ctx, own, metav1.ConditionTrue, meshv1alpha1.EndpointReasonPodMatches)
 	ms := serviceReady(t, ctx, ns, "payments", 1)
 	if ms.Status.PortsSummary != "8080/HTTP,9000/TCP" {
@@ -328,11 +331,14 @@ func TestVerdictKeepsTheAgentsConditions(t *testing.T) {
 	registered := metav1.Condition{Type: meshv1alpha1.EndpointConditionRegistered, Status: metav1.ConditionTrue,
 		Reason: meshv1alpha1.EndpointReasonRegistered, Message: "the MeshEndpoint matches the pod's annotations",
 		LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second))}
-	patch := client.MergeFromWithOptions(ep.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	ep.Status.Conditions = append(ep.Status.Conditions, registered)
-	if err := agentA.Status().Patch(ctx, ep, patch); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Eventually(t, "the agent writes Registered", func() error {
+		if err := agentA.Get(ctx, client.ObjectKeyFromObject(ep), ep); err != nil {
+			return err
+		}
+		patch := client.MergeFromWithOptions(ep.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		ep.Status.Conditions = append(ep.Status.Conditions, registered)
+		return agentA.Status().Patch(ctx, ep, patch) // a conflict is retried, as the agent does
+	})
 	// A flip of the verdict (the pod goes) is written next to Registered, not over it.
 	if err := env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cart-0"}}, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
