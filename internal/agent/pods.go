@@ -149,14 +149,15 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 // refuse handles a pod whose annotations do not parse: no new registration, the last valid one
 // (if any) stays in service with Registered=False, and the pod gets a Warning Event.
 func (r *PodReconciler) refuse(ctx context.Context, pod *corev1.Pod, ep *meshv1alpha1.MeshEndpoint, invalid portspec.ErrorList) error {
-	if last, seen := r.refused.Load(pod.UID); seen && last == invalid.Error() {
-		return nil // already said
-	}
-	r.refused.Store(pod.UID, invalid.Error())
-	log.FromContext(ctx).Info("Refusing pod: its annotations do not parse", "error", invalid.Error())
-	refusedPods.WithLabelValues(string(invalid[0].Kind)).Inc()
-	if r.Recorder != nil {
-		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonInvalidAnnotation, "Register", "%s", invalid.Error())
+	// Said once per error; the status below is written until it lands (a conflict with the
+	// controller's Verified write is retried; setStatus writes only what differs).
+	if last, seen := r.refused.Load(pod.UID); !seen || last != invalid.Error() {
+		r.refused.Store(pod.UID, invalid.Error())
+		log.FromContext(ctx).Info("Refusing pod: its annotations do not parse", "error", invalid.Error())
+		refusedPods.WithLabelValues(string(invalid[0].Kind)).Inc()
+		if r.Recorder != nil {
+			r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonInvalidAnnotation, "Register", "%s", invalid.Error())
+		}
 	}
 	if ep == nil {
 		return nil
