@@ -4,6 +4,7 @@
 package registration
 
 import (
+	"maps"
 	"reflect"
 	"testing"
 
@@ -45,13 +46,8 @@ func TestTrim(t *testing.T) {
 	}
 	for name, mesh := range annotationSets {
 		t.Run(name, func(t *testing.T) {
-			all := map[string]string{}
-			for k, v := range unrelated {
-				all[k] = v
-			}
-			for k, v := range mesh {
-				all[k] = v
-			}
+			all := maps.Clone(unrelated)
+			maps.Copy(all, mesh)
 			full := fullPod(all)
 			trimmed := Trim(full)
 
