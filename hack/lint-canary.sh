@@ -6,7 +6,7 @@ set -euo pipefail
 lint=${1:?usage: lint-canary.sh path/to/golangci-lint}
 cd "$(dirname "$0")/.."
 
-canaries=(internal/portspec/zz_canary.go internal/resolve/zz_canary.go api/v1alpha1/zz_canary.go)
+canaries=(internal/portspec/zz_canary.go internal/resolve/zz_canary.go api/v1alpha1/zz_canary.go internal/registration/zz_canary.go)
 trap 'rm -f "${canaries[@]}"' EXIT
 cat > internal/portspec/zz_canary.go <<'GO'
 package portspec
@@ -23,8 +23,13 @@ package v1alpha1
 
 import _ "github.com/aether-mesh/aether-operator/internal/portspec"
 GO
+cat > internal/registration/zz_canary.go <<'GO'
+package registration
 
-out=$("$lint" run --enable-only depguard ./internal/portspec/ ./internal/resolve/ ./api/... 2>&1 || true)
+import _ "sigs.k8s.io/controller-runtime/pkg/client"
+GO
+
+out=$("$lint" run --enable-only depguard ./internal/portspec/ ./internal/resolve/ ./internal/registration/ ./api/... 2>&1 || true)
 status=0
 for f in "${canaries[@]}"; do
   if ! grep -q "^$f:.*(depguard)" <<<"$out"; then

@@ -151,6 +151,33 @@ const (
 	EndpointReasonRegistered = "Registered"
 	// EndpointReasonInvalidAnnotation means the pod's annotations were edited into an invalid state.
 	EndpointReasonInvalidAnnotation = "InvalidAnnotation"
+
+	// EndpointConditionVerified is the controller's verdict on whether the endpoint is a real
+	// pod (DESIGN section 7, NodeRestriction's idea): a pod of that name, UID, node, IP and
+	// ServiceAccount, whose annotations declare these ports. Only a Verified endpoint joins its
+	// MeshService; False names the first mismatch as the reason and every mismatch in the message.
+	EndpointConditionVerified = "Verified"
+
+	// EndpointReasonPodMatches means a pod matches every field checked (Verified=True).
+	EndpointReasonPodMatches = "PodMatches"
+	// EndpointReasonPodNameMismatch means spec.podName is not the MeshEndpoint's name (an endpoint
+	// is named after its pod, so one pod cannot be counted twice).
+	EndpointReasonPodNameMismatch = "PodNameMismatch"
+	// EndpointReasonPodNotFound means no managed pod (label aether.io/managed=true) of that name
+	// exists in the namespace.
+	EndpointReasonPodNotFound = "PodNotFound"
+	// EndpointReasonPodUIDMismatch means the pod of that name has another UID.
+	EndpointReasonPodUIDMismatch = "PodUIDMismatch"
+	// EndpointReasonNodeMismatch means the pod is not bound to spec.nodeName.
+	EndpointReasonNodeMismatch = "NodeMismatch"
+	// EndpointReasonAddressMismatch means spec.address is not among the pod's IPs.
+	EndpointReasonAddressMismatch = "AddressMismatch"
+	// EndpointReasonServiceAccountMismatch means spec.serviceName is not the pod's ServiceAccount.
+	EndpointReasonServiceAccountMismatch = "ServiceAccountMismatch"
+	// EndpointReasonPortsMismatch means spec.ports or spec.primaryPort differ from what the pod's
+	// annotations declare (checked only while they parse: otherwise the agent keeps the last
+	// valid registration in service, Registered=False).
+	EndpointReasonPortsMismatch = "PortsMismatch"
 )
 
 // MeshEndpointStatus is what the node agent observes of the endpoint.
@@ -163,7 +190,8 @@ type MeshEndpointStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Registered.
+	// conditions: Registered (written by the node agent) and Verified (written by the
+	// controller). Each writer changes only its own type.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -70,6 +70,7 @@ func main() {
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                        scheme,
+		Cache:                         controller.CacheOptions(), // pods: managed ones only, trimmed for endpoint verification
 		Metrics:                       metricsOpts,
 		WebhookServer:                 crwebhook.NewServer(crwebhook.Options{Host: webhookHost, Port: webhookPort, CertDir: webhookCertDir, TLSOpts: []func(*tls.Config){http1Only}}),
 		HealthProbeBindAddress:        probeAddr,

@@ -7,7 +7,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 )
 
 // FieldManager is the field manager of everything the agent writes.
@@ -133,12 +133,12 @@ func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 		}
 		node = nil // no locality until the Node is seen
 	}
-	spec, err := Registration(pod, node)
+	spec, err := registration.Registration(pod, node)
 	var invalid portspec.ErrorList
 	switch {
 	case errors.As(err, &invalid):
 		return r.refuse(ctx, pod, ep, invalid)
-	case errors.Is(err, ErrNoAddress):
+	case errors.Is(err, registration.ErrNoAddress):
 		return nil // registered when the pod gets its IP (a pod update)
 	case err != nil:
 		return err
@@ -195,38 +195,13 @@ func (r *PodReconciler) setStatus(ctx context.Context, ep *meshv1alpha1.MeshEndp
 	}
 	desired.ObservedGeneration = ep.Generation
 	registered.Message = conditions.Truncate(registered.Message, conditions.MaxConditionMessage)
-	desired.Conditions = mergeOwn(ep.Status.Conditions, []metav1.Condition{registered}, ep.Generation,
+	// Set, not Merge: Verified is the controller's condition on the same object; keep it.
+	desired.Conditions = conditions.Set(ep.Status.Conditions, registered, ep.Generation,
 		metav1.NewTime(time.Now().Truncate(time.Second)))
 	if equality.Semantic.DeepEqual(&ep.Status, desired) {
 		return nil
 	}
 	return r.patchStatus(ctx, ep, func(s *meshv1alpha1.MeshEndpointStatus) { *s = *desired })
-}
-
-// agentConditions are the condition types the agent states on a MeshEndpoint. Any other type
-// (the controller's Verified) belongs to its writer.
-var agentConditions = []string{meshv1alpha1.EndpointConditionRegistered}
-
-// mergeOwn merges own, the agent's conditions, into existing with conditions.Merge, in place:
-// each keeps its position or is appended when new, and every condition of another writer is
-// kept as it is, where it is. Positions matter: two writers that each reordered the list
-// would rewrite it forever.
-func mergeOwn(existing, own []metav1.Condition, generation int64, now metav1.Time) []metav1.Condition {
-	merged := conditions.Merge(existing, own, generation, now)
-	out := make([]metav1.Condition, 0, len(existing)+len(merged))
-	for _, c := range existing {
-		if m := conditions.Find(merged, c.Type); m != nil {
-			out = append(out, *m)
-		} else if !slices.Contains(agentConditions, c.Type) {
-			out = append(out, c)
-		}
-	}
-	for _, m := range merged {
-		if conditions.Find(existing, m.Type) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // patchStatus changes ep's status with an optimistic lock, so it never overwrites a concurrent

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,33 +51,6 @@ func TestClassify(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := classify(tc.err); got != tc.want {
 				t.Errorf("classify(%v) = %v, want %v", tc.err, got, tc.want)
-			}
-		})
-	}
-}
-
-func TestMergeOwn(t *testing.T) {
-	then := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
-	now := metav1.NewTime(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
-	registered := func(s metav1.ConditionStatus, at metav1.Time) metav1.Condition {
-		return metav1.Condition{Type: meshv1alpha1.EndpointConditionRegistered, Status: s, Reason: "R", LastTransitionTime: at, ObservedGeneration: 3}
-	}
-	verified := metav1.Condition{Type: "Verified", Status: metav1.ConditionFalse, Reason: "NotARealPod", Message: "the controller's", LastTransitionTime: then, ObservedGeneration: 1}
-	cases := map[string]struct {
-		existing []metav1.Condition
-		own      metav1.Condition
-		want     []metav1.Condition
-	}{
-		"new on an empty status":           {nil, registered("True", metav1.Time{}), []metav1.Condition{registered("True", now)}},
-		"appended after another writer's":  {[]metav1.Condition{verified}, registered("True", metav1.Time{}), []metav1.Condition{verified, registered("True", now)}},
-		"in place, the other's kept as is": {[]metav1.Condition{registered("True", then), verified}, registered("False", metav1.Time{}), []metav1.Condition{registered("False", now), verified}},
-		"unchanged status keeps its time":  {[]metav1.Condition{verified, registered("True", then)}, registered("True", metav1.Time{}), []metav1.Condition{verified, registered("True", then)}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got := mergeOwn(tc.existing, []metav1.Condition{tc.own}, 3, now)
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-				t.Errorf("got\n %v\nwant\n %v", got, tc.want)
 			}
 		})
 	}

@@ -70,6 +70,7 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// the ServiceAccount decides the owner reference and deletion.
 		Watches(&corev1.Service{}, byName).
 		Watches(&corev1.ServiceAccount{}, byName).
+		Watches(&corev1.Pod{}, r.podWatch()). // an endpoint counts only while its pod matches (verify.go)
 		Complete(r)
 }
 
@@ -105,7 +106,13 @@ func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.List(ctx, &endpoints, client.InNamespace(req.Namespace), client.MatchingFields{EndpointServiceIndex: req.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	ms, err := r.lifecycle(ctx, req.NamespacedName, ms, sa, len(endpoints.Items))
+	// Only endpoints that are real pods' count, from here on (verify.go).
+	verified, err := r.verified(ctx, endpoints.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	endpoints.Items = verified
+	ms, err = r.lifecycle(ctx, req.NamespacedName, ms, sa, len(endpoints.Items))
 	if err != nil || ms == nil {
 		return ctrl.Result{}, err
 	}

@@ -369,6 +369,8 @@ func TestRouteFollowsARetypedPort(t *testing.T) {
 	}
 	first := ourCondition(t, ctx, route, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")
 
+	// The pod's annotation is edited, then its agent re-registers it (the controller counts an
+	// endpoint only while it matches its pod's annotations).
 	retype := func(p meshv1alpha1.Protocol) {
 		testenv.Eventually(t, "retyping 9000 to "+string(p), func() error {
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ep), ep); err != nil {
@@ -376,6 +378,14 @@ func TestRouteFollowsARetypedPort(t *testing.T) {
 			}
 			ep.Spec.Ports[1].Protocol = p
 			ep.Spec.PortsSummary = meshv1alpha1.FormatPorts(ep.Spec.Ports)
+			pod := &corev1.Pod{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ep), pod); err != nil {
+				return err
+			}
+			pod.Annotations = declaring(ep.Spec.PrimaryPort, ep.Spec.Ports)
+			if err := env.Client.Update(ctx, pod); err != nil {
+				return err
+			}
 			return env.Client.Update(ctx, ep)
 		})
 	}

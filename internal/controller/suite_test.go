@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,22 +21,26 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
-// env is this package's real kube-apiserver and etcd; the reconcilers under test run in a
-// manager connected to it, started once for the package.
+// env is this package's real kube-apiserver and etcd, with config/admission's node-authority
+// policy; the reconcilers under test run in a manager connected to it, started once for the
+// package.
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(false)))
-	testenv.Run(m, &env, startManager)
+	testenv.Run(m, &env, testenv.InstallNodeAuthority, startManager)
 }
 
 // startManager runs the controllers under test against env until the package's tests end.
 func startManager(e *testenv.Env) (stop func(), err error) {
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:                 e.Scheme,
+		Cache:                  CacheOptions(), // the manager's own: managed pods only, trimmed
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
@@ -74,29 +80,110 @@ func namespaceWithSA(t *testing.T, ctx context.Context, sa string) string {
 	return ns
 }
 
-// endpoint creates a MeshEndpoint as the agent does (spec, then status.health through the status
-// subresource). ports alternate number and protocol: 8080, "HTTP", 9000, "TCP".
+// endpoint creates a managed pod on node-a whose annotations declare primary and ports, and its
+// MeshEndpoint as the agent derives it (registration.Registration), then sets its health through
+// the status subresource. It returns the endpoint once the controller has verified it against
+// the pod (Verified=True). ports alternate number and protocol: 8080, "HTTP", 9000, "TCP".
 func endpoint(t *testing.T, ctx context.Context, ns, name, service string, health meshv1alpha1.Health, primary int32, ports ...any) *meshv1alpha1.MeshEndpoint {
 	t.Helper()
-	ep := &meshv1alpha1.MeshEndpoint{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: meshv1alpha1.MeshEndpointSpec{
-			ServiceName: service, PodName: name, PodUID: "uid-" + name, NodeName: "node-a",
-			Address: "127.0.0.1", PrimaryPort: primary,
-		},
-	}
+	var want []meshv1alpha1.PortProtocol
 	for i := 0; i < len(ports); i += 2 {
-		ep.Spec.Ports = append(ep.Spec.Ports, meshv1alpha1.PortProtocol{Port: int32(ports[i].(int)), Protocol: meshv1alpha1.Protocol(ports[i+1].(string))})
+		want = append(want, meshv1alpha1.PortProtocol{Port: int32(ports[i].(int)), Protocol: meshv1alpha1.Protocol(ports[i+1].(string))})
 	}
-	ep.Spec.PortsSummary = meshv1alpha1.FormatPorts(ep.Spec.Ports)
+	pod := createPod(t, ctx, ns, name, service, "node-a", newPodIP(), declaring(primary, want))
+	ep := endpointOf(t, pod)
+	if ep.Spec.PrimaryPort != primary || !slices.Equal(ep.Spec.Ports, want) {
+		t.Fatalf("the pod's annotations %v declare %s (primary %d), want %s (primary %d)", pod.Annotations,
+			ep.Spec.PortsSummary, ep.Spec.PrimaryPort, meshv1alpha1.FormatPorts(want), primary)
+	}
 	if err := env.Client.Create(ctx, ep); err != nil {
 		t.Fatalf("creating MeshEndpoint %s: %v", name, err)
 	}
-	ep.Status.Health = health
-	if err := env.Client.Status().Update(ctx, ep); err != nil {
-		t.Fatalf("setting the health of %s: %v", name, err)
+	setHealth(t, ctx, ep, health)
+	return verdict(t, ctx, ep, metav1.ConditionTrue, meshv1alpha1.EndpointReasonPodMatches)
+}
+
+// podHosts numbers the loopback addresses that stand in for pod IPs (nothing dials them).
+var podHosts atomic.Int32
+
+func newPodIP() string {
+	n := podHosts.Add(1)
+	return fmt.Sprintf("127.0.%d.%d", n/250, n%250+1)
+}
+
+// declaring is the annotations that declare primary and ports, each with an explicit suffix.
+func declaring(primary int32, ports []meshv1alpha1.PortProtocol) map[string]string {
+	suffix := map[meshv1alpha1.Protocol]string{meshv1alpha1.ProtocolHTTP: "h1", meshv1alpha1.ProtocolHTTP2: "h2", meshv1alpha1.ProtocolTCP: "tcp"}
+	tokens := make([]string, len(ports))
+	for i, p := range ports {
+		tokens[i] = fmt.Sprintf("%d=%s", p.Port, suffix[p.Protocol])
 	}
-	return ep
+	return map[string]string{portspec.AnnotationPort: fmt.Sprint(primary), portspec.AnnotationPorts: strings.Join(tokens, ",")}
+}
+
+// createPod creates a managed pod of ServiceAccount sa bound to node and, when ip is not empty,
+// gives it that IP through the status subresource, as a kubelet would (none runs here).
+func createPod(t *testing.T, ctx context.Context, ns, name, sa, node, ip string, annotations map[string]string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations,
+			Labels: map[string]string{registration.LabelManaged: registration.ManagedValue}},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: sa,
+			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+	}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatalf("creating pod %s: %v", name, err)
+	}
+	if ip != "" {
+		setPodIP(t, ctx, pod, ip)
+	}
+	return pod
+}
+
+// setPodIP sets the pod's IP through the status subresource.
+func setPodIP(t *testing.T, ctx context.Context, pod *corev1.Pod, ip string) {
+	t.Helper()
+	pod.Status.PodIP, pod.Status.PodIPs, pod.Status.Phase = ip, []corev1.PodIP{{IP: ip}}, corev1.PodRunning
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatalf("setting the IP of pod %s: %v", pod.Name, err)
+	}
+}
+
+// endpointOf is the MeshEndpoint the agent writes for pod.
+func endpointOf(t *testing.T, pod *corev1.Pod) *meshv1alpha1.MeshEndpoint {
+	t.Helper()
+	spec, err := registration.Registration(pod, nil)
+	if err != nil {
+		t.Fatalf("registering pod %s: %v", pod.Name, err)
+	}
+	return &meshv1alpha1.MeshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}, Spec: spec}
+}
+
+// setHealth sets the endpoint's health with a merge patch of that field alone, which keeps the
+// controller's Verified condition whenever it lands.
+func setHealth(t *testing.T, ctx context.Context, ep *meshv1alpha1.MeshEndpoint, health meshv1alpha1.Health) {
+	t.Helper()
+	patch := client.MergeFrom(ep.DeepCopy())
+	ep.Status.Health = health
+	if err := env.Client.Status().Patch(ctx, ep, patch); err != nil {
+		t.Fatalf("setting the health of %s: %v", ep.Name, err)
+	}
+}
+
+// verdict waits until the endpoint carries Verified with status and reason, and returns it.
+func verdict(t *testing.T, ctx context.Context, ep *meshv1alpha1.MeshEndpoint, status metav1.ConditionStatus, reason string) *meshv1alpha1.MeshEndpoint {
+	t.Helper()
+	fresh := &meshv1alpha1.MeshEndpoint{}
+	testenv.Eventually(t, fmt.Sprintf("MeshEndpoint %s Verified=%s %s", ep.Name, status, reason), func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ep), fresh); err != nil {
+			return err
+		}
+		if c := condition(fresh.Status.Conditions, meshv1alpha1.EndpointConditionVerified); c.Status != status || c.Reason != reason {
+			return fmt.Errorf("Verified=%s %s: %s", c.Status, c.Reason, c.Message)
+		}
+		return nil
+	})
+	return fresh
 }
 
 func getMeshService(ctx context.Context, ns, name string) (*meshv1alpha1.MeshService, error) {

@@ -32,8 +32,10 @@ const (
 	// AnnotationUpstreams lists the services the pod calls, comma-separated.
 	AnnotationUpstreams = "config.aether.io/upstreams"
 
-	// LabelManaged is the label that opts a pod into the mesh, with the value "true" only.
+	// LabelManaged is the label that opts a pod into the mesh, with the value ManagedValue only.
 	LabelManaged = "aether.io/managed"
+	// ManagedValue is the one value of LabelManaged that opts a pod in.
+	ManagedValue = "true"
 
 	// endpointPrefix is the namespace of the grammar's own keys: any other key under it is a typo.
 	endpointPrefix = "endpoint.aether.io/"
@@ -42,7 +44,7 @@ const (
 // IsManaged reports whether labels opt a pod into the mesh: aether.io/managed is exactly "true".
 // Any other value ("True", "yes", "1") leaves the pod out, as the webhook's and the agent's
 // selectors do.
-func IsManaged(labels map[string]string) bool { return labels[LabelManaged] == "true" }
+func IsManaged(labels map[string]string) bool { return labels[LabelManaged] == ManagedValue }
 
 // IsGrammarKey reports whether Parse reads the annotation key: every key under
 // endpoint.aether.io/ (an unknown one is an error) or metadata.endpoint.aether.io/, and

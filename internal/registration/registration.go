@@ -1,0 +1,82 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package registration
+
+import (
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+)
+
+// LabelManaged opts a pod into the mesh; only the value ManagedValue counts as on. The rule is
+// portspec's (the grammar of what a pod says about its place in the mesh).
+const (
+	LabelManaged = portspec.LabelManaged
+	ManagedValue = portspec.ManagedValue
+)
+
+// Topology labels a node's locality is read from.
+const (
+	LabelRegion = "topology.kubernetes.io/region"
+	LabelZone   = "topology.kubernetes.io/zone"
+)
+
+// DefaultServiceAccount is the ServiceAccount of a pod that names none.
+const DefaultServiceAccount = "default"
+
+// ErrNoAddress means the pod has no IP yet; it is registered once it has one.
+var ErrNoAddress = errors.New("the pod has no IP address yet")
+
+// Managed reports whether pod opted into the mesh.
+func Managed(pod *corev1.Pod) bool { return portspec.IsManaged(pod.Labels) }
+
+// ServiceAccount is the pod's ServiceAccount, which is its service's name.
+func ServiceAccount(pod *corev1.Pod) string {
+	if pod.Spec.ServiceAccountName == "" {
+		return DefaultServiceAccount
+	}
+	return pod.Spec.ServiceAccountName
+}
+
+// Registration is the MeshEndpoint spec for pod on node: its annotations through the one parser,
+// its identity and address, and the node's locality. A parse error is returned as is (a
+// portspec.ErrorList); a pod without an IP yields ErrNoAddress.
+func Registration(pod *corev1.Pod, node *corev1.Node) (meshv1alpha1.MeshEndpointSpec, error) {
+	spec, err := portspec.Parse(pod.Annotations)
+	if err != nil {
+		return meshv1alpha1.MeshEndpointSpec{}, err
+	}
+	if pod.Status.PodIP == "" {
+		return meshv1alpha1.MeshEndpointSpec{}, ErrNoAddress
+	}
+	out := meshv1alpha1.MeshEndpointSpec{
+		ServiceName: ServiceAccount(pod),
+		PodName:     pod.Name,
+		PodUID:      string(pod.UID),
+		NodeName:    pod.Spec.NodeName,
+		Address:     pod.Status.PodIP,
+		PrimaryPort: spec.Primary,
+		Ports:       ports(spec),
+		Weight:      spec.Weight,
+		HealthCheck: meshv1alpha1.HealthCheck{Mode: meshv1alpha1.HealthCheckMode(spec.HealthCheck.Mode), Path: spec.HealthCheck.Path},
+		Metadata:    spec.Metadata,
+	}
+	out.PortsSummary = meshv1alpha1.FormatPorts(out.Ports)
+	if node != nil {
+		out.Locality = meshv1alpha1.Locality{Region: node.Labels[LabelRegion], Zone: node.Labels[LabelZone]}
+	}
+	return out, nil
+}
+
+// ports are the parsed ports in the API's form, in the parser's (sorted) order.
+func ports(spec portspec.Spec) []meshv1alpha1.PortProtocol {
+	var out []meshv1alpha1.PortProtocol
+	for _, p := range spec.Ports {
+		out = append(out, meshv1alpha1.PortProtocol{Port: p.Number, Protocol: meshv1alpha1.Protocol(p.Protocol)})
+	}
+	return out
+}
