@@ -19,13 +19,7 @@ var refusedPods = prometheus.NewCounterVec(prometheus.CounterOpts{
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(refusedPods)
-	for _, kind := range []portspec.Kind{
-		portspec.KindEmpty, portspec.KindNotAPort, portspec.KindPortOutOfRange, portspec.KindReservedPort,
-		portspec.KindUnknownSuffix, portspec.KindSuffixOnPrimary, portspec.KindProtocolConflict, portspec.KindTooManyPorts,
-		portspec.KindUnknownProtocol, portspec.KindInvalidWeight, portspec.KindInvalidHealthPath, portspec.KindUnknownHealthCheckMode,
-		portspec.KindInvalidMetadataKey, portspec.KindInvalidMetadataValue, portspec.KindTooManyMetadata, portspec.KindInvalidUpstream,
-		portspec.KindUnknownAnnotation,
-	} {
+	for _, kind := range portspec.AllKinds() {
 		refusedPods.WithLabelValues(string(kind))
 	}
 }

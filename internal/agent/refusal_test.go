@@ -105,8 +105,8 @@ var hostile = []struct {
 	kind        portspec.Kind
 }{
 	{"ports-1k", hostilePorts(1 << 10), portspec.AnnotationPorts, portspec.KindNotAPort},
-	{"ports-12k", hostilePorts(12 << 10), portspec.AnnotationPorts, portspec.KindNotAPort}, // thousands of tokens
-	{"token-200k", hostileToken(200 << 10), portspec.AnnotationPorts, portspec.KindNotAPort},
+	{"ports-12k", hostilePorts(12 << 10), portspec.AnnotationPorts, portspec.KindTooLong}, // over the cap: not parsed
+	{"token-200k", hostileToken(200 << 10), portspec.AnnotationPorts, portspec.KindTooLong},
 	{"metadata-1k", hostileMetadata(1 << 10), portspec.AnnotationMetadataPrefix, portspec.KindInvalidMetadataValue},
 	{"metadata-64k", hostileMetadata(64 << 10), portspec.AnnotationMetadataPrefix, portspec.KindInvalidMetadataValue},
 	{"metadata-256k", hostileMetadata(maxAnnotations - 512), portspec.AnnotationMetadataPrefix, portspec.KindInvalidMetadataValue},

@@ -278,6 +278,16 @@ func TestRefusedStatusSurfaces(t *testing.T) {
 		}
 		bad.Spec.Ports = bad.Spec.Ports[1:]
 		bad.Spec.PortsSummary = meshv1alpha1.FormatPorts(bad.Spec.Ports)
+		// The pod first, then its endpoint, as its agent would: an endpoint counts only while it
+		// matches its pod's annotations.
+		pod := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(bad), pod); err != nil {
+			return err
+		}
+		pod.Annotations = declaring(bad.Spec.PrimaryPort, bad.Spec.Ports)
+		if err := env.Client.Update(ctx, pod); err != nil {
+			return err
+		}
 		return env.Client.Update(ctx, bad)
 	})
 	serviceReady(t, ctx, ns, "refused", 2)
