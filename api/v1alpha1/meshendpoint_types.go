@@ -178,6 +178,9 @@ const (
 	// annotations declare (checked only while they parse: otherwise the agent keeps the last
 	// valid registration in service, Registered=False).
 	EndpointReasonPortsMismatch = "PortsMismatch"
+	// EndpointReasonNamespaceIgnored means the MeshEndpoint is in a namespace the mesh never takes
+	// (the manager's --ignored-namespaces: Kubernetes' own and the operator's).
+	EndpointReasonNamespaceIgnored = "NamespaceIgnored"
 )
 
 // MeshEndpointStatus is what the node agent observes of the endpoint.

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -22,6 +23,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
 
@@ -35,6 +37,7 @@ func main() {
 	flag.DurationVar(&health.Interval, "health-interval", health.Interval, "Time between health probes of one endpoint.")
 	flag.DurationVar(&health.Timeout, "health-timeout", health.Timeout, "Timeout of one health probe.")
 	flag.IntVar(&health.FailureThreshold, "health-failure-threshold", health.FailureThreshold, "Consecutive failed probes that make an endpoint Unhealthy.")
+	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -46,6 +49,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "agent: --node-name is required: set it from the downward API (fieldRef spec.nodeName) in the DaemonSet")
 		os.Exit(2)
 	}
+
+	ignored, err := registration.ParseIgnoredNamespaces(*ignoredList)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent: %%v\n", err)
+		os.Exit(2)
+	}
+	ignored = ignored.With(os.Getenv("POD_NAMESPACE"))
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -60,14 +70,14 @@ func main() {
 		log.Error(err, "Failed to create the agent's manager")
 		os.Exit(1)
 	}
-	if err := agent.Setup(mgr, agent.Options{NodeName: nodeName, Health: health}); err != nil {
+	if err := agent.Setup(mgr, agent.Options{NodeName: nodeName, Health: health, IgnoredNamespaces: ignored}); err != nil {
 		log.Error(err, "Failed to set up the agent")
 		os.Exit(1)
 	}
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
-	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain)
+	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "ignoredNamespaces", ignored.String())
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Agent stopped")
 		os.Exit(1)

@@ -27,6 +27,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/controller"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/webhook"
 )
@@ -45,6 +46,7 @@ func main() {
 	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server listens on (all addresses when empty).")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
+	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -56,6 +58,13 @@ func main() {
 			meshDomain, strings.Join(errs, "; "))
 		os.Exit(2)
 	}
+
+	ignored, err := registration.ParseIgnoredNamespaces(*ignoredList)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "manager: %%v\n", err)
+		os.Exit(2)
+	}
+	ignored = ignored.With(os.Getenv("POD_NAMESPACE"))
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -86,6 +95,7 @@ func main() {
 		Client:     mgr.GetClient(),
 		Recorder:   mgr.GetEventRecorder("aether-controller"),
 		MeshDomain: meshDomain,
+		Ignored:    ignored,
 	}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Failed to set up the MeshService controller")
 		os.Exit(1)
@@ -98,11 +108,11 @@ func main() {
 	if len(skipped) > 0 {
 		log.Info("Gateway API CRDs not installed: no route status for these kinds", "kinds", skipped)
 	}
-	webhook.SetupWithManager(mgr)
+	webhook.SetupWithManager(mgr, ignored)
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
-	log.Info("Starting manager", "meshDomain", meshDomain)
+	log.Info("Starting manager", "meshDomain", meshDomain, "ignoredNamespaces", ignored.String())
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Manager stopped")
 		os.Exit(1)

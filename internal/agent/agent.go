@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 )
 
 // CacheOptions limit what the agent's manager caches to its own node: its pods (field selector
@@ -33,6 +34,8 @@ type Options struct {
 	NodeName string
 	// Health tunes delegated liveness.
 	Health HealthOptions
+	// IgnoredNamespaces are never registered, whatever their pods' labels.
+	IgnoredNamespaces registration.IgnoredNamespaces
 
 	// controllerName replaces "agent-pods" as the controller's name in logs and metrics, for
 	// tests that run several agents in one process and count each one's reconciles.
@@ -44,6 +47,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&PodReconciler{
 		Client:         mgr.GetClient(),
 		NodeName:       o.NodeName,
+		Ignored:        o.IgnoredNamespaces,
 		controllerName: o.controllerName,
 	}).SetupWithManager(mgr); err != nil {
 		return err

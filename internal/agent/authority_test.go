@@ -96,7 +96,7 @@ func TestAgentNeedsNoMoreThanItsShippedAuthority(t *testing.T) {
 		return nil
 	})
 
-	stop, err := startAgentWith(env, cfg, node, "agent-"+ns)
+	stop, err := startAgentWith(env, cfg, Options{NodeName: node, Health: testHealth, controllerName: "agent-" + ns})
 	if err != nil {
 		t.Fatal(err)
 	}

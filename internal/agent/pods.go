@@ -40,6 +40,8 @@ type PodReconciler struct {
 	client.Client
 	// NodeName is the node this agent serves; its cache holds only that node's pods.
 	NodeName string
+	// Ignored are the namespaces the mesh never takes: their pods are never registered.
+	Ignored registration.IgnoredNamespaces
 
 	// controllerName names the controller in logs and metrics; "agent-pods" when empty.
 	controllerName string
@@ -110,7 +112,7 @@ func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 		return err
 	}
 	// Gone, moved off the mesh, or replaced by a new pod of the same name: the endpoint goes.
-	if pod == nil || pod.Spec.NodeName != r.NodeName || !Managed(pod) || (ep != nil && ep.Spec.PodUID != string(pod.UID)) {
+	if pod == nil || pod.Spec.NodeName != r.NodeName || !r.Ignored.InMesh(pod) || (ep != nil && ep.Spec.PodUID != string(pod.UID)) {
 		r.refused.Delete(req.NamespacedName)
 		if ep != nil {
 			logger.Info("Removing MeshEndpoint: its pod is gone or no longer managed")

@@ -60,23 +60,26 @@ func startAgent(node string) func(*testenv.Env) (func(), error) { return startNa
 // startNamedAgent is startAgent with the pod controller named controller (empty: the default),
 // so a test can count this agent's reconciles alone (see reconciles).
 func startNamedAgent(node, controller string) func(*testenv.Env) (func(), error) {
-	return func(e *testenv.Env) (func(), error) { return startAgentWith(e, e.Config, node, controller) }
+	return func(e *testenv.Env) (func(), error) {
+		return startAgentWith(e, e.Config, Options{NodeName: node, Health: testHealth, controllerName: controller})
+	}
 }
 
-// startAgentWith is startNamedAgent speaking to the API server with cfg's credentials.
-func startAgentWith(e *testenv.Env, cfg *rest.Config, node, controller string) (func(), error) {
+// startAgentWith starts an agent with options o, speaking to the API server with cfg's
+// credentials.
+func startAgentWith(e *testenv.Env, cfg *rest.Config, o Options) (func(), error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 e.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  CacheOptions(node),
+		Cache:                  CacheOptions(o.NodeName),
 		// Tests start more agents in this process.
 		Controller: config.Controller{SkipNameValidation: new(true)},
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := Setup(mgr, Options{NodeName: node, Health: testHealth, controllerName: controller}); err != nil {
+	if err := Setup(mgr, o); err != nil {
 		return nil, err
 	}
 	return testenv.StartManager(mgr)

@@ -25,6 +25,7 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 )
 
 // FieldManager is the field manager of everything the controller applies.
@@ -41,6 +42,8 @@ type MeshServiceReconciler struct {
 	Recorder recorder.EventRecorder
 	// MeshDomain is the mesh's DNS domain and SPIFFE trust domain.
 	MeshDomain string
+	// Ignored are the namespaces the mesh never takes: no endpoint there is counted.
+	Ignored registration.IgnoredNamespaces
 }
 
 // +kubebuilder:rbac:groups=mesh.aether.io,resources=meshservices,verbs=get;list;watch;create;update;patch;delete

@@ -72,6 +72,9 @@ func (r *MeshServiceReconciler) verified(ctx context.Context, endpoints []meshv1
 			return nil, err
 		}
 		verdict := registration.Verify(ep, pod)
+		if r.Ignored.Ignores(ep.Namespace) {
+			verdict = registration.IgnoredVerdict(ep)
+		}
 		if err := r.recordVerdict(ctx, ep, verdict); err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 )
 
 // PodPath is where the pod validator is served; config/webhook names the same path.
@@ -51,6 +52,10 @@ const JudgeDeadline = 2 * time.Second
 // the API server's timeout (which would admit it).
 type PodValidator struct {
 	Decoder admission.Decoder
+	// Ignored are the namespaces the mesh never takes: their pods are admitted unjudged. The
+	// webhook configuration's namespaceSelector keeps them away already; this is the same rule
+	// where the configuration and the manager's flag disagree.
+	Ignored registration.IgnoredNamespaces
 }
 
 // Handle admits or denies one pod CREATE or UPDATE.
@@ -65,6 +70,9 @@ func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admiss
 		if err := v.Decoder.DecodeRaw(req.OldObject, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
+	}
+	if v.Ignored.Ignores(req.Namespace) {
+		return admission.Allowed("namespace " + req.Namespace + " is not part of the mesh (--ignored-namespaces)")
 	}
 	return review(ctx, pod, old)
 }
@@ -140,6 +148,6 @@ func judge(ctx context.Context, deadline time.Duration, parse func() error) erro
 }
 
 // SetupWithManager serves the pod validator on the manager's webhook server.
-func SetupWithManager(mgr manager.Manager) {
-	mgr.GetWebhookServer().Register(PodPath, &crwebhook.Admission{Handler: &PodValidator{Decoder: admission.NewDecoder(mgr.GetScheme())}})
+func SetupWithManager(mgr manager.Manager, ignored registration.IgnoredNamespaces) {
+	mgr.GetWebhookServer().Register(PodPath, &crwebhook.Admission{Handler: &PodValidator{Decoder: admission.NewDecoder(mgr.GetScheme()), Ignored: ignored}})
 }
