@@ -51,6 +51,7 @@ func startManager(e *testenv.Env) (stop func(), err error) {
 		Client:     mgr.GetClient(),
 		Recorder:   mgr.GetEventRecorder("aether-controller"),
 		MeshDomain: "aether.internal",
+		Ignored:    registration.IgnoredNamespaces{ignoredNamespace: true},
 	}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

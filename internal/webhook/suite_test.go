@@ -51,7 +51,7 @@ func startWebhookServer(e *testenv.Env) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	SetupWithManager(mgr)
+	SetupWithManager(mgr, handlerIgnored)
 	return testenv.StartManager(mgr)
 }
 
