@@ -5,6 +5,7 @@ package resolve
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 )
@@ -97,9 +98,8 @@ func checkHost(host string) error {
 		return fmt.Errorf("the host is %d bytes long: a host name is at most %d bytes", len(host), MaxHostLength)
 	}
 	if inner, ok := strings.CutPrefix(host, "["); ok {
-		inner = strings.TrimSuffix(inner, "]")
-		if inner == "" || strings.Trim(inner, "0123456789abcdefABCDEF:.") != "" || !strings.Contains(inner, ":") {
-			return fmt.Errorf("%q is not an IPv6 address (hex digits, ':' and '.' in brackets)", host)
+		if ip, err := netip.ParseAddr(strings.TrimSuffix(inner, "]")); err != nil || !ip.Is6() || ip.Zone() != "" {
+			return fmt.Errorf("%q is not an IPv6 address in brackets (no zone), as in [fd00::1]", host)
 		}
 		return nil
 	}

@@ -213,7 +213,8 @@ func TestHTTPRequest(t *testing.T) {
 		"an IPv6 address, no port":    {set: port80HTTP, authority: "[fd00::10]", want: reaches(80)},
 		"an IPv6 address, TCP port": {set: mixed, authority: "[fd00::10]:9000",
 			want: misdirected(resolve.PortNotHTTP), words: []string{"[fd00::10]:9000 as TCP", "http://[fd00::10]:8080/"}},
-		"a host of 253 bytes": {set: mixed, authority: strings.Repeat("a", 253) + ":8080", want: reaches(8080)},
+		"an IPv4-mapped IPv6 address": {set: mixed, authority: "[::ffff:10.96.0.10]:8080", want: reaches(8080)},
+		"a host of 253 bytes":         {set: mixed, authority: strings.Repeat("a", 253) + ":8080", want: reaches(8080)},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -283,6 +284,7 @@ func TestHTTPRequestMalformed(t *testing.T) {
 		"IPv6 junk after ]":           {"[fd00::10]8080", []string{`"8080" after the IPv6 address`}},
 		"IPv6 empty port":             {"[fd00::10]:", []string{"empty"}},
 		"IPv6 bad port":               {"[fd00::10]:x", []string{"not a decimal number"}},
+		"IPv6 colon only":             {"[:]", []string{"not an IPv6 address"}},
 		"IPv6 not hex":                {"[fd00::zz]:8080", []string{"not an IPv6 address"}},
 		"IPv6 zone":                   {"[fe80::1%25eth0]:8080", []string{"not an IPv6 address"}},
 		"IPv4 in brackets":            {"[10.0.0.1]:8080", []string{"not an IPv6 address"}},
