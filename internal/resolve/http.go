@@ -123,9 +123,9 @@ func workingSpellings(s portspec.PortSet, host string) string {
 // httpURL spells an HTTP port as a URL: http://host/ for 80, http://host:p/ otherwise.
 func httpURL(host string, port int32) string {
 	if port == HTTPPort {
-		return "http://" + host + "/"
+		return httpScheme + host + "/"
 	}
-	return "http://" + hostPort(host, port) + "/"
+	return httpScheme + hostPort(host, port) + "/"
 }
 
 // listPorts spells ports for a sentence: "8080", "8080 and 9090", "80, 8080 and 9090", and past

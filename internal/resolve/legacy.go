@@ -39,9 +39,9 @@ func Surface(s portspec.PortSet, hosts ...string) []Dial {
 			d.Address = address
 			dials = append(dials, d.For(host))
 		}
-		add("http://"+name+"/", byAddress["http://"+name+"/"])
+		add(httpScheme+name+"/", byAddress[httpScheme+name+"/"])
 		add(hostPort(name, MeshHTTPPort), portless)
-		add("https://"+name+"/", byAddress["https://"+name+"/"])
+		add(httpsScheme+name+"/", byAddress[httpsScheme+name+"/"])
 		add(hostPort(name, MeshTCPPort), byAddress[hostPort(name, MeshTCPPort)])
 		for _, p := range s.Ports {
 			add(hostPort(name, p.Number), byAddress[hostPort(name, p.Number)])

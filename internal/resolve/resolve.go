@@ -88,15 +88,15 @@ const ErrorHeader = "x-aether-error"
 type MeshError string
 
 const (
-	// NoHTTPPort: a request with no port in its authority, to a service that serves no HTTP.
+	// NoHTTPPort answers a request with no port in its authority, to a service that serves no HTTP.
 	NoHTTPPort MeshError = "no-http-port"
-	// PortNotDeclared: the authority's port (80 when it has none) is not one the service serves as
-	// HTTP, and the service does serve HTTP elsewhere; or the port is not declared at all (18081
-	// and 18082 included: no pod can declare them).
+	// PortNotDeclared answers a request for a port the service does not declare (18081 and 18082
+	// included: no pod can declare them), and one with no port in its authority when port 80 is
+	// not HTTP-class but the service serves HTTP on other ports.
 	PortNotDeclared MeshError = "port-not-declared"
-	// PortNotHTTP: the authority names a port the service declares TCP.
+	// PortNotHTTP answers a request whose authority names a port the service declares TCP.
 	PortNotHTTP MeshError = "port-not-http"
-	// BadAuthority: the authority is malformed (answered 400).
+	// BadAuthority answers a request whose authority is malformed (with 400).
 	BadAuthority MeshError = "bad-authority"
 )
 

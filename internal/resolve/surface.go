@@ -32,6 +32,12 @@ const (
 	AnyOtherPort = "*"
 )
 
+// The URL schemes of the surface's spellings.
+const (
+	httpScheme  = "http://"
+	httpsScheme = "https://"
+)
+
 // Dial is one row of a dial surface: a spelling, relative to any of the service's names, and
 // what it reaches.
 type Dial struct {
@@ -70,7 +76,7 @@ func DialSurface(s portspec.PortSet) []Dial {
 	rows := make([]Dial, 0, SurfaceLen(len(s.Ports)))
 	add := func(address string, r Result) { rows = append(rows, Dial{Address: address, Result: r}) }
 
-	add("http://"+name+"/", answerHTTP(s, authority{host: name, portless: true}))
+	add(httpScheme+name+"/", answerHTTP(s, authority{host: name, portless: true}))
 	add(hostPort(name, MeshHTTPPort), Result{Protocol: portspec.HTTP, Outcome: HostDecides,
 		Reason: "the mesh's HTTP proxy port, not a port of the service: the port in each request's Host header decides, as the Host rows say"})
 
@@ -83,7 +89,7 @@ func DialSurface(s portspec.PortSet) []Dial {
 	}
 	add(HostRowPrefix+name+":"+AnyOtherPort, misdirected(s, name, PortNotDeclared, "the port is not one the service declares"))
 
-	add("https://"+name+"/", dialHTTPS(s))
+	add(httpsScheme+name+"/", dialHTTPS(s))
 	add(hostPort(name, MeshTCPPort), dialMeshTCP(s))
 	for _, p := range s.Ports {
 		add(hostPort(name, p.Number), Result{Port: p.Number, Protocol: p.Protocol, Outcome: Reaches,
