@@ -65,8 +65,11 @@ func answerHTTP(s portspec.PortSet, a authority) Result {
 		return misdirected(s, a.host, PortNotDeclared,
 			"port 18081 is the mesh's HTTP proxy port, not a port of the service (send requests to it with the service's port in Host)")
 	case port == MeshTCPPort:
-		return misdirected(s, a.host, PortNotDeclared, fmt.Sprintf(
-			"port 18082 is the mesh's TCP port, not a port of the service (dial %s as TCP, without HTTP)", a))
+		problem := "port 18082 is the mesh's TCP port, not a port of the service"
+		if _, ok := DefaultTCPPort(s); ok { // else :18082 is refused too: no advice to dial it
+			problem += fmt.Sprintf(" (dial %s as TCP, without HTTP)", a)
+		}
+		return misdirected(s, a.host, PortNotDeclared, problem)
 	}
 	return misdirected(s, a.host, PortNotDeclared, fmt.Sprintf("port %d is not declared", port))
 }

@@ -197,6 +197,9 @@ func TestHTTPRequest(t *testing.T) {
 			want: misdirected(resolve.PortNotDeclared), words: []string{"18081 is the mesh's HTTP proxy port", "http://" + host + ":8080/"}},
 		"the TCP port 18082": {set: mixed, authority: host + ":18082",
 			want: misdirected(resolve.PortNotDeclared), words: []string{"18082 is the mesh's TCP port", host + ":18082 as TCP"}},
+		"the TCP port 18082, no TCP port": {set: httpOnly, authority: host + ":18082",
+			want: misdirected(resolve.PortNotDeclared), words: []string{"18082 is the mesh's TCP port", "http://" + host + ":8080/"},
+			notWords: []string{":18082 as TCP"}}, // refused too: naming it would send the user to another refusal
 		"18081, no HTTP port": {set: tcpOnly, authority: host + ":18081",
 			want: misdirected(resolve.PortNotDeclared)},
 		"extremes: port 1": {set: set(1, h1(1), h1(65535)), authority: host + ":1",
