@@ -99,9 +99,6 @@ func TestNames(t *testing.T) {
 			if got := resolve.Names(tc.name, tc.namespace, tc.domain); !slices.Equal(got, tc.want) {
 				t.Errorf("Names(%q, %q, %q) = %q; want %q", tc.name, tc.namespace, tc.domain, got, tc.want)
 			}
-			if got := resolve.Hosts(tc.name, tc.namespace, tc.domain); !slices.Equal(got, tc.want) {
-				t.Errorf("Hosts(%q, %q, %q) = %q; want Names' %q", tc.name, tc.namespace, tc.domain, got, tc.want)
-			}
 		})
 	}
 	if resolve.DefaultMeshDomain != "aether.internal" {
@@ -336,54 +333,4 @@ func TestSurfaceAgreesWithHTTPRequest(t *testing.T) {
 			t.Error("a Host: <name>:* row that Reaches passes")
 		}
 	})
-}
-
-// TestLegacySurface checks the per-host surface internal/meshservice calls until integration:
-// the old shape (3×(ports+5) rows), every row the new surface's for that host, the :18081 row
-// the answer to a Host with no port, and no outcome the API's enum lacks.
-func TestLegacySurface(t *testing.T) {
-	hosts := resolve.Names("payments", "shop", resolve.DefaultMeshDomain)
-	for name, s := range allSets {
-		t.Run(name, func(t *testing.T) {
-			rows := map[string]resolve.Dial{}
-			for _, d := range resolve.DialSurface(s) {
-				rows[d.Address] = d
-			}
-			legacy := resolve.Surface(s, hosts...)
-			if len(legacy) != len(hosts)*(len(s.Ports)+5) {
-				t.Fatalf("%d rows; want %d", len(legacy), len(hosts)*(len(s.Ports)+5))
-			}
-			i := 0
-			for _, h := range hosts {
-				want := []string{"http://" + h + "/", h + ":18081", "https://" + h + "/", h + ":18082"}
-				for _, p := range s.Ports {
-					want = append(want, h+":"+strconv.Itoa(int(p.Number)))
-				}
-				want = append(want, h+":*")
-				for _, address := range want {
-					got := legacy[i]
-					i++
-					if got.Address != address {
-						t.Fatalf("row %d: %s; want %s", i, got.Address, address)
-					}
-					if !slices.Contains([]resolve.Outcome{resolve.Reaches, resolve.Misdirected, resolve.Refused}, got.Outcome) {
-						t.Errorf("%s: outcome %s is not in the API's enum", address, got.Outcome)
-					}
-					var source resolve.Dial
-					if address == h+":18081" {
-						source = rows[resolve.HostRowPrefix+resolve.NamePlaceholder].For(h)
-						if !strings.HasPrefix(got.Reason, "the Host header decides; with Host: "+h+" (no port): ") {
-							t.Errorf("%s: reason %q", address, got.Reason)
-						}
-						got.Reason = source.Reason
-					} else {
-						source = rows[strings.ReplaceAll(address, h, resolve.NamePlaceholder)].For(h)
-					}
-					if got.Result != source.Result {
-						t.Errorf("%s: %+v; want the surface's %+v", address, got.Result, source.Result)
-					}
-				}
-			}
-		})
-	}
 }
