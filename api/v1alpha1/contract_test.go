@@ -181,7 +181,7 @@ func crdSchema(t *testing.T, file string) map[string]any {
 func schemaAt(t *testing.T, schema map[string]any, path string) map[string]any {
 	t.Helper()
 	node := schema
-	for _, step := range strings.Split(path, ".") {
+	for step := range strings.SplitSeq(path, ".") {
 		var next any
 		if step == "[]" {
 			next = node["items"]
