@@ -75,6 +75,7 @@ test-e2e: $(LOCALBIN) ## The smoke e2e on the cluster of make cluster-up, run in
 fuzz: ## Run every fuzz target for FUZZTIME (default 60s) each.
 	go test ./internal/portspec -run '^$$' -fuzz FuzzParse -fuzztime $(or $(FUZZTIME),60s)
 	go test ./internal/resolve -run '^$$' -fuzz FuzzSurface -fuzztime $(or $(FUZZTIME),60s)
+	go test ./internal/resolve -run '^$$' -fuzz FuzzHTTPRequest -fuzztime $(or $(FUZZTIME),60s)
 	go test ./internal/meshservice -run '^$$' -fuzz FuzzTranslate -fuzztime $(or $(FUZZTIME),60s)
 
 .PHONY: bench

@@ -38,11 +38,19 @@ const (
 	// MaxPortsSummary is the length limit of every portsSummary field (MeshEndpoint spec and
 	// MeshService status). FormatPorts never returns more.
 	MaxPortsSummary = 1024
-	// MaxDialSurface is status.dialSurface's MaxItems. A service's surface has 3 hosts × (its
-	// ports + 5) rows: 783 at MaxServicePorts.
-	MaxDialSurface = 1024
+	// MaxDialSurface is status.dialSurface's MaxItems: a service's surface has 2 × its ports + 9
+	// rows (internal/resolve.SurfaceLen), 521 at MaxServicePorts.
+	MaxDialSurface = 2*MaxServicePorts + 9
+	// MaxDialAddress is the length limit of a dial surface row's address. Addresses are written
+	// with the placeholder <name>; the longest is "Host: <name>:65535".
+	MaxDialAddress = 64
 	// MaxDialReason is the length limit of a dial surface row's reason.
 	MaxDialReason = 1024
+	// MaxNames is status.names' MaxItems: the mesh name and the generated Service's two names.
+	MaxNames = 3
+	// MaxNameLength is the length limit of one of status.names: a ServiceAccount name (253), a
+	// namespace (63) and a mesh domain (253, a DNS subdomain) joined by two dots.
+	MaxNameLength = 253 + 1 + 63 + 1 + 253
 )
 
 // Ports of the mesh itself. No workload may declare them (see internal/portspec).

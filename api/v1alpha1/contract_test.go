@@ -51,6 +51,52 @@ func TestAPIAgreesWithPortspec(t *testing.T) {
 	}
 }
 
+// TestAPIAgreesWithResolve pins the dial surface's words the API and the resolution rule share:
+// every outcome and x-aether-error value a surface row can carry is in the CRD's enum, spelt the
+// same, and the API has nothing the rule never writes. BadRequest and bad-authority (the answer
+// to a malformed authority) are no row of a surface.
+func TestAPIAgreesWithResolve(t *testing.T) {
+	service := crdSchema(t, "mesh.aether.io_meshservices.yaml")
+	outcomes := []string{string(meshv1alpha1.DialReaches), string(meshv1alpha1.DialMisdirected), string(meshv1alpha1.DialRefused),
+		string(meshv1alpha1.DialHostDecides)}
+	wantOutcomes := []string{string(resolve.Reaches), string(resolve.Misdirected), string(resolve.Refused), string(resolve.HostDecides)}
+	codes := []string{string(meshv1alpha1.DialErrorNoHTTPPort), string(meshv1alpha1.DialErrorPortNotDeclared), string(meshv1alpha1.DialErrorPortNotHTTP)}
+	var wantErrors []string
+	for _, e := range resolve.MeshErrors() {
+		if e != resolve.BadAuthority {
+			wantErrors = append(wantErrors, string(e))
+		}
+	}
+	for _, c := range []struct {
+		what      string
+		api, want []string
+		path      string
+	}{
+		{"dial outcomes", outcomes, wantOutcomes, "status.dialSurface.[].outcome"},
+		{"x-aether-error values", codes, wantErrors, "status.dialSurface.[].error"},
+	} {
+		slices.Sort(c.api)
+		slices.Sort(c.want)
+		if crd := enum(t, service, c.path); !slices.Equal(c.api, c.want) || !slices.Equal(crd, c.want) {
+			t.Errorf("%s: API constants %v, CRD enum %v, resolve %v", c.what, c.api, crd, c.want)
+		}
+	}
+
+	// What the rule writes is in those enums: every row of every kind of surface.
+	for _, set := range []portspec.PortSet{
+		portspec.NewPortSet(8080, []portspec.Port{{Number: 8080, Protocol: portspec.HTTP}, {Number: 9000, Protocol: portspec.TCP}}),
+		portspec.NewPortSet(9000, []portspec.Port{{Number: 9000, Protocol: portspec.TCP}}),
+		portspec.NewPortSet(80, []portspec.Port{{Number: 80, Protocol: portspec.HTTP2}, {Number: 443, Protocol: portspec.TCP}}),
+		{},
+	} {
+		for _, d := range resolve.DialSurface(set) {
+			if !slices.Contains(wantOutcomes, string(d.Outcome)) || (d.Error != "" && !slices.Contains(wantErrors, string(d.Error))) {
+				t.Errorf("%v: row %s has outcome %s, error %q: not in the API's enums", set, d.Address, d.Outcome, d.Error)
+			}
+		}
+	}
+}
+
 // TestSampleEndpointsMatchTheirDeployment parses the sample Deployment's pod annotations with
 // portspec and checks the sample MeshEndpoints carry exactly those ports: the samples show what
 // the agent writes, so they must agree with the one parser.
@@ -130,12 +176,12 @@ func crdSchema(t *testing.T, file string) map[string]any {
 	return crd.Spec.Versions[0].Schema.OpenAPIV3Schema
 }
 
-// limit returns the integer keyword (maxItems, maxLength) of the schema at path, a dotted list
-// of property names where "[]" steps into an array's items: "status.dialSurface.[].reason".
-func limit(t *testing.T, schema map[string]any, path, keyword string) int {
+// schemaAt returns the schema at path, a dotted list of property names where "[]" steps into an
+// array's items: "status.dialSurface.[].reason".
+func schemaAt(t *testing.T, schema map[string]any, path string) map[string]any {
 	t.Helper()
 	node := schema
-	for _, step := range strings.Split(path, ".") {
+	for step := range strings.SplitSeq(path, ".") {
 		var next any
 		if step == "[]" {
 			next = node["items"]
@@ -146,11 +192,30 @@ func limit(t *testing.T, schema map[string]any, path, keyword string) int {
 			t.Fatalf("the CRD schema has no %s (at %q)", path, step)
 		}
 	}
+	return node
+}
+
+// limit returns the integer keyword (maxItems, maxLength) of the schema at path.
+func limit(t *testing.T, schema map[string]any, path, keyword string) int {
+	t.Helper()
+	node := schemaAt(t, schema, path)
 	n, err := strconv.Atoi(fmt.Sprint(node[keyword]))
 	if err != nil {
 		t.Fatalf("%s has no integer %s: %v", path, keyword, node[keyword])
 	}
 	return n
+}
+
+// enum returns the enum of the schema at path, sorted.
+func enum(t *testing.T, schema map[string]any, path string) []string {
+	t.Helper()
+	values, _ := schemaAt(t, schema, path)["enum"].([]any)
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = fmt.Sprint(v)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestLimitsMatchTheCRDs: each size limit the Go code enforces or relies on equals the CRD's
@@ -172,22 +237,33 @@ func TestLimitsMatchTheCRDs(t *testing.T) {
 		{"MaxServicePorts (ports per service)", service, "status.ports", "maxItems", meshv1alpha1.MaxServicePorts},
 		{"MaxPortsSummary", service, "status.portsSummary", "maxLength", meshv1alpha1.MaxPortsSummary},
 		{"MaxDialSurface", service, "status.dialSurface", "maxItems", meshv1alpha1.MaxDialSurface},
+		{"resolve.SurfaceLen(MaxServicePorts) (the surface at the cap)", service, "status.dialSurface", "maxItems",
+			resolve.SurfaceLen(meshv1alpha1.MaxServicePorts)},
+		{"MaxDialAddress", service, "status.dialSurface.[].address", "maxLength", meshv1alpha1.MaxDialAddress},
 		{"MaxDialReason", service, "status.dialSurface.[].reason", "maxLength", meshv1alpha1.MaxDialReason},
+		{"MaxNames", service, "status.names", "maxItems", meshv1alpha1.MaxNames},
+		{"len(resolve.Names)", service, "status.names", "maxItems", len(resolve.Names("s", "n", resolve.DefaultMeshDomain))},
+		{"MaxNameLength", service, "status.names.[]", "maxLength", meshv1alpha1.MaxNameLength},
 	} {
 		if got := limit(t, c.schema, c.path, c.word); got != c.want {
 			t.Errorf("%s is %d, the CRD's %s %s is %d", c.what, c.want, c.path, c.word, got)
 		}
 	}
 
-	// The dial surface of a service at the cap, owned Service (all host names): it must fit.
-	hosts := len(resolve.Hosts("s", "n", resolve.DefaultMeshDomain))
-	set := portspec.PortSet{Primary: 1}
+	// The dial surface of a service at the cap, each row once: exactly MaxItems rows, each address
+	// within its MaxLength (the longest spells a five-digit port).
+	set := portspec.PortSet{Primary: 65535 - meshv1alpha1.MaxServicePorts + 1}
 	for p := range int32(meshv1alpha1.MaxServicePorts) {
-		set.Ports = append(set.Ports, portspec.Port{Number: 1 + p, Protocol: portspec.TCP})
+		set.Ports = append(set.Ports, portspec.Port{Number: set.Primary + p, Protocol: portspec.TCP})
 	}
-	rows := len(resolve.Surface(set, resolve.Hosts("s", "n", resolve.DefaultMeshDomain)...))
-	if rows > meshv1alpha1.MaxDialSurface {
-		t.Errorf("a service of %d ports has %d dial rows (%d hosts); dialSurface holds %d", meshv1alpha1.MaxServicePorts, rows, hosts, meshv1alpha1.MaxDialSurface)
+	surface := resolve.DialSurface(set)
+	if len(surface) != meshv1alpha1.MaxDialSurface {
+		t.Errorf("a service of %d ports has %d dial rows; dialSurface holds %d", meshv1alpha1.MaxServicePorts, len(surface), meshv1alpha1.MaxDialSurface)
+	}
+	for _, d := range surface {
+		if len(d.Address) > meshv1alpha1.MaxDialAddress {
+			t.Errorf("dial address %q has %d bytes; the CRD holds %d", d.Address, len(d.Address), meshv1alpha1.MaxDialAddress)
+		}
 	}
 
 	// An endpoint's widest ports spelling: 64 five-digit HTTP2 ports. It must fit whole.

@@ -244,14 +244,26 @@ func mixedServiceStatus() meshv1alpha1.MeshServiceStatus {
 	}
 	status := meshv1alpha1.MeshServiceStatus{
 		PortsSummary:     meshv1alpha1.FormatPorts(ports),
-		DefaultHTTPPort:  ptr.To[int32](8080),
-		DefaultTCPPort:   ptr.To[int32](9000),
+		DefaultTCPPort:   ptr.To[int32](9000), // no defaultHTTPPort: 80 is not declared
 		VIP:              "10.96.0.10",
 		Identity:         "spiffe://aether.internal/ns/shop/sa/payments",
 		Endpoints:        meshv1alpha1.EndpointCounts{Ready: 3, Total: 3},
 		EndpointsSummary: "3/3",
+		Names:            []string{"payments.shop.aether.internal", "payments.shop.svc.cluster.local", "payments.shop"},
 		DialSurface: []meshv1alpha1.Dial{{
-			Address: "payments.shop.aether.internal:18082", Port: ptr.To[int32](9000),
+			Address: "http://<name>/", Protocol: meshv1alpha1.ProtocolHTTP, Outcome: meshv1alpha1.DialMisdirected,
+			Error: meshv1alpha1.DialErrorPortNotDeclared,
+			Reason: "no port in the authority means port 80, and port 80 is not declared: answered 421 with x-aether-error: " +
+				"port-not-declared; <name> serves HTTP on 8080 and 9090: dial http://<name>:8080/ or http://<name>:9090/",
+		}, {
+			Address: "<name>:18081", Protocol: meshv1alpha1.ProtocolHTTP, Outcome: meshv1alpha1.DialHostDecides,
+			Reason: "the mesh's HTTP proxy port, not a port of the service: the port in each request's Host header decides, as the Host rows say",
+		}, {
+			Address: "Host: <name>:65535", Protocol: meshv1alpha1.ProtocolHTTP, Outcome: meshv1alpha1.DialMisdirected,
+			Error:  meshv1alpha1.DialErrorPortNotDeclared,
+			Reason: "port 65535 is not declared: answered 421 with x-aether-error: port-not-declared",
+		}, {
+			Address: "<name>:18082", Port: ptr.To[int32](9000),
 			Protocol: meshv1alpha1.ProtocolTCP, Outcome: meshv1alpha1.DialReaches,
 			Reason: "the default TCP port: port 9000 is the lowest TCP port (the primary is not TCP)",
 		}},
@@ -309,6 +321,38 @@ func TestMeshServiceStatusValidation(t *testing.T) {
 		"unknown dial outcome": {
 			mutate: func(s *meshv1alpha1.MeshServiceStatus) { s.DialSurface[0].Outcome = "Maybe" },
 			want:   []string{"status.dialSurface[0].outcome", `Unsupported value: "Maybe"`},
+		},
+		"BadRequest is no row of a surface": {
+			mutate: func(s *meshv1alpha1.MeshServiceStatus) { s.DialSurface[0].Outcome = "BadRequest" },
+			want:   []string{"status.dialSurface[0].outcome", `Unsupported value: "BadRequest"`},
+		},
+		"unknown x-aether-error": {
+			mutate: func(s *meshv1alpha1.MeshServiceStatus) { s.DialSurface[0].Error = "bad-authority" },
+			want:   []string{"status.dialSurface[0].error", `Unsupported value: "bad-authority"`},
+		},
+		"Misdirected row without its x-aether-error": {
+			mutate: func(s *meshv1alpha1.MeshServiceStatus) { s.DialSurface[0].Error = "" },
+			want:   []string{"status.dialSurface[0]", "error is the x-aether-error value of a Misdirected row"},
+		},
+		"x-aether-error on a row that reaches": {
+			mutate: func(s *meshv1alpha1.MeshServiceStatus) { s.DialSurface[3].Error = meshv1alpha1.DialErrorPortNotHTTP },
+			want:   []string{"status.dialSurface[3]", "error is the x-aether-error value of a Misdirected row"},
+		},
+		"address over its limit": {
+			mutate: func(s *meshv1alpha1.MeshServiceStatus) {
+				s.DialSurface[1].Address = strings.Repeat("x", meshv1alpha1.MaxDialAddress+1)
+			},
+			want: []string{"status.dialSurface[1].address", "may not be more than 64"},
+		},
+		"a fourth name": {
+			mutate: func(s *meshv1alpha1.MeshServiceStatus) { s.Names = append(s.Names, "payments") },
+			want:   []string{"status.names", "must have at most 3 items"},
+		},
+		"a name over its limit": {
+			mutate: func(s *meshv1alpha1.MeshServiceStatus) {
+				s.Names[0] = strings.Repeat("a", meshv1alpha1.MaxNameLength+1)
+			},
+			want: []string{"status.names[0]", "may not be more than 571"},
 		},
 	}
 	ctx := testContext(t)

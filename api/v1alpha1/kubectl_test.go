@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
@@ -73,15 +74,17 @@ func TestKubectlGetMeshEndpoints(t *testing.T) {
 }
 
 // TestKubectlGetMeshServices reads the designed columns HTTP, TCP, PORTS, ENDPOINTS, VIP,
-// READY, AGE; a service with no TCP port shows an empty TCP cell.
+// READY, AGE. HTTP is what a portless http:// reaches: 80 when declared HTTP-class, else empty
+// (payments serves HTTP on 8080, not 80); a service with no TCP port shows an empty TCP cell.
 func TestKubectlGetMeshServices(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespace(t, ctx)
 	for name, mutate := range map[string]func(*meshv1alpha1.MeshServiceStatus){
 		"payments": func(*meshv1alpha1.MeshServiceStatus) {},
 		"web": func(s *meshv1alpha1.MeshServiceStatus) {
-			s.Ports = s.Ports[:1]
-			s.PortsSummary = "8080/HTTP"
+			s.Ports = []meshv1alpha1.ServicePort{{Port: 80, Protocol: meshv1alpha1.ProtocolHTTP, Endpoints: 2}}
+			s.PortsSummary = "80/HTTP"
+			s.DefaultHTTPPort = ptr.To[int32](80)
 			s.DefaultTCPPort = nil
 			s.VIP = "10.96.0.11"
 			s.Endpoints = meshv1alpha1.EndpointCounts{Ready: 0, Total: 2}
@@ -109,8 +112,8 @@ func TestKubectlGetMeshServices(t *testing.T) {
 		rows := columns(out)
 		want := [][]string{
 			{"NAME", "HTTP", "TCP", "PORTS", "ENDPOINTS", "VIP", "READY", "AGE"},
-			{"payments", "8080", "9000", "8080/HTTP,9000/TCP,9090/HTTP2", "3/3", "10.96.0.10", "True"},
-			{"web", "8080", "", "8080/HTTP", "0/2", "10.96.0.11", "False"},
+			{"payments", "", "9000", "8080/HTTP,9000/TCP,9090/HTTP2", "3/3", "10.96.0.10", "True"},
+			{"web", "80", "", "80/HTTP", "0/2", "10.96.0.11", "False"},
 		}
 		if len(rows) != len(want) {
 			t.Fatalf("kubectl get %s printed:\n%s\nwant %d lines", resource, out, len(want))

@@ -37,24 +37,51 @@ type ServicePort struct {
 }
 
 // DialOutcome is what a client dialling one address spelling gets.
-// +kubebuilder:validation:Enum=Reaches;Misdirected;Refused
+// +kubebuilder:validation:Enum=Reaches;Misdirected;Refused;HostDecides
 type DialOutcome string
 
 const (
 	// DialReaches means the spelling reaches a port of the service.
 	DialReaches DialOutcome = "Reaches"
-	// DialMisdirected means an HTTP spelling of a service with no HTTP port; the mesh answers HTTP 421
-	// with the header x-aether-error: no-http-port.
+	// DialMisdirected means an HTTP request the mesh answers itself with HTTP 421 (Misdirected
+	// Request) and the header x-aether-error: the row's error (no-http-port, port-not-declared or
+	// port-not-http); the row's reason, like the answer's body, names the HTTP spellings that work.
 	DialMisdirected DialOutcome = "Misdirected"
 	// DialRefused means nothing claims the spelling; the client sees ECONNREFUSED.
 	DialRefused DialOutcome = "Refused"
+	// DialHostDecides means the mesh's HTTP proxy port (<name>:18081): by itself it reaches no
+	// port of the service; each request reaches what the port in its Host header decides, as the
+	// surface's "Host: <name>…" rows say.
+	DialHostDecides DialOutcome = "HostDecides"
+)
+
+// DialError is the value of the x-aether-error header the mesh sends with a 421 answer: why the
+// request was misdirected. (The mesh's 400 answer to a malformed authority, bad-authority, is no
+// row of a dial surface.)
+// +kubebuilder:validation:Enum=no-http-port;port-not-declared;port-not-http
+type DialError string
+
+const (
+	// DialErrorNoHTTPPort answers a request with no port in its authority, to a service that
+	// serves no HTTP.
+	DialErrorNoHTTPPort DialError = "no-http-port"
+	// DialErrorPortNotDeclared answers a request for a port the service does not declare (18081
+	// and 18082 included), and one with no port in its authority when port 80 is not declared
+	// HTTP-class but the service serves HTTP on other ports.
+	DialErrorPortNotDeclared DialError = "port-not-declared"
+	// DialErrorPortNotHTTP answers a request whose authority names a port declared TCP.
+	DialErrorPortNotHTTP DialError = "port-not-http"
 )
 
 // Dial is one row of a service's dial surface: an address spelling and what it reaches.
+// +kubebuilder:validation:XValidation:rule="has(self.error) == (self.outcome == 'Misdirected')",message="error is the x-aether-error value of a Misdirected row: set on those rows and only on those"
 type Dial struct {
-	// address is the spelling a client dials, for example "http://payments.shop.aether.internal/"
-	// or "payments.shop.aether.internal:18082".
-	// +kubebuilder:validation:MaxLength=512
+	// address is the spelling a client dials, written for any of status.names as <name>:
+	// "http://<name>/" (an HTTP request with no port in its authority), "<name>:18081" (the
+	// mesh's HTTP proxy port), "Host: <name>:8080" (an HTTP request with that Host header;
+	// "Host: <name>" has no port, "Host: <name>:*" any other port), "https://<name>/",
+	// "<name>:18082", "<name>:9000" (a connection to that port), "<name>:*" (any other port).
+	// +kubebuilder:validation:MaxLength=64
 	// +required
 	Address string `json:"address"`
 
@@ -64,16 +91,22 @@ type Dial struct {
 	// +optional
 	Port *int32 `json:"port,omitempty"`
 
-	// protocol is the protocol of the spelling: HTTP for http:// and :18081, TCP for https://
-	// and :18082, the declared protocol for :<port>. It never depends on the service.
+	// protocol is the protocol of the spelling: HTTP for every HTTP request (http://, :18081, a
+	// Host header), TCP for https:// and :18082, the declared protocol for :<port>. It never
+	// depends on the service.
 	// +optional
 	Protocol Protocol `json:"protocol,omitempty"`
 
-	// outcome is Reaches, Misdirected (HTTP 421) or Refused.
+	// outcome is Reaches, Misdirected (HTTP 421), Refused or HostDecides (the Host rows decide).
 	// +required
 	Outcome DialOutcome `json:"outcome"`
 
-	// reason says why, in words a user can act on.
+	// error is the x-aether-error header of a Misdirected row's 421 answer; absent otherwise.
+	// +optional
+	Error DialError `json:"error,omitempty"`
+
+	// reason says why, in words a user can act on, with <name> standing for the name dialled. The
+	// reason of a Misdirected row names its x-aether-error value and the HTTP spellings that work.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Reason string `json:"reason,omitempty"`
@@ -163,14 +196,15 @@ type MeshServiceStatus struct {
 
 	// primaryPort is the service's primary port: the one most of its endpoints declare as
 	// endpoint.aether.io/port (ties to the newer declaration, then the lower port). It decides
-	// the default ports when no port 80 is declared.
+	// the default TCP port when it is TCP.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	PrimaryPort int32 `json:"primaryPort,omitempty"`
 
-	// defaultHTTPPort is what http://<name>/ and <name>:18081 reach; absent when the service has
-	// no HTTP-class port.
+	// defaultHTTPPort is what a portless http:// reaches (http://<name>/, Host: <name>): 80 when
+	// declared HTTP-class, else absent, whatever else the service serves. The authority's port is
+	// the port: http://<name>:8080/ reaches 8080.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
@@ -182,11 +216,23 @@ type MeshServiceStatus struct {
 	// +optional
 	DefaultTCPPort *int32 `json:"defaultTCPPort,omitempty"`
 
-	// dialSurface lists every address spelling of the service and what it reaches: for each of
-	// its 3 host names, 4 mesh spellings, one row per port and one for every other port; at most
-	// 3 × (256 + 5) = 783 rows.
+	// names are the names that reach the service, each listed once and each resolving the same
+	// way: the mesh name <service>.<namespace>.<mesh domain>, then the generated Service's
+	// <service>.<namespace>.svc.cluster.local and <service>.<namespace>. Only the mesh name when
+	// a Service of the service's name is not the mesh's (ServiceReady=False, NameConflict).
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:items:MaxLength=571
+	// +optional
+	Names []string `json:"names,omitempty"`
+
+	// dialSurface lists every address spelling of the service once, written for any of its
+	// names as <name>, and what it reaches: http://<name>/, <name>:18081, the HTTP requests by
+	// Host header (no port, each declared port, 18081, 18082, any other), https://<name>/,
+	// <name>:18082, each declared port and any other port: 2 × ports + 9 rows, at most
+	// 2 × 256 + 9 = 521.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=521
 	// +optional
 	DialSurface []Dial `json:"dialSurface,omitempty"`
 

@@ -281,6 +281,11 @@ func (in *MeshServiceStatus) DeepCopyInto(out *MeshServiceStatus) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.Names != nil {
+		in, out := &in.Names, &out.Names
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.DialSurface != nil {
 		in, out := &in.DialSurface, &out.DialSurface
 		*out = make([]Dial, len(*in))

@@ -67,7 +67,9 @@ func TestPortSets(t *testing.T) {
 		address string
 		outcome meshv1alpha1.DialOutcome
 		port    int32
+		err     meshv1alpha1.DialError // the x-aether-error of a Misdirected row
 	}
+	const notDeclared, notHTTP, noHTTP = meshv1alpha1.DialErrorPortNotDeclared, meshv1alpha1.DialErrorPortNotHTTP, meshv1alpha1.DialErrorNoHTTPPort
 	cases := map[string]struct {
 		primary      int32
 		ports        []any
@@ -78,43 +80,49 @@ func TestPortSets(t *testing.T) {
 		appProtocol  string
 	}{
 		"pure HTTP": {
-			primary: 8080, ports: []any{8080, "HTTP"}, httpPort: 8080,
-			rows:         []row{{"http://svc.%s.aether.internal/", "Reaches", 8080}, {"svc.%s.aether.internal:18082", "Refused", 0}},
+			primary: 8080, ports: []any{8080, "HTTP"},
+			rows: []row{{"http://<name>/", "Misdirected", 0, notDeclared}, {"<name>:18081", "HostDecides", 0, ""},
+				{"Host: <name>:8080", "Reaches", 8080, ""}, {"<name>:18082", "Refused", 0, ""}},
 			servicePorts: []string{"http", "https", "http-8080", "mesh", "mesh-tcp"}, appProtocol: "http",
 		},
 		"pure TCP": {
 			primary: 5432, ports: []any{5432, "TCP"}, tcpPort: 5432,
-			rows:         []row{{"http://svc.%s.aether.internal/", "Misdirected", 0}, {"svc.%s.aether.internal:18082", "Reaches", 5432}},
+			rows: []row{{"http://<name>/", "Misdirected", 0, noHTTP}, {"Host: <name>:5432", "Misdirected", 0, notHTTP},
+				{"<name>:18082", "Reaches", 5432, ""}},
 			servicePorts: []string{"http", "https", "tcp-5432", "mesh", "mesh-tcp"}, appProtocol: "tcp",
 		},
 		"mixed": {
-			primary: 8080, ports: []any{8080, "HTTP", 9000, "TCP", 9090, "HTTP2"}, httpPort: 8080, tcpPort: 9000,
+			primary: 8080, ports: []any{8080, "HTTP", 9000, "TCP", 9090, "HTTP2"}, tcpPort: 9000,
 			rows: []row{
-				{"http://svc.%s.aether.internal/", "Reaches", 8080}, {"svc.%s.aether.internal:18081", "Reaches", 8080},
-				{"https://svc.%s.aether.internal/", "Refused", 0}, {"svc.%s.aether.internal:18082", "Reaches", 9000},
-				{"svc.%s.aether.internal:9090", "Reaches", 9090}, {"svc.%s.svc.cluster.local:18082", "Reaches", 9000},
-				{"svc.%s.aether.internal:*", "Refused", 0},
+				{"http://<name>/", "Misdirected", 0, notDeclared}, {"<name>:18081", "HostDecides", 0, ""},
+				{"Host: <name>", "Misdirected", 0, notDeclared}, {"Host: <name>:8080", "Reaches", 8080, ""},
+				{"Host: <name>:9000", "Misdirected", 0, notHTTP}, {"Host: <name>:9090", "Reaches", 9090, ""},
+				{"Host: <name>:18082", "Misdirected", 0, notDeclared}, {"Host: <name>:*", "Misdirected", 0, notDeclared},
+				{"https://<name>/", "Refused", 0, ""}, {"<name>:18082", "Reaches", 9000, ""},
+				{"<name>:9000", "Reaches", 9000, ""}, {"<name>:9090", "Reaches", 9090, ""}, {"<name>:*", "Refused", 0, ""},
 			},
 			servicePorts: []string{"http", "https", "http-8080", "tcp-9000", "h2-9090", "mesh", "mesh-tcp"}, appProtocol: "http",
 		},
 		"port 80 declared": {
 			primary: 8080, ports: []any{80, "HTTP", 8080, "HTTP"}, httpPort: 80,
-			rows:         []row{{"http://svc.%s.aether.internal/", "Reaches", 80}},
+			rows: []row{{"http://<name>/", "Reaches", 80, ""}, {"Host: <name>", "Reaches", 80, ""},
+				{"Host: <name>:8080", "Reaches", 8080, ""}},
 			servicePorts: []string{"http-80", "https", "http-8080", "mesh", "mesh-tcp"}, appProtocol: "http",
 		},
 		"443 declared tcp": {
-			primary: 8080, ports: []any{443, "TCP", 8080, "HTTP"}, httpPort: 8080, tcpPort: 443,
-			rows:         []row{{"https://svc.%s.aether.internal/", "Reaches", 443}},
+			primary: 8080, ports: []any{443, "TCP", 8080, "HTTP"}, tcpPort: 443,
+			rows:         []row{{"https://<name>/", "Reaches", 443, ""}, {"Host: <name>:443", "Misdirected", 0, notHTTP}},
 			servicePorts: []string{"http", "tcp-443", "http-8080", "mesh", "mesh-tcp"}, appProtocol: "http",
 		},
 		"no HTTP port": {
 			primary: 9000, ports: []any{9000, "TCP", 9001, "TCP"}, tcpPort: 9000,
-			rows:         []row{{"http://svc.%s.aether.internal/", "Misdirected", 0}, {"svc.%s.aether.internal:18081", "Misdirected", 0}},
+			rows: []row{{"http://<name>/", "Misdirected", 0, noHTTP}, {"<name>:18081", "HostDecides", 0, ""},
+				{"Host: <name>:9001", "Misdirected", 0, notHTTP}},
 			servicePorts: []string{"http", "https", "tcp-9000", "tcp-9001", "mesh", "mesh-tcp"}, appProtocol: "tcp",
 		},
 		"no TCP port": {
-			primary: 8080, ports: []any{8080, "HTTP", 9090, "HTTP2"}, httpPort: 8080,
-			rows:         []row{{"svc.%s.aether.internal:18082", "Refused", 0}},
+			primary: 8080, ports: []any{8080, "HTTP", 9090, "HTTP2"},
+			rows:         []row{{"<name>:18082", "Refused", 0, ""}},
 			servicePorts: []string{"http", "https", "http-8080", "h2-9090", "mesh", "mesh-tcp"}, appProtocol: "http",
 		},
 	}
@@ -133,11 +141,16 @@ func TestPortSets(t *testing.T) {
 				t.Errorf("defaultTCPPort = %d, want %d", got, tc.tcpPort)
 			}
 			for _, r := range tc.rows {
-				address := fmt.Sprintf(r.address, ns)
-				d, ok := dialRow(ms, address)
-				if !ok || d.Outcome != r.outcome || portOf(d.Port) != r.port {
-					t.Errorf("dial %s = %+v (found %v), want %s port %d", address, d, ok, r.outcome, r.port)
+				d, ok := dialRow(ms, r.address)
+				if !ok || d.Outcome != r.outcome || portOf(d.Port) != r.port || d.Error != r.err {
+					t.Errorf("dial %s = %+v (found %v), want %s port %d error %q", r.address, d, ok, r.outcome, r.port, r.err)
 				}
+			}
+			if want := len(tc.ports) + 9; len(ms.Status.DialSurface) != want { // tc.ports holds port, protocol pairs: 2 × ports + 9
+				t.Errorf("%d dial rows, want %d: each spelling once", len(ms.Status.DialSurface), want)
+			}
+			if want := []string{"svc." + ns + ".aether.internal", "svc." + ns + ".svc.cluster.local", "svc." + ns}; !slices.Equal(ms.Status.Names, want) {
+				t.Errorf("names = %q, want %q", ms.Status.Names, want)
 			}
 			if ms.Status.Identity != "spiffe://aether.internal/ns/"+ns+"/sa/svc" {
 				t.Errorf("identity = %q", ms.Status.Identity)

@@ -88,7 +88,8 @@ func TestResyncWritesNothing(t *testing.T) {
 }
 
 // TestKubectlDescribeAndWait reads a MeshService the way a user does: kubectl wait for Ready,
-// then kubectl describe, which must show per-port conditions and the dial surface.
+// then kubectl describe, which must show per-port conditions, each name once and the dial
+// surface once, written for any name as <name>, its 421 rows with their x-aether-error.
 func TestKubectlDescribeAndWait(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespaceWithSA(t, ctx, "payments")
@@ -103,12 +104,16 @@ func TestKubectlDescribeAndWait(t *testing.T) {
 		t.Fatalf("kubectl describe: %v\n%s", err, stderr)
 	}
 	for _, want := range []string{
-		"Default HTTPPort: 8080",
 		"Default TCPPort: 9000",
 		"Dial Surface:",
-		"Address:   http://payments." + ns + ".aether.internal/",
-		"Address:   payments." + ns + ".aether.internal:18082",
-		"Reason:    the default TCP port: port 9000 is the lowest TCP port (the primary is not TCP)",
+		"Address: http://<name>/ Error: port-not-declared Outcome: Misdirected Protocol: HTTP " +
+			"Reason: no port in the authority means port 80, and port 80 is not declared: answered 421 with x-aether-error: port-not-declared; " +
+			"<name> serves HTTP on 8080 and 9090: dial http://<name>:8080/ or http://<name>:9090/",
+		"Address: <name>:18081 Outcome: HostDecides Protocol: HTTP",
+		"Address: Host: <name>:9000 Error: port-not-http Outcome: Misdirected",
+		"Address: <name>:18082 Outcome: Reaches Port: 9000 Protocol: TCP " +
+			"Reason: the default TCP port: port 9000 is the lowest TCP port (the primary is not TCP)",
+		"Names: payments." + ns + ".aether.internal payments." + ns + ".svc.cluster.local payments." + ns + " ",
 		"Type: ProtocolConsistent",
 		"every endpoint declares port 9090 as HTTP2",
 		"1 of 1 endpoints serving port 9000 as TCP are ready",
@@ -118,6 +123,18 @@ func TestKubectlDescribeAndWait(t *testing.T) {
 		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
 			t.Errorf("kubectl describe does not show %q", want)
 		}
+	}
+	// Each name once (in Names), each spelling once: no row repeats the surface per name.
+	for _, name := range []string{"." + ns + ".aether.internal", "." + ns + ".svc.cluster.local"} {
+		if n := strings.Count(out, name); n != 1 {
+			t.Errorf("kubectl describe shows %q %d times, want once", name, n)
+		}
+	}
+	if n := strings.Count(out, "Address:"); n != 2*3+9 {
+		t.Errorf("kubectl describe shows %d dial rows, want 2 × 3 ports + 9 = 15", n)
+	}
+	if strings.Contains(out, "Default HTTPPort") {
+		t.Errorf("kubectl describe shows a default HTTP port; 80 is not declared, so there is none")
 	}
 	if t.Failed() {
 		t.Logf("kubectl describe printed:\n%s", out)

@@ -20,9 +20,6 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
 )
 
-// maxDialAddress is status.dialSurface[].address's MaxLength.
-const maxDialAddress = 512
-
 // wideEndpoint is an endpoint declaring the given ports, each in protocol p, its primary the
 // first; created minutes after 09:00.
 func wideEndpoint(t testing.TB, name string, minutes int, p meshv1alpha1.Protocol, numbers ...int32) meshv1alpha1.MeshEndpoint {
@@ -71,9 +68,17 @@ func checkFits(t *testing.T, in meshservice.Input, st meshv1alpha1.MeshServiceSt
 		t.Errorf("%d dial rows, the CRD holds %d", len(st.DialSurface), meshv1alpha1.MaxDialSurface)
 	}
 	for _, d := range st.DialSurface {
-		if len(d.Reason) > meshv1alpha1.MaxDialReason || len(d.Address) > maxDialAddress {
+		if len(d.Reason) > meshv1alpha1.MaxDialReason || len(d.Address) > meshv1alpha1.MaxDialAddress {
 			t.Errorf("dial %s: address of %d bytes, reason of %d (limits %d, %d)", d.Address[:min(len(d.Address), 60)], len(d.Address), len(d.Reason),
-				maxDialAddress, meshv1alpha1.MaxDialReason)
+				meshv1alpha1.MaxDialAddress, meshv1alpha1.MaxDialReason)
+		}
+	}
+	if len(st.Names) > meshv1alpha1.MaxNames {
+		t.Errorf("%d names, the CRD holds %d", len(st.Names), meshv1alpha1.MaxNames)
+	}
+	for _, name := range st.Names {
+		if len(name) > meshv1alpha1.MaxNameLength {
+			t.Errorf("name %s…: %d bytes, the CRD holds %d", name[:60], len(name), meshv1alpha1.MaxNameLength)
 		}
 	}
 	all := slices.Clone(st.Conditions)
@@ -185,7 +190,32 @@ func limitCases(t testing.TB) map[string]meshservice.Input {
 		}
 	}
 	cases["every port"] = baseInput(everything...)
+	// The longest names the API lets a service have, at the cap.
+	longest := baseInput(fivePods(10000)...)
+	longest.Name, longest.Namespace, longest.MeshDomain = dnsSubdomain(253), strings.Repeat("n", 63), dnsSubdomain(253)
+	cases["the longest names"] = longest
 	return cases
+}
+
+// dnsSubdomain is a DNS subdomain of n bytes: labels of 63 letters joined by dots.
+func dnsSubdomain(n int) string {
+	b := []byte(strings.Repeat("a", n))
+	for i := 63; i < n-1; i += 64 {
+		b[i] = '.'
+	}
+	return string(b)
+}
+
+// TestLongestNamesFit: a ServiceAccount name of 253 bytes, a namespace of 63 and a mesh domain
+// of 253 make a mesh name of exactly MaxNameLength, and the status holds it.
+func TestLongestNamesFit(t *testing.T) {
+	in := baseInput(wideEndpoint(t, "payments-a", 0, meshv1alpha1.ProtocolHTTP, 8080))
+	in.Name, in.Namespace, in.MeshDomain = dnsSubdomain(253), strings.Repeat("n", 63), dnsSubdomain(253)
+	st := mustTranslate(t, in).Status
+	checkFits(t, in, st)
+	if len(st.Names) != 3 || len(st.Names[0]) != meshv1alpha1.MaxNameLength {
+		t.Errorf("%d names, the mesh name of %d bytes; want 3, the first exactly %d", len(st.Names), len(st.Names[0]), meshv1alpha1.MaxNameLength)
+	}
 }
 
 // TestStatusFitsTheCRD: for every service admission lets exist — at the caps, just over, far over

@@ -635,12 +635,27 @@ func checkStatus(t *testing.T, in meshservice.Input, st meshv1alpha1.MeshService
 			t.Errorf("port %d/%s counts %d endpoints, %d declare it so", p.Port, p.Protocol, p.Endpoints, n)
 		}
 	}
-	hosts := 3 // the mesh name and the two Kubernetes names
+	names := []string{in.Name + "." + in.Namespace + ".aether.internal", in.Name + "." + in.Namespace + ".svc.cluster.local", in.Name + "." + in.Namespace}
 	if in.Service.Exists && !in.Service.Owned {
-		hosts = 1 // the Kubernetes names belong to someone else's Service
+		names = names[:1] // the Kubernetes names belong to someone else's Service
 	}
-	if want := hosts * (len(st.Ports) + 5); len(st.DialSurface) != want {
-		t.Errorf("%d dial rows, want %d (%d hosts × (4 mesh spellings + %d ports + :*))", len(st.DialSurface), want, hosts, len(st.Ports))
+	if !slices.Equal(st.Names, names) {
+		t.Errorf("names %q, want %q", st.Names, names)
+	}
+	// Each spelling once, relative to any of the names: 2 rows per port (Host: <name>:p and
+	// <name>:p) and 9 fixed ones.
+	if want := 2*len(st.Ports) + 9; len(st.DialSurface) != want {
+		t.Errorf("%d dial rows, want %d (2 × %d ports + 9)", len(st.DialSurface), want, len(st.Ports))
+	}
+	seen := map[string]bool{}
+	for _, d := range st.DialSurface {
+		if seen[d.Address] || !strings.Contains(d.Address, "<name>") {
+			t.Errorf("dial row %q is listed twice or names no <name>", d.Address)
+		}
+		seen[d.Address] = true
+		if (d.Outcome == meshv1alpha1.DialMisdirected) != (d.Error != "") {
+			t.Errorf("dial row %s: outcome %s with x-aether-error %q", d.Address, d.Outcome, d.Error)
+		}
 	}
 	if want := "spiffe://aether.internal/ns/" + in.Namespace + "/sa/" + in.Name; st.Identity != want {
 		t.Errorf("identity %q, want %q", st.Identity, want)
@@ -676,12 +691,12 @@ func TestTranslateRefuses(t *testing.T) {
 			tc.edit(&in)
 			out, err := meshservice.Translate(in)
 			if err == nil {
-				t.Fatalf("Translate accepted %s: identity %q, first dial %q", tc.name, out.Status.Identity, out.Status.DialSurface[0].Address)
+				t.Fatalf("Translate accepted %s: identity %q, names %q", tc.name, out.Status.Identity, out.Status.Names)
 			}
 			if !strings.Contains(err.Error(), tc.quoted) {
 				t.Errorf("error %q does not name %s", err, tc.quoted)
 			}
-			if out.Service != nil || out.Status.Identity != "" || out.Status.DialSurface != nil {
+			if out.Service != nil || out.Status.Identity != "" || out.Status.Names != nil || out.Status.DialSurface != nil {
 				t.Errorf("an error with an Output: %+v", out)
 			}
 		})
@@ -690,8 +705,8 @@ func TestTranslateRefuses(t *testing.T) {
 		in := readInput(t, "mixed")
 		in.MeshDomain = "mesh.example.com"
 		st := mustTranslate(t, in).Status
-		if st.Identity != "spiffe://mesh.example.com/ns/shop/sa/payments" || st.DialSurface[0].Address != "http://payments.shop.mesh.example.com/" {
-			t.Errorf("identity %q, first dial %q", st.Identity, st.DialSurface[0].Address)
+		if st.Identity != "spiffe://mesh.example.com/ns/shop/sa/payments" || st.Names[0] != "payments.shop.mesh.example.com" {
+			t.Errorf("identity %q, names %q", st.Identity, st.Names)
 		}
 	})
 }

@@ -118,21 +118,12 @@ func Translate(in Input) (Output, error) {
 	if port, ok := resolve.DefaultTCPPort(set); ok {
 		st.DefaultTCPPort = &port
 	}
-	hosts := resolve.Hosts(in.Name, in.Namespace, in.MeshDomain)
+	st.Names = resolve.Names(in.Name, in.Namespace, in.MeshDomain)
 	if in.Service.Exists && !in.Service.Owned {
 		// The Kubernetes names reach someone else's Service: only the mesh name is the mesh's.
-		hosts = hosts[:1]
+		st.Names = st.Names[:1]
 	}
-	for _, d := range resolve.Surface(set, hosts...) {
-		// A reason may list every port (the 421 advice of a service without HTTP ports): cut it to
-		// the field's limit.
-		dial := meshv1alpha1.Dial{Address: d.Address, Protocol: meshv1alpha1.Protocol(d.Protocol),
-			Outcome: meshv1alpha1.DialOutcome(d.Outcome), Reason: conditions.Truncate(d.Reason, meshv1alpha1.MaxDialReason)}
-		if d.Port != 0 {
-			dial.Port = &d.Port
-		}
-		st.DialSurface = append(st.DialSurface, dial)
-	}
+	st.DialSurface = dialSurface(set)
 
 	st.Conditions = []metav1.Condition{
 		readyCondition(st),
@@ -146,6 +137,25 @@ func Translate(in Input) (Output, error) {
 		out.Service = generatedService(in, set)
 	}
 	return out, nil
+}
+
+// dialSurface is resolve's dial surface in the API's words, each row once, written for any of
+// status.names as <name>.
+func dialSurface(set portspec.PortSet) []meshv1alpha1.Dial {
+	rows := resolve.DialSurface(set)
+	dials := make([]meshv1alpha1.Dial, 0, len(rows))
+	for _, d := range rows {
+		// A reason may list ports (the 421 advice names a few): cut it to the field's limit all
+		// the same, so no surface can make the status unwritable.
+		dial := meshv1alpha1.Dial{Address: d.Address, Protocol: meshv1alpha1.Protocol(d.Protocol),
+			Outcome: meshv1alpha1.DialOutcome(d.Outcome), Error: meshv1alpha1.DialError(d.Error),
+			Reason: conditions.Truncate(d.Reason, meshv1alpha1.MaxDialReason)}
+		if d.Port != 0 {
+			dial.Port = &d.Port
+		}
+		dials = append(dials, dial)
+	}
+	return dials
 }
 
 func identityOf(in Input) (string, error) {

@@ -9,23 +9,47 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
-// BenchmarkSurface measures the dial surface the controller computes on every MeshService
-// reconcile, for the three names of a service: a mixed service and one with the most ports.
-func BenchmarkSurface(b *testing.B) {
+// benchSets are a mixed service and one with the most ports an endpoint may declare.
+func benchSets() map[string]portspec.PortSet {
 	mixed := portspec.NewPortSet(8080, []portspec.Port{{Number: 8080, Protocol: portspec.HTTP}, {Number: 9090, Protocol: portspec.HTTP2}, {Number: 9000, Protocol: portspec.TCP}})
 	var many []portspec.Port
 	for i := range int32(portspec.MaxPorts) {
 		many = append(many, portspec.Port{Number: 10000 + i, Protocol: []portspec.Protocol{portspec.HTTP, portspec.HTTP2, portspec.TCP}[i%3]})
 	}
-	hosts := Hosts("payments", "shop", DefaultMeshDomain)
-	for name, set := range map[string]portspec.PortSet{"mixed": mixed, "max-ports": portspec.NewPortSet(10001, many)} {
+	return map[string]portspec.PortSet{"mixed": mixed, "max-ports": portspec.NewPortSet(10001, many)}
+}
+
+// BenchmarkDialSurface measures the dial surface the controller computes on every MeshService
+// reconcile.
+func BenchmarkDialSurface(b *testing.B) {
+	for name, set := range benchSets() {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if len(Surface(set, hosts...)) == 0 {
+				if len(DialSurface(set)) == 0 {
 					b.Fatal("empty surface")
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkHTTPRequest measures one answer: a request that reaches its port, and one the mesh
+// answers 421 (which spells the working ports).
+func BenchmarkHTTPRequest(b *testing.B) {
+	for name, set := range benchSets() {
+		for kind, authority := range map[string]string{
+			"reaches": hostPort("payments.shop.aether.internal", set.Ports[0].Number), // HTTP in both
+			"421":     "payments.shop.aether.internal:1",
+		} {
+			b.Run(name+"/"+kind, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if HTTPRequest(set, authority).Reason == "" {
+						b.Fatal("no reason")
+					}
+				}
+			})
+		}
 	}
 }

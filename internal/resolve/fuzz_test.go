@@ -6,7 +6,9 @@ package resolve_test
 import (
 	"bytes"
 	"encoding/json"
+	"net/url"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,33 +62,40 @@ func fuzzBytes(sel byte, ports ...portspec.Port) []byte {
 	return data
 }
 
-func FuzzSurface(f *testing.F) {
-	f.Add([]byte{})
-	f.Add([]byte{0})
-	f.Add(fuzzBytes(0, h1(8080), h2(9090), tcp(9000)))                   // mixed, HTTP primary
-	f.Add(fuzzBytes(0, tcp(9000), tcp(5432)))                            // no HTTP port, TCP primary
-	f.Add(fuzzBytes(0, h1(8080)))                                        // no TCP port
-	f.Add(fuzzBytes(0, h1(80), tcp(443)))                                // 80 HTTP, 443 TCP
-	f.Add(fuzzBytes(0, h1(443)))                                         // 443 HTTP
-	f.Add(fuzzBytes(0, h1(8080), h2(80), tcp(9000)))                     // 80 HTTP2 beats the HTTP primary
-	f.Add(fuzzBytes(0, h1(8080), tcp(80), tcp(9000)))                    // 80 TCP
-	f.Add(fuzzBytes(0, tcp(9000), tcp(5432), tcp(7000), h1(8080)))       // TCP primary among TCP ports
-	f.Add(fuzzBytes(0, h1(8080), tcp(9000), tcp(5432)))                  // HTTP primary, several TCP ports
-	f.Add(fuzzBytes(2, tcp(9000), h2(9090)))                             // primary 0
-	f.Add(fuzzBytes(3, tcp(9000), h2(9090)))                             // primary undeclared
-	f.Add(fuzzBytes(0, tcp(18081), tcp(18082), h1(18001), h1(18008)))    // reserved only
-	f.Add(fuzzBytes(1, tcp(9000), h1(9000), h2(1), tcp(65535), h1(443))) // duplicate, extremes
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xfe, 0xff, 0xff, 7})           // 65535 wraps to 1
+// fuzzSeeds are the port sets of DESIGN section 5's edges, as fuzzer bytes.
+var fuzzSeeds = [][]byte{
+	{},
+	{0},
+	fuzzBytes(0, h1(8080), h2(9090), tcp(9000)),                   // mixed, HTTP primary, no 80
+	fuzzBytes(0, tcp(9000), tcp(5432)),                            // no HTTP port, TCP primary
+	fuzzBytes(0, h1(8080)),                                        // no TCP port, no 80
+	fuzzBytes(0, h1(80), tcp(443)),                                // 80 HTTP, 443 TCP
+	fuzzBytes(0, h1(443)),                                         // 443 HTTP
+	fuzzBytes(0, h1(8080), h2(80), tcp(9000)),                     // 80 HTTP2
+	fuzzBytes(0, h1(8080), tcp(80), tcp(9000)),                    // 80 TCP, HTTP elsewhere
+	fuzzBytes(0, tcp(80)),                                         // 80 TCP, no HTTP
+	fuzzBytes(0, tcp(9000), tcp(5432), tcp(7000), h1(8080)),       // TCP primary among TCP ports
+	fuzzBytes(0, h1(8080), tcp(9000), tcp(5432)),                  // HTTP primary, several TCP ports
+	fuzzBytes(2, tcp(9000), h2(9090)),                             // primary 0
+	fuzzBytes(3, tcp(9000), h2(9090)),                             // primary undeclared
+	fuzzBytes(0, tcp(18081), tcp(18082), h1(18001), h1(18008)),    // reserved only
+	fuzzBytes(1, tcp(9000), h1(9000), h2(1), tcp(65535), h1(443)), // duplicate, extremes
+	{0xff, 0xff, 0xff, 0xff, 0xfe, 0xff, 0xff, 7},                 // 65535 wraps to 1
+}
 
-	hosts := resolve.Hosts("payments", "shop", resolve.DefaultMeshDomain)
+func FuzzSurface(f *testing.F) {
+	for _, seed := range fuzzSeeds {
+		f.Add(seed)
+	}
+	names := resolve.Names("payments", "shop", resolve.DefaultMeshDomain)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		primary, ports := fuzzPorts(data)
 		s := portspec.NewPortSet(primary, ports)
 
 		// Deterministic.
-		surface := resolve.Surface(s, hosts...)
-		if again := resolve.Surface(s, hosts...); !reflect.DeepEqual(surface, again) {
-			t.Fatalf("Surface(%v) is not deterministic:\n%+v\n%+v", s, surface, again)
+		surface := resolve.DialSurface(s)
+		if again := resolve.DialSurface(s); !reflect.DeepEqual(surface, again) {
+			t.Fatalf("DialSurface(%v) is not deterministic:\n%+v\n%+v", s, surface, again)
 		}
 
 		// Independent of input order: reversed, and rotated by the selector byte.
@@ -99,23 +108,25 @@ func FuzzSurface(f *testing.F) {
 			orders = append(orders, append(slices.Clone(ports[k:]), ports[:k]...))
 		}
 		for _, order := range orders {
-			if got := marshal(t, resolve.Surface(portspec.NewPortSet(primary, order), hosts...)); !bytes.Equal(got, want) {
-				t.Fatalf("Surface depends on the order of the ports %v:\n%s\n%s", order, got, want)
+			if got := marshal(t, resolve.DialSurface(portspec.NewPortSet(primary, order))); !bytes.Equal(got, want) {
+				t.Fatalf("DialSurface depends on the order of the ports %v:\n%s\n%s", order, got, want)
 			}
 		}
 
 		// The default ports, against DESIGN section 5.
-		checkDefault(t, s, "HTTP", portspec.Protocol.IsHTTP, 80, resolve.DefaultHTTPPort)
-		checkDefault(t, s, "TCP", func(p portspec.Protocol) bool { return p == portspec.TCP }, 0, resolve.DefaultTCPPort)
+		checkDefaultHTTP(t, s)
+		checkDefaultTCP(t, s)
 
-		// The rows.
-		if len(surface) != len(hosts)*(len(s.Ports)+5) {
-			t.Fatalf("%d rows for %d hosts and %d ports", len(surface), len(hosts), len(s.Ports))
+		// The rows: as many as the formula says, each sound, and the HTTP-request rows what
+		// HTTPRequest answers for every name.
+		if len(surface) != resolve.SurfaceLen(len(s.Ports)) || len(surface) != 2*len(s.Ports)+9 {
+			t.Fatalf("%d rows for %d ports; SurfaceLen says %d", len(surface), len(s.Ports), resolve.SurfaceLen(len(s.Ports)))
 		}
-		httpPort, httpOK := resolve.DefaultHTTPPort(s)
-		tcpPort, tcpOK := resolve.DefaultTCPPort(s)
 		for _, d := range surface {
-			checkRow(t, s, d, httpPort, httpOK, tcpPort, tcpOK)
+			checkRow(t, s, d)
+		}
+		if d := disagreements(s, surface, names); len(d) > 0 {
+			t.Fatalf("the surface of %v disagrees with HTTPRequest:\n%s", s, strings.Join(d, "\n"))
 		}
 	})
 }
@@ -129,51 +140,44 @@ func marshal(t *testing.T, v any) []byte {
 	return data
 }
 
-// checkDefault checks a default port: ok exactly when a port of the class exists, and then the
-// port is preferred when declared of the class (0: none), else the primary when of the class,
-// else the lowest port of the class.
-func checkDefault(t *testing.T, s portspec.PortSet, class string, of func(portspec.Protocol) bool,
-	preferred int32, def func(portspec.PortSet) (int32, bool)) {
+// checkDefaultHTTP: 80 exactly when declared HTTP-class, whatever else is declared.
+func checkDefaultHTTP(t *testing.T, s portspec.PortSet) {
 	t.Helper()
-	got, ok := def(s)
+	p, declared := s.Lookup(80)
+	want := declared && p.IsHTTP()
+	got, ok := resolve.DefaultHTTPPort(s)
+	if ok != want || ok && got != 80 || !ok && got != 0 {
+		t.Fatalf("DefaultHTTPPort(%v) = %d, %t; want 80 exactly when 80 is declared HTTP-class (%t)", s, got, ok, want)
+	}
+}
+
+// checkDefaultTCP: ok exactly when a TCP port exists, and then the primary when TCP, else the
+// lowest TCP port.
+func checkDefaultTCP(t *testing.T, s portspec.PortSet) {
+	t.Helper()
+	got, ok := resolve.DefaultTCPPort(s)
 	var want int32
 	for _, p := range s.Ports {
-		if of(p.Protocol) {
+		if p.Protocol == portspec.TCP {
 			want = p.Number
 			break
 		}
 	}
-	exists := want != 0
-	if p, declared := s.Lookup(s.Primary); declared && of(p) {
+	if p, declared := s.Lookup(s.Primary); declared && p == portspec.TCP {
 		want = s.Primary
 	}
-	if p, declared := s.Lookup(preferred); preferred != 0 && declared && of(p) {
-		want = preferred
-	}
-	if ok != exists {
-		t.Fatalf("default %s port of %v: ok = %t; a port of the class exists: %t", class, s, ok, exists)
-	}
-	if !ok {
-		if got != 0 {
-			t.Fatalf("default %s port of %v: %d with ok = false", class, s, got)
-		}
-		return
-	}
-	if p, declared := s.Lookup(got); !declared || !of(p) {
-		t.Fatalf("default %s port of %v: %d is not a declared %s port", class, s, got, class)
-	}
-	if got != want {
-		t.Fatalf("default %s port of %v: %d; want %d", class, s, got, want)
+	if ok != (want != 0) || got != want {
+		t.Fatalf("DefaultTCPPort(%v) = %d, %t; want %d", s, got, ok, want)
 	}
 }
 
-// checkRow checks one row of the surface: the spelling's protocol, the port reached, and the
-// outcome each spelling may have.
-func checkRow(t *testing.T, s portspec.PortSet, d resolve.Dial, httpPort int32, httpOK bool, tcpPort int32, tcpOK bool) {
+// checkRow checks one row of the surface: the spelling's protocol, the port reached, the
+// outcomes each spelling may have, and the answer's words when the mesh answers itself.
+func checkRow(t *testing.T, s portspec.PortSet, d resolve.Dial) {
 	t.Helper()
 	fail := func(format string, args ...any) {
 		t.Helper()
-		t.Fatalf("%v, row %s %+v: "+format, append([]any{s, d.Address}, append([]any{d.Result}, args...)...)...)
+		t.Fatalf("%v, row %s %+v: "+format, append([]any{s, d.Address, d.Result}, args...)...)
 	}
 	if d.Reason == "" {
 		fail("no reason")
@@ -188,47 +192,148 @@ func checkRow(t *testing.T, s portspec.PortSet, d resolve.Dial, httpPort int32, 
 			fail("port %d is declared %s", d.Port, p)
 		}
 	}
+	if status := d.Outcome.HTTPStatus(); (status != 0) != (d.Error != "") || (status != 0) != (d.Body != "") {
+		fail("an x-aether-error and a body exactly when the mesh answers itself")
+	}
+	if d.Error != "" && !strings.Contains(d.Reason, resolve.ErrorHeader+": "+string(d.Error)) {
+		fail("the reason does not name its x-aether-error")
+	}
+	if len(d.Reason) > 1024 || len(d.Body) > resolve.MaxBodyLength {
+		fail("reason of %d bytes, body of %d", len(d.Reason), len(d.Body))
+	}
+	const n = resolve.NamePlaceholder
 	var (
 		wantProtocol portspec.Protocol
-		wantPort     int32
-		outcomes     []resolve.Outcome // when no port is reached
+		outcomes     []resolve.Outcome
 	)
 	switch {
-	case strings.HasPrefix(d.Address, "http://"), strings.HasSuffix(d.Address, ":18081"):
-		wantProtocol, wantPort, outcomes = portspec.HTTP, httpPort, []resolve.Outcome{resolve.Misdirected}
-		if !httpOK {
-			wantPort = 0
-			if !strings.Contains(d.Reason, resolve.NoHTTPPortHeader) || !strings.Contains(d.Reason, "421") {
-				fail("the reason names no 421 with %s", resolve.NoHTTPPortHeader)
-			}
-		}
-	case strings.HasPrefix(d.Address, "https://"):
-		wantProtocol, outcomes = portspec.TCP, []resolve.Outcome{resolve.Refused}
-		if p, declared := s.Lookup(443); declared && p == portspec.TCP {
-			wantPort = 443
-		}
-	case strings.HasSuffix(d.Address, ":18082"):
-		wantProtocol, wantPort, outcomes = portspec.TCP, tcpPort, []resolve.Outcome{resolve.Refused}
-		if !tcpOK {
-			wantPort = 0
-		}
-	case strings.HasSuffix(d.Address, resolve.OtherPorts):
+	case strings.HasPrefix(d.Address, resolve.HostRowPrefix), d.Address == "http://"+n+"/":
+		wantProtocol, outcomes = portspec.HTTP, []resolve.Outcome{resolve.Reaches, resolve.Misdirected}
+	case d.Address == n+":18081":
+		wantProtocol, outcomes = portspec.HTTP, []resolve.Outcome{resolve.HostDecides}
+	case d.Address == "https://"+n+"/", d.Address == n+":18082":
+		wantProtocol, outcomes = portspec.TCP, []resolve.Outcome{resolve.Reaches, resolve.Refused}
+	case d.Address == n+":*":
 		outcomes = []resolve.Outcome{resolve.Refused}
 	default:
-		n := d.Address[strings.LastIndexByte(d.Address, ':')+1:]
-		p, declared := s.Lookup(d.Port)
-		if !declared || n != strconv.Itoa(int(d.Port)) {
+		port, err := strconv.Atoi(strings.TrimPrefix(d.Address, n+":"))
+		p, declared := s.Lookup(int32(port))
+		if err != nil || !declared || d.Port != int32(port) {
 			fail("a declared port's row does not reach it")
 		}
-		wantProtocol, wantPort = p, d.Port
+		wantProtocol, outcomes = p, []resolve.Outcome{resolve.Reaches}
 	}
 	if d.Protocol != wantProtocol {
 		fail("protocol %q; want %q", d.Protocol, wantProtocol)
 	}
-	if d.Port != wantPort {
-		fail("port %d; want %d", d.Port, wantPort)
-	}
-	if d.Port == 0 && !slices.Contains(outcomes, d.Outcome) {
+	if !slices.Contains(outcomes, d.Outcome) {
 		fail("outcome %s; want one of %v", d.Outcome, outcomes)
 	}
+}
+
+// simpleAuthority is the plainest well-formed authority: a name and maybe a canonical port. Its
+// only failure may be a port over 65535.
+var simpleAuthority = regexp.MustCompile(`^[A-Za-z0-9._-]{1,253}(:[1-9][0-9]{0,4})?$`)
+
+func FuzzHTTPRequest(f *testing.F) {
+	authorities := []string{
+		"payments.shop.aether.internal", "payments.shop:8080", "payments:80", "payments:9000",
+		"payments:18081", "payments:18082", "payments:443", "payments:1", "payments:65535",
+		"10.96.0.10:8080", "[fd00::10]:8080", "[fd00::10]", "",
+		":8080", "payments:", "payments:0", "payments:65536", "payments:08080", "payments:+80",
+		"payments:http", "fd00::10", "[fd00::10", "[]:80", "[fd00::10]x", "user@payments:80",
+		"pay ments", "payments\x00:80", "paym\xffents",
+	}
+	for i, seed := range fuzzSeeds {
+		f.Add(seed, authorities[i%len(authorities)])
+	}
+	for i, a := range authorities {
+		f.Add(fuzzSeeds[2+i%(len(fuzzSeeds)-2)], a)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, authority string) {
+		primary, ports := fuzzPorts(data)
+		s := portspec.NewPortSet(primary, ports)
+		got := resolve.HTTPRequest(s, authority)
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("HTTPRequest(%v, %q) = %+v: "+format, append([]any{s, authority, got}, args...)...)
+		}
+
+		// The answer is well-formed, its x-aether-error from the constant set, its body bounded.
+		if got.Reason == "" {
+			fail("no reason")
+		}
+		if got.Protocol != portspec.HTTP {
+			fail("an HTTP request's protocol is HTTP")
+		}
+		if len(got.Body) > resolve.MaxBodyLength {
+			fail("body of %d bytes", len(got.Body))
+		}
+		switch got.Outcome {
+		case resolve.Reaches:
+			if got.Error != "" || got.Body != "" {
+				fail("Reaches with an x-aether-error or a body")
+			}
+		case resolve.Misdirected:
+			if !slices.Contains([]resolve.MeshError{resolve.NoHTTPPort, resolve.PortNotDeclared, resolve.PortNotHTTP}, got.Error) {
+				fail("a 421 with x-aether-error %q", got.Error)
+			}
+		case resolve.BadRequest:
+			if got.Error != resolve.BadAuthority {
+				fail("a 400 with x-aether-error %q", got.Error)
+			}
+		default:
+			fail("outcome %s is not an answer to an HTTP request", got.Outcome)
+		}
+		if got.Outcome != resolve.Reaches && (got.Body == "" || got.Port != 0 ||
+			!strings.Contains(got.Reason, resolve.ErrorHeader+": "+string(got.Error))) {
+			fail("the mesh's own answer needs a body, no port, and the x-aether-error in the reason")
+		}
+
+		// A plain name with a port in range is never a bad authority.
+		if simple := simpleAuthority.MatchString(authority); simple && got.Outcome == resolve.BadRequest {
+			if _, port, _ := strings.Cut(authority, ":"); port == "" || len(port) < 5 || port <= "65535" {
+				fail("a plain authority answered 400")
+			}
+		}
+		if got.Outcome == resolve.BadRequest {
+			return
+		}
+
+		// Anything else is an authority net/url reads the same way (host, then a canonical
+		// port or none), and the port it names decides: Reaches exactly when declared
+		// HTTP-class, and each 421 value in its case.
+		u, err := url.Parse("http://" + authority + "/")
+		if err != nil || u.Host != authority || u.User != nil {
+			fail("not a bad authority, but net/url reads it otherwise (%v)", err)
+		}
+		port, portless := int32(80), u.Port() == ""
+		if !portless {
+			n, err := strconv.Atoi(u.Port())
+			if err != nil || strconv.Itoa(n) != u.Port() || n < 1 || n > 65535 {
+				fail("port %q is not canonical in 1..65535", u.Port())
+			}
+			port = int32(n)
+		}
+		p, declared := s.Lookup(port)
+		if (got.Outcome == resolve.Reaches) != (declared && p.IsHTTP()) {
+			fail("Reaches exactly when port %d is declared HTTP-class (declared %t, %s)", port, declared, p)
+		}
+		if got.Outcome == resolve.Reaches && got.Port != port {
+			fail("reaches %d; the authority names %d", got.Port, port)
+		}
+		if got.Outcome != resolve.Misdirected {
+			return
+		}
+		wantError := resolve.PortNotDeclared
+		switch {
+		case portless && !slices.ContainsFunc(s.Ports, func(p portspec.Port) bool { return p.Protocol.IsHTTP() }):
+			wantError = resolve.NoHTTPPort
+		case !portless && declared && p == portspec.TCP:
+			wantError = resolve.PortNotHTTP
+		}
+		if got.Error != wantError {
+			fail("x-aether-error %s; want %s", got.Error, wantError)
+		}
+	})
 }

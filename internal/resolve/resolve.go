@@ -1,52 +1,41 @@
 // Copyright 2026 The Aether Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package resolve is the resolution rule (DESIGN section 5): from a service's port set, its
-// default HTTP port, its default TCP port, and what each address spelling reaches — the dial
-// surface. The MeshService controller, the generated Service, route status and the agent's data
-// plane all ask this package; none of them decides a default on its own.
-//
-// This package is pure: no Kubernetes client code, no I/O. It imports only internal/portspec.
 package resolve
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
-
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
 // DefaultMeshDomain is the mesh's DNS domain unless configured otherwise.
 const DefaultMeshDomain = "aether.internal"
 
-// The mesh's own ports, as clients dial them.
+// The mesh's own ports, as clients dial them. No pod can declare either (portspec.Reserved).
 const (
-	// MeshHTTPPort reaches the default HTTP port (the Host header decides the service).
+	// MeshHTTPPort is the mesh's HTTP proxy port: not a port of any service; the port in the Host
+	// header decides what a request reaches.
 	MeshHTTPPort int32 = 18081
 	// MeshTCPPort reaches the default TCP port.
 	MeshTCPPort int32 = 18082
 )
 
-// DefaultHTTPPort is what http://<service>/ and <service>:18081 reach: port 80 when declared
-// HTTP-class (http:// means port 80); else the primary when HTTP-class; else the lowest
-// HTTP-class port. ok is false when the service has no HTTP-class port.
+// HTTPPort is the port an authority without one means (RFC 9110: http's default port).
+const HTTPPort int32 = 80
+
+// HTTPSPort is the port https:// reaches: TLS the application terminates, carried as TCP.
+const HTTPSPort int32 = 443
+
+// DefaultHTTPPort is what an HTTP request with no port in its authority reaches (http://<name>/,
+// Host: <name>): port 80 when declared HTTP-class. ok is false otherwise, whatever else the
+// service serves: the authority's port is the port (proposal 043).
 func DefaultHTTPPort(s portspec.PortSet) (port int32, ok bool) {
-	if p, declared := s.Lookup(80); declared && p.IsHTTP() {
-		return 80, true
-	}
-	if p, declared := s.Lookup(s.Primary); declared && p.IsHTTP() {
-		return s.Primary, true
-	}
-	for _, p := range s.Ports {
-		if p.Protocol.IsHTTP() {
-			return p.Number, true
-		}
+	if p, declared := s.Lookup(HTTPPort); declared && p.IsHTTP() {
+		return HTTPPort, true
 	}
 	return 0, false
 }
 
-// DefaultTCPPort is what <service>:18082 reaches: the primary when TCP, else the lowest TCP port.
+// DefaultTCPPort is what <name>:18082 reaches: the primary when TCP, else the lowest TCP port.
 // ok is false when the service has no TCP port.
 func DefaultTCPPort(s portspec.PortSet) (port int32, ok bool) {
 	if p, declared := s.Lookup(s.Primary); declared && p == portspec.TCP {
@@ -60,140 +49,81 @@ func DefaultTCPPort(s portspec.PortSet) (port int32, ok bool) {
 	return 0, false
 }
 
-// Scheme is how a spelling is typed: by a URL scheme, or by a bare host:port.
-type Scheme string
-
-const (
-	// SchemeHTTP is http://<host>/: HTTP, port 80 by definition.
-	SchemeHTTP Scheme = "http"
-	// SchemeHTTPS is https://<host>/: TLS the application terminates, carried as TCP to port 443.
-	SchemeHTTPS Scheme = "https"
-	// SchemeNone is <host>:<port>: the port decides.
-	SchemeNone Scheme = ""
-)
-
-// Spelling is one way a client addresses a service.
-type Spelling struct {
-	Scheme Scheme
-	// Port is the dialled port for SchemeNone; ignored for the URL schemes.
-	Port int32
-}
-
-// Outcome is what a client dialling a spelling gets. The spellings are the API's.
+// Outcome is what a client gets for one spelling. The spellings are the API's.
 type Outcome string
 
 const (
 	// Reaches means a port of the service.
 	Reaches Outcome = "Reaches"
-	// Misdirected means an HTTP spelling of a service with no HTTP port; HTTP 421 with the header
-	// x-aether-error: no-http-port.
+	// Misdirected means an HTTP request the mesh answers itself with HTTP 421 (Misdirected
+	// Request) and the header x-aether-error: Result.Error; the body names what works.
 	Misdirected Outcome = "Misdirected"
-	// Refused means nothing claims the spelling; ECONNREFUSED.
+	// Refused means nothing claims the spelling: the connection is refused (ECONNREFUSED).
 	Refused Outcome = "Refused"
+	// HostDecides means the mesh's HTTP proxy port: by itself it reaches no port of the service;
+	// each request reaches what the port in its Host header decides (the surface's Host rows).
+	HostDecides Outcome = "HostDecides"
+	// BadRequest means an HTTP request whose authority is malformed (an empty host, a port that
+	// is not a decimal number in 1..65535, an unbracketed IPv6 address): the mesh answers HTTP
+	// 400 with x-aether-error: bad-authority. No surface row has it.
+	BadRequest Outcome = "BadRequest"
 )
 
-// NoHTTPPortHeader is the header and value of the 421 answered for a service with no HTTP port.
-const NoHTTPPortHeader = "x-aether-error: no-http-port"
+// HTTPStatus is the status code of the answer the mesh sends itself for o: 421 for Misdirected,
+// 400 for BadRequest, 0 for the outcomes that are not an HTTP answer of the mesh.
+func (o Outcome) HTTPStatus() int {
+	switch o {
+	case Misdirected:
+		return 421
+	case BadRequest:
+		return 400
+	}
+	return 0
+}
 
-// Result is what one spelling reaches.
+// ErrorHeader is the response header that says why the mesh answered a request itself.
+const ErrorHeader = "x-aether-error"
+
+// MeshError is a value of the x-aether-error header: the one home of these values.
+type MeshError string
+
+const (
+	// NoHTTPPort answers a request with no port in its authority, to a service that serves no HTTP.
+	NoHTTPPort MeshError = "no-http-port"
+	// PortNotDeclared answers a request for a port the service does not declare (18081 and 18082
+	// included: no pod can declare them), and one with no port in its authority when port 80 is
+	// not HTTP-class but the service serves HTTP on other ports.
+	PortNotDeclared MeshError = "port-not-declared"
+	// PortNotHTTP answers a request whose authority names a port the service declares TCP.
+	PortNotHTTP MeshError = "port-not-http"
+	// BadAuthority answers a request whose authority is malformed (with 400).
+	BadAuthority MeshError = "bad-authority"
+)
+
+// MeshErrors are every x-aether-error value, for tests and metrics that export each at zero.
+func MeshErrors() []MeshError {
+	return []MeshError{NoHTTPPort, PortNotDeclared, PortNotHTTP, BadAuthority}
+}
+
+// MaxBodyLength bounds Result.Body, in bytes: the body names at most a few ports and spellings,
+// and an authority longer than a DNS name is not echoed.
+const MaxBodyLength = 2048
+
+// Result is what one spelling, or one HTTP request, reaches.
 type Result struct {
 	// Port is the application port reached; 0 when none.
 	Port int32 `json:"port,omitempty"`
-	// Protocol is the spelling's protocol. It never depends on the service: HTTP for http:// and
-	// :18081, TCP for https:// and :18082, the declared protocol for :<port>; empty for a port
-	// nobody declared.
+	// Protocol is the spelling's protocol. It never depends on the service: HTTP for every HTTP
+	// request (http://, :18081, a Host header) whatever the port's HTTP class, TCP for https://
+	// and :18082, the declared protocol for :<port>; empty for a port nobody declared.
 	Protocol portspec.Protocol `json:"protocol,omitempty"`
-	// Outcome is Reaches, Misdirected or Refused.
+	// Outcome is Reaches, Misdirected, Refused, HostDecides or BadRequest.
 	Outcome Outcome `json:"outcome"`
-	// Reason says why, in words a user can act on.
+	// Error is the x-aether-error value of a Misdirected or BadRequest answer; empty otherwise.
+	Error MeshError `json:"error,omitempty"`
+	// Reason says why, in words a user can act on; a Misdirected one names its x-aether-error.
 	Reason string `json:"reason"`
-}
-
-// Reach resolves one spelling of the service whose ports are s, addressed as host (used only in
-// the words of the reason).
-func Reach(s portspec.PortSet, host string, sp Spelling) Result {
-	switch {
-	case sp.Scheme == SchemeHTTP || (sp.Scheme == SchemeNone && sp.Port == MeshHTTPPort):
-		return reachDefaultHTTP(s, host)
-	case sp.Scheme == SchemeHTTPS:
-		return reachHTTPS(s)
-	case sp.Port == MeshTCPPort:
-		return reachDefaultTCP(s)
-	}
-	if p, declared := s.Lookup(sp.Port); declared {
-		return Result{Port: sp.Port, Protocol: p, Outcome: Reaches,
-			Reason: fmt.Sprintf("port %d is declared %s", sp.Port, p)}
-	}
-	return Result{Outcome: Refused,
-		Reason: fmt.Sprintf("port %d is not declared: nothing claims it (the service serves %s)", sp.Port, describePorts(s))}
-}
-
-func reachDefaultHTTP(s portspec.PortSet, host string) Result {
-	port, ok := DefaultHTTPPort(s)
-	if !ok {
-		// With no HTTP port every declared port is TCP; with none declared, :18082 is refused too.
-		advice := "it declares no ports, so no spelling reaches it"
-		if len(s.Ports) > 0 {
-			spellings := []string{host + ":" + strconv.Itoa(int(MeshTCPPort))}
-			for _, p := range s.Ports {
-				spellings = append(spellings, host+":"+strconv.Itoa(int(p.Number)))
-			}
-			advice = "dial its TCP ports as " + strings.Join(spellings, " or ")
-		}
-		return Result{Protocol: portspec.HTTP, Outcome: Misdirected, Reason: fmt.Sprintf(
-			"the service has no HTTP port: answered HTTP 421 with %s; %s", NoHTTPPortHeader, advice)}
-	}
-	var why string
-	switch port {
-	case 80:
-		why = "port 80 is declared " + string(mustLookup(s, 80))
-	case s.Primary:
-		why = fmt.Sprintf("the primary port %d is %s", port, mustLookup(s, port))
-	default:
-		why = fmt.Sprintf("port %d is the lowest HTTP port (no HTTP port 80, and the primary is not HTTP)", port)
-	}
-	return Result{Port: port, Protocol: portspec.HTTP, Outcome: Reaches, Reason: "the default HTTP port: " + why}
-}
-
-func reachHTTPS(s portspec.PortSet) Result {
-	switch p, declared := s.Lookup(443); {
-	case !declared:
-		return Result{Protocol: portspec.TCP, Outcome: Refused,
-			Reason: "port 443 is not declared: https:// reaches port 443 only when it is declared tcp (TLS the application terminates)"}
-	case p != portspec.TCP:
-		return Result{Protocol: portspec.TCP, Outcome: Refused,
-			Reason: fmt.Sprintf("port 443 is declared %s, not TCP: https:// is the application's own TLS, carried as TCP; declare 443=tcp", p)}
-	}
-	return Result{Port: 443, Protocol: portspec.TCP, Outcome: Reaches,
-		Reason: "port 443 is declared TCP: TLS the application terminates"}
-}
-
-func reachDefaultTCP(s portspec.PortSet) Result {
-	port, ok := DefaultTCPPort(s)
-	if !ok {
-		return Result{Protocol: portspec.TCP, Outcome: Refused,
-			Reason: "the service has no TCP port: :18082 reaches the default TCP port, and none is declared"}
-	}
-	why := fmt.Sprintf("port %d is the lowest TCP port (the primary is not TCP)", port)
-	if port == s.Primary {
-		why = fmt.Sprintf("the primary port %d is TCP", port)
-	}
-	return Result{Port: port, Protocol: portspec.TCP, Outcome: Reaches, Reason: "the default TCP port: " + why}
-}
-
-func mustLookup(s portspec.PortSet, port int32) portspec.Protocol {
-	p, _ := s.Lookup(port)
-	return p
-}
-
-// describePorts spells a port set for a reason: "8080/HTTP, 9000/TCP", or "no ports".
-func describePorts(s portspec.PortSet) string {
-	if len(s.Ports) == 0 {
-		return "no ports"
-	}
-	parts := make([]string, len(s.Ports))
-	for i, p := range s.Ports {
-		parts[i] = fmt.Sprintf("%d/%s", p.Number, p.Protocol)
-	}
-	return strings.Join(parts, ", ")
+	// Body is the text the mesh answers a Misdirected or BadRequest request with: what is wrong
+	// and the HTTP spellings that work. At most MaxBodyLength bytes; empty otherwise.
+	Body string `json:"body,omitempty"`
 }

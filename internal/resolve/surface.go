@@ -4,50 +4,126 @@
 package resolve
 
 import (
-	"strconv"
+	"fmt"
+	"strings"
 
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
-// Dial is one row of a dial surface: an address spelling and what it reaches.
+// Names are the names that reach service in namespace, each resolving the same way: the mesh
+// name first, then the Kubernetes names of the generated Service. (A name without a namespace
+// means the caller's namespace, as the cluster's DNS search makes it.)
+func Names(service, namespace, meshDomain string) []string {
+	return []string{
+		service + "." + namespace + "." + meshDomain,
+		service + "." + namespace + ".svc.cluster.local",
+		service + "." + namespace,
+	}
+}
+
+// The notation of a surface row's Address (see the package comment).
+const (
+	// NamePlaceholder stands for any of a service's Names in a row's Address, Reason and Body.
+	NamePlaceholder = "<name>"
+	// HostRowPrefix starts the Address of a row that is an HTTP request with that Host header
+	// (sent to the mesh's HTTP proxy port, or on any captured HTTP connection).
+	HostRowPrefix = "Host: "
+	// AnyOtherPort stands for every port no other row names.
+	AnyOtherPort = "*"
+)
+
+// The URL schemes of the surface's spellings.
+const (
+	httpScheme  = "http://"
+	httpsScheme = "https://"
+)
+
+// Dial is one row of a dial surface: a spelling, relative to any of the service's names, and
+// what it reaches.
 type Dial struct {
 	Address string `json:"address"`
 	Result  `json:",inline"`
 }
 
-// Hosts are the names that reach service name in namespace: the mesh name first, then the
-// Kubernetes names of the generated Service. All of them resolve the same way.
-func Hosts(name, namespace, meshDomain string) []string {
-	return []string{
-		name + "." + namespace + "." + meshDomain,
-		name + "." + namespace + ".svc.cluster.local",
-		name + "." + namespace,
-	}
+// For writes the row for one of the service's names: NamePlaceholder replaced by name in the
+// address, the reason and the body. For a Host row the result is then HTTPRequest's for that
+// authority, word for word.
+func (d Dial) For(name string) Dial {
+	d.Address = strings.ReplaceAll(d.Address, NamePlaceholder, name)
+	d.Reason = strings.ReplaceAll(d.Reason, NamePlaceholder, name)
+	d.Body = strings.ReplaceAll(d.Body, NamePlaceholder, name)
+	return d
 }
 
-// OtherPorts is the address suffix of the row that stands for every port nobody declared.
-const OtherPorts = ":*"
+// surfaceFixedRows is how many rows a surface has whatever its ports: http://, :18081, Host with
+// no port, Host :18081, Host :18082, Host :*, https://, :18082 and :*.
+const surfaceFixedRows = 9
 
-// Surface is the dial surface of the service whose ports are s, for each host in order: for
-// each, http://<host>/, <host>:18081, https://<host>/, <host>:18082, <host>:<p> for every
-// declared port in order, and <host>:* for everything else.
-func Surface(s portspec.PortSet, hosts ...string) []Dial {
-	dials := make([]Dial, 0, len(hosts)*(len(s.Ports)+5))
-	for _, host := range hosts {
-		add := func(address string, sp Spelling) {
-			dials = append(dials, Dial{Address: address, Result: Reach(s, host, sp)})
-		}
-		add("http://"+host+"/", Spelling{Scheme: SchemeHTTP})
-		add(hostPort(host, MeshHTTPPort), Spelling{Port: MeshHTTPPort})
-		add("https://"+host+"/", Spelling{Scheme: SchemeHTTPS})
-		add(hostPort(host, MeshTCPPort), Spelling{Port: MeshTCPPort})
-		for _, p := range s.Ports {
-			add(hostPort(host, p.Number), Spelling{Port: p.Number})
-		}
-		dials = append(dials, Dial{Address: host + OtherPorts, Result: Result{Outcome: Refused,
-			Reason: "nothing claims a port the service does not declare: the connection is refused"}})
+// SurfaceLen is how many rows DialSurface has for a service with ports declared ports:
+// 2×ports + 9 (each declared port has a Host row and a dial row). Size list limits with it.
+func SurfaceLen(ports int) int { return 2*ports + surfaceFixedRows }
+
+// DialSurface is the dial surface of the service whose ports are s, each spelling once, in the
+// order of DESIGN section 5's table:
+//
+//	http://<name>/, <name>:18081,
+//	Host: <name>, Host: <name>:<p> for each declared p, Host: <name>:18081, Host: <name>:18082, Host: <name>:*,
+//	https://<name>/, <name>:18082, <name>:<p> for each declared p, <name>:*
+//
+// Declared ports ascend. It has SurfaceLen(len(s.Ports)) rows.
+func DialSurface(s portspec.PortSet) []Dial {
+	const name = NamePlaceholder
+	rows := make([]Dial, 0, SurfaceLen(len(s.Ports)))
+	add := func(address string, r Result) { rows = append(rows, Dial{Address: address, Result: r}) }
+
+	add(httpScheme+name+"/", answerHTTP(s, authority{host: name, portless: true}))
+	add(hostPort(name, MeshHTTPPort), Result{Protocol: portspec.HTTP, Outcome: HostDecides,
+		Reason: "the mesh's HTTP proxy port, not a port of the service: the port in each request's Host header decides, as the Host rows say"})
+
+	add(HostRowPrefix+name, answerHTTP(s, authority{host: name, portless: true}))
+	for _, p := range s.Ports {
+		add(HostRowPrefix+hostPort(name, p.Number), answerHTTP(s, authority{host: name, port: p.Number}))
 	}
-	return dials
+	for _, port := range []int32{MeshHTTPPort, MeshTCPPort} {
+		add(HostRowPrefix+hostPort(name, port), answerHTTP(s, authority{host: name, port: port}))
+	}
+	add(HostRowPrefix+name+":"+AnyOtherPort, misdirected(s, name, PortNotDeclared, "the port is not one the service declares"))
+
+	add(httpsScheme+name+"/", dialHTTPS(s))
+	add(hostPort(name, MeshTCPPort), dialMeshTCP(s))
+	for _, p := range s.Ports {
+		add(hostPort(name, p.Number), Result{Port: p.Number, Protocol: p.Protocol, Outcome: Reaches,
+			Reason: fmt.Sprintf("port %d is declared %s", p.Number, p.Protocol)})
+	}
+	add(name+":"+AnyOtherPort, Result{Outcome: Refused,
+		Reason: "nothing claims a port the service does not declare: the connection is refused"})
+	return rows
 }
 
-func hostPort(host string, port int32) string { return host + ":" + strconv.Itoa(int(port)) }
+// dialHTTPS is https://<name>/: port 443 when declared TCP, the application's own TLS.
+func dialHTTPS(s portspec.PortSet) Result {
+	switch p, declared := s.Lookup(HTTPSPort); {
+	case !declared:
+		return Result{Protocol: portspec.TCP, Outcome: Refused,
+			Reason: "port 443 is not declared: https:// reaches port 443 only when it is declared tcp (TLS the application terminates)"}
+	case p != portspec.TCP:
+		return Result{Protocol: portspec.TCP, Outcome: Refused,
+			Reason: fmt.Sprintf("port 443 is declared %s, not TCP: https:// is the application's own TLS, carried as TCP; declare 443=tcp", p)}
+	}
+	return Result{Port: HTTPSPort, Protocol: portspec.TCP, Outcome: Reaches,
+		Reason: "port 443 is declared TCP: TLS the application terminates"}
+}
+
+// dialMeshTCP is <name>:18082: the default TCP port.
+func dialMeshTCP(s portspec.PortSet) Result {
+	port, ok := DefaultTCPPort(s)
+	if !ok {
+		return Result{Protocol: portspec.TCP, Outcome: Refused,
+			Reason: "the service has no TCP port: :18082 reaches the default TCP port, and none is declared"}
+	}
+	why := fmt.Sprintf("port %d is the lowest TCP port (the primary is not TCP)", port)
+	if port == s.Primary {
+		why = fmt.Sprintf("the primary port %d is TCP", port)
+	}
+	return Result{Port: port, Protocol: portspec.TCP, Outcome: Reaches, Reason: "the default TCP port: " + why}
+}

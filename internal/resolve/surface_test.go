@@ -7,9 +7,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,77 +20,37 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.out.json from Surface, and delete the orphaned ones")
+var update = flag.Bool("update", false, "rewrite testdata/*.out.json from DialSurface, and delete the orphaned ones")
 
 const (
+	goldenDir = "testdata"
 	inSuffix  = ".in.json"
 	outSuffix = ".out.json"
 )
 
-// surfaceCase is a testdata/<case>.in.json file: a port set (ports in any order) and the hosts
-// the service is dialled by.
+// surfaceCase is a testdata/<case>.in.json file: a port set, ports in any order.
 type surfaceCase struct {
 	PortSet portspec.PortSet `json:"portSet"`
-	Hosts   []string         `json:"hosts"`
 }
 
 // TestSurfaceGolden compares the dial surface of each testdata/<case>.in.json with
 // testdata/<case>.out.json. Regenerate with go test ./internal/resolve -update, and review the
 // diff against DESIGN section 5.
 func TestSurfaceGolden(t *testing.T) {
-	inputs, err := filepath.Glob(filepath.Join("testdata", "*"+inSuffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(inputs) == 0 {
-		t.Fatal("no testdata/*" + inSuffix)
-	}
-	cases := map[string]bool{}
-	for _, in := range inputs {
-		name := strings.TrimSuffix(filepath.Base(in), inSuffix)
-		cases[name] = true
+	cases := golden.Cases(t, goldenDir, inSuffix)
+	for _, name := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := surfaceJSON(t, in)
-			out := filepath.Join("testdata", name+outSuffix)
-			if *update {
-				if err := os.WriteFile(out, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatalf("%v (go test ./internal/resolve -update writes it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("Surface of %s differs from %s (go test ./internal/resolve -update rewrites it; review the diff):\n%s",
-					in, out, golden.Diff(string(want), string(got)))
-			}
+			golden.Compare(t, goldenDir, name, outSuffix, surfaceJSON(t, name), *update)
 		})
 	}
-
-	outputs, err := filepath.Glob(filepath.Join("testdata", "*"+outSuffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, out := range outputs {
-		if cases[strings.TrimSuffix(filepath.Base(out), outSuffix)] {
-			continue
-		}
-		if *update {
-			if err := os.Remove(out); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("deleted orphaned %s", out)
-			continue
-		}
-		t.Errorf("%s has no %s (go test ./internal/resolve -update deletes it)", out, inSuffix)
-	}
+	golden.Orphans(t, goldenDir, cases, inSuffix, outSuffix, *update)
 }
 
-// surfaceJSON reads a case and renders its surface as the golden file holds it.
-func surfaceJSON(t *testing.T, in string) []byte {
+// surfaceJSON reads a case and renders its surface as the golden file holds it: indented, and
+// <name> left as written.
+func surfaceJSON(t *testing.T, name string) []byte {
 	t.Helper()
+	in := filepath.Join(goldenDir, name+inSuffix)
 	data, err := os.ReadFile(in)
 	if err != nil {
 		t.Fatal(err)
@@ -99,34 +61,276 @@ func surfaceJSON(t *testing.T, in string) []byte {
 	if err := dec.Decode(&c); err != nil {
 		t.Fatalf("%s: %v", in, err)
 	}
-	if len(c.Hosts) == 0 {
-		t.Fatalf("%s: no hosts", in)
-	}
-	s := portspec.NewPortSet(c.PortSet.Primary, c.PortSet.Ports)
-	got, err := json.MarshalIndent(resolve.Surface(s, c.Hosts...), "", "  ")
-	if err != nil {
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(resolve.DialSurface(portspec.NewPortSet(c.PortSet.Primary, c.PortSet.Ports))); err != nil {
 		t.Fatal(err)
 	}
-	return append(got, '\n')
+	return out.Bytes()
 }
 
-// TestSurfaceGoldenCases keeps the cases the design review relies on, and checks that every case
-// uses the hosts of payments in shop.
+// TestSurfaceGoldenCases keeps the cases the design review relies on: every edge of DESIGN
+// section 5's table has a golden file.
 func TestSurfaceGoldenCases(t *testing.T) {
-	hosts := resolve.Hosts("payments", "shop", resolve.DefaultMeshDomain)
-	for _, name := range []string{"mixed", "tcp-only", "http-only", "port-80-and-443-tcp", "443-http", "no-ports"} {
-		data, err := os.ReadFile(filepath.Join("testdata", name+inSuffix))
-		if err != nil {
+	for _, name := range []string{
+		"mixed", "tcp-only", "http-only", "no-ports", "443-http", "443-tcp", "port-80-and-443-tcp",
+		"port-80-http2", "port-80-tcp", "port-80-tcp-only", "tcp-primary-lowest-http", "no-primary",
+	} {
+		if _, err := os.Stat(filepath.Join(goldenDir, name+inSuffix)); err != nil {
 			t.Errorf("case %s: %v", name, err)
-			continue
-		}
-		var c surfaceCase
-		if err := json.Unmarshal(data, &c); err != nil {
-			t.Errorf("case %s: %v", name, err)
-			continue
-		}
-		if !slices.Equal(c.Hosts, hosts) {
-			t.Errorf("case %s: hosts %q; want resolve.Hosts(payments, shop, %s) = %q", name, c.Hosts, resolve.DefaultMeshDomain, hosts)
 		}
 	}
+}
+
+func TestNames(t *testing.T) {
+	tests := map[string]struct {
+		name, namespace, domain string
+		want                    []string
+	}{
+		"default mesh domain": {"payments", "shop", resolve.DefaultMeshDomain, []string{
+			"payments.shop.aether.internal", "payments.shop.svc.cluster.local", "payments.shop"}},
+		"custom mesh domain": {"db", "data", "mesh.example.com", []string{
+			"db.data.mesh.example.com", "db.data.svc.cluster.local", "db.data"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := resolve.Names(tc.name, tc.namespace, tc.domain); !slices.Equal(got, tc.want) {
+				t.Errorf("Names(%q, %q, %q) = %q; want %q", tc.name, tc.namespace, tc.domain, got, tc.want)
+			}
+		})
+	}
+	if resolve.DefaultMeshDomain != "aether.internal" {
+		t.Errorf("DefaultMeshDomain = %q; want aether.internal (DESIGN section 5)", resolve.DefaultMeshDomain)
+	}
+}
+
+// wantAddresses is the documented order of a surface's rows for the declared ports given.
+func wantAddresses(ports ...int32) []string {
+	const n = resolve.NamePlaceholder
+	want := []string{"http://" + n + "/", n + ":18081", "Host: " + n}
+	for _, p := range ports {
+		want = append(want, "Host: "+n+":"+strconv.Itoa(int(p)))
+	}
+	want = append(want, "Host: "+n+":18081", "Host: "+n+":18082", "Host: "+n+":*", "https://"+n+"/", n+":18082")
+	for _, p := range ports {
+		want = append(want, n+":"+strconv.Itoa(int(p)))
+	}
+	return append(want, n+":*")
+}
+
+// TestSurfaceRows checks the rows of a surface: each spelling once, in the documented order,
+// SurfaceLen of them (2×ports + 9), each complete, and a reason that fits the API's 1024 bytes.
+func TestSurfaceRows(t *testing.T) {
+	var most []portspec.Port
+	var mostNumbers []int32
+	for i := range int32(256) { // the MeshService status holds at most 256 ports
+		most = append(most, []portspec.Port{h1(20000 + i), h2(20000 + i), tcp(20000 + i)}[i%3])
+		mostNumbers = append(mostNumbers, 20000+i)
+	}
+	tests := map[string]struct {
+		set   portspec.PortSet
+		ports []int32
+	}{
+		"mixed":    {mixed, []int32{8080, 9000, 9090}},
+		"no ports": {noPorts, nil},
+		"unsorted input": {portspec.NewPortSet(9000, []portspec.Port{tcp(9000), h1(80), h2(9090), tcp(443), h1(8080)}),
+			[]int32{80, 443, 8080, 9000, 9090}},
+		"the most ports a status holds": {set(20000, most...), mostNumbers},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			surface := resolve.DialSurface(tc.set)
+			got := make([]string, len(surface))
+			for i, d := range surface {
+				got[i] = d.Address
+			}
+			if want := wantAddresses(tc.ports...); !slices.Equal(got, want) {
+				t.Errorf("addresses:\n got %q\nwant %q", got, want)
+			}
+			if want := 2*len(tc.ports) + 9; len(surface) != want || resolve.SurfaceLen(len(tc.ports)) != want {
+				t.Errorf("%d rows, SurfaceLen %d; want 2×%d+9 = %d", len(surface), resolve.SurfaceLen(len(tc.ports)), len(tc.ports), want)
+			}
+			for i, d := range surface {
+				if d.Address == "" || d.Reason == "" || d.Outcome == "" {
+					t.Errorf("row %d: incomplete %+v", i, d)
+				}
+				if len(d.Reason) > 1024 || len(d.Body) > resolve.MaxBodyLength {
+					t.Errorf("row %d %s: reason of %d bytes (the API holds 1024), body of %d", i, d.Address, len(d.Reason), len(d.Body))
+				}
+			}
+		})
+	}
+}
+
+// TestSurfaceTable checks the rows of DESIGN section 5's table that are not HTTP requests
+// (those are TestSurfaceAgreesWithHTTPRequest's), for every set: https://, :18081, :18082,
+// :<p> and :*.
+func TestSurfaceTable(t *testing.T) {
+	const n = resolve.NamePlaceholder
+	for name, s := range allSets {
+		t.Run(name, func(t *testing.T) {
+			rows := map[string]resolve.Result{}
+			for _, d := range resolve.DialSurface(s) {
+				rows[d.Address] = d.Result
+			}
+			check := func(address string, want resolve.Result) {
+				t.Helper()
+				got := rows[address]
+				if got.Reason = ""; got != want {
+					t.Errorf("%s: %+v; want %+v", address, got, want)
+				}
+			}
+			check(n+":18081", resolve.Result{Protocol: portspec.HTTP, Outcome: resolve.HostDecides})
+			if p, declared := s.Lookup(443); declared && p == portspec.TCP {
+				check("https://"+n+"/", resolve.Result{Port: 443, Protocol: portspec.TCP, Outcome: resolve.Reaches})
+			} else {
+				check("https://"+n+"/", resolve.Result{Protocol: portspec.TCP, Outcome: resolve.Refused})
+			}
+			if port, ok := resolve.DefaultTCPPort(s); ok {
+				check(n+":18082", resolve.Result{Port: port, Protocol: portspec.TCP, Outcome: resolve.Reaches})
+			} else {
+				check(n+":18082", resolve.Result{Protocol: portspec.TCP, Outcome: resolve.Refused})
+			}
+			for _, p := range s.Ports {
+				check(n+":"+strconv.Itoa(int(p.Number)), resolve.Result{Port: p.Number, Protocol: p.Protocol, Outcome: resolve.Reaches})
+			}
+			check(n+":*", resolve.Result{Outcome: resolve.Refused})
+		})
+	}
+}
+
+// TestSurfaceReasons spot-checks the words of the rows that are not HTTP requests.
+func TestSurfaceReasons(t *testing.T) {
+	const n = resolve.NamePlaceholder
+	tests := []struct {
+		set     portspec.PortSet
+		address string
+		words   []string
+	}{
+		{mixed, n + ":18081", []string{"HTTP proxy port", "Host header decides"}},
+		{tls443, "https://" + n + "/", []string{"443 is declared TCP"}},
+		{http443, "https://" + n + "/", []string{"443 is declared HTTP, not TCP", "443=tcp"}},
+		{set(443, h2(443)), "https://" + n + "/", []string{"HTTP2"}},
+		{mixed, "https://" + n + "/", []string{"443 is not declared"}},
+		{httpOnly, n + ":18082", []string{"no TCP port"}},
+		{tcpPrimaries, n + ":18082", []string{"primary port 9000 is TCP"}},
+		{httpPrimTCPs, n + ":18082", []string{"port 5432 is the lowest TCP port"}},
+		{mixed, n + ":9090", []string{"port 9090 is declared HTTP2"}},
+		{mixed, n + ":*", []string{"refused"}},
+	}
+	for _, tc := range tests {
+		i := slices.IndexFunc(resolve.DialSurface(tc.set), func(d resolve.Dial) bool { return d.Address == tc.address })
+		if i < 0 {
+			t.Errorf("%v: no row %s", tc.set, tc.address)
+			continue
+		}
+		reason := resolve.DialSurface(tc.set)[i].Reason
+		for _, w := range tc.words {
+			if !strings.Contains(reason, w) {
+				t.Errorf("%v, %s: reason %q lacks %q", tc.set, tc.address, reason, w)
+			}
+		}
+	}
+}
+
+// undeclaredSamples are ports the Host: <name>:* row stands for, when s does not declare them.
+var undeclaredSamples = []int32{1, 80, 81, 443, 1234, 8080, 65535}
+
+// disagreements compares every HTTP-request row of surface (http://<name>/, Host: <name>,
+// Host: <name>:<p>, Host: <name>:*), written for each name, with what HTTPRequest answers for
+// that authority on s: word for word, except the :* row, which stands for many ports (outcome,
+// error and port must agree for each sample). It also reports a declared port with no Host row,
+// so that a row left out cannot agree by absence.
+func disagreements(s portspec.PortSet, surface []resolve.Dial, names []string) []string {
+	var out []string
+	covered := map[string]bool{}
+	for _, row := range surface {
+		for _, name := range names {
+			d := row.For(name)
+			authority, isHost := strings.CutPrefix(d.Address, resolve.HostRowPrefix)
+			switch {
+			case d.Address == "http://"+name+"/":
+				authority = name
+			case !isHost:
+				continue
+			}
+			if isHost {
+				covered[strings.TrimPrefix(authority, name)] = true
+			}
+			if strings.HasSuffix(authority, ":"+resolve.AnyOtherPort) {
+				for _, p := range undeclaredSamples {
+					if _, declared := s.Lookup(p); declared {
+						continue
+					}
+					got := resolve.HTTPRequest(s, name+":"+strconv.Itoa(int(p)))
+					if got.Outcome != d.Outcome || got.Error != d.Error || got.Port != d.Port || got.Protocol != d.Protocol {
+						out = append(out, fmt.Sprintf("%s for port %d: row %+v; HTTPRequest %+v", d.Address, p, d.Result, got))
+					}
+				}
+				continue
+			}
+			if got := resolve.HTTPRequest(s, authority); got != d.Result {
+				out = append(out, fmt.Sprintf("%s: row %+v;\nHTTPRequest(%q) %+v", d.Address, d.Result, authority, got))
+			}
+		}
+	}
+	for _, suffix := range []string{"", ":18081", ":18082", ":*"} {
+		if !covered[suffix] {
+			out = append(out, fmt.Sprintf("no row for Host: <name>%s", suffix))
+		}
+	}
+	for _, p := range s.Ports {
+		if suffix := ":" + strconv.Itoa(int(p.Number)); !covered[suffix] {
+			out = append(out, "no Host row for the declared port "+suffix)
+		}
+	}
+	return out
+}
+
+// TestSurfaceAgreesWithHTTPRequest: the status (the surface) and the data plane (HTTPRequest)
+// can never disagree: for every set and every name, each HTTP-request row is what HTTPRequest
+// answers. The negative controls prove the check can fail: a surface of a retyped port, a
+// surface missing a row, a row with other words.
+func TestSurfaceAgreesWithHTTPRequest(t *testing.T) {
+	names := resolve.Names("payments", "shop", resolve.DefaultMeshDomain)
+	for name, s := range allSets {
+		t.Run(name, func(t *testing.T) {
+			if d := disagreements(s, resolve.DialSurface(s), names); len(d) > 0 {
+				t.Errorf("the surface disagrees with HTTPRequest:\n%s", strings.Join(d, "\n"))
+			}
+		})
+	}
+
+	t.Run("negative control: the surface of 8080 retyped TCP", func(t *testing.T) {
+		retyped := set(8080, tcp(8080), h2(9090), tcp(9000))
+		d := disagreements(mixed, resolve.DialSurface(retyped), names)
+		if !slices.ContainsFunc(d, func(s string) bool { return strings.HasPrefix(s, "Host: payments.shop:8080: row") }) {
+			t.Errorf("a surface that says 8080 is not HTTP agrees with HTTPRequest on a set where it is:\n%s", strings.Join(d, "\n"))
+		}
+	})
+	t.Run("negative control: a Host row left out", func(t *testing.T) {
+		surface := slices.DeleteFunc(resolve.DialSurface(mixed), func(d resolve.Dial) bool {
+			return d.Address == resolve.HostRowPrefix+resolve.NamePlaceholder+":9000"
+		})
+		if d := disagreements(mixed, surface, names); !slices.Contains(d, "no Host row for the declared port :9000") {
+			t.Errorf("a surface without the Host row of 9000 passes: %q", d)
+		}
+	})
+	t.Run("negative control: other words", func(t *testing.T) {
+		surface := resolve.DialSurface(mixed)
+		surface[0].Body += "!"
+		if d := disagreements(mixed, surface, names); len(d) != len(names) {
+			t.Errorf("a changed body on http://<name>/: %d disagreements, want one per name (%d): %q", len(d), len(names), d)
+		}
+	})
+	t.Run("negative control: the :* row says Reaches", func(t *testing.T) {
+		surface := resolve.DialSurface(mixed)
+		i := slices.IndexFunc(surface, func(d resolve.Dial) bool { return strings.HasSuffix(d.Address, ":*") })
+		surface[i].Outcome = resolve.Reaches
+		if d := disagreements(mixed, surface, names); len(d) == 0 {
+			t.Error("a Host: <name>:* row that Reaches passes")
+		}
+	})
 }

@@ -106,8 +106,18 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 			g.Expect(ms.Status.Conditions).To(ContainElement(And(
 				HaveField("Type", meshv1alpha1.ServiceConditionReady), HaveField("Status", metav1.ConditionTrue))))
 		}, time.Minute, time.Second).Should(Succeed())
-		Expect(*ms.Status.DefaultHTTPPort).To(Equal(int32(8080)))
+		// The authority's port is the port: payments serves HTTP on 8080 and 9090, not 80, so a
+		// portless http:// reaches nothing and is answered 421 port-not-declared.
+		Expect(ms.Status.DefaultHTTPPort).To(BeNil())
 		Expect(*ms.Status.DefaultTCPPort).To(Equal(int32(9000)))
+		Expect(ms.Status.Names).To(Equal([]string{"payments.smoke.aether.internal", "payments.smoke.svc.cluster.local", "payments.smoke"}))
+		Expect(ms.Status.DialSurface).To(HaveLen(2*3 + 9))
+		Expect(ms.Status.DialSurface).To(ContainElement(And(
+			HaveField("Address", "http://<name>/"), HaveField("Outcome", meshv1alpha1.DialMisdirected),
+			HaveField("Error", meshv1alpha1.DialErrorPortNotDeclared), HaveField("Port", BeNil()))))
+		Expect(ms.Status.DialSurface).To(ContainElement(And(
+			HaveField("Address", "Host: <name>:8080"), HaveField("Outcome", meshv1alpha1.DialReaches),
+			HaveField("Port", HaveValue(Equal(int32(8080)))))))
 		Expect(ms.Status.Identity).To(Equal("spiffe://aether.internal/ns/smoke/sa/payments"))
 
 		svc := &corev1.Service{}

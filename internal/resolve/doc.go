@@ -1,0 +1,35 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package resolve is the resolution rule (DESIGN section 5, proposal 043: the authority's port is
+// the port): from a service's port set, its default ports, what an HTTP request reaches, and the
+// dial surface. The MeshService status, the generated Service, route status, the agent's data
+// plane (xDS virtual hosts and their 421 answers) and kubectl tooling all ask this package, so
+// they can never disagree; none of them decides a default on its own.
+//
+//   - DefaultHTTPPort: 80 when declared HTTP-class, else none. Nothing means "the port the pods
+//     declare".
+//   - DefaultTCPPort: the primary when TCP, else the lowest TCP port, else none (proposal 037).
+//   - HTTPRequest: what an HTTP request with a given authority (Host header, host[:port]) reaches:
+//     the port when declared HTTP-class; else HTTP 421 with an x-aether-error value (MeshError)
+//     and a body naming the HTTP spellings that work; a malformed authority is 400.
+//   - Names and DialSurface: the names a service is dialled by, listed once, and the surface's
+//     rows, each spelling once, written relative to any of the names (NamePlaceholder). The
+//     surface has SurfaceLen(len(ports)) = 2×ports + 9 rows.
+//
+// The notation of a row's Address (what `kubectl describe meshservice` shows):
+//
+//	http://<name>/          an HTTP request with no port in its authority (port 80)
+//	<name>:18081            a connection to the mesh's HTTP proxy port: the Host header decides
+//	Host: <name>            an HTTP request whose Host header has no port
+//	Host: <name>:8080       an HTTP request whose Host header names port 8080
+//	Host: <name>:*          an HTTP request whose Host header names any other port
+//	https://<name>/         TLS the application terminates, on port 443
+//	<name>:18082            a connection to the mesh's TCP port (the default TCP port)
+//	<name>:9000             a connection to port 9000, in its declared protocol
+//	<name>:*                a connection to any other port
+//
+// where <name> is any of Names(service, namespace, meshDomain); Dial.For writes a row for one.
+//
+// This package is pure: no Kubernetes client code, no I/O. It imports only internal/portspec.
+package resolve
