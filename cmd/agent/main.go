@@ -52,7 +52,7 @@ func main() {
 
 	ignored, err := registration.ParseIgnoredNamespaces(*ignoredList)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "agent: %%v\n", err)
+		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
 	}
 	ignored = ignored.With(os.Getenv("POD_NAMESPACE"))

@@ -57,11 +57,11 @@ func createNode(name string) func(*testenv.Env) (func(), error) {
 // startAgent runs the agent's loops for node, in-process, against the real API server.
 func startAgent(node string) func(*testenv.Env) (func(), error) { return startNamedAgent(node, "") }
 
-// startNamedAgent is startAgent with the pod controller named controller (empty: the default),
+// startNamedAgent is startAgent with the pod controller named controllerName (empty: the default),
 // so a test can count this agent's reconciles alone (see reconciles).
-func startNamedAgent(node, controller string) func(*testenv.Env) (func(), error) {
+func startNamedAgent(node, controllerName string) func(*testenv.Env) (func(), error) {
 	return func(e *testenv.Env) (func(), error) {
-		return startAgentWith(e, e.Config, Options{NodeName: node, Health: testHealth, controllerName: controller})
+		return startAgentWith(e, e.Config, Options{NodeName: node, Health: testHealth, controllerName: controllerName})
 	}
 }
 
@@ -189,11 +189,11 @@ func getEndpoint(ctx context.Context, ns, name string) (*meshEndpoint, error) {
 	return ep, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ep)
 }
 
-// reconciles is how many reconciles the pod controller named controller has finished, whatever
+// reconciles is how many reconciles the pod controller named controllerName has finished, whatever
 // their result.
-func reconciles(t *testing.T, controller string) float64 {
+func reconciles(t *testing.T, controllerName string) float64 {
 	t.Helper()
-	n, err := testenv.Counter("controller_runtime_reconcile_total", "controller", controller)
+	n, err := testenv.Counter("controller_runtime_reconcile_total", "controller", controllerName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,12 +214,12 @@ func dedicatedAgent(t *testing.T, ns string) (node string, restart func() string
 	var stop func()
 	start := func() string {
 		generation++
-		controller := fmt.Sprintf("agent-%s-%d", ns, generation)
+		controllerName := fmt.Sprintf("agent-%s-%d", ns, generation)
 		var err error
-		if stop, err = startNamedAgent(node, controller)(env); err != nil {
+		if stop, err = startNamedAgent(node, controllerName)(env); err != nil {
 			t.Fatal(err)
 		}
-		return controller
+		return controllerName
 	}
 	start()
 	t.Cleanup(func() { stop() })

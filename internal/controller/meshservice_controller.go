@@ -82,42 +82,42 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // mid-reconcile (NotFound), a create the cache had not yet seen (AlreadyExists) — are requeued
 // quietly: they are not errors, and the next reconcile reads the newer state.
 func (r *MeshServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	result, err := r.reconcile(ctx, req)
+	err := r.reconcile(ctx, req)
 	if race, ok := expectedRace(err); ok {
 		log.FromContext(ctx).V(1).Info("Requeueing after a race with another writer", "race", race, "detail", err.Error())
 		racesRequeued.WithLabelValues("meshservice", race).Inc()
 		return ctrl.Result{RequeueAfter: raceRequeueAfter}, nil
 	}
-	return result, err
+	return ctrl.Result{}, err
 }
 
-func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	ms := &meshv1alpha1.MeshService{}
 	if err := r.Get(ctx, req.NamespacedName, ms); apierrors.IsNotFound(err) {
 		ms = nil
 	} else if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	sa := &corev1.ServiceAccount{}
 	if err := r.Get(ctx, req.NamespacedName, sa); apierrors.IsNotFound(err) {
 		sa = nil
 	} else if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 
 	var endpoints meshv1alpha1.MeshEndpointList
 	if err := r.List(ctx, &endpoints, client.InNamespace(req.Namespace), client.MatchingFields{EndpointServiceIndex: req.Name}); err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	// Only endpoints that are real pods' count, from here on (verify.go).
 	verified, err := r.verified(ctx, endpoints.Items)
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	endpoints.Items = verified
 	ms, err = r.lifecycle(ctx, req.NamespacedName, ms, sa, len(endpoints.Items))
 	if err != nil || ms == nil {
-		return ctrl.Result{}, err
+		return err
 	}
 
 	live := &corev1.Service{}
@@ -127,7 +127,7 @@ func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request)
 	} else if apierrors.IsNotFound(err) {
 		live = nil
 	} else {
-		return ctrl.Result{}, err
+		return err
 	}
 
 	out, err := meshservice.Translate(meshservice.Input{
@@ -135,21 +135,21 @@ func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request)
 		Endpoints: endpoints.Items, LastStatus: ms.Status, Service: facts,
 	})
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 
 	if out.Service != nil {
 		written, err := r.writeService(ctx, live, out.Service)
 		if _, race := expectedRace(err); race {
-			return ctrl.Result{}, err
+			return err
 		}
 		if err != nil {
-			return ctrl.Result{}, r.serviceWriteFailed(ctx, ms, out.Status, err)
+			return r.serviceWriteFailed(ctx, ms, out.Status, err)
 		}
 		out.Status.VIP = written.Spec.ClusterIP
 	}
 
-	return ctrl.Result{}, r.writeStatus(ctx, ms, out.Status)
+	return r.writeStatus(ctx, ms, out.Status)
 }
 
 // writeStatus stamps the desired status's conditions against the current ones and writes it
