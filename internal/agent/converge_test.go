@@ -93,6 +93,12 @@ func TestForeignSpecEditsConverge(t *testing.T) {
 			c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != converged.Generation {
 			return fmt.Errorf("generation %d, status %+v", converged.Generation, converged.Status)
 		}
+		// The MeshService controller of this suite writes its Verified verdict on the same
+		// status: wait for it too, so the only writer left to watch is the agent.
+		if v := conditions.Find(converged.Status.Conditions, meshv1alpha1.EndpointConditionVerified); v == nil ||
+			v.Status != metav1.ConditionTrue || v.ObservedGeneration != converged.Generation {
+			return fmt.Errorf("Verified %+v on generation %d", v, converged.Generation)
+		}
 		return nil
 	})
 	controller := restart()
