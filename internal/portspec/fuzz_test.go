@@ -155,10 +155,10 @@ func TestFormatPorts(t *testing.T) {
 		ports []Port
 		want  string
 	}{
-		"none":            {ports: nil, want: ""},
-		"one of each":     {ports: []Port{http1(8080), tcp(9000), http2(9090)}, want: "8080=h1,9000=tcp,9090=h2"},
-		"order kept":      {ports: []Port{tcp(9000), http1(80)}, want: "9000=tcp,80=h1"},
-		"extreme numbers": {ports: []Port{http1(1), tcp(65535)}, want: "1=h1,65535=tcp"},
+		"none":                                {ports: nil, want: ""},
+		"one of each":                         {ports: []Port{http1(8080), tcp(9000), http2(9090)}, want: "8080=h1,9000=tcp,9090=h2"},
+		"order kept":                          {ports: []Port{tcp(9000), http1(80)}, want: "9000=tcp,80=h1"},
+		"extreme numbers":                     {ports: []Port{http1(1), tcp(65535)}, want: "1=h1,65535=tcp"},
 		"grpc is written =grpc, h2 stays =h2": {ports: []Port{http2(9090), grpc(9091)}, want: "9090=h2,9091=grpc"},
 	}
 	for name, tt := range tests {
