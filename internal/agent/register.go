@@ -54,7 +54,7 @@ func Registration(pod *corev1.Pod, node *corev1.Node) (meshv1alpha1.MeshEndpoint
 		Metadata:    spec.Metadata,
 	}
 	for _, p := range spec.Ports {
-		out.Ports = append(out.Ports, meshv1alpha1.PortProtocol{Port: p.Number, Protocol: meshv1alpha1.Protocol(p.Protocol)})
+		out.Ports = append(out.Ports, meshv1alpha1.PortProtocol{Port: p.Number, Protocol: meshv1alpha1.Protocol(p.Protocol), AppProtocol: meshv1alpha1.AppProtocol(p.AppProtocol)})
 	}
 	out.PortsSummary = meshv1alpha1.FormatPorts(out.Ports)
 	if node != nil {
