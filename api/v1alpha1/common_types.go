@@ -65,7 +65,19 @@ const (
 	ProxyInboundPort int32 = 18008
 )
 
+// AppProtocol names what a port speaks within its protocol, when the mesh must know more than
+// the protocol: grpc (annotation suffix =grpc), only on an HTTP2 port.
+// +kubebuilder:validation:Enum=grpc
+// +kubebuilder:validation:MaxLength=4
+type AppProtocol string
+
+// AppProtocolGRPC is gRPC. The port is HTTP2 in everything the mesh derives (resolution, routes,
+// the generated Service, status); the node agent health-checks a gRPC primary with the gRPC
+// health protocol (grpc.health.v1) instead of an HTTP GET.
+const AppProtocolGRPC AppProtocol = "grpc"
+
 // PortProtocol is one declared port and its protocol.
+// +kubebuilder:validation:XValidation:rule="!has(self.appProtocol) || self.protocol == 'HTTP2'",message="appProtocol grpc is valid only on an HTTP2 port: set protocol HTTP2 or remove appProtocol",fieldPath=".appProtocol"
 type PortProtocol struct {
 	// port is the application port, 1..65535. The mesh's own ports (18001, 18008, 18081,
 	// 18082) are refused.
@@ -78,6 +90,11 @@ type PortProtocol struct {
 	// protocol is the protocol the port is served with.
 	// +required
 	Protocol Protocol `json:"protocol"`
+
+	// appProtocol is grpc for a port declared =grpc (always HTTP2), omitted otherwise. The node
+	// agent probes a gRPC primary with grpc.health.v1/Check.
+	// +optional
+	AppProtocol AppProtocol `json:"appProtocol,omitempty"`
 }
 
 // FormatPorts renders ports the way the PORTS printer columns show them: "8080/HTTP,9000/TCP".

@@ -39,6 +39,9 @@ func TestAPIAgreesWithPortspec(t *testing.T) {
 			t.Errorf("protocol spelling: API %q, portspec %q", api, parsed)
 		}
 	}
+	if string(meshv1alpha1.AppProtocolGRPC) != string(portspec.GRPC) {
+		t.Errorf("app protocol spelling: API %q, portspec %q", meshv1alpha1.AppProtocolGRPC, portspec.GRPC)
+	}
 
 	crd, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "mesh.aether.io_meshendpoints.yaml"))
 	if err != nil {
@@ -132,7 +135,7 @@ func TestSampleEndpointsMatchTheirDeployment(t *testing.T) {
 		endpoints++
 		var got []portspec.Port
 		for _, p := range ep.Spec.Ports {
-			got = append(got, portspec.Port{Number: p.Port, Protocol: portspec.Protocol(p.Protocol)})
+			got = append(got, portspec.Port{Number: p.Port, Protocol: portspec.Protocol(p.Protocol), AppProtocol: portspec.AppProtocol(p.AppProtocol)})
 		}
 		if ep.Spec.PrimaryPort != spec.Primary || !slices.Equal(got, spec.Ports) {
 			t.Errorf("%s: primary %d ports %v; the Deployment's annotations say primary %d ports %v",

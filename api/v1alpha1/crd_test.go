@@ -136,6 +136,26 @@ func TestMeshEndpointValidation(t *testing.T) {
 			mutate: func(s *meshv1alpha1.MeshEndpointSpec) { setPorts(s, 8080, "HTTP", 18082, "TCP") },
 			want:   []string{"spec.ports[1].port", "the mesh's own"},
 		},
+		"appProtocol grpc on the HTTP2 port (control)": {
+			mutate: func(s *meshv1alpha1.MeshEndpointSpec) { s.Ports[2].AppProtocol = meshv1alpha1.AppProtocolGRPC },
+		},
+		"appProtocol grpc on the HTTP2 primary (control)": {
+			mutate: func(s *meshv1alpha1.MeshEndpointSpec) {
+				s.Ports[2].AppProtocol, s.PrimaryPort = meshv1alpha1.AppProtocolGRPC, s.Ports[2].Port
+			},
+		},
+		"appProtocol grpc on an HTTP port": {
+			mutate: func(s *meshv1alpha1.MeshEndpointSpec) { s.Ports[0].AppProtocol = meshv1alpha1.AppProtocolGRPC },
+			want:   []string{"spec.ports[0].appProtocol", "appProtocol grpc is valid only on an HTTP2 port"},
+		},
+		"appProtocol grpc on a TCP port": {
+			mutate: func(s *meshv1alpha1.MeshEndpointSpec) { s.Ports[1].AppProtocol = meshv1alpha1.AppProtocolGRPC },
+			want:   []string{"spec.ports[1].appProtocol", "appProtocol grpc is valid only on an HTTP2 port"},
+		},
+		"unknown appProtocol": {
+			mutate: func(s *meshv1alpha1.MeshEndpointSpec) { s.Ports[2].AppProtocol = "h2c" },
+			want:   []string{"spec.ports[2].appProtocol", `Unsupported value: "h2c"`, `"grpc"`},
+		},
 		"no ports": {
 			mutate: func(s *meshv1alpha1.MeshEndpointSpec) { s.Ports, s.PortsSummary = nil, "" },
 			want:   []string{"spec.ports"},

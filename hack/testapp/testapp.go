@@ -3,7 +3,8 @@
 
 // Package testapp is the stand-in application of `make run` and of the cluster tier's test
 // server: HTTP/1.1 and h2c servers that answer 200 on the health path and say who they are
-// elsewhere, and TCP echo servers.
+// elsewhere, gRPC servers whose standard health service (grpc.health.v1) answers SERVING, and
+// TCP echo servers.
 package testapp
 
 import (
@@ -13,11 +14,18 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // Ports are the ports to serve, by protocol.
 type Ports struct {
 	HTTP, H2C, TCP []int
+	// GRPC ports serve gRPC in cleartext HTTP/2 with the standard health service, the server
+	// SERVING (declare them =grpc: the node agent probes them with grpc.health.v1/Check).
+	GRPC []int
 	// HealthPath answers 200 "ok".
 	HealthPath string
 }
@@ -49,6 +57,16 @@ func Serve(host string, p Ports) ([]io.Closer, error) {
 			go func() { _ = srv.Serve(l) }()
 		}
 	}
+	for _, port := range p.GRPC {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return closers, err
+		}
+		srv := grpc.NewServer()
+		healthpb.RegisterHealthServer(srv, health.NewServer()) // the server as a whole: SERVING
+		closers = append(closers, closerFunc(func() error { srv.Stop(); return nil }))
+		go func() { _ = srv.Serve(l) }()
+	}
 	for _, port := range p.TCP {
 		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
@@ -59,6 +77,11 @@ func Serve(host string, p Ports) ([]io.Closer, error) {
 	}
 	return closers, nil
 }
+
+// closerFunc adapts a function to io.Closer.
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
 
 // echo copies every connection's bytes back to it.
 func echo(l net.Listener) {

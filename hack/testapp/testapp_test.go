@@ -5,6 +5,7 @@ package testapp
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 func freePort(t *testing.T) int {
@@ -24,10 +29,11 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// TestServe talks to each server on loopback: HTTP/1.1 health path, h2c (prior knowledge), TCP echo.
+// TestServe talks to each server on loopback: HTTP/1.1 health path, h2c (prior knowledge), gRPC
+// health, TCP echo.
 func TestServe(t *testing.T) {
-	httpPort, h2cPort, tcpPort := freePort(t), freePort(t), freePort(t)
-	closers, err := Serve("127.0.0.1", Ports{HTTP: []int{httpPort}, H2C: []int{h2cPort}, TCP: []int{tcpPort}, HealthPath: "/healthz"})
+	httpPort, h2cPort, grpcPort, tcpPort := freePort(t), freePort(t), freePort(t), freePort(t)
+	closers, err := Serve("127.0.0.1", Ports{HTTP: []int{httpPort}, H2C: []int{h2cPort}, GRPC: []int{grpcPort}, TCP: []int{tcpPort}, HealthPath: "/healthz"})
 	t.Cleanup(func() {
 		for _, c := range closers {
 			_ = c.Close()
@@ -57,6 +63,18 @@ func TestServe(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.Proto != "HTTP/2.0" || !strings.Contains(string(body), "HTTP/2.0 /who") {
 		t.Errorf("h2c: %s %q", resp.Proto, body)
+	}
+
+	conn, err := grpc.NewClient("passthrough:///127.0.0.1:"+strconv.Itoa(grpcPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	check, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || check.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("gRPC health: %v %v", check.GetStatus(), err)
 	}
 
 	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(tcpPort), time.Second)

@@ -52,7 +52,7 @@ func TestRegistration(t *testing.T) {
 		ServiceName: "payments", PodName: "mixed", PodUID: string(pod.UID), NodeName: testNode,
 		Address: pod.Status.PodIP, PrimaryPort: 8080,
 		Ports: []meshv1alpha1.PortProtocol{
-			{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}, {Port: 9000, Protocol: meshv1alpha1.ProtocolTCP}, {Port: 9090, Protocol: meshv1alpha1.ProtocolHTTP2},
+			{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}, {Port: 9000, Protocol: meshv1alpha1.ProtocolTCP}, {Port: 9090, Protocol: meshv1alpha1.ProtocolHTTP2, AppProtocol: meshv1alpha1.AppProtocolGRPC},
 		},
 		PortsSummary: "8080/HTTP,9000/TCP,9090/HTTP2", Weight: 200,
 		HealthCheck: meshv1alpha1.HealthCheck{Mode: meshv1alpha1.HealthCheckEDS, Path: "/healthz"},

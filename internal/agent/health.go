@@ -134,33 +134,51 @@ func (p *Prober) round(ctx context.Context) {
 	}
 }
 
-// probe checks the primary port: a TCP connect for a TCP primary, an HTTP GET of the health path
-// for an HTTP primary (cleartext HTTP/2 for an HTTP2 one); 2xx and 3xx are healthy.
+// probe checks the primary port within the probe timeout: a TCP connect for a TCP primary, the
+// gRPC health protocol for a gRPC one (declared =grpc), an HTTP GET of the health path for
+// another HTTP primary (cleartext HTTP/2 for an HTTP2 one; 2xx and 3xx are healthy).
 func (p *Prober) probe(ctx context.Context, ep *meshv1alpha1.MeshEndpoint) bool {
 	ctx, cancel := context.WithTimeout(ctx, p.Options.Timeout)
 	defer cancel()
 	addr := net.JoinHostPort(ep.Spec.Address, strconv.Itoa(int(ep.Spec.PrimaryPort)))
-	var protocol meshv1alpha1.Protocol
+	var primary meshv1alpha1.PortProtocol
 	for _, port := range ep.Spec.Ports {
 		if port.Port == ep.Spec.PrimaryPort {
-			protocol = port.Protocol
+			primary = port
 		}
 	}
-	if protocol == meshv1alpha1.ProtocolTCP {
-		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return false
-		}
-		_ = conn.Close()
-		return true
+	switch {
+	case primary.Protocol == meshv1alpha1.ProtocolTCP:
+		return probeTCP(ctx, addr)
+	case primary.AppProtocol == meshv1alpha1.AppProtocolGRPC:
+		return probeGRPC(ctx, addr)
 	}
+	return probeHTTP(ctx, addr, ep.Spec.HealthCheck.Path, primary.Protocol == meshv1alpha1.ProtocolHTTP2)
+}
+
+// probeUserAgent is the User-Agent of every HTTP and gRPC probe, so an application's logs can
+// tell the mesh's probes from its clients.
+const probeUserAgent = "aether-agent/health"
+
+// probeTCP reports whether a TCP connection to addr opens.
+func probeTCP(ctx context.Context, addr string) bool {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
+
+// probeHTTP GETs path from addr, over HTTP/1.1, or cleartext HTTP/2 with prior knowledge when
+// h2c; a connection per probe, no proxy, redirects not followed. 2xx and 3xx are healthy.
+func probeHTTP(ctx context.Context, addr, path string, h2c bool) bool {
 	transport := &http.Transport{DisableKeepAlives: true, Proxy: nil}
-	if protocol == meshv1alpha1.ProtocolHTTP2 {
+	if h2c {
 		transport.Protocols = new(http.Protocols)
 		transport.Protocols.SetUnencryptedHTTP2(true)
 	}
 	defer transport.CloseIdleConnections()
-	path := ep.Spec.HealthCheck.Path
 	if path == "" {
 		path = "/"
 	}
@@ -168,7 +186,7 @@ func (p *Prober) probe(ctx context.Context, ep *meshv1alpha1.MeshEndpoint) bool 
 	if err != nil {
 		return false
 	}
-	req.Header.Set("User-Agent", "aether-agent/health")
+	req.Header.Set("User-Agent", probeUserAgent)
 	resp, err := (&http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 	if err != nil {
 		return false

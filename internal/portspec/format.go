@@ -12,11 +12,15 @@ import (
 var protocolSuffix = map[Protocol]string{HTTP: "h1", HTTP2: "h2", TCP: "tcp"}
 
 // FormatPorts writes ports in the endpoint.aether.io/ports grammar, every port with its explicit
-// suffix: "8080=h1,9000=tcp,9090=h2".
+// suffix, =grpc for a gRPC port: "8080=h1,9000=tcp,9090=h2,9091=grpc".
 func FormatPorts(ports []Port) string {
 	tokens := make([]string, len(ports))
 	for i, p := range ports {
-		tokens[i] = strconv.Itoa(int(p.Number)) + "=" + protocolSuffix[p.Protocol]
+		suffix := protocolSuffix[p.Protocol]
+		if p.AppProtocol == GRPC {
+			suffix = string(GRPC)
+		}
+		tokens[i] = strconv.Itoa(int(p.Number)) + "=" + suffix
 	}
 	return strings.Join(tokens, ",")
 }

@@ -41,6 +41,7 @@ func FuzzParse(f *testing.F) {
 		{protocol: "tcp", ports: "9000,8080=h1"},
 		{protocol: "tcp", port: "5432", ports: "5432"},
 		{ports: "9090=grpc,9090=h2"},
+		{port: "9090", ports: "9090=h2,9090=grpc,9091=grpc"},
 		{port: " 9000 ", ports: " 9000 = tcp , 80 ", protocol: " http ", weight: " 7 "},
 		{weight: "65535", path: "/healthz", mode: "active"},
 		{metaKey: "zone", metaValue: "us-east-1a", upstreams: "payments,ledger.finance,payments"},
@@ -130,6 +131,11 @@ func FuzzParse(f *testing.F) {
 		}
 
 		checkValid(t, spec)
+		for _, p := range spec.Ports {
+			if p.AppProtocol == GRPC && !strings.Contains(annotations[AnnotationPorts], "grpc") {
+				t.Errorf("port %d speaks gRPC, but %s %q never says grpc", p.Number, AnnotationPorts, annotations[AnnotationPorts])
+			}
+		}
 		canonical := spec.Annotations()
 		again, err := Parse(canonical)
 		if err != nil {
@@ -149,10 +155,11 @@ func TestFormatPorts(t *testing.T) {
 		ports []Port
 		want  string
 	}{
-		"none":            {ports: nil, want: ""},
-		"one of each":     {ports: []Port{http1(8080), tcp(9000), http2(9090)}, want: "8080=h1,9000=tcp,9090=h2"},
-		"order kept":      {ports: []Port{tcp(9000), http1(80)}, want: "9000=tcp,80=h1"},
-		"extreme numbers": {ports: []Port{http1(1), tcp(65535)}, want: "1=h1,65535=tcp"},
+		"none":                                {ports: nil, want: ""},
+		"one of each":                         {ports: []Port{http1(8080), tcp(9000), http2(9090)}, want: "8080=h1,9000=tcp,9090=h2"},
+		"order kept":                          {ports: []Port{tcp(9000), http1(80)}, want: "9000=tcp,80=h1"},
+		"extreme numbers":                     {ports: []Port{http1(1), tcp(65535)}, want: "1=h1,65535=tcp"},
+		"grpc is written =grpc, h2 stays =h2": {ports: []Port{http2(9090), grpc(9091)}, want: "9090=h2,9091=grpc"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -197,6 +204,20 @@ func TestAnnotationsRoundTrip(t *testing.T) {
 				AnnotationUpstreams: "ledger.finance,payments",
 			},
 		},
+		"a gRPC primary next to an h2 port": {
+			spec: spec(9090, grpc(9090), http2(9091), http1(8080)),
+			want: map[string]string{
+				AnnotationPort: "9090", AnnotationPorts: "8080=h1,9090=grpc,9091=h2", AnnotationWeight: "1024",
+				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds",
+			},
+		},
+		"MaxPorts ports of gRPC": {
+			spec: spec(1, grpcRange(1, MaxPorts)...),
+			want: map[string]string{
+				AnnotationPort: "1", AnnotationPorts: portList(1, MaxPorts, "grpc"), AnnotationWeight: "1024",
+				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds",
+			},
+		},
 		"MaxPorts ports": {
 			spec: spec(1, portRange(1, MaxPorts, TCP)...),
 			want: map[string]string{
@@ -222,11 +243,27 @@ func TestAnnotationsRoundTrip(t *testing.T) {
 	}
 }
 
-// TestNewPortSet: order normalised, duplicates dropped (NewPortSet does not validate).
+// TestNewPortSet: order normalised, duplicates dropped (NewPortSet does not validate); of an h2
+// and a grpc duplicate the grpc one is kept, in either order, as Parse keeps it.
 func TestNewPortSet(t *testing.T) {
 	got := NewPortSet(9000, []Port{tcp(9000), http1(80), tcp(9000), http2(443)})
 	want := PortSet{Primary: 9000, Ports: []Port{http1(80), http2(443), tcp(9000)}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("NewPortSet = %#v, want %#v", got, want)
 	}
+	for _, ports := range [][]Port{{http2(9090), grpc(9090)}, {grpc(9090), http2(9090)}} {
+		got := NewPortSet(9090, ports)
+		if want := (PortSet{Primary: 9090, Ports: []Port{grpc(9090)}}); !reflect.DeepEqual(got, want) {
+			t.Errorf("NewPortSet(%v) = %#v, want %#v", ports, got, want)
+		}
+	}
+}
+
+// grpcRange is the gRPC ports first..first+n-1.
+func grpcRange(first, n int) []Port {
+	ports := portRange(first, n, HTTP2)
+	for i := range ports {
+		ports[i].AppProtocol = GRPC
+	}
+	return ports
 }

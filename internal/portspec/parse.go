@@ -17,7 +17,8 @@ const (
 	// AnnotationPort is the primary port: served and health-checked. Default 8080.
 	AnnotationPort = "endpoint.aether.io/port"
 	// AnnotationPorts is every port served, comma-separated, each optionally suffixed =h1, =h2,
-	// =http2, =grpc or =tcp. The primary is always served, listed or not.
+	// =http2, =grpc or =tcp. The primary is always served, listed or not. =grpc is HTTP2 that
+	// speaks gRPC (Port.AppProtocol).
 	AnnotationPorts = "endpoint.aether.io/ports"
 	// AnnotationProtocol is the protocol of ports with no suffix: http (default) or tcp.
 	AnnotationProtocol = "endpoint.aether.io/protocol"
@@ -274,14 +275,14 @@ func (p *parser) portSet() PortSet {
 	defaultProto := p.defaultProtocol()
 	primary := p.primary()
 
-	declared := map[int32]Protocol{}
+	declared := map[int32]Port{}
 	if v, ok := p.lookup(AnnotationPorts, `list the ports served, for example "8080,9090=h2,9000=tcp"`); ok {
 		for token := range strings.SplitSeq(v, ",") {
 			p.portToken(strings.TrimSpace(token), defaultProto, declared)
 		}
 	}
 	if _, listed := declared[primary]; !listed && primary != 0 {
-		declared[primary] = defaultProto
+		declared[primary] = Port{Number: primary, Protocol: defaultProto}
 	}
 	if len(declared) > MaxPorts {
 		p.fail(AnnotationPorts, "", KindTooManyPorts, "split the workload, or declare only the ports clients dial",
@@ -290,7 +291,7 @@ func (p *parser) portSet() PortSet {
 
 	ports := make([]Port, 0, len(declared))
 	for _, n := range slices.Sorted(maps.Keys(declared)) {
-		ports = append(ports, Port{Number: n, Protocol: declared[n]})
+		ports = append(ports, declared[n])
 	}
 	return PortSet{Primary: primary, Ports: ports}
 }
@@ -322,8 +323,10 @@ func (p *parser) primary() int32 {
 	return port
 }
 
-// portToken parses one element of endpoint.aether.io/ports into declared.
-func (p *parser) portToken(token string, defaultProto Protocol, declared map[int32]Protocol) {
+// portToken parses one element of endpoint.aether.io/ports into declared. A port declared both
+// =grpc and =h2 (or =http2) is one HTTP2 port that speaks gRPC, whatever the order: =grpc says
+// more about it, not something else.
+func (p *parser) portToken(token string, defaultProto Protocol, declared map[int32]Port) {
 	if token == "" {
 		p.fail(AnnotationPorts, token, KindEmpty, `remove the extra comma: ports are separated by single commas, for example "8080,9000=tcp"`,
 			"an element of the list is empty")
@@ -334,7 +337,7 @@ func (p *parser) portToken(token string, defaultProto Protocol, declared map[int
 	if !ok {
 		return
 	}
-	proto := defaultProto
+	proto, app := defaultProto, AppProtocol("")
 	if hasSuffix {
 		suffix = strings.TrimSpace(suffix)
 		var known bool
@@ -348,13 +351,20 @@ func (p *parser) portToken(token string, defaultProto Protocol, declared map[int
 			}
 			return
 		}
+		if suffix == string(GRPC) {
+			app = GRPC
+		}
 	}
-	if prev, seen := declared[port]; seen && prev != proto {
+	prev, seen := declared[port]
+	if seen && prev.Protocol != proto {
 		p.fail(AnnotationPorts, token, KindProtocolConflict, "declare each port once, with one protocol",
-			"port %d is declared twice, as %s and as %s", port, prev, proto)
+			"port %d is declared twice, as %s and as %s", port, prev.Protocol, proto)
 		return
 	}
-	declared[port] = proto
+	if seen && app == "" {
+		app = prev.AppProtocol
+	}
+	declared[port] = Port{Number: port, Protocol: proto, AppProtocol: app}
 }
 
 func (p *parser) weight() int32 {

@@ -25,6 +25,9 @@ func http1(n int32) Port { return Port{Number: n, Protocol: HTTP} }
 func http2(n int32) Port { return Port{Number: n, Protocol: HTTP2} }
 func tcp(n int32) Port   { return Port{Number: n, Protocol: TCP} }
 
+// grpc is an HTTP2 port declared =grpc: HTTP2 that remembers it speaks gRPC.
+func grpc(n int32) Port { return Port{Number: n, Protocol: HTTP2, AppProtocol: GRPC} }
+
 // with returns s changed by f, so a row can state only what differs from the defaults.
 func with(s Spec, f func(*Spec)) Spec {
 	f(&s)
@@ -112,9 +115,13 @@ func TestParse(t *testing.T) {
 			annotations: map[string]string{AnnotationPort: "5432", AnnotationPorts: "5432=tcp,8080"},
 			want:        spec(5432, tcp(5432), http1(8080)),
 		},
-		"primary listed as grpc": {
+		"primary listed as grpc: the primary speaks gRPC": {
 			annotations: map[string]string{AnnotationPort: "9090", AnnotationPorts: "9090=grpc"},
-			want:        spec(9090, http2(9090)),
+			want:        spec(9090, grpc(9090)),
+		},
+		"primary listed as h2 next to a grpc port: only the grpc one speaks gRPC": {
+			annotations: map[string]string{AnnotationPort: "9090", AnnotationPorts: "9090=h2,9091=grpc"},
+			want:        spec(9090, http2(9090), grpc(9091)),
 		},
 		"ports listed out of order are sorted": {
 			annotations: map[string]string{AnnotationPorts: "9100=tcp,80,443=tcp,8080,9090=h2"},
@@ -159,9 +166,9 @@ func TestParse(t *testing.T) {
 			annotations: map[string]string{AnnotationPorts: "9000=http2"},
 			want:        spec(8080, http1(8080), http2(9000)),
 		},
-		"suffix grpc is an alias of h2": {
+		"suffix grpc is HTTP2 that speaks gRPC": {
 			annotations: map[string]string{AnnotationPorts: "9000=grpc"},
-			want:        spec(8080, http1(8080), http2(9000)),
+			want:        spec(8080, http1(8080), grpc(9000)),
 		},
 		"suffix tcp is TCP": {
 			annotations: map[string]string{AnnotationPorts: "9000=tcp"},
@@ -169,7 +176,7 @@ func TestParse(t *testing.T) {
 		},
 		"every suffix at once": {
 			annotations: map[string]string{AnnotationPorts: "9001=h1,9002=h2,9003=http2,9004=grpc,9005=tcp"},
-			want:        spec(8080, http1(8080), http1(9001), http2(9002), http2(9003), http2(9004), tcp(9005)),
+			want:        spec(8080, http1(8080), http1(9001), http2(9002), http2(9003), grpc(9004), tcp(9005)),
 		},
 
 		// endpoint.aether.io/protocol.
@@ -204,7 +211,7 @@ func TestParse(t *testing.T) {
 		},
 		"protocol tcp: suffixes still win": {
 			annotations: map[string]string{AnnotationProtocol: "tcp", AnnotationPorts: "9001,9002=h1,9003=h2,9004=grpc,9005=http2"},
-			want:        spec(8080, tcp(8080), tcp(9001), http1(9002), http2(9003), http2(9004), http2(9005)),
+			want:        spec(8080, tcp(8080), tcp(9001), http1(9002), http2(9003), grpc(9004), http2(9005)),
 		},
 
 		// One port listed twice with one protocol.
@@ -220,9 +227,19 @@ func TestParse(t *testing.T) {
 			annotations: map[string]string{AnnotationProtocol: "tcp", AnnotationPorts: "9000,9000=tcp"},
 			want:        spec(8080, tcp(8080), tcp(9000)),
 		},
-		"grpc and h2 on one port are not a conflict": {
+		// =grpc says more about an HTTP2 port, not something else: the port speaks gRPC, in any
+		// order of the declarations.
+		"grpc and h2 on one port are not a conflict: it speaks gRPC": {
 			annotations: map[string]string{AnnotationPorts: "9090=grpc,9090=h2,9090=http2"},
-			want:        spec(8080, http1(8080), http2(9090)),
+			want:        spec(8080, http1(8080), grpc(9090)),
+		},
+		"h2 then grpc on one port: it speaks gRPC": {
+			annotations: map[string]string{AnnotationPorts: "9090=h2,9090=http2,9090=grpc"},
+			want:        spec(8080, http1(8080), grpc(9090)),
+		},
+		"grpc twice on one port": {
+			annotations: map[string]string{AnnotationPort: "9090", AnnotationPorts: "9090=grpc, 9090 = grpc "},
+			want:        spec(9090, grpc(9090)),
 		},
 		"the primary listed twice": {
 			annotations: map[string]string{AnnotationPort: "9000", AnnotationPorts: "9000=tcp,9000=tcp"},
@@ -382,7 +399,7 @@ func TestParse(t *testing.T) {
 				"aether.io/managed":               "true",
 			},
 			want: Spec{
-				PortSet:     NewPortSet(9000, []Port{http1(8080), http2(9090), tcp(5432), http1(9000)}),
+				PortSet:     NewPortSet(9000, []Port{http1(8080), grpc(9090), tcp(5432), http1(9000)}),
 				Weight:      200,
 				HealthCheck: HealthCheck{Mode: "active", Path: "/ready"},
 				Metadata:    map[string]string{"tier": "gold"},
@@ -472,6 +489,9 @@ func checkValid(t *testing.T, s Spec) {
 		}
 		if p.Protocol != HTTP && p.Protocol != HTTP2 && p.Protocol != TCP {
 			t.Errorf("port %d has protocol %q", p.Number, p.Protocol)
+		}
+		if p.AppProtocol != "" && (p.AppProtocol != GRPC || p.Protocol != HTTP2) {
+			t.Errorf("port %d has protocol %q and app protocol %q; want none, or grpc on HTTP2", p.Number, p.Protocol, p.AppProtocol)
 		}
 		primaryFound = primaryFound || p.Number == s.Primary
 	}

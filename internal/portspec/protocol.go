@@ -20,6 +20,13 @@ const (
 	TCP Protocol = "TCP"
 )
 
+// AppProtocol names what a port speaks within its protocol, when the mesh must know more than
+// the protocol. The spellings are the API's (api/v1alpha1.AppProtocol).
+type AppProtocol string
+
+// GRPC is gRPC (suffix =grpc), always on an HTTP2 port.
+const GRPC AppProtocol = "grpc"
+
 // IsHTTP reports whether p is of the HTTP class (HTTP or HTTP2): routed by the Host header.
 func (p Protocol) IsHTTP() bool { return p == HTTP || p == HTTP2 }
 
@@ -27,6 +34,11 @@ func (p Protocol) IsHTTP() bool { return p == HTTP || p == HTTP2 }
 type Port struct {
 	Number   int32    `json:"port"`
 	Protocol Protocol `json:"protocol"`
+	// AppProtocol is GRPC for a port declared =grpc, empty otherwise. Such a port is HTTP2 in
+	// everything the mesh derives (resolution, routes, the generated Service, status); only the
+	// node agent's health probe differs: grpc.health.v1, since a gRPC server refuses the h2c GET
+	// an HTTP2 primary gets.
+	AppProtocol AppProtocol `json:"appProtocol,omitempty"`
 }
 
 // PortSet is the ports one endpoint (or one service) serves: every port once, sorted by number,
@@ -43,7 +55,8 @@ type PortSet struct {
 func NewPortSet(primary int32, ports []Port) PortSet {
 	sorted := slices.Clone(ports)
 	slices.SortFunc(sorted, func(a, b Port) int {
-		return cmp.Or(cmp.Compare(a.Number, b.Number), cmp.Compare(a.Protocol, b.Protocol))
+		// Of two HTTP2 duplicates the gRPC one sorts first and is kept, as Parse keeps it.
+		return cmp.Or(cmp.Compare(a.Number, b.Number), cmp.Compare(a.Protocol, b.Protocol), -cmp.Compare(a.AppProtocol, b.AppProtocol))
 	})
 	sorted = slices.CompactFunc(sorted, func(a, b Port) bool { return a.Number == b.Number })
 	return PortSet{Primary: primary, Ports: sorted}

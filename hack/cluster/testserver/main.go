@@ -1,10 +1,11 @@
 // Copyright 2026 The Aether Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command testserver is the cluster tier's test application: it answers HTTP/1.1, h2c and raw
-// TCP echo on the ports it is given, on every address of its pod.
+// Command testserver is the cluster tier's test application: it answers HTTP/1.1, h2c, gRPC
+// (the standard health service, SERVING) and raw TCP echo on the ports it is given, on every
+// address of its pod.
 //
-//	testserver -http 8080 -h2c 9090 -tcp 9000 -health-path /healthz
+//	testserver -http 8080 -h2c 9090 -grpc 9091 -tcp 9000 -health-path /healthz
 package main
 
 import (
@@ -38,6 +39,7 @@ func main() {
 	var ports testapp.Ports
 	flag.Var((*portList)(&ports.HTTP), "http", "HTTP/1.1 ports, comma-separated")
 	flag.Var((*portList)(&ports.H2C), "h2c", "cleartext HTTP/2 ports, comma-separated")
+	flag.Var((*portList)(&ports.GRPC), "grpc", "gRPC ports (grpc.health.v1 answers SERVING), comma-separated")
 	flag.Var((*portList)(&ports.TCP), "tcp", "TCP echo ports, comma-separated")
 	flag.StringVar(&ports.HealthPath, "health-path", "/healthz", "path that answers 200")
 	flag.Parse()
@@ -45,7 +47,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "testserver: %v\n", err)
 		os.Exit(1)
 	}
-	fmt.Printf("testserver: HTTP %v, h2c %v, TCP echo %v\n", ports.HTTP, ports.H2C, ports.TCP)
+	fmt.Printf("testserver: HTTP %v, h2c %v, gRPC %v, TCP echo %v\n", ports.HTTP, ports.H2C, ports.GRPC, ports.TCP)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
 	<-stop

@@ -131,6 +131,61 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 		Expect(names).To(ConsistOf("http", "https", "http-8080", "tcp-9000", "h2-9090", "mesh", "mesh-tcp"))
 	})
 
+	It("makes a gRPC-only service Ready: its primary is probed with grpc.health.v1", func() {
+		Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"}})).To(Succeed())
+		Expect(k8s.Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: new(int32(1)),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "ledger"}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{
+						Labels: map[string]string{"app": "ledger", "aether.io/managed": "true"},
+						// A gRPC server answers an h2c GET with 415: only the gRPC health probe
+						// can make this endpoint Healthy.
+						Annotations: map[string]string{"endpoint.aether.io/port": "9090", "endpoint.aether.io/ports": "9090=grpc"},
+					},
+					Spec: corev1.PodSpec{
+						ServiceAccountName:            "ledger",
+						TerminationGracePeriodSeconds: new(int64(10)),
+						Containers: []corev1.Container{{
+							Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
+							Args: []string{"-grpc", "9090"},
+						}},
+					},
+				},
+			},
+		})).To(Succeed())
+
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": "ledger"})).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(1))
+			ep := &meshv1alpha1.MeshEndpoint{}
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: pods.Items[0].Name}, ep)).To(Succeed())
+			g.Expect(ep.Spec.Ports).To(Equal([]meshv1alpha1.PortProtocol{
+				{Port: 9090, Protocol: meshv1alpha1.ProtocolHTTP2, AppProtocol: meshv1alpha1.AppProtocolGRPC}}))
+			g.Expect(ep.Spec.PortsSummary).To(Equal("9090/HTTP2"))
+			g.Expect(ep.Status.Health).To(Equal(meshv1alpha1.HealthHealthy))
+		}, 2*time.Minute, time.Second).Should(Succeed())
+
+		ms := &meshv1alpha1.MeshService{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, ms)).To(Succeed())
+			g.Expect(ms.Status.Endpoints).To(Equal(meshv1alpha1.EndpointCounts{Ready: 1, Total: 1}))
+			g.Expect(ms.Status.Conditions).To(ContainElement(And(
+				HaveField("Type", meshv1alpha1.ServiceConditionReady), HaveField("Status", metav1.ConditionTrue))))
+		}, time.Minute, time.Second).Should(Succeed())
+		Expect(ms.Status.Ports).To(ConsistOf(And(HaveField("Port", int32(9090)), HaveField("Protocol", meshv1alpha1.ProtocolHTTP2))))
+
+		svc := &corev1.Service{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, svc)).To(Succeed())
+			g.Expect(svc.Spec.Ports).To(ContainElement(And(HaveField("Name", "h2-9090"), HaveField("Port", int32(9090)),
+				HaveField("AppProtocol", HaveValue(Equal("kubernetes.io/h2c"))))))
+		}, time.Minute, time.Second).Should(Succeed())
+	})
+
 	It("drains the endpoint of a pod being deleted, then removes it", func() {
 		var pods corev1.PodList
 		Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": "payments"})).To(Succeed())
