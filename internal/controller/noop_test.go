@@ -25,41 +25,6 @@ func reconciles(t *testing.T) float64 {
 	return n
 }
 
-// settle waits until controller has reconciled at least atLeast times in all and has nothing
-// left to do: every request its queue took in (workqueue_adds_total) has been reconciled
-// (controller_runtime_reconcile_total), at two reads 100 ms apart with nothing new in between (an
-// event handler's add reaches the queue's counter a moment after the handler returns). A check
-// after it that nothing was written is a check of what those reconciles did, not of how fast they
-// ran. A request requeued after a delay is not counted until it is due: the reconcilers here
-// requeue only after a race with another writer.
-func settle(t *testing.T, controller string, atLeast float64) {
-	t.Helper()
-	var last [2]float64
-	idleOnce := false
-	testenv.Eventually(t, fmt.Sprintf("%s reconciled %v times and idle", controller, atLeast), func() error {
-		done, err := testenv.Counter("controller_runtime_reconcile_total", "controller", controller)
-		if err != nil {
-			return err
-		}
-		taken, err := testenv.Counter("workqueue_adds_total", "controller", controller)
-		if err != nil {
-			return err
-		}
-		now := [2]float64{done, taken}
-		wasIdle := idleOnce && now == last
-		idleOnce, last = done >= atLeast && taken == done, now
-		switch {
-		case done < atLeast:
-			return fmt.Errorf("%v reconciles so far", done)
-		case taken != done:
-			return fmt.Errorf("%v requests taken in, %v reconciled", taken, done)
-		case !wasIdle:
-			return fmt.Errorf("idle at %v reconciles; reading again", done)
-		}
-		return nil
-	})
-}
-
 // TestResyncWritesNothing: reconciling a converged service changes no resourceVersion. The
 // negative control at the end shows the same check catches a write.
 func TestResyncWritesNothing(t *testing.T) {
@@ -67,7 +32,7 @@ func TestResyncWritesNothing(t *testing.T) {
 	ns := namespaceWithSA(t, ctx, "quiet")
 	ep := endpoint(t, ctx, ns, "quiet-0", "quiet", healthy, 8080, 8080, "HTTP", 9000, "TCP")
 	serviceReady(t, ctx, ns, "quiet", 1)
-	settle(t, "meshservice", 0) // the reconciles the setup queued are done: the versions below are final
+	testenv.Settle(t, "meshservice", 0) // the reconciles the setup queued are done: the versions below are final
 
 	versions := func() (string, string) {
 		ms, err := getMeshService(ctx, ns, "quiet")
@@ -97,7 +62,7 @@ func TestResyncWritesNothing(t *testing.T) {
 	if err := env.Client.Update(ctx, ep); err != nil {
 		t.Fatal(err)
 	}
-	settle(t, "meshservice", before+2)
+	testenv.Settle(t, "meshservice", before+2)
 	if m, s := versions(); m != msRV || s != svcRV {
 		t.Errorf("a resync wrote: MeshService %s → %s, Service %s → %s", msRV, m, svcRV, s)
 	}

@@ -265,7 +265,7 @@ func TestRouteStatusIsMergedNeverReplaced(t *testing.T) {
 	before := routeReconciles(t, routes.HTTPRoute)
 	retypeEndpointPort(t, ctx, ns, "payments-0", 8080, meshv1alpha1.ProtocolTCP)
 	ourCondition(t, ctx, shared, "ResolvedRefs", metav1.ConditionFalse, "UnsupportedProtocol")
-	settle(t, string(routes.HTTPRoute), before+2)
+	testenv.Settle(t, string(routes.HTTPRoute), before+2)
 	parents, err := parentsOf(ctx, shared)
 	if err != nil {
 		t.Fatal(err)
@@ -380,7 +380,7 @@ spec:
 	// A resync: touching the Service the route names queues it; settling proves it reconciled.
 	reconciled := routeReconciles(t, routes.HTTPRoute)
 	touchService(t, ctx, ns, "payments")
-	settle(t, string(routes.HTTPRoute), reconciled+1)
+	testenv.Settle(t, string(routes.HTTPRoute), reconciled+1)
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(route), route); err != nil {
 		t.Fatal(err)
 	}
