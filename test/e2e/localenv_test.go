@@ -101,6 +101,28 @@ func TestMakeRun(t *testing.T) {
 		t.Errorf("want the 3 sample pods' endpoints healthy on node-a, kubectl printed:\n%s", out)
 	}
 
+	// kubectl describe reads as DESIGN section 5's table (proposal 043): the names once, each
+	// spelling once, and the 421 rows with the x-aether-error that says why.
+	describe, err := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", kubeconfig,
+		"describe", "meshservice", "payments", "-n", "shop").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl describe meshservice payments: %v\n%s", err, describe)
+	}
+	for _, want := range []string{
+		"payments.shop.aether.internal", "payments.shop.svc.cluster.local",
+		"Address:   http://<name>/", "Error:     port-not-declared",
+		"Address:   <name>:18081", "Outcome:   HostDecides",
+		"Address:   Host: <name>:9000", "Error:     port-not-http",
+		"Address:   <name>:18082",
+	} {
+		if !strings.Contains(string(describe), want) {
+			t.Errorf("kubectl describe meshservice payments lacks %q:\n%s", want, describe)
+		}
+	}
+	if n := strings.Count(string(describe), "Address:"); n != 2*3+9 {
+		t.Errorf("kubectl describe shows %d dial rows, want 2×3 ports + 9 = 15 (each spelling once)", n)
+	}
+
 	// The manager's pod webhook denies a pod declaring a reserved port, at kubectl apply.
 	bad := filepath.Join(testenv.RepoRoot(), "config", "samples", "bad", "reserved-port-pod.yaml")
 	applyOut, err := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", kubeconfig, "apply", "-f", bad).CombinedOutput()

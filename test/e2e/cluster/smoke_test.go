@@ -209,6 +209,47 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 		}, time.Minute, time.Second).Should(BeTrue())
 	})
 
+	It("never takes a pod of an ignored namespace, and judges none there", func() {
+		// kube-public is among the defaults of --ignored-namespaces and of the webhook's
+		// namespaceSelector: a managed pod whose annotations do not parse is admitted unjudged,
+		// and neither it nor a valid one is ever registered.
+		podIn := func(namespace, name string, annotations map[string]string) *corev1.Pod {
+			return &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"aether.io/managed": "true"},
+					Annotations: annotations},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64(1)), Containers: []corev1.Container{{
+					Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever, Args: []string{"-http", "8080"}}}},
+			}
+		}
+		ignored := []*corev1.Pod{
+			podIn("kube-public", "ignored-valid", map[string]string{"endpoint.aether.io/ports": "8080"}),
+			podIn("kube-public", "ignored-broken", map[string]string{"endpoint.aether.io/ports": "8080,9000=tpc"}),
+		}
+		for _, p := range ignored {
+			Expect(k8s.Create(ctx, p)).To(Succeed(), "a pod of kube-public was judged")
+			DeferCleanup(func() { _ = k8s.Delete(context.Background(), p) })
+		}
+		Eventually(func(g Gomega) {
+			for _, p := range ignored {
+				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+				g.Expect(p.Status.PodIP).NotTo(BeEmpty())
+			}
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		// The agent reconciles its node's pods one at a time, in the order their changes came:
+		// once a pod created after these has its MeshEndpoint, these were looked at with their IPs.
+		control := podIn(ns, "after-ignored", map[string]string{"endpoint.aether.io/ports": "8080"})
+		control.Spec.ServiceAccountName = "payments"
+		Expect(k8s.Create(ctx, control)).To(Succeed())
+		DeferCleanup(func() { _ = k8s.Delete(context.Background(), control) })
+		Eventually(func() error {
+			return k8s.Get(ctx, client.ObjectKeyFromObject(control), &meshv1alpha1.MeshEndpoint{})
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		for _, p := range ignored {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(p), &meshv1alpha1.MeshEndpoint{})
+			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "pod %s/%s of an ignored namespace got a MeshEndpoint (%v)", p.Namespace, p.Name, err)
+		}
+	})
+
 	It("denies a pod declaring 18082 at admission, with the reason", func() {
 		bad := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad", Labels: map[string]string{"aether.io/managed": "true"},
