@@ -22,6 +22,10 @@ const (
 	ProtocolTCP Protocol = "TCP"
 )
 
+// IsHTTP reports whether p is of the HTTP class (HTTP or HTTP2): routed by the Host header, and
+// reachable by an HTTPRoute.
+func (p Protocol) IsHTTP() bool { return p == ProtocolHTTP || p == ProtocolHTTP2 }
+
 // Size limits. Each equals a limit of the CRDs (their markers are literals; the contract test in
 // this package reads the generated CRDs and fails when one drifts from its constant).
 const (
