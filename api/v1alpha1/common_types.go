@@ -108,7 +108,7 @@ type PortProtocol struct {
 func FormatPorts(ports []PortProtocol) string {
 	parts := make([]string, len(ports))
 	for i, p := range ports {
-		parts[i] = strconv.Itoa(int(p.Port)) + "/" + string(p.Protocol)
+		parts[i] = FormatPort(p.Port, p.Protocol)
 	}
 	if all := strings.Join(parts, ","); len(all) <= MaxPortsSummary {
 		return all
@@ -122,6 +122,12 @@ func FormatPorts(ports []PortProtocol) string {
 		kept++
 	}
 	return strings.Join(parts[:kept], ",") + separator(kept) + moreTail(len(parts)-kept)
+}
+
+// FormatPort spells one port as the PORTS printer columns do: "8080/HTTP". Messages that list a
+// service's ports (route status) use it too, so a port reads the same wherever it is named.
+func FormatPort(port int32, protocol Protocol) string {
+	return strconv.Itoa(int(port)) + "/" + string(protocol)
 }
 
 // moreTail counts the ports a portsSummary leaves out: "… +90 more".
