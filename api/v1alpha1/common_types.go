@@ -8,7 +8,9 @@ import (
 	"strings"
 )
 
-// Protocol is the protocol a port is declared with: the L4/L7 class the mesh carries it as.
+// Protocol is the protocol a port is declared with: the L4/L7 class the mesh carries it as. It is
+// the mesh's one protocol type: the parser (internal/portspec), the resolution rule, route status
+// and the agent all speak it.
 // +kubebuilder:validation:Enum=HTTP;HTTP2;TCP
 // +kubebuilder:validation:MaxLength=5
 type Protocol string
@@ -57,7 +59,10 @@ const (
 	MaxNameLength = 253 + 1 + 63 + 1 + 253
 )
 
-// Ports of the mesh itself. No workload may declare them (see internal/portspec).
+// Ports of the mesh itself: the one home of these numbers. No workload may declare them
+// (internal/portspec.Reserved is keyed by them); internal/resolve and the generated Service dial
+// them. The CEL rule on PortProtocol.Port spells them as literals (a marker cannot name a
+// constant); TestReservedPortsRuleMatchesConstants pins it to these.
 const (
 	// MeshHTTPPort is the mesh's HTTP proxy port: the Host header decides the destination.
 	MeshHTTPPort int32 = 18081
