@@ -4,10 +4,12 @@
 package v1alpha1_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,19 +31,64 @@ func TestAPIAgreesWithPortspec(t *testing.T) {
 		t.Errorf("MaxPorts: API %d, portspec %d", meshv1alpha1.MaxPorts, portspec.MaxPorts)
 	}
 	apiReserved := []int32{meshv1alpha1.MeshHTTPPort, meshv1alpha1.MeshTCPPort, meshv1alpha1.ProxyCapturePort, meshv1alpha1.ProxyInboundPort}
-	if got := slices.Sorted(maps.Keys(portspec.Reserved)); !slices.Equal(got, slices.Sorted(slices.Values(apiReserved))) {
-		t.Errorf("reserved ports: API %v, portspec %v", apiReserved, got)
+	reserved := slices.Sorted(maps.Keys(portspec.Reserved))
+	if !slices.Equal(reserved, slices.Sorted(slices.Values(apiReserved))) {
+		t.Errorf("reserved ports: API %v, portspec %v", apiReserved, reserved)
 	}
 
+	// The CRD's rule lists exactly the reserved ports: an extra one anywhere would refuse a port
+	// the parser admits (the API server check below only probes the reserved ports' neighbours).
+	if got := celReservedPorts(t); !slices.Equal(got, reserved) {
+		t.Errorf("the MeshEndpoint CRD's rule refuses ports %v; portspec.Reserved is %v", got, reserved)
+	}
+
+	// The real API server refuses an endpoint declaring each reserved port, with a message that
+	// names it, and accepts one declaring each neighbour that is not reserved itself (the
+	// control: the rule refuses those ports, not a range).
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	for _, port := range reserved {
+		expectRefusal(t, createWithPort(ctx, ns, port), []string{"spec.ports[1].port", "the mesh's own", strconv.Itoa(int(port))})
+		for _, neighbour := range []int32{port - 1, port + 1} {
+			if _, isReserved := portspec.Reserved[neighbour]; !isReserved {
+				if err := createWithPort(ctx, ns, neighbour); err != nil {
+					t.Errorf("port %d (next to reserved %d) refused: %v", neighbour, port, err)
+				}
+			}
+		}
+	}
+}
+
+// createWithPort creates a MeshEndpoint declaring HTTP 8080 (its primary) and TCP port.
+func createWithPort(ctx context.Context, ns string, port int32) error {
+	ep := validEndpoint(ns, fmt.Sprintf("port-%d", port))
+	setPorts(&ep.Spec, 8080, "HTTP", int(port), "TCP")
+	return env.Client.Create(ctx, ep)
+}
+
+// reservedRule is the CEL rule on a MeshEndpoint port that refuses the mesh's own ports.
+var reservedRule = regexp.MustCompile(`rule: '!\(self in \[([0-9, ]*)\]\)'`)
+
+// celReservedPorts reads the ports listed in the MeshEndpoint CRD's reserved-port rule, sorted.
+func celReservedPorts(t *testing.T) []int32 {
+	t.Helper()
 	crd, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "mesh.aether.io_meshendpoints.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for port := range portspec.Reserved {
-		if !strings.Contains(string(crd), "!(self in [18001, 18008, 18081, 18082])") {
-			t.Errorf("the MeshEndpoint CRD does not refuse reserved port %d", port)
-		}
+	rules := reservedRule.FindAllSubmatch(crd, -1)
+	if len(rules) != 1 {
+		t.Fatalf("the MeshEndpoint CRD has %d rules matching %s, want 1", len(rules), reservedRule)
 	}
+	var ports []int32
+	for _, field := range strings.Split(string(rules[0][1]), ",") {
+		port, err := strconv.ParseInt(strings.TrimSpace(field), 10, 32)
+		if err != nil {
+			t.Fatalf("the reserved-port rule lists %q: %v", field, err)
+		}
+		ports = append(ports, int32(port))
+	}
+	return slices.Sorted(slices.Values(ports))
 }
 
 // TestAPIAgreesWithResolve pins the dial surface's words the API and the resolution rule share:

@@ -6,10 +6,11 @@ package agent
 import (
 	"fmt"
 	"maps"
+	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,9 +35,13 @@ func TestRegistration(t *testing.T) {
 		portspec.AnnotationHealthPath: "/healthz", portspec.AnnotationWeight: "200",
 		portspec.AnnotationMetadataPrefix + "version": "v2",
 	}
-	pod := createPod(t, ctx, ns, "mixed", testNode, newPodIP(), true, annotations)
+	// The two pods that must get nothing come first: the agent's pod watch delivers events in
+	// the order they happened, so once mixed is registered the agent has been told of them (of
+	// elsewhere only if its cache were not limited to its node).
+	before := reconciles(t, "agent-pods")
 	createPod(t, ctx, ns, "elsewhere", "node-b", newPodIP(), true, annotations)
 	createPod(t, ctx, ns, "unmanaged", testNode, newPodIP(), false, annotations)
+	pod := createPod(t, ctx, ns, "mixed", testNode, newPodIP(), true, annotations)
 
 	var ep *meshEndpoint
 	testenv.Eventually(t, "MeshEndpoint mixed, Registered", func() (err error) {
@@ -73,7 +78,9 @@ func TestRegistration(t *testing.T) {
 		t.Errorf("spec not written by field manager %s: %+v", FieldManager, ep.ManagedFields)
 	}
 
-	time.Sleep(time.Second) // give the agent every chance to (wrongly) register the other two
+	// Every request the agent took in is reconciled (unmanaged and mixed at least): what it did
+	// with the other two is done.
+	testenv.Settle(t, "agent-pods", before+2)
 	for _, name := range []string{"elsewhere", "unmanaged"} {
 		if _, err := getEndpoint(ctx, ns, name); !apierrors.IsNotFound(err) {
 			t.Errorf("pod %s got a MeshEndpoint (%v)", name, err)
@@ -269,13 +276,35 @@ func TestDraining(t *testing.T) {
 	pod := createPod(t, ctx, ns, "leaving", testNode, ip, true,
 		map[string]string{portspec.AnnotationProtocol: "tcp", portspec.AnnotationPort: strconv.Itoa(port)}, "example.com/hold")
 	healthIs(t, ns, "leaving", meshv1alpha1.HealthHealthy)
+	// A pod beside it whose listener counts the prober's rounds: each round probes it once.
+	witnessIP := newPodIP()
+	witnessPort, probes, stopWitness := listenTCPCounting(t, witnessIP)
+	createPod(t, ctx, ns, "witness", testNode, witnessIP, true,
+		map[string]string{portspec.AnnotationProtocol: "tcp", portspec.AnnotationPort: strconv.Itoa(witnessPort)})
+	healthIs(t, ns, "witness", meshv1alpha1.HealthHealthy)
 
 	if err := env.Client.Delete(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	healthIs(t, ns, "leaving", meshv1alpha1.HealthDraining)
-	time.Sleep(3 * testHealth.Interval)
-	healthIs(t, ns, "leaving", meshv1alpha1.HealthDraining) // the prober leaves a draining endpoint alone
+	draining, err := getEndpoint(ctx, ns, "leaving")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The prober leaves a draining endpoint alone: three whole rounds after it was Draining write
+	// nothing to it. Rounds run one after another, so the witness's fourth probe from now starts
+	// a round after three that finished.
+	probeRounds(t, probes, 4)
+	ep, err := getEndpoint(ctx, ns, "leaving")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.ResourceVersion != draining.ResourceVersion || ep.Status.Health != meshv1alpha1.HealthDraining {
+		t.Errorf("the prober wrote a draining endpoint: resourceVersion %s → %s, health %q", draining.ResourceVersion, ep.ResourceVersion, ep.Status.Health)
+	}
+	// The control: in the same rounds, an endpoint that is not draining is probed and written.
+	stopWitness()
+	healthIs(t, ns, "witness", meshv1alpha1.HealthUnhealthy)
 
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 		t.Fatal(err)
@@ -306,13 +335,16 @@ func TestRestart(t *testing.T) {
 	if _, err := createNode(node)(env); err != nil {
 		t.Fatal(err)
 	}
-	stop, err := startAgent(node)(env)
+	// Each agent's controller has a name of its own, so the restarted one's reconciles are its own.
+	stop, err := startNamedAgent(node, "agent-"+ns+"-1")(env)
 	if err != nil {
 		t.Fatal(err)
 	}
+	probes := map[string]func() int64{}
 	for _, name := range []string{"stays-0", "stays-1", "goes"} {
 		ip := newPodIP()
-		port, _ := listenTCP(t, ip)
+		port, count, _ := listenTCPCounting(t, ip)
+		probes[name] = count
 		createPod(t, ctx, ns, name, node, ip, true, map[string]string{portspec.AnnotationProtocol: "tcp", portspec.AnnotationPort: strconv.Itoa(port)})
 		healthIs(t, ns, name, meshv1alpha1.HealthHealthy)
 	}
@@ -330,18 +362,25 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stop, err = startAgent(node)(env)
+	restarted := "agent-" + ns + "-2"
+	stop, err = startNamedAgent(node, restarted)(env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
+	// The control: the restart does write what changed while it was down.
 	testenv.Eventually(t, "the vanished pod's MeshEndpoint removed", func() error {
 		if _, err := getEndpoint(ctx, ns, "goes"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%v)", err)
 		}
 		return nil
 	})
-	time.Sleep(5 * testHealth.Interval) // several probe rounds and every startup reconcile
+	// Several whole probe rounds of the new agent (its third probe of a pod starts a round after
+	// two that finished), and every startup reconcile (one per pod at least) done.
+	for _, name := range []string{"stays-0", "stays-1"} {
+		probeRounds(t, probes[name], 3)
+	}
+	testenv.Settle(t, restarted, 3)
 	for name, rv := range versions {
 		ep, err := getEndpoint(ctx, ns, name)
 		if err != nil {
@@ -351,4 +390,40 @@ func TestRestart(t *testing.T) {
 			t.Errorf("restart rewrote %s: resourceVersion %s → %s", name, rv, ep.ResourceVersion)
 		}
 	}
+}
+
+// listenTCPCounting is listenTCP that also counts the connections it accepted: the agent's
+// probes of a TCP primary.
+func listenTCPCounting(t *testing.T, ip string) (port int, accepted func() int64, stop func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			_ = c.Close()
+		}
+	}()
+	stop = func() { _ = l.Close() }
+	t.Cleanup(stop)
+	return l.Addr().(*net.TCPAddr).Port, n.Load, stop
+}
+
+// probeRounds waits until probes has counted rounds more probes than when it was called.
+func probeRounds(t *testing.T, probes func() int64, rounds int64) {
+	t.Helper()
+	from := probes()
+	testenv.Eventually(t, fmt.Sprintf("%d more probes", rounds), func() error {
+		if n := probes() - from; n < rounds {
+			return fmt.Errorf("%d so far", n)
+		}
+		return nil
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -197,12 +198,15 @@ func refuseStatusesWithPort(t *testing.T, ctx context.Context, ns string, port i
 	if err := env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}); err != nil {
 		t.Fatal(err)
 	}
-	probe := &meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
-	if err := env.Client.Create(ctx, probe); err != nil {
-		t.Fatal(err)
-	}
+	probe := &meshv1alpha1.MeshService{}
 	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"status":{"ports":[{"port":%d,"protocol":"TCP"}]}}`, port))
 	testenv.Eventually(t, "the test policy enforced", func() error {
+		// Until the controller's cache has the ServiceAccount, it may remove the probe as a
+		// MeshService with neither ServiceAccount nor endpoints: make it again.
+		probe = &meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
+		if err := env.Client.Create(ctx, probe); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
 		err := env.Client.Status().Patch(ctx, probe, patch, client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), message) {
 			return fmt.Errorf("a status with port %d is not refused yet (%v)", port, err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,7 +32,7 @@ func TestResyncWritesNothing(t *testing.T) {
 	ns := namespaceWithSA(t, ctx, "quiet")
 	ep := endpoint(t, ctx, ns, "quiet-0", "quiet", healthy, 8080, 8080, "HTTP", 9000, "TCP")
 	serviceReady(t, ctx, ns, "quiet", 1)
-	time.Sleep(time.Second) // let the reconciles the setup queued drain
+	testenv.Settle(t, "meshservice", 0) // the reconciles the setup queued are done: the versions below are final
 
 	versions := func() (string, string) {
 		ms, err := getMeshService(ctx, ns, "quiet")
@@ -63,13 +62,7 @@ func TestResyncWritesNothing(t *testing.T) {
 	if err := env.Client.Update(ctx, ep); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, "two more reconciles", func() error {
-		if n := reconciles(t) - before; n < 2 {
-			return fmt.Errorf("%v reconciles so far", n)
-		}
-		return nil
-	})
-	time.Sleep(500 * time.Millisecond)
+	testenv.Settle(t, "meshservice", before+2)
 	if m, s := versions(); m != msRV || s != svcRV {
 		t.Errorf("a resync wrote: MeshService %s → %s, Service %s → %s", msRV, m, svcRV, s)
 	}

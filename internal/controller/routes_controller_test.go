@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -227,7 +228,7 @@ func TestRouteReferences(t *testing.T) {
 }
 
 // TestRouteStatusIsMergedNeverReplaced: a route parented only to a Gateway is never written;
-// another controller's entry survives byte-identical beside ours.
+// another controller's entry survives byte-identical beside ours when ours is rewritten.
 func TestRouteStatusIsMergedNeverReplaced(t *testing.T) {
 	ctx := testContext(t)
 	ns := meshPayments(t, ctx)
@@ -257,9 +258,14 @@ func TestRouteStatusIsMergedNeverReplaced(t *testing.T) {
 		return env.Client.Status().Update(ctx, shared)
 	})
 	want, _ := json.Marshal(theirs)
-	// Make our controller reconcile again: a change to the MeshService's Service it watches.
-	touchService(t, ctx, ns, "payments")
-	time.Sleep(time.Second)
+
+	// Make our controller rewrite its entry: port 8080 becomes raw TCP, which an HTTPRoute cannot
+	// reach. The MeshService's change queues both routes (both name payments as a backend); ours
+	// flipping proves the write, and settling proves both reconciles ran before the checks.
+	before := routeReconciles(t, routes.HTTPRoute)
+	retypeEndpointPort(t, ctx, ns, "payments-0", 8080, meshv1alpha1.ProtocolTCP)
+	ourCondition(t, ctx, shared, "ResolvedRefs", metav1.ConditionFalse, "UnsupportedProtocol")
+	testenv.Settle(t, string(routes.HTTPRoute), before+2)
 	parents, err := parentsOf(ctx, shared)
 	if err != nil {
 		t.Fatal(err)
@@ -280,6 +286,35 @@ func TestRouteStatusIsMergedNeverReplaced(t *testing.T) {
 	if gatewayOnly.GetResourceVersion() != rv || len(gatewayOnly.(*gwapiv1.HTTPRoute).Status.Parents) != 0 {
 		t.Errorf("a route parented only to a Gateway was written: rv %s → %s, parents %+v", rv, gatewayOnly.GetResourceVersion(), gatewayOnly.(*gwapiv1.HTTPRoute).Status.Parents)
 	}
+}
+
+// routeReconciles is how many times the route controller of kind has reconciled (controllers
+// are named after their kind), from its own metric.
+func routeReconciles(t *testing.T, kind routes.Kind) float64 {
+	t.Helper()
+	n, err := testenv.Counter("controller_runtime_reconcile_total", "controller", string(kind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// retypeEndpointPort declares port of the endpoint with protocol p.
+func retypeEndpointPort(t *testing.T, ctx context.Context, ns, name string, port int32, p meshv1alpha1.Protocol) {
+	t.Helper()
+	testenv.Eventually(t, fmt.Sprintf("retyping %d to %s", port, p), func() error {
+		ep := &meshv1alpha1.MeshEndpoint{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ep); err != nil {
+			return err
+		}
+		i := slices.IndexFunc(ep.Spec.Ports, func(pp meshv1alpha1.PortProtocol) bool { return pp.Port == port })
+		if i < 0 {
+			return fmt.Errorf("%s declares no port %d", name, port)
+		}
+		ep.Spec.Ports[i].Protocol = p
+		ep.Spec.PortsSummary = meshv1alpha1.FormatPorts(ep.Spec.Ports)
+		return env.Client.Update(ctx, ep)
+	})
 }
 
 func touchService(t *testing.T, ctx context.Context, ns, name string) {
@@ -342,13 +377,25 @@ spec:
 	}
 	before := route.ResourceVersion
 	generation := route.Generation
+	// A resync: touching the Service the route names queues it; settling proves it reconciled.
+	reconciled := routeReconciles(t, routes.HTTPRoute)
 	touchService(t, ctx, ns, "payments")
-	time.Sleep(time.Second)
+	testenv.Settle(t, string(routes.HTTPRoute), reconciled+1)
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(route), route); err != nil {
 		t.Fatal(err)
 	}
 	if route.ResourceVersion != before || route.Generation != generation {
 		t.Errorf("a resync wrote the converged route: resourceVersion %s → %s, generation %d → %d", before, route.ResourceVersion, generation, route.Generation)
+	}
+	// Positive control: a change of what the route reaches is written, and the same comparison
+	// sees it (port 9000 becomes HTTP: the route resolves).
+	retypeEndpointPort(t, ctx, ns, "payments-0", 9000, meshv1alpha1.ProtocolHTTP)
+	ourCondition(t, ctx, route, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(route), route); err != nil {
+		t.Fatal(err)
+	}
+	if route.ResourceVersion == before || route.Generation != generation {
+		t.Errorf("the control: resolving the route left resourceVersion %s, generation %d → %d", before, generation, route.Generation)
 	}
 	for _, m := range route.ManagedFields {
 		if m.Manager != "kubectl-client-side-apply" && m.Manager != "kubectl" && m.Subresource != "status" {
