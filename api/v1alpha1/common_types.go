@@ -62,7 +62,7 @@ const (
 // Ports of the mesh itself: the one home of these numbers. No workload may declare them
 // (internal/portspec.Reserved is keyed by them); internal/resolve and the generated Service dial
 // them. The CEL rule on PortProtocol.Port spells them as literals (a marker cannot name a
-// constant); TestReservedPortsRuleMatchesConstants pins it to these.
+// constant); TestAPIAgreesWithPortspec pins it to these.
 const (
 	// MeshHTTPPort is the mesh's HTTP proxy port: the Host header decides the destination.
 	MeshHTTPPort int32 = 18081
