@@ -81,7 +81,7 @@ func celReservedPorts(t *testing.T) []int32 {
 		t.Fatalf("the MeshEndpoint CRD has %d rules matching %s, want 1", len(rules), reservedRule)
 	}
 	var ports []int32
-	for _, field := range strings.Split(string(rules[0][1]), ",") {
+	for field := range strings.SplitSeq(string(rules[0][1]), ",") {
 		port, err := strconv.ParseInt(strings.TrimSpace(field), 10, 32)
 		if err != nil {
 			t.Fatalf("the reserved-port rule lists %q: %v", field, err)
