@@ -313,6 +313,16 @@ func retypeEndpointPort(t *testing.T, ctx context.Context, ns, name string, port
 		}
 		ep.Spec.Ports[i].Protocol = p
 		ep.Spec.PortsSummary = meshv1alpha1.FormatPorts(ep.Spec.Ports)
+		// The pod's annotation first, then the endpoint, as its agent would: an endpoint counts
+		// only while it matches its pod.
+		pod := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+			return err
+		}
+		pod.Annotations = declaring(ep.Spec.PrimaryPort, ep.Spec.Ports)
+		if err := env.Client.Update(ctx, pod); err != nil {
+			return err
+		}
 		return env.Client.Update(ctx, ep)
 	})
 }
