@@ -8,7 +8,9 @@ import (
 	"strings"
 )
 
-// Protocol is the protocol a port is declared with: the L4/L7 class the mesh carries it as.
+// Protocol is the protocol a port is declared with: the L4/L7 class the mesh carries it as. It is
+// the mesh's one protocol type: the parser (internal/portspec), the resolution rule, route status
+// and the agent all speak it.
 // +kubebuilder:validation:Enum=HTTP;HTTP2;TCP
 // +kubebuilder:validation:MaxLength=5
 type Protocol string
@@ -21,6 +23,10 @@ const (
 	// ProtocolTCP is a raw TCP byte stream (suffix tcp, or no suffix on a tcp pod).
 	ProtocolTCP Protocol = "TCP"
 )
+
+// IsHTTP reports whether p is of the HTTP class (HTTP or HTTP2): routed by the Host header, and
+// reachable by an HTTPRoute.
+func (p Protocol) IsHTTP() bool { return p == ProtocolHTTP || p == ProtocolHTTP2 }
 
 // Size limits. Each equals a limit of the CRDs (their markers are literals; the contract test in
 // this package reads the generated CRDs and fails when one drifts from its constant).
@@ -53,7 +59,10 @@ const (
 	MaxNameLength = 253 + 1 + 63 + 1 + 253
 )
 
-// Ports of the mesh itself. No workload may declare them (see internal/portspec).
+// Ports of the mesh itself: the one home of these numbers. No workload may declare them
+// (internal/portspec.Reserved is keyed by them); internal/resolve and the generated Service dial
+// them. The CEL rule on PortProtocol.Port spells them as literals (a marker cannot name a
+// constant); TestAPIAgreesWithPortspec pins it to these.
 const (
 	// MeshHTTPPort is the mesh's HTTP proxy port: the Host header decides the destination.
 	MeshHTTPPort int32 = 18081
@@ -104,7 +113,7 @@ type PortProtocol struct {
 func FormatPorts(ports []PortProtocol) string {
 	parts := make([]string, len(ports))
 	for i, p := range ports {
-		parts[i] = strconv.Itoa(int(p.Port)) + "/" + string(p.Protocol)
+		parts[i] = FormatPort(p.Port, p.Protocol)
 	}
 	if all := strings.Join(parts, ","); len(all) <= MaxPortsSummary {
 		return all
@@ -118,6 +127,12 @@ func FormatPorts(ports []PortProtocol) string {
 		kept++
 	}
 	return strings.Join(parts[:kept], ",") + separator(kept) + moreTail(len(parts)-kept)
+}
+
+// FormatPort spells one port as the PORTS printer columns do: "8080/HTTP". Messages that list a
+// service's ports (route status) use it too, so a port reads the same wherever it is named.
+func FormatPort(port int32, protocol Protocol) string {
+	return strconv.Itoa(int(port)) + "/" + string(protocol)
 }
 
 // moreTail counts the ports a portsSummary leaves out: "… +90 more".

@@ -35,16 +35,6 @@ func TestAPIAgreesWithPortspec(t *testing.T) {
 	if !slices.Equal(reserved, slices.Sorted(slices.Values(apiReserved))) {
 		t.Errorf("reserved ports: API %v, portspec %v", apiReserved, reserved)
 	}
-	for api, parsed := range map[meshv1alpha1.Protocol]portspec.Protocol{
-		meshv1alpha1.ProtocolHTTP: portspec.HTTP, meshv1alpha1.ProtocolHTTP2: portspec.HTTP2, meshv1alpha1.ProtocolTCP: portspec.TCP,
-	} {
-		if string(api) != string(parsed) {
-			t.Errorf("protocol spelling: API %q, portspec %q", api, parsed)
-		}
-	}
-	if string(meshv1alpha1.AppProtocolGRPC) != string(portspec.GRPC) {
-		t.Errorf("app protocol spelling: API %q, portspec %q", meshv1alpha1.AppProtocolGRPC, portspec.GRPC)
-	}
 
 	// The CRD's rule lists exactly the reserved ports: an extra one anywhere would refuse a port
 	// the parser admits (the API server check below only probes the reserved ports' neighbours).
@@ -134,9 +124,9 @@ func TestAPIAgreesWithResolve(t *testing.T) {
 
 	// What the rule writes is in those enums: every row of every kind of surface.
 	for _, set := range []portspec.PortSet{
-		portspec.NewPortSet(8080, []portspec.Port{{Number: 8080, Protocol: portspec.HTTP}, {Number: 9000, Protocol: portspec.TCP}}),
-		portspec.NewPortSet(9000, []portspec.Port{{Number: 9000, Protocol: portspec.TCP}}),
-		portspec.NewPortSet(80, []portspec.Port{{Number: 80, Protocol: portspec.HTTP2}, {Number: 443, Protocol: portspec.TCP}}),
+		portspec.NewPortSet(8080, []portspec.Port{{Number: 8080, Protocol: meshv1alpha1.ProtocolHTTP}, {Number: 9000, Protocol: meshv1alpha1.ProtocolTCP}}),
+		portspec.NewPortSet(9000, []portspec.Port{{Number: 9000, Protocol: meshv1alpha1.ProtocolTCP}}),
+		portspec.NewPortSet(80, []portspec.Port{{Number: 80, Protocol: meshv1alpha1.ProtocolHTTP2}, {Number: 443, Protocol: meshv1alpha1.ProtocolTCP}}),
 		{},
 	} {
 		for _, d := range resolve.DialSurface(set) {
@@ -182,7 +172,7 @@ func TestSampleEndpointsMatchTheirDeployment(t *testing.T) {
 		endpoints++
 		var got []portspec.Port
 		for _, p := range ep.Spec.Ports {
-			got = append(got, portspec.Port{Number: p.Port, Protocol: portspec.Protocol(p.Protocol), AppProtocol: portspec.AppProtocol(p.AppProtocol)})
+			got = append(got, portspec.Port{Number: p.Port, Protocol: p.Protocol, AppProtocol: p.AppProtocol})
 		}
 		if ep.Spec.PrimaryPort != spec.Primary || !slices.Equal(got, spec.Ports) {
 			t.Errorf("%s: primary %d ports %v; the Deployment's annotations say primary %d ports %v",
@@ -304,7 +294,7 @@ func TestLimitsMatchTheCRDs(t *testing.T) {
 	// within its MaxLength (the longest spells a five-digit port).
 	set := portspec.PortSet{Primary: 65535 - meshv1alpha1.MaxServicePorts + 1}
 	for p := range int32(meshv1alpha1.MaxServicePorts) {
-		set.Ports = append(set.Ports, portspec.Port{Number: set.Primary + p, Protocol: portspec.TCP})
+		set.Ports = append(set.Ports, portspec.Port{Number: set.Primary + p, Protocol: meshv1alpha1.ProtocolTCP})
 	}
 	surface := resolve.DialSurface(set)
 	if len(surface) != meshv1alpha1.MaxDialSurface {

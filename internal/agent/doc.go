@@ -5,7 +5,9 @@
 // MeshEndpoints (the only writer of them), probes their health, marks them Draining when
 // deletion starts, and refuses, loudly, a pod whose annotations do not parse.
 //
-// It must not import internal/controller (the manager's).
+// It must not import internal/controller (the manager's): depguard rule agent-not-controller. Its
+// tests may, and do: the envtest suite runs the MeshService controller to show the health the
+// agent writes feeding the service's readiness.
 package agent
 
 // The agent's RBAC (config/rbac/agent). It may write MeshEndpoints of any namespace, as RBAC

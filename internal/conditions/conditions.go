@@ -4,6 +4,8 @@
 // Package conditions is the one helper every writer of status conditions uses: translators
 // produce conditions without timestamps, and Merge stamps them against what the object already
 // has, moving lastTransitionTime only when a condition's status flips.
+//
+// It is pure: no API client, no controller-runtime (depguard rule pure), no clock of its own.
 package conditions
 
 import (

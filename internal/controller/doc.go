@@ -6,6 +6,8 @@
 // inputs and writes outputs; what to write is decided by pure translation functions, which ask
 // internal/resolve for every default port and dial surface.
 //
-// It may import api/ and internal/{portspec,resolve}; it must not import internal/agent or
-// internal/xds (those are the node agent's).
+// It imports api/ and the pure packages (internal/{meshservice,routes,registration,conditions},
+// which ask internal/portspec and internal/resolve); it must not import internal/agent,
+// internal/xds or internal/capture (those are the node agent's): depguard rule
+// controller-not-agent.
 package controller

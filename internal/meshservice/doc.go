@@ -5,4 +5,7 @@
 // already holds for it) into the MeshService status and the generated Service the controller
 // writes. No client, clock or I/O: the reconciler in internal/controller gathers Input and
 // writes Output. Every default port and the dial surface come from internal/resolve.
+//
+// It imports no API client and no controller-runtime (depguard rule pure); the generated Service
+// is built as a client-go apply configuration, which is data.
 package meshservice

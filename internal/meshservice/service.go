@@ -47,22 +47,22 @@ type servicePort struct {
 // numbers and protocols come from endpoints: nothing in a MeshEndpoint can set a selector,
 // external IPs, load-balancer fields or another namespace.
 func generatedService(in Input, set portspec.PortSet) *corev1ac.ServiceApplyConfiguration {
-	ports := []servicePort{{name: "mesh", port: resolve.MeshHTTPPort}, {name: "mesh-tcp", port: resolve.MeshTCPPort}}
-	if _, declared := set.Lookup(80); !declared {
-		ports = append(ports, servicePort{name: "http", port: 80})
+	ports := []servicePort{{name: "mesh", port: meshv1alpha1.MeshHTTPPort}, {name: "mesh-tcp", port: meshv1alpha1.MeshTCPPort}}
+	if _, declared := set.Lookup(resolve.HTTPPort); !declared {
+		ports = append(ports, servicePort{name: "http", port: resolve.HTTPPort})
 	}
-	if _, declared := set.Lookup(443); !declared {
-		ports = append(ports, servicePort{name: "https", port: 443})
+	if _, declared := set.Lookup(resolve.HTTPSPort); !declared {
+		ports = append(ports, servicePort{name: "https", port: resolve.HTTPSPort})
 	}
 	anyHTTP := false
 	protocols := make([]string, 0, len(set.Ports))
 	for _, p := range set.Ports {
 		n := strconv.Itoa(int(p.Number))
 		switch p.Protocol {
-		case portspec.HTTP:
+		case meshv1alpha1.ProtocolHTTP:
 			ports = append(ports, servicePort{name: "http-" + n, port: p.Number, appProtocol: "http"})
 			protocols = append(protocols, n+"=http")
-		case portspec.HTTP2:
+		case meshv1alpha1.ProtocolHTTP2:
 			ports = append(ports, servicePort{name: "h2-" + n, port: p.Number, appProtocol: "kubernetes.io/h2c"})
 			protocols = append(protocols, n+"=http2")
 		default:

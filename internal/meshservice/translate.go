@@ -147,7 +147,7 @@ func dialSurface(set portspec.PortSet) []meshv1alpha1.Dial {
 	for _, d := range rows {
 		// A reason may list ports (the 421 advice names a few): cut it to the field's limit all
 		// the same, so no surface can make the status unwritable.
-		dial := meshv1alpha1.Dial{Address: d.Address, Protocol: meshv1alpha1.Protocol(d.Protocol),
+		dial := meshv1alpha1.Dial{Address: d.Address, Protocol: d.Protocol,
 			Outcome: meshv1alpha1.DialOutcome(d.Outcome), Error: meshv1alpha1.DialError(d.Error),
 			Reason: conditions.Truncate(d.Reason, meshv1alpha1.MaxDialReason)}
 		if d.Port != 0 {
@@ -314,7 +314,7 @@ func conflictMessage(port int32, candidates []*pair) string {
 func portSetOf(primary int32, ports []meshv1alpha1.ServicePort) portspec.PortSet {
 	set := portspec.PortSet{Primary: primary}
 	for _, p := range ports {
-		set.Ports = append(set.Ports, portspec.Port{Number: p.Port, Protocol: portspec.Protocol(p.Protocol)})
+		set.Ports = append(set.Ports, portspec.Port{Number: p.Port, Protocol: p.Protocol})
 	}
 	return set
 }

@@ -21,6 +21,8 @@
 // two edits of strings of bounded length. Parse and Warnings are linear in the annotations' size
 // (BenchmarkParseHostile, BenchmarkWarnings).
 //
-// This package is pure: no Kubernetes client code, no I/O, no clock. It must not import api/ or
-// any other package of this module.
+// This package is pure: no Kubernetes client code, no I/O, no clock. Of this module it imports only
+// api/v1alpha1, whose words it writes (Protocol, AppProtocol: a parsed Port is what a MeshEndpoint
+// carries, without translation) and whose mesh ports it refuses (Reserved); of Kubernetes, nothing
+// directly. The depguard rules pure and pure-core in .golangci.yml hold it to that.
 package portspec

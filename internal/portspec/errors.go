@@ -185,8 +185,8 @@ func moreErrors(n int) *Error {
 
 // excerpt returns s when it holds at most limit bytes, else its longest prefix of at most limit
 // bytes cut on a rune boundary, followed by "…". (internal/conditions.Truncate cuts messages the
-// operator writes; portspec is pure and imports nothing of this module, and quotes input, not
-// messages.)
+// operator writes; portspec imports no implementation package of this module, only the API's
+// types, and quotes input, not messages.)
 func excerpt(s string, limit int) string {
 	if len(s) <= limit {
 		return s

@@ -6,19 +6,24 @@ package portspec
 import (
 	"strconv"
 	"strings"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
 
 // protocolSuffix is the canonical suffix written for each protocol.
-var protocolSuffix = map[Protocol]string{HTTP: "h1", HTTP2: "h2", TCP: "tcp"}
+var protocolSuffix = map[meshv1alpha1.Protocol]string{
+	meshv1alpha1.ProtocolHTTP: "h1", meshv1alpha1.ProtocolHTTP2: "h2", meshv1alpha1.ProtocolTCP: "tcp",
+}
 
-// FormatPorts writes ports in the endpoint.aether.io/ports grammar, every port with its explicit
-// suffix, =grpc for a gRPC port: "8080=h1,9000=tcp,9090=h2,9091=grpc".
-func FormatPorts(ports []Port) string {
+// FormatPortsAnnotation writes ports as a value of the endpoint.aether.io/ports annotation, every
+// port with its explicit suffix, =grpc for a gRPC port: "8080=h1,9000=tcp,9090=h2,9091=grpc".
+// (The display summary, "8080/HTTP,9000/TCP", is api/v1alpha1.FormatPorts.)
+func FormatPortsAnnotation(ports []Port) string {
 	tokens := make([]string, len(ports))
 	for i, p := range ports {
 		suffix := protocolSuffix[p.Protocol]
-		if p.AppProtocol == GRPC {
-			suffix = string(GRPC)
+		if p.AppProtocol == meshv1alpha1.AppProtocolGRPC {
+			suffix = string(meshv1alpha1.AppProtocolGRPC)
 		}
 		tokens[i] = strconv.Itoa(int(p.Number)) + "=" + suffix
 	}
@@ -31,7 +36,7 @@ func FormatPorts(ports []Port) string {
 func (s Spec) Annotations() map[string]string {
 	a := map[string]string{
 		AnnotationPort:            strconv.Itoa(int(s.Primary)),
-		AnnotationPorts:           FormatPorts(s.Ports),
+		AnnotationPorts:           FormatPortsAnnotation(s.Ports),
 		AnnotationWeight:          strconv.Itoa(int(s.Weight)),
 		AnnotationHealthPath:      s.HealthCheck.Path,
 		AnnotationHealthCheckMode: s.HealthCheck.Mode,

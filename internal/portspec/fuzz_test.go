@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
 
 // Bits of FuzzParse's set argument: an annotation whose bit is set is added even when the
@@ -132,7 +134,7 @@ func FuzzParse(f *testing.F) {
 
 		checkValid(t, spec)
 		for _, p := range spec.Ports {
-			if p.AppProtocol == GRPC && !strings.Contains(annotations[AnnotationPorts], "grpc") {
+			if p.AppProtocol == meshv1alpha1.AppProtocolGRPC && !strings.Contains(annotations[AnnotationPorts], "grpc") {
 				t.Errorf("port %d speaks gRPC, but %s %q never says grpc", p.Number, AnnotationPorts, annotations[AnnotationPorts])
 			}
 		}
@@ -150,7 +152,7 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-func TestFormatPorts(t *testing.T) {
+func TestFormatPortsAnnotation(t *testing.T) {
 	tests := map[string]struct {
 		ports []Port
 		want  string
@@ -163,8 +165,8 @@ func TestFormatPorts(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := FormatPorts(tt.ports); got != tt.want {
-				t.Errorf("FormatPorts(%v) = %q, want %q", tt.ports, got, tt.want)
+			if got := FormatPortsAnnotation(tt.ports); got != tt.want {
+				t.Errorf("FormatPortsAnnotation(%v) = %q, want %q", tt.ports, got, tt.want)
 			}
 		})
 	}
@@ -219,7 +221,7 @@ func TestAnnotationsRoundTrip(t *testing.T) {
 			},
 		},
 		"MaxPorts ports": {
-			spec: spec(1, portRange(1, MaxPorts, TCP)...),
+			spec: spec(1, portRange(1, MaxPorts, meshv1alpha1.ProtocolTCP)...),
 			want: map[string]string{
 				AnnotationPort: "1", AnnotationPorts: portList(1, MaxPorts, "tcp"), AnnotationWeight: "1024",
 				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds",
@@ -261,9 +263,9 @@ func TestNewPortSet(t *testing.T) {
 
 // grpcRange is the gRPC ports first..first+n-1.
 func grpcRange(first, n int) []Port {
-	ports := portRange(first, n, HTTP2)
+	ports := portRange(first, n, meshv1alpha1.ProtocolHTTP2)
 	for i := range ports {
-		ports[i].AppProtocol = GRPC
+		ports[i].AppProtocol = meshv1alpha1.AppProtocolGRPC
 	}
 	return ports
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
 
 // The annotations of the grammar (DESIGN section 3).
@@ -98,14 +100,17 @@ var MaxLength = map[string]int{
 // Reserved maps each port the mesh keeps for itself to why. A workload can declare none of them,
 // with any protocol.
 var Reserved = map[int32]string{
-	18081: "it is the mesh's HTTP proxy port, where the Host header decides the destination; it is not a port of any service",
-	18082: "it is the mesh's TCP port, which reaches a service's default TCP port; it is not a port of any service",
-	18001: "the mesh proxy receives captured outbound traffic on it inside every pod",
-	18008: "the mesh proxy receives inbound mTLS traffic on it inside every pod",
+	meshv1alpha1.MeshHTTPPort:     "it is the mesh's HTTP proxy port, where the Host header decides the destination; it is not a port of any service",
+	meshv1alpha1.MeshTCPPort:      "it is the mesh's TCP port, which reaches a service's default TCP port; it is not a port of any service",
+	meshv1alpha1.ProxyCapturePort: "the mesh proxy receives captured outbound traffic on it inside every pod",
+	meshv1alpha1.ProxyInboundPort: "the mesh proxy receives inbound mTLS traffic on it inside every pod",
 }
 
 // suffixes maps each protocol suffix of endpoint.aether.io/ports to its protocol.
-var suffixes = map[string]Protocol{"h1": HTTP, "h2": HTTP2, "http2": HTTP2, "grpc": HTTP2, "tcp": TCP}
+var suffixes = map[string]meshv1alpha1.Protocol{
+	"h1": meshv1alpha1.ProtocolHTTP, "h2": meshv1alpha1.ProtocolHTTP2, "http2": meshv1alpha1.ProtocolHTTP2,
+	"grpc": meshv1alpha1.ProtocolHTTP2, "tcp": meshv1alpha1.ProtocolTCP,
+}
 
 const suffixWant = "want h1, h2, http2, grpc or tcp"
 
@@ -254,21 +259,21 @@ func (p *parser) port(key, element, token string) (int32, bool) {
 }
 
 // defaultProtocol reads endpoint.aether.io/protocol: the protocol of ports with no suffix.
-func (p *parser) defaultProtocol() Protocol {
+func (p *parser) defaultProtocol() meshv1alpha1.Protocol {
 	const fix = "want http or tcp"
 	v, ok := p.lookup(AnnotationProtocol, fix)
 	if !ok {
-		return HTTP
+		return meshv1alpha1.ProtocolHTTP
 	}
 	switch v {
 	case "http":
-		return HTTP
+		return meshv1alpha1.ProtocolHTTP
 	case "tcp":
-		return TCP
+		return meshv1alpha1.ProtocolTCP
 	}
 	p.fail(AnnotationProtocol, v, KindUnknownProtocol, fix+didYouMean(v, []string{"http", "tcp"}),
 		"unknown protocol %q", v)
-	return HTTP
+	return meshv1alpha1.ProtocolHTTP
 }
 
 func (p *parser) portSet() PortSet {
@@ -326,7 +331,7 @@ func (p *parser) primary() int32 {
 // portToken parses one element of endpoint.aether.io/ports into declared. A port declared both
 // =grpc and =h2 (or =http2) is one HTTP2 port that speaks gRPC, whatever the order: =grpc says
 // more about it, not something else.
-func (p *parser) portToken(token string, defaultProto Protocol, declared map[int32]Port) {
+func (p *parser) portToken(token string, defaultProto meshv1alpha1.Protocol, declared map[int32]Port) {
 	if token == "" {
 		p.fail(AnnotationPorts, token, KindEmpty, `remove the extra comma: ports are separated by single commas, for example "8080,9000=tcp"`,
 			"an element of the list is empty")
@@ -337,7 +342,7 @@ func (p *parser) portToken(token string, defaultProto Protocol, declared map[int
 	if !ok {
 		return
 	}
-	proto, app := defaultProto, AppProtocol("")
+	proto, app := defaultProto, meshv1alpha1.AppProtocol("")
 	if hasSuffix {
 		suffix = strings.TrimSpace(suffix)
 		var known bool
@@ -351,8 +356,8 @@ func (p *parser) portToken(token string, defaultProto Protocol, declared map[int
 			}
 			return
 		}
-		if suffix == string(GRPC) {
-			app = GRPC
+		if suffix == string(meshv1alpha1.AppProtocolGRPC) {
+			app = meshv1alpha1.AppProtocolGRPC
 		}
 	}
 	prev, seen := declared[port]

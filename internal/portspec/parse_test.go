@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
 
 // spec builds the Spec a test expects: the grammar's defaults, with primary and ports as given
@@ -21,12 +23,14 @@ func spec(primary int32, ports ...Port) Spec {
 	}
 }
 
-func http1(n int32) Port { return Port{Number: n, Protocol: HTTP} }
-func http2(n int32) Port { return Port{Number: n, Protocol: HTTP2} }
-func tcp(n int32) Port   { return Port{Number: n, Protocol: TCP} }
+func http1(n int32) Port { return Port{Number: n, Protocol: meshv1alpha1.ProtocolHTTP} }
+func http2(n int32) Port { return Port{Number: n, Protocol: meshv1alpha1.ProtocolHTTP2} }
+func tcp(n int32) Port   { return Port{Number: n, Protocol: meshv1alpha1.ProtocolTCP} }
 
 // grpc is an HTTP2 port declared =grpc: HTTP2 that remembers it speaks gRPC.
-func grpc(n int32) Port { return Port{Number: n, Protocol: HTTP2, AppProtocol: GRPC} }
+func grpc(n int32) Port {
+	return Port{Number: n, Protocol: meshv1alpha1.ProtocolHTTP2, AppProtocol: meshv1alpha1.AppProtocolGRPC}
+}
 
 // with returns s changed by f, so a row can state only what differs from the defaults.
 func with(s Spec, f func(*Spec)) Spec {
@@ -47,7 +51,7 @@ func portList(first, n int, suffix string) string {
 }
 
 // portRange is the Ports first..first+n-1, each with protocol proto.
-func portRange(first, n int, proto Protocol) []Port {
+func portRange(first, n int, proto meshv1alpha1.Protocol) []Port {
 	ports := make([]Port, n)
 	for i := range ports {
 		ports[i] = Port{Number: int32(first + i), Protocol: proto}
@@ -80,7 +84,7 @@ func TestParse(t *testing.T) {
 		"nil annotations: primary 8080 HTTP, weight 1024, health eds /": {
 			annotations: nil,
 			want: Spec{
-				PortSet:     PortSet{Primary: 8080, Ports: []Port{{Number: 8080, Protocol: HTTP}}},
+				PortSet:     PortSet{Primary: 8080, Ports: []Port{{Number: 8080, Protocol: meshv1alpha1.ProtocolHTTP}}},
 				Weight:      1024,
 				HealthCheck: HealthCheck{Mode: "eds", Path: "/"},
 			},
@@ -146,11 +150,11 @@ func TestParse(t *testing.T) {
 		},
 		"MaxPorts ports, the unlisted primary included": {
 			annotations: map[string]string{AnnotationPorts: portList(1, MaxPorts-1, "tcp")},
-			want:        spec(8080, append(portRange(1, MaxPorts-1, TCP), http1(8080))...),
+			want:        spec(8080, append(portRange(1, MaxPorts-1, meshv1alpha1.ProtocolTCP), http1(8080))...),
 		},
 		"MaxPorts ports, the primary listed": {
 			annotations: map[string]string{AnnotationPort: "1", AnnotationPorts: portList(1, MaxPorts, "")},
-			want:        spec(1, portRange(1, MaxPorts, HTTP)...),
+			want:        spec(1, portRange(1, MaxPorts, meshv1alpha1.ProtocolHTTP)...),
 		},
 
 		// Suffixes.
@@ -443,12 +447,12 @@ func TestPortSetLookup(t *testing.T) {
 	}
 	tests := map[string]struct {
 		port  int32
-		want  Protocol
+		want  meshv1alpha1.Protocol
 		found bool
 	}{
-		"primary":      {port: 9000, want: TCP, found: true},
-		"http":         {port: 8080, want: HTTP, found: true},
-		"grpc":         {port: 9090, want: HTTP2, found: true},
+		"primary":      {port: 9000, want: meshv1alpha1.ProtocolTCP, found: true},
+		"http":         {port: 8080, want: meshv1alpha1.ProtocolHTTP, found: true},
+		"grpc":         {port: 9090, want: meshv1alpha1.ProtocolHTTP2, found: true},
 		"not declared": {port: 9001},
 		"zero":         {port: 0},
 	}
@@ -460,11 +464,8 @@ func TestPortSetLookup(t *testing.T) {
 			}
 		})
 	}
-	if got := s.PrimaryProtocol(); got != TCP {
+	if got := s.PrimaryProtocol(); got != meshv1alpha1.ProtocolTCP {
 		t.Errorf("PrimaryProtocol() = %q, want TCP", got)
-	}
-	if !HTTP.IsHTTP() || !HTTP2.IsHTTP() || TCP.IsHTTP() {
-		t.Error("IsHTTP: want HTTP and HTTP2 true, TCP false")
 	}
 }
 
@@ -487,10 +488,10 @@ func checkValid(t *testing.T, s Spec) {
 		if _, reserved := Reserved[p.Number]; reserved {
 			t.Errorf("reserved port %d accepted", p.Number)
 		}
-		if p.Protocol != HTTP && p.Protocol != HTTP2 && p.Protocol != TCP {
+		if p.Protocol != meshv1alpha1.ProtocolHTTP && p.Protocol != meshv1alpha1.ProtocolHTTP2 && p.Protocol != meshv1alpha1.ProtocolTCP {
 			t.Errorf("port %d has protocol %q", p.Number, p.Protocol)
 		}
-		if p.AppProtocol != "" && (p.AppProtocol != GRPC || p.Protocol != HTTP2) {
+		if p.AppProtocol != "" && (p.AppProtocol != meshv1alpha1.AppProtocolGRPC || p.Protocol != meshv1alpha1.ProtocolHTTP2) {
 			t.Errorf("port %d has protocol %q and app protocol %q; want none, or grpc on HTTP2", p.Number, p.Protocol, p.AppProtocol)
 		}
 		primaryFound = primaryFound || p.Number == s.Primary

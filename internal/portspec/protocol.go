@@ -6,39 +6,20 @@ package portspec
 import (
 	"cmp"
 	"slices"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
 
-// Protocol is a port's protocol. The spellings are the API's (api/v1alpha1.Protocol).
-type Protocol string
-
-const (
-	// HTTP is HTTP/1.1.
-	HTTP Protocol = "HTTP"
-	// HTTP2 is HTTP/2 (h2, h2c), gRPC included.
-	HTTP2 Protocol = "HTTP2"
-	// TCP is a raw byte stream.
-	TCP Protocol = "TCP"
-)
-
-// AppProtocol names what a port speaks within its protocol, when the mesh must know more than
-// the protocol. The spellings are the API's (api/v1alpha1.AppProtocol).
-type AppProtocol string
-
-// GRPC is gRPC (suffix =grpc), always on an HTTP2 port.
-const GRPC AppProtocol = "grpc"
-
-// IsHTTP reports whether p is of the HTTP class (HTTP or HTTP2): routed by the Host header.
-func (p Protocol) IsHTTP() bool { return p == HTTP || p == HTTP2 }
-
-// Port is one declared port and its protocol.
+// Port is one declared port and its protocol, in the API's words (api/v1alpha1.Protocol and
+// AppProtocol: the parser writes what the MeshEndpoint carries, with no translation between).
 type Port struct {
-	Number   int32    `json:"port"`
-	Protocol Protocol `json:"protocol"`
-	// AppProtocol is GRPC for a port declared =grpc, empty otherwise. Such a port is HTTP2 in
-	// everything the mesh derives (resolution, routes, the generated Service, status); only the
-	// node agent's health probe differs: grpc.health.v1, since a gRPC server refuses the h2c GET
-	// an HTTP2 primary gets.
-	AppProtocol AppProtocol `json:"appProtocol,omitempty"`
+	Number   int32                 `json:"port"`
+	Protocol meshv1alpha1.Protocol `json:"protocol"`
+	// AppProtocol is AppProtocolGRPC for a port declared =grpc, empty otherwise. Such a port is
+	// HTTP2 in everything the mesh derives (resolution, routes, the generated Service, status);
+	// only the node agent's health probe differs: grpc.health.v1, since a gRPC server refuses the
+	// h2c GET an HTTP2 primary gets.
+	AppProtocol meshv1alpha1.AppProtocol `json:"appProtocol,omitempty"`
 }
 
 // PortSet is the ports one endpoint (or one service) serves: every port once, sorted by number,
@@ -63,7 +44,7 @@ func NewPortSet(primary int32, ports []Port) PortSet {
 }
 
 // Lookup returns the protocol port n is declared with.
-func (s PortSet) Lookup(n int32) (Protocol, bool) {
+func (s PortSet) Lookup(n int32) (meshv1alpha1.Protocol, bool) {
 	i, found := slices.BinarySearchFunc(s.Ports, n, func(p Port, n int32) int { return cmp.Compare(p.Number, n) })
 	if !found {
 		return "", false
@@ -72,7 +53,7 @@ func (s PortSet) Lookup(n int32) (Protocol, bool) {
 }
 
 // PrimaryProtocol is the protocol of the primary port.
-func (s PortSet) PrimaryProtocol() Protocol {
+func (s PortSet) PrimaryProtocol() meshv1alpha1.Protocol {
 	p, _ := s.Lookup(s.Primary)
 	return p
 }

@@ -9,5 +9,5 @@
 // these two read, for the manager's bounded pod cache.
 //
 // It is pure: it imports the API types, core/v1 and internal/portspec, and no client code, no
-// controller-runtime, no clock and no I/O.
+// controller-runtime (depguard rule pure), no clock and no I/O.
 package registration

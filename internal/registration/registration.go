@@ -76,7 +76,7 @@ func Registration(pod *corev1.Pod, node *corev1.Node) (meshv1alpha1.MeshEndpoint
 func ports(spec portspec.Spec) []meshv1alpha1.PortProtocol {
 	var out []meshv1alpha1.PortProtocol
 	for _, p := range spec.Ports {
-		out = append(out, meshv1alpha1.PortProtocol{Port: p.Number, Protocol: meshv1alpha1.Protocol(p.Protocol), AppProtocol: meshv1alpha1.AppProtocol(p.AppProtocol)})
+		out = append(out, meshv1alpha1.PortProtocol{Port: p.Number, Protocol: p.Protocol, AppProtocol: p.AppProtocol})
 	}
 	return out
 }

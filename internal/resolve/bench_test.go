@@ -6,15 +6,16 @@ package resolve
 import (
 	"testing"
 
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
 // benchSets are a mixed service and one with the most ports an endpoint may declare.
 func benchSets() map[string]portspec.PortSet {
-	mixed := portspec.NewPortSet(8080, []portspec.Port{{Number: 8080, Protocol: portspec.HTTP}, {Number: 9090, Protocol: portspec.HTTP2}, {Number: 9000, Protocol: portspec.TCP}})
+	mixed := portspec.NewPortSet(8080, []portspec.Port{{Number: 8080, Protocol: meshv1alpha1.ProtocolHTTP}, {Number: 9090, Protocol: meshv1alpha1.ProtocolHTTP2}, {Number: 9000, Protocol: meshv1alpha1.ProtocolTCP}})
 	var many []portspec.Port
 	for i := range int32(portspec.MaxPorts) {
-		many = append(many, portspec.Port{Number: 10000 + i, Protocol: []portspec.Protocol{portspec.HTTP, portspec.HTTP2, portspec.TCP}[i%3]})
+		many = append(many, portspec.Port{Number: 10000 + i, Protocol: []meshv1alpha1.Protocol{meshv1alpha1.ProtocolHTTP, meshv1alpha1.ProtocolHTTP2, meshv1alpha1.ProtocolTCP}[i%3]})
 	}
 	return map[string]portspec.PortSet{"mixed": mixed, "max-ports": portspec.NewPortSet(10001, many)}
 }

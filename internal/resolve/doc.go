@@ -31,5 +31,7 @@
 //
 // where <name> is any of Names(service, namespace, meshDomain); Dial.For writes a row for one.
 //
-// This package is pure: no Kubernetes client code, no I/O. It imports only internal/portspec.
+// This package is pure: no Kubernetes client code, no I/O. It imports only internal/portspec (the
+// port set) and api/v1alpha1 (the protocols and the mesh's ports, MeshHTTPPort and MeshTCPPort);
+// the depguard rules pure and pure-core in .golangci.yml hold it to that.
 package resolve

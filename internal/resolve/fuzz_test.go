@@ -14,11 +14,12 @@ import (
 	"strings"
 	"testing"
 
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
 
-var fuzzProtocols = [...]portspec.Protocol{portspec.HTTP, portspec.HTTP2, portspec.TCP}
+var fuzzProtocols = [...]meshv1alpha1.Protocol{meshv1alpha1.ProtocolHTTP, meshv1alpha1.ProtocolHTTP2, meshv1alpha1.ProtocolTCP}
 
 // fuzzPorts reads fuzzer bytes as a port set: byte 0 chooses the primary, then every three bytes
 // are a port (two bytes, big-endian, mapped to 1..65535) and its protocol (one byte mod 3).
@@ -158,12 +159,12 @@ func checkDefaultTCP(t *testing.T, s portspec.PortSet) {
 	got, ok := resolve.DefaultTCPPort(s)
 	var want int32
 	for _, p := range s.Ports {
-		if p.Protocol == portspec.TCP {
+		if p.Protocol == meshv1alpha1.ProtocolTCP {
 			want = p.Number
 			break
 		}
 	}
-	if p, declared := s.Lookup(s.Primary); declared && p == portspec.TCP {
+	if p, declared := s.Lookup(s.Primary); declared && p == meshv1alpha1.ProtocolTCP {
 		want = s.Primary
 	}
 	if ok != (want != 0) || got != want {
@@ -188,7 +189,7 @@ func checkRow(t *testing.T, s portspec.PortSet, d resolve.Dial) {
 	if d.Outcome == resolve.Reaches {
 		if p, declared := s.Lookup(d.Port); !declared {
 			fail("port %d is not declared", d.Port)
-		} else if d.Protocol == portspec.TCP && p != portspec.TCP || d.Protocol.IsHTTP() && !p.IsHTTP() {
+		} else if d.Protocol == meshv1alpha1.ProtocolTCP && p != meshv1alpha1.ProtocolTCP || d.Protocol.IsHTTP() && !p.IsHTTP() {
 			fail("port %d is declared %s", d.Port, p)
 		}
 	}
@@ -203,16 +204,16 @@ func checkRow(t *testing.T, s portspec.PortSet, d resolve.Dial) {
 	}
 	const n = resolve.NamePlaceholder
 	var (
-		wantProtocol portspec.Protocol
+		wantProtocol meshv1alpha1.Protocol
 		outcomes     []resolve.Outcome
 	)
 	switch {
 	case strings.HasPrefix(d.Address, resolve.HostRowPrefix), d.Address == "http://"+n+"/":
-		wantProtocol, outcomes = portspec.HTTP, []resolve.Outcome{resolve.Reaches, resolve.Misdirected}
+		wantProtocol, outcomes = meshv1alpha1.ProtocolHTTP, []resolve.Outcome{resolve.Reaches, resolve.Misdirected}
 	case d.Address == n+":18081":
-		wantProtocol, outcomes = portspec.HTTP, []resolve.Outcome{resolve.HostDecides}
+		wantProtocol, outcomes = meshv1alpha1.ProtocolHTTP, []resolve.Outcome{resolve.HostDecides}
 	case d.Address == "https://"+n+"/", d.Address == n+":18082":
-		wantProtocol, outcomes = portspec.TCP, []resolve.Outcome{resolve.Reaches, resolve.Refused}
+		wantProtocol, outcomes = meshv1alpha1.ProtocolTCP, []resolve.Outcome{resolve.Reaches, resolve.Refused}
 	case d.Address == n+":*":
 		outcomes = []resolve.Outcome{resolve.Refused}
 	default:
@@ -263,7 +264,7 @@ func FuzzHTTPRequest(f *testing.F) {
 		if got.Reason == "" {
 			fail("no reason")
 		}
-		if got.Protocol != portspec.HTTP {
+		if got.Protocol != meshv1alpha1.ProtocolHTTP {
 			fail("an HTTP request's protocol is HTTP")
 		}
 		if len(got.Body) > resolve.MaxBodyLength {
@@ -329,7 +330,7 @@ func FuzzHTTPRequest(f *testing.F) {
 		switch {
 		case portless && !slices.ContainsFunc(s.Ports, func(p portspec.Port) bool { return p.Protocol.IsHTTP() }):
 			wantError = resolve.NoHTTPPort
-		case !portless && declared && p == portspec.TCP:
+		case !portless && declared && p == meshv1alpha1.ProtocolTCP:
 			wantError = resolve.PortNotHTTP
 		}
 		if got.Error != wantError {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
@@ -26,7 +27,7 @@ import (
 func HTTPRequest(s portspec.PortSet, authority string) Result {
 	a, err := parseAuthority(authority)
 	if err != nil {
-		return Result{Protocol: portspec.HTTP, Outcome: BadRequest, Error: BadAuthority,
+		return Result{Protocol: meshv1alpha1.ProtocolHTTP, Outcome: BadRequest, Error: BadAuthority,
 			Reason: fmt.Sprintf("%v: answered %d with %s: %s", err, BadRequest.HTTPStatus(), ErrorHeader, BadAuthority),
 			Body:   err.Error() + ".\n"}
 	}
@@ -43,10 +44,10 @@ func answerHTTP(s portspec.PortSet, a authority) Result {
 	p, declared := s.Lookup(port)
 	switch {
 	case declared && p.IsHTTP() && a.portless:
-		return Result{Port: port, Protocol: portspec.HTTP, Outcome: Reaches,
+		return Result{Port: port, Protocol: meshv1alpha1.ProtocolHTTP, Outcome: Reaches,
 			Reason: fmt.Sprintf("no port in the authority means port 80, declared %s", p)}
 	case declared && p.IsHTTP():
-		return Result{Port: port, Protocol: portspec.HTTP, Outcome: Reaches,
+		return Result{Port: port, Protocol: meshv1alpha1.ProtocolHTTP, Outcome: Reaches,
 			Reason: fmt.Sprintf("port %d is declared %s", port, p)}
 	case a.portless:
 		problem := "no port in the authority means port 80, and port 80 is not declared"
@@ -61,10 +62,10 @@ func answerHTTP(s portspec.PortSet, a authority) Result {
 	case declared:
 		return misdirected(s, a.host, PortNotHTTP, fmt.Sprintf(
 			"port %d is declared TCP, not HTTP (dial %s as TCP, without HTTP)", port, a))
-	case port == MeshHTTPPort:
+	case port == meshv1alpha1.MeshHTTPPort:
 		return misdirected(s, a.host, PortNotDeclared,
 			"port 18081 is the mesh's HTTP proxy port, not a port of the service (send requests to it with the service's port in Host)")
-	case port == MeshTCPPort:
+	case port == meshv1alpha1.MeshTCPPort:
 		problem := "port 18082 is the mesh's TCP port, not a port of the service"
 		if _, ok := DefaultTCPPort(s); ok { // else :18082 is refused too: no advice to dial it
 			problem += fmt.Sprintf(" (dial %s as TCP, without HTTP)", a)
@@ -77,7 +78,7 @@ func answerHTTP(s portspec.PortSet, a authority) Result {
 // misdirected is the mesh's 421 answer: the problem, the x-aether-error value, and what works.
 func misdirected(s portspec.PortSet, host string, code MeshError, problem string) Result {
 	works := workingSpellings(s, host)
-	return Result{Protocol: portspec.HTTP, Outcome: Misdirected, Error: code,
+	return Result{Protocol: meshv1alpha1.ProtocolHTTP, Outcome: Misdirected, Error: code,
 		Reason: fmt.Sprintf("%s: answered %d with %s: %s; %s", problem, Misdirected.HTTPStatus(), ErrorHeader, code, works),
 		Body:   problem + ".\n" + works + ".\n"}
 }
@@ -118,7 +119,7 @@ func workingSpellings(s portspec.PortSet, host string) string {
 	}
 	if port, ok := DefaultTCPPort(s); ok {
 		return fmt.Sprintf("%s serves no HTTP, only TCP on %s: dial %s (or %s) as TCP, without HTTP",
-			host, listPorts(tcpPorts), hostPort(host, port), hostPort(host, MeshTCPPort))
+			host, listPorts(tcpPorts), hostPort(host, port), hostPort(host, meshv1alpha1.MeshTCPPort))
 	}
 	return host + " declares no ports: nothing reaches it until its pods declare some (endpoint.aether.io/ports)"
 }

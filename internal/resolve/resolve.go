@@ -4,20 +4,12 @@
 package resolve
 
 import (
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
 // DefaultMeshDomain is the mesh's DNS domain unless configured otherwise.
 const DefaultMeshDomain = "aether.internal"
-
-// The mesh's own ports, as clients dial them. No pod can declare either (portspec.Reserved).
-const (
-	// MeshHTTPPort is the mesh's HTTP proxy port: not a port of any service; the port in the Host
-	// header decides what a request reaches.
-	MeshHTTPPort int32 = 18081
-	// MeshTCPPort reaches the default TCP port.
-	MeshTCPPort int32 = 18082
-)
 
 // HTTPPort is the port an authority without one means (RFC 9110: http's default port).
 const HTTPPort int32 = 80
@@ -38,11 +30,11 @@ func DefaultHTTPPort(s portspec.PortSet) (port int32, ok bool) {
 // DefaultTCPPort is what <name>:18082 reaches: the primary when TCP, else the lowest TCP port.
 // ok is false when the service has no TCP port.
 func DefaultTCPPort(s portspec.PortSet) (port int32, ok bool) {
-	if p, declared := s.Lookup(s.Primary); declared && p == portspec.TCP {
+	if p, declared := s.Lookup(s.Primary); declared && p == meshv1alpha1.ProtocolTCP {
 		return s.Primary, true
 	}
 	for _, p := range s.Ports {
-		if p.Protocol == portspec.TCP {
+		if p.Protocol == meshv1alpha1.ProtocolTCP {
 			return p.Number, true
 		}
 	}
@@ -116,7 +108,7 @@ type Result struct {
 	// Protocol is the spelling's protocol. It never depends on the service: HTTP for every HTTP
 	// request (http://, :18081, a Host header) whatever the port's HTTP class, TCP for https://
 	// and :18082, the declared protocol for :<port>; empty for a port nobody declared.
-	Protocol portspec.Protocol `json:"protocol,omitempty"`
+	Protocol meshv1alpha1.Protocol `json:"protocol,omitempty"`
 	// Outcome is Reaches, Misdirected, Refused, HostDecides or BadRequest.
 	Outcome Outcome `json:"outcome"`
 	// Error is the x-aether-error value of a Misdirected or BadRequest answer; empty otherwise.

@@ -8,15 +8,16 @@ import (
 	"strings"
 	"testing"
 
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
 
 const host = "payments.shop.aether.internal"
 
-func h1(n int32) portspec.Port  { return portspec.Port{Number: n, Protocol: portspec.HTTP} }
-func h2(n int32) portspec.Port  { return portspec.Port{Number: n, Protocol: portspec.HTTP2} }
-func tcp(n int32) portspec.Port { return portspec.Port{Number: n, Protocol: portspec.TCP} }
+func h1(n int32) portspec.Port  { return portspec.Port{Number: n, Protocol: meshv1alpha1.ProtocolHTTP} }
+func h2(n int32) portspec.Port  { return portspec.Port{Number: n, Protocol: meshv1alpha1.ProtocolHTTP2} }
+func tcp(n int32) portspec.Port { return portspec.Port{Number: n, Protocol: meshv1alpha1.ProtocolTCP} }
 
 // set builds a port set the way callers do: ports in any order, normalised by NewPortSet.
 func set(primary int32, ports ...portspec.Port) portspec.PortSet {
@@ -114,11 +115,11 @@ func TestDefaultPorts(t *testing.T) {
 
 // reaches and misdirected are the results TestHTTPRequest expects, without reason and body.
 func reaches(port int32) resolve.Result {
-	return resolve.Result{Port: port, Protocol: portspec.HTTP, Outcome: resolve.Reaches}
+	return resolve.Result{Port: port, Protocol: meshv1alpha1.ProtocolHTTP, Outcome: resolve.Reaches}
 }
 
 func misdirected(code resolve.MeshError) resolve.Result {
-	return resolve.Result{Protocol: portspec.HTTP, Outcome: resolve.Misdirected, Error: code}
+	return resolve.Result{Protocol: meshv1alpha1.ProtocolHTTP, Outcome: resolve.Misdirected, Error: code}
 }
 
 func TestHTTPRequest(t *testing.T) {
@@ -303,7 +304,7 @@ func TestHTTPRequestMalformed(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got := resolve.HTTPRequest(mixed, tc.authority)
-			want := resolve.Result{Protocol: portspec.HTTP, Outcome: resolve.BadRequest, Error: resolve.BadAuthority}
+			want := resolve.Result{Protocol: meshv1alpha1.ProtocolHTTP, Outcome: resolve.BadRequest, Error: resolve.BadAuthority}
 			checkWords(t, tc.authority, got, tc.words, nil)
 			if len(got.Body) > resolve.MaxBodyLength {
 				t.Errorf("%q: body of %d bytes", tc.authority, len(got.Body))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
@@ -77,20 +78,20 @@ func DialSurface(s portspec.PortSet) []Dial {
 	add := func(address string, r Result) { rows = append(rows, Dial{Address: address, Result: r}) }
 
 	add(httpScheme+name+"/", answerHTTP(s, authority{host: name, portless: true}))
-	add(hostPort(name, MeshHTTPPort), Result{Protocol: portspec.HTTP, Outcome: HostDecides,
+	add(hostPort(name, meshv1alpha1.MeshHTTPPort), Result{Protocol: meshv1alpha1.ProtocolHTTP, Outcome: HostDecides,
 		Reason: "the mesh's HTTP proxy port, not a port of the service: the port in each request's Host header decides, as the Host rows say"})
 
 	add(HostRowPrefix+name, answerHTTP(s, authority{host: name, portless: true}))
 	for _, p := range s.Ports {
 		add(HostRowPrefix+hostPort(name, p.Number), answerHTTP(s, authority{host: name, port: p.Number}))
 	}
-	for _, port := range []int32{MeshHTTPPort, MeshTCPPort} {
+	for _, port := range []int32{meshv1alpha1.MeshHTTPPort, meshv1alpha1.MeshTCPPort} {
 		add(HostRowPrefix+hostPort(name, port), answerHTTP(s, authority{host: name, port: port}))
 	}
 	add(HostRowPrefix+name+":"+AnyOtherPort, misdirected(s, name, PortNotDeclared, "the port is not one the service declares"))
 
 	add(httpsScheme+name+"/", dialHTTPS(s))
-	add(hostPort(name, MeshTCPPort), dialMeshTCP(s))
+	add(hostPort(name, meshv1alpha1.MeshTCPPort), dialMeshTCP(s))
 	for _, p := range s.Ports {
 		add(hostPort(name, p.Number), Result{Port: p.Number, Protocol: p.Protocol, Outcome: Reaches,
 			Reason: fmt.Sprintf("port %d is declared %s", p.Number, p.Protocol)})
@@ -104,13 +105,13 @@ func DialSurface(s portspec.PortSet) []Dial {
 func dialHTTPS(s portspec.PortSet) Result {
 	switch p, declared := s.Lookup(HTTPSPort); {
 	case !declared:
-		return Result{Protocol: portspec.TCP, Outcome: Refused,
+		return Result{Protocol: meshv1alpha1.ProtocolTCP, Outcome: Refused,
 			Reason: "port 443 is not declared: https:// reaches port 443 only when it is declared tcp (TLS the application terminates)"}
-	case p != portspec.TCP:
-		return Result{Protocol: portspec.TCP, Outcome: Refused,
+	case p != meshv1alpha1.ProtocolTCP:
+		return Result{Protocol: meshv1alpha1.ProtocolTCP, Outcome: Refused,
 			Reason: fmt.Sprintf("port 443 is declared %s, not TCP: https:// is the application's own TLS, carried as TCP; declare 443=tcp", p)}
 	}
-	return Result{Port: HTTPSPort, Protocol: portspec.TCP, Outcome: Reaches,
+	return Result{Port: HTTPSPort, Protocol: meshv1alpha1.ProtocolTCP, Outcome: Reaches,
 		Reason: "port 443 is declared TCP: TLS the application terminates"}
 }
 
@@ -118,12 +119,12 @@ func dialHTTPS(s portspec.PortSet) Result {
 func dialMeshTCP(s portspec.PortSet) Result {
 	port, ok := DefaultTCPPort(s)
 	if !ok {
-		return Result{Protocol: portspec.TCP, Outcome: Refused,
+		return Result{Protocol: meshv1alpha1.ProtocolTCP, Outcome: Refused,
 			Reason: "the service has no TCP port: :18082 reaches the default TCP port, and none is declared"}
 	}
 	why := fmt.Sprintf("port %d is the lowest TCP port (the primary is not TCP)", port)
 	if port == s.Primary {
 		why = fmt.Sprintf("the primary port %d is TCP", port)
 	}
-	return Result{Port: port, Protocol: portspec.TCP, Outcome: Reaches, Reason: "the default TCP port: " + why}
+	return Result{Port: port, Protocol: meshv1alpha1.ProtocolTCP, Outcome: Reaches, Reason: "the default TCP port: " + why}
 }

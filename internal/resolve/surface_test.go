@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/golden"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
@@ -182,16 +183,16 @@ func TestSurfaceTable(t *testing.T) {
 					t.Errorf("%s: %+v; want %+v", address, got, want)
 				}
 			}
-			check(n+":18081", resolve.Result{Protocol: portspec.HTTP, Outcome: resolve.HostDecides})
-			if p, declared := s.Lookup(443); declared && p == portspec.TCP {
-				check("https://"+n+"/", resolve.Result{Port: 443, Protocol: portspec.TCP, Outcome: resolve.Reaches})
+			check(n+":18081", resolve.Result{Protocol: meshv1alpha1.ProtocolHTTP, Outcome: resolve.HostDecides})
+			if p, declared := s.Lookup(443); declared && p == meshv1alpha1.ProtocolTCP {
+				check("https://"+n+"/", resolve.Result{Port: 443, Protocol: meshv1alpha1.ProtocolTCP, Outcome: resolve.Reaches})
 			} else {
-				check("https://"+n+"/", resolve.Result{Protocol: portspec.TCP, Outcome: resolve.Refused})
+				check("https://"+n+"/", resolve.Result{Protocol: meshv1alpha1.ProtocolTCP, Outcome: resolve.Refused})
 			}
 			if port, ok := resolve.DefaultTCPPort(s); ok {
-				check(n+":18082", resolve.Result{Port: port, Protocol: portspec.TCP, Outcome: resolve.Reaches})
+				check(n+":18082", resolve.Result{Port: port, Protocol: meshv1alpha1.ProtocolTCP, Outcome: resolve.Reaches})
 			} else {
-				check(n+":18082", resolve.Result{Protocol: portspec.TCP, Outcome: resolve.Refused})
+				check(n+":18082", resolve.Result{Protocol: meshv1alpha1.ProtocolTCP, Outcome: resolve.Refused})
 			}
 			for _, p := range s.Ports {
 				check(n+":"+strconv.Itoa(int(p.Number)), resolve.Result{Port: p.Number, Protocol: p.Protocol, Outcome: resolve.Reaches})

@@ -5,4 +5,7 @@
 // TLSRoute) parented to mesh Services: route + MeshServices + Services + ReferenceGrants in,
 // the route's status.parents entries of this controller out. One evaluation for all four kinds;
 // the reconcilers in internal/controller only gather inputs and write the result.
+//
+// It imports no API client and no controller-runtime (depguard rule pure). A port's protocol,
+// its HTTP class and its spellings come from api/v1alpha1 and internal/portspec, not from here.
 package routes

@@ -6,7 +6,6 @@ package routes
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +13,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
 // serviceKind is the kind of the only parents and backends the mesh answers for: core Services.
@@ -131,7 +131,7 @@ func namespaceOr(ns *gwapiv1.Namespace, def string) string {
 func carries(k Kind, p meshv1alpha1.Protocol) bool {
 	switch k {
 	case HTTPRoute:
-		return p == meshv1alpha1.ProtocolHTTP || p == meshv1alpha1.ProtocolHTTP2
+		return p.IsHTTP()
 	case GRPCRoute:
 		return p == meshv1alpha1.ProtocolHTTP2
 	default: // TCPRoute, TLSRoute: bytes, or the application's own TLS, over TCP
@@ -297,10 +297,9 @@ func describe(p meshv1alpha1.Protocol) string {
 	return "a raw-TCP port"
 }
 
-// spelling is how the port is declared in endpoint.aether.io/ports.
+// spelling is how the port is declared in endpoint.aether.io/ports, in the grammar's own words.
 func spelling(port int32, p meshv1alpha1.Protocol) string {
-	suffix := map[meshv1alpha1.Protocol]string{meshv1alpha1.ProtocolHTTP: "h1", meshv1alpha1.ProtocolHTTP2: "h2", meshv1alpha1.ProtocolTCP: "tcp"}[p]
-	return strconv.Itoa(int(port)) + "=" + suffix
+	return portspec.FormatPortsAnnotation([]portspec.Port{{Number: port, Protocol: p}})
 }
 
 // canReach says which ports of ms (named who) a route of kind k can reach, and what to do
@@ -335,12 +334,13 @@ func article(k Kind) string {
 	return ""
 }
 
-// portList spells the ports whose protocol keep accepts (all when keep is nil): "8080/HTTP, 9090/HTTP2".
+// portList spells the ports whose protocol keep accepts (all when keep is nil), each as the
+// PORTS column does, in prose: "8080/HTTP, 9090/HTTP2".
 func portList(ports []meshv1alpha1.ServicePort, keep func(meshv1alpha1.Protocol) bool) string {
 	var parts []string
 	for _, p := range ports {
 		if keep == nil || keep(p.Protocol) {
-			parts = append(parts, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
+			parts = append(parts, meshv1alpha1.FormatPort(p.Port, p.Protocol))
 		}
 	}
 	if len(parts) == 0 {

@@ -5,5 +5,6 @@
 // resources, purely: model in, resources out, no clients, clocks or I/O. The agent serves the
 // result with go-control-plane.
 //
-// It must not import internal/controller or any Kubernetes client code.
+// It must not import internal/controller or any Kubernetes client code: depguard rules
+// agent-not-controller and pure.
 package xds
