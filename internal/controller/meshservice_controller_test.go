@@ -284,9 +284,20 @@ func TestOwnedServiceConverges(t *testing.T) {
 		}}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "mesh", Port: 18081}}},
 	}
-	if err := env.Client.Create(ctx, old); err != nil {
-		t.Fatal(err)
-	}
+	// The controller may have made the Service already (the MeshService lives while its
+	// ServiceAccount does): then it is put back to what an older version left.
+	testenv.Eventually(t, "the Service an older version made", func() error {
+		err := env.Client.Create(ctx, old.DeepCopy())
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		live := &corev1.Service{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), live); err != nil {
+			return err
+		}
+		live.Annotations, live.Spec.Ports = nil, old.Spec.Ports
+		return env.Client.Update(ctx, live)
+	})
 	endpoint(t, ctx, ns, "orders-0", "orders", healthy, 8080, 8080, "HTTP", 9000, "TCP")
 	testenv.Eventually(t, "the old Service converges", func() error {
 		svc := &corev1.Service{}
