@@ -6,12 +6,9 @@ package agent
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -23,45 +20,15 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
-// The node agent's identity as config/admission's policy names it (config/default's namespace
-// and name prefix applied to config/rbac/agent's ServiceAccount).
-const (
-	agentNamespace = "aether-operator-system"
-	agentName      = "aether-operator-agent"
-	nodeClaim      = "authentication.kubernetes.io/node-name"
-)
-
 // agentCredentials installs the agent's shipped ClusterRole (config/rbac/agent) and node
-// authority policy (config/admission) with the real kubectl, binds the role to the agent's
-// ServiceAccount, and returns a config that speaks as that ServiceAccount with node's claim.
-func agentCredentials(t *testing.T, ctx context.Context, node string) *rest.Config {
+// authority policy (config/admission), and returns a config that speaks as the agent's
+// ServiceAccount with node's claim.
+func agentCredentials(t *testing.T, _ context.Context, node string) *rest.Config {
 	t.Helper()
-	root := testenv.RepoRoot()
-	for _, file := range []string{filepath.Join(root, "config", "admission", "agent-node-authority.yaml"), filepath.Join(root, "config", "rbac", "agent", "role.yaml")} {
-		if out, stderr, err := env.Kubectl(ctx, "apply", "-f", file); err != nil {
-			t.Fatalf("kubectl apply -f %s: %v\n%s%s", file, err, out, stderr)
-		}
+	if _, err := testenv.InstallNodeAuthority(env); err != nil {
+		t.Fatal(err)
 	}
-	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: agentName}},
-		&rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: agentName},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agent-role"},
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: agentNamespace, Name: agentName}},
-		},
-	} {
-		if err := env.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + agentNamespace + ":" + agentName,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + agentNamespace, "system:authenticated"},
-		Extra:    map[string][]string{nodeClaim: {node}},
-	}
-	return cfg
+	return env.AgentConfig(node)
 }
 
 // TestAgentNeedsNoMoreThanItsShippedAuthority: an agent speaking as its ServiceAccount, with

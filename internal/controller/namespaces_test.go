@@ -4,11 +4,13 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
@@ -21,14 +23,18 @@ const ignoredNamespace = "ignored-by-controller"
 // MeshService is made for it; the same pod and endpoint elsewhere join (the positive control).
 func TestIgnoredNamespaceEndpointsNeverCount(t *testing.T) {
 	ctx := testContext(t)
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ignoredNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ignoredNamespace, Name: "system"}}); err != nil {
-		t.Fatal(err)
+	// The namespace is fixed (the manager's flag names it): the test may run again in it.
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ignoredNamespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ignoredNamespace, Name: "system"}},
+	} {
+		if err := env.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 	annotations := declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}})
-	ep := endpointOf(t, createPod(t, ctx, ignoredNamespace, "system-0", "system", "node-a", newPodIP(), annotations))
+	name := fmt.Sprintf("system-%d", podHosts.Load())
+	ep := endpointOf(t, createPod(t, ctx, ignoredNamespace, name, "system", "node-a", newPodIP(), annotations))
 	if err := env.Client.Create(ctx, ep); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -27,7 +29,7 @@ const (
 // InstallNodeAuthority applies config/admission's node-authority policy and the agent's
 // ClusterRole (config/rbac/agent) with the real kubectl, and creates the agent's ServiceAccount
 // bound to that role: what a test needs to speak as the agent through AgentClient, under the
-// same admission as in a cluster. Its signature fits Run's starts.
+// same admission as in a cluster. It may run more than once. Its signature fits Run's starts.
 func InstallNodeAuthority(e *Env) (stop func(), err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -46,7 +48,7 @@ func InstallNodeAuthority(e *Env) (stop func(), err error) {
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: AgentNamespace, Name: AgentName}},
 		},
 	} {
-		if err := e.Client.Create(ctx, o); err != nil {
+		if err := e.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("creating %s: %w", o.GetName(), err)
 		}
 	}
@@ -56,9 +58,18 @@ func InstallNodeAuthority(e *Env) (stop func(), err error) {
 // AgentClient is a client speaking as the node agent of node, with that node's claim (none when
 // node is empty), as InstallNodeAuthority set it up.
 func (e *Env) AgentClient(node string) (client.Client, error) {
+	return client.New(e.AgentConfig(node), client.Options{Scheme: e.Scheme})
+}
+
+// AgentConfig is a rest config speaking as the node agent of node, with that node's claim (none
+// when node is empty): for running a whole agent under the agent's own authority.
+func (e *Env) AgentConfig(node string) *rest.Config {
 	extra := map[string][]string{}
 	if node != "" {
 		extra[NodeClaim] = []string{node}
 	}
-	return e.ClientAs(AgentUser, []string{"system:serviceaccounts", "system:serviceaccounts:" + AgentNamespace, "system:authenticated"}, extra)
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: AgentUser,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + AgentNamespace, "system:authenticated"}, Extra: extra}
+	return cfg
 }

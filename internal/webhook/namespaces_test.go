@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aether-mesh/aether-operator/internal/portspec"
@@ -41,7 +42,8 @@ func TestIgnoredNamespacesAreNeverJudged(t *testing.T) {
 		}
 	}
 
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: handlerIgnoredNamespace}}); err != nil {
+	// The namespace is fixed (the validator's flag names it): the test may run again in it.
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: handlerIgnoredNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	before := webhookCalls(t)

@@ -16,16 +16,10 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
 
-const nodeClaim = "authentication.kubernetes.io/node-name"
-
 // agentOf is a client speaking as the node agent, with the node claim of node (none when empty).
 func agentOf(t *testing.T, node string) client.Client {
 	t.Helper()
-	extra := map[string][]string{}
-	if node != "" {
-		extra[nodeClaim] = []string{node}
-	}
-	c, err := env.ClientAs(agentUser, []string{"system:serviceaccounts", "system:serviceaccounts:" + agentNamespace, "system:authenticated"}, extra)
+	c, err := env.AgentClient(node)
 	if err != nil {
 		t.Fatal(err)
 	}
