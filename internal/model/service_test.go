@@ -223,18 +223,28 @@ func TestPortCap(t *testing.T) {
 		}
 	})
 	t.Run("the primary is kept however rare", func(t *testing.T) {
+		// One vote each for 60000, 1200 and 1300: the newest, wide's 60000, is the primary,
+		// though only wide declares it and it is the highest port: kept all the same.
 		endpoints := wide(400)
-		endpoints[1].Spec.PrimaryPort, endpoints[2].Spec.PrimaryPort = 60000, 60000
-		endpoints[1].Spec.Ports = append(endpoints[1].Spec.Ports, meshv1alpha1.PortProtocol{Port: 60000, Protocol: meshv1alpha1.ProtocolHTTP})
-		endpoints[2].Spec.Ports = append(endpoints[2].Spec.Ports, meshv1alpha1.PortProtocol{Port: 60000, Protocol: meshv1alpha1.ProtocolHTTP})
-		svc := build(t, input(endpoints...))
-		if svc.Primary != 60000 || port(t, svc, 60000).Declared() != 3 || slices.Contains(svc.LeftOut, 60000) {
-			t.Errorf("primary %d, left out %v", svc.Primary, svc.LeftOut)
+		setAt(t, &endpoints[0], "12:00")
+		endpoints[2].Spec.PrimaryPort = 1300
+		for _, order := range [][]meshv1alpha1.MeshEndpoint{endpoints, reversed(endpoints)} {
+			svc := build(t, input(order...))
+			if svc.Primary != 60000 || port(t, svc, 60000).Declared() != 1 || slices.Contains(svc.LeftOut, 60000) {
+				t.Errorf("primary %d, left out %v", svc.Primary, svc.LeftOut)
+			}
+			// Kept: 60000, 1200 and 1300, then 1001..1254 but 1200 (253); 1255 is left out.
+			if got := numbers(svc); got[len(got)-3] != 1254 || svc.LeftOut[0] != 1255 {
+				t.Errorf("kept ...%v, left out %v...", got[len(got)-3:], svc.LeftOut[:3])
+			}
 		}
-		// Now 60000 is declared by three and primary; 1200 and 1300 by two: all kept.
-		port(t, svc, 1200)
-		port(t, svc, 1300)
 	})
+}
+
+// setAt sets an endpoint's creation time to hh:mm on day.
+func setAt(t *testing.T, ep *meshv1alpha1.MeshEndpoint, created string) {
+	t.Helper()
+	ep.CreationTimestamp = endpoint(t, ep.Name, created, 0, "").CreationTimestamp
 }
 
 type spec struct {
