@@ -4,7 +4,9 @@
 // Package meshservice translates, purely, one service's MeshEndpoints (and what the cluster
 // already holds for it) into the MeshService status and the generated Service the controller
 // writes. No client, clock or I/O: the reconciler in internal/controller gathers Input and
-// writes Output. Every default port and the dial surface come from internal/resolve.
+// writes Output. The membership, the protocol and primary votes and the port cap are internal/model's
+// (model.BuildService); this package renders the status from that model. Every default port and the
+// dial surface come from internal/resolve.
 //
 // It imports no API client and no controller-runtime (depguard rule pure); the generated Service
 // is built as a client-go apply configuration, which is data.

@@ -4,10 +4,8 @@
 package meshservice
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -17,6 +15,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
+	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
@@ -58,14 +57,6 @@ type Output struct {
 	Service *corev1ac.ServiceApplyConfiguration `json:"service,omitempty"`
 }
 
-// pair is the membership of one (port, protocol) declaration.
-type pair struct {
-	protocol meshv1alpha1.Protocol
-	members  int32
-	ready    int32
-	newest   metav1.Time
-}
-
 // Translate derives a service's status and its generated Service. It returns an error (and no
 // output) only for input no endpoint written through the API could hold, such as a name that is
 // not a valid SPIFFE path.
@@ -74,23 +65,16 @@ func Translate(in Input) (Output, error) {
 	if err != nil {
 		return Output{}, err
 	}
-	endpoints := slices.Clone(in.Endpoints)
-	slices.SortFunc(endpoints, func(a, b meshv1alpha1.MeshEndpoint) int { return strings.Compare(a.Name, b.Name) })
-
 	st := meshv1alpha1.MeshServiceStatus{Identity: identity, VIP: in.Service.ClusterIP}
 	if in.Service.Exists && !in.Service.Owned {
 		st.VIP = ""
 	}
-	for _, ep := range endpoints {
-		st.Endpoints.Total++
-		if ep.Status.Health == meshv1alpha1.HealthHealthy {
-			st.Endpoints.Ready++
-		}
-	}
+	svc := model.BuildService(model.Input{Namespace: in.Namespace, Name: in.Name, Identity: identity, VIP: st.VIP,
+		Endpoints: in.Endpoints})
+	st.Endpoints.Total, st.Endpoints.Ready = svc.Endpoints, svc.Ready
 	st.EndpointsSummary = fmt.Sprintf("%d/%d", st.Endpoints.Ready, st.Endpoints.Total)
 
-	var leftOut []int32
-	if len(endpoints) == 0 {
+	if svc.Endpoints == 0 {
 		st.PrimaryPort = in.LastStatus.PrimaryPort
 		for _, p := range in.LastStatus.Ports {
 			st.Ports = append(st.Ports, meshv1alpha1.ServicePort{Port: p.Port, Protocol: p.Protocol,
@@ -102,8 +86,10 @@ func Translate(in Input) (Output, error) {
 				}})
 		}
 	} else {
-		st.PrimaryPort = primaryOf(endpoints)
-		st.Ports, leftOut = capPorts(mergePorts(endpoints), st.PrimaryPort, endpoints)
+		st.PrimaryPort = svc.Primary
+		for _, p := range svc.Ports {
+			st.Ports = append(st.Ports, servicePortOf(p))
+		}
 	}
 
 	set := portSetOf(st.PrimaryPort, st.Ports)
@@ -129,7 +115,7 @@ func Translate(in Input) (Output, error) {
 		readyCondition(st),
 		portsConsistentCondition(st.Ports),
 		serviceReadyCondition(in),
-		portsCompleteCondition(len(st.Ports)+len(leftOut), leftOut),
+		portsCompleteCondition(len(st.Ports)+len(svc.LeftOut), svc.LeftOut),
 	}
 
 	out := Output{Status: st}
@@ -174,141 +160,44 @@ func identityOf(in Input) (string, error) {
 	return id.String(), nil
 }
 
-// primaryOf is the primary port most endpoints declare; ties go to the newer declaration (the
-// port whose newest declaring endpoint is younger), then to the lower port.
-func primaryOf(endpoints []meshv1alpha1.MeshEndpoint) int32 {
-	votes := map[int32]*pair{}
-	for _, ep := range endpoints {
-		v := votes[ep.Spec.PrimaryPort]
-		if v == nil {
-			v = &pair{}
-			votes[ep.Spec.PrimaryPort] = v
-		}
-		v.members++
-		if v.newest.Before(&ep.CreationTimestamp) {
-			v.newest = ep.CreationTimestamp
-		}
+// servicePortOf renders one of the model's ports: the winning pair's protocol and member count,
+// Ready from its ready members, and ProtocolConsistent=False naming the counts of every pair when
+// the endpoints disagree (the vote itself is the model's).
+func servicePortOf(p model.Port) meshv1alpha1.ServicePort {
+	won := p.Pairs[0]
+	members := int32(len(won.Members))
+	sp := meshv1alpha1.ServicePort{Port: p.Number, Protocol: p.Protocol, Endpoints: members}
+	if won.Ready > 0 {
+		sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionReady, true, meshv1alpha1.ServiceReasonEndpointsReady,
+			fmt.Sprintf("%d of %d endpoints serving port %d as %s are ready", won.Ready, members, p.Number, p.Protocol)))
+	} else {
+		sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionReady, false, meshv1alpha1.ServiceReasonNoReadyEndpoints,
+			fmt.Sprintf("none of the %d endpoints serving port %d as %s is ready", members, p.Number, p.Protocol)))
 	}
-	ports := make([]int32, 0, len(votes))
-	for port := range votes {
-		ports = append(ports, port)
+	if len(p.Pairs) == 1 {
+		sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionProtocolConsistent, true, meshv1alpha1.ServiceReasonPortsAgree,
+			fmt.Sprintf("every endpoint declares port %d as %s", p.Number, p.Protocol)))
+	} else {
+		sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionProtocolConsistent, false,
+			meshv1alpha1.ServiceReasonProtocolConflict, conflictMessage(p)))
 	}
-	slices.SortFunc(ports, func(a, b int32) int {
-		va, vb := votes[a], votes[b]
-		return cmp.Or(-cmp.Compare(va.members, vb.members), -va.newest.Compare(vb.newest.Time), cmp.Compare(a, b))
-	})
-	return ports[0]
-}
-
-// mergePorts is the sorted union of the endpoints' ports. Every (port, protocol) pair keeps its
-// own membership; a port's reported protocol is the pair with the most ready endpoints, ties to
-// the newer declaration, then to the protocol's name (so the result never depends on order).
-// A port whose endpoints disagree carries ProtocolConsistent=False naming the counts.
-func mergePorts(endpoints []meshv1alpha1.MeshEndpoint) (ports []meshv1alpha1.ServicePort) {
-	pairs := map[int32]map[meshv1alpha1.Protocol]*pair{}
-	for _, ep := range endpoints {
-		for _, p := range ep.Spec.Ports {
-			if pairs[p.Port] == nil {
-				pairs[p.Port] = map[meshv1alpha1.Protocol]*pair{}
-			}
-			pr := pairs[p.Port][p.Protocol]
-			if pr == nil {
-				pr = &pair{protocol: p.Protocol}
-				pairs[p.Port][p.Protocol] = pr
-			}
-			pr.members++
-			if ep.Status.Health == meshv1alpha1.HealthHealthy {
-				pr.ready++
-			}
-			if pr.newest.Before(&ep.CreationTimestamp) {
-				pr.newest = ep.CreationTimestamp
-			}
-		}
-	}
-
-	numbers := make([]int32, 0, len(pairs))
-	for n := range pairs {
-		numbers = append(numbers, n)
-	}
-	slices.Sort(numbers)
-	for _, n := range numbers {
-		candidates := make([]*pair, 0, len(pairs[n]))
-		for _, pr := range pairs[n] {
-			candidates = append(candidates, pr)
-		}
-		slices.SortFunc(candidates, func(a, b *pair) int {
-			return cmp.Or(-cmp.Compare(a.ready, b.ready), -a.newest.Compare(b.newest.Time), cmp.Compare(a.protocol, b.protocol))
-		})
-		won := candidates[0]
-		sp := meshv1alpha1.ServicePort{Port: n, Protocol: won.protocol, Endpoints: won.members}
-		if won.ready > 0 {
-			sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionReady, true, meshv1alpha1.ServiceReasonEndpointsReady,
-				fmt.Sprintf("%d of %d endpoints serving port %d as %s are ready", won.ready, won.members, n, won.protocol)))
-		} else {
-			sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionReady, false, meshv1alpha1.ServiceReasonNoReadyEndpoints,
-				fmt.Sprintf("none of the %d endpoints serving port %d as %s is ready", won.members, n, won.protocol)))
-		}
-		if len(candidates) == 1 {
-			sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionProtocolConsistent, true, meshv1alpha1.ServiceReasonPortsAgree,
-				fmt.Sprintf("every endpoint declares port %d as %s", n, won.protocol)))
-		} else {
-			sp.Conditions = append(sp.Conditions, portCondition(meshv1alpha1.PortConditionProtocolConsistent, false,
-				meshv1alpha1.ServiceReasonProtocolConflict, conflictMessage(n, candidates)))
-		}
-		ports = append(ports, sp)
-	}
-	return ports
-}
-
-// capPorts keeps at most MaxServicePorts of the sorted ports: the service's primary, then those
-// declared by the most endpoints (whatever the protocol), ties to the lower port. Each count is
-// a fact of the whole set of endpoints, so the choice never depends on their order. It returns
-// the kept ports, sorted, and the numbers of those left out, sorted.
-func capPorts(ports []meshv1alpha1.ServicePort, primary int32, endpoints []meshv1alpha1.MeshEndpoint) (kept []meshv1alpha1.ServicePort, leftOut []int32) {
-	if len(ports) <= meshv1alpha1.MaxServicePorts {
-		return ports, nil
-	}
-	declaredBy := map[int32]int{}
-	for _, ep := range endpoints {
-		for _, p := range ep.Spec.Ports {
-			declaredBy[p.Port]++
-		}
-	}
-	ranked := slices.Clone(ports)
-	slices.SortFunc(ranked, func(a, b meshv1alpha1.ServicePort) int {
-		return cmp.Or(-cmp.Compare(boolRank(a.Port == primary), boolRank(b.Port == primary)),
-			-cmp.Compare(declaredBy[a.Port], declaredBy[b.Port]), cmp.Compare(a.Port, b.Port))
-	})
-	kept = ranked[:meshv1alpha1.MaxServicePorts]
-	slices.SortFunc(kept, func(a, b meshv1alpha1.ServicePort) int { return cmp.Compare(a.Port, b.Port) })
-	for _, p := range ranked[meshv1alpha1.MaxServicePorts:] {
-		leftOut = append(leftOut, p.Port)
-	}
-	slices.Sort(leftOut)
-	return kept, leftOut
-}
-
-func boolRank(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return sp
 }
 
 // conflictMessage names the port, how many endpoints (and how many ready) declare each protocol,
 // and which one is reported: "port 9000: 2 endpoints (2 ready) declare TCP, 1 endpoint (1 ready)
 // declares HTTP; reported as TCP".
-func conflictMessage(port int32, candidates []*pair) string {
-	parts := make([]string, len(candidates))
-	for i, c := range candidates {
+func conflictMessage(p model.Port) string {
+	parts := make([]string, len(p.Pairs))
+	for i, c := range p.Pairs {
 		noun, verb := "endpoints", "declare"
-		if c.members == 1 {
+		if len(c.Members) == 1 {
 			noun, verb = "endpoint", "declares"
 		}
-		parts[i] = fmt.Sprintf("%d %s (%d ready) %s %s", c.members, noun, c.ready, verb, c.protocol)
+		parts[i] = fmt.Sprintf("%d %s (%d ready) %s %s", len(c.Members), noun, c.Ready, verb, c.Protocol)
 	}
 	return fmt.Sprintf("port %d: %s; reported as %s (most ready endpoints, then the newer declaration)",
-		port, strings.Join(parts, ", "), candidates[0].protocol)
+		p.Number, strings.Join(parts, ", "), p.Protocol)
 }
 
 func portSetOf(primary int32, ports []meshv1alpha1.ServicePort) portspec.PortSet {

@@ -1,0 +1,52 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package model
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// CaptureMode says which outbound TCP a pod's netns redirects to its proxy (DESIGN section 8).
+type CaptureMode string
+
+const (
+	// CaptureScoped redirects only the mesh ports 18081 and 18082.
+	CaptureScoped CaptureMode = "scoped"
+	// CaptureSurface redirects exactly the (VIP, port) pairs of every mesh dial surface; the default.
+	CaptureSurface CaptureMode = "surface"
+	// CaptureAll redirects all outbound TCP but loopback and exclusions.
+	CaptureAll CaptureMode = "all"
+)
+
+// LocalPod is a meshed pod on the agent's node, as its data plane needs it. The agent builds
+// none yet: its consumers (internal/xds, internal/capture) do not exist.
+type LocalPod struct {
+	Namespace string
+	Name      string
+	// NetNS is the path of the pod's network namespace, as the CNI plugin hands it over.
+	NetNS string
+	// Identity is the pod's SPIFFE ID (its ServiceAccount's MeshService identity).
+	Identity string
+	// Capture is the pod's capture mode.
+	Capture CaptureMode
+}
+
+// Validate names the first field a data plane could not use.
+func (p LocalPod) Validate() error {
+	switch {
+	case p.Namespace == "" || p.Name == "":
+		return fmt.Errorf("local pod %q/%q: namespace and name must both be set", p.Namespace, p.Name)
+	case !filepath.IsAbs(p.NetNS):
+		return fmt.Errorf("local pod %s/%s: netNS %q is not an absolute path; set the path the CNI plugin reported", p.Namespace, p.Name, p.NetNS)
+	case p.Identity == "":
+		return fmt.Errorf("local pod %s/%s: identity is empty; set its MeshService's SPIFFE ID", p.Namespace, p.Name)
+	}
+	switch p.Capture {
+	case CaptureScoped, CaptureSurface, CaptureAll:
+		return nil
+	}
+	return fmt.Errorf("local pod %s/%s: capture mode %q is none of %q, %q, %q", p.Namespace, p.Name, p.Capture,
+		CaptureScoped, CaptureSurface, CaptureAll)
+}

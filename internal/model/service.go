@@ -1,0 +1,235 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package model
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"time"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+)
+
+// MaxServicePorts is how many ports a Service lists at most (the API's limit on a MeshService).
+const MaxServicePorts = meshv1alpha1.MaxServicePorts
+
+// Input is what a Service is built from: the MeshService's facts and its MeshEndpoints.
+type Input struct {
+	Namespace string
+	Name      string
+	// Identity is the service's SPIFFE ID.
+	Identity string
+	// VIP is the service's virtual IP; empty when it has none.
+	VIP string
+	// Endpoints are the service's MeshEndpoints, in any order, each object once (as a lister
+	// returns them). They are read, never modified.
+	Endpoints []meshv1alpha1.MeshEndpoint
+}
+
+// Service is one mesh service: what every renderer (status, xDS) reads.
+type Service struct {
+	Namespace string
+	Name      string
+	Identity  string
+	VIP       string
+	// Primary is the port the most endpoints declare primary (see BuildService); 0 without endpoints.
+	Primary int32
+	// Endpoints counts the service's endpoints; Ready those Healthy.
+	Endpoints int32
+	Ready     int32
+	// Ports are the listed ports, sorted by number, each once, at most MaxServicePorts.
+	Ports []Port
+	// LeftOut are the declared ports the cap left out, sorted.
+	LeftOut []int32
+}
+
+// Port is one listed port of a service.
+type Port struct {
+	Number int32
+	// Protocol is the protocol the port is reported and routed as: Pairs[0]'s.
+	Protocol meshv1alpha1.Protocol
+	// Pairs are the port's (port, protocol) declarations, one per protocol, in vote order: the
+	// winner first. More than one is a conflict (a rollout that retypes the port).
+	Pairs []Pair
+}
+
+// Declared is how many endpoints declare the port, whatever the protocol.
+func (p Port) Declared() int32 {
+	var n int32
+	for _, pr := range p.Pairs {
+		n += int32(len(pr.Members))
+	}
+	return n
+}
+
+// Pair is the membership of one (port, protocol) declaration.
+type Pair struct {
+	Protocol meshv1alpha1.Protocol
+	// Members are the endpoints declaring the port with this protocol, sorted by namespace and
+	// name, each once.
+	Members []Member
+	// Ready counts the Healthy members.
+	Ready int32
+	// Newest is the creation time of the youngest member.
+	Newest time.Time
+}
+
+// Member is one endpoint as a member of a (port, protocol) pair.
+type Member struct {
+	Namespace string
+	Name      string
+	Address   string
+	Node      string
+	Health    meshv1alpha1.Health
+	Weight    int32
+	Locality  meshv1alpha1.Locality
+	// Metadata is the endpoint's metadata (a copy, shared by its pairs: read only).
+	Metadata map[string]string
+	// AppProtocol is what the endpoint declares the port speaks within the protocol (grpc or empty).
+	AppProtocol meshv1alpha1.AppProtocol
+	// Created is the endpoint's creation time, which the votes' tie-breaks read.
+	Created time.Time
+}
+
+// BuildService builds the service's model from its endpoints. Whatever their order, the result is
+// the same:
+//   - each (port, protocol) pair lists the endpoints declaring it;
+//   - a port's protocol is the pair with the most ready members, ties to the newer declaration
+//     (the pair whose newest member is younger), then to the protocol's name;
+//   - the primary is the port the most endpoints declare primary, ties to the newer declaration,
+//     then to the lower port;
+//   - at most MaxServicePorts ports are listed: the primary, then those declared by the most
+//     endpoints (whatever the protocol), ties to the lower port; the rest are LeftOut.
+func BuildService(in Input) Service {
+	svc := Service{Namespace: in.Namespace, Name: in.Name, Identity: in.Identity, VIP: in.VIP}
+	// Sorted by namespace and name, so each pair lists its members in that order. Pointers: a
+	// MeshEndpoint is about 2 KB, and moving 500 of them while sorting cost more than the rest.
+	endpoints := make([]*meshv1alpha1.MeshEndpoint, len(in.Endpoints))
+	for i := range in.Endpoints {
+		endpoints[i] = &in.Endpoints[i]
+	}
+	slices.SortStableFunc(endpoints, func(a, b *meshv1alpha1.MeshEndpoint) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+
+	// Each pair's members are counted first, so that its list is allocated once.
+	type declaration struct {
+		port     int32
+		protocol meshv1alpha1.Protocol
+	}
+	counts := map[declaration]int{}
+	for _, ep := range endpoints {
+		for _, p := range ep.Spec.Ports {
+			counts[declaration{p.Port, p.Protocol}]++
+		}
+	}
+	pairs := map[int32]map[meshv1alpha1.Protocol]*Pair{}
+	for _, ep := range endpoints {
+		svc.Endpoints++
+		healthy := ep.Status.Health == meshv1alpha1.HealthHealthy
+		if healthy {
+			svc.Ready++
+		}
+		m := Member{Namespace: ep.Namespace, Name: ep.Name, Address: ep.Spec.Address, Node: ep.Spec.NodeName,
+			Health: ep.Status.Health, Weight: ep.Spec.Weight, Locality: ep.Spec.Locality,
+			Metadata: maps.Clone(ep.Spec.Metadata), Created: ep.CreationTimestamp.Time}
+		for _, p := range ep.Spec.Ports {
+			if pairs[p.Port] == nil {
+				pairs[p.Port] = map[meshv1alpha1.Protocol]*Pair{}
+			}
+			pr := pairs[p.Port][p.Protocol]
+			if pr == nil {
+				pr = &Pair{Protocol: p.Protocol, Members: make([]Member, 0, counts[declaration{p.Port, p.Protocol}])}
+				pairs[p.Port][p.Protocol] = pr
+			}
+			m.AppProtocol = p.AppProtocol
+			pr.Members = append(pr.Members, m)
+			if healthy {
+				pr.Ready++
+			}
+			if pr.Newest.Before(m.Created) {
+				pr.Newest = m.Created
+			}
+		}
+	}
+	if len(endpoints) == 0 {
+		return svc
+	}
+
+	svc.Primary = primaryVote(endpoints)
+	ports := make([]Port, 0, len(pairs))
+	for _, number := range slices.Sorted(maps.Keys(pairs)) {
+		port := Port{Number: number, Pairs: make([]Pair, 0, len(pairs[number]))}
+		for _, pr := range pairs[number] {
+			port.Pairs = append(port.Pairs, *pr)
+		}
+		slices.SortFunc(port.Pairs, protocolVote)
+		port.Protocol = port.Pairs[0].Protocol
+		ports = append(ports, port)
+	}
+	svc.Ports, svc.LeftOut = capPorts(ports, svc.Primary)
+	return svc
+}
+
+// protocolVote orders a port's pairs, the winner first: most ready members, then the newer
+// declaration, then the protocol's name. Each key is a fact of the whole set of endpoints.
+func protocolVote(a, b Pair) int {
+	return cmp.Or(-cmp.Compare(a.Ready, b.Ready), -a.Newest.Compare(b.Newest), cmp.Compare(a.Protocol, b.Protocol))
+}
+
+// primaryVote is the primary port most endpoints declare; ties go to the newer declaration (the
+// port whose newest declaring endpoint is younger), then to the lower port.
+func primaryVote(endpoints []*meshv1alpha1.MeshEndpoint) int32 {
+	type votes struct {
+		count  int
+		newest time.Time
+	}
+	tally := map[int32]*votes{}
+	for _, ep := range endpoints {
+		v := tally[ep.Spec.PrimaryPort]
+		if v == nil {
+			v = &votes{}
+			tally[ep.Spec.PrimaryPort] = v
+		}
+		v.count++
+		if v.newest.Before(ep.CreationTimestamp.Time) {
+			v.newest = ep.CreationTimestamp.Time
+		}
+	}
+	ports := slices.Collect(maps.Keys(tally))
+	slices.SortFunc(ports, func(a, b int32) int {
+		va, vb := tally[a], tally[b]
+		return cmp.Or(-cmp.Compare(va.count, vb.count), -va.newest.Compare(vb.newest), cmp.Compare(a, b))
+	})
+	return ports[0]
+}
+
+// capPorts keeps at most MaxServicePorts of the sorted ports: the primary, then those declared by
+// the most endpoints (whatever the protocol), ties to the lower port. It returns the kept ports,
+// sorted, and the numbers of those left out, sorted.
+func capPorts(ports []Port, primary int32) (kept []Port, leftOut []int32) {
+	if len(ports) <= MaxServicePorts {
+		return ports, nil
+	}
+	ranked := slices.Clone(ports)
+	slices.SortFunc(ranked, func(a, b Port) int {
+		return cmp.Or(-cmp.Compare(boolRank(a.Number == primary), boolRank(b.Number == primary)),
+			-cmp.Compare(a.Declared(), b.Declared()), cmp.Compare(a.Number, b.Number))
+	})
+	kept = ranked[:MaxServicePorts]
+	slices.SortFunc(kept, func(a, b Port) int { return cmp.Compare(a.Number, b.Number) })
+	for _, p := range ranked[MaxServicePorts:] {
+		leftOut = append(leftOut, p.Number)
+	}
+	slices.Sort(leftOut)
+	return kept, leftOut
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
