@@ -133,7 +133,24 @@ const (
 	// ServiceConditionPortsComplete is False (TooManyPorts) when the endpoints declare more than
 	// MaxServicePorts distinct ports and some are left out of the status.
 	ServiceConditionPortsComplete = "PortsComplete"
+	// ServiceConditionReconciling is True while the service is settling on its own: endpoints
+	// not ready yet (NoReadyEndpoints, NoEndpoints) or a rollout retyping a port
+	// (ProtocolConflict). It is the kstatus convention that GitOps tools read (Flux, kstatus-based
+	// waits: InProgress; the Argo CD health check in config/argocd: Progressing); its reason and
+	// message are those of the condition that is pending.
+	ServiceConditionReconciling = "Reconciling"
+	// ServiceConditionStalled is True when the service cannot settle until a user acts: a Service
+	// of its name that is not the mesh's (NameConflict), a refused Service write
+	// (ServiceWriteFailed), a refused status (StatusInvalid) or too many ports (TooManyPorts).
+	// kstatus reads it as Failed, the Argo CD health check as Degraded; its reason and message
+	// are those of the blocking condition. Stalled wins over Reconciling: at most one is True.
+	ServiceConditionStalled = "Stalled"
 
+	// ServiceReasonSettled (on Reconciling=False) means nothing is pending: some endpoint is
+	// ready and the endpoints agree on every port's protocol.
+	ServiceReasonSettled = "Settled"
+	// ServiceReasonNothingBlocks (on Stalled=False) means no condition waits on a user's action.
+	ServiceReasonNothingBlocks = "NothingBlocks"
 	// ServiceReasonEndpointsReady means at least one endpoint is Healthy.
 	ServiceReasonEndpointsReady = "EndpointsReady"
 	// ServiceReasonNoReadyEndpoints means endpoints exist but none is Healthy.
@@ -259,7 +276,8 @@ type MeshServiceStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Ready, PortsConsistent, ServiceReady, PortsComplete.
+	// conditions: Ready, PortsConsistent, ServiceReady, PortsComplete, and the summary that
+	// GitOps tools read (kstatus): Reconciling, Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

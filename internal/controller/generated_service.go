@@ -71,6 +71,7 @@ func (r *MeshServiceReconciler) serviceWriteFailed(ctx context.Context, ms *mesh
 	} else {
 		status.Conditions = append(status.Conditions, failed)
 	}
+	status.Conditions = meshservice.WithSummary(status.Conditions) // Stalled, ServiceWriteFailed
 	r.warnUnannounced(ms, failed)
 	writeErr = fmt.Errorf("writing Service %s/%s: %w", ms.Namespace, ms.Name, writeErr)
 	if err := r.writeStatus(ctx, ms, status); err != nil {

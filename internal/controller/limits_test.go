@@ -246,6 +246,14 @@ func TestRefusedStatusSurfaces(t *testing.T) {
 	if ready.Status != metav1.ConditionFalse || !strings.Contains(ready.Message, message) || !strings.Contains(ready.Message, "the API server refused") {
 		t.Errorf("Ready = %s/%s: %q, want False naming %q", ready.Status, ready.Reason, ready.Message, message)
 	}
+	// GitOps readers see it as failed (kstatus reads Stalled=True), and why.
+	if c := condition(ms.Status.Conditions, meshv1alpha1.ServiceConditionStalled); c.Status != metav1.ConditionTrue ||
+		c.Reason != meshv1alpha1.ServiceReasonStatusInvalid || !strings.Contains(c.Message, message) {
+		t.Errorf("Stalled = %s/%s: %q, want True StatusInvalid naming %q", c.Status, c.Reason, c.Message, message)
+	}
+	if c := condition(ms.Status.Conditions, meshv1alpha1.ServiceConditionReconciling); c.Status != metav1.ConditionFalse {
+		t.Errorf("Reconciling = %s/%s alongside Stalled, want False", c.Status, c.Reason)
+	}
 	if ms.Status.PortsSummary != good.Status.PortsSummary || ms.Status.EndpointsSummary != good.Status.EndpointsSummary {
 		t.Errorf("the fallback is not the last status: ports %s endpoints %s, last %s %s", ms.Status.PortsSummary, ms.Status.EndpointsSummary,
 			good.Status.PortsSummary, good.Status.EndpointsSummary)

@@ -213,6 +213,7 @@ func (r *MeshServiceReconciler) statusRefused(ctx context.Context, ms *meshv1alp
 	stated := slices.DeleteFunc(slices.Clone(last.Conditions), func(c metav1.Condition) bool { return c.Type == meshv1alpha1.ServiceConditionReady })
 	stated = append([]metav1.Condition{{Type: meshv1alpha1.ServiceConditionReady, Status: metav1.ConditionFalse,
 		Reason: meshv1alpha1.ServiceReasonStatusInvalid, Message: conditions.Truncate(message, conditions.MaxConditionMessage)}}, stated...)
+	stated = meshservice.WithSummary(stated) // Stalled, StatusInvalid
 	fallback.Conditions = conditions.Merge(last.Conditions, stated, ms.Generation, now)
 	if equality.Semantic.DeepEqual(last, fallback) {
 		return fmt.Errorf("writing the status of MeshService %s/%s (already reported): %w", ms.Namespace, ms.Name, refused)

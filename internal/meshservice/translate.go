@@ -117,6 +117,7 @@ func Translate(in Input) (Output, error) {
 		serviceReadyCondition(in),
 		portsCompleteCondition(len(st.Ports)+len(svc.LeftOut), svc.LeftOut),
 	}
+	st.Conditions = WithSummary(st.Conditions)
 
 	out := Output{Status: st}
 	if !in.Service.Exists || in.Service.Owned {
@@ -282,6 +283,60 @@ func portsCompleteCondition(declared int, leftOut []int32) metav1.Condition {
 			"are kept (the primary first, ties to the lower port). Left out of the status, the dial surface and the generated "+
 			"Service, so nothing reaches them through the service (%d): %s. Declare fewer ports, or split the workloads "+
 			"across ServiceAccounts", declared, meshv1alpha1.MaxServicePorts, meshv1alpha1.MaxServicePorts, len(leftOut), list))
+}
+
+// pendingConditions are the conditions whose False means "settling on its own" (Reconciling),
+// blockingConditions those whose False means "waiting on a user" (Stalled). Ready=False with
+// reason StatusInvalid is blocking: the API server refused the status, and only a change of the
+// inputs (or of whatever refused it) can help.
+var (
+	pendingConditions  = []string{meshv1alpha1.ServiceConditionReady, meshv1alpha1.ServiceConditionPortsConsistent}
+	blockingConditions = []string{meshv1alpha1.ServiceConditionServiceReady, meshv1alpha1.ServiceConditionPortsComplete}
+)
+
+// WithSummary returns conds with Reconciling and Stalled (re)computed from the others, the two
+// conditions kstatus reads (Flux, kstatus-based waits) and config/argocd's health check mirrors:
+// a service is Stalled (kstatus Failed) when a condition waits on a user, else Reconciling
+// (InProgress) while one settles on its own, else neither (Ready decides: Current). Callers that
+// change a condition after Translate (a refused Service or status write) call it again.
+func WithSummary(conds []metav1.Condition) []metav1.Condition {
+	conds = slices.DeleteFunc(slices.Clone(conds), func(c metav1.Condition) bool {
+		return c.Type == meshv1alpha1.ServiceConditionReconciling || c.Type == meshv1alpha1.ServiceConditionStalled
+	})
+	var pending, blocking []metav1.Condition
+	for _, c := range conds {
+		switch {
+		case c.Status == metav1.ConditionTrue:
+		case slices.Contains(blockingConditions, c.Type),
+			c.Type == meshv1alpha1.ServiceConditionReady && c.Reason == meshv1alpha1.ServiceReasonStatusInvalid:
+			blocking = append(blocking, c)
+		case slices.Contains(pendingConditions, c.Type):
+			pending = append(pending, c)
+		}
+	}
+	stalled := summaryCondition(meshv1alpha1.ServiceConditionStalled, blocking, meshv1alpha1.ServiceReasonNothingBlocks,
+		"no condition waits on a user's action")
+	reconciling := summaryCondition(meshv1alpha1.ServiceConditionReconciling, pending, meshv1alpha1.ServiceReasonSettled,
+		"endpoints are ready and agree on every port's protocol")
+	if len(blocking) > 0 {
+		// Stalled wins: kstatus reads the first of the two that is True, so only one may be.
+		reconciling = portCondition(meshv1alpha1.ServiceConditionReconciling, false, stalled.Reason,
+			"stalled until a user acts (see Stalled)")
+	}
+	return append(conds, reconciling, stalled)
+}
+
+// summaryCondition is True with the first cause's reason and every cause's type, reason and
+// message, or False with reason and message when there is no cause.
+func summaryCondition(t string, causes []metav1.Condition, reason, message string) metav1.Condition {
+	if len(causes) == 0 {
+		return portCondition(t, false, reason, message)
+	}
+	parts := make([]string, len(causes))
+	for i, c := range causes {
+		parts[i] = fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return portCondition(t, true, causes[0].Reason, strings.Join(parts, "; "))
 }
 
 func orNone(s string) string {
