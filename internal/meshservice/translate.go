@@ -6,6 +6,7 @@ package meshservice
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
