@@ -8,10 +8,14 @@ import (
 	"fmt"
 	"io"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
+
+	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
 
 // Exit statuses of kubectl aether.
@@ -55,7 +59,7 @@ data plane cannot disagree.`,
 	root.SetErr(streams.ErrOut)
 	root.SetIn(streams.In)
 	flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newCheckCommand(streams))
+	root.AddCommand(newCheckCommand(streams), newDialCommand(streams, flags))
 	return root
 }
 
@@ -141,6 +145,100 @@ denied, 2 when the input cannot be read.`,
 	}
 	cmd.Flags().StringSliceVarP(&files, "filename", "f", nil, "Manifests to check: a file, a directory (searched for *.yaml, *.yml, *.json) or - for standard input; repeatable")
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "Check the directories named by -f recursively, as kubectl apply -R")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// clientFor is a client of the cluster the kubeconfig flags name, and the namespace they name
+// (--namespace, else the context's, else "default").
+func clientFor(flags *genericclioptions.ConfigFlags) (client.Client, string, error) {
+	namespace, _, err := flags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, "", &ExitError{Code: ExitUsage, Msg: err.Error()}
+	}
+	config, err := flags.ToRESTConfig()
+	if err != nil {
+		return nil, "", &ExitError{Code: ExitUsage, Msg: err.Error()}
+	}
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := client.New(config, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, "", &ExitError{Code: ExitUsage, Msg: err.Error()}
+	}
+	return c, namespace, nil
+}
+
+func newDialCommand(streams genericiooptions.IOStreams, flags *genericclioptions.ConfigFlags) *cobra.Command {
+	var output, hostHeader, meshDomain string
+	cmd := &cobra.Command{
+		Use:   "dial <spelling> [--host <name>:<port>]",
+		Short: "Explain what a client spelling reaches: the port and protocol, or the refusal or 421 and why",
+		Long: `Dial answers what a client gets for a spelling of a mesh service, from the resolution rule the
+controller and the data plane use (internal/resolve): the port and protocol reached, or the refusal,
+or the HTTP 421 with its x-aether-error and reason; then the endpoints behind that port (ready/total
+by declared protocol, so a protocol conflict shows) and the routes that name it, with the mesh
+controller's Accepted and ResolvedRefs.
+
+A spelling is http://<name>[:<port>]/... (an HTTP request; its authority's port is the port),
+https://<name>/ (TLS the application terminates, port 443), or <name>:<port> (a connection). <name> is
+<svc>.<ns>.<mesh-domain>, <svc>.<ns>.svc.cluster.local, <svc>.<ns>, or <svc> in the current namespace.
+--host asks about an HTTP request through the mesh's HTTP proxy port 18081 with that Host header.
+
+Exit status: 0 when a port is reached (or the proxy port is dialled without --host), 1 for a refusal,
+a 421 or a 400, 2 when it could not answer. (--from <pod>, the view from one pod's proxy, comes with
+the node agent's xDS configuration.)`,
+		Example: `  # What does a portless HTTP URL reach?
+  kubectl aether dial http://payments.shop.aether.internal/
+
+  # A connection to a port, by its Kubernetes name
+  kubectl aether dial payments.shop.svc.cluster.local:9000
+
+  # A request through the proxy port, Host header payments.shop:8080
+  kubectl aether dial --host payments.shop:8080
+
+  # A name in the current namespace, as JSON for a script
+  kubectl aether dial payments:8080 -n shop -o json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			arg := ""
+			if len(args) == 1 {
+				arg = args[0]
+			}
+			spelling, err := ParseSpelling(arg, hostHeader)
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Msg: err.Error()}
+			}
+			c, namespace, err := clientFor(flags)
+			if err != nil {
+				return err
+			}
+			report, err := Dial(cmd.Context(), c, spelling, namespace, meshDomain)
+			if err != nil {
+				return err
+			}
+			if output == OutputText {
+				err = WriteDial(streams.Out, report)
+			} else {
+				err = writeData(streams.Out, output, report)
+			}
+			if err != nil {
+				return err
+			}
+			if report.Refused() {
+				return &ExitError{Code: ExitFound, Msg: fmt.Sprintf("%s does not reach %s/%s: %s",
+					spelling.Written, report.Service.Namespace, report.Service.Name, report.Answer.Outcome)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&hostHeader, "host", "", "The Host header of an HTTP request through the mesh's HTTP proxy port 18081, as <name>[:<port>]")
+	cmd.Flags().StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain (the manager's --mesh-domain)")
 	addOutputFlag(cmd, &output)
 	return cmd
 }
