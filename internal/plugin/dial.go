@@ -190,17 +190,21 @@ func WriteDial(w io.Writer, r DialReport) error {
 	return err
 }
 
-// endpointsText is "3 in HTTP (ready/total by declared protocol: HTTP 2/3, TCP 1/1)".
+// endpointsText is "HTTP 3/3 ready", or during a conflict "TCP 2/2 ready, HTTP 0/1 ready (the
+// endpoints disagree: reported as TCP, N endpoints)".
 func endpointsText(p *PortReport) string {
-	s := fmt.Sprintf("%d declare it %s", p.Endpoints, p.Protocol)
 	if len(p.ByProtocol) == 0 {
-		return s + "; no verified endpoints"
+		return fmt.Sprintf("none verified (the status reports %d)", p.Endpoints)
 	}
 	parts := make([]string, len(p.ByProtocol))
 	for i, c := range p.ByProtocol {
 		parts[i] = fmt.Sprintf("%s %d/%d ready", c.Protocol, c.Ready, c.Total)
 	}
-	return s + " (" + strings.Join(parts, ", ") + ")"
+	s := strings.Join(parts, ", ")
+	if len(p.ByProtocol) > 1 {
+		s += fmt.Sprintf(" (the endpoints disagree: the port is reported as %s)", p.Protocol)
+	}
+	return s
 }
 
 func conditionText(c metav1.Condition) string {
