@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+
+	"golang.org/x/term"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -59,7 +62,7 @@ data plane cannot disagree.`,
 	root.SetErr(streams.ErrOut)
 	root.SetIn(streams.In)
 	flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newCheckCommand(streams), newDialCommand(streams, flags))
+	root.AddCommand(newCheckCommand(streams), newDialCommand(streams, flags), newStatusCommand(streams, flags))
 	return root
 }
 
@@ -241,4 +244,59 @@ the node agent's xDS configuration.)`,
 	cmd.Flags().StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain (the manager's --mesh-domain)")
 	addOutputFlag(cmd, &output)
 	return cmd
+}
+
+func newStatusCommand(streams genericiooptions.IOStreams, flags *genericclioptions.ConfigFlags) *cobra.Command {
+	var output string
+	var allNamespaces bool
+	cmd := &cobra.Command{
+		Use:   "status [<service>]",
+		Short: "Show every mesh service's ports, their endpoints and conditions, and the routes parented to it",
+		Long: `Status shows, for every MeshService in the namespace (all namespaces with -A) or the one named,
+a row per port: its protocol, its endpoints ready/total by the protocol they declare it in (more than
+one while a rollout retypes the port), and the port's Ready and ProtocolConsistent conditions; then
+every route (HTTPRoute, GRPCRoute, TCPRoute, TLSRoute) parented to a service, with the mesh
+controller's Accepted and ResolvedRefs. Colour only on a terminal.`,
+		Example: `  # Every service in the current namespace
+  kubectl aether status
+
+  # One service
+  kubectl aether status payments -n shop
+
+  # Every namespace, as YAML
+  kubectl aether status -A -o yaml`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, namespace, err := clientFor(flags)
+			if err != nil {
+				return err
+			}
+			service := ""
+			if len(args) == 1 {
+				service = args[0]
+			} else if allNamespaces {
+				namespace = ""
+			}
+			statuses, err := Status(cmd.Context(), c, namespace, service)
+			if err != nil {
+				return err
+			}
+			if output != OutputText {
+				return writeData(streams.Out, output, statuses)
+			}
+			return WriteStatus(streams.Out, statuses, isTerminal(streams.Out))
+		},
+	}
+	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "Show the services of every namespace")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// isTerminal is whether w is a terminal (colour is for people, not pipes and files).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
