@@ -25,8 +25,7 @@ func run() int {
 		return 0
 	}
 	fmt.Fprintln(os.Stderr, "error:", err)
-	var exit *plugin.ExitError
-	if errors.As(err, &exit) {
+	if exit, ok := errors.AsType[*plugin.ExitError](err); ok {
 		return exit.Code
 	}
 	return plugin.ExitUsage

@@ -165,7 +165,7 @@ func expand(path string, recursive bool) ([]string, error) {
 
 // readTemplates decodes every document of file (stdin for Stdin) and returns its pod templates.
 func readTemplates(file string, stdin io.Reader) ([]PodTemplate, error) {
-	var r io.Reader = stdin
+	r := stdin
 	if file != Stdin {
 		data, err := os.ReadFile(file)
 		if err != nil {

@@ -43,8 +43,7 @@ func run(t *testing.T, stdin string, args ...string) (string, int) {
 		return out.String(), 0
 	}
 	fmt.Fprintln(&out, "error:", err)
-	var exit *ExitError
-	if errors.As(err, &exit) {
+	if exit, ok := errors.AsType[*ExitError](err); ok {
 		return out.String(), exit.Code
 	}
 	return out.String(), ExitUsage

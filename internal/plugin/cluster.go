@@ -152,22 +152,22 @@ func attached(all []RouteRef, svc ServiceRef, port int32) []AttachedRoute {
 			if !parentIsService(p) || string(p.Name) != svc.Name || nsOf(p.Namespace, r.Namespace) != svc.Namespace {
 				continue
 			}
-			if port != 0 && p.Port != nil && int32(*p.Port) != port {
+			if port != 0 && p.Port != nil && *p.Port != port {
 				continue
 			}
 			a := AttachedRoute{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Via: ViaParent}
 			if p.Port != nil {
-				a.Port = int32(*p.Port)
+				a.Port = *p.Port
 			}
 			a.Conditions = ourConditions(r.Parents, p, r.Namespace)
 			out = append(out, a)
 		}
 		for _, b := range r.BackendRefs {
 			if !isService(b.Group, b.Kind) || string(b.Name) != svc.Name || nsOf(b.Namespace, r.Namespace) != svc.Namespace ||
-				b.Port == nil || (port != 0 && int32(*b.Port) != port) {
+				b.Port == nil || (port != 0 && *b.Port != port) {
 				continue
 			}
-			a := AttachedRoute{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Via: ViaBackend, Port: int32(*b.Port)}
+			a := AttachedRoute{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Via: ViaBackend, Port: *b.Port}
 			for _, ps := range r.Parents {
 				if ps.ControllerName == routes.ControllerName {
 					a.Conditions = append(a.Conditions, ps.Conditions...)

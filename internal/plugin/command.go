@@ -9,13 +9,11 @@ import (
 	"io"
 	"os"
 
-	"golang.org/x/term"
-
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/aether-mesh/aether-operator/internal/resolve"
@@ -50,8 +48,10 @@ const (
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
 	root := &cobra.Command{
-		Use:   "kubectl-aether",
-		Short: "Explain and check the Aether mesh: what a dial reaches, and manifests before they are applied",
+		Use: "kubectl-aether",
+		// kubectl runs the plugin as `kubectl aether`: help and completion say so.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl aether"},
+		Short:       "Explain and check the Aether mesh: what a dial reaches, and manifests before they are applied",
 		Long: `kubectl aether answers from the same rules the mesh uses (internal/portspec for the pod
 annotations, internal/resolve for what a spelling reaches), so the plugin, the controller and the
 data plane cannot disagree.`,
