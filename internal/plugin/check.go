@@ -81,15 +81,20 @@ type PodTemplate struct {
 	Annotations map[string]string
 }
 
-// Judge is the webhook's rule on one pod template: not managed (IsManaged false) means not judged;
+// Judge is the webhook's rule on one pod template, as on a CREATE: without the label, not judged;
+// labelled with a value other than "true", not judged but warned (portspec.NotManagedWarning);
 // else portspec.Warnings as warnings and portspec.Parse's error as the denial.
 func Judge(t PodTemplate) []Finding {
-	if !portspec.IsManaged(t.Labels) {
-		return nil
-	}
 	finding := func(severity, msg string) Finding {
 		return Finding{File: t.File, Document: t.Document, Item: t.Item, Kind: t.Kind, Namespace: t.Namespace,
 			Name: t.Name, Severity: severity, Message: msg}
+	}
+	value, labelled := t.Labels[portspec.LabelManaged]
+	switch {
+	case !labelled:
+		return nil
+	case !portspec.IsManaged(t.Labels):
+		return []Finding{finding(SeverityWarning, portspec.NotManagedWarning(value))}
 	}
 	var out []Finding
 	if _, err := portspec.Parse(t.Annotations); err != nil {

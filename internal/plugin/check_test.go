@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/aether-mesh/aether-operator/internal/golden"
-	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/webhook"
 )
 
@@ -107,7 +106,7 @@ func TestCheckExitStatus(t *testing.T) {
 // TestCheckSpeaksAsTheWebhook is the acceptance of check: for every pod template in the fixtures
 // and in config/samples, the pod admission webhook's own handler (webhook.PodValidator.Handle, as
 // the API server calls it on a CREATE) denies exactly the pods check reports as errors, with the
-// same text, and returns the same warnings for managed pods.
+// same text, and returns the same warnings (a label value other than "true" included).
 func TestCheckSpeaksAsTheWebhook(t *testing.T) {
 	paths := []string{"../../config/samples", "../../config/samples/bad", checkData + "/workloads.in.yaml",
 		checkData + "/list.in.yaml", checkData + "/unmanaged.in.yaml", checkData + "/clean.in.yaml"}
@@ -147,8 +146,7 @@ func TestCheckSpeaksAsTheWebhook(t *testing.T) {
 		} else if !resp.Allowed {
 			t.Errorf("%s: check finds no error; the webhook denied it: %+v", what, resp.Result)
 		}
-		if portspec.IsManaged(tmpl.Labels) &&
-			!slices.Equal(resp.Warnings, wantWarnings) {
+		if !slices.Equal(resp.Warnings, wantWarnings) {
 			t.Errorf("%s: check warns %q, the webhook %q", what, wantWarnings, resp.Warnings)
 		}
 	}
