@@ -4,9 +4,11 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,7 +106,19 @@ func portReport(st meshv1alpha1.MeshServiceStatus, port int32, counts map[int32]
 			pr.Protocol, pr.Endpoints, pr.Conditions = p.Protocol, p.Endpoints, p.Conditions
 		}
 	}
+	// The protocol the port is reported in first, then the others by name.
+	pr.ByProtocol = slices.Clone(pr.ByProtocol)
+	slices.SortStableFunc(pr.ByProtocol, func(a, b ProtocolCount) int {
+		return cmp.Compare(boolRank(a.Protocol != pr.Protocol), boolRank(b.Protocol != pr.Protocol))
+	})
 	return pr
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Dial gathers what Explain reads from the cluster.
