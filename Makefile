@@ -88,6 +88,17 @@ bench: ## Run the benchmarks (medians over -count runs; compare with benchstat).
 build: manifests generate ## Build the manager and agent binaries into bin/.
 	go build -o bin/manager ./cmd/manager
 	go build -o bin/agent ./cmd/agent
+	go build -o bin/kubectl-aether ./cmd/kubectl-aether
+
+# Where install-plugin puts kubectl-aether: go install's directory ($GOBIN, else $GOPATH/bin),
+# which must be on the PATH for kubectl to find the plugin. PLUGIN_DIR=/usr/local/bin overrides.
+PLUGIN_DIR ?= $(or $(shell go env GOBIN),$(shell go env GOPATH)/bin)
+
+.PHONY: install-plugin
+install-plugin: ## Install the kubectl plugin kubectl-aether into PLUGIN_DIR (default: go install's bin; must be on PATH).
+	GOBIN="$(PLUGIN_DIR)" go install ./cmd/kubectl-aether
+	@case ":$$PATH:" in *":$(PLUGIN_DIR):"*) echo "installed $(PLUGIN_DIR)/kubectl-aether: try kubectl aether --help";; \
+	  *) echo "installed $(PLUGIN_DIR)/kubectl-aether; $(PLUGIN_DIR) is not on PATH: add it (export PATH=\"$(PLUGIN_DIR):\$$PATH\") for kubectl to find the plugin";; esac
 
 .PHONY: run
 run: manifests binaries ## Run the whole system locally: a real kube-apiserver and etcd, the CRDs, the samples.

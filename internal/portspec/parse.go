@@ -49,6 +49,15 @@ const (
 // selectors do.
 func IsManaged(labels map[string]string) bool { return labels[LabelManaged] == ManagedValue }
 
+// NotManagedWarning tells the author of a pod labelled LabelManaged with value, not "true", that
+// the pod is not in the mesh: the admission webhook's warning, and kubectl aether check's. (Label
+// values are at most 63 bytes: the API server validates them before admission.)
+func NotManagedWarning(value string) string {
+	return fmt.Sprintf(`label %s is %q, not "true": this pod is NOT in the mesh and its mesh annotations are not checked; `+
+		`write %s: "true" to put it in the mesh (only that exact value does), or remove the label`,
+		LabelManaged, value, LabelManaged)
+}
+
 // IsGrammarKey reports whether Parse reads the annotation key: every key under
 // endpoint.aether.io/ (an unknown one is an error) or metadata.endpoint.aether.io/, and
 // config.aether.io/upstreams. A change to any other annotation cannot change what Parse returns.

@@ -87,7 +87,7 @@ func review(ctx context.Context, pod, old *corev1.Pod) admission.Response {
 		if old != nil && old.Labels[portspec.LabelManaged] == value {
 			return admission.Allowed("not managed") // warned when the label got this value
 		}
-		return admission.Allowed("not managed").WithWarnings(notManagedWarning(value))
+		return admission.Allowed("not managed").WithWarnings(portspec.NotManagedWarning(value))
 	}
 
 	var warnings []string
@@ -101,15 +101,6 @@ func review(ctx context.Context, pod, old *corev1.Pod) admission.Response {
 		return admission.Denied(err.Error()).WithWarnings(warnings...)
 	}
 	return admission.Allowed("").WithWarnings(warnings...)
-}
-
-// notManagedWarning tells the author of a pod labelled aether.io/managed with a value other than
-// "true" that the pod is not in the mesh. (Label values are at most 63 bytes: the API server
-// validates them before admission.)
-func notManagedWarning(value string) string {
-	return fmt.Sprintf(`label %s is %q, not "true": this pod is NOT in the mesh and its mesh annotations are not checked; `+
-		`write %s: "true" to put it in the mesh (only that exact value does), or remove the label`,
-		portspec.LabelManaged, value, portspec.LabelManaged)
 }
 
 // equalOn reports whether a and b hold the same keys and values among the keys for which in

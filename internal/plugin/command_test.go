@@ -1,0 +1,41 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package plugin
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestHelpAndCompletion: each command's --help shows it as `kubectl aether` with its examples and
+// the kubeconfig flags, and cobra's completion command writes a script for each shell.
+func TestHelpAndCompletion(t *testing.T) {
+	for _, c := range []struct {
+		command string
+		want    []string
+	}{
+		{"check", []string{"kubectl aether check -f <file|dir|->", "kustomize build overlays/prod | kubectl aether check -f -", "Exit status"}},
+		{"dial", []string{"kubectl aether dial <spelling>", "kubectl aether dial --host payments.shop:8080", "--mesh-domain", "--kubeconfig", "--context"}},
+		{"status", []string{"kubectl aether status [<service>]", "kubectl aether status -A -o yaml", "--all-namespaces", "--namespace"}},
+	} {
+		out, code := run(t, "", c.command, "--help")
+		if code != 0 {
+			t.Errorf("%s --help: exit status %d", c.command, code)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s --help lacks %q:\n%s", c.command, w, out)
+			}
+		}
+	}
+	for shell, want := range map[string]string{"bash": "bash completion", "zsh": "#compdef", "fish": "complete -c", "powershell": "Register-ArgumentCompleter"} {
+		out, code := run(t, "", "completion", shell)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("completion %s: exit status %d, want a script with %q; got %.200s", shell, code, want, out)
+		}
+	}
+	if out, code := run(t, "", "__complete", "dial", "x", "-o", ""); code != 0 || !strings.Contains(out, "json\nyaml\n") {
+		t.Errorf("completing -o: exit status %d, got %q", code, out)
+	}
+}

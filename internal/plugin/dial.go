@@ -1,0 +1,242 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package plugin
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/resolve"
+)
+
+// DialReport is what kubectl aether dial answers.
+type DialReport struct {
+	Spelling Spelling   `json:"spelling"`
+	Service  ServiceRef `json:"service"`
+	// Names are the names that reach the service (resolve.Names).
+	Names []string `json:"names"`
+	// Answer is internal/resolve's: the port and protocol reached, or the refusal or 421.
+	Answer resolve.Result `json:"answer"`
+	// Port is the reached port's status and endpoints; nil when no port is reached.
+	Port *PortReport `json:"port,omitempty"`
+	// Routes are the routes that name the reached port (or, for a request through the proxy port
+	// without --host, the whole service).
+	Routes []AttachedRoute `json:"routes,omitempty"`
+}
+
+// PortReport is one port of a service: as the MeshService status reports it, and its endpoints
+// by declared protocol.
+type PortReport struct {
+	Port     int32                 `json:"port"`
+	Protocol meshv1alpha1.Protocol `json:"protocol"`
+	// Endpoints counts the endpoints in the reported protocol (the MeshService status).
+	Endpoints int32 `json:"endpoints"`
+	// ByProtocol counts the verified endpoints by the protocol they declare the port in: more
+	// than one entry while they disagree.
+	ByProtocol []ProtocolCount    `json:"byProtocol,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Refused is whether a client gets no port: refused, 421 or 400.
+func (r DialReport) Refused() bool {
+	return r.Answer.Outcome != resolve.Reaches && r.Answer.Outcome != resolve.HostDecides
+}
+
+// PortSetOf is the port set the MeshService status describes, as internal/resolve reads it.
+func PortSetOf(st meshv1alpha1.MeshServiceStatus) portspec.PortSet {
+	ports := make([]portspec.Port, 0, len(st.Ports))
+	for _, p := range st.Ports {
+		ports = append(ports, portspec.Port{Number: p.Port, Protocol: p.Protocol})
+	}
+	return portspec.NewPortSet(st.PrimaryPort, ports)
+}
+
+// Answer is what s reaches on the service whose ports are set: resolve.HTTPRequest for an HTTP
+// request, else the dial surface's row for the spelling (resolve.DialSurface), written for the
+// host dialled.
+func Answer(set portspec.PortSet, s Spelling) resolve.Result {
+	if s.HTTP {
+		return resolve.HTTPRequest(set, s.Authority)
+	}
+	address := resolve.NamePlaceholder + ":" + resolve.AnyOtherPort
+	if s.TLS {
+		address = "https://" + resolve.NamePlaceholder + "/"
+	} else if _, declared := set.Lookup(s.Port); declared || s.Port == meshv1alpha1.MeshHTTPPort || s.Port == meshv1alpha1.MeshTCPPort {
+		address = fmt.Sprintf("%s:%d", resolve.NamePlaceholder, s.Port)
+	}
+	for _, row := range resolve.DialSurface(set) {
+		if row.Address == address {
+			return row.For(s.Host).Result
+		}
+	}
+	panic("resolve.DialSurface has no row " + address) // every surface has these rows
+}
+
+// Explain answers a dial from what the cluster holds: the MeshService, its endpoints and the
+// routes.
+func Explain(s Spelling, svc ServiceRef, ms *meshv1alpha1.MeshService, eps []meshv1alpha1.MeshEndpoint,
+	allRoutes []RouteRef, meshDomain string) DialReport {
+	r := DialReport{Spelling: s, Service: svc, Names: resolve.Names(svc.Name, svc.Namespace, meshDomain)}
+	r.Answer = Answer(PortSetOf(ms.Status), s)
+	switch r.Answer.Outcome {
+	case resolve.Reaches:
+		r.Port = portReport(ms.Status, r.Answer.Port, endpointsByProtocol(eps, svc.Name))
+		r.Routes = attached(allRoutes, svc, r.Answer.Port)
+	case resolve.HostDecides:
+		r.Routes = attached(allRoutes, svc, 0)
+	}
+	return r
+}
+
+func portReport(st meshv1alpha1.MeshServiceStatus, port int32, counts map[int32][]ProtocolCount) *PortReport {
+	pr := &PortReport{Port: port, ByProtocol: counts[port]}
+	for _, p := range st.Ports {
+		if p.Port == port {
+			pr.Protocol, pr.Endpoints, pr.Conditions = p.Protocol, p.Endpoints, p.Conditions
+		}
+	}
+	// The protocol the port is reported in first, then the others by name.
+	pr.ByProtocol = slices.Clone(pr.ByProtocol)
+	slices.SortStableFunc(pr.ByProtocol, func(a, b ProtocolCount) int {
+		return cmp.Compare(boolRank(a.Protocol != pr.Protocol), boolRank(b.Protocol != pr.Protocol))
+	})
+	return pr
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Dial gathers what Explain reads from the cluster.
+func Dial(ctx context.Context, c client.Reader, s Spelling, namespace, meshDomain string) (DialReport, error) {
+	svc, err := ServiceOf(s.Host, namespace, meshDomain)
+	if err != nil {
+		return DialReport{}, err
+	}
+	ms := &meshv1alpha1.MeshService{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: svc.Namespace, Name: svc.Name}, ms); err != nil {
+		if apierrors.IsNotFound(err) {
+			return DialReport{}, &ExitError{Code: ExitFound, Msg: fmt.Sprintf(
+				"no MeshService %s/%s: no pods of ServiceAccount %s in namespace %s are in the mesh, so %s names nothing the mesh serves",
+				svc.Namespace, svc.Name, svc.Name, svc.Namespace, s.Host)}
+		}
+		return DialReport{}, err
+	}
+	var eps meshv1alpha1.MeshEndpointList
+	if err := c.List(ctx, &eps, client.InNamespace(svc.Namespace)); err != nil {
+		return DialReport{}, fmt.Errorf("listing MeshEndpoints in %s: %w", svc.Namespace, err)
+	}
+	all, err := listRoutes(ctx, c, "")
+	if apierrors.IsForbidden(err) { // routes of other namespaces are not ours to read: this one's
+		all, err = listRoutes(ctx, c, svc.Namespace)
+	}
+	if err != nil {
+		return DialReport{}, err
+	}
+	return Explain(s, svc, ms, eps.Items, all, meshDomain), nil
+}
+
+// WriteDial prints the report as text.
+func WriteDial(w io.Writer, r DialReport) error {
+	var b strings.Builder
+	line := func(label, format string, args ...any) {
+		fmt.Fprintf(&b, "%-11s %s\n", label+":", fmt.Sprintf(format, args...))
+	}
+	what := fmt.Sprintf("a connection to port %d", r.Spelling.Port)
+	switch {
+	case r.Spelling.HTTP:
+		what = "an HTTP request with Host: " + r.Spelling.Authority
+	case r.Spelling.TLS:
+		what = "a TLS connection to port 443 (TLS the application terminates)"
+	}
+	line("Dial", "%s (%s)", r.Spelling.Written, what)
+	line("Service", "%s/%s (names: %s)", r.Service.Namespace, r.Service.Name, strings.Join(r.Names, ", "))
+	a := r.Answer
+	switch a.Outcome {
+	case resolve.Reaches:
+		line("Reaches", "port %d, %s", a.Port, a.Protocol)
+	case resolve.HostDecides:
+		line("Reaches", "no port by itself: each request's Host header decides (ask with --host <name>:<port>)")
+	case resolve.Refused:
+		line("Refused", "the connection is refused (ECONNREFUSED)")
+	case resolve.Misdirected, resolve.BadRequest:
+		line("Answer", "HTTP %d from the mesh, %s: %s", a.Outcome.HTTPStatus(), resolve.ErrorHeader, a.Error)
+	}
+	line("Why", "%s", a.Reason)
+	if a.Body != "" {
+		fmt.Fprintf(&b, "Body:\n")
+		for l := range strings.SplitSeq(strings.TrimSuffix(a.Body, "\n"), "\n") {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
+	if p := r.Port; p != nil {
+		line("Endpoints", "%s", endpointsText(p))
+		for _, c := range p.Conditions {
+			line("Port", "%s", conditionText(c))
+		}
+	}
+	if a.Outcome == resolve.Reaches || a.Outcome == resolve.HostDecides {
+		if len(r.Routes) == 0 {
+			line("Routes", "none")
+		}
+		for _, rt := range r.Routes {
+			line("Route", "%s", routeText(rt))
+			for _, c := range rt.Conditions {
+				fmt.Fprintf(&b, "%-11s   %s\n", "", conditionText(c))
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// endpointsText is "HTTP 3/3 ready", or during a conflict "TCP 2/2 ready, HTTP 0/1 ready (the
+// endpoints disagree: reported as TCP, N endpoints)".
+func endpointsText(p *PortReport) string {
+	if len(p.ByProtocol) == 0 {
+		return fmt.Sprintf("none verified (the status reports %d)", p.Endpoints)
+	}
+	parts := make([]string, len(p.ByProtocol))
+	for i, c := range p.ByProtocol {
+		parts[i] = fmt.Sprintf("%s %d/%d ready", c.Protocol, c.Ready, c.Total)
+	}
+	s := strings.Join(parts, ", ")
+	if len(p.ByProtocol) > 1 {
+		s += fmt.Sprintf(" (the endpoints disagree: the port is reported as %s)", p.Protocol)
+	}
+	return s
+}
+
+func conditionText(c metav1.Condition) string {
+	s := fmt.Sprintf("%s=%s %s", c.Type, c.Status, c.Reason)
+	if c.Message != "" {
+		s += ": " + c.Message
+	}
+	return s
+}
+
+func routeText(rt AttachedRoute) string {
+	on := "the whole service"
+	if rt.Port != 0 {
+		on = fmt.Sprintf("port %d", rt.Port)
+	}
+	s := fmt.Sprintf("%s %s/%s (%s, %s)", rt.Kind, rt.Namespace, rt.Name, rt.Via, on)
+	if len(rt.Conditions) == 0 {
+		s += ": no status from the mesh's controller yet"
+	}
+	return s
+}

@@ -1,0 +1,15 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package plugin is the logic of the kubectl plugin `kubectl aether` (cmd/kubectl-aether holds
+// only its cobra wiring):
+//
+//   - Check: offline, every pod template in manifests judged as the pod admission webhook judges
+//     it (portspec.IsManaged, portspec.Parse's ErrorList, portspec.Warnings), word for word.
+//   - Dial: what a client spelling reaches on a MeshService, answered by internal/resolve (never a
+//     second rule), with the endpoints and the routes behind that port.
+//   - Status: every MeshService's ports and the routes parented to it.
+//
+// The annotation grammar is internal/portspec's and the resolution rule internal/resolve's; this
+// package only finds the inputs and prints the answers.
+package plugin
