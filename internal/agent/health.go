@@ -87,16 +87,19 @@ func (p *Prober) Start(ctx context.Context) error {
 
 // round probes every endpoint of the node once, concurrently, and writes the changes.
 func (p *Prober) round(ctx context.Context) {
-	var endpoints meshv1alpha1.MeshEndpointList
-	// The cache holds only this node's MeshEndpoints (CacheOptions).
-	if err := p.Client.List(ctx, &endpoints); err != nil {
+	var list meshv1alpha1.MeshEndpointList
+	if err := p.Client.List(ctx, &list); err != nil {
 		log.FromContext(ctx).Error(err, "listing this node's MeshEndpoints")
 		return
 	}
-	results := make([]bool, len(endpoints.Items))
+	// The manager's cache holds only this node's MeshEndpoints (CacheOptions), but the filter is
+	// explicit: a client with a wider view (the cluster-wide View, a direct client) must never
+	// make this agent probe, or write the health of, another node's endpoint.
+	endpoints := ownEndpoints(list.Items, p.NodeName)
+	results := make([]bool, len(endpoints))
 	var wg sync.WaitGroup
-	for i := range endpoints.Items {
-		ep := &endpoints.Items[i]
+	for i := range endpoints {
+		ep := &endpoints[i]
 		if ep.Status.Health == meshv1alpha1.HealthDraining || ep.DeletionTimestamp != nil {
 			continue
 		}
@@ -105,8 +108,8 @@ func (p *Prober) round(ctx context.Context) {
 	wg.Wait()
 
 	seen := map[types.UID]bool{}
-	for i := range endpoints.Items {
-		ep := &endpoints.Items[i]
+	for i := range endpoints {
+		ep := &endpoints[i]
 		seen[ep.UID] = true
 		if ep.Status.Health == meshv1alpha1.HealthDraining || ep.DeletionTimestamp != nil {
 			continue
@@ -132,6 +135,17 @@ func (p *Prober) round(ctx context.Context) {
 			delete(p.states, uid)
 		}
 	}
+}
+
+// ownEndpoints are the endpoints of node among all, in their order.
+func ownEndpoints(all []meshv1alpha1.MeshEndpoint, node string) []meshv1alpha1.MeshEndpoint {
+	own := make([]meshv1alpha1.MeshEndpoint, 0, len(all))
+	for i := range all {
+		if all[i].Spec.NodeName == node {
+			own = append(own, all[i])
+		}
+	}
+	return own
 }
 
 // probe checks the primary port within the probe timeout: a TCP connect for a TCP primary, the

@@ -66,7 +66,9 @@ func (r *PodReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		reqs := make([]reconcile.Request, 0, len(pods.Items))
 		for _, p := range pods.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+			if p.Spec.NodeName == r.NodeName { // explicit, whatever the client's view holds
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+			}
 		}
 		return reqs
 	})
@@ -101,6 +103,8 @@ func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	} else if err != nil {
 		return err
 	}
+	// Explicit node filters, here and on the pod below: the manager's cache holds only this
+	// node's objects, but a reconcile must not depend on it (a wider view, a direct client).
 	if ep != nil && ep.Spec.NodeName != r.NodeName {
 		return nil // another node's: not ours to touch
 	}
