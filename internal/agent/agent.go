@@ -36,6 +36,10 @@ type Options struct {
 	Health HealthOptions
 	// IgnoredNamespaces are never registered, whatever their pods' labels.
 	IgnoredNamespaces registration.IgnoredNamespaces
+	// View, when set (NewView), is the cluster-wide view of MeshServices and MeshEndpoints that
+	// the xDS builder will read; Setup runs it with the manager. Nil by default: nothing reads it
+	// yet, and an agent without it keeps only its own node's objects in memory.
+	View *View
 
 	// controllerName replaces "agent-pods" as the controller's name in logs and metrics, for
 	// tests that run several agents in one process and count each one's reconciles.
@@ -52,5 +56,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return mgr.Add(&Prober{Client: mgr.GetClient(), NodeName: o.NodeName, Options: o.Health})
+	if err := mgr.Add(&Prober{Client: mgr.GetClient(), NodeName: o.NodeName, Options: o.Health}); err != nil {
+		return err
+	}
+	if o.View != nil {
+		return mgr.Add(o.View)
+	}
+	return nil
 }
