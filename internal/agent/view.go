@@ -40,20 +40,21 @@ func NewView(cfg *rest.Config, scheme *runtime.Scheme) (*View, error) {
 
 // newView is NewView, with the transforms off when slim is false (the benchmark's baseline).
 func newView(cfg *rest.Config, scheme *runtime.Scheme, slim bool) (*View, error) {
-	opts := cache.Options{
+	services, endpoints := cache.ByObject{}, cache.ByObject{}
+	if slim {
+		services.Transform, endpoints.Transform = slimMeshService, slimMeshEndpoint
+	}
+	// One entry per type: ByObject is keyed by pointer, so a second &MeshEndpoint{} would be a
+	// second entry, and which of the two the cache applies would be left to map order.
+	c, err := cache.New(cfg, cache.Options{
 		Scheme: scheme,
-		// Services lists only the two kinds below: any other read is a mistake, not a new informer.
+		// Services lists only these two kinds: any other read is a mistake, not a new informer.
 		ReaderFailOnMissingInformer: true,
 		ByObject: map[client.Object]cache.ByObject{
-			&meshv1alpha1.MeshService{}:  {},
-			&meshv1alpha1.MeshEndpoint{}: {},
+			&meshv1alpha1.MeshService{}:  services,
+			&meshv1alpha1.MeshEndpoint{}: endpoints,
 		},
-	}
-	if slim {
-		opts.ByObject[&meshv1alpha1.MeshService{}] = cache.ByObject{Transform: slimMeshService}
-		opts.ByObject[&meshv1alpha1.MeshEndpoint{}] = cache.ByObject{Transform: slimMeshEndpoint}
-	}
-	c, err := cache.New(cfg, opts)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("the agent's cluster view: %w", err)
 	}
