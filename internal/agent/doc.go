@@ -3,7 +3,9 @@
 
 // Package agent is the node agent's control loop: it registers the node's managed pods as
 // MeshEndpoints (the only writer of them), probes their health, marks them Draining when
-// deletion starts, and refuses, loudly, a pod whose annotations do not parse.
+// deletion starts, and refuses, loudly, a pod whose annotations do not parse. Those loops filter by
+// their node explicitly, whatever a client's view holds. Its View (off unless Options.View is set)
+// is a second, cluster-wide cache of MeshServices and MeshEndpoints for the xDS builder.
 //
 // It must not import internal/controller (the manager's): depguard rule agent-not-controller. Its
 // tests may, and do: the envtest suite runs the MeshService controller to show the health the
@@ -19,4 +21,5 @@ package agent
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=mesh.aether.io,resources=meshendpoints,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=mesh.aether.io,resources=meshendpoints/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=mesh.aether.io,resources=meshservices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create

@@ -18,7 +18,7 @@
 // the invariants a built Service holds. LocalPod (a pod on the agent's node: netns, identity,
 // capture mode) is declared for the agent's data plane; nothing builds one yet.
 //
-// Imported by internal/meshservice (the MeshService status is rendered from a Service) and, once
-// the xDS builder exists, by internal/xds and the node agent's lister. It is pure: no API client,
+// Imported by internal/meshservice (the MeshService status is rendered from a Service), by the node
+// agent's lister (agent.View.Services) and, once it exists, by internal/xds. It is pure: no API client,
 // cache, clock or I/O (depguard rule pure; hack/lint-canary.sh proves the rule still matches).
 package model
