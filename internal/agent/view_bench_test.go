@@ -30,8 +30,9 @@ const (
 // BenchmarkViewMemory loads 10 000 MeshEndpoints (1 000 services × 10, three ports, two metadata
 // keys, a locality, Healthy with a Registered condition; the controller adds its Verified verdict)
 // into the real API server, then starts a View over them, waits for its cache to sync, and
-// reports the heap the view added, after a GC: view-heap-inuse-MiB (runtime HeapInuse delta) and
-// view-heap-alloc-MiB (HeapAlloc delta, the live objects). "whole" caches the objects as the API
+// reports the heap the view added, after a GC: view-heap-alloc-MiB and view-B/endpoint (HeapAlloc
+// delta: the live objects, the figure to read) and view-heap-inuse-MiB (HeapInuse delta, lower and
+// noisier: the new objects fill spans that the creation phase's garbage left partly free). "whole" caches the objects as the API
 // server sends them; "slim" with the view's transforms. process-heap-inuse-MiB is the whole test
 // process's heap afterwards (the API server's client, the suite's agent and controller included),
 // an upper bound for an agent's heap with the view.
