@@ -42,12 +42,10 @@ type routeKind struct {
 	read func(client.Object) (routes.Route, *[]gwapiv1.RouteParentStatus)
 }
 
-func backendRefs[T any](refs []T, get func(T) gwapiv1.BackendObjectReference) []gwapiv1.BackendObjectReference {
-	out := make([]gwapiv1.BackendObjectReference, 0, len(refs))
-	for _, r := range refs {
-		out = append(out, get(r))
-	}
-	return out
+// readRoute is routes.Read for an object this kind's informer delivered (always a route).
+func readRoute(o client.Object) (routes.Route, *[]gwapiv1.RouteParentStatus) {
+	route, parents, _ := routes.Read(o)
+	return route, parents
 }
 
 // RouteKinds are the four route kinds the mesh answers for.
@@ -58,15 +56,7 @@ var routeKinds = []routeKind{
 		items: func(l client.ObjectList) []client.Object {
 			return objects(l.(*gwapiv1.HTTPRouteList).Items)
 		},
-		read: func(o client.Object) (routes.Route, *[]gwapiv1.RouteParentStatus) {
-			r := o.(*gwapiv1.HTTPRoute)
-			out := routes.Route{Kind: routes.HTTPRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs}
-			for _, rule := range r.Spec.Rules {
-				out.Rules = append(out.Rules, routes.Rule{Name: rule.Name, BackendRefs: backendRefs(rule.BackendRefs,
-					func(b gwapiv1.HTTPBackendRef) gwapiv1.BackendObjectReference { return b.BackendObjectReference })})
-			}
-			return out, &r.Status.Parents
-		},
+		read: readRoute,
 	},
 	{
 		kind: routes.GRPCRoute, newObj: func() client.Object { return &gwapiv1.GRPCRoute{} },
@@ -74,15 +64,7 @@ var routeKinds = []routeKind{
 		items: func(l client.ObjectList) []client.Object {
 			return objects(l.(*gwapiv1.GRPCRouteList).Items)
 		},
-		read: func(o client.Object) (routes.Route, *[]gwapiv1.RouteParentStatus) {
-			r := o.(*gwapiv1.GRPCRoute)
-			out := routes.Route{Kind: routes.GRPCRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs}
-			for _, rule := range r.Spec.Rules {
-				out.Rules = append(out.Rules, routes.Rule{Name: rule.Name, BackendRefs: backendRefs(rule.BackendRefs,
-					func(b gwapiv1.GRPCBackendRef) gwapiv1.BackendObjectReference { return b.BackendObjectReference })})
-			}
-			return out, &r.Status.Parents
-		},
+		read: readRoute,
 	},
 	{
 		kind: routes.TCPRoute, newObj: func() client.Object { return &gwapiv1.TCPRoute{} },
@@ -90,15 +72,7 @@ var routeKinds = []routeKind{
 		items: func(l client.ObjectList) []client.Object {
 			return objects(l.(*gwapiv1.TCPRouteList).Items)
 		},
-		read: func(o client.Object) (routes.Route, *[]gwapiv1.RouteParentStatus) {
-			r := o.(*gwapiv1.TCPRoute)
-			out := routes.Route{Kind: routes.TCPRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs}
-			for _, rule := range r.Spec.Rules {
-				out.Rules = append(out.Rules, routes.Rule{Name: rule.Name, BackendRefs: backendRefs(rule.BackendRefs,
-					func(b gwapiv1.BackendRef) gwapiv1.BackendObjectReference { return b.BackendObjectReference })})
-			}
-			return out, &r.Status.Parents
-		},
+		read: readRoute,
 	},
 	{
 		kind: routes.TLSRoute, newObj: func() client.Object { return &gwapiv1.TLSRoute{} },
@@ -106,15 +80,7 @@ var routeKinds = []routeKind{
 		items: func(l client.ObjectList) []client.Object {
 			return objects(l.(*gwapiv1.TLSRouteList).Items)
 		},
-		read: func(o client.Object) (routes.Route, *[]gwapiv1.RouteParentStatus) {
-			r := o.(*gwapiv1.TLSRoute)
-			out := routes.Route{Kind: routes.TLSRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs}
-			for _, rule := range r.Spec.Rules {
-				out.Rules = append(out.Rules, routes.Rule{Name: rule.Name, BackendRefs: backendRefs(rule.BackendRefs,
-					func(b gwapiv1.BackendRef) gwapiv1.BackendObjectReference { return b.BackendObjectReference })})
-			}
-			return out, &r.Status.Parents
-		},
+		read: readRoute,
 	},
 }
 

@@ -47,75 +47,26 @@ type RouteRef struct {
 // installed is skipped: the cluster has no such routes.
 func listRoutes(ctx context.Context, c client.Reader, namespace string) ([]RouteRef, error) {
 	var out []RouteRef
-	backends := func(refs []gwapiv1.BackendRef) []gwapiv1.BackendObjectReference {
-		var b []gwapiv1.BackendObjectReference
-		for _, r := range refs {
-			b = append(b, r.BackendObjectReference)
-		}
-		return b
-	}
-	list := func(l client.ObjectList, each func()) error {
+	for _, l := range []client.ObjectList{&gwapiv1.HTTPRouteList{}, &gwapiv1.GRPCRouteList{}, &gwapiv1.TCPRouteList{}, &gwapiv1.TLSRouteList{}} {
 		if err := c.List(ctx, l, client.InNamespace(namespace)); err != nil {
 			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-				return nil
+				continue
 			}
-			return err
+			return nil, fmt.Errorf("listing routes: %w", err)
 		}
-		each()
-		return nil
-	}
-	var httpRoutes gwapiv1.HTTPRouteList
-	var grpcRoutes gwapiv1.GRPCRouteList
-	var tcpRoutes gwapiv1.TCPRouteList
-	var tlsRoutes gwapiv1.TLSRouteList
-	err := list(&httpRoutes, func() {
-		for _, r := range httpRoutes.Items {
-			ref := RouteRef{Kind: routes.HTTPRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs, Parents: r.Status.Parents}
-			for _, rule := range r.Spec.Rules {
-				for _, b := range rule.BackendRefs {
-					ref.BackendRefs = append(ref.BackendRefs, b.BackendObjectReference)
-				}
-			}
-			out = append(out, ref)
+		items, err := meta.ExtractList(l)
+		if err != nil {
+			return nil, fmt.Errorf("listing routes: %w", err)
 		}
-	})
-	if err == nil {
-		err = list(&grpcRoutes, func() {
-			for _, r := range grpcRoutes.Items {
-				ref := RouteRef{Kind: routes.GRPCRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs, Parents: r.Status.Parents}
-				for _, rule := range r.Spec.Rules {
-					for _, b := range rule.BackendRefs {
-						ref.BackendRefs = append(ref.BackendRefs, b.BackendObjectReference)
-					}
-				}
-				out = append(out, ref)
+		for _, item := range items {
+			// The same reading of a route as the controller's (routes.Read).
+			route, parents, ok := routes.Read(item)
+			if !ok {
+				continue
 			}
-		})
-	}
-	if err == nil {
-		err = list(&tcpRoutes, func() {
-			for _, r := range tcpRoutes.Items {
-				ref := RouteRef{Kind: routes.TCPRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs, Parents: r.Status.Parents}
-				for _, rule := range r.Spec.Rules {
-					ref.BackendRefs = append(ref.BackendRefs, backends(rule.BackendRefs)...)
-				}
-				out = append(out, ref)
-			}
-		})
-	}
-	if err == nil {
-		err = list(&tlsRoutes, func() {
-			for _, r := range tlsRoutes.Items {
-				ref := RouteRef{Kind: routes.TLSRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs, Parents: r.Status.Parents}
-				for _, rule := range r.Spec.Rules {
-					ref.BackendRefs = append(ref.BackendRefs, backends(rule.BackendRefs)...)
-				}
-				out = append(out, ref)
-			}
-		})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing routes: %w", err)
+			out = append(out, RouteRef{Kind: route.Kind, Namespace: route.Namespace, Name: route.Name,
+				ParentRefs: route.ParentRefs, BackendRefs: route.BackendRefs(), Parents: *parents})
+		}
 	}
 	slices.SortFunc(out, func(a, b RouteRef) int {
 		return strings.Compare(string(a.Kind)+"/"+a.Namespace+"/"+a.Name, string(b.Kind)+"/"+b.Namespace+"/"+b.Name)
