@@ -112,14 +112,13 @@ func newPodIP() string {
 	return fmt.Sprintf("127.0.%d.%d", n/250, n%250+1)
 }
 
-// declaring is the annotations that declare primary and ports, each with an explicit suffix.
+// declaring is the annotations that declare primary and ports, written by the grammar's own formatter.
 func declaring(primary int32, ports []meshv1alpha1.PortProtocol) map[string]string {
-	suffix := map[meshv1alpha1.Protocol]string{meshv1alpha1.ProtocolHTTP: "h1", meshv1alpha1.ProtocolHTTP2: "h2", meshv1alpha1.ProtocolTCP: "tcp"}
-	tokens := make([]string, len(ports))
+	parsed := make([]portspec.Port, len(ports))
 	for i, p := range ports {
-		tokens[i] = fmt.Sprintf("%d=%s", p.Port, suffix[p.Protocol])
+		parsed[i] = portspec.Port{Number: p.Port, Protocol: p.Protocol, AppProtocol: p.AppProtocol}
 	}
-	return map[string]string{portspec.AnnotationPort: fmt.Sprint(primary), portspec.AnnotationPorts: strings.Join(tokens, ",")}
+	return map[string]string{portspec.AnnotationPort: fmt.Sprint(primary), portspec.AnnotationPorts: portspec.FormatPortsAnnotation(parsed)}
 }
 
 // createPod creates a managed pod of ServiceAccount sa bound to node and, when ip is not empty,
