@@ -6,6 +6,8 @@ package model
 import (
 	"fmt"
 	"path/filepath"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
 
 // CaptureMode says which outbound TCP a pod's netns redirects to its proxy (DESIGN section 8).
@@ -20,11 +22,20 @@ const (
 	CaptureAll CaptureMode = "all"
 )
 
-// LocalPod is a meshed pod on the agent's node, as its data plane needs it. The agent builds
-// none yet: its consumers (internal/xds, internal/capture) do not exist.
+// LocalPod is a meshed pod on the agent's node, as its data plane needs it: where its proxy
+// listens (its netns), whose certificate it presents (its identity), which ports it serves (its
+// own MeshEndpoint's) and how its outbound traffic is captured.
 type LocalPod struct {
 	Namespace string
 	Name      string
+	UID       string
+	// Service is the name of the pod's MeshService (its ServiceAccount's name).
+	Service string
+	// Address is the pod's IP, where the inbound proxy forwards to the application's ports.
+	Address string
+	// Primary and Ports are the pod's own declaration (its MeshEndpoint's spec).
+	Primary int32
+	Ports   []meshv1alpha1.PortProtocol
 	// NetNS is the path of the pod's network namespace, as the CNI plugin hands it over.
 	NetNS string
 	// Identity is the pod's SPIFFE ID (its ServiceAccount's MeshService identity).

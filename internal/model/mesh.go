@@ -1,0 +1,46 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package model
+
+import (
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+)
+
+// Mesh is everything one node's data plane is built from (internal/xds, internal/capture): the
+// services of the whole cluster, the routes the controller accepted, and the meshed pods on the
+// node. The agent's lister builds it from its caches; everything after it is pure.
+type Mesh struct {
+	// Domain is the mesh's DNS domain and SPIFFE trust domain (aether.internal by default).
+	Domain string
+	// Node is the node whose data plane this is.
+	Node Node
+	// Services are every MeshService of the cluster, sorted by namespace and name.
+	Services []Service
+	// Pods are the node's meshed pods, sorted by namespace and name.
+	Pods []LocalPod
+	// Routes are the Gateway API routes whose status the controller set ResolvedRefs=True,
+	// sorted by kind, namespace and name.
+	Routes []Route
+}
+
+// Node is the node the data plane runs on; its locality orders the endpoints' priorities.
+type Node struct {
+	Name     string
+	Locality meshv1alpha1.Locality
+}
+
+// PortSet is the service's ports as internal/resolve reads them: the primary and each listed
+// port with the protocol it is routed as (a conflicted port's vote winner).
+func (s Service) PortSet() portspec.PortSet {
+	ports := make([]portspec.Port, 0, len(s.Ports))
+	for _, p := range s.Ports {
+		app := meshv1alpha1.AppProtocol("")
+		if len(p.Pairs) > 0 && len(p.Pairs[0].Members) > 0 {
+			app = p.Pairs[0].Members[0].AppProtocol
+		}
+		ports = append(ports, portspec.Port{Number: p.Number, Protocol: p.Protocol, AppProtocol: app})
+	}
+	return portspec.NewPortSet(s.Primary, ports)
+}

@@ -1,0 +1,128 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	"strconv"
+	"strings"
+)
+
+// The names of what Build generates: one home, read by the builders, the simulator and the
+// tests. (Proposal 037 design (a): clusters are keyed by identity, never by a bare service key.)
+//
+// Source qualification. One Envoy serves every meshed pod of its node, and an upstream cluster
+// carries the client certificate of the pod that dials (the source identity). So every upstream
+// cluster name is qualified by the source: "<base>|<ns>/<sa>" where <ns>/<sa> is the source
+// SPIFFE ID's path without "/ns/" and "/sa/" (SourceKey). Load assignments are not qualified:
+// the membership of <fqdn>:<p> is the same whoever dials.
+
+// FQDN is a service's mesh name: <svc>.<ns>.<mesh-domain>.
+func FQDN(service, namespace, domain string) string {
+	return service + "." + namespace + "." + domain
+}
+
+// HTTPCluster is the base name of the cluster for HTTP-class port p: <fqdn>:<p>.
+func HTTPCluster(fqdn string, port int32) string { return fqdn + ":" + itoa(port) }
+
+// TCPDefaultCluster is the base name of the cluster <fqdn>:18082 reaches (the default TCP port):
+// tcp:<fqdn>.
+func TCPDefaultCluster(fqdn string) string { return "tcp:" + fqdn }
+
+// TCPCluster is the base name of the cluster for TCP port p: tcp:<fqdn>:<p>.
+func TCPCluster(fqdn string, port int32) string { return "tcp:" + fqdn + ":" + itoa(port) }
+
+// LoadAssignment is the EDS name of port p's membership: <fqdn>:<p>, the endpoints declaring p
+// with the protocol p is routed as. One owner per name; HTTP and TCP clusters of p share it.
+func LoadAssignment(fqdn string, port int32) string { return fqdn + ":" + itoa(port) }
+
+// SourceKey is the <ns>/<sa> of a SPIFFE ID spiffe://<domain>/ns/<ns>/sa/<sa>; an ID of another
+// shape is kept whole after the scheme (no two identities share a key).
+func SourceKey(identity string) string {
+	rest := strings.TrimPrefix(identity, "spiffe://")
+	_, path, _ := strings.Cut(rest, "/")
+	if ns, sa, ok := strings.Cut(strings.TrimPrefix(path, "ns/"), "/sa/"); ok && strings.HasPrefix(path, "ns/") && !strings.Contains(sa, "/") {
+		return ns + "/" + sa
+	}
+	return rest
+}
+
+// SourceCluster qualifies a cluster's base name by the identity that dials through it.
+func SourceCluster(base, sourceIdentity string) string { return base + "|" + SourceKey(sourceIdentity) }
+
+// TrustBundleSecret is the SDS name of the mesh's trust bundle (the validation context every
+// mesh TLS context pins): the trust domain's SPIFFE ID, spiffe://<domain>.
+func TrustBundleSecret(domain string) string { return "spiffe://" + domain }
+
+// CertificateSecret is the SDS name of an identity's certificate and key: the SPIFFE ID itself.
+func CertificateSecret(identity string) string { return identity }
+
+// Per-pod names. <pod> is "<ns>/<name>" (PodKey), unique on the node.
+
+// PodKey is how per-pod names spell a pod.
+func PodKey(namespace, name string) string { return namespace + "/" + name }
+
+// CaptureListener is the name of a pod's capture listener (127.0.0.1:18001 in its netns).
+func CaptureListener(podKey string) string { return "capture_" + podKey }
+
+// InboundListener is the name of a pod's inbound listener (0.0.0.0:18008 in its netns).
+func InboundListener(podKey string) string { return "inbound_" + podKey }
+
+// CaptureRoutes is the RDS name of the capture HCM's route configuration. It depends on the
+// source identity only (the clusters it names are qualified by it), so pods of one identity
+// share it.
+func CaptureRoutes(sourceIdentity string) string { return "capture|" + SourceKey(sourceIdentity) }
+
+// Capture filter chains. <svc> is "<name>.<ns>".
+
+// ServiceKey is how chain names spell a service.
+func ServiceKey(name, namespace string) string { return name + "." + namespace }
+
+// CaptureTCPChain is the chain for <VIP>:18082: cap_tcp_<svc>.
+func CaptureTCPChain(svcKey string) string { return "cap_tcp_" + svcKey }
+
+// CaptureTCPPortChain is the chain for <VIP>:<p>, p a TCP port: cap_tcp_<svc>_<p>.
+func CaptureTCPPortChain(svcKey string, port int32) string { return "cap_tcp_" + svcKey + "_" + itoa(port) }
+
+// Other capture chains.
+const (
+	// CaptureHTTPChain is the HCM chain: captured HTTP, routed by its Host header.
+	CaptureHTTPChain = "cap_http"
+	// CaptureBlackholeChain closes :18082 connections no service claims (scoped mode).
+	CaptureBlackholeChain = "cap_tcp_blackhole"
+	// CapturePassthroughChain is the default chain: the original destination, untouched.
+	CapturePassthroughChain = "cap_passthrough"
+)
+
+// Inbound filter chains.
+
+// InboundHTTPChain is the HCM chain for HTTP-class port p (server_names [p]): in_<p>.
+func InboundHTTPChain(port int32) string { return "in_" + itoa(port) }
+
+// InboundTCPChain is the tcp_proxy chain for TCP port p (server_names [p]): in_tcp_<p>.
+func InboundTCPChain(port int32) string { return "in_tcp_" + itoa(port) }
+
+// InboundFloorChain is the default chain (no SNI): the pod's primary port.
+const InboundFloorChain = "in_floor"
+
+// AppCluster is the cluster the inbound proxy forwards port p of pod to: app|<pod>:<p>.
+func AppCluster(podKey string, port int32) string { return "app|" + podKey + ":" + itoa(port) }
+
+// Clusters every node's snapshot carries.
+const (
+	// PassthroughCluster sends a connection to its original destination.
+	PassthroughCluster = "passthrough"
+	// BlackholeCluster has no endpoints: a connection sent to it is closed.
+	BlackholeCluster = "blackhole"
+)
+
+// SNI is what an upstream TLS context sends for port: empty for the service's primary port (it
+// lands on the destination's floor chain), the port's number otherwise (proposal 037 (c)).
+func SNI(port, primary int32) string {
+	if port == primary {
+		return ""
+	}
+	return itoa(port)
+}
+
+func itoa(p int32) string { return strconv.Itoa(int(p)) }
