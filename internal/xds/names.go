@@ -82,7 +82,9 @@ func ServiceKey(name, namespace string) string { return name + "." + namespace }
 func CaptureTCPChain(svcKey string) string { return "cap_tcp_" + svcKey }
 
 // CaptureTCPPortChain is the chain for <VIP>:<p>, p a TCP port: cap_tcp_<svc>_<p>.
-func CaptureTCPPortChain(svcKey string, port int32) string { return "cap_tcp_" + svcKey + "_" + itoa(port) }
+func CaptureTCPPortChain(svcKey string, port int32) string {
+	return "cap_tcp_" + svcKey + "_" + itoa(port)
+}
 
 // Other capture chains.
 const (
