@@ -24,6 +24,9 @@ type Resources struct {
 	Endpoints []*endpointv3.ClusterLoadAssignment
 	Listeners []*listenerv3.Listener
 	Routes    []*routev3.RouteConfiguration
+	// Skipped says, one sentence each and sorted, what Build left out of an otherwise good build
+	// and why: one bad service or pod does not take the node's whole configuration down with it.
+	Skipped []string
 }
 
 // Build renders the node's mesh as Envoy resources: pure, deterministic (the same mesh gives the
@@ -32,6 +35,9 @@ func Build(m model.Mesh) (Resources, error) {
 	b := &builder{mesh: m}
 	var res Resources
 	// The builders of each resource type fill res here.
+	res.Clusters = b.clusters()
+	res.Endpoints = b.endpoints()
+	res.Skipped = b.skipNotes() // last: it gathers what every builder recorded
 	return res, b.err
 }
 
@@ -39,6 +45,8 @@ func Build(m model.Mesh) (Resources, error) {
 type builder struct {
 	mesh model.Mesh
 	err  error
+	// skipped are what the builders left out, one sentence each (Resources.Skipped).
+	skipped []string
 }
 
 // validator is what the generated protoc-gen-validate code gives every Envoy message.
