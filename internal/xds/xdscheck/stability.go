@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"fmt"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
@@ -25,6 +27,14 @@ import (
 func ListenersAndRoutesEqual(a, b xds.Resources) []string {
 	out := sameResources("listener", a.Listeners, b.Listeners, (*listenerv3.Listener).GetName)
 	return append(out, sameResources("route configuration", a.Routes, b.Routes, (*routev3.RouteConfiguration).GetName)...)
+}
+
+// Identical compares every resource of two builds byte for byte, as ListenersAndRoutesEqual
+// does listeners and routes: the determinism check (the same mesh must give the same bytes).
+func Identical(a, b xds.Resources) []string {
+	out := sameResources("cluster", a.Clusters, b.Clusters, (*clusterv3.Cluster).GetName)
+	out = append(out, sameResources("load assignment", a.Endpoints, b.Endpoints, (*endpointv3.ClusterLoadAssignment).GetClusterName)...)
+	return append(out, ListenersAndRoutesEqual(a, b)...)
 }
 
 // Bytes is the deterministic wire form of m: the bytes the stability gate compares.

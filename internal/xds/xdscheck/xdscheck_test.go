@@ -432,6 +432,28 @@ func TestStabilityGate(t *testing.T) {
 	}
 }
 
+// TestStabilityGateScope: a change of endpoints only (a load assignment's address) passes the
+// stability gate, which compares listeners and routes, and fails Identical, which compares all.
+func TestStabilityGateScope(t *testing.T) {
+	base := valid(t)
+	changed := clone(base)
+	changed.Endpoints[1] = loadAssignment(tcpEDSName, "10.244.2.10")
+	if v := xdscheck.ListenersAndRoutesEqual(base, changed); v != nil {
+		t.Errorf("an endpoint change fails the stability gate: %v", v)
+	}
+	want := `load assignment "payments.shop.aether.internal:9000": differs`
+	got := xdscheck.Identical(base, changed)
+	for _, v := range got {
+		t.Logf("violation: %s", v)
+	}
+	if !containsLine(got, want) {
+		t.Errorf("Identical did not report %q: %v", want, got)
+	}
+	if v := xdscheck.Identical(base, clone(base)); v != nil {
+		t.Errorf("a copy is not identical: %v", v)
+	}
+}
+
 func containsLine(lines []string, want string) bool {
 	for _, l := range lines {
 		if strings.Contains(l, want) {

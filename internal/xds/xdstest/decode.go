@@ -189,8 +189,10 @@ func carries(k model.RouteKind, p meshv1alpha1.Protocol) bool {
 
 // Encode writes s as Decode reads it, for a fuzz corpus seeded from the scenarios: its first
 // four services become payments, frontend, catalog and ledger (in its order), each with its
-// first three pods; ports outside the pool are dropped; routes are not encoded. The capture mode
-// is the first local pod's.
+// first three pods; ports outside the pool are dropped. Its first three routes are kept, each
+// with one rule (the one with the most backends), its first two backends (the first's weight
+// capped at 4, the second's 1) and a path prefix "/v<digit>" or a gRPC service "pkg.S<digit>"
+// match. The capture mode is the first local pod's.
 func Encode(s Scenario) []byte {
 	head := byte(0)
 	for _, w := range s.Workloads {
@@ -199,20 +201,107 @@ func Encode(s Scenario) []byte {
 			break
 		}
 	}
-	out := []byte{head}
-	for _, decl := range s.Services[:min(len(s.Services), len(fuzzServices))] {
+	decls := s.Services[:min(len(s.Services), len(fuzzServices))]
+	var services []byte
+	for _, decl := range decls {
 		var mine []Workload
 		for _, w := range s.Workloads {
 			if w.Namespace == decl.Namespace && w.Service == decl.Name && len(mine) < 3 {
 				mine = append(mine, w)
 			}
 		}
-		out = append(out, byte(len(mine)))
+		services = append(services, byte(len(mine)))
 		for _, w := range mine {
-			out = append(out, encodeWorkload(w)...)
+			services = append(services, encodeWorkload(w)...)
 		}
 	}
-	return out
+	// Routes name services by their index in the decoded mesh, whose services are named after
+	// fuzzServices and sorted.
+	decoded := Decode(append([]byte{head}, services...)).Mesh().Services
+	var routes []byte
+	count := 0
+	for _, r := range s.Routes {
+		if b, ok := encodeRoute(r, decls, decoded); ok && count < 3 {
+			routes = append(routes, b...)
+			count++
+		}
+	}
+	return append(append([]byte{head | byte(count)<<2}, routes...), services...)
+}
+
+// encodeRoute writes r as decodeRoute reads it, or reports that it cannot (a service beyond
+// the first four).
+func encodeRoute(r model.Route, decls []ServiceDecl, decoded []model.Service) ([]byte, bool) {
+	// service finds a ServiceRef's index in decoded, and its port's index in that service.
+	service := func(ref model.ServiceRef) (svc, port int, ok bool) {
+		i := slices.Index(decls, ServiceDecl{Namespace: ref.Namespace, Name: ref.Name, VIP: vipOf(decls, ref)})
+		if i < 0 {
+			return 0, 0, false
+		}
+		svc = slices.IndexFunc(decoded, func(s model.Service) bool {
+			return s.Namespace == fuzzServices[i].Namespace && s.Name == fuzzServices[i].Name
+		})
+		if svc < 0 {
+			return 0, 0, false
+		}
+		port = slices.IndexFunc(decoded[svc].Ports, func(p model.Port) bool { return p.Number == ref.Port })
+		return svc, max(port, 0), true
+	}
+	if len(r.Parents) == 0 || len(r.Rules) == 0 {
+		return nil, false
+	}
+	parent, parentPort, ok := service(r.Parents[0])
+	if !ok {
+		return nil, false
+	}
+	rule := r.Rules[0]
+	for _, candidate := range r.Rules {
+		if len(candidate.Backends) > len(rule.Backends) {
+			rule = candidate
+		}
+	}
+	b := make([]byte, routeBytes)
+	b[0] = byte(slices.Index(fuzzKinds[:], r.Kind)) | byte(parent)<<2
+	if r.Parents[0].Port != 0 {
+		b[0] |= 1 << 4
+	}
+	if len(rule.Matches) > 0 {
+		m := rule.Matches[0]
+		b[0] |= byte(lastDigit(m.Path+m.GRPCService)) << 5
+	}
+	b[1] = byte(parentPort)
+	if len(rule.Backends) == 0 {
+		return nil, false
+	}
+	svc, port, ok := service(rule.Backends[0].ServiceRef)
+	if !ok {
+		return nil, false
+	}
+	b[2] = byte(svc) | byte(port)<<2
+	b[3] = byte(min(max(rule.Backends[0].Weight, 1), 4)-1) << 5
+	if len(rule.Backends) > 1 {
+		if svc, port, ok := service(rule.Backends[1].ServiceRef); ok {
+			b[3] |= byte(svc) | byte(port&7)<<2 | 1<<7
+		}
+	}
+	return b, true
+}
+
+func vipOf(decls []ServiceDecl, ref model.ServiceRef) string {
+	for _, d := range decls {
+		if d.Namespace == ref.Namespace && d.Name == ref.Name {
+			return d.VIP
+		}
+	}
+	return ""
+}
+
+// lastDigit is the value of s's last character if it is a digit 1-7, else 0 (no match).
+func lastDigit(s string) int {
+	if s == "" || s[len(s)-1] < '1' || s[len(s)-1] > '7' {
+		return 0
+	}
+	return int(s[len(s)-1] - '0')
 }
 
 func encodeWorkload(w Workload) []byte {

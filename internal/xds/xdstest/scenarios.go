@@ -131,8 +131,9 @@ func rolloutConflict() Scenario {
 }
 
 // Routes: the mixed payments and payments-canary (same ports) with an HTTPRoute splitting
-// payments:8080 (/v2 all to the canary, the rest 9:1) and a TCPRoute weighting payments:9000 3:1,
-// so routes and tcp_proxy chains carry weighted clusters.
+// payments:8080 (/v2 all to the canary, the rest 9:1), a GRPCRoute sending payments:9090's
+// pkg.Ledger service to the canary, and a TCPRoute weighting payments:9000 3:1, so routes and
+// tcp_proxy chains carry matches and weighted clusters.
 func Routes() model.Mesh { return routes().Mesh() }
 
 func routes() Scenario {
@@ -152,6 +153,12 @@ func routes() Scenario {
 			Rules: []model.RouteRule{
 				{Matches: []model.RouteMatch{{PathType: "PathPrefix", Path: "/v2"}}, Backends: []model.Backend{canary(8080, 1)}},
 				{Backends: []model.Backend{stable(8080, 9), canary(8080, 1)}},
+			}},
+		{Kind: model.GRPCRoute, Namespace: shop, Name: "payments-grpc",
+			Parents: []model.ServiceRef{{Namespace: shop, Name: "payments", Port: 9090}},
+			Rules: []model.RouteRule{
+				{Matches: []model.RouteMatch{{GRPCService: "pkg.Ledger"}}, Backends: []model.Backend{canary(9090, 1)}},
+				{Backends: []model.Backend{stable(9090, 1)}},
 			}},
 		{Kind: model.TCPRoute, Namespace: shop, Name: "payments-tcp",
 			Parents: []model.ServiceRef{{Namespace: shop, Name: "payments", Port: 9000}},

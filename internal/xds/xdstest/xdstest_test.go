@@ -138,7 +138,7 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		if scoped != (name == "scoped") {
 			t.Errorf("%s: a local pod in scoped mode: %v", name, scoped)
 		}
-		if (len(m.Routes) > 0) != (name == "routes") {
+		if (len(m.Routes) == 3) != (name == "routes") {
 			t.Errorf("%s: %d routes", name, len(m.Routes))
 		}
 	}
@@ -259,9 +259,25 @@ func TestEncodeDecode(t *testing.T) {
 	}
 }
 
-// shape is a mesh without its names: each service's endpoints and port set, sorted, and the
-// local pods' capture modes.
+// shape is a mesh without its names: each service's endpoints and port set, sorted, the local
+// pods' capture modes, and each route's kind, parent port and backends (of its rule with the
+// most backends, as Encode keeps it).
 func shape(m model.Mesh) string {
+	var routes []string
+	for _, r := range m.Routes {
+		rule := r.Rules[0]
+		for _, c := range r.Rules {
+			if len(c.Backends) > len(rule.Backends) {
+				rule = c
+			}
+		}
+		var backends []string
+		for _, b := range rule.Backends {
+			backends = append(backends, fmt.Sprint(b.Port))
+		}
+		routes = append(routes, fmt.Sprintf("%s on port %d to %s", r.Kind, r.Parents[0].Port, strings.Join(backends, ",")))
+	}
+	slices.Sort(routes)
 	var services []string
 	for _, s := range m.Services {
 		services = append(services, fmt.Sprintf("%d endpoints, %s", s.Endpoints, describe(s)))
@@ -272,7 +288,7 @@ func shape(m model.Mesh) string {
 		capture = append(capture, string(p.Capture))
 	}
 	slices.SortFunc(capture, cmp.Compare)
-	return strings.Join(services, " | ") + " | capture " + strings.Join(capture, ",")
+	return strings.Join(services, " | ") + " | capture " + strings.Join(capture, ",") + " | routes " + strings.Join(routes, "; ")
 }
 
 // TestFleet: the benchmarks' mesh has the size asked, two local pods, and valid services.
