@@ -6,6 +6,7 @@ package xdscheck
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -44,8 +45,8 @@ func All(res xds.Resources) []string {
 	return out
 }
 
-// References: every cluster a tcp_proxy (cluster, weighted_clusters) or a route action (cluster,
-// weighted_clusters) names is among the clusters, every EDS cluster's load assignment (its
+// References checks that every cluster a tcp_proxy or a route action names (cluster,
+// weighted_clusters) is among the clusters, every EDS cluster's load assignment (its
 // service_name, else its name) is among the endpoints, and every RDS name is among the routes.
 // A missing cluster is a connection killed silently (tcp_proxy has no on-demand path).
 func References(res xds.Resources) []string {
@@ -94,8 +95,8 @@ func References(res xds.Resources) []string {
 	return append(out, unreadable...)
 }
 
-// Chains: within each listener, no two filter chains share a name (nor go unnamed: stats and the
-// simulator tell chains apart by name), and no two filter chains can match the same connection.
+// Chains checks that within each listener no two filter chains share a name (nor go unnamed:
+// stats and the simulator tell chains apart by name), and no two can match the same connection.
 // Envoy rejects the whole listener update in that case ("multiple filter chains with the same
 // matching rules"), leaving the pod on its previous listener or, for a new pod, with none.
 func Chains(res xds.Resources) []string {
@@ -107,7 +108,7 @@ func Chains(res xds.Resources) []string {
 		}
 		chains := l.GetFilterChains()
 		if d := l.GetDefaultFilterChain(); d != nil {
-			chains = append(chains[:len(chains):len(chains)], d)
+			chains = append(slices.Clip(chains), d)
 		}
 		seen := map[string]bool{}
 		for i, c := range chains {
@@ -206,7 +207,7 @@ func dimensions(m *listenerv3.FilterChainMatch) []dimension {
 	}
 }
 
-// Pinning: every cluster whose transport socket is an UpstreamTlsContext pins its peer (an exact
+// Pinning checks that every cluster whose transport socket is an UpstreamTlsContext pins its peer (an exact
 // URI SAN matcher, the destination's SPIFFE ID), trusts an anchor to verify the chain against
 // (without one, Envoy checks no chain and a SAN proves nothing), and presents a certificate
 // fetched by SDS (never inline key material).
@@ -266,7 +267,7 @@ func pinned(at string, cc *tlsv3.CommonTlsContext) []string {
 	return append(out, at+": is not SAN-pinned: no exact URI subject-alt-name matcher (the destination's SPIFFE ID) in its validation context")
 }
 
-// Consistency: go-control-plane's own check of a snapshot: every load assignment and route
+// Consistency runs go-control-plane's own check of a snapshot: every load assignment and route
 // configuration is referenced, and every reference is listed (what SetSnapshot's callers run).
 func Consistency(res xds.Resources) []string {
 	snapshot, err := cachev3.NewSnapshot("gate", map[resourcev3.Type][]types.Resource{
@@ -295,8 +296,8 @@ func asResources[T types.Resource](list []T) []types.Resource {
 // validator is what protoc-gen-validate generates for every Envoy message.
 type validator interface{ ValidateAll() error }
 
-// Validation: ValidateAll() on every resource and on every message packed in an Any inside it,
-// recursively. The generated validators stop at an Any, so a tcp_proxy with an empty
+// Validation runs ValidateAll() on every resource and on every message packed in an Any inside
+// it, recursively. The generated validators stop at an Any, so a tcp_proxy with an empty
 // stat_prefix inside a valid listener passes the listener's own ValidateAll; Envoy NACKs it.
 func Validation(res xds.Resources) []string {
 	var out []string
@@ -312,8 +313,8 @@ func Validation(res xds.Resources) []string {
 	return append(out, unreadable...)
 }
 
-// Domains: no virtual host domain spells the TCP mesh port (":18082"). An HTTP Host naming it is
-// HTTP sent to the TCP port: DESIGN section 5 answers it 421 port-not-declared; a domain would
+// Domains checks that no virtual host domain spells the TCP mesh port (":18082"). An HTTP Host
+// naming it is HTTP sent to the TCP port: DESIGN section 5 answers it 421 port-not-declared; a domain would
 // route it instead.
 func Domains(res xds.Resources) []string {
 	suffix := ":" + strconv.Itoa(int(meshv1alpha1.MeshTCPPort))
@@ -333,7 +334,8 @@ func Domains(res xds.Resources) []string {
 	return append(out, unreadable...)
 }
 
-// Names: each list is sorted by name, each name once and none empty (xds.Resources' contract).
+// Names checks that each list is sorted by name, each name once and none empty (the contract
+// of xds.Resources).
 // A snapshot keeps resources in a map by name, so a duplicate (two owners of one load
 // assignment) would silently keep one of them; this gate sees it.
 func Names(res xds.Resources) []string {

@@ -25,14 +25,14 @@ var (
 	fuzzHealth   = [4]meshv1alpha1.Health{meshv1alpha1.HealthHealthy, meshv1alpha1.HealthPending,
 		meshv1alpha1.HealthUnhealthy, meshv1alpha1.HealthDraining}
 	fuzzNodes    = [3]string{ThisNode, SameRegion, OtherRegion}
-	fuzzServices = [4]ServiceDecl{{shop, "payments", "10.96.0.10"}, {web, "frontend", "10.96.0.20"},
-		{shop, "catalog", "10.96.0.11"}, {shop, "ledger", "10.96.0.12"}}
+	fuzzServices = [4]ServiceDecl{{shop, paymentsService, "10.96.0.10"}, {web, frontendService, "10.96.0.20"},
+		{shop, catalogService, "10.96.0.11"}, {shop, "ledger", "10.96.0.12"}}
 	fuzzCapture = [4]model.CaptureMode{model.CaptureSurface, model.CaptureScoped, model.CaptureAll, model.CaptureSurface}
 	fuzzKinds   = [4]model.RouteKind{model.HTTPRoute, model.GRPCRoute, model.TCPRoute, model.TLSRoute}
 )
 
 // fuzzStart is the creation time of an endpoint of age 0; a byte adds minutes.
-var fuzzStart = at(9, 0)
+var fuzzStart = at(9)
 
 const (
 	endpointBytes = 5

@@ -24,7 +24,7 @@ func Fleet(services, endpoints int) Scenario {
 			}
 			s.Workloads = append(s.Workloads, Workload{Namespace: decl.Namespace, Service: decl.Name,
 				Name: fmt.Sprintf("%s-%02d", decl.Name, j), Node: node, Address: fmt.Sprintf("10.%d.%d.%d", 128+n/62500, n/250%250, n%250+1),
-				Port: "8080", Ports: "8080,9090=h2,9000=tcp", Health: healthy, Created: at(9, 0)})
+				Port: "8080", Ports: "8080,9090=h2,9000=tcp", Health: healthy, Created: at(9)})
 			n++
 		}
 	}

@@ -21,32 +21,33 @@ const (
 	healthy   = meshv1alpha1.HealthHealthy
 	draining  = meshv1alpha1.HealthDraining
 	shop, web = "shop", "web"
+	// The services of the scenarios (and of the fuzz decoder).
+	frontendService, paymentsService, catalogService = "frontend", "payments", "catalog"
+	canaryService                                    = "payments-canary"
 )
 
-// at is hh:mm on Day.
-func at(hour, minute int) time.Time {
-	return Day.Add(time.Duration(hour)*time.Hour + time.Duration(minute)*time.Minute)
-}
+// at is hh:00 on Day.
+func at(hour int) time.Time { return Day.Add(time.Duration(hour) * time.Hour) }
 
 // frontend is the client pod: on this node, HTTP 8080, in the given capture mode.
 func frontend(capture model.CaptureMode) Workload {
-	return Workload{Namespace: web, Service: "frontend", Name: "frontend-0", Node: ThisNode, Address: "10.244.1.20",
-		Port: "8080", Health: healthy, Created: at(8, 0), Capture: capture}
+	return Workload{Namespace: web, Service: frontendService, Name: "frontend-0", Node: ThisNode, Address: "10.244.1.20",
+		Port: "8080", Health: healthy, Created: at(8), Capture: capture}
 }
 
 // payments are the three pods of payments, one per node, declaring port, ports and protocol.
 func payments(port, ports, protocol string) []Workload {
 	var out []Workload
 	for i, n := range []struct{ node, address string }{{ThisNode, "10.244.1.10"}, {SameRegion, "10.244.2.10"}, {OtherRegion, "10.244.3.10"}} {
-		out = append(out, Workload{Namespace: shop, Service: "payments", Name: "payments-" + strconv.Itoa(i), Node: n.node,
-			Address: n.address, Port: port, Ports: ports, Protocol: protocol, Health: healthy, Created: at(9, 0)})
+		out = append(out, Workload{Namespace: shop, Service: paymentsService, Name: "payments-" + strconv.Itoa(i), Node: n.node,
+			Address: n.address, Port: port, Ports: ports, Protocol: protocol, Health: healthy, Created: at(9)})
 	}
 	return out
 }
 
 // cast is the services of the common cast.
 func cast() []ServiceDecl {
-	return []ServiceDecl{{shop, "payments", "10.96.0.10"}, {web, "frontend", "10.96.0.20"}}
+	return []ServiceDecl{{shop, paymentsService, "10.96.0.10"}, {web, frontendService, "10.96.0.20"}}
 }
 
 // simple is the common cast with payments declaring port, ports and protocol.
@@ -54,21 +55,22 @@ func simple(port, ports, protocol string) Scenario {
 	return Scenario{Services: cast(), Workloads: append(payments(port, ports, protocol), frontend(model.CaptureSurface))}
 }
 
-// PureHTTP: payments serves HTTP only, on 8080 (primary) and 8081. http://payments/ is 421
-// port-not-declared (no 80); :8080 and :8081 are HTTP; :18082 is refused (no TCP port).
+// PureHTTP is the mesh where payments serves HTTP only, on 8080 (primary) and 8081:
+// http://payments/ is 421 port-not-declared (no 80); :8080 and :8081 are HTTP; :18082 is
+// refused (no TCP port).
 func PureHTTP() model.Mesh { return pureHTTP().Mesh() }
 
 func pureHTTP() Scenario { return simple("8080", "8080,8081", "") }
 
-// PureTCP: payments serves one TCP port, 5432, its primary: :18082 and :5432 reach it with no
-// SNI (the primary); http:// is 421 no-http-port.
+// PureTCP is the mesh where payments serves one TCP port, 5432, its primary: :18082 and :5432
+// reach it with no SNI (the primary); http:// is 421 no-http-port.
 func PureTCP() model.Mesh { return pureTCP().Mesh() }
 
 func pureTCP() Scenario { return simple("5432", "", "tcp") }
 
-// MixedHTTPPrimary: payments serves HTTP 8080 (primary), h2 9090 and TCP 9000; the default TCP
-// port is 9000 (the lowest TCP port, not the primary: SNI "9000"). The pod in another region
-// is draining.
+// MixedHTTPPrimary is the mesh where payments serves HTTP 8080 (primary), h2 9090 and TCP
+// 9000; the default TCP port is 9000 (the lowest TCP port, not the primary: SNI "9000"). The
+// pod in another region is draining.
 func MixedHTTPPrimary() model.Mesh { return mixedHTTPPrimary().Mesh() }
 
 func mixedHTTPPrimary() Scenario {
@@ -77,39 +79,40 @@ func mixedHTTPPrimary() Scenario {
 	return s
 }
 
-// TCPPrimaryHTTPSecondary: payments' primary is TCP 9000, with HTTP 8080 beside it (protocol tcp,
-// ports 9000,8080=h1): :18082 reaches 9000 with no SNI; :8080 is HTTP; http:// is 421
-// port-not-declared.
+// TCPPrimaryHTTPSecondary is the mesh where payments' primary is TCP 9000, with HTTP 8080
+// beside it (protocol tcp, ports 9000,8080=h1): :18082 reaches 9000 with no SNI; :8080 is
+// HTTP; http:// is 421 port-not-declared.
 func TCPPrimaryHTTPSecondary() model.Mesh { return tcpPrimaryHTTPSecondary().Mesh() }
 
 func tcpPrimaryHTTPSecondary() Scenario { return simple("9000", "9000,8080=h1", "tcp") }
 
-// NoHTTPPort: payments serves TCP 5432 and 6379 (primary 6379, the default TCP port): http:// is
-// 421 no-http-port; :5432 carries SNI "5432", :6379 and :18082 none.
+// NoHTTPPort is the mesh where payments serves TCP 5432 and 6379 (primary 6379, the default
+// TCP port): http:// is 421 no-http-port; :5432 carries SNI "5432", :6379 and :18082 none.
 func NoHTTPPort() model.Mesh { return noHTTPPort().Mesh() }
 
 func noHTTPPort() Scenario { return simple("6379", "5432,6379", "tcp") }
 
-// HTTP80: payments declares 80 (primary) and 8080: http://payments/ reaches 80.
+// HTTP80 is the mesh where payments declares 80 (primary) and 8080: http://payments/ reaches 80.
 func HTTP80() model.Mesh { return http80().Mesh() }
 
 func http80() Scenario { return simple("80", "80,8080", "") }
 
-// HTTPS443TCP: payments serves HTTP 8080 (primary) and 443=tcp, its app's own TLS: https:// reaches
-// 443 through cap_tcp_<svc>_443, and 443 is also the default TCP port.
+// HTTPS443TCP is the mesh where payments serves HTTP 8080 (primary) and 443=tcp, its app's own
+// TLS: https:// reaches 443 through cap_tcp_<svc>_443, and 443 is also the default TCP port.
 func HTTPS443TCP() model.Mesh { return https443TCP().Mesh() }
 
 func https443TCP() Scenario { return simple("8080", "8080,443=tcp", "") }
 
-// Scoped: the mixed payments and catalog (HTTP only), both local pods capturing in scoped mode:
-// the capture listeners carry cap_tcp_blackhole for :18082 connections no service claims.
+// Scoped is the mesh where both local pods capture in scoped mode, with the mixed payments and
+// catalog (HTTP only): the capture listeners carry cap_tcp_blackhole for the :18082
+// connections no service claims.
 func Scoped() model.Mesh { return scoped().Mesh() }
 
 func scoped() Scenario {
 	s := mixedHTTPPrimary()
-	s.Services = append(s.Services, ServiceDecl{shop, "catalog", "10.96.0.11"})
-	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: "catalog", Name: "catalog-0", Node: SameRegion,
-		Address: "10.244.2.11", Port: "8080", Health: healthy, Created: at(9, 0)})
+	s.Services = append(s.Services, ServiceDecl{shop, catalogService, "10.96.0.11"})
+	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: "catalog-0", Node: SameRegion,
+		Address: "10.244.2.11", Port: "8080", Health: healthy, Created: at(9)})
 	for i := range s.Workloads {
 		if s.Workloads[i].Node == ThisNode {
 			s.Workloads[i].Capture = model.CaptureScoped
@@ -118,51 +121,51 @@ func scoped() Scenario {
 	return s
 }
 
-// RolloutConflict: payments is retyping 9000 from TCP to HTTP. The two older pods (other nodes)
-// declare 9000=tcp; the newer pod on this node declares 9000 as HTTP. The vote (most ready)
-// routes 9000 as TCP and its load assignment holds only the two TCP members, while this node's
-// pod serves 9000 as HTTP on its own inbound listener.
+// RolloutConflict is the mesh where payments is retyping 9000 from TCP to HTTP. The two older
+// pods (other nodes) declare 9000=tcp; the newer pod on this node declares 9000 as HTTP. The
+// vote (most ready) routes 9000 as TCP and its load assignment holds only the two TCP members,
+// while this node's pod serves 9000 as HTTP on its own inbound listener.
 func RolloutConflict() model.Mesh { return rolloutConflict().Mesh() }
 
 func rolloutConflict() Scenario {
 	s := simple("8080", "8080,9000=tcp", "")
-	s.Workloads[0].Ports, s.Workloads[0].Created = "8080,9000", at(11, 0)
+	s.Workloads[0].Ports, s.Workloads[0].Created = "8080,9000", at(11)
 	return s
 }
 
-// Routes: the mixed payments and payments-canary (same ports) with an HTTPRoute splitting
-// payments:8080 (/v2 all to the canary, the rest 9:1), a GRPCRoute sending payments:9090's
-// pkg.Ledger service to the canary, and a TCPRoute weighting payments:9000 3:1, so routes and
-// tcp_proxy chains carry matches and weighted clusters.
+// Routes is the mesh where the mixed payments and payments-canary (same ports) carry an
+// HTTPRoute splitting payments:8080 (/v2 all to the canary, the rest 9:1), a GRPCRoute sending
+// payments:9090's pkg.Ledger service to the canary, and a TCPRoute weighting payments:9000 3:1,
+// so routes and tcp_proxy chains carry matches and weighted clusters.
 func Routes() model.Mesh { return routes().Mesh() }
 
 func routes() Scenario {
 	s := simple("8080", "8080,9090=h2,9000=tcp", "")
-	s.Services = append(s.Services, ServiceDecl{shop, "payments-canary", "10.96.0.12"})
-	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: "payments-canary", Name: "payments-canary-0", Node: SameRegion,
-		Address: "10.244.2.12", Port: "8080", Ports: "8080,9090=h2,9000=tcp", Health: healthy, Created: at(10, 0)})
+	s.Services = append(s.Services, ServiceDecl{shop, canaryService, "10.96.0.12"})
+	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: canaryService, Name: "payments-canary-0", Node: SameRegion,
+		Address: "10.244.2.12", Port: "8080", Ports: "8080,9090=h2,9000=tcp", Health: healthy, Created: at(10)})
 	stable := func(port, weight int32) model.Backend {
-		return model.Backend{ServiceRef: model.ServiceRef{Namespace: shop, Name: "payments", Port: port}, Weight: weight}
+		return model.Backend{ServiceRef: model.ServiceRef{Namespace: shop, Name: paymentsService, Port: port}, Weight: weight}
 	}
-	canary := func(port, weight int32) model.Backend {
-		return model.Backend{ServiceRef: model.ServiceRef{Namespace: shop, Name: "payments-canary", Port: port}, Weight: weight}
+	canary := func(port int32) model.Backend { // the canary gets weight 1 where it shares traffic
+		return model.Backend{ServiceRef: model.ServiceRef{Namespace: shop, Name: canaryService, Port: port}, Weight: 1}
 	}
 	s.Routes = []model.Route{
 		{Kind: model.HTTPRoute, Namespace: shop, Name: "payments-split",
-			Parents: []model.ServiceRef{{Namespace: shop, Name: "payments", Port: 8080}},
+			Parents: []model.ServiceRef{{Namespace: shop, Name: paymentsService, Port: 8080}},
 			Rules: []model.RouteRule{
-				{Matches: []model.RouteMatch{{PathType: "PathPrefix", Path: "/v2"}}, Backends: []model.Backend{canary(8080, 1)}},
-				{Backends: []model.Backend{stable(8080, 9), canary(8080, 1)}},
+				{Matches: []model.RouteMatch{{PathType: "PathPrefix", Path: "/v2"}}, Backends: []model.Backend{canary(8080)}},
+				{Backends: []model.Backend{stable(8080, 9), canary(8080)}},
 			}},
 		{Kind: model.GRPCRoute, Namespace: shop, Name: "payments-grpc",
-			Parents: []model.ServiceRef{{Namespace: shop, Name: "payments", Port: 9090}},
+			Parents: []model.ServiceRef{{Namespace: shop, Name: paymentsService, Port: 9090}},
 			Rules: []model.RouteRule{
-				{Matches: []model.RouteMatch{{GRPCService: "pkg.Ledger"}}, Backends: []model.Backend{canary(9090, 1)}},
+				{Matches: []model.RouteMatch{{GRPCService: "pkg.Ledger"}}, Backends: []model.Backend{canary(9090)}},
 				{Backends: []model.Backend{stable(9090, 1)}},
 			}},
 		{Kind: model.TCPRoute, Namespace: shop, Name: "payments-tcp",
-			Parents: []model.ServiceRef{{Namespace: shop, Name: "payments", Port: 9000}},
-			Rules:   []model.RouteRule{{Backends: []model.Backend{stable(9000, 3), canary(9000, 1)}}}},
+			Parents: []model.ServiceRef{{Namespace: shop, Name: paymentsService, Port: 9000}},
+			Rules:   []model.RouteRule{{Backends: []model.Backend{stable(9000, 3), canary(9000)}}}},
 	}
 	return s
 }
