@@ -32,6 +32,8 @@ func Build(m model.Mesh) (Resources, error) {
 	b := &builder{mesh: m}
 	var res Resources
 	// The builders of each resource type fill res here.
+	res.Listeners = b.listeners()
+	res.Routes = b.routes()
 	return res, b.err
 }
 
