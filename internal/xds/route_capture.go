@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
 
@@ -28,17 +30,18 @@ import (
 //	                  port-not-declared. Never a domain spelling :18082: Host <name>:18082 is
 //	                  this wildcard's answer.
 //
-// Each 421 answer is written for the name the Host carries (Dial.For), so its body is resolve's
-// word for word. Domains with the same answer share a virtual host: one per reached port (its
-// names, portless when the port is 80), one per 421 answer. Envoy matches Host case-insensitively
-// (names are lower-cased; domains are unique) and prefers exact domains to prefix wildcards, the
-// longest first; so <name>:8080 beats <name>:*, and the colon keeps <name>:* from matching a
-// longer name.
+// Each answer is resolve's for the Host spelled with the service's mesh name (see
+// serviceVirtualHosts): the same status and x-aether-error as for the Host itself, a body naming
+// the mesh name's spellings that work. Domains with the same answer share a virtual host: one per
+// reached port (all names, portless too when the port is 80), one per 421 answer. Envoy matches
+// Host case-insensitively (names are lower-cased; domains are unique) and prefers exact domains
+// to prefix wildcards, the longest first; so <name>:8080 beats <name>:*, and the colon keeps
+// <name>:* from matching a longer name.
 //
 // A Host with characters an authority cannot have is refused by Envoy itself with 400 before
-// routing. A well-formed Host whose port is not canonical decimal (":080", ":99999", ":") on a
-// mesh name takes the name's wildcard (421 port-not-declared), where resolve says 400
-// bad-authority; no dial surface row has such a Host.
+// routing. A well-formed Host whose port is not canonical decimal (":080", ":99999") on a mesh
+// name takes the name's wildcard (421 port-not-declared), and one with nothing after the colon
+// the catch-all, where resolve says 400 bad-authority; no dial surface row has such a Host.
 //
 // A Host naming no mesh service takes the catch-all, which sends the request to its original
 // destination (the passthrough), exactly as the capture listener treats a connection it does not
@@ -78,7 +81,10 @@ type plannedVirtualHost struct {
 	port    int32
 }
 
-// captureRoutes is identity's capture route configuration.
+// captureRoutes is identity's capture route configuration. Its parts are validated one by one,
+// which covers every rule of the whole: the planned virtual hosts once in serviceVirtualHosts
+// (every identity shares their domains and 421 answers), each route to a cluster here, then the
+// configuration without its virtual hosts (RouteConfiguration sets no rule on the list).
 func (b *builder) captureRoutes(plan []plannedVirtualHost, identity string) *routev3.RouteConfiguration {
 	vhosts := make([]*routev3.VirtualHost, 0, len(plan)+1)
 	for _, v := range plan {
@@ -86,22 +92,26 @@ func (b *builder) captureRoutes(plan []plannedVirtualHost, identity string) *rou
 			vhosts = append(vhosts, v.built)
 			continue
 		}
-		vhosts = append(vhosts, &routev3.VirtualHost{
-			Name: v.name, Domains: v.domains, Routes: httpPortRoutes(v.service, v.port, identity),
-		})
+		routes := httpPortRoutes(v.service, v.port, identity)
+		for _, r := range routes {
+			b.check("a route of virtual host "+v.name, r)
+		}
+		vhosts = append(vhosts, &routev3.VirtualHost{Name: v.name, Domains: v.domains, Routes: routes})
 	}
-	vhosts = append(vhosts, &routev3.VirtualHost{
+	catchAll := &routev3.VirtualHost{
 		Name: CaptureCatchAllVirtualHost, Domains: []string{"*"}, Routes: []*routev3.Route{routeTo(PassthroughCluster)},
-	})
+	}
+	b.check("virtual host "+catchAll.GetName(), catchAll)
+	vhosts = append(vhosts, catchAll)
 	slices.SortFunc(vhosts, func(a, b *routev3.VirtualHost) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	rc := &routev3.RouteConfiguration{
-		Name:         CaptureRoutes(identity),
-		VirtualHosts: vhosts,
+		Name: CaptureRoutes(identity),
 		// The clusters a route names arrive by CDS, which may lag RDS: Envoy must not refuse the
 		// configuration for a cluster it has not yet received.
 		ValidateClusters: wrapperspb.Bool(false),
 	}
 	b.check("route configuration "+rc.GetName(), rc)
+	rc.VirtualHosts = vhosts
 	return rc
 }
 
@@ -125,61 +135,110 @@ func routeTo(cluster string) *routev3.Route {
 }
 
 // captureVirtualHosts plans the virtual hosts of every service's names, sorted by name; the 421
-// answers are built here, once for every identity.
+// answers are built (and validated) here, once for every identity.
 func (b *builder) captureVirtualHosts(services []meshService) []plannedVirtualHost {
 	var plan []plannedVirtualHost
+	hostRows := map[string][]resolve.Dial{} // by port set: most services share a few shapes
 	for i := range services {
-		plan = append(plan, b.serviceVirtualHosts(&services[i])...)
+		key := portSetKey(services[i].ports)
+		rows, ok := hostRows[key]
+		if !ok {
+			rows = hostRowsOf(services[i].ports)
+			hostRows[key] = rows
+		}
+		plan = append(plan, b.serviceVirtualHosts(&services[i], rows)...)
 	}
 	slices.SortFunc(plan, func(a, b plannedVirtualHost) int { return cmp.Compare(a.name, b.name) })
 	return plan
 }
 
-// serviceVirtualHosts plans s's virtual hosts: each domain of each name s holds, with resolve's
-// answer, domains with the same answer in one virtual host named after its first domain.
-func (b *builder) serviceVirtualHosts(s *meshService) []plannedVirtualHost {
-	anyOtherPort := b.wildcardRow(s)
-	var plan []plannedVirtualHost
-	byAnswer := map[string]int{} // an answer's key → its index in plan
-	seen := map[string]bool{}
-	add := func(domain string, r resolve.Result) {
-		if seen[domain] {
-			return
+// hostRowsOf are the "Host: ..." rows of the dial surface of ports: what an HTTP request gets,
+// by the port in its Host header (none, each declared port, 18081, 18082, any other).
+func hostRowsOf(ports portspec.PortSet) []resolve.Dial {
+	var rows []resolve.Dial
+	for _, d := range resolve.DialSurface(ports) {
+		if strings.HasPrefix(d.Address, resolve.HostRowPrefix) {
+			rows = append(rows, d)
 		}
-		seen[domain] = true
-		key := fmt.Sprintf("%s|%d|%s|%s", r.Outcome, r.Port, r.Error, r.Body)
+	}
+	return rows
+}
+
+// portSetKey spells ports (the primary and each port's number and protocol): two port sets with
+// one key have one dial surface.
+func portSetKey(ports portspec.PortSet) string {
+	var k strings.Builder
+	k.WriteString(itoa(ports.Primary))
+	for _, p := range ports.Ports {
+		k.WriteString("," + itoa(p.Number) + "=" + string(p.Protocol))
+	}
+	return k.String()
+}
+
+// serviceVirtualHosts plans s's virtual hosts from its dial surface's Host rows: per row, the
+// domains that spell its authority with each name s holds, and the row's answer. Domains with the
+// same answer share a virtual host, named after its first domain. The row "Host: <name>:18082"
+// gets no domain (HTTP to the TCP mesh port must never reach an HTTP cluster): such a Host takes
+// the row "Host: <name>:*", Envoy's prefix wildcard <name>:*, whose answer is the same 421
+// port-not-declared.
+//
+// The answers are written for the service's mesh name (Dial.For), whichever name the Host
+// carries: they name the mesh name's working spellings, and the configuration stays one answer
+// per authority (written per name, the 421 bodies tripled the route configuration: 4.3 MB per
+// identity at 1 000 services of 3 ports). Status and x-aether-error are those for the Host itself.
+func (b *builder) serviceVirtualHosts(s *meshService, hostRows []resolve.Dial) []plannedVirtualHost {
+	if len(s.names) == 0 {
+		return nil
+	}
+	rowPrefix := resolve.HostRowPrefix + resolve.NamePlaceholder
+	meshName := strings.ToLower(FQDN(s.Name, s.Namespace, b.mesh.Domain))
+	var plan []plannedVirtualHost
+	byAnswer := map[resolve.Result]int{} // what a virtual host does → its index in plan
+	seen := map[string]bool{}            // a row twice (a model declaring 18081) is one domain
+	for _, row := range hostRows {
+		suffix := strings.TrimPrefix(row.Address, rowPrefix) // "", ":8080", ":18081", ":18082", ":*"
+		switch {
+		case suffix == ":"+itoa(meshv1alpha1.MeshTCPPort) || seen[suffix]:
+			continue
+		case suffix == ":"+resolve.AnyOtherPort:
+			suffix = ":*" // Envoy's prefix wildcard: any port no other domain names
+		}
+		seen[suffix] = true
+		r := row.For(meshName).Result
+		domains := make([]string, len(s.names))
+		for i, name := range s.names {
+			domains[i] = name + suffix
+		}
+		// What the virtual host does: the port it reaches, or the answer (the reason is not sent).
+		key := resolve.Result{Outcome: r.Outcome, Port: r.Port}
+		if r.Outcome != resolve.Reaches {
+			key = resolve.Result{Outcome: r.Outcome, Error: r.Error, Body: r.Body}
+		}
 		if i, ok := byAnswer[key]; ok {
-			plan[i].domains = append(plan[i].domains, domain)
-			return
+			plan[i].domains = append(plan[i].domains, domains...)
+			continue
 		}
 		byAnswer[key] = len(plan)
-		plan = append(plan, b.planAnswer(s, domain, r))
+		plan = append(plan, b.planAnswer(s, domains, r))
 	}
-	for _, name := range s.names {
-		add(name, resolve.HTTPRequest(s.ports, name))
-		for _, p := range s.ports.Ports {
-			if p.Number == meshv1alpha1.MeshTCPPort { // no pod declares it; never a domain :18082
-				continue
-			}
-			add(authority(name, p.Number), resolve.HTTPRequest(s.ports, authority(name, p.Number)))
-		}
-		add(authority(name, meshv1alpha1.MeshHTTPPort), resolve.HTTPRequest(s.ports, authority(name, meshv1alpha1.MeshHTTPPort)))
-		// Envoy's prefix wildcard: <name> with any port no domain above names.
-		add(name+":*", anyOtherPort.For(name).Result)
-	}
-	// Domains were appended after the virtual host was planned: write them into the built ones.
+	// Each virtual host is validated here, once for every identity: a route to a port without its
+	// routes (VirtualHost sets no rule on the list; captureRoutes validates each route it adds).
 	for i := range plan {
-		if plan[i].built != nil {
-			plan[i].built.Domains = plan[i].domains
+		v := plan[i].built
+		if v != nil {
+			v.Domains = plan[i].domains
+		} else {
+			v = &routev3.VirtualHost{Name: plan[i].name, Domains: plan[i].domains}
 		}
+		b.check("virtual host "+v.GetName(), v)
 	}
 	return plan
 }
 
-// planAnswer plans the virtual host of r, the answer for domain: a route to the port r reaches,
+// planAnswer plans the virtual host of r, the answer for domains: a route to the port r reaches,
 // or resolve's own answer (421, or 400 for a name no authority can carry).
-func (b *builder) planAnswer(s *meshService, domain string, r resolve.Result) plannedVirtualHost {
-	v := plannedVirtualHost{name: CaptureVirtualHost(domain), domains: []string{domain}}
+func (b *builder) planAnswer(s *meshService, domains []string, r resolve.Result) plannedVirtualHost {
+	v := plannedVirtualHost{name: CaptureVirtualHost(domains[0]), domains: domains}
 	switch status := r.Outcome.HTTPStatus(); {
 	case r.Outcome == resolve.Reaches:
 		v.service, v.port = s, r.Port
@@ -187,7 +246,7 @@ func (b *builder) planAnswer(s *meshService, domain string, r resolve.Result) pl
 		v.built = &routev3.VirtualHost{Name: v.name, Routes: []*routev3.Route{meshAnswer(status, r)}}
 	default:
 		b.fail(fmt.Errorf("xds: service %s/%s: resolve answered Host %q with outcome %q, which no virtual host can give",
-			s.Namespace, s.Name, domain, r.Outcome))
+			s.Namespace, s.Name, domains[0], r.Outcome))
 	}
 	return v
 }
@@ -206,18 +265,3 @@ func meshAnswer(status int, r resolve.Result) *routev3.Route {
 		}},
 	}
 }
-
-// wildcardRow is s's dial surface row "Host: <name>:*": the answer for a port no other row names.
-func (b *builder) wildcardRow(s *meshService) resolve.Dial {
-	address := resolve.HostRowPrefix + resolve.NamePlaceholder + ":" + resolve.AnyOtherPort
-	for _, d := range resolve.DialSurface(s.ports) {
-		if d.Address == address {
-			return d
-		}
-	}
-	b.fail(fmt.Errorf("xds: service %s/%s: resolve.DialSurface has no row %q", s.Namespace, s.Name, address))
-	return resolve.Dial{}
-}
-
-// authority spells host:port.
-func authority(host string, port int32) string { return host + ":" + itoa(port) }

@@ -71,32 +71,45 @@ func fxAnswer(t testing.TB, v *routev3.VirtualHost) string {
 }
 
 // fxResolveAnswer is what resolve says a request with Host host gets from a client of identity,
-// written as fxAnswer writes it; ok is false when host names no service of m.
-func fxResolveAnswer(m model.Mesh, identity, host string) (string, bool) {
+// written as fxAnswer writes it, in the words of the service's mesh name (the Host's port kept;
+// "*" is the dial surface's "Host: <name>:*" row); ok is false when host names no service of m.
+// It fails the test when resolve's status and x-aether-error for the Host itself differ.
+func fxResolveAnswer(t testing.TB, m model.Mesh, identity, host string) (string, bool) {
+	t.Helper()
 	name, port, hasPort := strings.Cut(strings.ToLower(host), ":")
 	for _, s := range m.Services {
 		if !slices.Contains(resolve.Names(s.Name, s.Namespace, m.Domain), name) {
 			continue
 		}
 		ps := s.PortSet()
-		r := resolve.HTTPRequest(ps, strings.ToLower(host))
-		if hasPort && port == "*" {
+		meshName := xds.FQDN(s.Name, s.Namespace, m.Domain)
+		var r resolve.Result
+		switch {
+		case hasPort && port == "*":
 			for _, d := range resolve.DialSurface(ps) {
 				if d.Address == resolve.HostRowPrefix+resolve.NamePlaceholder+":"+resolve.AnyOtherPort {
-					r = d.For(name).Result
+					r = d.For(meshName).Result
 				}
 			}
+		case hasPort:
+			r = resolve.HTTPRequest(ps, meshName+":"+port)
+		default:
+			r = resolve.HTTPRequest(ps, meshName)
+		}
+		if exact := resolve.HTTPRequest(ps, strings.ToLower(host)); port != "*" && (exact.Outcome != r.Outcome || exact.Error != r.Error || exact.Port != r.Port) {
+			t.Errorf("Host %s: resolve answers %s %s (port %d), for the mesh name %s %s (port %d)", host,
+				exact.Outcome, exact.Error, exact.Port, r.Outcome, r.Error, r.Port)
 		}
 		if r.Outcome == resolve.Reaches {
-			return "route " + xds.SourceCluster(xds.HTTPCluster(xds.FQDN(s.Name, s.Namespace, m.Domain), r.Port), identity), true
+			return "route " + xds.SourceCluster(xds.HTTPCluster(meshName, r.Port), identity), true
 		}
 		return fmt.Sprintf("%d %s %s", r.Outcome.HTTPStatus(), r.Error, r.Body), true
 	}
 	return "", false
 }
 
-// Every domain of every virtual host answers what resolve says for that Host, word for word
-// (the wildcard: the dial surface's "Host: <name>:*" row); every name of every service has its
+// Every domain of every virtual host answers what resolve says for that Host, word for word in
+// the words of the mesh name (the wildcard: the dial surface's "Host: <name>:*" row); every name of every service has its
 // portless domain, one per declared port, :18081 and the wildcard.
 func TestCaptureRoutesAnswerLikeResolve(t *testing.T) {
 	m := fxMixedMesh(t)
@@ -122,7 +135,7 @@ func TestCaptureRoutesAnswerLikeResolve(t *testing.T) {
 					}
 					continue
 				}
-				want, ok := fxResolveAnswer(m, identity, d)
+				want, ok := fxResolveAnswer(t, m, identity, d)
 				if !ok {
 					t.Errorf("%s: domain %q names no service", rc.GetName(), d)
 					continue
@@ -159,12 +172,12 @@ func TestCaptureRoutesHostMatching(t *testing.T) {
 		"payments.shop:80", "site.shop", "site.shop:80", "site.shop:443", "legacy.shop", "db.shop:18082",
 		"metrics.ops:9100", "empty.ops", "empty.ops:8080",
 	} {
-		want, _ := fxResolveAnswer(m, client.Identity, host)
+		want, _ := fxResolveAnswer(t, m, client.Identity, host)
 		if name, port, _ := strings.Cut(host, ":"); fxWildcardPort(m, name, port) {
 			// No domain spells this port: the name's wildcard answers, with the same status and
 			// x-aether-error as resolve's answer for the Host, in the surface row's words.
 			exact := want
-			want, _ = fxResolveAnswer(m, client.Identity, name+":*")
+			want, _ = fxResolveAnswer(t, m, client.Identity, name+":*")
 			if code := strings.Join(strings.Fields(want)[:2], " "); !strings.HasPrefix(exact, code+" ") {
 				t.Errorf("Host %s: the wildcard answers %q, resolve %q", host, code, exact)
 			}
