@@ -334,7 +334,7 @@ func fxPrefixBits(m *listenerv3.FilterChainMatch, ip netip.Addr) int {
 
 // fxOverlaps reports the matches two chains of l share, Envoy's "multiple filter chains with
 // overlapping matching rules": each chain's match expanded over its repeated fields (prefix
-// ranges, server names, application protocols), no tuple twice.
+// ranges, server names, application protocols), no tuple twice; and a chain name used twice.
 func fxOverlaps(l *listenerv3.Listener) []string {
 	orAny := func(s []string) []string {
 		if len(s) == 0 {
@@ -344,7 +344,12 @@ func fxOverlaps(l *listenerv3.Listener) []string {
 	}
 	owner := map[string]string{}
 	var overlaps []string
+	names := map[string]bool{}
 	for _, ch := range l.GetFilterChains() {
+		if names[ch.GetName()] { // Envoy refuses two chains of one name too
+			overlaps = append(overlaps, "two chains are named "+ch.GetName())
+		}
+		names[ch.GetName()] = true
 		m := ch.GetFilterChainMatch()
 		var prefixes []string
 		for _, r := range m.GetPrefixRanges() {

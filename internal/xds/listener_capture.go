@@ -300,9 +300,10 @@ type meshService struct {
 // nil when nothing. Build does not fail for these (one pod's or service's bad facts must not take
 // the node's other pods down); the agent logs each and puts it in an Event on the pod:
 //   - a local pod whose facts a proxy cannot use (model.LocalPod.Validate, its ports, an identity
-//     outside the trust domain), listed twice, or sharing another pod's netns: it gets no
+//     not of the shape spiffe://<domain>/ns/<ns>/sa/<sa>), listed twice, or sharing another pod's netns: it gets no
 //     listeners, so its captured connections are refused (fail closed, never unprotected);
-//   - a service that fails model.Service.Validate: no chains, virtual hosts or routes;
+//   - a service that fails model.Service.Validate or lists a port of the mesh's own: no chains,
+//     virtual hosts or routes; a service listed twice: its first listing counts;
 //   - a service VIP that is not an IP address, or that an earlier service (by namespace and name)
 //     holds: no TCP capture chains for the service (its HTTP still routes by Host);
 //   - a name (resolve.Names) that a service earlier in the order (mesh names first, then the
@@ -361,16 +362,20 @@ func selectPods(domain string, pods []model.LocalPod) (kept []model.LocalPod, sk
 	return kept, skipped
 }
 
-// podProblem names the first fact of p a proxy cannot use: LocalPod.Validate, then what the
-// inbound listener needs (its ports, each once, the primary among them) and an identity in the
-// mesh's trust domain (the inbound listener accepts only that domain's peers).
+// podProblem names the first fact of p a proxy cannot use: LocalPod.Validate, then an identity
+// of the mesh's shape in its trust domain (the inbound listener accepts only that domain's peers)
+// and what the inbound listener needs (its ports, each once, the primary among them).
 func podProblem(domain string, p model.LocalPod) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	if want := TrustBundleSecret(domain) + "/"; !strings.HasPrefix(p.Identity, want) {
-		return fmt.Errorf("local pod %s/%s: identity %q is not in the mesh's trust domain: it must start with %q",
-			p.Namespace, p.Name, p.Identity, want)
+	// The mesh's shape of an ID, in the mesh's trust domain: SourceKey is then one-to-one, so no
+	// two identities share a route configuration or a cluster name.
+	path, inDomain := strings.CutPrefix(p.Identity, TrustBundleSecret(domain)+"/")
+	ns, sa, shaped := strings.Cut(strings.TrimPrefix(path, "ns/"), "/sa/")
+	if !inDomain || !strings.HasPrefix(path, "ns/") || !shaped || ns == "" || sa == "" || strings.Contains(ns+sa, "/") {
+		return fmt.Errorf("local pod %s/%s: identity %q is not of the mesh's shape %s/ns/<namespace>/sa/<serviceaccount>",
+			p.Namespace, p.Name, p.Identity, TrustBundleSecret(domain))
 	}
 	primary := false
 	seen := map[int32]bool{}
@@ -378,6 +383,9 @@ func podProblem(domain string, p model.LocalPod) error {
 		switch {
 		case pp.Port < 1 || pp.Port > 65535:
 			return fmt.Errorf("local pod %s/%s: ports[%d] is %d, not a port (1..65535)", p.Namespace, p.Name, i, pp.Port)
+		case portspec.Reserved[pp.Port] != "":
+			return fmt.Errorf("local pod %s/%s: ports[%d] is %d, a port of the mesh's own: %s", p.Namespace, p.Name, i, pp.Port,
+				portspec.Reserved[pp.Port])
 		case seen[pp.Port]:
 			return fmt.Errorf("local pod %s/%s: ports[%d]: port %d is listed twice: one chain per port", p.Namespace, p.Name, i, pp.Port)
 		case !pp.Protocol.IsHTTP() && pp.Protocol != meshv1alpha1.ProtocolTCP:
@@ -401,8 +409,15 @@ func selectServices(domain string, services []model.Service) (kept []meshService
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	vipHolder := map[netip.Addr]string{}
+	listed := map[string]bool{}
 	for _, s := range sorted {
-		if err := s.Validate(); err != nil {
+		key := s.Namespace + "/" + s.Name
+		if listed[key] {
+			skipped = append(skipped, fmt.Errorf("xds: service %s is listed twice; only its first listing counts", key))
+			continue
+		}
+		listed[key] = true
+		if err := serviceProblem(s); err != nil {
 			skipped = append(skipped, fmt.Errorf("xds: no chains, virtual hosts or routes for %w", err))
 			continue
 		}
@@ -416,6 +431,20 @@ func selectServices(domain string, services []model.Service) (kept []meshService
 	}
 	skipped = append(skipped, holdNames(domain, kept)...)
 	return kept, skipped
+}
+
+// serviceProblem is model.Service.Validate's verdict, or a port of the mesh's own among s's
+// ports (the API refuses them; one would make a listener ambiguous).
+func serviceProblem(s model.Service) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	for i, p := range s.Ports {
+		if why := portspec.Reserved[p.Number]; why != "" {
+			return fmt.Errorf("service %s/%s: ports[%d] is %d, a port of the mesh's own: %s", s.Namespace, s.Name, i, p.Number, why)
+		}
+	}
+	return nil
 }
 
 // holdVIP is s's VIP when it is an IP address no earlier service holds (invalid when s has none),

@@ -5,6 +5,7 @@ package xds_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -547,11 +548,15 @@ func TestSkipped(t *testing.T) {
 	sharing.NetNS = good.NetNS
 	noPrimary := fxPod(t, "shop", "d-0", "web", model.CaptureSurface, 8081, "8080/HTTP")
 	twice := fxPod(t, "shop", "e-0", "web", model.CaptureSurface, 8080, "8080/HTTP", "8080/TCP")
+	misshapen := fxPod(t, "shop", "f-0", "web", model.CaptureSurface, 8080, "8080/HTTP")
+	misshapen.Identity = "spiffe://" + fxDomain + "/shop/web"
 
-	m := fxMesh([]model.LocalPod{good, relative, foreign, sharing, noPrimary, twice},
+	m := fxMesh([]model.LocalPod{good, relative, foreign, sharing, noPrimary, twice, misshapen},
 		fxService(t, "shop", "db", "10.96.0.10", 5432, "5432/TCP"),
+		fxService(t, "shop", "db", "10.96.0.30", 5432, "5432/TCP"),
 		fxService(t, "shop", "dbcopy", "10.96.0.10", 5432, "5432/TCP"),
-		fxService(t, "shop", "odd", "not-an-ip", 5432, "5432/TCP"))
+		fxService(t, "shop", "odd", "not-an-ip", 5432, "5432/TCP"),
+		fxService(t, "shop", "reserved", "10.96.0.20", 8080, "8080/HTTP", "18082/TCP"))
 	res := fxBuild(t, m)
 	// shop/c-0 shares shop/web-0's netns and sorts first: it keeps it. Every other pod is invalid.
 	if got, want := fxNames(res.Listeners), []string{xds.CaptureListener("shop/c-0"), xds.InboundListener("shop/c-0")}; !slices.Equal(got, want) {
@@ -565,19 +570,22 @@ func TestSkipped(t *testing.T) {
 	skipped := xds.Skipped(m)
 	for _, want := range []string{
 		`local pod shop/a-0: netNS "netns/a-0" is not an absolute path`,
-		`identity "spiffe://elsewhere.example/ns/shop/sa/web" is not in the mesh's trust domain`,
+		`identity "spiffe://elsewhere.example/ns/shop/sa/web" is not of the mesh's shape spiffe://aether.internal/ns/<namespace>/sa/<serviceaccount>`,
 		`local pod shop/d-0: primary 8081 is not among its ports`,
 		`local pod shop/e-0: ports[1]: port 8080 is listed twice`,
+		`local pod shop/f-0: identity "spiffe://aether.internal/shop/web" is not of the mesh's shape`,
 		`local pod shop/web-0: netNS "/var/run/netns/cni-web-0" is also pod shop/c-0's`,
 		`service shop/dbcopy: VIP 10.96.0.10 is also service shop/db's, which keeps it`,
 		`service shop/odd: VIP "not-an-ip" is not an IP address`,
+		`service shop/reserved: ports[1] is 18082, a port of the mesh's own`,
+		`service shop/db is listed twice; only its first listing counts`,
 	} {
 		if !slices.ContainsFunc(skipped, func(err error) bool { return strings.Contains(err.Error(), want) }) {
 			t.Errorf("Skipped does not say %q; it says %v", want, skipped)
 		}
 	}
-	if len(skipped) != 7 {
-		t.Errorf("Skipped says %d things, want 7: %v", len(skipped), skipped)
+	if len(skipped) != 10 {
+		t.Errorf("Skipped says %d things, want 10: %v", len(skipped), skipped)
 	}
 
 	empty := m
@@ -611,4 +619,104 @@ func BenchmarkListenersAndRoutes(b *testing.B) {
 			b.ReportMetric(float64(proto.Size(res.Routes[0])), "route-config-bytes")
 		})
 	}
+}
+
+// The gates hold on meshes drawn at random (a fixed seed): VIPs shared or malformed, ports of
+// every protocol (80 and 443 often), names that collide, pods of every capture mode. Every
+// message validates, no listener has overlapping chains or two chains for a server name, no
+// route configuration a domain twice or a :18082 domain, and every HTTP dial of a declared HTTP
+// port lands on an HCM chain.
+func TestGatesOnRandomMeshes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(37, 43))
+	protocols := []string{"HTTP", "HTTP2", "TCP"}
+	portPool := []int32{80, 443, 5432, 8080, 9000, 9090}
+	for round := range 200 {
+		var services []model.Service
+		for i := range 1 + rng.IntN(6) {
+			var ports []string
+			for _, p := range portPool {
+				if rng.IntN(3) == 0 {
+					ports = append(ports, fmt.Sprintf("%d/%s", p, protocols[rng.IntN(3)]))
+				}
+			}
+			vip := fmt.Sprintf("10.96.0.%d", 1+rng.IntN(4)) // collisions on purpose
+			switch rng.IntN(8) {
+			case 0:
+				vip = ""
+			case 1:
+				vip = "fd00::" + strconv.Itoa(1+rng.IntN(3))
+			}
+			name, ns := fmt.Sprintf("s%d", i), []string{"a", "b", "local"}[rng.IntN(3)]
+			if rng.IntN(6) == 0 {
+				name = "s0.a.svc.cluster" // its short name in namespace local is s0.a's Kubernetes name
+			}
+			if len(ports) == 0 {
+				services = append(services, fxServiceWith(t, ns, name, vip, 0, nil))
+				continue
+			}
+			primary, _, _ := strings.Cut(ports[rng.IntN(len(ports))], "/")
+			n, _ := strconv.Atoi(primary)
+			services = append(services, fxService(t, ns, name, vip, int32(n), ports...))
+		}
+		var pods []model.LocalPod
+		for i := range 1 + rng.IntN(3) {
+			mode := []model.CaptureMode{model.CaptureScoped, model.CaptureSurface, model.CaptureAll}[rng.IntN(3)]
+			pods = append(pods, fxPod(t, "a", fmt.Sprintf("p%d", i), fmt.Sprintf("s%d", rng.IntN(2)), mode, 8080, "8080/HTTP", "9000/TCP"))
+		}
+		m := fxMesh(pods, services...)
+		res := fxBuild(t, m)
+		for _, l := range res.Listeners {
+			if overlaps := fxOverlaps(l); len(overlaps) > 0 {
+				t.Fatalf("round %d: %s: %v", round, l.GetName(), overlaps)
+			}
+			if dup := fxDuplicateServerNames(l); len(dup) > 0 {
+				t.Fatalf("round %d: %s: %v", round, l.GetName(), dup)
+			}
+			if !strings.HasPrefix(l.GetName(), "capture_") {
+				continue
+			}
+			fxCheckHCMChainsCleartext(t, l)
+			for _, s := range fxHeldVIPs(m) {
+				for _, p := range s.Ports {
+					if !p.Protocol.IsHTTP() {
+						continue
+					}
+					ch, err := fxSelectChain(l, fxHTTP(s.VIP, p.Number))
+					if err != nil {
+						t.Fatalf("round %d: %v", round, err)
+					}
+					if target := fxChainTarget(t, ch); !strings.HasPrefix(target, "hcm:") {
+						t.Fatalf("round %d: %s: HTTP to %s:%d (HTTP-class) lands on %s (%s)", round, l.GetName(), s.VIP, p.Number,
+							ch.GetName(), target)
+					}
+				}
+			}
+		}
+		for _, rc := range res.Routes {
+			if problems := fxDomainProblems(rc); len(problems) > 0 {
+				t.Fatalf("round %d: %s: %v", round, rc.GetName(), problems)
+			}
+		}
+	}
+}
+
+// fxHeldVIPs are the services of m whose VIP is a valid address no earlier service holds (the
+// ones the capture chains are built for), in namespace-and-name order.
+func fxHeldVIPs(m model.Mesh) []model.Service {
+	sorted := slices.Clone(m.Services)
+	slices.SortStableFunc(sorted, func(a, b model.Service) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	held, listed := map[string]bool{}, map[string]bool{}
+	var out []model.Service
+	for _, s := range sorted {
+		key := s.Namespace + "/" + s.Name
+		if s.VIP == "" || held[s.VIP] || listed[key] {
+			listed[key] = true
+			continue
+		}
+		held[s.VIP], listed[key] = true, true
+		out = append(out, s)
+	}
+	return out
 }

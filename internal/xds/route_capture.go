@@ -194,16 +194,14 @@ func (b *builder) serviceVirtualHosts(s *meshService, hostRows []resolve.Dial) [
 	meshName := strings.ToLower(FQDN(s.Name, s.Namespace, b.mesh.Domain))
 	var plan []plannedVirtualHost
 	byAnswer := map[resolve.Result]int{} // what a virtual host does → its index in plan
-	seen := map[string]bool{}            // a row twice (a model declaring 18081) is one domain
 	for _, row := range hostRows {
 		suffix := strings.TrimPrefix(row.Address, rowPrefix) // "", ":8080", ":18081", ":18082", ":*"
-		switch {
-		case suffix == ":"+itoa(meshv1alpha1.MeshTCPPort) || seen[suffix]:
+		switch suffix {
+		case ":" + itoa(meshv1alpha1.MeshTCPPort):
 			continue
-		case suffix == ":"+resolve.AnyOtherPort:
+		case ":" + resolve.AnyOtherPort:
 			suffix = ":*" // Envoy's prefix wildcard: any port no other domain names
 		}
-		seen[suffix] = true
 		r := row.For(meshName).Result
 		domains := make([]string, len(s.names))
 		for i, name := range s.names {
