@@ -300,8 +300,9 @@ type meshService struct {
 // nil when nothing. Build does not fail for these (one pod's or service's bad facts must not take
 // the node's other pods down); the agent logs each and puts it in an Event on the pod:
 //   - a local pod whose facts a proxy cannot use (model.LocalPod.Validate, its ports, an identity
-//     not of the shape spiffe://<domain>/ns/<ns>/sa/<sa>), listed twice, or sharing another pod's netns: it gets no
-//     listeners, so its captured connections are refused (fail closed, never unprotected);
+//     not of the shape spiffe://<domain>/ns/<ns>/sa/<sa>), listed twice, or sharing another pod's
+//     netns: it gets no listeners, so its captured connections are refused (fail closed, never
+//     unprotected);
 //   - a service that fails model.Service.Validate or lists a port of the mesh's own: no chains,
 //     virtual hosts or routes; a service listed twice: its first listing counts;
 //   - a service VIP that is not an IP address, or that an earlier service (by namespace and name)

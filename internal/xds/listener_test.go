@@ -84,80 +84,80 @@ func TestCaptureListener(t *testing.T) {
 	}{
 		"mixed: HTTP primary, an h2 port, a TCP port": {
 			services: []model.Service{fxService(t, "shop", "payments", vip, 8080, "8080/HTTP", "9090/HTTP2", "9000/TCP")},
-			chains:   []string{"cap_http", "cap_http_18082", "cap_http_9000", "cap_tcp_payments.shop", "cap_tcp_payments.shop_9000"},
+			chains:   []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18082), xds.CaptureHTTPPortChain(9000), xds.CaptureTCPChain("payments.shop"), xds.CaptureTCPPortChain("payments.shop", 9000)},
 			dials: []dial{
-				{fxRaw(vip, 9000), "cap_tcp_payments.shop_9000", tcp(xds.TCPCluster(fqdn("payments"), 9000))},
+				{fxRaw(vip, 9000), xds.CaptureTCPPortChain("payments.shop", 9000), tcp(xds.TCPCluster(fqdn("payments"), 9000))},
 				// The destination port decides on a TCP port, whatever the bytes.
-				{fxHTTP(vip, 9000), "cap_tcp_payments.shop_9000", tcp(xds.TCPCluster(fqdn("payments"), 9000))},
-				{fxTLS(vip, 9000), "cap_tcp_payments.shop_9000", tcp(xds.TCPCluster(fqdn("payments"), 9000))},
-				{fxRaw(vip, 18082), "cap_tcp_payments.shop", tcp(xds.TCPDefaultCluster(fqdn("payments")))},
-				{fxHTTP(vip, 8080), "cap_http", hcm},
-				{fxHTTP(vip, 18081), "cap_http", hcm},
-				{fxHTTP(vip, 80), "cap_http", hcm},
-				{fxTLS(vip, 443), "cap_passthrough", passthrough},
-				{fxRaw(vip, 7777), "cap_passthrough", passthrough},
+				{fxHTTP(vip, 9000), xds.CaptureTCPPortChain("payments.shop", 9000), tcp(xds.TCPCluster(fqdn("payments"), 9000))},
+				{fxTLS(vip, 9000), xds.CaptureTCPPortChain("payments.shop", 9000), tcp(xds.TCPCluster(fqdn("payments"), 9000))},
+				{fxRaw(vip, 18082), xds.CaptureTCPChain("payments.shop"), tcp(xds.TCPDefaultCluster(fqdn("payments")))},
+				{fxHTTP(vip, 8080), xds.CaptureHTTPChain, hcm},
+				{fxHTTP(vip, 18081), xds.CaptureHTTPChain, hcm},
+				{fxHTTP(vip, 80), xds.CaptureHTTPChain, hcm},
+				{fxTLS(vip, 443), xds.CapturePassthroughChain, passthrough},
+				{fxRaw(vip, 7777), xds.CapturePassthroughChain, passthrough},
 				// Another service's VIP on a port the TCP chains claim: still the HCM.
-				{fxHTTP(otherVIP, 18082), "cap_http_18082", hcm},
-				{fxHTTP(otherVIP, 9000), "cap_http_9000", hcm},
-				{fxRaw(otherVIP, 9000), "cap_passthrough", passthrough},
+				{fxHTTP(otherVIP, 18082), xds.CaptureHTTPPortChain(18082), hcm},
+				{fxHTTP(otherVIP, 9000), xds.CaptureHTTPPortChain(9000), hcm},
+				{fxRaw(otherVIP, 9000), xds.CapturePassthroughChain, passthrough},
 			},
 		},
 		"pure TCP": {
 			services: []model.Service{fxService(t, "shop", "db", vip, 5432, "5432/TCP")},
-			chains:   []string{"cap_http", "cap_http_18082", "cap_http_5432", "cap_tcp_db.shop", "cap_tcp_db.shop_5432"},
+			chains:   []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18082), xds.CaptureHTTPPortChain(5432), xds.CaptureTCPChain("db.shop"), xds.CaptureTCPPortChain("db.shop", 5432)},
 			dials: []dial{
-				{fxRaw(vip, 18082), "cap_tcp_db.shop", tcp(xds.TCPDefaultCluster(fqdn("db")))},
-				{fxRaw(vip, 5432), "cap_tcp_db.shop_5432", tcp(xds.TCPCluster(fqdn("db"), 5432))},
-				{fxHTTP(vip, 80), "cap_http", hcm}, // Host db.shop: 421 no-http-port
-				{fxRaw(vip, 9999), "cap_passthrough", passthrough},
+				{fxRaw(vip, 18082), xds.CaptureTCPChain("db.shop"), tcp(xds.TCPDefaultCluster(fqdn("db")))},
+				{fxRaw(vip, 5432), xds.CaptureTCPPortChain("db.shop", 5432), tcp(xds.TCPCluster(fqdn("db"), 5432))},
+				{fxHTTP(vip, 80), xds.CaptureHTTPChain, hcm}, // Host db.shop: 421 no-http-port
+				{fxRaw(vip, 9999), xds.CapturePassthroughChain, passthrough},
 			},
 		},
 		"pure HTTP": {
 			services: []model.Service{fxService(t, "shop", "api", vip, 8080, "8080/HTTP")},
-			chains:   []string{"cap_http"},
+			chains:   []string{xds.CaptureHTTPChain},
 			dials: []dial{
-				{fxHTTP(vip, 8080), "cap_http", hcm},
-				{fxHTTP(vip, 18082), "cap_http", hcm},
-				{fxRaw(vip, 18082), "cap_passthrough", passthrough}, // kube-proxy refuses it
+				{fxHTTP(vip, 8080), xds.CaptureHTTPChain, hcm},
+				{fxHTTP(vip, 18082), xds.CaptureHTTPChain, hcm},
+				{fxRaw(vip, 18082), xds.CapturePassthroughChain, passthrough}, // kube-proxy refuses it
 			},
 		},
 		"scoped": {
 			services: []model.Service{fxService(t, "shop", "api", vip, 8080, "8080/HTTP")},
 			capture:  model.CaptureScoped,
-			chains:   []string{"cap_http", "cap_http_18082", "cap_tcp_blackhole"},
+			chains:   []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18082), xds.CaptureBlackholeChain},
 			dials: []dial{
-				{fxRaw(vip, 18082), "cap_tcp_blackhole", "tcp:" + xds.BlackholeCluster},
-				{fxRaw(otherVIP, 18082), "cap_tcp_blackhole", "tcp:" + xds.BlackholeCluster},
-				{fxHTTP(vip, 18082), "cap_http_18082", hcm},
-				{fxTLS(vip, 18082), "cap_passthrough", passthrough},
-				{fxHTTP(vip, 18081), "cap_http", hcm},
+				{fxRaw(vip, 18082), xds.CaptureBlackholeChain, "tcp:" + xds.BlackholeCluster},
+				{fxRaw(otherVIP, 18082), xds.CaptureBlackholeChain, "tcp:" + xds.BlackholeCluster},
+				{fxHTTP(vip, 18082), xds.CaptureHTTPPortChain(18082), hcm},
+				{fxTLS(vip, 18082), xds.CapturePassthroughChain, passthrough},
+				{fxHTTP(vip, 18081), xds.CaptureHTTPChain, hcm},
 			},
 		},
 		"scoped with a TCP service": {
 			services: []model.Service{fxService(t, "shop", "db", vip, 5432, "5432/TCP")},
 			capture:  model.CaptureScoped,
-			chains: []string{"cap_http", "cap_http_18082", "cap_http_5432", "cap_tcp_blackhole",
-				"cap_tcp_db.shop", "cap_tcp_db.shop_5432"},
+			chains: []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18082), xds.CaptureHTTPPortChain(5432), xds.CaptureBlackholeChain,
+				xds.CaptureTCPChain("db.shop"), xds.CaptureTCPPortChain("db.shop", 5432)},
 			dials: []dial{
-				{fxRaw(vip, 18082), "cap_tcp_db.shop", tcp(xds.TCPDefaultCluster(fqdn("db")))},
-				{fxRaw(otherVIP, 18082), "cap_tcp_blackhole", "tcp:" + xds.BlackholeCluster},
+				{fxRaw(vip, 18082), xds.CaptureTCPChain("db.shop"), tcp(xds.TCPDefaultCluster(fqdn("db")))},
+				{fxRaw(otherVIP, 18082), xds.CaptureBlackholeChain, "tcp:" + xds.BlackholeCluster},
 			},
 		},
 		"port 80 declared TCP": {
 			services: []model.Service{fxService(t, "shop", "web", vip, 8080, "8080/HTTP", "80/TCP")},
-			chains: []string{"cap_http", "cap_http_18082", "cap_http_80", "cap_http_web.shop_80",
-				"cap_tcp_web.shop", "cap_tcp_web.shop_80", "cap_tcp_web.shop_80_tls"},
+			chains: []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18082), xds.CaptureHTTPPortChain(80), xds.CaptureHTTPServicePortChain("web.shop", 80),
+				xds.CaptureTCPChain("web.shop"), xds.CaptureTCPPortChain("web.shop", 80), xds.CaptureTCPPortTLSChain("web.shop", 80)},
 			dials: []dial{
 				// http://web.shop/ is resolve's 421 (port 80 is not HTTP): the HCM answers it.
-				{fxHTTP(vip, 80), "cap_http_web.shop_80", hcm},
-				{fxRaw(vip, 80), "cap_tcp_web.shop_80", tcp(xds.TCPCluster(fqdn("web"), 80))},
-				{fxTLS(vip, 80), "cap_tcp_web.shop_80_tls", tcp(xds.TCPCluster(fqdn("web"), 80))},
-				{fxHTTP(otherVIP, 80), "cap_http_80", hcm},
+				{fxHTTP(vip, 80), xds.CaptureHTTPServicePortChain("web.shop", 80), hcm},
+				{fxRaw(vip, 80), xds.CaptureTCPPortChain("web.shop", 80), tcp(xds.TCPCluster(fqdn("web"), 80))},
+				{fxTLS(vip, 80), xds.CaptureTCPPortTLSChain("web.shop", 80), tcp(xds.TCPCluster(fqdn("web"), 80))},
+				{fxHTTP(otherVIP, 80), xds.CaptureHTTPPortChain(80), hcm},
 			},
 		},
 		"no VIP: no TCP chains": {
 			services: []model.Service{fxService(t, "shop", "db", "", 5432, "5432/TCP")},
-			chains:   []string{"cap_http"},
+			chains:   []string{xds.CaptureHTTPChain},
 		},
 	}
 	for name, tc := range tests {
@@ -218,11 +218,11 @@ func TestCaptureNoBacktracking(t *testing.T) {
 		fxService(t, "shop", "payments", paymentsVIP, 8080, "8080/HTTP", "9000/TCP"),
 		fxService(t, "shop", "ledger", ledgerVIP, 9000, "9000/HTTP")))
 	l := fxListener(t, res, xds.CaptureListener(xds.PodKey(client.Namespace, client.Name)))
-	want := []string{"cap_http", "cap_http_18082", "cap_http_9000", "cap_tcp_payments.shop", "cap_tcp_payments.shop_9000"}
+	want := []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18082), xds.CaptureHTTPPortChain(9000), xds.CaptureTCPChain("payments.shop"), xds.CaptureTCPPortChain("payments.shop", 9000)}
 	if got := fxNames(l.GetFilterChains()); !slices.Equal(got, want) {
 		t.Fatalf("chains %v, want %v", got, want)
 	}
-	port9000 := l.GetFilterChains()[slices.Index(want, "cap_http_9000")].GetFilterChainMatch()
+	port9000 := l.GetFilterChains()[slices.Index(want, xds.CaptureHTTPPortChain(9000))].GetFilterChainMatch()
 	if port9000.GetDestinationPort().GetValue() != 9000 || len(port9000.GetPrefixRanges()) != 0 ||
 		port9000.GetTransportProtocol() != "raw_buffer" || !slices.Equal(port9000.GetApplicationProtocols(), []string{"http/1.1", "h2c"}) {
 		t.Errorf("cap_http_9000 matches %v, want port 9000, any IP, raw_buffer, http/1.1 or h2c", port9000)
@@ -234,17 +234,17 @@ func TestCaptureNoBacktracking(t *testing.T) {
 		}
 		return ch.GetName()
 	}
-	if got := land(l, fxHTTP(ledgerVIP, 9000)); got != "cap_http_9000" {
+	if got := land(l, fxHTTP(ledgerVIP, 9000)); got != xds.CaptureHTTPPortChain(9000) {
 		t.Errorf("HTTP to ledger:9000 lands on %s, want cap_http_9000 (the HCM)", got)
 	}
-	if got := land(l, fxRaw(paymentsVIP, 9000)); got != "cap_tcp_payments.shop_9000" {
+	if got := land(l, fxRaw(paymentsVIP, 9000)); got != xds.CaptureTCPPortChain("payments.shop", 9000) {
 		t.Errorf("TCP to payments:9000 lands on %s, want cap_tcp_payments.shop_9000", got)
 	}
 
 	// Negative control: the same listener without cap_http_9000.
 	broken := proto.Clone(l).(*listenerv3.Listener)
 	broken.FilterChains = slices.DeleteFunc(broken.FilterChains, func(ch *listenerv3.FilterChain) bool {
-		return ch.GetName() == "cap_http_9000"
+		return ch.GetName() == xds.CaptureHTTPPortChain(9000)
 	})
 	if got := land(broken, fxHTTP(ledgerVIP, 9000)); got != xds.CapturePassthroughChain {
 		t.Errorf("negative control: without cap_http_9000, HTTP to ledger:9000 lands on %s; want the passthrough", got)
@@ -284,17 +284,17 @@ func TestInboundListener(t *testing.T) {
 	}{
 		"mixed, HTTP primary": {
 			pod:    fxPod(t, "shop", "payments-0", "payments", model.CaptureSurface, 8080, "8080/HTTP", "9000/TCP", "9090/HTTP2"),
-			chains: map[string]string{"in_8080": "8080", "in_9090": "9090", "in_tcp_9000": "9000"},
+			chains: map[string]string{xds.InboundHTTPChain(8080): "8080", xds.InboundHTTPChain(9090): "9090", xds.InboundTCPChain(9000): "9000"},
 			floor:  "hcm-inline:" + xds.AppCluster("shop/payments-0", 8080),
 		},
 		"pure TCP": {
 			pod:    fxPod(t, "shop", "db-0", "db", model.CaptureSurface, 5432, "5432/TCP"),
-			chains: map[string]string{"in_tcp_5432": "5432"},
+			chains: map[string]string{xds.InboundTCPChain(5432): "5432"},
 			floor:  "tcp:" + xds.AppCluster("shop/db-0", 5432),
 		},
 		"TCP primary, HTTP secondary": {
 			pod:    fxPod(t, "shop", "mq-0", "mq", model.CaptureSurface, 1883, "1883/TCP", "8080/HTTP"),
-			chains: map[string]string{"in_tcp_1883": "1883", "in_8080": "8080"},
+			chains: map[string]string{xds.InboundTCPChain(1883): "1883", xds.InboundHTTPChain(8080): "8080"},
 			floor:  "tcp:" + xds.AppCluster("shop/mq-0", 1883),
 		},
 	}
@@ -386,7 +386,7 @@ func TestInboundOneChainPerServerName(t *testing.T) {
 	}
 	broken := proto.Clone(l).(*listenerv3.Listener)
 	twin := proto.Clone(broken.FilterChains[0]).(*listenerv3.FilterChain) // in_8080, an HCM
-	twin.Name = "in_9000"
+	twin.Name = xds.InboundHTTPChain(9000)
 	twin.FilterChainMatch.ServerNames = []string{"9000"}
 	broken.FilterChains = append(broken.FilterChains, twin)
 	dup := fxDuplicateServerNames(broken)
@@ -563,8 +563,8 @@ func TestSkipped(t *testing.T) {
 		t.Fatalf("listeners %v, want %v", got, want)
 	}
 	l := res.Listeners[0]
-	if got := fxNames(l.GetFilterChains()); !slices.Contains(got, "cap_tcp_db.shop") || slices.Contains(got, "cap_tcp_dbcopy.shop") ||
-		slices.Contains(got, "cap_tcp_odd.shop") {
+	if got := fxNames(l.GetFilterChains()); !slices.Contains(got, xds.CaptureTCPChain("db.shop")) || slices.Contains(got, xds.CaptureTCPChain("dbcopy.shop")) ||
+		slices.Contains(got, xds.CaptureTCPChain("odd.shop")) {
 		t.Errorf("chains %v: want db's TCP chains, none for dbcopy (db holds the VIP) or odd (no IP)", got)
 	}
 	skipped := xds.Skipped(m)
@@ -672,7 +672,9 @@ func TestGatesOnRandomMeshes(t *testing.T) {
 			if dup := fxDuplicateServerNames(l); len(dup) > 0 {
 				t.Fatalf("round %d: %s: %v", round, l.GetName(), dup)
 			}
-			if !strings.HasPrefix(l.GetName(), "capture_") {
+			if !slices.ContainsFunc(m.Pods, func(p model.LocalPod) bool {
+				return l.GetName() == xds.CaptureListener(xds.PodKey(p.Namespace, p.Name))
+			}) {
 				continue
 			}
 			fxCheckHCMChainsCleartext(t, l)
