@@ -5,6 +5,7 @@ package xds
 
 import (
 	"cmp"
+	"net/netip"
 	"slices"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -24,11 +25,18 @@ import (
 // the pod does not serve, takes the default chain, the floor: the pod's primary, in its protocol
 // (the SNI rule sends the primary with an empty SNI). Every chain terminates mTLS (downstreamTLS).
 
-// inboundListenerAddress is where a pod's inbound listener listens, in the pod's netns: every
-// address of the pod, so peers reach <pod IP>:18008.
-const inboundListenerAddress = "0.0.0.0"
+// inboundListenerAddress is where pod p's inbound listener listens, in its netns: every address
+// of the pod, so peers reach <pod IP>:18008. An IPv6 pod gets "::", which takes IPv4 too.
+func inboundListenerAddress(p model.LocalPod) *corev3.Address {
+	address := netnsAddress("0.0.0.0", meshv1alpha1.ProxyInboundPort, p.NetNS)
+	if ip, err := netip.ParseAddr(p.Address); err == nil && ip.Is6() && !ip.Is4In6() {
+		address.GetSocketAddress().Address = "::"
+		address.GetSocketAddress().Ipv4Compat = true
+	}
+	return address
+}
 
-// inboundListener is pod p's inbound listener: 0.0.0.0:18008 in its netns. p passed podProblem:
+// inboundListener is pod p's inbound listener: 0.0.0.0:18008 (or [::]:18008) in its netns. p passed podProblem:
 // its ports are listed once each, the primary among them.
 func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.Listener {
 	pod := PodKey(p.Namespace, p.Name)
@@ -48,7 +56,7 @@ func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.L
 	slices.SortFunc(chains, func(a, b *listenerv3.FilterChain) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	return &listenerv3.Listener{
 		Name:               InboundListener(pod),
-		Address:            netnsAddress(inboundListenerAddress, meshv1alpha1.ProxyInboundPort, p.NetNS),
+		Address:            inboundListenerAddress(p),
 		ListenerFilters:    []*listenerv3.ListenerFilter{b.listenerFilter(wellknown.TLSInspector, &tlsinspectorv3.TlsInspector{})},
 		FilterChains:       chains,
 		DefaultFilterChain: floor,

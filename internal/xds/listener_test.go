@@ -376,6 +376,16 @@ func fxDuplicateServerNames(l *listenerv3.Listener) []string {
 	return dup
 }
 
+// An IPv6 pod's inbound listener listens on [::]:18008, IPv4 included.
+func TestInboundListenerIPv6(t *testing.T) {
+	pod := fxPod(t, "shop", "db-0", "db", model.CaptureSurface, 5432, "5432/TCP")
+	pod.Address = "fd00:10:244::7"
+	sa := fxListener(t, fxBuild(t, fxMesh([]model.LocalPod{pod})), xds.InboundListener("shop/db-0")).GetAddress().GetSocketAddress()
+	if sa.GetAddress() != "::" || !sa.GetIpv4Compat() || sa.GetPortValue() != uint32(meshv1alpha1.ProxyInboundPort) {
+		t.Errorf("address %v, want [::]:%d with IPv4 compatibility", sa, meshv1alpha1.ProxyInboundPort)
+	}
+}
+
 // The inbound gate: one chain per server name. Negative control: a second chain for the TCP
 // port's server name (the HCM twin proposal 037's risk 3 describes) is caught.
 func TestInboundOneChainPerServerName(t *testing.T) {
