@@ -32,11 +32,18 @@ type Resources struct {
 // Build renders the node's mesh as Envoy resources: pure, deterministic (the same mesh gives the
 // same bytes), and valid (every message passes its generated validator before it is packed).
 func Build(m model.Mesh) (Resources, error) {
-	b := &builder{mesh: m}
+	in, err := selectInputs(m)
+	if err != nil {
+		return Resources{}, err
+	}
+	// Every builder reads the same selection of pods and services, so no chain or route can name
+	// a cluster the cluster builder left out.
+	b := &builder{mesh: m, in: in}
 	var res Resources
-	// The builders of each resource type fill res here.
 	res.Clusters = b.clusters()
 	res.Endpoints = b.endpoints()
+	res.Listeners = b.listeners()
+	res.Routes = b.routes()
 	res.Skipped = b.skipNotes() // last: it gathers what every builder recorded
 	return res, b.err
 }
@@ -44,7 +51,9 @@ func Build(m model.Mesh) (Resources, error) {
 // builder carries the first error of a build, so the builders read as straight-line code.
 type builder struct {
 	mesh model.Mesh
-	err  error
+	// in are the pods and services that are built from (selectInputs); the rest is Skipped.
+	in  listenerInputs
+	err error
 	// skipped are what the builders left out, one sentence each (Resources.Skipped).
 	skipped []string
 }
@@ -69,10 +78,7 @@ func (b *builder) check(what string, m proto.Message) {
 // so this is the only place a typed config is checked: never call anypb.New directly.
 func (b *builder) pack(what string, m proto.Message) *anypb.Any {
 	b.check(what, m)
-	// Deterministic: a map packed in random order would change a listener's bytes between two
-	// builds of the same mesh, and Envoy drains a listener whose bytes change.
-	a := &anypb.Any{}
-	err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true})
+	a, err := anypb.New(m)
 	if err != nil && b.err == nil {
 		b.err = fmt.Errorf("xds: packing %s: %w", what, err)
 	}

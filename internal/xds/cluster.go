@@ -41,19 +41,18 @@ type upstream struct {
 	defaultTCP int32
 }
 
-// upstreams are the services Build emits upstream clusters and load assignments for, in the
-// mesh's order: those with ports and an identity. A service without an identity cannot be
-// SAN-pinned, and Build never emits an unpinned mesh cluster: it is left out and named in
-// Resources.Skipped (skipNotes). Every builder that names an upstream cluster (capture chains,
-// routes) must draw its services from here, so that it never names a cluster that was left out.
+// upstreams are the services Build emits upstream clusters and load assignments for: the
+// selected services (selectInputs, the same the chains and routes are built from) that have ports.
+// A service without an identity is not among them (it cannot be SAN-pinned, and Build never
+// emits an unpinned mesh cluster): Resources.Skipped names it.
 func (b *builder) upstreams() []upstream {
-	out := make([]upstream, 0, len(b.mesh.Services))
-	for _, s := range b.mesh.Services {
-		if len(s.Ports) == 0 || s.Identity == "" {
+	out := make([]upstream, 0, len(b.in.services))
+	for _, s := range b.in.services {
+		if len(s.Ports) == 0 {
 			continue
 		}
-		u := upstream{svc: s, fqdn: FQDN(s.Name, s.Namespace, b.mesh.Domain)}
-		if p, ok := resolve.DefaultTCPPort(s.PortSet()); ok {
+		u := upstream{svc: s.Service, fqdn: s.fqdn}
+		if p, ok := resolve.DefaultTCPPort(s.ports); ok {
 			u.defaultTCP = p
 		}
 		out = append(out, u)
@@ -62,14 +61,12 @@ func (b *builder) upstreams() []upstream {
 }
 
 // sources are the identities that dial from this node, sorted, each once: the distinct identities
-// of its pods. Each presents its own certificate, so each has its own copy of every upstream
-// cluster (SourceCluster). A pod without an identity has no certificate and dials nothing.
+// of its selected pods. Each presents its own certificate, so each has its own copy of every
+// upstream cluster (SourceCluster).
 func (b *builder) sources() []string {
-	out := make([]string, 0, len(b.mesh.Pods))
-	for _, p := range b.mesh.Pods {
-		if p.Identity != "" {
-			out = append(out, p.Identity)
-		}
+	out := make([]string, 0, len(b.in.pods))
+	for _, p := range b.in.pods {
+		out = append(out, p.Identity)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -86,7 +83,7 @@ func (b *builder) clusters() []*clusterv3.Cluster {
 			out = append(out, b.serviceClusters(u, source)...)
 		}
 	}
-	for _, pod := range b.mesh.Pods {
+	for _, pod := range b.in.pods {
 		out = append(out, b.appClusters(pod)...)
 	}
 	slices.SortFunc(out, func(x, y *clusterv3.Cluster) int { return cmp.Compare(x.Name, y.Name) })
@@ -237,21 +234,12 @@ func requireUnique[T any](b *builder, kind string, sorted []T, name func(T) stri
 	}
 }
 
-// skipNotes are what Build left out and why, sorted: the services that cannot be pinned, the
-// pods that cannot dial, and what the builders recorded (b.skipped).
+// skipNotes are what Build left out and why, sorted: the pods and services the selection left
+// out (selectInputs) and what the builders recorded (b.skipped).
 func (b *builder) skipNotes() []string {
 	out := slices.Clone(b.skipped)
-	for _, s := range b.mesh.Services {
-		if len(s.Ports) > 0 && s.Identity == "" {
-			out = append(out, fmt.Sprintf("service %s/%s: identity is empty, so no TLS context can be pinned to it; "+
-				"its clusters and load assignments are left out until its MeshService has an identity", s.Namespace, s.Name))
-		}
-	}
-	for _, p := range b.mesh.Pods {
-		if p.Identity == "" {
-			out = append(out, fmt.Sprintf("local pod %s/%s: identity is empty, so it has no certificate to dial with; "+
-				"no upstream cluster is qualified by it until it has one", p.Namespace, p.Name))
-		}
+	for _, err := range b.in.skipped {
+		out = append(out, err.Error())
 	}
 	slices.Sort(out)
 	return out

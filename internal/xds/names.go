@@ -86,6 +86,29 @@ func CaptureTCPPortChain(svcKey string, port int32) string {
 	return "cap_tcp_" + svcKey + "_" + itoa(port)
 }
 
+// CaptureHTTPPortChain is the HCM chain for destination port p, any IP: cap_http_<p>. Envoy picks
+// a chain by destination port first and never falls back to the port-less chains once a port
+// matched (see captureChains), so every port a cap_tcp chain claims gets one: HTTP to another
+// service on that port still reaches the HCM.
+func CaptureHTTPPortChain(port int32) string { return "cap_http_" + itoa(port) }
+
+// CaptureHTTPServicePortChain is the HCM chain for <VIP>:<p> when p is a TCP port of the service
+// and an HTTP dial of p has an HTTP answer (port 80: http://<name>/ is 421 when 80 is TCP):
+// cap_http_<svc>_<p>.
+func CaptureHTTPServicePortChain(svcKey string, port int32) string {
+	return "cap_http_" + svcKey + "_" + itoa(port)
+}
+
+// CaptureTCPPortTLSChain is cap_tcp_<svc>_<p>'s twin for TLS bytes, where the port also has a
+// cap_http_<svc>_<p> chain (which makes cap_tcp_<svc>_<p> cleartext only): cap_tcp_<svc>_<p>_tls.
+func CaptureTCPPortTLSChain(svcKey string, port int32) string {
+	return CaptureTCPPortChain(svcKey, port) + "_tls"
+}
+
+// CaptureVirtualHost is the name of a capture virtual host: its first domain (a domain is in one
+// virtual host of a route configuration, so the names are unique).
+func CaptureVirtualHost(firstDomain string) string { return firstDomain }
+
 // Other capture chains.
 const (
 	// CaptureHTTPChain is the HCM chain: captured HTTP, routed by its Host header.
@@ -94,6 +117,9 @@ const (
 	CaptureBlackholeChain = "cap_tcp_blackhole"
 	// CapturePassthroughChain is the default chain: the original destination, untouched.
 	CapturePassthroughChain = "cap_passthrough"
+	// CaptureCatchAllVirtualHost is the capture route configuration's virtual host for a Host that
+	// names no mesh service: the request goes to its original destination, untouched.
+	CaptureCatchAllVirtualHost = "cap_catch_all"
 )
 
 // Inbound filter chains.
@@ -106,6 +132,10 @@ func InboundTCPChain(port int32) string { return "in_tcp_" + itoa(port) }
 
 // InboundFloorChain is the default chain (no SNI): the pod's primary port.
 const InboundFloorChain = "in_floor"
+
+// InboundVirtualHost is the one virtual host of an inbound HCM chain's inline route configuration
+// (which is named after its chain): every request goes to the chain's port.
+const InboundVirtualHost = "in"
 
 // AppCluster is the cluster the inbound proxy forwards port p of pod to: app|<pod>:<p>.
 func AppCluster(podKey string, port int32) string { return "app|" + podKey + ":" + itoa(port) }
@@ -124,7 +154,11 @@ func SNI(port, primary int32) string {
 	if port == primary {
 		return ""
 	}
-	return itoa(port)
+	return ServerName(port)
 }
+
+// ServerName is the SNI that selects port p's chain on an inbound listener (server_names [p]):
+// the port's number.
+func ServerName(port int32) string { return itoa(port) }
 
 func itoa(p int32) string { return strconv.Itoa(int(p)) }
