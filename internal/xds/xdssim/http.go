@@ -51,14 +51,17 @@ func (s *Sim) serveHTTP(out *Outcome, hcm *hcmv3.HttpConnectionManager, req *Req
 // request, which this simulator would not see.
 func checkHTTPFilters(hcm *hcmv3.HttpConnectionManager) error {
 	filters := hcm.GetHttpFilters()
-	for i, f := range filters {
-		tc := f.GetTypedConfig()
-		if i == len(filters)-1 && (tc != nil && unpack(tc, &routerv3.Router{}) || tc == nil && f.GetName() == "envoy.filters.http.router") {
-			return nil
-		}
-		return fmt.Errorf("%w: HTTP filter %q (only the router is modelled)", ErrUnsupported, f.GetName())
+	switch {
+	case len(filters) == 0:
+		return fmt.Errorf("%w: the HTTP connection manager has no HTTP filter; Envoy requires the router last", ErrUnsupported)
+	case len(filters) > 1:
+		return fmt.Errorf("%w: HTTP filter %q (only the router is modelled)", ErrUnsupported, filters[0].GetName())
 	}
-	return fmt.Errorf("%w: the HTTP connection manager has no HTTP filter; Envoy requires the router last", ErrUnsupported)
+	f := filters[0]
+	if tc := f.GetTypedConfig(); tc != nil && unpack(tc, &routerv3.Router{}) || tc == nil && f.GetName() == "envoy.filters.http.router" {
+		return nil
+	}
+	return fmt.Errorf("%w: HTTP filter %q (only the router is modelled)", ErrUnsupported, f.GetName())
 }
 
 // checkCodec: the HTTP1 codec cannot read HTTP/2 and the HTTP2 codec cannot read HTTP/1; AUTO
@@ -186,7 +189,7 @@ func (s *Sim) route(out *Outcome, rc *routev3.RouteConfiguration, h map[string]s
 		out.Verdict, out.Response = Answered, &Response{Status: 301}
 		return
 	}
-	r, i, err := findRoute(vh, h, tls)
+	r, i, err := findRoute(vh, h)
 	if err != nil {
 		*out = out.fail(Unmodelled, err)
 		return
@@ -364,6 +367,7 @@ func addHeader(h map[string][]string, o *corev3.HeaderValueOption) {
 		return
 	}
 	action := o.GetAppendAction()
+	//nolint:staticcheck // Envoy 1.40 still honours the deprecated append; read it, or an overwrite looks like an append.
 	if a := o.GetAppend(); a != nil {
 		action = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
 		if a.GetValue() {

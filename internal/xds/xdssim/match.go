@@ -16,9 +16,9 @@ import (
 
 // findRoute is the virtual host's first route, in order, whose match holds
 // (VirtualHostImpl::getRouteFromEntries). nil when none does.
-func findRoute(vh *routev3.VirtualHost, h map[string]string, tls bool) (*routev3.Route, int, error) {
+func findRoute(vh *routev3.VirtualHost, h map[string]string) (*routev3.Route, int, error) {
 	for i, r := range vh.GetRoutes() {
-		ok, err := routeMatches(r.GetMatch(), h, tls)
+		ok, err := routeMatches(r.GetMatch(), h)
 		if err != nil {
 			return nil, 0, fmt.Errorf("virtual host %q, route %s: %w", vh.GetName(), routeName(r, i), err)
 		}
@@ -31,7 +31,7 @@ func findRoute(vh *routev3.VirtualHost, h map[string]string, tls bool) (*routev3
 
 // routeMatches is RouteEntryImplBase::matchRoute and the path check of the route's kind: every
 // condition holds.
-func routeMatches(m *routev3.RouteMatch, h map[string]string, tls bool) (bool, error) {
+func routeMatches(m *routev3.RouteMatch, h map[string]string) (bool, error) {
 	if m.GetRuntimeFraction() != nil || m.GetTlsContext() != nil || len(m.GetDynamicMetadata()) > 0 ||
 		len(m.GetFilterState()) > 0 || len(m.GetCookies()) > 0 {
 		return false, fmt.Errorf("%w: a route match on runtime, TLS context, metadata, filter state or cookies", ErrUnsupported)
@@ -97,7 +97,8 @@ func pathMatches(m *routev3.RouteMatch, h map[string]string) (bool, error) {
 
 // headerMatches is HeaderUtility::matchHeaders for one matcher: an absent header matches only a
 // present_match false (true when inverted), unless treat_missing_header_as_empty; otherwise the
-// specifier's result, inverted by invert_match.
+// specifier's result, inverted by invert_match. The deprecated specifiers (exact_match, ...) are
+// not modelled.
 func headerMatches(hm *routev3.HeaderMatcher, h map[string]string) (bool, error) {
 	value, present := h[strings.ToLower(hm.GetName())]
 	present = present || isPseudo(hm.GetName())
@@ -115,30 +116,16 @@ func headerMatches(hm *routev3.HeaderMatcher, h map[string]string) (bool, error)
 		match = true // no specifier: the header is present
 	case *routev3.HeaderMatcher_PresentMatch:
 		match = s.PresentMatch
-	case *routev3.HeaderMatcher_ExactMatch:
-		match = s.ExactMatch == "" || value == s.ExactMatch
-	case *routev3.HeaderMatcher_PrefixMatch:
-		match = strings.HasPrefix(value, s.PrefixMatch)
-	case *routev3.HeaderMatcher_SuffixMatch:
-		match = strings.HasSuffix(value, s.SuffixMatch)
-	case *routev3.HeaderMatcher_ContainsMatch:
-		match = strings.Contains(value, s.ContainsMatch)
 	case *routev3.HeaderMatcher_RangeMatch:
 		n, err := strconv.ParseInt(value, 10, 64)
 		match = err == nil && n >= s.RangeMatch.GetStart() && n < s.RangeMatch.GetEnd()
-	case *routev3.HeaderMatcher_SafeRegexMatch:
-		re, err := fullRegexp(s.SafeRegexMatch.GetRegex())
-		if err != nil {
-			return false, err
-		}
-		match = re.MatchString(value)
 	case *routev3.HeaderMatcher_StringMatch:
 		var err error
 		if match, err = stringMatches(s.StringMatch, value); err != nil {
 			return false, err
 		}
-	default:
-		return false, fmt.Errorf("%w: header matcher %T", ErrUnsupported, spec)
+	default: // the deprecated exact, prefix, suffix, contains and regex forms: use string_match
+		return false, fmt.Errorf("%w: header matcher %T (deprecated: use string_match)", ErrUnsupported, spec)
 	}
 	return match != hm.GetInvertMatch(), nil
 }
