@@ -33,7 +33,10 @@
 //   - Downstream TLS: a TLS connection on a TLS-terminating chain is decrypted; plaintext on one
 //     fails the handshake; TLS bytes on a plaintext HCM chain are not HTTP (400).
 //   - tcp_proxy: cluster or weighted_clusters.
-//   - The HTTP connection manager: codec type, strip_trailing_host_dot, strip_any_host_port and
+//   - The HTTP connection manager: codec type, an HTTP/1 absolute-form target's authority
+//     (allow_absolute_url, on by default), Envoy's 400 for a missing Host or one with a character
+//     an authority cannot carry and 404 for a path that is not relative, strip_trailing_host_dot,
+//     strip_any_host_port and
 //     strip_matching_host_port, RDS (a missing route configuration is an error) or an inline
 //     route configuration; virtual hosts as RouteMatcher::findVirtualHost (exact, then suffix
 //     wildcards longest first, then prefix wildcards longest first, then "*"; case-insensitive;

@@ -38,13 +38,55 @@ func (s *Sim) serveHTTP(out *Outcome, hcm *hcmv3.HttpConnectionManager, req *Req
 		*out = out.fail(verdictFor(err, Closed), err)
 		return
 	}
-	h := requestHeaders(req, hcm, local.Port(), tls)
-	if h[":authority"] == "" {
-		*out = out.fail(Answered, fmt.Errorf("%w: no Host (HTTP/1.1 requires one)", ErrBadRequest))
-		out.Response = localReply(400)
+	target := requestTarget(req, hcm)
+	if status, err := checkRequest(target); err != nil {
+		*out = out.fail(Answered, err)
+		out.Response = localReply(status)
 		return
 	}
-	s.route(out, rc, h, req, local, tls)
+	s.route(out, rc, requestHeaders(target, hcm, local.Port(), tls), &target, local, tls)
+}
+
+// requestTarget is the request as the codec hands it to the HCM. An HTTP/1 request whose target
+// is absolute (GET http://host:port/path, as a client using the proxy port as an HTTP proxy
+// sends it) takes its authority and path from the URL, replacing the Host header, while
+// http_protocol_options.allow_absolute_url is on (the default).
+func requestTarget(req *Request, hcm *hcmv3.HttpConnectionManager) Request {
+	r := *req
+	r.Path, r.Method = req.path(), req.method()
+	if req.HTTP2 || !strings.HasPrefix(r.Path, "http://") && !strings.HasPrefix(r.Path, "https://") {
+		return r
+	}
+	if allow := hcm.GetHttpProtocolOptions().GetAllowAbsoluteUrl(); allow != nil && !allow.GetValue() {
+		return r
+	}
+	_, rest, _ := strings.Cut(r.Path, "://")
+	authority, path, found := strings.Cut(rest, "/")
+	r.Host, r.Path = authority, "/"+path
+	if !found {
+		r.Path = "/"
+	}
+	return r
+}
+
+// checkRequest is what the HCM answers itself before routing: 400 without a Host or with one
+// nghttp2_check_authority refuses (HeaderUtility::requestHeadersValid), 404 for a path that is
+// not relative.
+func checkRequest(r Request) (int, error) {
+	switch {
+	case r.Host == "":
+		return 400, fmt.Errorf("%w: no Host (HTTP/1.1 requires one)", ErrBadRequest)
+	case strings.ContainsFunc(r.Host, func(c rune) bool { return !isAuthorityChar(c) }):
+		return 400, fmt.Errorf("%w: the Host %q has a character an authority cannot carry", ErrBadRequest, r.Host)
+	case !strings.HasPrefix(r.Path, "/"):
+		return 404, fmt.Errorf("%w: the path %q is not relative", ErrBadRequest, r.Path)
+	}
+	return 0, nil
+}
+
+// isAuthorityChar is nghttp2's set of authority characters (RFC 3986 section 3.2).
+func isAuthorityChar(c rune) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune("-._~!$&'()*+,;=:@[]%", c)
 }
 
 // checkHTTPFilters accepts the router as the only HTTP filter: any other could answer or deny a
@@ -109,7 +151,7 @@ func (s *Sim) routeConfiguration(out *Outcome, hcm *hcmv3.HttpConnectionManager)
 // requestHeaders are the request's headers as the router sees them (lower-case names, the
 // pseudo-headers :authority, :path, :method, :scheme), after the HCM normalized the Host
 // (ConnectionManagerUtility::maybeNormalizeHost: the trailing dot, then the port).
-func requestHeaders(req *Request, hcm *hcmv3.HttpConnectionManager, localPort uint16, tls bool) map[string]string {
+func requestHeaders(req Request, hcm *hcmv3.HttpConnectionManager, localPort uint16, tls bool) map[string]string {
 	h := make(map[string]string, len(req.Headers)+4)
 	for k, v := range req.Headers {
 		h[strings.ToLower(k)] = v

@@ -686,6 +686,34 @@ func TestRouteOrder(t *testing.T) {
 	}
 }
 
+// The request the HCM routes: an HTTP/1 absolute-form target (a client using the proxy port as
+// its HTTP proxy) brings its own authority, unless allow_absolute_url is off; a Host an
+// authority cannot carry is Envoy's 400, a path that is not relative its 404.
+func TestRequestTarget(t *testing.T) {
+	rc := routeConfig("routes",
+		vhost("by_url", []string{"payments.shop:8080"}, toCluster("", "a", byPrefix("/v1"))),
+		vhost("by_header", []string{"proxy.local"}, toCluster("", "b", byPrefix("/"))))
+	absolute := xdssim.Conn{Listener: "capture", DstIP: vipA, DstPort: 18081,
+		HTTP: &xdssim.Request{Host: "proxy.local", Path: "http://payments.shop:8080/v1/pay?x=1"}}
+
+	s := world([]*listenerv3.Listener{capture(chains(chain("http", httpManager("routes"))))}, rc)
+	if out := s.Dial(absolute); out.VirtualHost != "by_url" || out.Verdict != xdssim.Forwarded {
+		t.Errorf("absolute-form target: %s", out)
+	}
+	noAbsolute := func(h *hcmv3.HttpConnectionManager) {
+		h.HttpProtocolOptions = &corev3.Http1ProtocolOptions{AllowAbsoluteUrl: wrapperspb.Bool(false)}
+	}
+	s2 := world([]*listenerv3.Listener{capture(chains(chain("http", httpManager("routes", noAbsolute))))}, rc)
+	if out := s2.Dial(absolute); out.Verdict != xdssim.Answered || out.Response.Status != 404 || !errors.Is(out.Err, xdssim.ErrBadRequest) {
+		t.Errorf("allow_absolute_url false: the path is not relative, so 404: %s", out)
+	}
+	for host, status := range map[string]int{"pay ments.shop": 400, "": 400} {
+		if out := s.Dial(httpTo(vipA, 80, host)); out.Verdict != xdssim.Answered || out.Response.Status != status || !errors.Is(out.Err, xdssim.ErrBadRequest) {
+			t.Errorf("Host %q: want Envoy's %d: %s", host, status, out)
+		}
+	}
+}
+
 func TestWeightedClusters(t *testing.T) {
 	weighted := func(pairs ...any) *routev3.Route {
 		wc := &routev3.WeightedCluster{}
