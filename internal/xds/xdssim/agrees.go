@@ -4,6 +4,7 @@
 package xdssim
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/aether-mesh/aether-operator/internal/resolve"
@@ -17,11 +18,15 @@ import (
 //     HTTP request) and by tcp_proxy otherwise, every chosen target's membership being
 //     xds.LoadAssignment(fqdn, p).
 //   - Misdirected and BadRequest: answered with the status, x-aether-error and body of want.
-//   - Refused: closed, or passed through to the original destination (which kube-proxy refuses:
-//     the generated Service does not expose an undeclared port).
+//   - Refused: passed through to the original destination (which kube-proxy refuses: the
+//     generated Service does not expose an undeclared port), or closed because no chain matches
+//     or the chosen cluster has no endpoint (the blackhole). Closed for a broken configuration (a
+//     rejected listener, a missing cluster, load assignment or route configuration) is not the
+//     refusal resolve means.
 //   - HostDecides is no single outcome: check the Host rows.
 //
-// want is a row written for one name (resolve.Dial.For), so its body names that name.
+// want is a row written for one name (resolve.Dial.For), so its body names that name; fqdn is
+// the service's mesh name (xds.FQDN), whichever name the row spells.
 func Agrees(out Outcome, want resolve.Result, fqdn string) error {
 	switch want.Outcome {
 	case resolve.Reaches:
@@ -29,16 +34,24 @@ func Agrees(out Outcome, want resolve.Result, fqdn string) error {
 	case resolve.Misdirected, resolve.BadRequest:
 		return answers(out, want)
 	case resolve.Refused:
-		if out.Verdict != Closed && out.Verdict != Passthrough {
-			return fmt.Errorf("resolve says refused; the data plane gives %s", out)
-		}
-		return nil
+		return refused(out)
 	}
 	return fmt.Errorf("resolve's outcome %s is no single data-plane outcome: check its Host rows", want.Outcome)
 }
 
+func refused(out Outcome) error {
+	switch {
+	case out.Verdict == Passthrough && out.Err == nil:
+		return nil
+	case out.Verdict == Closed && (errors.Is(out.Err, ErrNoChain) || errors.Is(out.Err, ErrNoHealthyUpstream)) &&
+		!errors.Is(out.Err, ErrNoCluster) && !errors.Is(out.Err, ErrNoLoadAssignment):
+		return nil
+	}
+	return fmt.Errorf("resolve says refused; the data plane gives %s", out)
+}
+
 func reaches(out Outcome, want resolve.Result, fqdn string) error {
-	if out.Verdict != Forwarded {
+	if out.Verdict != Forwarded || out.Err != nil {
 		return fmt.Errorf("resolve says port %d (%s); the data plane gives %s", want.Port, want.Protocol, out)
 	}
 	protocol := TCP
@@ -60,7 +73,7 @@ func reaches(out Outcome, want resolve.Result, fqdn string) error {
 func answers(out Outcome, want resolve.Result) error {
 	r := out.Response
 	switch {
-	case out.Verdict != Answered || r == nil:
+	case out.Verdict != Answered || r == nil || r.Local:
 		return fmt.Errorf("resolve says %d %s; the data plane gives %s", want.Outcome.HTTPStatus(), want.Error, out)
 	case r.Status != want.Outcome.HTTPStatus():
 		return fmt.Errorf("resolve says status %d; the data plane answers %d: %s", want.Outcome.HTTPStatus(), r.Status, out)

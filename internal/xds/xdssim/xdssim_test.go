@@ -999,13 +999,15 @@ func TestAgrees(t *testing.T) {
 	notDeclared := header(resolve.ErrorHeader, string(resolve.PortNotDeclared))
 	res := xds.Resources{
 		Clusters: []*clusterv3.Cluster{edsCluster(httpCluster, xds.LoadAssignment(fqdn, 8080)), edsCluster(tcpCluster, xds.LoadAssignment(fqdn, 9000)),
-			originalDstCluster(xds.PassthroughCluster)},
+			originalDstCluster(xds.PassthroughCluster), staticCluster(xds.BlackholeCluster, "", 0)},
 		Endpoints: []*endpointv3.ClusterLoadAssignment{
 			cla(xds.LoadAssignment(fqdn, 8080), locality("z", 0, 1, ep("10.1.0.1", 18008, corev3.HealthStatus_HEALTHY))),
 			cla(xds.LoadAssignment(fqdn, 9000), locality("z", 0, 1, ep("10.1.0.1", 18008, corev3.HealthStatus_HEALTHY))),
 		},
 		Listeners: []*listenerv3.Listener{capture(chains(
 			chain(xds.CaptureTCPPortChain("payments.shop", 9000), tcpProxy(tcpCluster), prefix(vipA, 32), dport(9000)),
+			chain(xds.CaptureTCPPortChain("payments.shop", 9001), tcpProxy("deleted"), prefix(vipA, 32), dport(9001)),
+			chain(xds.CaptureBlackholeChain, tcpProxy(xds.BlackholeCluster), dport(18082)),
 			chain(xds.CaptureHTTPChain, httpManager(xds.CaptureRoutes(source)), appProtocols("http/1.1", "h2c")),
 		), defaultChain(chain(xds.CapturePassthroughChain, tcpProxy(xds.PassthroughCluster))))},
 		Routes: []*routev3.RouteConfiguration{routeConfig(xds.CaptureRoutes(source),
@@ -1035,6 +1037,9 @@ func TestAgrees(t *testing.T) {
 		"forwarded where refused":       {tcpTo(vipA, 9000), refused, false},
 		"refused where it should reach": {tcpTo(vipA, 7777), reaches(7777, meshv1alpha1.ProtocolTCP), false},
 		"HostDecides is no one outcome": {httpTo(vipA, 18081, fqdn+":8080"), resolve.Result{Outcome: resolve.HostDecides}, false},
+		"refused: the blackhole":        {tcpTo(vipA, 18082), refused, true},
+		"closed by a missing cluster":   {tcpTo(vipA, 9001), refused, false},
+		"Envoy's own 404 is no 421":     {httpTo(vipA, 18081, "unknown:1"), misdirected, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out := s.Dial(tc.conn)
