@@ -23,12 +23,16 @@ import (
 const defaultMaxDirectResponseBody = 4096
 
 // Check is what Envoy checks when it adds a listener's filter chains
-// (FilterChainManagerImpl::addFilterChains): no chain uses the unimplemented suffix fields, no
+// (ListenerImpl::validateFilterChains: a TCP listener has a chain or a default chain;
+// FilterChainManagerImpl::addFilterChains): no chain uses the unimplemented suffix fields, no
 // two chains have identical matches (verifyNoDuplicateMatchers), no server name is a partial
 // wildcard, every prefix range is valid, and no two chains reach one leaf of the match tree
 // (addFilterChainForSourcePorts: "multiple filter chains with overlapping matching rules"). A
 // listener that fails is never active: Envoy NACKs it. The error names the chains and the fix.
 func Check(l *listenerv3.Listener) error {
+	if len(l.GetFilterChains()) == 0 && l.GetDefaultFilterChain() == nil {
+		return fmt.Errorf("listener %q: no filter chains specified: Envoy rejects the listener; give it a chain or a default chain", l.GetName())
+	}
 	if l.GetFilterChainMatcher() != nil {
 		return checkNamedChains(l)
 	}

@@ -542,6 +542,7 @@ func TestCheck(t *testing.T) {
 		"partial wildcard": {[]*listenerv3.FilterChain{
 			chain("one", tcpProxy("a"), serverNames("api*.test")),
 		}, `server name "api*.test" is a partial wildcard`},
+		"no chain at all": {nil, "no filter chains specified"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			l := capture(chains(tc.chains...))
