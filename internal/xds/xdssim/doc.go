@@ -13,6 +13,19 @@
 // test of package xds that uses it must be an external test (package xds_test): xdssim imports
 // xds.
 //
+// # A walk
+//
+// One dial-surface row, from a meshed pod to the service, then on the destination:
+//
+//	sim := xdssim.New(res)
+//	out := sim.Dial(xdssim.Conn{Listener: xds.CaptureListener(pod), DstIP: vip, DstPort: 18081,
+//		HTTP: &xdssim.Request{Host: "payments.shop.aether.internal:8080"}})
+//	if err := xdssim.Agrees(out, row.For(name).Result, fqdn); err != nil { ... }
+//	t := out.Targets[0] // its TLS says what the mesh hop's ClientHello carries
+//	in := sim.Arrive(xds.InboundListener(destPod), t.TLS.SNI, t.TLS.ALPN,
+//		&xdssim.Request{Host: ..., HTTP2: slices.Equal(t.UpstreamHTTP, []string{"h2"})})
+//	// in.Targets[0].Receiving() is the application's port on the destination pod.
+//
 // # What it models
 //
 //   - Listener filters: original_dst (use_original_dst or the filter) restores the dialled
@@ -28,8 +41,9 @@
 //     transport protocol, application protocols (in the client's order), direct source IP, source
 //     type, source IP, source port; at every level the exact entry when one exists, else the
 //     catch-all, and NO backtracking: when the chosen subtree yields nothing the result is the
-//     default chain, never a sibling subtree. Check rejects what Envoy rejects (identical or
-//     overlapping matches, partial wildcards, the unimplemented suffix fields).
+//     default chain, never a sibling subtree. Check rejects what Envoy rejects (no chain and no
+//     default chain, identical or overlapping matches, partial wildcards, invalid ranges, the
+//     unimplemented suffix fields); a dial through a rejected listener is closed (ErrRejected).
 //   - Downstream TLS: a TLS connection on a TLS-terminating chain is decrypted; plaintext on one
 //     fails the handshake; TLS bytes on a plaintext HCM chain are not HTTP (400).
 //   - tcp_proxy: cluster or weighted_clusters.
@@ -66,7 +80,8 @@
 // Listener hand-off to another listener bound to the original destination (reported as
 // ErrHandoff), the filter_chain_matcher API, any network or HTTP filter other than tcp_proxy,
 // the HTTP connection manager and the router (reported as ErrUnsupported, never silently
-// passed), path normalization and merge_slashes, header formatters (%...% stays literal), the
+// passed), the deprecated header-matcher forms (exact_match and kin: use string_match), path
+// normalization and merge_slashes, header formatters (%...% stays literal), the
 // content-type and body of Envoy's own answers, local_reply_config, the redirect's Location,
 // runtime keys and fractions, retries, outlier detection, active health checks, zone-aware
 // routing, subsets, drop_overloads, DNS resolution, and ORIGINAL_DST beyond "the original
