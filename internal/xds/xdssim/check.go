@@ -59,6 +59,9 @@ func Check(l *listenerv3.Listener) error {
 		}
 		for _, leaf := range leafKeys(m) {
 			if other, taken := leaves[leaf]; taken {
+				if leaf == "" {
+					leaf = "any connection"
+				}
 				errs = append(errs, fmt.Errorf("listener %q: filter chains %q and %q have overlapping matching rules (both match %s): Envoy rejects the listener; make their matches disjoint",
 					l.GetName(), other, fc.GetName(), leaf))
 				break
@@ -129,28 +132,43 @@ func cidr(r *corev3.CidrRange) (netip.Prefix, error) {
 // direct source range, source type, source range and source port, each as Envoy keys it (an
 // empty list is the "" or 0 key).
 func leafKeys(m *listenerv3.FilterChainMatch) []string {
-	levels := [][]string{
-		{strconv.FormatUint(uint64(m.GetDestinationPort().GetValue()), 10)},
-		rangeKeys(m.GetPrefixRanges()),
-		serverNameKeys(m),
-		{m.GetTransportProtocol()},
-		orEmpty(m.GetApplicationProtocols()),
-		rangeKeys(m.GetDirectSourcePrefixRanges()),
-		{m.GetSourceType().String()},
-		rangeKeys(m.GetSourcePrefixRanges()),
-		portKeys(m.GetSourcePorts()),
+	levels := []struct {
+		field, catchAll string // catchAll is the key of a chain that does not constrain the field
+		values          []string
+	}{
+		{"destination_port", "0", []string{strconv.FormatUint(uint64(m.GetDestinationPort().GetValue()), 10)}},
+		{"prefix_ranges", "", rangeKeys(m.GetPrefixRanges())},
+		{"server_names", "", serverNameKeys(m)},
+		{"transport_protocol", "", []string{m.GetTransportProtocol()}},
+		{"application_protocols", "", orEmpty(m.GetApplicationProtocols())},
+		{"direct_source_prefix_ranges", "", rangeKeys(m.GetDirectSourcePrefixRanges())},
+		{"source_type", "ANY", []string{m.GetSourceType().String()}},
+		{"source_prefix_ranges", "", rangeKeys(m.GetSourcePrefixRanges())},
+		{"source_ports", "0", portKeys(m.GetSourcePorts())},
 	}
 	leaves := []string{""}
 	for _, level := range levels {
-		next := make([]string, 0, len(leaves)*len(level))
+		next := make([]string, 0, len(leaves)*len(level.values))
 		for _, prefix := range leaves {
-			for _, v := range level {
-				next = append(next, prefix+"|"+v)
+			for _, v := range level.values {
+				next = append(next, leafStep(prefix, level.field, v, level.catchAll))
 			}
 		}
 		leaves = next
 	}
 	return leaves
+}
+
+// leafStep adds one level to a leaf's spelling, the levels that constrain something only, so the
+// error says what two chains share ("server_names=b.test").
+func leafStep(prefix, field, value, catchAll string) string {
+	switch {
+	case value == catchAll:
+		return prefix
+	case prefix == "":
+		return field + "=" + value
+	}
+	return prefix + " " + field + "=" + value
 }
 
 func rangeKeys(ranges []*corev3.CidrRange) []string {
