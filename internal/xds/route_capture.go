@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -190,13 +191,17 @@ func (b *builder) serviceVirtualHosts(s *meshService, hostRows []resolve.Dial) [
 	meshName := strings.ToLower(FQDN(s.Name, s.Namespace, b.mesh.Domain))
 	var plan []plannedVirtualHost
 	byAnswer := map[resolve.Result]int{} // what a virtual host does → its index in plan
+	var meshTCP resolve.Result           // the answer to Host <name>:18082
+	wildcard := -1                       // the index in plan of the <name>:* virtual host
 	for _, row := range hostRows {
 		suffix := strings.TrimPrefix(row.Address, rowPrefix) // "", ":8080", ":18081", ":18082", ":*"
 		switch suffix {
 		case ":" + itoa(meshv1alpha1.MeshTCPPort):
+			meshTCP = row.For(meshName).Result
 			continue
 		case ":" + resolve.AnyOtherPort:
 			suffix = ":*" // Envoy's prefix wildcard: any port no other domain names
+			wildcard = len(plan)
 		}
 		r := row.For(meshName).Result
 		domains := make([]string, len(s.names))
@@ -210,10 +215,22 @@ func (b *builder) serviceVirtualHosts(s *meshService, hostRows []resolve.Dial) [
 		}
 		if i, ok := byAnswer[key]; ok {
 			plan[i].domains = append(plan[i].domains, domains...)
+			if wildcard == len(plan) {
+				wildcard = i
+			}
 			continue
 		}
 		byAnswer[key] = len(plan)
 		plan = append(plan, b.planAnswer(s, domains, r))
+	}
+	// Host <name>:18082 reaches the wildcard's virtual host (no domain spells :18082); a first
+	// route there, matched on the authority's port, gives it resolve's own words for :18082.
+	if wildcard >= 0 && plan[wildcard].built != nil && meshTCP.Outcome.HTTPStatus() != 0 {
+		answer := meshAnswer(meshTCP.Outcome.HTTPStatus(), meshTCP)
+		answer.Match.Headers = []*routev3.HeaderMatcher{{Name: ":authority",
+			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+				MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: ":" + itoa(meshv1alpha1.MeshTCPPort)}}}}}
+		plan[wildcard].built.Routes = append([]*routev3.Route{answer}, plan[wildcard].built.Routes...)
 	}
 	// Each virtual host is validated here, once for every identity: a route to a port without its
 	// routes (VirtualHost sets no rule on the list; captureRoutes validates each route it adds).
