@@ -50,10 +50,16 @@ func fxSelectVirtualHost(rc *routev3.RouteConfiguration, host string) *routev3.V
 // <body>".
 func fxAnswer(t testing.TB, v *routev3.VirtualHost) string {
 	t.Helper()
-	if len(v.GetRoutes()) != 1 {
-		t.Fatalf("virtual host %s has %d routes, want 1", v.GetName(), len(v.GetRoutes()))
+	routes := v.GetRoutes()
+	// A wildcard <name>:* virtual host first answers Host <name>:18082 in resolve's words for it
+	// (the dial-surface walk checks that answer); its last route is the wildcard's own.
+	if len(routes) == 2 && routes[0].GetMatch().GetHeaders()[0].GetName() == ":authority" {
+		routes = routes[1:]
 	}
-	r := v.GetRoutes()[0]
+	if len(routes) != 1 {
+		t.Fatalf("virtual host %s has %d routes, want 1", v.GetName(), len(routes))
+	}
+	r := routes[0]
 	if r.GetMatch().GetPrefix() != "/" {
 		t.Errorf("virtual host %s: route matches %v, want every path", v.GetName(), r.GetMatch())
 	}
