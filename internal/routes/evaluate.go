@@ -127,8 +127,10 @@ func namespaceOr(ns *gwapiv1.Namespace, def string) string {
 	return string(*ns)
 }
 
-// carries reports whether a route of kind k can carry traffic to a port of protocol p.
-func carries(k Kind, p meshv1alpha1.Protocol) bool {
+// Carries reports whether a route of kind k can carry traffic to a port of protocol p: the one
+// rule the controller's verdicts (Accepted, ResolvedRefs UnsupportedProtocol) and the data plane
+// (which ports a route attaches to, which backends it can reach: internal/xds) both read.
+func Carries(k Kind, p meshv1alpha1.Protocol) bool {
 	switch k {
 	case HTTPRoute:
 		return p.IsHTTP()
@@ -162,7 +164,7 @@ func (in Input) accepted(ref gwapiv1.ParentReference, ms *meshv1alpha1.MeshServi
 	case !declared:
 		return condition(gwapiv1.RouteConditionAccepted, false, gwapiv1.RouteReasonNoMatchingParent,
 			fmt.Sprintf("parentRef %s:%d: mesh service %s does not declare port %d (it serves %s)", who, port, who, port, portList(ms.Status.Ports, nil)))
-	case !carries(k, p):
+	case !Carries(k, p):
 		return condition(gwapiv1.RouteConditionAccepted, false, gwapiv1.RouteReasonNoMatchingParent,
 			fmt.Sprintf("parentRef %s:%d is %s (declared %s); %s", who, port, describe(p), spelling(port, p), canReach(k, p, who, ms)))
 	}
@@ -253,7 +255,7 @@ func (in Input) checkBackend(rule string, ref gwapiv1.BackendObjectReference) (g
 		return gwapiv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: backendRef %s:%d: port %d is not declared by %s (it serves %s)",
 			rule, who, port, port, who, portList(ms.Status.Ports, nil))
 	}
-	if !carries(in.Route.Kind, p) {
+	if !Carries(in.Route.Kind, p) {
 		return gwapiv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("%s: backendRef %s:%d is %s (declared %s); %s",
 			rule, who, port, describe(p), spelling(port, p), canReach(in.Route.Kind, p, who, ms))
 	}
@@ -305,7 +307,7 @@ func spelling(port int32, p meshv1alpha1.Protocol) string {
 // canReach says which ports of ms (named who) a route of kind k can reach, and what to do
 // instead for a port of protocol p.
 func canReach(k Kind, p meshv1alpha1.Protocol, who string, ms *meshv1alpha1.MeshService) string {
-	ok := portList(ms.Status.Ports, func(q meshv1alpha1.Protocol) bool { return carries(k, q) })
+	ok := portList(ms.Status.Ports, func(q meshv1alpha1.Protocol) bool { return Carries(k, q) })
 	class := map[Kind]string{HTTPRoute: "HTTP", GRPCRoute: "HTTP/2"}[k]
 	if class == "" {
 		class = "TCP"

@@ -39,6 +39,7 @@ func Build(m model.Mesh) (Resources, error) {
 	// Every builder reads the same selection of pods and services, so no chain or route can name
 	// a cluster the cluster builder left out.
 	b := &builder{mesh: m, in: in}
+	b.attached = b.attachRoutes() // the Gateway API routes, resolved once, read by chains and virtual hosts
 	var res Resources
 	res.Clusters = b.clusters()
 	res.Endpoints = b.endpoints()
@@ -54,8 +55,13 @@ type builder struct {
 	// in are the pods and services that are built from (selectInputs); the rest is Skipped.
 	in  listenerInputs
 	err error
-	// skipped are what the builders left out, one sentence each (Resources.Skipped).
-	skipped []string
+	// skipped are what the builders left out, one sentence each (Resources.Skipped); skippedOnce
+	// keeps a note met once per identity from being listed again (skip).
+	skipped     []string
+	skippedOnce map[string]bool
+	// attached are the Gateway API routes attached to each port of each selected service
+	// (attachRoutes).
+	attached map[servicePort][]*attachedRoute
 }
 
 // validator is what the generated protoc-gen-validate code gives every Envoy message.

@@ -149,10 +149,13 @@ func (b *builder) captureChains(services []meshService, identity string, scoped 
 			continue
 		}
 		vip := netip.PrefixFrom(s.vip, s.vip.BitLen())
-		if _, ok := resolve.DefaultTCPPort(s.ports); ok {
+		if port, ok := resolve.DefaultTCPPort(s.ports); ok {
+			// :18082 reaches the default TCP port, so that port's routes apply here too.
 			claimed[meshv1alpha1.MeshTCPPort] = true
-			chains = append(chains, b.tcpChain(CaptureTCPChain(s.key),
-				chainMatch(vip, meshv1alpha1.MeshTCPPort, "", nil), SourceCluster(TCPDefaultCluster(s.fqdn), identity)))
+			name := CaptureTCPChain(s.key)
+			target, snis := b.tcpRouting(&s, port, identity, SourceCluster(TCPDefaultCluster(s.fqdn), identity))
+			chains = append(chains, b.weightedTCPChain(name, chainMatch(vip, meshv1alpha1.MeshTCPPort, "", nil), target))
+			chains = append(chains, b.tlsRouteChains(name, vip, meshv1alpha1.MeshTCPPort, snis)...)
 		}
 		for _, p := range s.ports.Ports {
 			if p.Protocol != meshv1alpha1.ProtocolTCP {
@@ -176,17 +179,34 @@ func (b *builder) captureChains(services []meshService, identity string, scoped 
 }
 
 // captureTCPPortChains are the chains of <VIP>:<port>, port a TCP port of s: one, or three when an
-// HTTP dial of the port has an HTTP answer (port 80, the port http://<name>/ dials).
+// HTTP dial of the port has an HTTP answer (port 80, the port http://<name>/ dials); and one per
+// TLSRoute that applies there (route_gateway.go).
 func (b *builder) captureTCPPortChains(s meshService, vip netip.Prefix, port int32, identity string) []*listenerv3.FilterChain {
-	cluster := SourceCluster(TCPCluster(s.fqdn, port), identity)
+	name := CaptureTCPPortChain(s.key, port)
+	target, snis := b.tcpRouting(&s, port, identity, SourceCluster(TCPCluster(s.fqdn, port), identity))
+	sniChains := b.tlsRouteChains(name, vip, port, snis)
 	if port != resolve.HTTPPort {
-		return []*listenerv3.FilterChain{b.tcpChain(CaptureTCPPortChain(s.key, port), chainMatch(vip, port, "", nil), cluster)}
+		return append([]*listenerv3.FilterChain{b.weightedTCPChain(name, chainMatch(vip, port, "", nil), target)}, sniChains...)
 	}
-	return []*listenerv3.FilterChain{
+	return append([]*listenerv3.FilterChain{
 		b.captureHTTPChain(CaptureHTTPServicePortChain(s.key, port), vip, port, identity),
-		b.tcpChain(CaptureTCPPortChain(s.key, port), chainMatch(vip, port, transportRawBuffer, nil), cluster),
-		b.tcpChain(CaptureTCPPortTLSChain(s.key, port), chainMatch(vip, port, transportTLS, nil), cluster),
+		b.weightedTCPChain(name, chainMatch(vip, port, transportRawBuffer, nil), target),
+		b.weightedTCPChain(CaptureTCPPortTLSChain(s.key, port), chainMatch(vip, port, transportTLS, nil), target),
+	}, sniChains...)
+}
+
+// tlsRouteChains are the SNI chains of the TLSRoutes on (vip, port), whose TCP chain is base:
+// TLS whose server name is one of a route's hostnames goes to its backends. server_names is more
+// specific than the TCP chains' match (Envoy matches it before the transport protocol), so the
+// other connections keep taking those.
+func (b *builder) tlsRouteChains(base string, vip netip.Prefix, port int32, snis []sniRoute) []*listenerv3.FilterChain {
+	out := make([]*listenerv3.FilterChain, 0, len(snis))
+	for _, r := range snis {
+		match := chainMatch(vip, port, transportTLS, nil)
+		match.ServerNames = r.hostnames
+		out = append(out, b.weightedTCPChain(CaptureTLSRouteChain(base, r.route.namespace, r.route.name), match, r.target))
 	}
+	return out
 }
 
 // captureHTTPChain is an HCM chain named name for cleartext HTTP to vip (any when invalid) and
@@ -218,10 +238,24 @@ func (b *builder) routerFilters() []*hcmv3.HttpFilter {
 	}}
 }
 
-// tcpChain is a chain named name that proxies what match selects to cluster. It is the seam for
-// TCPRoute and TLSRoute backends: a weighted tcp_proxy replaces the one cluster there.
+// tcpChain is a chain named name that proxies what match selects to cluster.
 func (b *builder) tcpChain(name string, match *listenerv3.FilterChainMatch, cluster string) *listenerv3.FilterChain {
-	proxy := &tcpproxyv3.TcpProxy{StatPrefix: name, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}
+	return b.weightedTCPChain(name, match, []weightedBase{{base: cluster, weight: 1}})
+}
+
+// weightedTCPChain is a chain named name that proxies what match selects to the clusters of
+// target (full names), by weight: a TCPRoute's or TLSRoute's backends, or one cluster.
+func (b *builder) weightedTCPChain(name string, match *listenerv3.FilterChainMatch, target []weightedBase) *listenerv3.FilterChain {
+	proxy := &tcpproxyv3.TcpProxy{StatPrefix: name}
+	if len(target) == 1 {
+		proxy.ClusterSpecifier = &tcpproxyv3.TcpProxy_Cluster{Cluster: target[0].base}
+	} else {
+		weighted := &tcpproxyv3.TcpProxy_WeightedCluster{}
+		for _, t := range target {
+			weighted.Clusters = append(weighted.Clusters, &tcpproxyv3.TcpProxy_WeightedCluster_ClusterWeight{Name: t.base, Weight: t.weight})
+		}
+		proxy.ClusterSpecifier = &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: weighted}
+	}
 	return &listenerv3.FilterChain{
 		Name:             name,
 		FilterChainMatch: match,

@@ -105,6 +105,13 @@ func CaptureTCPPortTLSChain(svcKey string, port int32) string {
 	return CaptureTCPPortChain(svcKey, port) + "_tls"
 }
 
+// CaptureTLSRouteChain is the chain of a TLSRoute's SNI names on the (VIP, port) whose TCP chain
+// is base (CaptureTCPChain or CaptureTCPPortChain): <base>_tlsroute_<name>.<ns>. Service, route
+// and namespace names are DNS names (no "_"), so no two chains of a listener share a name.
+func CaptureTLSRouteChain(base, routeNamespace, routeName string) string {
+	return base + "_tlsroute_" + routeName + "." + routeNamespace
+}
+
 // CaptureVirtualHost is the name of a capture virtual host: its first domain (a domain is in one
 // virtual host of a route configuration, so the names are unique).
 func CaptureVirtualHost(firstDomain string) string { return firstDomain }
@@ -121,6 +128,19 @@ const (
 	// names no mesh service: the request goes to its original destination, untouched.
 	CaptureCatchAllVirtualHost = "cap_catch_all"
 )
+
+// Gateway API routes in a capture virtual host (route_gateway.go).
+
+// GatewayRoute is the name of the Envoy route for match m of rule r of a Gateway API route of
+// kind in namespace/name (m is 0 for a rule without matches, which matches every request):
+// <kind>/<ns>/<name>/<r>.<m>, kind lower-cased. Access logs and stats name the rule by it.
+func GatewayRoute(kind, namespace, name string, rule, match int) string {
+	return strings.ToLower(kind) + "/" + namespace + "/" + name + "/" + strconv.Itoa(rule) + "." + strconv.Itoa(match)
+}
+
+// GatewayNoMatchRoute is the last route of a virtual host whose port carries Gateway API routes:
+// a request no rule matches gets 404 (GEP-1294, GEP-1686).
+const GatewayNoMatchRoute = "gateway_no_match"
 
 // Inbound filter chains.
 

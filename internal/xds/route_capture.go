@@ -89,7 +89,7 @@ func (b *builder) captureRoutes(plan []plannedVirtualHost, identity string) *rou
 			vhosts = append(vhosts, v.built)
 			continue
 		}
-		routes := httpPortRoutes(v.service, v.port, identity)
+		routes := b.httpPortRoutes(v.service, v.port, identity)
 		for _, r := range routes {
 			b.check("a route of virtual host "+v.name, r)
 		}
@@ -110,13 +110,6 @@ func (b *builder) captureRoutes(plan []plannedVirtualHost, identity string) *rou
 	b.check("route configuration "+rc.GetName(), rc)
 	rc.VirtualHosts = vhosts
 	return rc
-}
-
-// httpPortRoutes are the routes of the virtual host that reaches HTTP-class port of s, for a
-// client of identity: every request to the port's cluster. This is the seam for HTTPRoute and
-// GRPCRoute: their matches and weighted backends go here, before this default route.
-func httpPortRoutes(s *meshService, port int32, identity string) []*routev3.Route {
-	return []*routev3.Route{routeTo(SourceCluster(HTTPCluster(s.fqdn, port), identity))}
 }
 
 // routeTo sends every request to cluster. No timeout: the mesh does not cut a gRPC stream or a
