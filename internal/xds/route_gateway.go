@@ -403,11 +403,14 @@ func httpPath(rm *routev3.RouteMatch, m model.RouteMatch) (matchRank, error) {
 		if !strings.HasPrefix(path, "/") {
 			return rank, fmt.Errorf("path prefix %q does not start with /", path)
 		}
-		rank.prefixLen = len(path)
+		// The prefix's length as matched (without the trailing "/" the spec ignores): "/a" and
+		// "/a/" are one match, and tie, so the route order decides between them.
 		if trimmed := strings.TrimRight(path, "/"); trimmed != "" {
 			rm.PathSpecifier = &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: trimmed}
+			rank.prefixLen = len(trimmed)
 		} else {
 			rm.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
+			rank.prefixLen = 1
 		}
 	default:
 		return rank, fmt.Errorf("path type %q is not carried (Exact and PathPrefix are)", m.PathType)
