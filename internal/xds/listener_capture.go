@@ -53,6 +53,9 @@ import (
 //     chains: cap_http_<svc>_80 (HTTP bytes → the HCM), cap_tcp_<svc>_80 (other cleartext) and
 //     cap_tcp_<svc>_80_tls (TLS). The transport protocol splits them: once the HCM chain claims
 //     raw_buffer there, a transport-less TCP chain would no longer see cleartext.
+//   - Gateway API routes (route_gateway.go): a TCPRoute weights the tcp_proxy of its port's
+//     chains; a TLSRoute adds <chain>_tlsroute_<route> beside them (same VIP and port, transport
+//     tls, server_names its hostnames: a more specific match than theirs), and closes theirs.
 //   - scoped mode: cap_tcp_blackhole (port 18082, any IP, cleartext): what no service claims is
 //     closed. TLS to such a :18082 takes the passthrough, which kube-proxy refuses (the Service's
 //     18082 has no endpoints).
@@ -61,7 +64,8 @@ import (
 // The HCM chains require transport protocol raw_buffer: tls_inspector reports a TLS client's
 // ALPN (often http/1.1) as its application protocols, and TLS must never reach the HCM.
 // No two chains share a match: the TCP chains are keyed by (VIP, port), each VIP held by one
-// service, and the HCM chains by port.
+// service, the TLSRoute chains by (VIP, port, server name), each name on a port held by one
+// route, and the HCM chains by port.
 
 // captureListenerAddress is where a pod's capture listener listens, in the pod's netns: the
 // nftables redirect's target.

@@ -13,6 +13,7 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	gwroutes "github.com/aether-mesh/aether-operator/internal/routes"
 )
 
 // The small vocabulary fuzz bytes choose from: small pools, so that ports, protocols and
@@ -115,7 +116,8 @@ func decodeWorkload(decl ServiceDecl, service, i int, b []byte, capture model.Ca
 // declared ports that carry it. Bytes that describe another route give none.
 //
 //	r[0]: bits 0-1 kind (HTTP, GRPC, TCP, TLS), bits 2-3 parent, bit 4 the parent names a
-//	port, bits 5-7 a match (HTTP: path prefix /v<n>; GRPC: service pkg.S<n>; 0 none)
+//	port, bits 5-7 a match (HTTP: path prefix /v<n>; GRPC: service pkg.S<n>; 0 none) or a TLS
+//	hostname (h<n>.example.com; 7: *.example.com)
 //	r[1]: the parent's port (an index into its ports)
 //	r[2]: backend 1: bits 0-1 service, bits 2-7 port index
 //	r[3]: backend 2: bits 0-1 service, bits 2-4 port index; bits 5-6 backend 1's weight - 1;
@@ -136,13 +138,17 @@ func decodeRoute(r []byte, services []model.Service) (model.Route, bool) {
 	}
 	route := model.Route{Kind: kind, Namespace: parent.Namespace, Parents: []model.ServiceRef{ref}}
 	rule := model.RouteRule{}
-	if n := int(r[0] >> 5); n != 0 {
+	n := int(r[0] >> 5)
+	if n != 0 {
 		switch kind {
 		case model.HTTPRoute:
 			rule.Matches = []model.RouteMatch{{PathType: "PathPrefix", Path: "/v" + strconv.Itoa(n)}}
 		case model.GRPCRoute:
 			rule.Matches = []model.RouteMatch{{GRPCService: "pkg.S" + strconv.Itoa(n)}}
 		}
+	}
+	if kind == model.TLSRoute { // the API requires a hostname: the SNI its chain matches
+		route.Hostnames = []string{tlsHostname(n)}
 	}
 	picks := []struct {
 		service, port int
@@ -174,17 +180,17 @@ func portAt(s model.Service, i int) (model.Port, bool) {
 	return s.Ports[i%len(s.Ports)], true
 }
 
-// carries is whether a route of kind k can reach a port of protocol p (DESIGN section 6; the
-// controller's rule, internal/routes).
+// carries is whether a route of kind k can reach a port of protocol p: the controller's rule.
 func carries(k model.RouteKind, p meshv1alpha1.Protocol) bool {
-	switch k {
-	case model.HTTPRoute:
-		return p.IsHTTP()
-	case model.GRPCRoute:
-		return p == meshv1alpha1.ProtocolHTTP2
-	default:
-		return p == meshv1alpha1.ProtocolTCP
+	return gwroutes.Carries(gwroutes.Kind(k), p)
+}
+
+// tlsHostname is the TLS route hostname of match bits n: h<n>.example.com, or a wildcard for 7.
+func tlsHostname(n int) string {
+	if n == 7 {
+		return "*.example.com"
 	}
+	return "h" + strconv.Itoa(n) + ".example.com"
 }
 
 // Encode writes s as Decode reads it, for a fuzz corpus seeded from the scenarios: its first
@@ -265,7 +271,15 @@ func encodeRoute(r model.Route, decls []ServiceDecl, decoded []model.Service) ([
 	if r.Parents[0].Port != 0 {
 		b[0] |= 1 << 4
 	}
-	if len(rule.Matches) > 0 {
+	switch {
+	case r.Kind == model.TLSRoute && len(r.Hostnames) > 0:
+		label, _, _ := strings.Cut(r.Hostnames[0], ".")
+		n := lastDigit(label)
+		if label == "*" {
+			n = 7
+		}
+		b[0] |= byte(n) << 5
+	case len(rule.Matches) > 0:
 		m := rule.Matches[0]
 		b[0] |= byte(lastDigit(m.Path+m.GRPCService)) << 5
 	}

@@ -170,6 +170,29 @@ func routes() Scenario {
 	return s
 }
 
+// TLSRoutes is the mesh where payments and payments-canary serve HTTP 8080 (primary) and their
+// app's own TLS on 443=tcp, and a TLSRoute on payments:443 sends the SNI names
+// payments.example.com and *.payments.example.com half to the canary: the capture listeners
+// carry its SNI chain beside cap_tcp_<svc>_443 and, 443 being the default TCP port, beside
+// cap_tcp_<svc> (:18082); other TLS and raw bytes to those ports are closed (GAMMA: the route
+// replaces the port's implicit route).
+func TLSRoutes() model.Mesh { return tlsRoutes().Mesh() }
+
+func tlsRoutes() Scenario {
+	s := https443TCP()
+	s.Services = append(s.Services, ServiceDecl{shop, canaryService, "10.96.0.12"})
+	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: canaryService, Name: "payments-canary-0", Node: SameRegion,
+		Address: "10.244.2.12", Port: "8080", Ports: "8080,443=tcp", Health: healthy, Created: at(10)})
+	backend := func(service string) model.Backend {
+		return model.Backend{ServiceRef: model.ServiceRef{Namespace: shop, Name: service, Port: 443}, Weight: 1}
+	}
+	s.Routes = []model.Route{{Kind: model.TLSRoute, Namespace: shop, Name: "payments-tls",
+		Parents:   []model.ServiceRef{{Namespace: shop, Name: paymentsService, Port: 443}},
+		Hostnames: []string{"payments.example.com", "*.payments.example.com"},
+		Rules:     []model.RouteRule{{Backends: []model.Backend{backend(paymentsService), backend(canaryService)}}}}}
+	return s
+}
+
 // Scenarios are every scenario as data, by the name of its golden directory.
 func Scenarios() map[string]Scenario {
 	return map[string]Scenario{
@@ -183,6 +206,7 @@ func Scenarios() map[string]Scenario {
 		"scoped":                     scoped(),
 		"rollout-conflict":           rolloutConflict(),
 		"routes":                     routes(),
+		"tls-routes":                 tlsRoutes(),
 	}
 }
 

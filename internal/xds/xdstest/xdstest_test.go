@@ -58,8 +58,8 @@ func checkMesh(t testing.TB, name string, m model.Mesh) {
 // workload joins its service (each is a verified endpoint).
 func TestScenariosAreValid(t *testing.T) {
 	scenarios := xdstest.Scenarios()
-	if len(scenarios) != 10 {
-		t.Errorf("%d scenarios, want the 10 of the table", len(scenarios))
+	if len(scenarios) != 11 {
+		t.Errorf("%d scenarios, want the 10 of the table and tls-routes", len(scenarios))
 	}
 	for name, m := range xdstest.All() {
 		checkMesh(t, name, m)
@@ -128,6 +128,7 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		"scoped":                     "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 		"rollout-conflict":           "primary 8080; 8080/HTTP 9000/TCP; http default none; tcp default 9000; conflicts 9000:TCP2,HTTP1",
 		"routes":                     "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
+		"tls-routes":                 "primary 8080; 443/TCP 8080/HTTP; http default none; tcp default 443",
 	}
 	all := xdstest.All()
 	for name, m := range all {
@@ -138,8 +139,9 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		if scoped != (name == "scoped") {
 			t.Errorf("%s: a local pod in scoped mode: %v", name, scoped)
 		}
-		if (len(m.Routes) == 3) != (name == "routes") {
-			t.Errorf("%s: %d routes", name, len(m.Routes))
+		wantRoutes := map[string]int{"routes": 3, "tls-routes": 1}[name]
+		if len(m.Routes) != wantRoutes {
+			t.Errorf("%s: %d routes, want %d", name, len(m.Routes), wantRoutes)
 		}
 	}
 	// The rollout's local pod serves 9000 as HTTP while the service routes it as TCP.
