@@ -13,6 +13,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
+	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
@@ -33,19 +34,36 @@ const (
 	TLSRoute  Kind = "TLSRoute"
 )
 
-// Route is a route of any kind, as the evaluation reads it.
+// Route is a route of any kind, as the evaluation reads it (and, through the fields the
+// evaluation does not read, as the data plane does: MeshRoute).
 type Route struct {
 	Kind       Kind                      `json:"kind"`
 	Namespace  string                    `json:"namespace"`
 	Name       string                    `json:"name"`
 	ParentRefs []gwapiv1.ParentReference `json:"parentRefs,omitempty"`
 	Rules      []Rule                    `json:"rules,omitempty"`
+	// Generation is the route's metadata.generation: our status entries speak for the spec of
+	// that generation only.
+	Generation int64 `json:"-"`
+	// Hostnames are a TLSRoute's SNI names.
+	Hostnames []string `json:"-"`
 }
 
-// Rule is one rule of a route: its optional name and its backends.
+// Rule is one rule of a route: its optional name and its backends, and for the data plane the
+// backends' weights and the rule's matches.
 type Rule struct {
 	Name        *gwapiv1.SectionName             `json:"name,omitempty"`
 	BackendRefs []gwapiv1.BackendObjectReference `json:"backendRefs,omitempty"`
+	// Weights are the backendRefs' weights, index for index (Gateway API's default 1 where unset).
+	Weights []int32 `json:"-"`
+	// Matches are the HTTPRoute's or GRPCRoute's matches the data plane carries. MatchesNone says
+	// the rule lists matches and none of them is carried: it matches no request (an empty Matches
+	// alone means every request).
+	Matches     []model.RouteMatch `json:"-"`
+	MatchesNone bool               `json:"-"`
+	// Uncarried says, one sentence each, what of the rule the data plane leaves out (a match it
+	// cannot express, filters).
+	Uncarried []string `json:"-"`
 }
 
 // Input is everything one route's evaluation reads.
