@@ -5,11 +5,13 @@
 // MeshEndpoints (the only writer of them), probes their health, marks them Draining when
 // deletion starts, and refuses, loudly, a pod whose annotations do not parse. Those loops filter by
 // their node explicitly, whatever a client's view holds. Its View (off unless Options.View is set)
-// is a second, cluster-wide cache of MeshServices and MeshEndpoints for the xDS builder.
+// is a second, cluster-wide cache of MeshServices, MeshEndpoints and Gateway API routes for the
+// xDS builder (View.Services, View.Routes).
 //
 // It must not import internal/controller (the manager's): depguard rule agent-not-controller. Its
 // tests may, and do: the envtest suite runs the MeshService controller to show the health the
-// agent writes feeding the service's readiness.
+// agent writes feeding the service's readiness, and the route controllers, whose status the
+// view's Routes reads.
 package agent
 
 // The agent's RBAC (config/rbac/agent). It may write MeshEndpoints of any namespace, as RBAC

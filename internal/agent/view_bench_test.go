@@ -83,7 +83,7 @@ func measureView(b *testing.B, ctx context.Context, slim bool) {
 
 	viewCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	v, err := newView(env.Config, env.Scheme, slim)
+	v, err := newView(env.Config, env.Scheme, slim, allRouteKinds)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,10 +28,16 @@ import (
 // waits for it to sync.
 func startView(t testing.TB, slim bool) *View {
 	t.Helper()
-	v, err := newView(env.Config, env.Scheme, slim)
+	v, err := newView(env.Config, env.Scheme, slim, allRouteKinds)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runView(t, v)
+}
+
+// runView starts v until the test ends, and waits for it to sync.
+func runView(t testing.TB, v *View) *View {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- v.Start(ctx) }()
@@ -40,8 +47,11 @@ func startView(t testing.TB, slim bool) *View {
 			t.Errorf("view stopped with %v", err)
 		}
 	})
-	if !v.WaitForCacheSync(ctx) {
-		t.Fatal("the view did not sync")
+	// Bounded: an informer the view's credentials may not list never syncs.
+	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
+	defer cancelSync()
+	if !v.WaitForCacheSync(syncCtx) {
+		t.Fatal("the view did not sync within a minute")
 	}
 	return v
 }
