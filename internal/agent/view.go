@@ -106,7 +106,7 @@ func newView(cfg *rest.Config, scheme *runtime.Scheme, slim bool, routeKinds []v
 			}
 			return nil, fmt.Errorf("the agent's cluster view: is %s served: %w", gk, err)
 		}
-		if gvk := gwapiv1.SchemeGroupVersion.WithKind(string(k.kind)); !scheme.Recognizes(gvk) {
+		if gvk := gk.WithVersion(gwapiv1.GroupVersion.Version); !scheme.Recognizes(gvk) {
 			return nil, fmt.Errorf("the agent's cluster view: the scheme has no %s: install the Gateway API types (gwapiv1.Install) in the agent's scheme", gvk)
 		}
 		v.routeKinds = append(v.routeKinds, k)

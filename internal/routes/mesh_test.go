@@ -23,7 +23,7 @@ func meshParent(ns, name string, port int32) gwapiv1.ParentReference {
 		ref.Namespace = new(gwapiv1.Namespace(ns))
 	}
 	if port != 0 {
-		ref.Port = new(gwapiv1.PortNumber(port))
+		ref.Port = new(port)
 	}
 	return ref
 }
@@ -46,7 +46,7 @@ func entry(controller gwapiv1.GatewayController, ref gwapiv1.ParentReference, ac
 func backend(ns, name string, port int32, weight *int32) gwapiv1.HTTPBackendRef {
 	ref := gwapiv1.HTTPBackendRef{BackendRef: gwapiv1.BackendRef{Weight: weight}}
 	ref.Name = gwapiv1.ObjectName(name)
-	ref.Port = new(gwapiv1.PortNumber(port))
+	ref.Port = new(port)
 	if ns != "" {
 		ref.Namespace = new(gwapiv1.Namespace(ns))
 	}

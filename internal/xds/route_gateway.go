@@ -376,7 +376,7 @@ func buildMatch(kind model.RouteKind, m model.RouteMatch) (gatewayMatch, error) 
 	}
 	gm.rank.headers = len(seen)
 	if err := rm.ValidateAll(); err != nil {
-		return gm, fmt.Errorf("Envoy cannot carry it: %w", err)
+		return gm, fmt.Errorf("the proxy cannot carry it: %w", err)
 	}
 	gm.envoy = rm
 	gm.all = rm.GetPrefix() == "/" && len(rm.GetHeaders()) == 0

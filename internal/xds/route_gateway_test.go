@@ -5,6 +5,7 @@ package xds_test
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -210,9 +211,7 @@ func TestGRPCRouteMatchesByServiceAndMethod(t *testing.T) {
 	name := func(rule int) string { return xds.GatewayRoute("GRPCRoute", gwShop, "ledger-rpc", rule, 0) + ": " }
 	call := func(path string, headers map[string]string) xdssim.Request {
 		h := map[string]string{"content-type": "application/grpc"}
-		for k, v := range headers {
-			h[k] = v
-		}
+		maps.Copy(h, headers)
 		return xdssim.Request{Path: path, Method: "POST", HTTP2: true, Headers: h}
 	}
 	for _, tc := range []struct {

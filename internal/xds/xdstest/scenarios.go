@@ -24,6 +24,8 @@ const (
 	// The services of the scenarios (and of the fuzz decoder).
 	frontendService, paymentsService, catalogService = "frontend", "payments", "catalog"
 	canaryService                                    = "payments-canary"
+	// canaryVIP is payments-canary's VIP in the routed scenarios.
+	canaryVIP = "10.96.0.12"
 )
 
 // at is hh:00 on Day.
@@ -141,7 +143,7 @@ func Routes() model.Mesh { return routes().Mesh() }
 
 func routes() Scenario {
 	s := simple("8080", "8080,9090=h2,9000=tcp", "")
-	s.Services = append(s.Services, ServiceDecl{shop, canaryService, "10.96.0.12"})
+	s.Services = append(s.Services, ServiceDecl{shop, canaryService, canaryVIP})
 	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: canaryService, Name: "payments-canary-0", Node: SameRegion,
 		Address: "10.244.2.12", Port: "8080", Ports: "8080,9090=h2,9000=tcp", Health: healthy, Created: at(10)})
 	stable := func(port, weight int32) model.Backend {
@@ -180,7 +182,7 @@ func TLSRoutes() model.Mesh { return tlsRoutes().Mesh() }
 
 func tlsRoutes() Scenario {
 	s := https443TCP()
-	s.Services = append(s.Services, ServiceDecl{shop, canaryService, "10.96.0.12"})
+	s.Services = append(s.Services, ServiceDecl{shop, canaryService, canaryVIP})
 	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: canaryService, Name: "payments-canary-0", Node: SameRegion,
 		Address: "10.244.2.12", Port: "8080", Ports: "8080,443=tcp", Health: healthy, Created: at(10)})
 	backend := func(service string) model.Backend {
