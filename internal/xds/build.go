@@ -78,7 +78,10 @@ func (b *builder) check(what string, m proto.Message) {
 // so this is the only place a typed config is checked: never call anypb.New directly.
 func (b *builder) pack(what string, m proto.Message) *anypb.Any {
 	b.check(what, m)
-	a, err := anypb.New(m)
+	// Deterministic: a map packed in random order would change a listener's bytes between two
+	// builds of the same mesh, and Envoy drains a listener whose bytes change.
+	a := &anypb.Any{}
+	err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true})
 	if err != nil && b.err == nil {
 		b.err = fmt.Errorf("xds: packing %s: %w", what, err)
 	}
