@@ -118,7 +118,7 @@ cluster-binaries: ## Build (or reuse) kubelet, kube-controller-manager, kube-sch
 	hack/cluster/build-runtime.sh >/dev/null
 
 .PHONY: cluster-up
-cluster-up: cluster-binaries images ## A single-node cluster in network namespace aether-node with the operator deployed from config/default (kubectl: hack/cluster/kubectl.sh).
+cluster-up: cluster-binaries images ## A single-node cluster in network namespace aether-node with the operator deployed from config/base (config/default without the node's Envoy; kubectl: hack/cluster/kubectl.sh).
 	hack/cluster/up.sh
 	hack/cluster/deploy.sh
 
