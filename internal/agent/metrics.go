@@ -17,8 +17,15 @@ var refusedPods = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Managed pods the node agent refused to register because their annotations do not parse, by error kind.",
 }, []string{"reason"})
 
+// viewObjects is how many objects the running View holds, by kind: it reaches the API server's
+// count when the view has synced, and follows it after.
+var viewObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "aether_agent_view_objects",
+	Help: "Objects in the node agent's cluster-wide view (--cluster-view), by kind: MeshService, MeshEndpoint.",
+}, []string{"kind"})
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(refusedPods)
+	ctrlmetrics.Registry.MustRegister(refusedPods, viewObjects)
 	for _, kind := range portspec.AllKinds() {
 		refusedPods.WithLabelValues(string(kind))
 	}

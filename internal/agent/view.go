@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,9 @@ import (
 // A View is a manager Runnable (Options.View); nothing reads it yet (the xDS server does, next).
 type View struct {
 	cache cache.Cache
+	// held counts the objects of each kind in the cache, by its informers' adds and deletes; the
+	// gauge aether_agent_view_objects adds them up over the running views (one, in an agent).
+	held map[string]*atomic.Int64
 }
 
 // NewView builds a View over cfg's API server; its cache starts with the manager it is added to.
@@ -58,17 +62,35 @@ func newView(cfg *rest.Config, scheme *runtime.Scheme, slim bool) (*View, error)
 	if err != nil {
 		return nil, fmt.Errorf("the agent's cluster view: %w", err)
 	}
+	v := &View{cache: c, held: map[string]*atomic.Int64{}}
 	// Registered now, so both informers start (and sync) with the cache, not on the first read.
-	for _, obj := range []client.Object{&meshv1alpha1.MeshService{}, &meshv1alpha1.MeshEndpoint{}} {
-		if _, err := c.GetInformer(context.Background(), obj); err != nil {
+	for kind, obj := range map[string]client.Object{"MeshService": &meshv1alpha1.MeshService{}, "MeshEndpoint": &meshv1alpha1.MeshEndpoint{}} {
+		informer, err := c.GetInformer(context.Background(), obj)
+		if err != nil {
 			return nil, fmt.Errorf("the agent's cluster view of %T: %w", obj, err)
 		}
+		held := &atomic.Int64{}
+		v.held[kind] = held
+		count := func(delta int64) { held.Add(delta); viewObjects.WithLabelValues(kind).Add(float64(delta)) }
+		if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { count(1) },
+			DeleteFunc: func(any) { count(-1) }, // a tombstone too: the object is gone either way
+		}); err != nil {
+			return nil, fmt.Errorf("counting the agent's cluster view of %T: %w", obj, err)
+		}
 	}
-	return &View{cache: c}, nil
+	return v, nil
 }
 
-// Start runs the view's cache until ctx ends.
-func (v *View) Start(ctx context.Context) error { return v.cache.Start(ctx) }
+// Start runs the view's cache until ctx ends; then its objects leave the gauge.
+func (v *View) Start(ctx context.Context) error {
+	defer func() {
+		for kind, held := range v.held {
+			viewObjects.WithLabelValues(kind).Sub(float64(held.Load()))
+		}
+	}()
+	return v.cache.Start(ctx)
+}
 
 // NeedLeaderElection is false: every node's agent keeps its own view.
 func (v *View) NeedLeaderElection() bool { return false }
