@@ -106,7 +106,7 @@ func Bootstrap(c BootstrapConfig) (*bootstrapv3.Bootstrap, error) {
 			CdsConfig: adsSource(),
 		},
 		Admin: &bootstrapv3.Admin{
-			Address: socketAddress(admin),
+			Address: socketAddress(admin.Addr().String(), int32(admin.Port())),
 			// The admin endpoint must answer when the connection limit is reached: that is when
 			// an operator needs it.
 			IgnoreGlobalConnLimit: true,
@@ -153,15 +153,6 @@ func (b *builder) xdsCluster(socket string) *clusterv3.Cluster {
 			}}}},
 		},
 	}
-}
-
-// socketAddress is a TCP address for ap.
-func socketAddress(ap netip.AddrPort) *corev3.Address {
-	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-		Protocol:      corev3.SocketAddress_TCP,
-		Address:       ap.Addr().String(),
-		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(ap.Port())},
-	}}}
 }
 
 func (c BootstrapConfig) withDefaults() BootstrapConfig {

@@ -48,7 +48,7 @@ func TestBootstrapGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden.Compare(t, bootstrapDir, name, ".out.yaml", out, *update)
+			golden.Compare(t, bootstrapDir, name, ".out.yaml", out, *Update)
 
 			for format, encoded := range map[string][]byte{"yaml": out, "json": mustJSON(t, bs)} {
 				back := readBootstrap(t, encoded)
@@ -66,7 +66,7 @@ func TestBootstrapGolden(t *testing.T) {
 			}
 		})
 	}
-	golden.Orphans(t, bootstrapDir, cases, ".in.yaml", ".out.yaml", *update)
+	golden.Orphans(t, bootstrapDir, cases, ".in.yaml", ".out.yaml", *Update)
 }
 
 func mustJSON(t *testing.T, bs *bootstrapv3.Bootstrap) []byte {
