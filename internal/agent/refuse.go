@@ -108,7 +108,14 @@ func refusalEvent(pod *corev1.Pod, note, since, reportingInstance string) *event
 // refusalEventName is "<pod>.<digest of the pod's UID, the reason, since and the note>", cut to
 // fit an object name (253 bytes; a pod name may use all of them).
 func refusalEventName(pod *corev1.Pod, note, since string) string {
-	sum := sha256.Sum256([]byte(string(pod.UID) + "\x00" + ReasonInvalidAnnotation + "\x00" + since + "\x00" + note))
+	return podEventName(pod, ReasonInvalidAnnotation, since, note)
+}
+
+// podEventName is "<pod>.<digest of the pod's UID and what the Event says>", cut to fit an
+// object name (253 bytes; a pod name may use all of them): one name per pod and message, so the
+// agent tells each thing once, across restarts, with no more than the right to create Events.
+func podEventName(pod *corev1.Pod, says ...string) string {
+	sum := sha256.Sum256([]byte(string(pod.UID) + "\x00" + strings.Join(says, "\x00")))
 	suffix := "." + hex.EncodeToString(sum[:8])
 	name := pod.Name
 	if limit := 253 - len(suffix); len(name) > limit {
@@ -120,7 +127,10 @@ func refusalEventName(pod *corev1.Pod, note, since string) string {
 
 // reportingInstance is the reportingInstance of this agent's Events: it names the node (the
 // API server allows 128 bytes).
-func (r *PodReconciler) reportingInstance() string {
-	instance := ReportingController + "-" + r.NodeName
+func (r *PodReconciler) reportingInstance() string { return reportingInstance(r.NodeName) }
+
+// reportingInstance is the reportingInstance of the Events of node's agent.
+func reportingInstance(node string) string {
+	instance := ReportingController + "-" + node
 	return instance[:min(len(instance), 128)]
 }
