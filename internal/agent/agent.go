@@ -52,6 +52,9 @@ type Options struct {
 
 // Setup adds the agent's loops to mgr, whose cache must come from CacheOptions(o.NodeName).
 func Setup(mgr ctrl.Manager, o Options) error {
+	if o.XDS != nil && o.View == nil {
+		return errNoView
+	}
 	if err := (&PodReconciler{
 		Client:         mgr.GetClient(),
 		NodeName:       o.NodeName,
@@ -62,9 +65,6 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	if err := mgr.Add(&Prober{Client: mgr.GetClient(), NodeName: o.NodeName, Options: o.Health}); err != nil {
 		return err
-	}
-	if o.XDS != nil && o.View == nil {
-		return errNoView
 	}
 	if o.View != nil {
 		if err := mgr.Add(o.View); err != nil {
