@@ -99,10 +99,17 @@ func refusalEvent(pod *corev1.Pod, note, since, reportingInstance string) *event
 		Action:              ActionRegister,
 		Reason:              ReasonInvalidAnnotation,
 		Type:                corev1.EventTypeWarning,
-		Regarding: corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name,
-			UID: pod.UID},
-		Note: note,
+		Regarding:           podReference(pod),
+		Note:                note,
 	}
+}
+
+// kindPod is the kind of a Pod, as references spell it.
+const kindPod = "Pod"
+
+// podReference is what an Event about pod says it regards.
+func podReference(pod *corev1.Pod) corev1.ObjectReference {
+	return corev1.ObjectReference{APIVersion: "v1", Kind: kindPod, Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 }
 
 // refusalEventName is "<pod>.<digest of the pod's UID, the reason, since and the note>", cut to

@@ -309,7 +309,7 @@ func (p *publisher) warnCaptureMode(ctx context.Context, pod *corev1.Pod, value 
 		Action:              ActionConfigureProxy,
 		Reason:              ReasonInvalidCaptureMode,
 		Type:                corev1.EventTypeWarning,
-		Regarding:           corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Regarding:           podReference(pod),
 		Note:                note,
 	}
 	if err := p.client.Create(ctx, event); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -19,7 +19,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -235,7 +234,7 @@ func TestXDSMeshLister(t *testing.T) {
 		}
 		if pod.Namespace != ns || pod.Service != "payments" || pod.Identity == "" || pod.Identity != ms.Status.Identity ||
 			pod.NetNS != w.netns || pod.Capture != w.capture || pod.Address != ep.Spec.Address || pod.Primary != 8080 ||
-			!slices.Equal(pod.Ports, ep.Spec.Ports) || pod.UID != string(ep.Spec.PodUID) {
+			!slices.Equal(pod.Ports, ep.Spec.Ports) || pod.UID != ep.Spec.PodUID {
 			t.Errorf("pod %s: %+v; want netns %s, capture %s, identity %s and its endpoint's address and ports", pod.Name, pod, w.netns, w.capture, ms.Status.Identity)
 		}
 	}
@@ -279,7 +278,7 @@ func TestXDSMeshLister(t *testing.T) {
 	if len(mesh.Pods) != 1 || mesh.Pods[0].Name != "recorded" {
 		t.Errorf("without a netns template the model holds %+v, want the recorded pod alone", mesh.Pods)
 	}
-	a.options.XDS.NetNS.Forget(types.UID(recorded.UID))
+	a.options.XDS.NetNS.Forget(recorded.UID)
 	if mesh, err = newPublisher(a.mgr.GetCache(), a.mgr.GetClient(), logr.Discard(), noTemplate).mesh(ctx); err != nil || len(mesh.Pods) != 0 {
 		t.Errorf("after Forget, without a template: %+v, %v; want no pod", mesh.Pods, err)
 	}

@@ -14,6 +14,9 @@ import (
 	"time"
 )
 
+// networkUnix is the network of a unix socket address.
+const networkUnix = "unix"
+
 // DefaultAddress is where the agent serves xDS unless told otherwise: a unix socket the node's
 // Envoy reaches through a shared volume.
 const DefaultAddress = "unix:///var/run/aether/xds.sock"
@@ -41,7 +44,7 @@ func ParseAddress(s string) (Address, error) {
 		if !filepath.IsAbs(path) {
 			return Address{}, fmt.Errorf("xDS address %q: the socket path %q is not absolute; %s", s, path, addressForms)
 		}
-		return Address{Network: "unix", Path: filepath.Clean(path)}, nil
+		return Address{Network: networkUnix, Path: filepath.Clean(path)}, nil
 	case strings.HasPrefix(s, "tcp://"):
 		hostPort := strings.TrimPrefix(s, "tcp://")
 		host, port, err := net.SplitHostPort(hostPort)
@@ -66,7 +69,7 @@ func ParseAddress(s string) (Address, error) {
 // socket, or a socket another process still serves. The socket is 0660: Envoy connects as the
 // agent's user or group.
 func Listen(a Address) (net.Listener, error) {
-	if a.Network != "unix" {
+	if a.Network != networkUnix {
 		l, err := net.Listen(a.Network, a.Path)
 		if err != nil {
 			return nil, fmt.Errorf("listening for xDS on %s: %w", a, err)
@@ -79,7 +82,7 @@ func Listen(a Address) (net.Listener, error) {
 	if err := removeStaleSocket(a.Path); err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("unix", a.Path)
+	l, err := net.Listen(networkUnix, a.Path)
 	if err != nil {
 		return nil, fmt.Errorf("listening for xDS on %s: %w", a, err)
 	}
@@ -103,7 +106,7 @@ func removeStaleSocket(path string) error {
 	if info.Mode()&os.ModeSocket == 0 {
 		return fmt.Errorf("%s exists and is not a socket (mode %s): not removing it; remove it or choose another --xds-address", path, info.Mode())
 	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+	if c, err := net.DialTimeout(networkUnix, path, time.Second); err == nil {
 		_ = c.Close()
 		return fmt.Errorf("another process serves %s (is another agent running?); stop it or choose another --xds-address", path)
 	}

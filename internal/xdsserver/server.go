@@ -104,7 +104,7 @@ func New(o Options) *Server {
 // Address is where the server listens, as ParseAddress spells it.
 func (s *Server) Address() string {
 	a := s.listener.Addr()
-	if a.Network() == "unix" {
+	if a.Network() == networkUnix {
 		return "unix://" + a.String()
 	}
 	return a.Network() + "://" + a.String()
@@ -130,7 +130,9 @@ func (s *Server) Start(ctx context.Context) error {
 		// Stop, not GracefulStop: an ADS stream lasts as long as its Envoy, so a graceful stop
 		// would wait for every Envoy to go away.
 		g.Stop()
-		<-served
+		if err := <-served; err != nil { // nil after Stop, unless serving had failed
+			return fmt.Errorf("serving xDS on %s: %w", s.Address(), err)
+		}
 		return nil
 	case err := <-served:
 		return fmt.Errorf("serving xDS on %s: %w", s.Address(), err)

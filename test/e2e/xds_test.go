@@ -194,7 +194,7 @@ func checkXDS(t *testing.T, ctx context.Context, address string, kubectl kubectl
 
 // nackLine is the agent's log line that reports a NACK of typeURL naming resource and reason, or "".
 func nackLine(log, reason, resource, typeURL string) string {
-	for _, line := range strings.Split(log, "\n") {
+	for line := range strings.SplitSeq(log, "\n") {
 		if strings.Contains(line, "NACK") && strings.Contains(line, reason) && strings.Contains(line, resource) && strings.Contains(line, typeURL) {
 			return line
 		}
