@@ -26,6 +26,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/registration"
+	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver"
 )
@@ -43,12 +44,13 @@ const ActionConfigureProxy = "ConfigureProxy"
 type XDSOptions struct {
 	// Server serves the snapshots (xdsserver.New over xdsserver.Listen).
 	Server *xdsserver.Server
-	// MeshDomain is the mesh's DNS domain and trust domain.
+	// MeshDomain is the mesh's DNS domain and trust domain; resolve.DefaultMeshDomain if empty.
 	MeshDomain string
 	// CaptureMode is a pod's capture mode unless its aether.io/capture-mode annotation says
-	// otherwise.
+	// otherwise; surface if empty.
 	CaptureMode model.CaptureMode
-	// NetNS holds the pods' network namespaces (the CNI plugin's, when it exists).
+	// NetNS holds the pods' network namespaces (the CNI plugin's, when it exists); an empty
+	// registry if nil.
 	NetNS *NetNS
 	// NetNSPathTemplate, if set, names the netns of a pod NetNS has no path for.
 	NetNSPathTemplate *NetNSPathTemplate
@@ -71,8 +73,16 @@ type publisher struct {
 	warned map[types.UID]string
 }
 
+// newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
+// the surface capture mode, an empty netns registry.
 func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *publisher {
-	return &publisher{cache: c, client: cl, view: o.View, node: o.NodeName, ignored: o.IgnoredNamespaces, opts: *o.XDS,
+	opts := *o.XDS
+	opts.MeshDomain = cmp.Or(opts.MeshDomain, resolve.DefaultMeshDomain)
+	opts.CaptureMode = cmp.Or(opts.CaptureMode, model.CaptureSurface)
+	if opts.NetNS == nil {
+		opts.NetNS = NewNetNS()
+	}
+	return &publisher{cache: c, client: cl, view: o.View, node: o.NodeName, ignored: o.IgnoredNamespaces, opts: opts,
 		log: log.WithName("xds"), kick: make(chan struct{}, 1), warned: map[types.UID]string{}}
 }
 
