@@ -31,7 +31,7 @@ import (
 // holds every object the API server lists (the agent's gauge aether_agent_view_objects, read on
 // its metrics endpoint), then reads the process's VmRSS (rss-MiB, the resident memory the target
 // of issue 12 is about: < 150 MiB) and VmHWM (peak-rss-MiB, the most it was resident, the list's
-// decoding included) from /proc/<pid>/status. "view" runs with --cluster-view; "no-view" without,
+// decoding included) from /proc/<pid>/status. "view" runs with xDS serving on (--xds-address, which turns the view on: the agent as deployed, building and serving the node's configuration); "no-view" with --xds-address="",
 // the agent's baseline with the same objects in the cluster. sync-s is how long the view took to
 // hold them all (with no view, how long the agent took to serve metrics).
 //
@@ -128,9 +128,12 @@ func measureAgent(b *testing.B, ctx context.Context, agentBin string, mesh *test
 	var logs bytes.Buffer
 	args := []string{"--kubeconfig=" + mesh.Kubeconfig, "--node-name=bench-agent-node",
 		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=127.0.0.1:0"}
+	// The view is on with xDS serving (a socket of the benchmark's own); off with no address.
+	xdsAddress := ""
 	if view {
-		args = append(args, "--cluster-view")
+		xdsAddress = "unix://" + filepath.Join(b.TempDir(), "xds.sock")
 	}
+	args = append(args, "--xds-address="+xdsAddress)
 	cmd := exec.CommandContext(ctx, agentBin, args...)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	began := time.Now()

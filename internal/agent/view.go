@@ -29,7 +29,7 @@ import (
 // and probing never see another node's objects through it. Its transforms keep only what the
 // model reads. Services is the thin lister; everything after it is pure (internal/model).
 //
-// A View is a manager Runnable (Options.View); nothing reads it yet (the xDS server does, next).
+// A View is a manager Runnable (Options.View); the xDS publisher (Options.XDS) reads it.
 type View struct {
 	cache cache.Cache
 	// held counts the objects of each kind in the cache, by its informers' adds and deletes; the
@@ -94,6 +94,21 @@ func (v *View) Start(ctx context.Context) error {
 
 // NeedLeaderElection is false: every node's agent keeps its own view.
 func (v *View) NeedLeaderElection() bool { return false }
+
+// onChange registers handler on the view's informers: every change to a MeshService or a
+// MeshEndpoint of the cluster reaches it (the xDS publisher's rebuild trigger).
+func (v *View) onChange(ctx context.Context, handler toolscache.ResourceEventHandler) error {
+	for _, obj := range []client.Object{&meshv1alpha1.MeshService{}, &meshv1alpha1.MeshEndpoint{}} {
+		informer, err := v.cache.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("watching the view's %T: %w", obj, err)
+		}
+		if _, err := informer.AddEventHandler(handler); err != nil {
+			return fmt.Errorf("watching the view's %T: %w", obj, err)
+		}
+	}
+	return nil
+}
 
 // WaitForCacheSync blocks until the view holds every object the API server listed, or ctx ends.
 func (v *View) WaitForCacheSync(ctx context.Context) bool { return v.cache.WaitForCacheSync(ctx) }
