@@ -23,7 +23,6 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
 )
 
-
 // goldenKinds are the golden files of a scenario, one per resource type, so that a review sees
 // which kind of resource a change touched.
 var goldenKinds = []string{"clusters", "endpoints", "listeners", "routes"}
