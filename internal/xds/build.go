@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/model"
 )
 
@@ -56,6 +57,8 @@ type builder struct {
 	err error
 	// skipped are what the builders left out, one sentence each (Resources.Skipped).
 	skipped []string
+	// httpOptionsOf are the packed upstream HTTP protocol options, by protocol (httpOptions).
+	httpOptionsOf map[meshv1alpha1.Protocol]*anypb.Any
 }
 
 // validator is what the generated protoc-gen-validate code gives every Envoy message.
