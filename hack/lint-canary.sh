@@ -28,6 +28,7 @@ canaries=(
   "internal/capture sigs.k8s.io/controller-runtime/pkg/client pure 1"
   "internal/agent $module/internal/controller agent-not-controller 1"
   "internal/xds $module/internal/controller agent-not-controller 1"
+  "internal/xdsserver $module/internal/controller agent-not-controller 1"
   "internal/controller $module/internal/agent controller-not-agent 2"
 )
 

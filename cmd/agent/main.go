@@ -3,7 +3,7 @@
 
 // Command agent is the node agent, one per node (a DaemonSet): it registers its node's pods as
 // MeshEndpoints, probes their health, serves xDS to the node's Envoy and programs capture rules.
-// Registration and delegated liveness run here; xDS and capture arrive with their issues.
+// Registration, delegated liveness and xDS serving run here; capture arrives with its issue.
 package main
 
 import (
@@ -24,12 +24,15 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent"
+	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/xds"
+	"github.com/aether-mesh/aether-operator/internal/xdsserver"
 )
 
 func main() {
-	var nodeName, meshDomain, metricsAddr, probeAddr string
+	var nodeName, meshDomain, metricsAddr, probeAddr, envoyBootstrap string
 	health := agent.DefaultHealthOptions
 	flag.StringVar(&nodeName, "node-name", "", "Name of the node this agent serves (required; from the downward API spec.nodeName).")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
@@ -38,6 +41,10 @@ func main() {
 	flag.DurationVar(&health.Interval, "health-interval", health.Interval, "Time between health probes of one endpoint.")
 	flag.DurationVar(&health.Timeout, "health-timeout", health.Timeout, "Timeout of one health probe.")
 	flag.IntVar(&health.FailureThreshold, "health-failure-threshold", health.FailureThreshold, "Consecutive failed probes that make an endpoint Unhealthy.")
+	flag.StringVar(&envoyBootstrap, "envoy-bootstrap", "", "Path (ending in .yaml or .json) where the agent writes, at start, the bootstrap of the node's Envoy (node ID = --node-name, ADS on --xds-address's unix socket, admin on "+xds.DefaultAdminAddress+"); empty: write none. Needs a unix --xds-address.")
+	xdsAddress := flag.String("xds-address", xdsserver.DefaultAddress, "Where the agent serves xDS (ADS: state of the world and delta) to the node's Envoy, node ID = --node-name: unix:///path (its directory is created 0750, a stale socket replaced) or tcp://<loopback IP>:<port> (the stream carries no TLS: loopback only). Empty: no xDS serving, and no cluster-wide view of the mesh.")
+	captureMode := flag.String("capture-mode", string(model.CaptureSurface), "How a meshed pod's outbound TCP reaches its proxy, unless its annotation aether.io/capture-mode says otherwise: scoped (the mesh ports 18081 and 18082), surface (every dial surface's VIP and port) or all.")
+	netnsTemplate := flag.String("netns-path-template", "", "Until the CNI plugin hands each pod's network namespace over: a Go template of a pod's netns path over .Namespace, .Name and .UID, e.g. /var/run/netns/aether-{{.Namespace}}-{{.Name}}. Empty: a pod whose netns was not handed over gets no listeners.")
 	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
 	opts := zap.Options{}
@@ -58,11 +65,41 @@ func main() {
 	}
 	ignored = ignored.With(os.Getenv("POD_NAMESPACE"))
 
+	var xdsAddr xdsserver.Address
+	if *xdsAddress != "" {
+		if xdsAddr, err = xdsserver.ParseAddress(*xdsAddress); err != nil {
+			fmt.Fprintf(os.Stderr, "agent: --xds-address: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	mode, err := model.ParseCaptureMode(*captureMode)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent: --capture-mode: %v\n", err)
+		os.Exit(2)
+	}
+	netns, err := agent.ParseNetNSPathTemplate(*netnsTemplate)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent: --netns-path-template: %v\n", err)
+		os.Exit(2)
+	}
+	if envoyBootstrap != "" {
+		if xdsAddr.Network != "unix" {
+			fmt.Fprintf(os.Stderr, "agent: --envoy-bootstrap needs a unix --xds-address for the node's Envoy to connect to; it is %q\n", *xdsAddress)
+			os.Exit(2)
+		}
+		if err := writeEnvoyBootstrap(envoyBootstrap, xds.BootstrapConfig{NodeID: nodeName, XDSSocket: xdsAddr.Path}); err != nil {
+			fmt.Fprintf(os.Stderr, "agent: writing the Envoy bootstrap: %v\n", err)
+			os.Exit(2)
+		}
+		log.Info("Wrote the node's Envoy bootstrap", "path", envoyBootstrap, "nodeID", nodeName, "xdsSocket", xdsAddr.Path)
+	}
+
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(meshv1alpha1.AddToScheme(scheme))
 	utilruntime.Must(gwapiv1.Install(scheme)) // the view's routes (agent.NewView)
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
@@ -72,14 +109,31 @@ func main() {
 		log.Error(err, "Failed to create the agent's manager")
 		os.Exit(1)
 	}
-	if err := agent.Setup(mgr, agent.Options{NodeName: nodeName, Health: health, IgnoredNamespaces: ignored}); err != nil {
+	options := agent.Options{NodeName: nodeName, Health: health, IgnoredNamespaces: ignored}
+	if *xdsAddress != "" {
+		if options.View, err = agent.NewView(cfg, scheme); err != nil {
+			log.Error(err, "Failed to create the agent's view of the mesh")
+			os.Exit(1)
+		}
+		listener, err := xdsserver.Listen(xdsAddr)
+		if err != nil {
+			log.Error(err, "Failed to listen for xDS", "address", xdsAddr.String())
+			os.Exit(1)
+		}
+		options.XDS = &agent.XDSOptions{
+			Server:     xdsserver.New(xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server")}),
+			MeshDomain: meshDomain, CaptureMode: mode, NetNS: agent.NewNetNS(), NetNSPathTemplate: netns,
+		}
+	}
+	if err := agent.Setup(mgr, options); err != nil {
 		log.Error(err, "Failed to set up the agent")
 		os.Exit(1)
 	}
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
-	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "ignoredNamespaces", ignored.String())
+	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
+		"xdsAddress", *xdsAddress, "captureMode", mode, "netnsPathTemplate", *netnsTemplate)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Agent stopped")
 		os.Exit(1)

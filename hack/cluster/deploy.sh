@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Deploys the operator into the local cluster (hack/cluster/up.sh) the way a user does:
-# `kubectl apply -k config/default`, images from the local import (make images). What cert-manager
+# Deploys the operator into the local cluster (hack/cluster/up.sh) the way a user does, but
+# without the node's Envoy: `kubectl apply -k config/base` (config/default minus the component
+# config/envoy, whose envoyproxy/envoy image this cluster cannot pull: its images come from the
+# local import of make images, and no registry is reachable from it). What cert-manager
 # does on a real cluster is done here by hand: the webhook's serving certificate, signed by the
 # cluster's CA, as Secret webhook-server-cert, and that CA as the webhook configuration's caBundle.
 set -euo pipefail
@@ -20,8 +22,8 @@ openssl x509 -req -in "$certs/tls.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcre
   -extfile <(printf 'subjectAltName=DNS:%s.%s.svc,DNS:%s.%s.svc.cluster.local\nextendedKeyUsage=serverAuth' "$SVC" "$NS" "$SVC" "$NS") \
   -out "$certs/tls.crt" 2>/dev/null
 
-log "kubectl apply -k config/default"
-$K apply -k config/default >/dev/null
+log "kubectl apply -k config/base (config/default without the node's Envoy)"
+$K apply -k config/base >/dev/null
 $K -n "$NS" create secret tls webhook-server-cert --cert "$certs/tls.crt" --key "$certs/tls.key" --dry-run=client -o yaml | $K apply -f - >/dev/null
 $K patch validatingwebhookconfiguration aether-operator-validating-webhook-configuration --type=json \
   -p "[{\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/caBundle\",\"value\":\"$(base64 -w0 <"$P/ca.crt")\"}]" >/dev/null

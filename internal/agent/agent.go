@@ -37,9 +37,13 @@ type Options struct {
 	// IgnoredNamespaces are never registered, whatever their pods' labels.
 	IgnoredNamespaces registration.IgnoredNamespaces
 	// View, when set (NewView), is the cluster-wide view of MeshServices and MeshEndpoints that
-	// the xDS builder will read; Setup runs it with the manager. Nil by default: nothing reads it
-	// yet, and an agent without it keeps only its own node's objects in memory.
+	// the xDS builder reads; Setup runs it with the manager. Nil by default: an agent without it
+	// keeps only its own node's objects in memory.
 	View *View
+	// XDS, when set, serves the node's Envoy configuration built from View (which must be set
+	// too) and the node's pods. Nil by default (the agent binary sets it unless --xds-address is
+	// empty).
+	XDS *XDSOptions
 
 	// controllerName replaces "agent-pods" as the controller's name in logs and metrics, for
 	// tests that run several agents in one process and count each one's reconciles.
@@ -48,6 +52,9 @@ type Options struct {
 
 // Setup adds the agent's loops to mgr, whose cache must come from CacheOptions(o.NodeName).
 func Setup(mgr ctrl.Manager, o Options) error {
+	if o.XDS != nil && o.View == nil {
+		return errNoView
+	}
 	if err := (&PodReconciler{
 		Client:         mgr.GetClient(),
 		NodeName:       o.NodeName,
@@ -60,7 +67,15 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if o.View != nil {
-		return mgr.Add(o.View)
+		if err := mgr.Add(o.View); err != nil {
+			return err
+		}
+	}
+	if o.XDS != nil {
+		if err := mgr.Add(o.XDS.Server); err != nil {
+			return err
+		}
+		return mgr.Add(newPublisher(mgr.GetCache(), mgr.GetClient(), mgr.GetLogger(), o))
 	}
 	return nil
 }

@@ -6,7 +6,10 @@
 // deletion starts, and refuses, loudly, a pod whose annotations do not parse. Those loops filter by
 // their node explicitly, whatever a client's view holds. Its View (off unless Options.View is set)
 // is a second, cluster-wide cache of MeshServices, MeshEndpoints and Gateway API routes for the
-// xDS builder (View.Services, View.Routes).
+// xDS builder (View.Services, View.Routes); with Options.XDS, a publisher lists the node's mesh
+// from both caches (model.Mesh), builds it (internal/xds) after each burst of changes (debounced:
+// 100 ms quiet, 1 s at most) and publishes it on the node's ADS server (internal/xdsserver), node
+// ID = the node's name.
 //
 // It must not import internal/controller (the manager's): depguard rule agent-not-controller. Its
 // tests may, and do: the envtest suite runs the MeshService controller to show the health the

@@ -17,8 +17,33 @@ var refusedPods = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Managed pods the node agent refused to register because their annotations do not parse, by error kind.",
 }, []string{"reason"})
 
+// viewObjects is how many objects the running View holds, by kind: it reaches the API server's
+// count when the view has synced, and follows it after.
+var viewObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "aether_agent_view_objects",
+	Help: "Objects in the node agent's cluster-wide view (on with xDS serving, --xds-address), by kind: MeshService, MeshEndpoint.",
+}, []string{"kind"})
+
+// Results of an xDS rebuild, the values of xdsBuilds' label result.
+const (
+	// BuildBuilt: the node's configuration was built (and handed to the xDS server, which
+	// publishes it if it changed).
+	BuildBuilt = "built"
+	// BuildFailed: the caches could not be read or the builder refused the model; the previous
+	// configuration stays in service.
+	BuildFailed = "failed"
+)
+
+// xdsBuilds counts the debounced rebuilds of the node's xDS configuration, by result.
+var xdsBuilds = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "aether_agent_xds_builds_total",
+	Help: "Debounced rebuilds of the node's xDS configuration, by result: built, or failed (logged with the reason; the previous configuration stays in service).",
+}, []string{"result"})
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(refusedPods)
+	ctrlmetrics.Registry.MustRegister(refusedPods, viewObjects, xdsBuilds)
+	xdsBuilds.WithLabelValues(BuildBuilt)
+	xdsBuilds.WithLabelValues(BuildFailed)
 	for _, kind := range portspec.AllKinds() {
 		refusedPods.WithLabelValues(string(kind))
 	}

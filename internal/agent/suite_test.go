@@ -42,7 +42,7 @@ var testHealth = HealthOptions{Interval: 150 * time.Millisecond, Timeout: 300 * 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	loopbackHost.Store(10)
-	testenv.Run(m, &env, createNode(testNode), startAgent(testNode), startMeshServiceController)
+	testenv.Run(m, &env, createNode(testNode), startAgent(testNode), startMeshServiceController, stopBenchMesh)
 }
 
 func createNode(name string) func(*testenv.Env) (func(), error) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,9 +36,12 @@ import (
 // node's objects through it. Its transforms keep only what the model reads. Services and Routes
 // are the thin listers; everything after them is pure (internal/model, internal/routes).
 //
-// A View is a manager Runnable (Options.View); the xDS server reads it.
+// A View is a manager Runnable (Options.View); the xDS publisher (Options.XDS) reads it.
 type View struct {
 	cache cache.Cache
+	// held counts the objects of each kind in the cache, by its informers' adds and deletes; the
+	// gauge aether_agent_view_objects adds them up over the running views (one, in an agent).
+	held map[string]*atomic.Int64
 	// routeKinds are the route kinds the API server serves (their informers run); skipped those
 	// whose CRD it does not (the Gateway API CRDs are optional for the mesh).
 	routeKinds []viewRouteKind
@@ -86,17 +90,20 @@ func newView(cfg *rest.Config, scheme *runtime.Scheme, slim bool, routeKinds []v
 	if err != nil {
 		return nil, fmt.Errorf("the agent's cluster view: %w", err)
 	}
-	v := &View{noted: map[string]int64{}}
+	v := &View{noted: map[string]int64{}, held: map[string]*atomic.Int64{}}
 	services, endpoints, routeObjects := cache.ByObject{}, cache.ByObject{}, cache.ByObject{}
 	if slim {
 		services.Transform, endpoints.Transform, routeObjects.Transform = slimMeshService, slimMeshEndpoint, slimRoute
 	}
-	// One entry per type: ByObject is keyed by pointer, so a second &MeshEndpoint{} would be a
-	// second entry, and which of the two the cache applies would be left to map order.
-	byObject := map[client.Object]cache.ByObject{
-		&meshv1alpha1.MeshService{}:  services,
-		&meshv1alpha1.MeshEndpoint{}: endpoints,
+	// observed are the kinds the view caches, each with its one object: ByObject is keyed by
+	// pointer, so a second &MeshEndpoint{} would be a second entry, and which of the two the cache
+	// applies would be left to map order.
+	type kindObject struct {
+		kind string
+		obj  client.Object
 	}
+	observed := []kindObject{{"MeshService", &meshv1alpha1.MeshService{}}, {"MeshEndpoint", &meshv1alpha1.MeshEndpoint{}}}
+	byObject := map[client.Object]cache.ByObject{observed[0].obj: services, observed[1].obj: endpoints}
 	for _, k := range routeKinds {
 		gk := schema.GroupKind{Group: gwapiv1.GroupName, Kind: string(k.kind)}
 		if _, err := mapper.RESTMapping(gk, gwapiv1.GroupVersion.Version); err != nil {
@@ -110,6 +117,7 @@ func newView(cfg *rest.Config, scheme *runtime.Scheme, slim bool, routeKinds []v
 			return nil, fmt.Errorf("the agent's cluster view: the scheme has no %s: install the Gateway API types (gwapiv1.Install) in the agent's scheme", gvk)
 		}
 		v.routeKinds = append(v.routeKinds, k)
+		observed = append(observed, kindObject{string(k.kind), k.obj})
 		byObject[k.obj] = routeObjects
 	}
 	if len(v.skipped) > 0 {
@@ -124,20 +132,59 @@ func newView(cfg *rest.Config, scheme *runtime.Scheme, slim bool, routeKinds []v
 	if err != nil {
 		return nil, fmt.Errorf("the agent's cluster view: %w", err)
 	}
-	// Registered now, so every informer starts (and syncs) with the cache, not on the first read.
-	for obj := range byObject {
-		if _, err := v.cache.GetInformer(context.Background(), obj); err != nil {
-			return nil, fmt.Errorf("the agent's cluster view of %T: %w", obj, err)
+	// Registered now, so every informer starts (and syncs) with the cache, not on the first read;
+	// each counts what it holds.
+	for _, o := range observed {
+		kind := o.kind
+		informer, err := v.cache.GetInformer(context.Background(), o.obj)
+		if err != nil {
+			return nil, fmt.Errorf("the agent's cluster view of %ss: %w", kind, err)
+		}
+		held := &atomic.Int64{}
+		v.held[kind] = held
+		count := func(delta int64) { held.Add(delta); viewObjects.WithLabelValues(kind).Add(float64(delta)) }
+		if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { count(1) },
+			DeleteFunc: func(any) { count(-1) }, // a tombstone too: the object is gone either way
+		}); err != nil {
+			return nil, fmt.Errorf("counting the agent's cluster view of %ss: %w", kind, err)
 		}
 	}
 	return v, nil
 }
 
-// Start runs the view's cache until ctx ends.
-func (v *View) Start(ctx context.Context) error { return v.cache.Start(ctx) }
+// Start runs the view's cache until ctx ends; then its objects leave the gauge.
+func (v *View) Start(ctx context.Context) error {
+	defer func() {
+		for kind, held := range v.held {
+			viewObjects.WithLabelValues(kind).Sub(float64(held.Load()))
+		}
+	}()
+	return v.cache.Start(ctx)
+}
 
 // NeedLeaderElection is false: every node's agent keeps its own view.
 func (v *View) NeedLeaderElection() bool { return false }
+
+// onChange registers handler on the view's informers: every change to a MeshService, a
+// MeshEndpoint or a route of the cluster reaches it (the xDS publisher's rebuild trigger; a
+// route's status turning ResolvedRefs=True is a change of the route).
+func (v *View) onChange(ctx context.Context, handler toolscache.ResourceEventHandler) error {
+	objects := []client.Object{&meshv1alpha1.MeshService{}, &meshv1alpha1.MeshEndpoint{}}
+	for _, k := range v.routeKinds {
+		objects = append(objects, k.obj)
+	}
+	for _, obj := range objects {
+		informer, err := v.cache.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("watching the view's %T: %w", obj, err)
+		}
+		if _, err := informer.AddEventHandler(handler); err != nil {
+			return fmt.Errorf("watching the view's %T: %w", obj, err)
+		}
+	}
+	return nil
+}
 
 // WaitForCacheSync blocks until the view holds every object the API server listed, or ctx ends.
 func (v *View) WaitForCacheSync(ctx context.Context) bool { return v.cache.WaitForCacheSync(ctx) }

@@ -213,3 +213,55 @@ func TestSlimMeshEndpoint(t *testing.T) {
 		t.Errorf("a non-endpoint was changed: %v", out)
 	}
 }
+
+// TestViewCountsItsObjects: the gauge aether_agent_view_objects follows what the view holds, the
+// API server's count of each kind, through creations and deletions, and drops the view's objects
+// when it stops (no other view runs in this package's tests meanwhile).
+func TestViewCountsItsObjects(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	v, err := newView(env.Config, env.Scheme, true, allRouteKinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- v.Start(viewCtx) }()
+	defer stop()
+
+	matchesAPIServer := func() error {
+		var services meshv1alpha1.MeshServiceList
+		var endpoints meshv1alpha1.MeshEndpointList
+		if err := env.Client.List(ctx, &services); err != nil {
+			return err
+		}
+		if err := env.Client.List(ctx, &endpoints); err != nil {
+			return err
+		}
+		for kind, want := range map[string]int{"MeshService": len(services.Items), "MeshEndpoint": len(endpoints.Items)} {
+			if got, err := testenv.Gauge("aether_agent_view_objects", "kind", kind); err != nil || got != float64(want) {
+				return fmt.Errorf("the gauge counts %v %ss, the API server lists %d (%v)", got, kind, want, err)
+			}
+		}
+		return nil
+	}
+	testenv.Eventually(t, "the gauge counts what the API server holds", matchesAPIServer)
+	// On a node no agent serves and with no pod behind them: nothing but this test changes them.
+	first := createTCPEndpoint(t, ctx, ns, "counted-1", "counted", "other-"+ns, newPodIP(), 8080)
+	createTCPEndpoint(t, ctx, ns, "counted-2", "counted", "other-"+ns, newPodIP(), 8080)
+	testenv.Eventually(t, "the gauge counts the two new endpoints", matchesAPIServer)
+	if err := env.Client.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the gauge forgets the deleted endpoint", matchesAPIServer)
+
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"MeshService", "MeshEndpoint"} {
+		if got, err := testenv.Gauge("aether_agent_view_objects", "kind", kind); err != nil || got != 0 {
+			t.Errorf("the stopped view still counts %v %ss (%v)", got, kind, err)
+		}
+	}
+}

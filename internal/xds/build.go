@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/model"
 )
 
@@ -62,6 +63,8 @@ type builder struct {
 	// attached are the Gateway API routes attached to each port of each selected service
 	// (attachRoutes).
 	attached map[servicePort][]*attachedRoute
+	// httpOptionsOf are the packed upstream HTTP protocol options, by protocol (httpOptions).
+	httpOptionsOf map[meshv1alpha1.Protocol]*anypb.Any
 }
 
 // validator is what the generated protoc-gen-validate code gives every Envoy message.
@@ -84,7 +87,10 @@ func (b *builder) check(what string, m proto.Message) {
 // so this is the only place a typed config is checked: never call anypb.New directly.
 func (b *builder) pack(what string, m proto.Message) *anypb.Any {
 	b.check(what, m)
-	a, err := anypb.New(m)
+	// Deterministic: a map packed in random order would change a listener's bytes between two
+	// builds of the same mesh, and Envoy drains a listener whose bytes change.
+	a := &anypb.Any{}
+	err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true})
 	if err != nil && b.err == nil {
 		b.err = fmt.Errorf("xds: packing %s: %w", what, err)
 	}

@@ -208,6 +208,11 @@ func (b *builder) appClusters(pod model.LocalPod) []*clusterv3.Cluster {
 // httpOptions are the typed_extension_protocol_options that make a cluster speak protocol
 // upstream, explicitly: HTTP/2 for ProtocolHTTP2, HTTP/1.1 otherwise.
 func (b *builder) httpOptions(what string, protocol meshv1alpha1.Protocol) map[string]*anypb.Any {
+	// Every HTTP cluster of one protocol carries the same options: packed (and validated) once
+	// per build and shared, read only (a build packs thousands of clusters).
+	if packed, ok := b.httpOptionsOf[protocol]; ok {
+		return map[string]*anypb.Any{httpProtocolOptionsKey: packed}
+	}
 	explicit := &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
 		ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{
 			HttpProtocolOptions: &corev3.Http1ProtocolOptions{},
@@ -221,7 +226,12 @@ func (b *builder) httpOptions(what string, protocol meshv1alpha1.Protocol) map[s
 	opts := &httpv3.HttpProtocolOptions{
 		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: explicit},
 	}
-	return map[string]*anypb.Any{httpProtocolOptionsKey: b.pack(what+" HTTP protocol options", opts)}
+	packed := b.pack(what+" HTTP protocol options", opts)
+	if b.httpOptionsOf == nil {
+		b.httpOptionsOf = map[meshv1alpha1.Protocol]*anypb.Any{}
+	}
+	b.httpOptionsOf[protocol] = packed
+	return map[string]*anypb.Any{httpProtocolOptionsKey: packed}
 }
 
 // requireUnique records an error when two of the sorted items share a name: a snapshot keeps one

@@ -5,7 +5,6 @@ package xds_test
 
 import (
 	"encoding/json"
-	"flag"
 	"maps"
 	"os"
 	"path/filepath"
@@ -23,8 +22,6 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/<scenario>/*.yaml from Build, and delete orphaned files and scenario directories")
 
 // goldenKinds are the golden files of a scenario, one per resource type, so that a review sees
 // which kind of resource a change touched.
@@ -45,16 +42,16 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("Build: %v", err)
 			}
 			dir := filepath.Join("testdata", name)
-			if *update {
+			if *xds.Update {
 				if err := os.MkdirAll(dir, 0o755); err != nil {
 					t.Fatal(err)
 				}
 			}
 			rendered := renderKinds(t, res)
 			for _, kind := range goldenKinds {
-				golden.Compare(t, dir, kind, goldenSuffix, rendered[kind], *update)
+				golden.Compare(t, dir, kind, goldenSuffix, rendered[kind], *xds.Update)
 			}
-			golden.Orphans(t, dir, goldenKinds, "", goldenSuffix, *update)
+			golden.Orphans(t, dir, goldenKinds, "", goldenSuffix, *xds.Update)
 		})
 	}
 	orphanScenarios(t, names)
@@ -95,7 +92,8 @@ func render[T proto.Message](t testing.TB, resources []T) []byte {
 }
 
 // orphanScenarios fails for every directory of testdata that is no scenario's (a scenario
-// renamed or removed); with -update it deletes it. testdata/fuzz is the fuzzer's corpus.
+// renamed or removed); with -update it deletes it. testdata/fuzz is the fuzzer's corpus and
+// testdata/bootstrap the bootstrap's golden files (TestBootstrapGolden).
 func orphanScenarios(t *testing.T, names []string) {
 	t.Helper()
 	entries, err := os.ReadDir("testdata")
@@ -103,11 +101,11 @@ func orphanScenarios(t *testing.T, names []string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if !e.IsDir() || e.Name() == "fuzz" || slices.Contains(names, e.Name()) {
+		if !e.IsDir() || e.Name() == "fuzz" || e.Name() == "bootstrap" || slices.Contains(names, e.Name()) {
 			continue
 		}
 		dir := filepath.Join("testdata", e.Name())
-		if *update {
+		if *xds.Update {
 			if err := os.RemoveAll(dir); err != nil {
 				t.Fatal(err)
 			}

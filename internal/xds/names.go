@@ -168,6 +168,10 @@ const (
 	BlackholeCluster = "blackhole"
 )
 
+// XDSCluster is the bootstrap's static cluster: the agent's xDS server on its unix socket, the
+// one cluster the node's Envoy knows before ADS tells it the rest (Bootstrap).
+const XDSCluster = "aether-xds"
+
 // SNI is what an upstream TLS context sends for port: empty for the service's primary port (it
 // lands on the destination's floor chain), the port's number otherwise (proposal 037 (c)).
 func SNI(port, primary int32) string {

@@ -4,6 +4,7 @@
 package xds_test
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -95,7 +96,7 @@ func TestDialSurfaceWalkCatchesDisagreement(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := &recorder{TB: t}
-			walkSurfaces(fake, m, tc.build)
+			fake.walk(m, tc.build)
 			if len(fake.failures) == 0 {
 				t.Fatal("the walk passed; it must fail")
 			}
@@ -114,9 +115,22 @@ func (r *recorder) Errorf(format string, args ...any) {
 	r.failures = append(r.failures, fmt.Sprintf(format, args...))
 }
 
+// Fatalf records the failure and ends the controlled walk (walk recovers), not the control's test.
 func (r *recorder) Fatalf(format string, args ...any) {
 	r.failures = append(r.failures, fmt.Sprintf(format, args...))
-	r.TB.SkipNow() // ends the controlled walk only; the control's own test checks the failures
+	panic(errWalkEnded)
+}
+
+var errWalkEnded = errors.New("the controlled walk ended with a fatal failure")
+
+// walk runs walkSurfaces on the recorder, ending where a Fatalf ends it.
+func (r *recorder) walk(m model.Mesh, build func(model.Mesh) (xds.Resources, error)) {
+	defer func() {
+		if v := recover(); v != nil && v != errWalkEnded {
+			panic(v)
+		}
+	}()
+	walkSurfaces(r, m, build)
 }
 
 // swapTCPClusters gives each capture listener's per-port TCP chains the filters of its first
