@@ -45,7 +45,8 @@ type Route struct {
 	// Generation is the route's metadata.generation: our status entries speak for the spec of
 	// that generation only.
 	Generation int64 `json:"-"`
-	// Hostnames are a TLSRoute's SNI names.
+	// Hostnames are a TLSRoute's SNI names (and an HTTPRoute's or GRPCRoute's hostnames, which
+	// the mesh's data plane does not read: GEP-1294).
 	Hostnames []string `json:"-"`
 }
 

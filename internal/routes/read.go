@@ -19,14 +19,14 @@ func Read(o runtime.Object) (route Route, parents *[]gwapiv1.RouteParentStatus, 
 	switch r := o.(type) {
 	case *gwapiv1.HTTPRoute:
 		route = Route{Kind: HTTPRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs,
-			Generation: r.Generation}
+			Generation: r.Generation, Hostnames: hostnames(r.Spec.Hostnames)}
 		for _, rule := range r.Spec.Rules {
 			route.Rules = append(route.Rules, httpRule(rule))
 		}
 		return route, &r.Status.Parents, true
 	case *gwapiv1.GRPCRoute:
 		route = Route{Kind: GRPCRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs,
-			Generation: r.Generation}
+			Generation: r.Generation, Hostnames: hostnames(r.Spec.Hostnames)}
 		for _, rule := range r.Spec.Rules {
 			route.Rules = append(route.Rules, grpcRule(rule))
 		}
@@ -104,7 +104,11 @@ func weight(w *int32) int32 {
 	return *w
 }
 
+// hostnames are a route's hostnames as strings; nil when it has none.
 func hostnames(in []gwapiv1.Hostname) []string {
+	if len(in) == 0 {
+		return nil
+	}
 	out := make([]string, 0, len(in))
 	for _, h := range in {
 		out = append(out, string(h))
