@@ -40,8 +40,15 @@ var xdsBuilds = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Debounced rebuilds of the node's xDS configuration, by result: built, or failed (logged with the reason; the previous configuration stays in service).",
 }, []string{"result"})
 
+// xdsSkipped is how many things the last build left out of the node's configuration (each logged
+// once when it appears: "Left out of the node's xDS configuration").
+var xdsSkipped = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "aether_agent_xds_skipped",
+	Help: "What the last xDS build left out of the node's configuration (pods a proxy cannot serve, services without identity, VIPs or names another service holds, route backends it cannot carry): one each, logged when it appears.",
+})
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(refusedPods, viewObjects, xdsBuilds)
+	ctrlmetrics.Registry.MustRegister(refusedPods, viewObjects, xdsBuilds, xdsSkipped)
 	xdsBuilds.WithLabelValues(BuildBuilt)
 	xdsBuilds.WithLabelValues(BuildFailed)
 	for _, kind := range portspec.AllKinds() {

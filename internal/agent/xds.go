@@ -71,6 +71,9 @@ type publisher struct {
 	// warned is, per pod, the invalid capture mode it was warned about (so it is told once).
 	// Only the rebuild loop touches it.
 	warned map[types.UID]string
+	// skipped are the notes of the last build's Resources.Skipped, each logged once when it
+	// appears. Only the rebuild loop touches it.
+	skipped map[string]bool
 }
 
 // newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
@@ -83,7 +86,8 @@ func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *
 		opts.NetNS = NewNetNS()
 	}
 	return &publisher{cache: c, client: cl, view: o.View, node: o.NodeName, ignored: o.IgnoredNamespaces, opts: opts,
-		log: log.WithName("xds"), kick: make(chan struct{}, 1), warned: map[types.UID]string{}}
+		log: log.WithName("xds"), kick: make(chan struct{}, 1), warned: map[types.UID]string{},
+		skipped: map[string]bool{}}
 }
 
 // NeedLeaderElection is false: every node's agent configures its own node's Envoy.
@@ -171,8 +175,23 @@ func (p *publisher) rebuild(ctx context.Context) {
 		return
 	}
 	xdsBuilds.WithLabelValues(BuildBuilt).Inc()
+	p.reportSkipped(res.Skipped)
 	// An error is the server's to log and count (an inconsistent snapshot); the previous stays.
 	_, _ = p.opts.Server.Publish(p.node, res)
+}
+
+// reportSkipped logs each note of what a build left out once, when it appears (a rebuild that
+// leaves the same pod out says nothing new), and sets the gauge to how many there are now.
+func (p *publisher) reportSkipped(notes []string) {
+	now := make(map[string]bool, len(notes))
+	for _, note := range notes {
+		now[note] = true
+		if !p.skipped[note] {
+			p.log.Info("Left out of the node's xDS configuration", "node", p.node, "reason", note)
+		}
+	}
+	p.skipped = now
+	xdsSkipped.Set(float64(len(notes)))
 }
 
 // mesh is the node's model, from the caches: the cluster's services and accepted routes (the
