@@ -58,6 +58,12 @@ type LocalPod struct {
 	Identity string
 	// Capture is the pod's capture mode.
 	Capture CaptureMode
+	// ExcludeOutboundPorts are the destination ports its capture leaves alone (its
+	// aether.io/exclude-outbound-ports annotation, parsed by internal/portspec), ascending.
+	ExcludeOutboundPorts []int32
+	// Upstreams are the services the pod calls (config.aether.io/upstreams: <name> in its own
+	// namespace, or <name>.<namespace>), sorted; none means it may call any.
+	Upstreams []string
 }
 
 // Validate names the first field a data plane could not use.
