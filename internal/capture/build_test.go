@@ -169,7 +169,9 @@ func TestValidate(t *testing.T) {
 			t.Errorf("mode %s: %v", mode, err)
 		}
 	}
-	good := func() capture.Ruleset { return capture.Build(m, clientPod(t, m, model.CaptureSurface), capture.Options{}) }
+	good := func() capture.Ruleset {
+		return capture.Build(m, clientPod(t, m, model.CaptureSurface), capture.Options{})
+	}
 	broken := map[string]struct {
 		change func(*capture.Ruleset)
 		want   string
