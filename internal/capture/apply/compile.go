@@ -112,7 +112,9 @@ func sameChain(k *nftables.Chain, c capture.Chain) bool {
 }
 
 // comment is the userdata that carries a rule's identity: its text.
-func comment(r capture.Rule) []byte { return userdata.AppendString(nil, userdata.TypeComment, r.String()) }
+func comment(r capture.Rule) []byte {
+	return userdata.AppendString(nil, userdata.TypeComment, r.String())
+}
 
 // commentOf is the identity of a rule read from the kernel; "" when it has none.
 func commentOf(r *nftables.Rule) string {

@@ -84,16 +84,25 @@ func addElements(conn *nftables.Conn, s capture.Set, es []capture.Element) error
 	return nil
 }
 
-// addRules queues each rule right after its anchor (or first in its chain). Rules of one anchor
-// go in reverse: each lands right after the anchor, pushing the ones before it down.
-func addRules(conn *nftables.Conn, adds []ruleAdd, chains map[string]*nftables.Chain) error {
+// addRules queues each rule: appended in order to a chain this batch creates; else right after
+// its anchor (or first in its chain), the rules of one anchor in reverse, as each lands right
+// after the anchor and pushes the ones before it down.
+func addRules(conn *nftables.Conn, adds []ruleAdd, created map[string]*nftables.Chain) error {
+	for _, a := range adds {
+		if ch, ok := created[a.chain.Name]; ok {
+			rule, err := nftRule(ch, a.rule)
+			if err != nil {
+				return err
+			}
+			conn.AddRule(rule)
+		}
+	}
 	for i := len(adds) - 1; i >= 0; i-- {
 		a := adds[i]
-		ch, ok := chains[a.chain.Name]
-		if !ok {
-			ch = &nftables.Chain{Name: a.chain.Name, Table: table}
+		if _, ok := created[a.chain.Name]; ok {
+			continue
 		}
-		rule, err := nftRule(ch, a.rule)
+		rule, err := nftRule(&nftables.Chain{Name: a.chain.Name, Table: table}, a.rule)
 		if err != nil {
 			return err
 		}
