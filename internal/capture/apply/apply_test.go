@@ -86,7 +86,7 @@ func TestModes(t *testing.T) {
 			// The excluded port is never captured, whatever the mode.
 			dials[paymentsVIP+":5432"] = directTo(paymentsVIP + ":5432")
 			for address, want := range dials {
-				if got := ns.dial(t, address); got != want {
+				if got := ns.dial(address); got != want {
 					t.Errorf("dial %s: %q, want %q", address, got, want)
 				}
 			}

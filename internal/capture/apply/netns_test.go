@@ -100,33 +100,32 @@ func run(t testing.TB, name string, args ...string) string {
 
 // do runs f on a thread that is in the namespace, so that the sockets f creates are the
 // namespace's. The thread goes back to the process's namespace after; if it cannot, it is never
-// handed to another goroutine again (it stays locked, and exits with this goroutine).
-func (ns *podNS) do(t testing.TB, f func()) {
-	t.Helper()
+// handed to another goroutine again (it stays locked, and exits with this goroutine). Safe from
+// any goroutine: it reports a failure instead of failing a test.
+func (ns *podNS) do(f func()) error {
 	runtime.LockOSThread()
 	home, err := os.Open("/proc/thread-self/ns/net")
 	if err != nil {
 		runtime.UnlockOSThread()
-		t.Fatal(err)
+		return err
 	}
 	defer home.Close()
 	target, err := os.Open(ns.path)
 	if err != nil {
 		runtime.UnlockOSThread()
-		t.Fatal(err)
+		return err
 	}
 	defer target.Close()
 	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 		runtime.UnlockOSThread()
-		t.Fatalf("setns %s: %v", ns.path, err)
+		return fmt.Errorf("setns %s: %w", ns.path, err)
 	}
-	defer func() {
-		if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err != nil {
-			panic(fmt.Sprintf("returning a thread to the host's network namespace: %v", err))
-		}
-		runtime.UnlockOSThread()
-	}()
 	f()
+	if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("returning a thread to the host's network namespace: %w", err) // the thread stays locked
+	}
+	runtime.UnlockOSThread()
+	return nil
 }
 
 // The listeners of a namespace: the proxy's capture port, which answers "captured <original
@@ -159,7 +158,9 @@ func (ns *podNS) listen(t testing.TB, address string, answer func(*net.TCPConn) 
 	t.Helper()
 	var ln net.Listener
 	var err error
-	ns.do(t, func() { ln, err = net.Listen("tcp4", address) })
+	if doErr := ns.do(func() { ln, err = net.Listen("tcp4", address) }); doErr != nil {
+		t.Fatal(doErr)
+	}
 	if err != nil {
 		t.Fatalf("listening on %s in %s: %v", address, ns.name, err)
 	}
@@ -177,12 +178,13 @@ func (ns *podNS) listen(t testing.TB, address string, answer func(*net.TCPConn) 
 }
 
 // dial connects from the namespace to address and returns what answered: "captured <original
-// destination>", "direct <address>", or the error.
-func (ns *podNS) dial(t testing.TB, address string) string {
-	t.Helper()
+// destination>", "direct <address>", or the error. Safe from any goroutine.
+func (ns *podNS) dial(address string) string {
 	var c net.Conn
 	var err error
-	ns.do(t, func() { c, err = net.DialTimeout("tcp", address, 2*time.Second) })
+	if doErr := ns.do(func() { c, err = net.DialTimeout("tcp", address, 2*time.Second) }); doErr != nil {
+		return "error entering the namespace: " + doErr.Error()
+	}
 	if err != nil {
 		var errno unix.Errno
 		if errors.As(err, &errno) {
