@@ -19,9 +19,9 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
 )
 
-// The service the incremental tests add: ledger, VIP 10.96.0.30, TCP 7000 (its primary): its
+// The service the incremental tests add: ledger, VIP 10.97.0.30 (no fleet service has it), TCP 7000 (its primary): its
 // dial ports are 80, 7000, 18081 and 18082.
-const ledgerVIP = "10.96.0.30"
+const ledgerVIP = "10.97.0.30"
 
 // withLedger is m with ledger added.
 func withLedger(m model.Mesh) model.Mesh {
