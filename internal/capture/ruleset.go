@@ -49,8 +49,9 @@ type SetType string
 const (
 	// TypePort is a destination port.
 	TypePort SetType = "inet_service"
-	// TypeIPv4Port and TypeIPv6Port are a destination address and port, concatenated.
+	// TypeIPv4Port is an IPv4 destination address and port, concatenated.
 	TypeIPv4Port SetType = "ipv4_addr . inet_service"
+	// TypeIPv6Port is an IPv6 destination address and port, concatenated.
 	TypeIPv6Port SetType = "ipv6_addr . inet_service"
 )
 
@@ -108,16 +109,16 @@ func (r Rule) String() string { return r.Match.String() + " " + r.Verdict.String
 type MatchKind string
 
 const (
-	// MatchDaddr: the destination address is in Prefix (ip daddr, or ip6 daddr for IPv6).
+	// MatchDaddr matches a destination address in Prefix (ip daddr, or ip6 daddr for IPv6).
 	MatchDaddr MatchKind = "daddr"
-	// MatchOwner: the socket's owner is user UID (meta skuid).
+	// MatchOwner matches a socket owned by user UID (meta skuid).
 	MatchOwner MatchKind = "skuid"
-	// MatchDport: TCP, with the destination port in set Set (tcp dport @set).
+	// MatchDport matches TCP whose destination port is in set Set (tcp dport @set).
 	MatchDport MatchKind = "dport"
-	// MatchDaddrDport: TCP, with (destination address, port) in set Set, of IPv4 pairs, or of
+	// MatchDaddrDport matches TCP whose (destination address, port) is in set Set, of IPv4 pairs, or of
 	// IPv6 pairs when IPv6 (ip daddr . tcp dport @set).
 	MatchDaddrDport MatchKind = "daddr-dport"
-	// MatchTCP: any TCP (meta l4proto tcp).
+	// MatchTCP matches any TCP (meta l4proto tcp).
 	MatchTCP MatchKind = "tcp"
 )
 

@@ -20,14 +20,14 @@ import (
 type Result string
 
 const (
-	// Unchanged: the table already held the ruleset; nothing was sent.
+	// Unchanged means the table already held the ruleset; nothing was sent.
 	Unchanged Result = "unchanged"
-	// Applied: one batch brought the table to the ruleset.
+	// Applied means one batch brought the table to the ruleset.
 	Applied Result = "applied"
-	// Repaired: the table was not what the applier last committed (deleted, flushed or edited by
+	// Repaired means the table was not what the applier last committed (deleted, flushed or edited by
 	// someone else), and one batch brought it back.
 	Repaired Result = "repaired"
-	// Failed: the namespace could not be read or the batch was refused; the applier reads the
+	// Failed means the namespace could not be read or the batch was refused; the applier reads the
 	// table again before its next batch.
 	Failed Result = "failed"
 )

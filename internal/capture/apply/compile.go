@@ -101,7 +101,7 @@ func nftChain(c capture.Chain) (*nftables.Chain, error) {
 	}
 	accept := nftables.ChainPolicyAccept
 	return &nftables.Chain{Name: c.Name, Table: table, Type: nftables.ChainTypeNAT, Hooknum: nftables.ChainHookOutput,
-		Priority: nftables.ChainPriorityRef(nftables.ChainPriority(c.Priority)), Policy: &accept}, nil
+		Priority: new(nftables.ChainPriority(c.Priority)), Policy: &accept}, nil
 }
 
 // sameChain reports whether chain k, read from the kernel, is c's base chain.

@@ -80,7 +80,7 @@ var handleRE = regexp.MustCompile(`# handle (\d+)`)
 func (ns *podNS) ruleHandles(t testing.TB) []int {
 	t.Helper()
 	var handles []int
-	for _, line := range strings.Split(ns.nft(t, "-a", "list", "chain", "inet", "aether", "output"), "\n") {
+	for line := range strings.SplitSeq(ns.nft(t, "-a", "list", "chain", "inet", "aether", "output"), "\n") {
 		if m := handleRE.FindStringSubmatch(line); m != nil && !strings.Contains(line, "chain output") {
 			n, _ := strconv.Atoi(m[1])
 			handles = append(handles, n)
@@ -186,8 +186,7 @@ func (ns *podNS) dial(address string) string {
 		return "error entering the namespace: " + doErr.Error()
 	}
 	if err != nil {
-		var errno unix.Errno
-		if errors.As(err, &errno) {
+		if errno, ok := errors.AsType[unix.Errno](err); ok {
 			return "error " + errno.Error()
 		}
 		return "error " + err.Error()

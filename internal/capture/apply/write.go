@@ -97,8 +97,7 @@ func addRules(conn *nftables.Conn, adds []ruleAdd, created map[string]*nftables.
 			conn.AddRule(rule)
 		}
 	}
-	for i := len(adds) - 1; i >= 0; i-- {
-		a := adds[i]
+	for _, a := range slices.Backward(adds) {
 		if _, ok := created[a.chain.Name]; ok {
 			continue
 		}
