@@ -3,12 +3,13 @@
 
 // Command agent is the node agent, one per node (a DaemonSet): it registers its node's pods as
 // MeshEndpoints, probes their health, serves xDS to the node's Envoy and programs capture rules.
-// Registration, delegated liveness and xDS serving run here; capture arrives with its issue.
+// Registration, delegated liveness, xDS serving and capture (with xDS serving) run here.
 package main
 
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -44,6 +45,8 @@ func main() {
 	flag.StringVar(&envoyBootstrap, "envoy-bootstrap", "", "Path (ending in .yaml or .json) where the agent writes, at start, the bootstrap of the node's Envoy (node ID = --node-name, ADS on --xds-address's unix socket, admin on "+xds.DefaultAdminAddress+"); empty: write none. Needs a unix --xds-address.")
 	xdsAddress := flag.String("xds-address", xdsserver.DefaultAddress, "Where the agent serves xDS (ADS: state of the world and delta) to the node's Envoy, node ID = --node-name: unix:///path (its directory is created 0750, a stale socket replaced) or tcp://<loopback IP>:<port> (the stream carries no TLS: loopback only). Empty: no xDS serving, and no cluster-wide view of the mesh.")
 	captureMode := flag.String("capture-mode", string(model.CaptureSurface), "How a meshed pod's outbound TCP reaches its proxy, unless its annotation aether.io/capture-mode says otherwise: scoped (the mesh ports 18081 and 18082), surface (every dial surface's VIP and port) or all.")
+	captureResync := flag.Duration("capture-resync", agent.DefaultCaptureResync, "With xDS serving, the period of the cheap check of every meshed pod's capture table (table inet aether in its network namespace, programmed when the CNI plugin hands the pod over): a table deleted, flushed or edited by hand is repaired within one period.")
+	captureUID := flag.Int64("capture-exclude-uid", -1, "A user ID whose sockets capture never redirects (the proxy's own, for a proxy that opens its upstream connections inside the pods' namespaces); -1: none. The node's Envoy (config/envoy) runs as user 0 in the node's namespace: leave it at -1, as excluding 0 would exempt every container running as root.")
 	netnsTemplate := flag.String("netns-path-template", "", "Until the CNI plugin hands each pod's network namespace over: a Go template of a pod's netns path over .Namespace, .Name and .UID, e.g. /var/run/netns/aether-{{.Namespace}}-{{.Name}}. Empty: a pod whose netns was not handed over gets no listeners.")
 	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
@@ -76,6 +79,19 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent: --capture-mode: %v\n", err)
 		os.Exit(2)
+	}
+	if *captureResync <= 0 {
+		fmt.Fprintf(os.Stderr, "agent: --capture-resync is %s; it must be positive, e.g. %s\n", *captureResync, agent.DefaultCaptureResync)
+		os.Exit(2)
+	}
+	var proxyUID *uint32
+	switch uid := *captureUID; {
+	case uid == -1:
+	case uid < 0 || uid > math.MaxUint32:
+		fmt.Fprintf(os.Stderr, "agent: --capture-exclude-uid is %d; want a user ID (0..%d) or -1 for none\n", uid, uint32(math.MaxUint32))
+		os.Exit(2)
+	default:
+		proxyUID = new(uint32(uid))
 	}
 	netns, err := agent.ParseNetNSPathTemplate(*netnsTemplate)
 	if err != nil {
@@ -123,6 +139,7 @@ func main() {
 		options.XDS = &agent.XDSOptions{
 			Server:     xdsserver.New(xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server")}),
 			MeshDomain: meshDomain, CaptureMode: mode, NetNS: agent.NewNetNS(), NetNSPathTemplate: netns,
+			Capture: &agent.CaptureOptions{Resync: *captureResync, ProxyUID: proxyUID},
 		}
 	}
 	if err := agent.Setup(mgr, options); err != nil {
@@ -133,7 +150,7 @@ func main() {
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
-		"xdsAddress", *xdsAddress, "captureMode", mode, "netnsPathTemplate", *netnsTemplate)
+		"xdsAddress", *xdsAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Agent stopped")
 		os.Exit(1)

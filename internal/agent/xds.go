@@ -54,6 +54,9 @@ type XDSOptions struct {
 	NetNS *NetNS
 	// NetNSPathTemplate, if set, names the netns of a pod NetNS has no path for.
 	NetNSPathTemplate *NetNSPathTemplate
+	// Capture, when set, programs each meshed pod's capture from the same mesh, after the same
+	// rebuilds (capture.go). Nil: no capture.
+	Capture *CaptureOptions
 }
 
 // publisher rebuilds the node's xDS configuration when an input changes, debounced, and publishes
@@ -74,6 +77,8 @@ type publisher struct {
 	// skipped are the notes of the last build's Resources.Skipped, each logged once when it
 	// appears. Only the rebuild loop touches it.
 	skipped map[string]bool
+	// capture programs the pods' capture tables; nil without XDSOptions.Capture.
+	capture *capturer
 }
 
 // newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
@@ -85,9 +90,13 @@ func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *
 	if opts.NetNS == nil {
 		opts.NetNS = NewNetNS()
 	}
-	return &publisher{cache: c, client: cl, view: o.View, node: o.NodeName, ignored: o.IgnoredNamespaces, opts: opts,
+	p := &publisher{cache: c, client: cl, view: o.View, node: o.NodeName, ignored: o.IgnoredNamespaces, opts: opts,
 		log: log.WithName("xds"), kick: make(chan struct{}, 1), warned: map[types.UID]string{},
 		skipped: map[string]bool{}}
+	if opts.Capture != nil {
+		p.capture = newCapturer(*opts.Capture, p)
+	}
+	return p
 }
 
 // NeedLeaderElection is false: every node's agent configures its own node's Envoy.
@@ -135,11 +144,17 @@ func (p *publisher) Start(ctx context.Context) error {
 }
 
 // loop rebuilds once a burst of changes is quiet (rebuildQuiet), at most rebuildMax after its
-// first change.
+// first change; with capture, it also checks the programmed namespaces every resync.
 func (p *publisher) loop(ctx context.Context) error {
 	d := debouncer{quiet: rebuildQuiet, max: rebuildMax}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	var resync <-chan time.Time
+	if p.capture != nil {
+		ticker := time.NewTicker(p.capture.resync)
+		defer ticker.Stop()
+		resync = ticker.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -147,6 +162,9 @@ func (p *publisher) loop(ctx context.Context) error {
 			return nil
 		case <-p.kick:
 			d.add(time.Now())
+		case <-resync:
+			p.capture.check(ctx)
+			continue
 		case <-timer.C:
 		}
 		wait, pending := d.wait(time.Now())
@@ -161,23 +179,30 @@ func (p *publisher) loop(ctx context.Context) error {
 	}
 }
 
-// rebuild builds the node's configuration and publishes it (xdsserver publishes only a change).
-// A failure is logged with its reason and counted; the snapshot served stays.
+// rebuild builds the node's configuration and publishes it (xdsserver publishes only a change),
+// then, with capture, syncs the pods' capture tables from the same mesh. A failure is logged with
+// its reason and counted; the snapshot served, and the tables programmed, stay.
 func (p *publisher) rebuild(ctx context.Context) {
 	m, err := p.mesh(ctx)
+	listed := err == nil
 	var res xds.Resources
-	if err == nil {
+	if listed {
 		res, err = xds.Build(m)
 	}
 	if err != nil {
 		xdsBuilds.WithLabelValues(BuildFailed).Inc()
 		p.log.Error(err, "Could not build the node's xDS configuration; the previous one stays in service", "node", p.node)
-		return
+	} else {
+		xdsBuilds.WithLabelValues(BuildBuilt).Inc()
+		p.reportSkipped(res.Skipped)
+		// An error is the server's to log and count (an inconsistent snapshot); the previous stays.
+		_, _ = p.opts.Server.Publish(p.node, res)
 	}
-	xdsBuilds.WithLabelValues(BuildBuilt).Inc()
-	p.reportSkipped(res.Skipped)
-	// An error is the server's to log and count (an inconsistent snapshot); the previous stays.
-	_, _ = p.opts.Server.Publish(p.node, res)
+	if p.capture != nil && listed { // a build failure does not stop capture
+		if err := p.syncCapture(ctx, m); err != nil {
+			p.log.Error(err, "Could not sync the pods' capture; the tables programmed stay", "node", p.node)
+		}
+	}
 }
 
 // reportSkipped logs each note of what a build left out once, when it appears (a rebuild that
@@ -284,6 +309,7 @@ func (p *publisher) localPod(ctx context.Context, pod *corev1.Pod, identities ma
 	lp := model.LocalPod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Service: ep.Spec.ServiceName,
 		Address: ep.Spec.Address, Primary: ep.Spec.PrimaryPort, Ports: ep.Spec.Ports, NetNS: netns, Identity: identity,
 		Capture: p.captureMode(ctx, pod)}
+	lp.ExcludeOutboundPorts, lp.Upstreams = captureFacts(pod)
 	if err := lp.Validate(); err != nil {
 		return model.LocalPod{}, err.Error(), nil
 	}

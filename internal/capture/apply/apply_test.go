@@ -9,6 +9,7 @@ import (
 
 	"github.com/aether-mesh/aether-operator/internal/capture"
 	"github.com/aether-mesh/aether-operator/internal/capture/apply"
+	"github.com/aether-mesh/aether-operator/internal/capture/apply/nstest"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
 )
@@ -24,21 +25,21 @@ const (
 )
 
 // clientPod is the scenarios' client, web/frontend-0, in mode, at ns's path.
-func clientPod(t testing.TB, m model.Mesh, mode model.CaptureMode, ns *podNS) model.LocalPod {
+func clientPod(t testing.TB, m model.Mesh, mode model.CaptureMode, ns *nstest.NS) model.LocalPod {
 	t.Helper()
 	i := slices.IndexFunc(m.Pods, func(p model.LocalPod) bool { return p.Namespace == "web" && p.Name == "frontend-0" })
 	if i < 0 {
 		t.Fatal("the mesh has no local pod web/frontend-0")
 	}
 	pod := m.Pods[i]
-	pod.Capture, pod.NetNS = mode, ns.path
+	pod.Capture, pod.NetNS = mode, ns.Path
 	return pod
 }
 
 // sync programs want into ns with a and fails the test on an error.
-func sync(t testing.TB, a *apply.Applier, ns *podNS, want capture.Ruleset) apply.Report {
+func sync(t testing.TB, a *apply.Applier, ns *nstest.NS, want capture.Ruleset) apply.Report {
 	t.Helper()
-	rep, err := a.Sync(ns.path, want)
+	rep, err := a.Sync(ns.Path, want)
 	if err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
@@ -50,8 +51,8 @@ func sync(t testing.TB, a *apply.Applier, ns *podNS, want capture.Ruleset) apply
 // reaches 127.0.0.1:18001, whose SO_ORIGINAL_DST is the address dialled.
 func TestModes(t *testing.T) {
 	m := xdstest.MixedHTTPPrimary()
-	capturedTo := func(address string) string { return captured + " " + address }
-	directTo := func(address string) string { return direct + " " + address }
+	capturedTo := func(address string) string { return nstest.Captured + " " + address }
+	directTo := func(address string) string { return nstest.Direct + " " + address }
 	tests := map[model.CaptureMode]map[string]string{
 		model.CaptureScoped: {
 			paymentsVIP + ":18082": capturedTo(paymentsVIP + ":18082"),
@@ -75,8 +76,8 @@ func TestModes(t *testing.T) {
 	}
 	for mode, dials := range tests {
 		t.Run(string(mode), func(t *testing.T) {
-			ns := newPodNS(t, paymentsVIP, frontendVIP, nonMesh)
-			ns.serve(t, 9000, 18082, excludedPort)
+			ns := nstest.New(t, paymentsVIP, frontendVIP, nonMesh)
+			ns.Serve(t, 9000, 18082, excludedPort)
 			pod := clientPod(t, m, mode, ns)
 			pod.ExcludeOutboundPorts = []int32{excludedPort}
 			rep := sync(t, apply.New(), ns, capture.Build(m, pod, capture.Options{}))
@@ -86,7 +87,7 @@ func TestModes(t *testing.T) {
 			// The excluded port is never captured, whatever the mode.
 			dials[paymentsVIP+":5432"] = directTo(paymentsVIP + ":5432")
 			for address, want := range dials {
-				if got := ns.dial(address); got != want {
+				if got := ns.Dial(address); got != want {
 					t.Errorf("dial %s: %q, want %q", address, got, want)
 				}
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aether-mesh/aether-operator/internal/capture"
 	"github.com/aether-mesh/aether-operator/internal/capture/apply"
+	"github.com/aether-mesh/aether-operator/internal/capture/apply/nstest"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
 )
@@ -18,11 +19,11 @@ import (
 const fleetServices = 1667
 
 // fleet is the benchmarks' mesh and the surface ruleset of its first local pod.
-func fleet(b *testing.B, ns *podNS) (model.Mesh, model.LocalPod, capture.Ruleset) {
+func fleet(b *testing.B, ns *nstest.NS) (model.Mesh, model.LocalPod, capture.Ruleset) {
 	b.Helper()
 	m := xdstest.Fleet(fleetServices, 1).Mesh()
 	pod := m.Pods[0]
-	pod.Capture, pod.NetNS = model.CaptureSurface, ns.path
+	pod.Capture, pod.NetNS = model.CaptureSurface, ns.Path
 	want := capture.Build(m, pod, capture.Options{})
 	if s, _ := want.Set(capture.SetSurface4); len(s.Elements) < 10000 {
 		b.Fatalf("surface4 holds %d elements, want at least 10 000", len(s.Elements))
@@ -33,18 +34,18 @@ func fleet(b *testing.B, ns *podNS) (model.Mesh, model.LocalPod, capture.Ruleset
 // BenchmarkProgram programs the fleet's table (10 002 set elements, 5 rules) into a namespace
 // that has none: one batch. The target is under 100 ms.
 func BenchmarkProgram(b *testing.B) {
-	ns := newPodNS(b)
+	ns := nstest.New(b)
 	_, _, want := fleet(b, ns)
 	a := apply.New()
 	var rep apply.Report
 	for b.Loop() {
 		b.StopTimer()
-		if err := a.Remove(ns.path); err != nil {
+		if err := a.Remove(ns.Path); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
 		var err error
-		if rep, err = a.Sync(ns.path, want); err != nil {
+		if rep, err = a.Sync(ns.Path, want); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,11 +59,11 @@ func BenchmarkProgram(b *testing.B) {
 // programmed table, and removes it: each Sync is one batch of those four elements, and reads
 // nothing. (The other direction runs outside the timer.)
 func BenchmarkChangeOneService(b *testing.B) {
-	ns := newPodNS(b)
+	ns := nstest.New(b)
 	m, pod, base := fleet(b, ns)
 	added := capture.Build(withLedger(m), pod, capture.Options{})
 	a := apply.New()
-	if _, err := a.Sync(ns.path, base); err != nil {
+	if _, err := a.Sync(ns.Path, base); err != nil {
 		b.Fatal(err)
 	}
 	for _, step := range []struct {
@@ -76,11 +77,11 @@ func BenchmarkChangeOneService(b *testing.B) {
 		b.Run(step.name, func(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
-				if _, err := a.Sync(ns.path, step.from); err != nil {
+				if _, err := a.Sync(ns.Path, step.from); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				rep, err := a.Sync(ns.path, step.to)
+				rep, err := a.Sync(ns.Path, step.to)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -96,15 +97,15 @@ func BenchmarkChangeOneService(b *testing.B) {
 // BenchmarkUnchanged is a Sync of the fleet's table when nothing changed: the generation read
 // and the comparison, no batch.
 func BenchmarkUnchanged(b *testing.B) {
-	ns := newPodNS(b)
+	ns := nstest.New(b)
 	m, pod, want := fleet(b, ns)
 	a := apply.New()
-	if _, err := a.Sync(ns.path, want); err != nil {
+	if _, err := a.Sync(ns.Path, want); err != nil {
 		b.Fatal(err)
 	}
 	again := capture.Build(m, pod, capture.Options{}) // equal, not the same slices
 	for b.Loop() {
-		rep, err := a.Sync(ns.path, again)
+		rep, err := a.Sync(ns.Path, again)
 		if err != nil || rep.Batches != 0 || rep.Read {
 			b.Fatalf("Sync: %+v, %v; want nothing read or sent", rep, err)
 		}

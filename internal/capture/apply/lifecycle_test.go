@@ -14,6 +14,7 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/capture"
 	"github.com/aether-mesh/aether-operator/internal/capture/apply"
+	"github.com/aether-mesh/aether-operator/internal/capture/apply/nstest"
 	"github.com/aether-mesh/aether-operator/internal/golden"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
@@ -43,17 +44,17 @@ func ledgerEndpoint() meshv1alpha1.MeshEndpoint {
 // rule change (nft lists the same rule handles before and after), and is captured; removed, it is
 // one batch deleting the four, and is no longer captured. The same ruleset again sends nothing.
 func TestServiceChangesElementsOnly(t *testing.T) {
-	ns := newPodNS(t, paymentsVIP, ledgerVIP)
-	ns.serve(t, 7000)
+	ns := nstest.New(t, paymentsVIP, ledgerVIP)
+	ns.Serve(t, 7000)
 	m := xdstest.MixedHTTPPrimary()
 	pod := clientPod(t, m, model.CaptureSurface, ns)
 	a := apply.New()
 	sync(t, a, ns, capture.Build(m, pod, capture.Options{}))
-	handles := ns.ruleHandles(t)
+	handles := ns.RuleHandles(t)
 	if len(handles) != 5 {
 		t.Fatalf("rule handles %v, want the 5 rules of surface mode", handles)
 	}
-	if got := ns.dial(ledgerVIP + ":7000"); got != direct+" "+ledgerVIP+":7000" {
+	if got := ns.Dial(ledgerVIP + ":7000"); got != nstest.Direct+" "+ledgerVIP+":7000" {
 		t.Fatalf("before ledger exists: %q", got)
 	}
 
@@ -61,10 +62,10 @@ func TestServiceChangesElementsOnly(t *testing.T) {
 	if want := (apply.Stats{ElementsAdded: 4}); rep.Batches != 1 || rep.Stats != want || rep.Read || rep.Result != apply.Applied {
 		t.Errorf("adding ledger: %+v, want one batch of %+v, no read", rep, want)
 	}
-	if got := ns.ruleHandles(t); !slices.Equal(got, handles) {
+	if got := ns.RuleHandles(t); !slices.Equal(got, handles) {
 		t.Errorf("rule handles %v after adding a service, want %v unchanged", got, handles)
 	}
-	if got, want := ns.dial(ledgerVIP+":7000"), captured+" "+ledgerVIP+":7000"; got != want {
+	if got, want := ns.Dial(ledgerVIP+":7000"), nstest.Captured+" "+ledgerVIP+":7000"; got != want {
 		t.Errorf("dial ledger:7000: %q, want %q", got, want)
 	}
 
@@ -77,10 +78,10 @@ func TestServiceChangesElementsOnly(t *testing.T) {
 	if want := (apply.Stats{ElementsDeleted: 4}); rep.Batches != 1 || rep.Stats != want {
 		t.Errorf("removing ledger: %+v, want one batch of %+v", rep, want)
 	}
-	if got := ns.ruleHandles(t); !slices.Equal(got, handles) {
+	if got := ns.RuleHandles(t); !slices.Equal(got, handles) {
 		t.Errorf("rule handles %v after removing a service, want %v unchanged", got, handles)
 	}
-	if got, want := ns.dial(ledgerVIP+":7000"), direct+" "+ledgerVIP+":7000"; got != want {
+	if got, want := ns.Dial(ledgerVIP+":7000"), nstest.Direct+" "+ledgerVIP+":7000"; got != want {
 		t.Errorf("dial ledger:7000 after it is gone: %q, want %q", got, want)
 	}
 }
@@ -88,17 +89,17 @@ func TestServiceChangesElementsOnly(t *testing.T) {
 // TestModeChangeRulesOnly: a pod moving from surface to scoped mode changes the rules its modes
 // do not share and keeps the others (their handles), in one batch.
 func TestModeChangeRulesOnly(t *testing.T) {
-	ns := newPodNS(t)
+	ns := nstest.New(t)
 	m := xdstest.MixedHTTPPrimary()
 	a := apply.New()
 	sync(t, a, ns, capture.Build(m, clientPod(t, m, model.CaptureSurface, ns), capture.Options{}))
-	before := ns.ruleHandles(t)
+	before := ns.RuleHandles(t)
 	rep := sync(t, a, ns, capture.Build(m, clientPod(t, m, model.CaptureScoped, ns), capture.Options{}))
 	want := apply.Stats{ElementsAdded: 2, RulesAdded: 1, RulesDeleted: 2, Structure: 3} // set mesh_ports in, surface4/6 out
 	if rep.Batches != 1 || rep.Stats != want {
 		t.Errorf("surface to scoped: %+v, want one batch of %+v", rep, want)
 	}
-	after := ns.ruleHandles(t)
+	after := ns.RuleHandles(t)
 	if len(after) != 4 || !slices.Equal(after[:3], before[:3]) {
 		t.Errorf("rule handles %v, want the three exclusions' %v kept and one new rule", after, before[:3])
 	}
@@ -110,7 +111,7 @@ func TestModeChangeRulesOnly(t *testing.T) {
 // nftListing is what nft lists for ruleset r loaded from its text in a namespace of its own.
 func nftListing(t testing.TB, r capture.Ruleset) string {
 	t.Helper()
-	ns := newPodNS(t)
+	ns := nstest.New(t)
 	loadText(t, ns, r.String())
 	return listing(t, ns)
 }
@@ -129,30 +130,30 @@ func TestRepair(t *testing.T) {
 	}
 	for name, args := range tamper {
 		t.Run(name, func(t *testing.T) {
-			ns := newPodNS(t, paymentsVIP)
-			ns.serve(t, 18082)
+			ns := nstest.New(t, paymentsVIP)
+			ns.Serve(t, 18082)
 			want := capture.Build(m, clientPod(t, m, model.CaptureSurface, ns), capture.Options{})
 			a := apply.New()
 			sync(t, a, ns, want)
 			listed := listing(t, ns)
-			if rep, err := a.Check(ns.path); err != nil || rep.Result != apply.Unchanged || rep.Read || rep.Batches != 0 {
+			if rep, err := a.Check(ns.Path); err != nil || rep.Result != apply.Unchanged || rep.Read || rep.Batches != 0 {
 				t.Fatalf("Check of an untouched table: %+v, %v; want unchanged, nothing read or sent", rep, err)
 			}
 			if name == "delete a rule" {
-				args[len(args)-1] = fmt.Sprint(ns.ruleHandles(t)[3]) // the surface4 redirect
+				args[len(args)-1] = fmt.Sprint(ns.RuleHandles(t)[3]) // the surface4 redirect
 			}
-			ns.nft(t, args...)
-			if got := ns.dial(paymentsVIP + ":18082"); got == captured+" "+paymentsVIP+":18082" {
+			ns.Nft(t, args...)
+			if got := ns.Dial(paymentsVIP + ":18082"); got == nstest.Captured+" "+paymentsVIP+":18082" {
 				t.Fatalf("the tampering did not stop capture: %q", got)
 			}
-			rep, err := a.Check(ns.path)
+			rep, err := a.Check(ns.Path)
 			if err != nil || rep.Result != apply.Repaired || !rep.Read || rep.Batches != 1 {
 				t.Fatalf("Check after %s: %+v, %v; want repaired, read, one batch", name, rep, err)
 			}
 			if got := listing(t, ns); got != listed {
 				t.Errorf("after the repair nft lists (-before +after):\n%s", diff(listed, got))
 			}
-			if got, want := ns.dial(paymentsVIP+":18082"), captured+" "+paymentsVIP+":18082"; got != want {
+			if got, want := ns.Dial(paymentsVIP+":18082"), nstest.Captured+" "+paymentsVIP+":18082"; got != want {
 				t.Errorf("dial after the repair: %q, want %q", got, want)
 			}
 		})
@@ -162,7 +163,7 @@ func TestRepair(t *testing.T) {
 // TestForeignTableReplaced: a table inet aether that holds what capture never makes (a set of
 // the same name and another type, a chain on another hook) is replaced in one batch.
 func TestForeignTableReplaced(t *testing.T) {
-	ns := newPodNS(t)
+	ns := nstest.New(t)
 	loadText(t, ns, `table inet aether {
 	set surface4 { type ipv4_addr; elements = { 10.9.9.9 } }
 	chain output {
@@ -188,11 +189,11 @@ func TestForeignTableReplaced(t *testing.T) {
 // negative control deletes the table under the running loop, which the loop must notice.
 func TestRestartAdopts(t *testing.T) {
 	m := xdstest.MixedHTTPPrimary()
-	ns := newPodNS(t, paymentsVIP)
-	ns.serve(t, 18082)
+	ns := nstest.New(t, paymentsVIP)
+	ns.Serve(t, 18082)
 	want := capture.Build(m, clientPod(t, m, model.CaptureSurface, ns), capture.Options{})
 	sync(t, apply.New(), ns, want)
-	handles, listed := ns.ruleHandles(t), listing(t, ns)
+	handles, listed := ns.RuleHandles(t), listing(t, ns)
 
 	loop := startDialLoop(t, ns, paymentsVIP+":18082")
 	loop.waitDials(t, 20)
@@ -212,23 +213,23 @@ func TestRestartAdopts(t *testing.T) {
 	if bad := loop.stop(); bad != "" {
 		t.Errorf("a dial across the hand-over was not captured: %s", bad)
 	}
-	if got := ns.ruleHandles(t); !slices.Equal(got, handles) {
+	if got := ns.RuleHandles(t); !slices.Equal(got, handles) {
 		t.Errorf("rule handles %v after adoption, want %v", got, handles)
 	}
-	if rep, err := second.Check(ns.path); err != nil || !rep.Read || rep.Result != apply.Repaired {
+	if rep, err := second.Check(ns.Path); err != nil || !rep.Read || rep.Result != apply.Repaired {
 		t.Errorf("the second applier's Check after the third's commit: %+v, %v; want it read and brought back to its own ruleset", rep, err)
 	}
 	if got := listing(t, ns); got != listed {
 		t.Errorf("after the second applier's Check nft lists (-before +after):\n%s", diff(listed, got))
 	}
-	if rep, err := second.Check(ns.path); err != nil || rep.Read || rep.Batches != 0 {
+	if rep, err := second.Check(ns.Path); err != nil || rep.Read || rep.Batches != 0 {
 		t.Errorf("the new applier's Check: %+v, %v; want nothing read or sent (it knows the generation)", rep, err)
 	}
 
 	t.Run("negative control: the loop sees a table deleted under it", func(t *testing.T) {
 		loop := startDialLoop(t, ns, paymentsVIP+":18082")
 		loop.waitDials(t, 5)
-		ns.nft(t, "delete", "table", "inet", "aether")
+		ns.Nft(t, "delete", "table", "inet", "aether")
 		deadline := time.Now().Add(10 * time.Second)
 		for loop.uncaptured.Load() == 0 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
@@ -252,14 +253,14 @@ type dialLoop struct {
 	done          chan struct{}
 }
 
-func startDialLoop(t testing.TB, ns *podNS, address string) *dialLoop {
+func startDialLoop(t testing.TB, ns *nstest.NS, address string) *dialLoop {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &dialLoop{cancel: cancel, done: make(chan struct{})}
-	want := captured + " " + address
+	want := nstest.Captured + " " + address
 	go func() {
 		defer close(l.done)
 		for ctx.Err() == nil {
-			if got := ns.dial(address); got != want {
+			if got := ns.Dial(address); got != want {
 				l.first.CompareAndSwap(nil, got)
 				l.uncaptured.Add(1)
 			}

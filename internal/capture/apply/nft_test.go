@@ -12,6 +12,7 @@ import (
 
 	"github.com/aether-mesh/aether-operator/internal/capture"
 	"github.com/aether-mesh/aether-operator/internal/capture/apply"
+	"github.com/aether-mesh/aether-operator/internal/capture/apply/nstest"
 	"github.com/aether-mesh/aether-operator/internal/golden"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
@@ -21,19 +22,19 @@ import (
 var commentRE = regexp.MustCompile(` comment "[^"]*"`)
 
 // listing is nft's own rendering of ns's table, the applier's comments dropped.
-func listing(t testing.TB, ns *podNS) string {
+func listing(t testing.TB, ns *nstest.NS) string {
 	t.Helper()
-	return commentRE.ReplaceAllString(ns.nft(t, "list", "table", "inet", "aether"), "")
+	return commentRE.ReplaceAllString(ns.Nft(t, "list", "table", "inet", "aether"), "")
 }
 
 // loadText loads a ruleset's text into ns with nft -f: what nft makes of the same words.
-func loadText(t testing.TB, ns *podNS, text string) {
+func loadText(t testing.TB, ns *nstest.NS, text string) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "ruleset.nft")
 	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ns.nft(t, "-f", file)
+	ns.Nft(t, "-f", file)
 }
 
 // TestAgreesWithNft: what the applier programs over netlink is what nft itself programs from
@@ -47,7 +48,7 @@ func TestAgreesWithNft(t *testing.T) {
 	uid := uint32(1337)
 	for _, mode := range model.CaptureModes {
 		t.Run(string(mode), func(t *testing.T) {
-			viaNetlink, viaNft := newPodNS(t), newPodNS(t)
+			viaNetlink, viaNft := nstest.New(t), nstest.New(t)
 			pod := clientPod(t, m, mode, viaNetlink)
 			pod.ExcludeOutboundPorts = []int32{5432, 6379}
 			want := capture.Build(dualStack(m), pod, capture.Options{ProxyUID: &uid})
@@ -59,7 +60,7 @@ func TestAgreesWithNft(t *testing.T) {
 		})
 	}
 	t.Run("negative control: another element", func(t *testing.T) {
-		viaNetlink, viaNft := newPodNS(t), newPodNS(t)
+		viaNetlink, viaNft := nstest.New(t), nstest.New(t)
 		want := capture.Build(m, clientPod(t, m, model.CaptureSurface, viaNetlink), capture.Options{})
 		sync(t, apply.New(), viaNetlink, want)
 		loadText(t, viaNft, strings.Replace(want.String(), "10.96.0.10 . 9000", "10.96.0.10 . 9001", 1))
