@@ -50,8 +50,8 @@ type xdsAgent struct {
 
 // startXDSAgent creates a node of the test's own (so no other test's pods are on it) and runs an
 // agent for it with the cluster view and xDS serving on a unix socket in a temporary directory,
-// until the test ends.
-func startXDSAgent(t *testing.T, ns string) *xdsAgent {
+// until the test ends; configure, if given, changes its xDS options first.
+func startXDSAgent(t *testing.T, ns string, configure ...func(*XDSOptions)) *xdsAgent {
 	t.Helper()
 	node := "node-" + ns
 	if _, err := createNode(node)(env); err != nil {
@@ -77,6 +77,9 @@ func startXDSAgent(t *testing.T, ns string) *xdsAgent {
 	o := Options{NodeName: node, Health: testHealth, View: view, controllerName: "agent-" + ns, XDS: &XDSOptions{
 		Server: server, MeshDomain: "aether.internal", CaptureMode: model.CaptureSurface, NetNS: NewNetNS(), NetNSPathTemplate: template,
 	}}
+	for _, c := range configure {
+		c(o.XDS)
+	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Cache: CacheOptions(node), Controller: config.Controller{SkipNameValidation: new(true)},
