@@ -43,14 +43,14 @@ type NS struct {
 func New(t testing.TB, addrs ...string) *NS {
 	t.Helper()
 	name := fmt.Sprintf("aecap-%d-%d", os.Getpid(), nsSeq.Add(1))
-	run(t, "ip", "netns", "add", name)
+	ip(t, "netns", "add", name)
 	ns := &NS{Name: name, Path: "/var/run/netns/" + name}
 	t.Cleanup(func() {
 		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
 			t.Errorf("ip netns del %s: %v: %s", name, err, out)
 		}
 	})
-	run(t, "ip", "-n", name, "link", "set", "lo", "up")
+	ip(t, "-n", name, "link", "set", "lo", "up")
 	for _, a := range addrs {
 		ns.AddAddr(t, a)
 	}
@@ -64,7 +64,7 @@ func (ns *NS) AddAddr(t testing.TB, a string) {
 	if strings.Contains(a, ":") {
 		prefix = "/128"
 	}
-	run(t, "ip", "-n", ns.Name, "addr", "add", a+prefix, "dev", "lo")
+	ip(t, "-n", ns.Name, "addr", "add", a+prefix, "dev", "lo")
 }
 
 // Nft runs the nft command line tool in the namespace (tests only; the applier never does).
@@ -73,7 +73,7 @@ func (ns *NS) Nft(t testing.TB, args ...string) string {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Fatalf("nft is not installed (apt-get install nftables; .ci/run installs it): %v", err)
 	}
-	return run(t, "ip", append([]string{"netns", "exec", ns.Name, "nft"}, args...)...)
+	return ip(t, append([]string{"netns", "exec", ns.Name, "nft"}, args...)...)
 }
 
 var handleRE = regexp.MustCompile(`# handle (\d+)`)
@@ -91,11 +91,12 @@ func (ns *NS) RuleHandles(t testing.TB) []int {
 	return handles
 }
 
-func run(t testing.TB, name string, args ...string) string {
+// ip runs the ip tool with args.
+func ip(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
+	out, err := exec.Command("ip", args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
