@@ -74,10 +74,8 @@ func TestPlanRules(t *testing.T) {
 // TestDiffElements: one walk of two sorted lists.
 func TestDiffElements(t *testing.T) {
 	e := func(s string) capture.Element {
-		addr, port, _ := strings.Cut(s, ":")
-		var p uint16
-		fmt.Sscan(port, &p)
-		return capture.Element{Addr: netip.MustParseAddr(addr), Port: p}
+		ap := netip.MustParseAddrPort(s)
+		return capture.Element{Addr: ap.Addr(), Port: ap.Port()}
 	}
 	list := func(ss ...string) []capture.Element {
 		var out []capture.Element
