@@ -9,7 +9,10 @@
 // xDS builder (View.Services, View.Routes); with Options.XDS, a publisher lists the node's mesh
 // from both caches (model.Mesh), builds it (internal/xds) after each burst of changes (debounced:
 // 100 ms quiet, 1 s at most) and publishes it on the node's ADS server (internal/xdsserver), node
-// ID = the node's name.
+// ID = the node's name. With XDSOptions.Capture, the same rebuild then programs table inet aether
+// in the network namespace of each meshed pod the CNI plugin handed over (internal/capture builds
+// it, internal/capture/apply writes it over netlink), and a resync loop checks every programmed
+// namespace (capture.go).
 //
 // It must not import internal/controller (the manager's): depguard rule agent-not-controller. Its
 // tests may, and do: the envtest suite runs the MeshService controller to show the health the
