@@ -15,7 +15,7 @@ import (
 // DefaultKubeconfig is where the agent keeps the plugin's kubeconfig unless --cni-kubeconfig
 // says otherwise: beside the socket, in the agent's run directory on the host (a tmpfs on most
 // distributions: the token never reaches a disk).
-const DefaultKubeconfig = "/var/run/aether/cni.kubeconfig"
+const DefaultKubeconfig = DefaultRunDir + "/kubeconfig"
 
 // Kubeconfig renders cfg (the agent's own credentials: in a cluster its pod's bound
 // service-account token) as a self-contained kubeconfig: the CA, token and client certificate

@@ -32,17 +32,22 @@ import (
 //
 // With curl, for a person debugging a node:
 //
-//	curl --unix-socket /var/run/aether/cni.sock -d '{"namespace":"ns","name":"pod","uid":"…","containerID":"…","netns":"/var/run/netns/cni-…"}' http://agent/v1/check
+//	curl --unix-socket /var/run/aether/cni/cni.sock -d '{"namespace":"ns","name":"pod","uid":"…","containerID":"…","netns":"/var/run/netns/cni-…"}' http://agent/v1/check
 const (
 	PathAdd   = "/v1/add"
 	PathDel   = "/v1/del"
 	PathCheck = "/v1/check"
 )
 
-// DefaultSocket is where the agent listens for the plugin unless --cni-socket says otherwise: a
-// host directory (the DaemonSet's hostPath /var/run/aether), mounted at the same path in the
-// agent's container, so the plugin, which runs on the host, finds it at the same path.
-const DefaultSocket = "/var/run/aether/cni.sock"
+// DefaultRunDir is the agent's CNI directory on the host (the DaemonSet's hostPath), mounted at
+// the same path in the agent's container, so the plugin, which runs on the host, finds the socket
+// and its kubeconfig at the paths the agent gives. Not /var/run/aether itself: that is the
+// agent's volume shared with the node's Envoy (the xDS socket), which must not see the agent's
+// credentials nor hand pods over.
+const DefaultRunDir = "/var/run/aether/cni"
+
+// DefaultSocket is where the agent listens for the plugin unless --cni-socket says otherwise.
+const DefaultSocket = DefaultRunDir + "/cni.sock"
 
 // Request is one CNI call's pod, as the runtime named it: CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME
 // and CNI_ARGS' K8S_POD_NAMESPACE, K8S_POD_NAME and K8S_POD_UID.
