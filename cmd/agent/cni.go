@@ -42,17 +42,17 @@ type cniFlags struct {
 	ignored    string
 }
 
-// bind adds the flags to fs. confDirDefault and binDirDefault differ: the subcommands exist to
+// bind adds the flags to flags. confDirDefault and binDirDefault differ: the subcommands exist to
 // install, so they default to the DaemonSet's mounts; the agent keeps the plugin installed only
 // when told where.
-func (f *cniFlags) bind(fs *flag.FlagSet, confDirDefault, binDirDefault string) {
-	fs.StringVar(&f.socket, "cni-socket", cni.DefaultSocket, "The unix socket where the agent answers the CNI plugin, at the same path on the host and in the agent's container (the plugin runs on the host); the registry of the pods' network namespaces is kept beside it (netns.json). Empty: no hand-over (the agent then learns no pod's network namespace but from --netns-path-template).")
-	fs.StringVar(&f.kubeconfig, "cni-kubeconfig", cni.DefaultKubeconfig, "Where the plugin's kubeconfig is kept (the agent's own credentials, 0600), at the same path on the host and in the container: the plugin reads a pod with it only when the agent is unreachable, to fail ADD for a meshed pod and pass any other. Empty: none (the plugin then fails ADD for every pod outside the ignored namespaces while the agent is unreachable).")
-	fs.DurationVar(&f.timeout, "cni-timeout", cni.DefaultTimeout, "How long the plugin waits for the agent's answer (and, with the agent unreachable, for the API server's) before failing an ADD; the kubelet retries.")
-	fs.StringVar(&f.confDir, "cni-conf-dir", confDirDefault, "The node's CNI configuration directory as mounted in the container (the host's /etc/cni/net.d): the plugin is chained last into its first configuration file, which must be a conflist. For the agent: keep the plugin installed there while it runs, and remove it when its DaemonSet is deleted; empty: neither.")
-	fs.StringVar(&f.binDir, "cni-bin-dir", binDirDefault, "The node's CNI binary directory as mounted in the container (the host's /opt/cni/bin), where the plugin binary goes, named "+cni.PluginType+".")
-	fs.StringVar(&f.binary, "cni-plugin-binary", "/"+cni.PluginType, "The plugin binary to install (in the agent's image).")
-	fs.StringVar(&f.ignored, "ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
+func (f *cniFlags) bind(flags *flag.FlagSet, confDirDefault, binDirDefault string) {
+	flags.StringVar(&f.socket, "cni-socket", cni.DefaultSocket, "The unix socket where the agent answers the CNI plugin, at the same path on the host and in the agent's container (the plugin runs on the host); the registry of the pods' network namespaces is kept beside it (netns.json). Empty: no hand-over (the agent then learns no pod's network namespace but from --netns-path-template).")
+	flags.StringVar(&f.kubeconfig, "cni-kubeconfig", cni.DefaultKubeconfig, "Where the plugin's kubeconfig is kept (the agent's own credentials, 0600), at the same path on the host and in the container: the plugin reads a pod with it only when the agent is unreachable, to fail ADD for a meshed pod and pass any other. Empty: none (the plugin then fails ADD for every pod outside the ignored namespaces while the agent is unreachable).")
+	flags.DurationVar(&f.timeout, "cni-timeout", cni.DefaultTimeout, "How long the plugin waits for the agent's answer (and, with the agent unreachable, for the API server's) before failing an ADD; the kubelet retries.")
+	flags.StringVar(&f.confDir, "cni-conf-dir", confDirDefault, "The node's CNI configuration directory as mounted in the container (the host's /etc/cni/net.d): the plugin is chained last into its first configuration file, which must be a conflist. For the agent: keep the plugin installed there while it runs, and remove it when its DaemonSet is deleted; empty: neither.")
+	flags.StringVar(&f.binDir, "cni-bin-dir", binDirDefault, "The node's CNI binary directory as mounted in the container (the host's /opt/cni/bin), where the plugin binary goes, named "+cni.PluginType+".")
+	flags.StringVar(&f.binary, "cni-plugin-binary", "/"+cni.PluginType, "The plugin binary to install (in the agent's image).")
+	flags.StringVar(&f.ignored, "ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
 }
 
 // ignoredNamespaces is --ignored-namespaces with the process's own namespace.
@@ -91,12 +91,12 @@ func (f *cniFlags) check() error {
 // runCNISubcommand runs `agent install-cni` or `agent uninstall-cni` with args, and returns the
 // process's exit code.
 func runCNISubcommand(name string, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	flags := flag.NewFlagSet("agent "+name, flag.ContinueOnError)
+	flags.SetOutput(stderr)
 	var f cniFlags
-	f.bind(fs, "/host/etc/cni/net.d", "/host/opt/cni/bin")
-	wait := fs.Duration("wait", 0, "install-cni: how long to wait for the node's primary CNI to write its configuration; 0 waits until the process is stopped.")
-	if err := fs.Parse(args); err != nil {
+	f.bind(flags, "/host/etc/cni/net.d", "/host/opt/cni/bin")
+	wait := flags.Duration("wait", 0, "install-cni: how long to wait for the node's primary CNI to write its configuration; 0 waits until the process is stopped.")
+	if err := flags.Parse(args); err != nil {
 		return 2
 	}
 	ignored, err := f.ignoredNamespaces()

@@ -65,7 +65,7 @@ func ParseConf(stdin []byte) (PluginConf, Settings, error) {
 	if err := json.Unmarshal(stdin, &conf); err != nil {
 		return PluginConf{}, Settings{}, fmt.Errorf("%s: the network configuration on stdin does not parse: %w", PluginType, err)
 	}
-	s, err := conf.Entry.Settings()
+	s, err := conf.Settings()
 	return conf, s, err
 }
 
