@@ -5,20 +5,24 @@ package agent
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/aether-mesh/aether-operator/internal/cni"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
@@ -59,6 +63,9 @@ func TestNetNSRegistryOutlivesTheAgent(t *testing.T) {
 	}
 	if path, sandbox, ok := second.Sandbox("uid-stays"); !ok || path != stays || sandbox != "sandbox-1" {
 		t.Errorf("read back: %q from %q (%v)", path, sandbox, ok)
+	}
+	if paths := second.Paths(); len(paths) != 1 || paths["uid-stays"] != stays {
+		t.Errorf("Paths() = %v, want uid-stays alone", paths)
 	}
 	if _, _, ok := second.Sandbox("uid-goes"); ok {
 		t.Error("a pod whose namespace is gone was read back")
@@ -204,4 +211,52 @@ func TestUninstallingTellsAnUninstallFromARestart(t *testing.T) {
 	if _, _, err := Uninstalling(ctx, env.Client, types.NamespacedName{Namespace: ns, Name: "no-such-pod"}); err == nil {
 		t.Error("the agent's own pod not found: no error; it cannot tell, and must say so")
 	}
+}
+
+// TestCNIKeeperPutsThePluginBack runs the agent's keeper on a node's CNI directories in a
+// temporary directory: it installs what is missing, writes the plugin's kubeconfig, and puts the
+// entry back after the primary CNI rewrites its conflist without it.
+func TestCNIKeeperPutsThePluginBack(t *testing.T) {
+	root := t.TempDir()
+	in := cni.Installer{BinDir: filepath.Join(root, "bin"), ConfDir: filepath.Join(root, "net.d"), Binary: filepath.Join(root, "aether-cni"),
+		Entry: cni.Entry{Type: cni.PluginType, AgentSocket: "/var/run/aether/cni/cni.sock"}}
+	primary := `{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"bridge"}]}`
+	for _, d := range []string{in.BinDir, in.ConfDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conflist := filepath.Join(in.ConfDir, "10-n.conflist")
+	for path, data := range map[string]string{in.Binary: "plugin", conflist: primary} {
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeconfig := filepath.Join(root, "kubeconfig")
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	keeper := &cniKeeper{opts: CNIInstallOptions{Installer: in, Kubeconfig: kubeconfig, RestConfig: env.Config, Interval: 50 * time.Millisecond},
+		log: ctrl.Log.WithName("keeper-test")}
+	go func() { stopped <- keeper.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	installed := func() error {
+		if ok, err := in.Installed(); err != nil || !ok {
+			return cmp.Or(err, errors.New("not installed"))
+		}
+		return nil
+	}
+	testenv.Eventually(t, "the keeper installs the plugin", installed)
+	if info, err := os.Stat(kubeconfig); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("the plugin's kubeconfig: %v (%v), want mode 0600", info, err)
+	}
+	if err := os.WriteFile(conflist, []byte(primary), 0o644); err != nil { // the primary CNI rewrote it
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the keeper puts the plugin back", installed)
 }

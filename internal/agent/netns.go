@@ -158,6 +158,18 @@ func (n *NetNS) Sandbox(uid types.UID) (path, sandbox string, ok bool) {
 	return e.Path, e.Sandbox, ok
 }
 
+// Paths is every recorded pod's path, by UID: a copy, for a reader that walks them all (capture
+// adopting each pod's table when the agent starts).
+func (n *NetNS) Paths() map[types.UID]string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make(map[types.UID]string, len(n.pods))
+	for uid, e := range n.pods {
+		out[uid] = e.Path
+	}
+	return out
+}
+
 // path is pod uid's recorded path.
 func (n *NetNS) path(uid types.UID) (string, bool) {
 	p, _, ok := n.Sandbox(uid)
