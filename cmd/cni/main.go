@@ -206,11 +206,11 @@ func (c call) withoutAgent(unreachable error) error {
 		logf("pod %s: %v; the pod of that name is another (uid %s, not %s): passing the sandbox through", pod, unreachable, p.UID, c.request.UID)
 		return nil
 	}
-	if in, why := c.settings.Ignored.Verdict(p); in {
+	in, why := c.settings.Ignored.Verdict(p)
+	if in {
 		return failClosed("the pod is in the mesh (%s), so it must not start uncaptured; the kubelet retries until the agent answers", why)
-	} else {
-		logf("pod %s: %v; the pod is not in the mesh (%s): passing it through", pod, unreachable, why)
 	}
+	logf("pod %s: %v; the pod is not in the mesh (%s): passing it through", pod, unreachable, why)
 	return nil
 }
 
