@@ -85,9 +85,10 @@ bench: ## Run the benchmarks (medians over -count runs; compare with benchstat).
 ##@ Build
 
 .PHONY: build
-build: manifests generate ## Build the manager and agent binaries into bin/.
+build: manifests generate ## Build the manager, agent, CNI plugin and kubectl plugin binaries into bin/.
 	go build -o bin/manager ./cmd/manager
 	go build -o bin/agent ./cmd/agent
+	go build -o bin/aether-cni ./cmd/cni
 	go build -o bin/kubectl-aether ./cmd/kubectl-aether
 
 # Where install-plugin puts kubectl-aether: go install's directory ($GOBIN, else $GOPATH/bin),
@@ -131,10 +132,12 @@ images: $(LOCALBIN) ## Write OCI archives (for ctr import) of the operator, the 
 	mkdir -p "$(CLUSTER_IMAGES)/bin"
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/manager" ./cmd/manager
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/agent" ./cmd/agent
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/aether-cni" ./cmd/cni
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/testserver" ./hack/cluster/testserver
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/pause" ./hack/cluster/pause
 	go run ./hack/cluster/ociimage -name docker.io/aether/operator:dev -o "$(CLUSTER_IMAGES)/operator.tar" -entrypoint /manager \
-		-file "$(CLUSTER_IMAGES)/bin/manager=/manager" -file "$(CLUSTER_IMAGES)/bin/agent=/agent"
+		-file "$(CLUSTER_IMAGES)/bin/manager=/manager" -file "$(CLUSTER_IMAGES)/bin/agent=/agent" \
+		-file "$(CLUSTER_IMAGES)/bin/aether-cni=/aether-cni"
 	go run ./hack/cluster/ociimage -name docker.io/aether/testserver:dev -o "$(CLUSTER_IMAGES)/testserver.tar" -entrypoint /testserver \
 		-file "$(CLUSTER_IMAGES)/bin/testserver=/testserver"
 	go run ./hack/cluster/ociimage -name registry.k8s.io/pause:aether -o "$(CLUSTER_IMAGES)/pause.tar" -entrypoint /pause -user 65535:65535 \

@@ -2,8 +2,14 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command agent is the node agent, one per node (a DaemonSet): it registers its node's pods as
-// MeshEndpoints, probes their health, serves xDS to the node's Envoy and programs capture rules.
-// Registration, delegated liveness, xDS serving and capture (with xDS serving) run here.
+// MeshEndpoints, probes their health, serves xDS to the node's Envoy, takes each pod's network
+// namespace from the CNI plugin (cmd/cni) and programs capture rules in it. Registration,
+// delegated liveness, xDS serving, the CNI hand-over and capture (with xDS serving) run here.
+//
+// Two subcommands install the CNI plugin, for the DaemonSet's init container: `agent install-cni`
+// copies the plugin binary into the node's CNI bin dir and chains it last into the node's
+// conflist; `agent uninstall-cni` takes it out again (the agent does so itself when it stops
+// because its DaemonSet is deleted).
 package main
 
 import (
@@ -11,7 +17,7 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"strings"
+	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -26,13 +32,15 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/model"
-	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver"
 )
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "install-cni" || os.Args[1] == "uninstall-cni") {
+		os.Exit(runCNISubcommand(os.Args[1], os.Args[2:], os.Stderr))
+	}
 	var nodeName, meshDomain, metricsAddr, probeAddr, envoyBootstrap string
 	health := agent.DefaultHealthOptions
 	flag.StringVar(&nodeName, "node-name", "", "Name of the node this agent serves (required; from the downward API spec.nodeName).")
@@ -47,8 +55,9 @@ func main() {
 	captureMode := flag.String("capture-mode", string(model.CaptureSurface), "How a meshed pod's outbound TCP reaches its proxy, unless its annotation aether.io/capture-mode says otherwise: scoped (the mesh ports 18081 and 18082), surface (every dial surface's VIP and port) or all.")
 	captureResync := flag.Duration("capture-resync", agent.DefaultCaptureResync, "With xDS serving, the period of the cheap check of every meshed pod's capture table (table inet aether in its network namespace, programmed when the CNI plugin hands the pod over): a table deleted, flushed or edited by hand is repaired within one period.")
 	captureUID := flag.Int64("capture-exclude-uid", -1, "A user ID whose sockets capture never redirects (the proxy's own, for a proxy that opens its upstream connections inside the pods' namespaces); -1: none. The node's Envoy (config/envoy) runs as user 0 in the node's namespace: leave it at -1, as excluding 0 would exempt every container running as root.")
-	netnsTemplate := flag.String("netns-path-template", "", "Until the CNI plugin hands each pod's network namespace over: a Go template of a pod's netns path over .Namespace, .Name and .UID, e.g. /var/run/netns/aether-{{.Namespace}}-{{.Name}}. Empty: a pod whose netns was not handed over gets no listeners.")
-	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
+	netnsTemplate := flag.String("netns-path-template", "", "Where no CNI plugin hands each pod's network namespace over (make run): a Go template of a pod's netns path over .Namespace, .Name and .UID, e.g. /var/run/netns/aether-{{.Namespace}}-{{.Name}}, used for a pod the plugin did not hand over. Empty: a pod whose netns was not handed over gets no listeners.")
+	var cniOpts cniFlags
+	cniOpts.bind(flag.CommandLine, "", "/host/opt/cni/bin")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -61,12 +70,14 @@ func main() {
 		os.Exit(2)
 	}
 
-	ignored, err := registration.ParseIgnoredNamespaces(*ignoredList)
+	ignored, err := cniOpts.ignoredNamespaces()
+	if err == nil {
+		err = cniOpts.check()
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
 	}
-	ignored = ignored.With(os.Getenv("POD_NAMESPACE"))
 
 	var xdsAddr xdsserver.Address
 	if *xdsAddress != "" {
@@ -126,6 +137,28 @@ func main() {
 		os.Exit(1)
 	}
 	options := agent.Options{NodeName: nodeName, Health: health, IgnoredNamespaces: ignored}
+	registry := agent.NewNetNS()
+	netnsFile := ""
+	if cniOpts.socket != "" {
+		netnsFile = filepath.Join(filepath.Dir(cniOpts.socket), "netns.json")
+		var dropped []string
+		if registry, dropped, err = agent.OpenNetNS(netnsFile); err != nil {
+			log.Error(err, "Failed to read the network namespace registry")
+			os.Exit(1)
+		}
+		if len(dropped) > 0 {
+			log.Info("Dropped the pods whose network namespace went while no agent ran", "pods", dropped)
+		}
+		listener, err := agent.ListenCNI(cniOpts.socket)
+		if err != nil {
+			log.Error(err, "Failed to listen for the CNI plugin", "socket", cniOpts.socket)
+			os.Exit(1)
+		}
+		options.CNI = &agent.CNIOptions{Listener: listener, NetNS: registry}
+	}
+	if cniOpts.confDir != "" {
+		options.CNIInstall = &agent.CNIInstallOptions{Installer: cniOpts.installer(ignored), Kubeconfig: cniOpts.kubeconfig, RestConfig: cfg}
+	}
 	if *xdsAddress != "" {
 		if options.View, err = agent.NewView(cfg, scheme); err != nil {
 			log.Error(err, "Failed to create the agent's view of the mesh")
@@ -138,7 +171,7 @@ func main() {
 		}
 		options.XDS = &agent.XDSOptions{
 			Server:     xdsserver.New(xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server")}),
-			MeshDomain: meshDomain, CaptureMode: mode, NetNS: agent.NewNetNS(), NetNSPathTemplate: netns,
+			MeshDomain: meshDomain, CaptureMode: mode, NetNS: registry, NetNSPathTemplate: netns,
 			Capture: &agent.CaptureOptions{Resync: *captureResync, ProxyUID: proxyUID},
 		}
 	}
@@ -150,8 +183,13 @@ func main() {
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
-		"xdsAddress", *xdsAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		"xdsAddress", *xdsAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
+		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir)
+	err = mgr.Start(ctrl.SetupSignalHandler())
+	if options.CNIInstall != nil {
+		uninstallIfRemoved(cfg, scheme, cniOpts, ignored, netnsFile, log)
+	}
+	if err != nil {
 		log.Error(err, "Agent stopped")
 		os.Exit(1)
 	}

@@ -13,7 +13,8 @@
 // loopback addresses and a stand-in app listening there, so their health is real. The agent
 // serves xDS to node-a's Envoy on a loopback port (printed; there is no Envoy here, but any ADS
 // client can connect as node ID node-a), with the pods' network namespaces named by a template
-// until the CNI plugin hands them over, so the snapshot has their listeners.
+// (no CNI plugin runs here to hand them over), so the snapshot has their listeners; it answers
+// the CNI plugin on a socket in .local/cni.
 package main
 
 import (
@@ -109,8 +110,11 @@ func run(kubeconfigOut string, xdsPort int) error {
 	if err != nil {
 		return err
 	}
+	// The CNI hand-over's socket (and its netns registry) in the local directory, not the host's
+	// /var/run/aether/cni: no runtime calls the plugin here, but a person may, by hand.
+	cniSocket := filepath.Join(dir, "cni", "cni.sock")
 	nodeAgent, err := startBinary(ctx, "agent", env.Kubeconfig, dir, "--node-name="+localNode,
-		"--xds-address="+xdsAddress, "--netns-path-template="+localNetNSTemplate)
+		"--xds-address="+xdsAddress, "--netns-path-template="+localNetNSTemplate, "--cni-socket="+cniSocket)
 	if err != nil {
 		return err
 	}
@@ -136,10 +140,11 @@ A kubectl of the API server's version is in %s.
 The manager and the agent log to %s.
 The agent serves xDS (ADS, state of the world and delta) to %s's Envoy on %s:
 an ADS client that says node ID %q gets the node's listeners, clusters, endpoints and routes.
+The agent answers the CNI plugin (cmd/cni) on %s.
 Press Ctrl-C to stop; the control plane's data is removed.
 XDS=%s
 KUBECONFIG=%s
-`, kubeconfigOut, env.Assets, filepath.Join(dir, "{manager,agent}.log"), localNode, xdsAddress, localNode, xdsAddress, kubeconfigOut)
+`, kubeconfigOut, env.Assets, filepath.Join(dir, "{manager,agent}.log"), localNode, xdsAddress, localNode, cniSocket, xdsAddress, kubeconfigOut)
 
 	<-ctx.Done()
 	return nil

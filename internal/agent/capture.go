@@ -411,3 +411,13 @@ func (p *publisher) syncCapture(ctx context.Context, m model.Mesh) error {
 	p.capture.sync(ctx, m, in, left)
 	return nil
 }
+
+// cniCapture is the capturer as the CNI server's CaptureProgrammer: the plugin's ADD programs the
+// pod's table before it returns, and DEL forgets it.
+type cniCapture struct{ c *capturer }
+
+func (a cniCapture) Program(ctx context.Context, p CapturePod) error {
+	return a.c.Program(ctx, p.Pod, p.NetNS)
+}
+
+func (a cniCapture) Forget(uid types.UID) { a.c.Forget(uid) }

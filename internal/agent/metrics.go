@@ -4,9 +4,12 @@
 package agent
 
 import (
+	"net/http"
+
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/aether-mesh/aether-operator/internal/cni"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
@@ -47,8 +50,46 @@ var xdsSkipped = prometheus.NewGauge(prometheus.GaugeOpts{
 	Help: "What the last xDS build left out of the node's configuration (pods a proxy cannot serve, services without identity, VIPs or names another service holds, route backends it cannot carry): one each, logged when it appears.",
 })
 
+// Outcomes of a CNI plugin's request, the values of cniRequests' label result.
+const (
+	// CNIManaged: the pod is in the mesh and was handed over (ADD), is recorded from this sandbox
+	// (CHECK), or its recorded namespace was forgotten (DEL).
+	CNIManaged = "managed"
+	// CNIUnmanaged: the mesh does not take the pod (its label, its namespace, a pod already gone),
+	// or a DEL found nothing recorded from its sandbox; the plugin passes it through.
+	CNIUnmanaged = "unmanaged"
+	// CNIFailed: the agent could not decide or could not do what the pod needs (logged with why);
+	// the plugin fails the ADD or CHECK, and the kubelet retries.
+	CNIFailed = "failed"
+)
+
+// cniCommands names each path of the CNI protocol by its CNI command.
+var cniCommands = map[string]string{cni.PathAdd: "ADD", cni.PathDel: "DEL", cni.PathCheck: "CHECK"}
+
+// cniRequests counts the CNI plugin's requests, by command and outcome.
+var cniRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "aether_agent_cni_requests_total",
+	Help: "Requests of the node's CNI plugin, by command (ADD, DEL, CHECK, or unknown) and result: managed (the pod was handed over, is recorded, or was forgotten), unmanaged (not in the mesh, or nothing recorded), failed (logged with the reason; the plugin fails the pod's ADD or CHECK).",
+}, []string{"command", "result"})
+
+// cniResult is the result label of an answer.
+func cniResult(a answer) string {
+	switch {
+	case a.status != http.StatusOK:
+		return CNIFailed
+	case a.Managed:
+		return CNIManaged
+	}
+	return CNIUnmanaged
+}
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(refusedPods, viewObjects, xdsBuilds, xdsSkipped)
+	ctrlmetrics.Registry.MustRegister(refusedPods, viewObjects, xdsBuilds, xdsSkipped, cniRequests)
+	for _, command := range cniCommands {
+		for _, result := range []string{CNIManaged, CNIUnmanaged, CNIFailed} {
+			cniRequests.WithLabelValues(command, result)
+		}
+	}
 	xdsBuilds.WithLabelValues(BuildBuilt)
 	xdsBuilds.WithLabelValues(BuildFailed)
 	for _, kind := range portspec.AllKinds() {
