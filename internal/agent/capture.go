@@ -72,7 +72,7 @@ var captureSyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Syncs and resync checks of a meshed pod's capture table (table inet aether in its network namespace), by result: " +
 		"unchanged (nothing sent), applied (one batch of the difference), repaired (the table had been changed by someone else, " +
 		"and one batch brought it back), failed (logged, and a Warning Event on the pod).",
-}, []string{"result"})
+}, []string{resultLabel})
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(captureSyncs)

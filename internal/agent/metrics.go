@@ -13,6 +13,9 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
+// resultLabel is the label of the agent's counters that say how something ended.
+const resultLabel = "result"
+
 // refusedPods counts pods the agent refused to register, by the parser's error kind. Every kind
 // is exported at zero so a dashboard or alert sees the series before the first refusal.
 var refusedPods = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -41,7 +44,7 @@ const (
 var xdsBuilds = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "aether_agent_xds_builds_total",
 	Help: "Debounced rebuilds of the node's xDS configuration, by result: built, or failed (logged with the reason; the previous configuration stays in service).",
-}, []string{"result"})
+}, []string{resultLabel})
 
 // xdsSkipped is how many things the last build left out of the node's configuration (each logged
 // once when it appears: "Left out of the node's xDS configuration").
@@ -70,7 +73,7 @@ var cniCommands = map[string]string{cni.PathAdd: "ADD", cni.PathDel: "DEL", cni.
 var cniRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "aether_agent_cni_requests_total",
 	Help: "Requests of the node's CNI plugin, by command (ADD, DEL, CHECK, or unknown) and result: managed (the pod was handed over, is recorded, or was forgotten), unmanaged (not in the mesh, or nothing recorded), failed (logged with the reason; the plugin fails the pod's ADD or CHECK).",
-}, []string{"command", "result"})
+}, []string{"command", resultLabel})
 
 // cniResult is the result label of an answer.
 func cniResult(a answer) string {
