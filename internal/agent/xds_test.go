@@ -218,13 +218,18 @@ func TestXDSMeshLister(t *testing.T) {
 		"recorded": {"/run/netns/cni-recorded", model.CaptureSurface},
 	}
 	var mesh model.Mesh
-	testenv.Eventually(t, "the three meshed pods in the model", func() error {
+	// The pods come from the node's cache, the service from the cluster view: each catches up on
+	// its own, so both are waited for.
+	testenv.Eventually(t, "the three meshed pods and their service in the model", func() error {
 		var err error
 		if mesh, err = p.mesh(ctx); err != nil {
 			return err
 		}
 		if len(mesh.Pods) != len(want) {
 			return fmt.Errorf("%d pods in the model, want %d: %+v", len(mesh.Pods), len(want), mesh.Pods)
+		}
+		if !slices.ContainsFunc(mesh.Services, func(s model.Service) bool { return s.Namespace == ns && s.Name == "payments" && s.Endpoints == 3 }) {
+			return fmt.Errorf("the model lacks service %s/payments with its 3 endpoints", ns)
 		}
 		return nil
 	})
@@ -249,9 +254,6 @@ func TestXDSMeshLister(t *testing.T) {
 	}
 	if mesh.Domain != "aether.internal" || mesh.Node.Name != a.node || mesh.Node.Locality != (meshv1alpha1.Locality{Region: "eu-west-1", Zone: "eu-west-1a"}) {
 		t.Errorf("mesh domain %q, node %+v", mesh.Domain, mesh.Node)
-	}
-	if !slices.ContainsFunc(mesh.Services, func(s model.Service) bool { return s.Namespace == ns && s.Name == "payments" && s.Endpoints == 3 }) {
-		t.Errorf("the model lacks service %s/payments with its 3 endpoints", ns)
 	}
 
 	testenv.Eventually(t, "the Warning Event on the invalid capture mode", func() error {
