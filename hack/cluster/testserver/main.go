@@ -3,19 +3,26 @@
 
 // Command testserver is the cluster tier's test application: it answers HTTP/1.1, h2c, gRPC
 // (the standard health service, SERVING) and raw TCP echo on the ports it is given, on every
-// address of its pod.
+// address of its pod. It also plays a meshed pod's capture listener (-original-dst: each
+// connection is answered "original-dst <address:port>", the destination it was dialled to, read
+// with SO_ORIGINAL_DST) and a client of it (-dial: dials, prints the first line answered or
+// "error <why>", once or every -dial-every).
 //
 //	testserver -http 8080 -h2c 9090 -grpc 9091 -tcp 9000 -health-path /healthz
+//	testserver -original-dst 127.0.0.1:18001
+//	testserver -dial 10.96.0.10:18082 -dial-every 1s
 package main
 
 import (
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/aether-mesh/aether-operator/hack/testapp"
 )
@@ -42,7 +49,23 @@ func main() {
 	flag.Var((*portList)(&ports.GRPC), "grpc", "gRPC ports (grpc.health.v1 answers SERVING), comma-separated")
 	flag.Var((*portList)(&ports.TCP), "tcp", "TCP echo ports, comma-separated")
 	flag.StringVar(&ports.HealthPath, "health-path", "/healthz", "path that answers 200")
+	originalDst := flag.String("original-dst", "", "address to accept on, answering each connection \"original-dst <its SO_ORIGINAL_DST>\" (a meshed pod's capture listener is 127.0.0.1:18001)")
+	dial := flag.String("dial", "", "address to dial; prints the first line answered, or \"error <why>\"")
+	dialEvery := flag.Duration("dial-every", 0, "with -dial: dial again at this interval, forever (0: once, then exit)")
 	flag.Parse()
+	if *dial != "" {
+		dialLoop(*dial, *dialEvery)
+		return
+	}
+	if *originalDst != "" {
+		l, err := net.Listen("tcp", *originalDst)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "testserver: %v\n", err)
+			os.Exit(1)
+		}
+		go testapp.ServeOriginalDst(l)
+		fmt.Printf("testserver: answering SO_ORIGINAL_DST on %s\n", l.Addr())
+	}
 	if _, err := testapp.Serve("", ports); err != nil {
 		fmt.Fprintf(os.Stderr, "testserver: %v\n", err)
 		os.Exit(1)
@@ -51,4 +74,20 @@ func main() {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
 	<-stop
+}
+
+// dialLoop prints one line per dial of address: what answered, or the error. With every zero it
+// dials once and exits non-zero on an error.
+func dialLoop(address string, every time.Duration) {
+	for {
+		answer := testapp.DialOnce(address, 3*time.Second)
+		fmt.Printf("%s %s\n", address, answer)
+		if every == 0 {
+			if strings.HasPrefix(answer, "error") {
+				os.Exit(1)
+			}
+			return
+		}
+		time.Sleep(every)
+	}
 }

@@ -1,0 +1,111 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package testapp
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ip6tSoOriginalDst is IP6T_SO_ORIGINAL_DST of <linux/netfilter_ipv6/ip6_tables.h>, which
+// golang.org/x/sys does not define: the same number as SO_ORIGINAL_DST, at level SOL_IPV6.
+const ip6tSoOriginalDst = 80
+
+// OriginalDstPrefix starts each answer of ServeOriginalDst: "original-dst <address:port>".
+const OriginalDstPrefix = "original-dst"
+
+// ServeOriginalDst plays a meshed pod's capture listener (127.0.0.1:18001): on each connection
+// l accepts it writes one line, "original-dst <the destination the connection was dialled to>"
+// as the kernel's NAT recorded it (SO_ORIGINAL_DST), or "error <why>", and closes it. It returns
+// when l is closed.
+func ServeOriginalDst(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		answer := "error not a TCP connection"
+		if tcp, ok := c.(*net.TCPConn); ok {
+			if dst, err := OriginalDst(tcp); err != nil {
+				answer = "error " + err.Error()
+			} else {
+				answer = OriginalDstPrefix + " " + dst.String()
+			}
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = fmt.Fprintln(c, answer)
+		_ = c.Close()
+	}
+}
+
+// OriginalDst is the destination c was addressed to before a redirect or DNAT rewrote it:
+// getsockopt(SOL_IP, SO_ORIGINAL_DST) for IPv4, (SOL_IPV6, IP6T_SO_ORIGINAL_DST) for IPv6. On a
+// connection that was not rewritten but is tracked, it is c's own local address; on one conntrack
+// never saw, the kernel answers ENOENT.
+func OriginalDst(c *net.TCPConn) (netip.AddrPort, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	v6 := c.LocalAddr().(*net.TCPAddr).IP.To4() == nil
+	var dst netip.AddrPort
+	var optErr error
+	if err := raw.Control(func(fd uintptr) {
+		if v6 {
+			dst, optErr = originalDst6(int(fd))
+		} else {
+			dst, optErr = originalDst4(int(fd))
+		}
+	}); err != nil {
+		return netip.AddrPort{}, err
+	}
+	return dst, optErr
+}
+
+// originalDst4 reads a struct sockaddr_in (16 bytes: family, port in network order, address,
+// padding); the 20-byte ipv6_mreq of GetsockoptIPv6Mreq holds it whole.
+func originalDst4(fd int) (netip.AddrPort, error) {
+	mreq, err := unix.GetsockoptIPv6Mreq(fd, unix.SOL_IP, unix.SO_ORIGINAL_DST)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("getsockopt(SOL_IP, SO_ORIGINAL_DST): %w", err)
+	}
+	b := mreq.Multiaddr
+	port := binary.BigEndian.Uint16(b[2:4])
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), port), nil
+}
+
+// originalDst6 reads a struct sockaddr_in6 (28 bytes); IPv6MTUInfo begins with one.
+func originalDst6(fd int) (netip.AddrPort, error) {
+	info, err := unix.GetsockoptIPv6MTUInfo(fd, unix.SOL_IPV6, ip6tSoOriginalDst)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("getsockopt(SOL_IPV6, IP6T_SO_ORIGINAL_DST): %w", err)
+	}
+	// The port field holds network byte order in memory: lay it out as it lies, read it big-endian.
+	var port [2]byte
+	binary.NativeEndian.PutUint16(port[:], info.Addr.Port)
+	return netip.AddrPortFrom(netip.AddrFrom16(info.Addr.Addr), binary.BigEndian.Uint16(port[:])), nil
+}
+
+// DialOnce connects to address, reads the first line it is sent and returns it without its
+// newline; every failure comes back as "error <why>", so a caller can print one line either way.
+func DialOnce(address string, timeout time.Duration) string {
+	c, err := net.DialTimeout("tcp", address, timeout)
+	if err != nil {
+		return "error " + err.Error()
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "error reading from " + address + ": " + err.Error()
+	}
+	return strings.TrimSpace(line)
+}
