@@ -178,7 +178,7 @@ func envoyProblems(ds *appsv1.DaemonSet, line string) []string {
 		report("Envoy's root filesystem is writable")
 	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Privileged != nil && *sc.Privileged:
 		report("Envoy may escalate its privileges (allowPrivilegeEscalation %v, privileged %v)", sc.AllowPrivilegeEscalation, sc.Privileged)
-	case sc.RunAsGroup == nil || spec.SecurityContext == nil || spec.SecurityContext.RunAsGroup == nil || *sc.RunAsGroup != *spec.SecurityContext.RunAsGroup:
+	case sc.RunAsGroup == nil || agentGroup(spec) == nil || *sc.RunAsGroup != *agentGroup(spec):
 		report("Envoy does not run as the agent's group, which owns the xDS socket")
 	}
 
@@ -268,4 +268,15 @@ func dryRun(ctx context.Context, ds *appsv1.DaemonSet, ns string) error {
 	ds = ds.DeepCopy()
 	ds.Namespace = ns
 	return env.Client.Create(ctx, ds, client.DryRunAll)
+}
+
+// agentGroup is the group the agent container runs as (its own securityContext's; the pod sets
+// none: the runtime refuses a pod-level group without a user).
+func agentGroup(spec *corev1.PodSpec) *int64 {
+	for _, c := range spec.Containers {
+		if c.Name == "agent" && c.SecurityContext != nil {
+			return c.SecurityContext.RunAsGroup
+		}
+	}
+	return nil
 }
