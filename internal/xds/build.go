@@ -11,6 +11,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
@@ -58,7 +59,11 @@ type builder struct {
 	// skipped are what the builders left out, one sentence each (Resources.Skipped).
 	skipped []string
 	// httpOptionsOf are the packed upstream HTTP protocol options, by protocol (httpOptions).
-	httpOptionsOf map[meshv1alpha1.Protocol]*anypb.Any
+	httpOptionsOf map[meshv1alpha1.Protocol]map[string]*anypb.Any
+	// typeURLs are the type URLs pack has spelled, by message name.
+	typeURLs map[protoreflect.FullName]string
+	// shared are the sub-messages the build's resources share (shared.go).
+	shared shared
 }
 
 // validator is what the generated protoc-gen-validate code gives every Envoy message.
@@ -66,7 +71,27 @@ type validator interface{ ValidateAll() error }
 
 // check validates m (every message Build emits or packs passes through it) and records the
 // first failure, naming what was being built.
-func (b *builder) check(what string, m proto.Message) {
+func (b *builder) check(what string, m proto.Message) { b.checkAbout(about{kind: what}, m) }
+
+// about names the message a check or a pack is about. It is spelled only when one fails: a build
+// checks some 10^5 messages, and spelling each name up front was a tenth of its allocations.
+type about struct{ kind, name, detail string }
+
+// part names a part of what a names.
+func (a about) part(p string) about { return about{kind: a.kind, name: a.name, detail: p} }
+
+func (a about) String() string {
+	s := a.kind
+	for _, word := range []string{a.name, a.detail} {
+		if word != "" {
+			s += " " + word
+		}
+	}
+	return s
+}
+
+// checkAbout is check with a name spelled only on failure.
+func (b *builder) checkAbout(what about, m proto.Message) {
 	if b.err != nil {
 		return
 	}
@@ -79,14 +104,37 @@ func (b *builder) check(what string, m proto.Message) {
 
 // pack validates m and wraps it in an Any. The generated validators do not descend into an Any,
 // so this is the only place a typed config is checked: never call anypb.New directly.
-func (b *builder) pack(what string, m proto.Message) *anypb.Any {
-	b.check(what, m)
+func (b *builder) pack(what string, m proto.Message) *anypb.Any { return b.packAbout(about{kind: what}, m) }
+
+// packAbout is pack with a name spelled only on failure.
+func (b *builder) packAbout(what about, m proto.Message) *anypb.Any {
+	b.checkAbout(what, m)
+	return b.packChecked(what, m)
+}
+
+// packChecked wraps m in an Any without validating it: only for a message checked already, part
+// by part (its shared sub-messages when they were made, the rest just before; see shared).
+func (b *builder) packChecked(what about, m proto.Message) *anypb.Any {
 	// Deterministic: a map packed in random order would change a listener's bytes between two
 	// builds of the same mesh, and Envoy drains a listener whose bytes change.
-	a := &anypb.Any{}
-	err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true})
+	value, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil && b.err == nil {
 		b.err = fmt.Errorf("xds: packing %s: %w", what, err)
 	}
-	return a
+	// anypb.MarshalFrom's type URL, spelled once per message type and build, not once per pack.
+	return &anypb.Any{TypeUrl: b.typeURL(m), Value: value}
 }
+
+// typeURL is m's type URL in an Any, as anypb.MarshalFrom spells it.
+func (b *builder) typeURL(m proto.Message) string {
+	name := m.ProtoReflect().Descriptor().FullName()
+	if url, ok := b.typeURLs[name]; ok {
+		return url
+	}
+	url := typeURLPrefix + string(name)
+	b.typeURLs = store(b.typeURLs, name, url)
+	return url
+}
+
+// typeURLPrefix is what anypb.MarshalFrom puts before a message's full name.
+const typeURLPrefix = "type.googleapis.com/"
