@@ -104,7 +104,9 @@ func (b *builder) checkAbout(what about, m proto.Message) {
 
 // pack validates m and wraps it in an Any. The generated validators do not descend into an Any,
 // so this is the only place a typed config is checked: never call anypb.New directly.
-func (b *builder) pack(what string, m proto.Message) *anypb.Any { return b.packAbout(about{kind: what}, m) }
+func (b *builder) pack(what string, m proto.Message) *anypb.Any {
+	return b.packAbout(about{kind: what}, m)
+}
 
 // packAbout is pack with a name spelled only on failure.
 func (b *builder) packAbout(what about, m proto.Message) *anypb.Any {
