@@ -33,20 +33,30 @@ type Resources struct {
 
 // Build renders the node's mesh as Envoy resources: pure, deterministic (the same mesh gives the
 // same bytes), and valid (every message passes its generated validator before it is packed).
-func Build(m model.Mesh) (Resources, error) {
+// A Builder builds the same, reusing its last build's parts.
+func Build(m model.Mesh) (Resources, error) { return build(m, nil) }
+
+// build renders m, reusing and recording in memo what it can (a Builder's), or afresh when memo
+// is nil.
+func build(m model.Mesh, memo *memo) (Resources, error) {
 	in, err := selectInputs(m)
 	if err != nil {
 		return Resources{}, err
 	}
+	if memo != nil {
+		memo.start(m)
+	}
 	// Every builder reads the same selection of pods and services, so no chain or route can name
 	// a cluster the cluster builder left out.
-	b := &builder{mesh: m, in: in}
+	b := &builder{mesh: m, in: in, memo: memo}
 	var res Resources
 	res.Clusters = b.clusters()
 	res.Endpoints = b.endpoints()
-	res.Listeners = b.listeners()
-	res.Routes = b.routes()
+	res.Listeners, res.Routes = b.listenersAndRoutes()
 	res.Skipped = b.skipNotes() // last: it gathers what every builder recorded
+	if b.err == nil && memo != nil {
+		memo.sweep()
+	}
 	return res, b.err
 }
 
@@ -64,6 +74,9 @@ type builder struct {
 	typeURLs map[protoreflect.FullName]string
 	// shared are the sub-messages the build's resources share (shared.go).
 	shared shared
+	// memo holds what the last builds made, to reuse, and records what this one makes; nil for
+	// a build afresh that keeps nothing (Build).
+	memo *memo
 }
 
 // validator is what the generated protoc-gen-validate code gives every Envoy message.

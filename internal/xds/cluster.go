@@ -4,7 +4,6 @@
 package xds
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -76,7 +75,8 @@ func (b *builder) sources() []string {
 // clusters, each source's copy of each upstream service's clusters, and each local pod's app
 // clusters.
 func (b *builder) clusters() []*clusterv3.Cluster {
-	out := []*clusterv3.Cluster{b.passthroughCluster(), b.blackholeCluster()}
+	out := make([]*clusterv3.Cluster, 0, b.memo.clusterCount())
+	out = append(out, b.nodeWideClusters()...)
 	upstreams := b.upstreams()
 	for _, source := range b.sources() {
 		for _, u := range upstreams {
@@ -84,11 +84,9 @@ func (b *builder) clusters() []*clusterv3.Cluster {
 		}
 	}
 	for _, pod := range b.in.pods {
-		out = append(out, b.appClusters(pod)...)
+		out = append(out, b.podAppClusters(pod)...)
 	}
-	slices.SortFunc(out, func(x, y *clusterv3.Cluster) int { return cmp.Compare(x.Name, y.Name) })
-	requireUnique(b, "cluster", out, (*clusterv3.Cluster).GetName)
-	return out
+	return sortByName(b, "cluster", out, (*clusterv3.Cluster).GetName, b.memo.sortedClusters())
 }
 
 // serviceClusters are u's clusters as source dials them: one per listed port (HTTPCluster for an
@@ -96,6 +94,9 @@ func (b *builder) clusters() []*clusterv3.Cluster {
 // port's cluster reads the port's load assignment; TCPDefaultCluster reads the default TCP
 // port's, and sends that port's SNI.
 func (b *builder) serviceClusters(u upstream, source string) []*clusterv3.Cluster {
+	if reused := b.reusedClusters(u, source); reused != nil {
+		return reused
+	}
 	out := make([]*clusterv3.Cluster, 0, len(u.svc.Ports)+1)
 	for _, p := range u.svc.Ports {
 		if p.Protocol.IsHTTP() {
@@ -107,6 +108,7 @@ func (b *builder) serviceClusters(u upstream, source string) []*clusterv3.Cluste
 	if u.defaultTCP != 0 {
 		out = append(out, b.upstreamCluster(u, source, TCPDefaultCluster(u.fqdn), u.defaultTCP, false))
 	}
+	b.recordClusters(u, source, out)
 	return out
 }
 

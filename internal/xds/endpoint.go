@@ -28,15 +28,26 @@ func (b *builder) endpoints() []*endpointv3.ClusterLoadAssignment {
 		// exactly the names its clusters read (go-control-plane's Consistent).
 		return nil
 	}
-	var out []*endpointv3.ClusterLoadAssignment
+	out := make([]*endpointv3.ClusterLoadAssignment, 0, b.memo.loadAssignmentCount())
 	for _, u := range b.upstreams() {
 		for _, p := range u.svc.Ports {
-			out = append(out, b.loadAssignment(LoadAssignment(u.fqdn, p.Number), p.Pairs[0].Members))
+			out = append(out, b.portLoadAssignment(u.fqdn, p.Number, p.Pairs[0].Members))
 		}
 	}
-	slices.SortFunc(out, func(x, y *endpointv3.ClusterLoadAssignment) int { return cmp.Compare(x.ClusterName, y.ClusterName) })
-	requireUnique(b, "load assignment", out, (*endpointv3.ClusterLoadAssignment).GetClusterName)
-	return out
+	return sortByName(b, "load assignment", out, (*endpointv3.ClusterLoadAssignment).GetClusterName,
+		b.memo.sortedLoadAssignments())
+}
+
+// portLoadAssignment is the load assignment of port of the service fqdn, whose members are
+// members: the last build's when it was made from the same members (Builder).
+func (b *builder) portLoadAssignment(fqdn string, port int32, members []model.Member) *endpointv3.ClusterLoadAssignment {
+	if reused := b.reusedLoadAssignment(fqdn, port, members); reused != nil {
+		return reused
+	}
+	before := len(b.skipped)
+	cla := b.loadAssignment(LoadAssignment(fqdn, port), members)
+	b.recordLoadAssignment(fqdn, port, members, cla, b.skipped[before:])
+	return cla
 }
 
 // loadAssignment groups members by locality, each locality a priority by its distance from the
@@ -84,22 +95,32 @@ type localityGroup struct {
 // localityGroups are the kept members' hosts by locality, sorted by distance from the node, then
 // region and zone; each group lists its hosts in the members' order.
 func (b *builder) localityGroups(what about, kept []*model.Member) []localityGroup {
-	var groups []localityGroup
+	groups := make([]localityGroup, 0, 3) // a load assignment spans a few zones
 	for _, m := range kept {
-		// Localities are few (a cluster's zones), so a scan finds a member's group.
+		// Localities are few, so a scan finds a member's group.
 		i := slices.IndexFunc(groups, func(g localityGroup) bool { return g.locality == m.Locality })
 		if i < 0 {
 			i = len(groups)
 			groups = append(groups, localityGroup{locality: m.Locality, tier: b.localityTier(m.Locality)})
 		}
-		g := &groups[i]
-		g.hosts = append(g.hosts, b.host(what, m.Address, m.Health, m.Weight))
-		g.weight += uint64(memberWeight(m.Weight))
+		groups[i].weight += uint64(memberWeight(m.Weight))
 	}
 	slices.SortFunc(groups, func(x, y localityGroup) int {
 		return cmp.Or(cmp.Compare(x.tier, y.tier), cmp.Compare(x.locality.Region, y.locality.Region),
 			cmp.Compare(x.locality.Zone, y.locality.Zone))
 	})
+	// One list holds every group's hosts, each group a part of it (its capacity cut at its end,
+	// so an append to one group's hosts could never write over the next group's).
+	all := make([]*endpointv3.LbEndpoint, 0, len(kept))
+	for i := range groups {
+		start := len(all)
+		for _, m := range kept {
+			if m.Locality == groups[i].locality {
+				all = append(all, b.host(what, m.Address, m.Health, m.Weight))
+			}
+		}
+		groups[i].hosts = all[start:len(all):len(all)]
+	}
 	return groups
 }
 

@@ -7,7 +7,6 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
@@ -31,18 +30,17 @@ type shared struct {
 	edsType        *clusterv3.Cluster_Type
 	connectTimeout *durationpb.Duration
 	healthyOnly    *clusterv3.Cluster_CommonLbConfig
-	trustBundle    *tlsv3.SdsSecretConfig
 	// edsConfigs are the clusters' EDS settings, by load assignment: a port's HTTP or TCP cluster
 	// and the default TCP cluster of every source read the same one.
 	edsConfigs map[servicePortKey]*clusterv3.Cluster_EdsClusterConfig
 	// sourceKeys are SourceKey's answers, by identity.
 	sourceKeys map[string]string
-	// certificates are the SDS references to an identity's certificate, by identity.
-	certificates map[string][]*tlsv3.SdsSecretConfig
-	// pinned are the validation contexts pinned to a destination, by its identity.
-	pinned map[string]*tlsv3.CommonTlsContext_CombinedValidationContext
-	// commonTLS are the upstream common TLS contexts, by source, destination and ALPN.
-	commonTLS map[commonTLSKey]*tlsv3.CommonTlsContext
+	// certificates are the upstream TLS contexts' SDS references to a source's certificate, on
+	// the wire, by source identity (certificateField).
+	certificates map[string][]byte
+	// pinned are the upstream TLS contexts' validation contexts, on the wire, by destination
+	// identity (pinnedField).
+	pinned map[string][]byte
 	// upstreamTLS are the packed upstream TLS contexts, by hop: a service's TCP port cluster and
 	// its default TCP cluster make the same hop.
 	upstreamTLS map[hop]*corev3.TransportSocket
@@ -57,12 +55,6 @@ type shared struct {
 type servicePortKey struct {
 	fqdn string
 	port int32
-}
-
-// commonTLSKey is what an upstream common TLS context derives from.
-type commonTLSKey struct {
-	source, destination string
-	http                bool
 }
 
 // hostKey is what a load assignment's host derives from.
@@ -128,38 +120,6 @@ func (b *builder) sourceCluster(base, source string) string {
 		b.shared.sourceKeys = store(b.shared.sourceKeys, source, key)
 	}
 	return qualifiedBySourceKey(base, key)
-}
-
-// certificate is the one-item list of SDS references to identity's certificate, validated once.
-func (b *builder) certificate(what about, identity string) []*tlsv3.SdsSecretConfig {
-	if c, ok := b.shared.certificates[identity]; ok {
-		return c
-	}
-	s := &tlsv3.SdsSecretConfig{Name: CertificateSecret(identity), SdsConfig: b.adsConfig(what)}
-	b.checkAbout(what.part("certificate SDS config"), s)
-	c := []*tlsv3.SdsSecretConfig{s}
-	b.shared.certificates = store(b.shared.certificates, identity, c)
-	return c
-}
-
-// pinnedValidation is the validation context of an upstream hop to destination: the mesh's trust
-// bundle by SDS, and the server pinned to destination's SPIFFE ID. Validated once per destination.
-func (b *builder) pinnedValidation(what about, destination string) *tlsv3.CommonTlsContext_CombinedValidationContext {
-	if v, ok := b.shared.pinned[destination]; ok {
-		return v
-	}
-	if b.shared.trustBundle == nil {
-		b.shared.trustBundle = sdsSecret(TrustBundleSecret(b.mesh.Domain))
-		b.shared.trustBundle.SdsConfig = b.adsConfig(what)
-	}
-	combined := &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-		DefaultValidationContext:         pinnedTo(destination),
-		ValidationContextSdsSecretConfig: b.shared.trustBundle,
-	}
-	b.checkAbout(what.part("validation context"), combined)
-	v := &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: combined}
-	b.shared.pinned = store(b.shared.pinned, destination, v)
-	return v
 }
 
 // host is the host of a member at address with health and weight (lbEndpoint), validated once
