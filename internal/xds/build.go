@@ -124,12 +124,6 @@ func (b *builder) pack(what string, m proto.Message) *anypb.Any {
 // packAbout is pack with a name spelled only on failure.
 func (b *builder) packAbout(what about, m proto.Message) *anypb.Any {
 	b.checkAbout(what, m)
-	return b.packChecked(what, m)
-}
-
-// packChecked wraps m in an Any without validating it: only for a message checked already, part
-// by part (its shared sub-messages when they were made, the rest just before; see shared).
-func (b *builder) packChecked(what about, m proto.Message) *anypb.Any {
 	// Deterministic: a map packed in random order would change a listener's bytes between two
 	// builds of the same mesh, and Envoy drains a listener whose bytes change.
 	value, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)

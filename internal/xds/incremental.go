@@ -25,16 +25,19 @@ import (
 //
 //   - a service's upstream clusters, per source: the source, the service's FQDN, identity,
 //     primary, default TCP port and ports with their protocols;
-//   - a port's load assignment: its name and, per member, namespace, name, address, health,
-//     weight and locality; and the node's locality;
+//   - a port's load assignment: the service's FQDN, the port and, per member, namespace, name,
+//     address, health, weight and locality; and the node's locality;
+//   - a pod's app clusters: its namespace, name, address and ports;
 //   - the listeners and route configurations, together: the mesh without its endpoints
 //     (listening). They are built from that projection alone, so they cannot read what the key
-//     does not hold.
+//     does not hold;
+//   - the sorted lists of clusters and load assignments: the very resources, in the order they
+//     were assembled.
 //
-// The mesh domain is part of every key (a change of domain starts afresh), and so is the
-// previous build's success: a failed build keeps nothing, and its error reads exactly as Build's.
-// A Builder is not safe for concurrent use; its outputs, like Build's, must not be modified
-// (the next build may return them again).
+// The mesh domain is part of every key (a change of domain starts afresh), and so is the last
+// build's success: a failed build keeps nothing, and its error reads exactly as Build's. What a
+// build neither reuses nor makes is dropped. A Builder is not safe for concurrent use; its
+// outputs, like Build's, must not be modified (a later build may return the same messages).
 type Builder struct {
 	memo *memo
 }
@@ -327,7 +330,7 @@ func (b *builder) listenersAndRoutes() ([]*listenerv3.Listener, []*routev3.Route
 	if b.memo != nil && b.memo.listening != nil && b.memo.listening.madeFrom(b.mesh, b.in) {
 		last := b.memo.listening
 		b.skipped = append(b.skipped, last.skipped...)
-		return last.listeners, last.routes
+		return slices.Clone(last.listeners), slices.Clone(last.routes) // the caller's lists: the memo's stay
 	}
 	mesh, in := listeningMesh(b.mesh), listeningInputs(b.in)
 	full, fullIn := b.mesh, b.in
@@ -336,7 +339,7 @@ func (b *builder) listenersAndRoutes() ([]*listenerv3.Listener, []*routev3.Route
 	listeners, routes := b.listeners(), b.routes()
 	b.mesh, b.in = full, fullIn
 	if b.memo != nil {
-		b.memo.listening = &listeningMemo{mesh: mesh, in: in, listeners: listeners, routes: routes,
+		b.memo.listening = &listeningMemo{mesh: mesh, in: in, listeners: slices.Clone(listeners), routes: slices.Clone(routes),
 			skipped: slices.Clone(b.skipped[before:])}
 	}
 	return listeners, routes

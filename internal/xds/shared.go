@@ -42,8 +42,10 @@ type shared struct {
 	// identity (pinnedField).
 	pinned map[string][]byte
 	// upstreamTLS are the packed upstream TLS contexts, by hop: a service's TCP port cluster and
-	// its default TCP cluster make the same hop.
+	// its default TCP cluster make the same hop. checkedSNIs are the SNIs whose context has been
+	// checked (its one rule reads the SNI alone).
 	upstreamTLS map[hop]*corev3.TransportSocket
+	checkedSNIs map[string]bool
 	// hosts are the load assignments' hosts, by what a host says: a member of three ports is one
 	// host in each of their load assignments.
 	hosts map[hostKey]*endpointv3.LbEndpoint

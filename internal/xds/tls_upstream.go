@@ -50,9 +50,12 @@ func (b *builder) upstreamTLS(what about, h hop) *corev3.TransportSocket {
 	if ts, ok := b.shared.upstreamTLS[h]; ok {
 		return ts
 	}
-	ctx := &tlsv3.UpstreamTlsContext{Sni: h.sni}
-	b.checkAbout(what.part("upstream TLS context"), ctx)
-	packed := &anypb.Any{TypeUrl: b.typeURL(ctx), Value: b.upstreamTLSBytes(what, h)}
+	// The context's own rule depends on its SNI alone, so it is checked once per SNI.
+	if !b.shared.checkedSNIs[h.sni] {
+		b.checkAbout(what.part("upstream TLS context"), &tlsv3.UpstreamTlsContext{Sni: h.sni})
+		b.shared.checkedSNIs = store(b.shared.checkedSNIs, h.sni, true)
+	}
+	packed := &anypb.Any{TypeUrl: upstreamTLSTypeURL, Value: b.upstreamTLSBytes(what, h)}
 	ts := &corev3.TransportSocket{
 		Name:       wellknown.TransportSocketTls,
 		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: packed},
@@ -61,6 +64,9 @@ func (b *builder) upstreamTLS(what about, h hop) *corev3.TransportSocket {
 	b.shared.upstreamTLS = store(b.shared.upstreamTLS, h, ts)
 	return ts
 }
+
+// upstreamTLSTypeURL is the type URL of a packed UpstreamTlsContext, as anypb spells it.
+var upstreamTLSTypeURL = typeURLPrefix + string((&tlsv3.UpstreamTlsContext{}).ProtoReflect().Descriptor().FullName())
 
 // The numbers of the fields upstreamTLSBytes writes, from the messages' descriptors.
 var (
@@ -77,19 +83,30 @@ var (
 // 1 < sni 2), a tag and a length before each message. TestUpstreamTLSBytes compares it with
 // proto.Marshal's for every hop of the scenarios.
 func (b *builder) upstreamTLSBytes(what about, h hop) []byte {
-	var common []byte
+	alpn := 0
+	if h.http {
+		for _, p := range alpnH2 {
+			alpn += protowire.SizeTag(alpnField) + protowire.SizeBytes(len(p))
+		}
+	}
+	certificate, pinned := b.certificateField(what, h.source), b.pinnedField(what, h.destination)
+	common := alpn + len(certificate) + len(pinned)
+	size := protowire.SizeTag(upstreamCommonTLSField) + protowire.SizeBytes(common)
+	if h.sni != "" {
+		size += protowire.SizeTag(upstreamSNIField) + protowire.SizeBytes(len(h.sni))
+	}
+	out := make([]byte, 0, size)
+	out = protowire.AppendTag(out, upstreamCommonTLSField, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(common))
 	if h.http {
 		// The mesh hop of an HTTP port is always HTTP/2, and the destination's inbound tells HTTP
 		// from TCP by the ALPN ("h2 means HTTP, nothing means TCP").
 		for _, p := range alpnH2 {
-			common = protowire.AppendTag(common, alpnField, protowire.BytesType)
-			common = protowire.AppendString(common, p)
+			out = protowire.AppendTag(out, alpnField, protowire.BytesType)
+			out = protowire.AppendString(out, p)
 		}
 	}
-	common = append(common, b.certificateField(what, h.source)...)
-	common = append(common, b.pinnedField(what, h.destination)...)
-	out := protowire.AppendTag(make([]byte, 0, len(common)+len(h.sni)+8), upstreamCommonTLSField, protowire.BytesType)
-	out = protowire.AppendBytes(out, common)
+	out = append(append(out, certificate...), pinned...)
 	if h.sni != "" {
 		out = protowire.AppendTag(out, upstreamSNIField, protowire.BytesType)
 		out = protowire.AppendString(out, h.sni)
