@@ -5,6 +5,7 @@ package xds
 
 import (
 	"fmt"
+	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -94,13 +95,13 @@ type about struct{ kind, name, detail string }
 func (a about) part(p string) about { return about{kind: a.kind, name: a.name, detail: p} }
 
 func (a about) String() string {
-	s := a.kind
+	words := []string{a.kind}
 	for _, word := range []string{a.name, a.detail} {
 		if word != "" {
-			s += " " + word
+			words = append(words, word)
 		}
 	}
-	return s
+	return strings.Join(words, " ")
 }
 
 // checkAbout is check with a name spelled only on failure.
