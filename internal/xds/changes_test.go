@@ -18,7 +18,7 @@ import (
 
 // Changes of one field at a time, found by reflection, for the Builder's tests: every field of a
 // mesh (or of a selected service) is changed in turn, so a field added to the model later is
-// changed too, without a test to update. Exported, so the external tests (package xds_test) use them too.
+// changed too, without a test to update. Exported for the external tests (package xds_test).
 
 // Change is a change of one field of a value: set it to another value, or drop a list's last
 // item, or list its first item twice.

@@ -13,8 +13,9 @@ import (
 )
 
 // shared are the sub-messages the upstream clusters and load assignments of a build point to in
-// common: one ADS config source, one SDS reference per secret, one pinned validation context per
-// destination identity, one TLS context per hop, one host per member (shared by its load
+// common: one ADS config source, one EDS setting per load assignment, one TLS context per hop
+// (its parts, the source's certificate reference and the validation context pinned to the
+// destination, on the wire once per identity), one host per member (shared by its load
 // assignments), and so on. A build of 1 000 services holds 8 000 clusters and 30 000 hosts; made
 // once per resource, these were most of its allocations and validations.
 //
