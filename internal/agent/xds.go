@@ -60,7 +60,8 @@ type XDSOptions struct {
 }
 
 // publisher rebuilds the node's xDS configuration when an input changes, debounced, and publishes
-// it. It gathers inputs and writes outputs: the build itself is pure (xds.Build).
+// it. It gathers inputs and writes outputs: the build itself is pure (xds.Builder, which builds
+// what xds.Build does, reusing from the last build what the change left alone).
 type publisher struct {
 	cache   cache.Cache   // the manager's: this node's pods, MeshEndpoints and Node
 	client  client.Client // writes Events
@@ -79,6 +80,9 @@ type publisher struct {
 	skipped map[string]bool
 	// capture programs the pods' capture tables; nil without XDSOptions.Capture.
 	capture *capturer
+	// builder builds the node's resources: after one endpoint changes, about that service's work.
+	// Only the rebuild loop touches it (a Builder is not safe for concurrent use).
+	builder xds.Builder
 }
 
 // newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
@@ -187,7 +191,7 @@ func (p *publisher) rebuild(ctx context.Context) {
 	listed := err == nil
 	var res xds.Resources
 	if listed {
-		res, err = xds.Build(m)
+		res, err = p.builder.Build(m)
 	}
 	if err != nil {
 		xdsBuilds.WithLabelValues(BuildFailed).Inc()

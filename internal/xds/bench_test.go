@@ -34,9 +34,20 @@ func BenchmarkBuild(b *testing.B) {
 }
 
 // BenchmarkEndpointChange: one endpoint's health flips (Healthy, Unhealthy, in turn) and the
-// node's configuration is rebuilt: the changed service's model (model.BuildService over its
-// endpoints) and the full Build, the work of one endpoint event in the agent.
+// node's configuration is rebuilt as the agent rebuilds it: the changed service's model
+// (model.BuildService over its endpoints) and a build by the agent's one Builder, which reuses
+// what the change left alone (the work of one endpoint event in the agent).
 func BenchmarkEndpointChange(b *testing.B) {
+	benchmarkEndpointChange(b, new(xds.Builder).Build)
+}
+
+// BenchmarkEndpointChangeFullBuild is BenchmarkEndpointChange with a full build (xds.Build)
+// after each change, which is what the agent did before it kept a Builder.
+func BenchmarkEndpointChangeFullBuild(b *testing.B) {
+	benchmarkEndpointChange(b, xds.Build)
+}
+
+func benchmarkEndpointChange(b *testing.B, build func(model.Mesh) (xds.Resources, error)) {
 	for _, services := range []int{100, 1000} {
 		b.Run(strconv.Itoa(services), func(b *testing.B) {
 			fleet := xdstest.Fleet(services, 10)
@@ -50,7 +61,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 					*target = meshv1alpha1.HealthHealthy
 				}
 				m.Services[changed] = model.BuildService(inputs[changed])
-				_, err := xds.Build(m)
+				_, err := build(m)
 				return err
 			}
 			if err := flip(); err != nil {

@@ -4,7 +4,6 @@
 package xds
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -76,7 +75,8 @@ func (b *builder) sources() []string {
 // clusters, each source's copy of each upstream service's clusters, and each local pod's app
 // clusters.
 func (b *builder) clusters() []*clusterv3.Cluster {
-	out := []*clusterv3.Cluster{b.passthroughCluster(), b.blackholeCluster()}
+	out := make([]*clusterv3.Cluster, 0, b.memo.clusterCount())
+	out = append(out, b.nodeWideClusters()...)
 	upstreams := b.upstreams()
 	for _, source := range b.sources() {
 		for _, u := range upstreams {
@@ -84,11 +84,9 @@ func (b *builder) clusters() []*clusterv3.Cluster {
 		}
 	}
 	for _, pod := range b.in.pods {
-		out = append(out, b.appClusters(pod)...)
+		out = append(out, b.podAppClusters(pod)...)
 	}
-	slices.SortFunc(out, func(x, y *clusterv3.Cluster) int { return cmp.Compare(x.Name, y.Name) })
-	requireUnique(b, "cluster", out, (*clusterv3.Cluster).GetName)
-	return out
+	return sortByName(b, "cluster", out, (*clusterv3.Cluster).GetName, b.memo.sortedClusters())
 }
 
 // serviceClusters are u's clusters as source dials them: one per listed port (HTTPCluster for an
@@ -96,6 +94,9 @@ func (b *builder) clusters() []*clusterv3.Cluster {
 // port's cluster reads the port's load assignment; TCPDefaultCluster reads the default TCP
 // port's, and sends that port's SNI.
 func (b *builder) serviceClusters(u upstream, source string) []*clusterv3.Cluster {
+	if reused := b.reusedClusters(u, source); reused != nil {
+		return reused
+	}
 	out := make([]*clusterv3.Cluster, 0, len(u.svc.Ports)+1)
 	for _, p := range u.svc.Ports {
 		if p.Protocol.IsHTTP() {
@@ -107,6 +108,7 @@ func (b *builder) serviceClusters(u upstream, source string) []*clusterv3.Cluste
 	if u.defaultTCP != 0 {
 		out = append(out, b.upstreamCluster(u, source, TCPDefaultCluster(u.fqdn), u.defaultTCP, false))
 	}
+	b.recordClusters(u, source, out)
 	return out
 }
 
@@ -115,25 +117,25 @@ func (b *builder) serviceClusters(u upstream, source string) []*clusterv3.Cluste
 // context pinned to u's identity. An HTTP cluster speaks HTTP/2 on the hop, whatever the port's
 // own protocol: the destination's inbound speaks the port's protocol to the application.
 func (b *builder) upstreamCluster(u upstream, source, base string, port int32, http bool) *clusterv3.Cluster {
-	name := SourceCluster(base, source)
+	name := b.sourceCluster(base, source)
+	what := about{kind: "cluster", name: name}
 	c := &clusterv3.Cluster{
 		Name:                 name,
-		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
-		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{
-			ServiceName: LoadAssignment(u.fqdn, port),
-			EdsConfig:   adsSource(),
-		},
-		ConnectTimeout: durationpb.New(connectTimeout),
-		LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
-		CommonLbConfig: onlyHealthyHosts(),
-		TransportSocket: b.upstreamTLS("cluster "+name, hop{
-			source: source, destination: u.svc.Identity, sni: SNI(port, u.svc.Primary), http: http,
-		}),
+		ClusterDiscoveryType: b.edsClusterType(),
+		ConnectTimeout:       b.clusterConnectTimeout(),
+		LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
 	}
 	if http {
-		c.TypedExtensionProtocolOptions = b.httpOptions("cluster "+name, meshv1alpha1.ProtocolHTTP2)
+		c.TypedExtensionProtocolOptions = b.httpOptions(what, meshv1alpha1.ProtocolHTTP2)
 	}
-	b.check("cluster "+name, c)
+	// Checked before its shared parts are attached: each was checked when made, and Cluster sets
+	// no rule of its own on eds_cluster_config, common_lb_config or transport_socket.
+	b.checkAbout(what, c)
+	c.EdsClusterConfig = b.edsConfig(what, u.fqdn, port)
+	c.CommonLbConfig = b.healthyOnlyConfig(what)
+	c.TransportSocket = b.upstreamTLS(what, hop{
+		source: source, destination: u.svc.Identity, sni: SNI(port, u.svc.Primary), http: http,
+	})
 	return c
 }
 
@@ -197,7 +199,7 @@ func (b *builder) appClusters(pod model.LocalPod) []*clusterv3.Cluster {
 			},
 		}
 		if p.Protocol.IsHTTP() {
-			c.TypedExtensionProtocolOptions = b.httpOptions("cluster "+name, p.Protocol)
+			c.TypedExtensionProtocolOptions = b.httpOptions(about{kind: "cluster", name: name}, p.Protocol)
 		}
 		b.check("cluster "+name, c)
 		out = append(out, c)
@@ -207,11 +209,11 @@ func (b *builder) appClusters(pod model.LocalPod) []*clusterv3.Cluster {
 
 // httpOptions are the typed_extension_protocol_options that make a cluster speak protocol
 // upstream, explicitly: HTTP/2 for ProtocolHTTP2, HTTP/1.1 otherwise.
-func (b *builder) httpOptions(what string, protocol meshv1alpha1.Protocol) map[string]*anypb.Any {
+func (b *builder) httpOptions(what about, protocol meshv1alpha1.Protocol) map[string]*anypb.Any {
 	// Every HTTP cluster of one protocol carries the same options: packed (and validated) once
-	// per build and shared, read only (a build packs thousands of clusters).
-	if packed, ok := b.httpOptionsOf[protocol]; ok {
-		return map[string]*anypb.Any{httpProtocolOptionsKey: packed}
+	// per build and shared, read only, the map too (a build packs thousands of clusters).
+	if options, ok := b.httpOptionsOf[protocol]; ok {
+		return options
 	}
 	explicit := &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
 		ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{
@@ -226,12 +228,9 @@ func (b *builder) httpOptions(what string, protocol meshv1alpha1.Protocol) map[s
 	opts := &httpv3.HttpProtocolOptions{
 		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: explicit},
 	}
-	packed := b.pack(what+" HTTP protocol options", opts)
-	if b.httpOptionsOf == nil {
-		b.httpOptionsOf = map[meshv1alpha1.Protocol]*anypb.Any{}
-	}
-	b.httpOptionsOf[protocol] = packed
-	return map[string]*anypb.Any{httpProtocolOptionsKey: packed}
+	options := map[string]*anypb.Any{httpProtocolOptionsKey: b.packAbout(what.part("HTTP protocol options"), opts)}
+	b.httpOptionsOf = store(b.httpOptionsOf, protocol, options)
+	return options
 }
 
 // requireUnique records an error when two of the sorted items share a name: a snapshot keeps one

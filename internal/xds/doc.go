@@ -3,7 +3,8 @@
 
 // Package xds translates a node's model (services, their ports and endpoints) into Envoy xDS
 // resources, purely: model in, resources out, no clients, clocks or I/O. The agent serves the
-// result with go-control-plane.
+// result with go-control-plane. Build builds afresh; a Builder builds the same bytes, reusing
+// what its last build made from inputs that did not change (the agent keeps one).
 //
 // It must not import internal/controller or any Kubernetes client code: depguard rules
 // agent-not-controller and pure.

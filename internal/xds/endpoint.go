@@ -6,7 +6,6 @@ package xds
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 
@@ -29,50 +28,100 @@ func (b *builder) endpoints() []*endpointv3.ClusterLoadAssignment {
 		// exactly the names its clusters read (go-control-plane's Consistent).
 		return nil
 	}
-	var out []*endpointv3.ClusterLoadAssignment
+	out := make([]*endpointv3.ClusterLoadAssignment, 0, b.memo.loadAssignmentCount())
 	for _, u := range b.upstreams() {
 		for _, p := range u.svc.Ports {
-			out = append(out, b.loadAssignment(LoadAssignment(u.fqdn, p.Number), p.Pairs[0].Members))
+			out = append(out, b.portLoadAssignment(u.fqdn, p.Number, p.Pairs[0].Members))
 		}
 	}
-	slices.SortFunc(out, func(x, y *endpointv3.ClusterLoadAssignment) int { return cmp.Compare(x.ClusterName, y.ClusterName) })
-	requireUnique(b, "load assignment", out, (*endpointv3.ClusterLoadAssignment).GetClusterName)
-	return out
+	return sortByName(b, "load assignment", out, (*endpointv3.ClusterLoadAssignment).GetClusterName,
+		b.memo.sortedLoadAssignments())
+}
+
+// portLoadAssignment is the load assignment of port of the service fqdn, whose members are
+// members: the last build's when it was made from the same members (Builder).
+func (b *builder) portLoadAssignment(fqdn string, port int32, members []model.Member) *endpointv3.ClusterLoadAssignment {
+	if reused := b.reusedLoadAssignment(fqdn, port, members); reused != nil {
+		return reused
+	}
+	before := len(b.skipped)
+	cla := b.loadAssignment(LoadAssignment(fqdn, port), members)
+	b.recordLoadAssignment(fqdn, port, members, cla, b.skipped[before:])
+	return cla
 }
 
 // loadAssignment groups members by locality, each locality a priority by its distance from the
 // node (localityTier), weighted by the sum of its members' weights. Members come sorted by
 // namespace and name (model.Pair's invariant), so the groups list them in that order.
 func (b *builder) loadAssignment(name string, members []model.Member) *endpointv3.ClusterLoadAssignment {
-	groups := map[meshv1alpha1.Locality]*endpointv3.LocalityLbEndpoints{}
-	for _, m := range b.oneMemberPerAddress(name, members) {
-		g := groups[m.Locality]
-		if g == nil {
-			// Always a locality, even an empty one: grpc-go refuses a group without one.
-			g = &endpointv3.LocalityLbEndpoints{Locality: &corev3.Locality{Region: m.Locality.Region, Zone: m.Locality.Zone}}
-			groups[m.Locality] = g
-		}
-		g.LbEndpoints = append(g.LbEndpoints, lbEndpoint(m))
-	}
-	localities := slices.SortedFunc(maps.Keys(groups), func(x, y meshv1alpha1.Locality) int {
-		return cmp.Or(cmp.Compare(b.localityTier(x), b.localityTier(y)),
-			cmp.Compare(x.Region, y.Region), cmp.Compare(x.Zone, y.Zone))
-	})
-	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: make([]*endpointv3.LocalityLbEndpoints, 0, len(groups))}
+	what := about{kind: "load assignment", name: name}
+	groups := b.localityGroups(what, b.oneMemberPerAddress(name, members))
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+	// Checked without its localities, each checked below (ClusterLoadAssignment sets no rule on
+	// endpoints).
+	b.checkAbout(what, cla)
+	cla.Endpoints = make([]*endpointv3.LocalityLbEndpoints, len(groups))
 	var priority uint32
-	for i, l := range localities {
+	for i, g := range groups {
 		// Priorities are ranked densely: Envoy asks for 0..N without skipping, and grpc-go refuses
 		// a gap. With no endpoint in the node's zone, the nearest tier present is priority 0.
-		if i > 0 && b.localityTier(l) != b.localityTier(localities[i-1]) {
+		if i > 0 && g.tier != groups[i-1].tier {
 			priority++
 		}
-		g := groups[l]
-		g.Priority = priority
-		g.LoadBalancingWeight = wrapperspb.UInt32(localityWeight(g))
-		cla.Endpoints = append(cla.Endpoints, g)
+		l := &endpointv3.LocalityLbEndpoints{
+			// Always a locality, even an empty one: grpc-go refuses a group without one.
+			Locality:            b.localityOf(g.locality),
+			Priority:            priority,
+			LoadBalancingWeight: wrapperspb.UInt32(localityWeight(g.weight)),
+		}
+		// Checked without its hosts, shared and checked when made (host; LocalityLbEndpoints sets
+		// no rule on lb_endpoints).
+		b.checkAbout(what, l)
+		l.LbEndpoints = g.hosts
+		cla.Endpoints[i] = l
 	}
-	b.check("load assignment "+name, cla)
 	return cla
+}
+
+// localityGroup is the hosts of one locality of a load assignment.
+type localityGroup struct {
+	locality meshv1alpha1.Locality
+	tier     int
+	hosts    []*endpointv3.LbEndpoint
+	// weight is the sum of the hosts' weights.
+	weight uint64
+}
+
+// localityGroups are the kept members' hosts by locality, sorted by distance from the node, then
+// region and zone; each group lists its hosts in the members' order.
+func (b *builder) localityGroups(what about, kept []*model.Member) []localityGroup {
+	groups := make([]localityGroup, 0, 3) // a load assignment spans a few zones
+	for _, m := range kept {
+		// Localities are few, so a scan finds a member's group.
+		i := slices.IndexFunc(groups, func(g localityGroup) bool { return g.locality == m.Locality })
+		if i < 0 {
+			i = len(groups)
+			groups = append(groups, localityGroup{locality: m.Locality, tier: b.localityTier(m.Locality)})
+		}
+		groups[i].weight += uint64(memberWeight(m.Weight))
+	}
+	slices.SortFunc(groups, func(x, y localityGroup) int {
+		return cmp.Or(cmp.Compare(x.tier, y.tier), cmp.Compare(x.locality.Region, y.locality.Region),
+			cmp.Compare(x.locality.Zone, y.locality.Zone))
+	})
+	// One list holds every group's hosts, each group a part of it (its capacity cut at its end,
+	// so an append to one group's hosts could never write over the next group's).
+	all := make([]*endpointv3.LbEndpoint, 0, len(kept))
+	for i := range groups {
+		start := len(all)
+		for _, m := range kept {
+			if m.Locality == groups[i].locality {
+				all = append(all, b.host(what, m.Address, m.Health, m.Weight))
+			}
+		}
+		groups[i].hosts = all[start:len(all):len(all)]
+	}
+	return groups
 }
 
 // The distance of an endpoint's locality from the node's, in the order Envoy should prefer them.
@@ -95,25 +144,19 @@ func (b *builder) localityTier(l meshv1alpha1.Locality) int {
 	return sameZone
 }
 
-// localityWeight is the sum of g's endpoints' weights (each at least 1, so the sum is > 0, and a
-// locality with hosts is never ignored), capped at what the field holds.
-func localityWeight(g *endpointv3.LocalityLbEndpoints) uint32 {
-	var sum uint64
-	for _, e := range g.LbEndpoints {
-		sum += uint64(e.GetLoadBalancingWeight().GetValue())
-	}
-	return uint32(min(sum, math.MaxUint32))
-}
+// localityWeight is the sum of a locality's endpoints' weights (each at least 1, so the sum is
+// > 0, and a locality with hosts is never ignored), capped at what the field holds.
+func localityWeight(sum uint64) uint32 { return uint32(min(sum, math.MaxUint32)) }
 
-// lbEndpoint is member m as a host: its pod's inbound, <address>:18008, where the mesh hop
-// lands whatever the port (the SNI picks the port there), with m's health and weight.
-func lbEndpoint(m model.Member) *endpointv3.LbEndpoint {
+// lbEndpoint is the host of a member at address with health and weight: its pod's inbound,
+// <address>:18008, where the mesh hop lands whatever the port (the SNI picks the port there).
+func lbEndpoint(address string, health meshv1alpha1.Health, weight int32) *endpointv3.LbEndpoint {
 	return &endpointv3.LbEndpoint{
 		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-			Address: socketAddress(m.Address, meshv1alpha1.ProxyInboundPort),
+			Address: socketAddress(address, meshv1alpha1.ProxyInboundPort),
 		}},
-		HealthStatus:        healthStatus(m.Health),
-		LoadBalancingWeight: wrapperspb.UInt32(memberWeight(m.Weight)),
+		HealthStatus:        healthStatus(health),
+		LoadBalancingWeight: wrapperspb.UInt32(memberWeight(weight)),
 	}
 }
 
@@ -146,13 +189,19 @@ func memberWeight(w int32) uint32 {
 // are the one host <ip>:18008 (Envoy keys hosts by address, and grpc-go refuses a load assignment
 // listing an address twice). A Healthy member wins, else the first by namespace and name; the
 // one left out is named in Resources.Skipped.
-func (b *builder) oneMemberPerAddress(name string, members []model.Member) []model.Member {
-	at := make(map[string]int, len(members)) // address → index in out
-	out := make([]model.Member, 0, len(members))
-	for _, m := range members {
-		i, taken := at[m.Address]
-		if !taken {
-			at[m.Address] = len(out)
+func (b *builder) oneMemberPerAddress(name string, members []model.Member) []*model.Member {
+	out := make([]*model.Member, 0, len(members))
+	var at map[string]int // address → index in out, for long lists (a scan is quicker on short ones)
+	if len(members) > shortList {
+		at = make(map[string]int, len(members))
+	}
+	for j := range members {
+		m := &members[j]
+		i := indexOfAddress(out, at, m.Address)
+		if i < 0 {
+			if at != nil {
+				at[m.Address] = len(out)
+			}
 			out = append(out, m)
 			continue
 		}
@@ -165,6 +214,21 @@ func (b *builder) oneMemberPerAddress(name string, members []model.Member) []mod
 			name, dropped.Namespace, dropped.Name, dropped.Health, m.Address, kept.Namespace, kept.Name, kept.Health))
 	}
 	return out
+}
+
+// shortList is how many members a load assignment has at most for oneMemberPerAddress to find
+// a shared address by scanning rather than by a map.
+const shortList = 16
+
+// indexOfAddress is the index of the member at address in kept, or -1: by at when it is not nil.
+func indexOfAddress(kept []*model.Member, at map[string]int, address string) int {
+	if at != nil {
+		if i, ok := at[address]; ok {
+			return i
+		}
+		return -1
+	}
+	return slices.IndexFunc(kept, func(m *model.Member) bool { return m.Address == address })
 }
 
 // socketAddress is ip:port over TCP.

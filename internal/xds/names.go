@@ -48,7 +48,12 @@ func SourceKey(identity string) string {
 }
 
 // SourceCluster qualifies a cluster's base name by the identity that dials through it.
-func SourceCluster(base, sourceIdentity string) string { return base + "|" + SourceKey(sourceIdentity) }
+func SourceCluster(base, sourceIdentity string) string {
+	return qualifiedBySourceKey(base, SourceKey(sourceIdentity))
+}
+
+// qualifiedBySourceKey is SourceCluster for a source identity whose SourceKey is key.
+func qualifiedBySourceKey(base, key string) string { return base + "|" + key }
 
 // TrustBundleSecret is the SDS name of the mesh's trust bundle (the validation context every
 // mesh TLS context pins): the trust domain's SPIFFE ID, spiffe://<domain>.

@@ -1,0 +1,436 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	"cmp"
+	"maps"
+	"reflect"
+	"slices"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/model"
+)
+
+// Builder builds a node's resources exactly as Build does, byte for byte, and keeps what its
+// last build made to reuse it: after one endpoint changes, the next build costs about that
+// service's work, not the whole mesh's. Each reused output is keyed by everything it derives
+// from, compared whole:
+//
+//   - a service's upstream clusters, per source: the source, the service's FQDN, identity,
+//     primary, default TCP port and ports with their protocols;
+//   - a port's load assignment: the service's FQDN, the port and, per member, namespace, name,
+//     address, health, weight and locality; and the node's locality;
+//   - a pod's app clusters: its namespace, name, address and ports;
+//   - the listeners and route configurations, together: the mesh without its endpoints
+//     (listening). They are built from that projection alone, so they cannot read what the key
+//     does not hold;
+//   - the sorted lists of clusters and load assignments: the very resources, in the order they
+//     were assembled.
+//
+// The mesh domain is part of every key (a change of domain starts afresh), and so is the last
+// build's success: a failed build keeps nothing, and its error reads exactly as Build's. What a
+// build neither reuses nor makes is dropped. A Builder is not safe for concurrent use; its
+// outputs, like Build's, must not be modified (a later build may return the same messages).
+type Builder struct {
+	memo *memo
+}
+
+// Build renders m as Build does, reusing what the previous build made from equal inputs.
+func (bl *Builder) Build(m model.Mesh) (Resources, error) {
+	if bl.memo == nil || bl.memo.domain != m.Domain {
+		bl.memo = &memo{domain: m.Domain, upstreams: map[sourceServiceKey]*upstreamMemo{},
+			loadAssignments: map[servicePortKey]*loadAssignmentMemo{}, apps: map[podID]*appMemo{}}
+	}
+	res, err := build(m, bl.memo)
+	if err != nil {
+		// Nothing of a failed build is kept, and its failure is built afresh, so that it reads
+		// exactly as Build's (the reused parts were valid, but the first error could otherwise
+		// be reported by another part).
+		bl.memo = nil
+		return build(m, nil)
+	}
+	return res, nil
+}
+
+// memo is what the builds of a Builder made, each part with its key, for the next build to
+// reuse. A build updates it in place: it marks each part it reuses or makes with its generation,
+// and drops the others at its end (sweep).
+type memo struct {
+	domain string
+	// gen is the build under way: the parts it reused or made carry it.
+	gen uint64
+	// locality is the node's, which every load assignment's priorities derive from.
+	locality meshv1alpha1.Locality
+	// upstreams are each source's clusters of each upstream service, by source and FQDN.
+	upstreams map[sourceServiceKey]*upstreamMemo
+	// loadAssignments are the load assignments, by service and port.
+	loadAssignments map[servicePortKey]*loadAssignmentMemo
+	// apps are each pod's app clusters; nodeWide the passthrough and blackhole clusters.
+	apps     map[podID]*appMemo
+	nodeWide []*clusterv3.Cluster
+	// clusterList and loadAssignmentList are the lists as assembled and as sorted (sortByName).
+	clusterList        sortedList[*clusterv3.Cluster]
+	loadAssignmentList sortedList[*endpointv3.ClusterLoadAssignment]
+	listening          *listeningMemo
+}
+
+// start begins a build of m.
+func (mm *memo) start(m model.Mesh) {
+	mm.gen++
+	if mm.locality != m.Node.Locality {
+		clear(mm.loadAssignments)
+		mm.locality = m.Node.Locality
+	}
+}
+
+// sweep drops what the build that ends did not reuse or make: what the mesh no longer holds.
+func (mm *memo) sweep() {
+	maps.DeleteFunc(mm.upstreams, func(_ sourceServiceKey, e *upstreamMemo) bool { return e.gen != mm.gen })
+	maps.DeleteFunc(mm.loadAssignments, func(_ servicePortKey, e *loadAssignmentMemo) bool { return e.gen != mm.gen })
+	maps.DeleteFunc(mm.apps, func(_ podID, e *appMemo) bool { return e.gen != mm.gen })
+}
+
+// sortedList is a list of resources as a build assembled it and as it sorted it.
+type sortedList[T comparable] struct {
+	in, out []T
+}
+
+// sortByName returns items sorted by name, each name once (requireUnique). When items are the
+// very resources the last build assembled, in the same order (every part was reused), its sorted
+// list is returned again: sorting 8 000 clusters took longer than the rest of such a build.
+// last is nil when nothing is kept.
+func sortByName[T comparable](b *builder, kind string, items []T, name func(T) string, last *sortedList[T]) []T {
+	if last != nil && slices.Equal(last.in, items) {
+		return slices.Clone(last.out) // the caller's: the memo's stays as it is
+	}
+	sorted := items
+	if last != nil {
+		sorted = slices.Clone(items) // items stay as assembled, for the next build to compare
+	}
+	slices.SortFunc(sorted, func(x, y T) int { return cmp.Compare(name(x), name(y)) })
+	requireUnique(b, kind, sorted, name)
+	if last == nil {
+		return sorted
+	}
+	last.in, last.out = items, sorted
+	return slices.Clone(sorted)
+}
+
+// The memo's parts, for a build that may keep none (a nil memo).
+
+func (mm *memo) clusterCount() int {
+	if mm == nil {
+		return 0
+	}
+	return len(mm.clusterList.in)
+}
+
+func (mm *memo) loadAssignmentCount() int {
+	if mm == nil {
+		return 0
+	}
+	return len(mm.loadAssignmentList.in)
+}
+
+func (mm *memo) sortedClusters() *sortedList[*clusterv3.Cluster] {
+	if mm == nil {
+		return nil
+	}
+	return &mm.clusterList
+}
+
+func (mm *memo) sortedLoadAssignments() *sortedList[*endpointv3.ClusterLoadAssignment] {
+	if mm == nil {
+		return nil
+	}
+	return &mm.loadAssignmentList
+}
+
+// nodeWideClusters are the passthrough and blackhole clusters, made once per Builder.
+func (b *builder) nodeWideClusters() []*clusterv3.Cluster {
+	if b.memo != nil && b.memo.nodeWide != nil {
+		return b.memo.nodeWide
+	}
+	clusters := []*clusterv3.Cluster{b.passthroughCluster(), b.blackholeCluster()}
+	if b.memo != nil {
+		b.memo.nodeWide = clusters
+	}
+	return clusters
+}
+
+// podID is a local pod, by namespace and name.
+type podID struct{ namespace, name string }
+
+// appMemo is a pod's app clusters and what they derive from.
+type appMemo struct {
+	gen      uint64
+	address  string
+	ports    []meshv1alpha1.PortProtocol
+	clusters []*clusterv3.Cluster
+}
+
+// podAppClusters are pod's app clusters (appClusters): the last build's when they were made from
+// the same address and ports.
+func (b *builder) podAppClusters(pod model.LocalPod) []*clusterv3.Cluster {
+	if b.memo == nil {
+		return b.appClusters(pod)
+	}
+	k := podID{pod.Namespace, pod.Name}
+	e := b.memo.apps[k]
+	if e == nil || e.address != pod.Address || !slices.Equal(e.ports, pod.Ports) {
+		e = &appMemo{address: pod.Address, ports: slices.Clone(pod.Ports), clusters: b.appClusters(pod)}
+		b.memo.apps[k] = e
+	}
+	e.gen = b.memo.gen
+	return e.clusters
+}
+
+// sourceServiceKey is a service as one source dials it.
+type sourceServiceKey struct {
+	source, fqdn string
+}
+
+// upstreamMemo is one source's clusters of one service and what they derive from.
+type upstreamMemo struct {
+	gen        uint64
+	identity   string
+	primary    int32
+	defaultTCP int32
+	ports      []portShape
+	clusters   []*clusterv3.Cluster
+}
+
+// portShape is a listed port as the clusters read it.
+type portShape struct {
+	number   int32
+	protocol meshv1alpha1.Protocol
+}
+
+// derivesFrom reports whether the clusters of e derive from u as they stand.
+func (e *upstreamMemo) derivesFrom(u upstream) bool {
+	return e.identity == u.svc.Identity && e.primary == u.svc.Primary && e.defaultTCP == u.defaultTCP &&
+		slices.EqualFunc(e.ports, u.svc.Ports, func(s portShape, p model.Port) bool {
+			return s.number == p.Number && s.protocol == p.Protocol
+		})
+}
+
+// reusedClusters are the clusters of u for source that the last build made from the same
+// inputs; nil when there are none.
+func (b *builder) reusedClusters(u upstream, source string) []*clusterv3.Cluster {
+	if b.memo == nil {
+		return nil
+	}
+	e := b.memo.upstreams[sourceServiceKey{source, u.fqdn}]
+	if e == nil || !e.derivesFrom(u) {
+		return nil
+	}
+	e.gen = b.memo.gen
+	return e.clusters
+}
+
+// recordClusters keeps the clusters of u for source for the next build.
+func (b *builder) recordClusters(u upstream, source string, clusters []*clusterv3.Cluster) {
+	if b.memo == nil {
+		return
+	}
+	ports := make([]portShape, len(u.svc.Ports))
+	for i, p := range u.svc.Ports {
+		ports[i] = portShape{p.Number, p.Protocol}
+	}
+	b.memo.upstreams[sourceServiceKey{source, u.fqdn}] = &upstreamMemo{gen: b.memo.gen, identity: u.svc.Identity,
+		primary: u.svc.Primary, defaultTCP: u.defaultTCP, ports: ports, clusters: clusters}
+}
+
+// loadAssignmentMemo is one load assignment, what it derives from, and the notes its build
+// recorded (oneMemberPerAddress).
+type loadAssignmentMemo struct {
+	gen     uint64
+	members []memberShape
+	cla     *endpointv3.ClusterLoadAssignment
+	skipped []string
+}
+
+// memberShape is a member as a load assignment reads it.
+type memberShape struct {
+	namespace, name, address string
+	health                   meshv1alpha1.Health
+	weight                   int32
+	locality                 meshv1alpha1.Locality
+}
+
+// reusedLoadAssignment is port's load assignment of the service fqdn that the last build made
+// from the same members (and node locality, memo.start), its notes recorded again in this build;
+// nil when there is none.
+func (b *builder) reusedLoadAssignment(fqdn string, port int32, members []model.Member) *endpointv3.ClusterLoadAssignment {
+	if b.memo == nil {
+		return nil
+	}
+	e := b.memo.loadAssignments[servicePortKey{fqdn, port}]
+	if e == nil || !sameMembers(e.members, members) {
+		return nil
+	}
+	e.gen = b.memo.gen
+	b.skipped = append(b.skipped, e.skipped...)
+	return e.cla
+}
+
+// sameMembers reports whether members are, in order, the members shapes were taken from.
+func sameMembers(shapes []memberShape, members []model.Member) bool {
+	if len(shapes) != len(members) {
+		return false
+	}
+	for i := range members {
+		// What a health change changes first.
+		m, s := &members[i], &shapes[i]
+		if m.Health != s.health || m.Address != s.address || m.Weight != s.weight || m.Locality != s.locality ||
+			m.Name != s.name || m.Namespace != s.namespace {
+			return false
+		}
+	}
+	return true
+}
+
+// recordLoadAssignment keeps cla, made from members, for the next build with the notes its
+// build recorded.
+func (b *builder) recordLoadAssignment(fqdn string, port int32, members []model.Member, cla *endpointv3.ClusterLoadAssignment, skipped []string) {
+	if b.memo == nil {
+		return
+	}
+	shapes := make([]memberShape, len(members))
+	for i := range members {
+		m := &members[i]
+		shapes[i] = memberShape{namespace: m.Namespace, name: m.Name, address: m.Address, health: m.Health, weight: m.Weight,
+			locality: m.Locality}
+	}
+	b.memo.loadAssignments[servicePortKey{fqdn, port}] = &loadAssignmentMemo{gen: b.memo.gen, members: shapes, cla: cla,
+		skipped: slices.Clone(skipped)}
+}
+
+// listeningMemo is a build's listeners and route configurations, the projection of the mesh
+// they were built from (listening), and the notes their build recorded.
+type listeningMemo struct {
+	mesh      model.Mesh
+	in        listenerInputs
+	listeners []*listenerv3.Listener
+	routes    []*routev3.RouteConfiguration
+	skipped   []string
+}
+
+// listenersAndRoutes are the listeners and route configurations of the build. They are built
+// from the mesh without its endpoints (listening), so an endpoint-only change cannot reach them
+// (the stability gate), and the last build's are reused when that projection is equal.
+func (b *builder) listenersAndRoutes() ([]*listenerv3.Listener, []*routev3.RouteConfiguration) {
+	if b.memo != nil && b.memo.listening != nil && b.memo.listening.madeFrom(b.mesh, b.in) {
+		last := b.memo.listening
+		b.skipped = append(b.skipped, last.skipped...)
+		return slices.Clone(last.listeners), slices.Clone(last.routes) // the caller's lists: the memo's stay
+	}
+	mesh, in := listeningMesh(b.mesh), listeningInputs(b.in)
+	full, fullIn := b.mesh, b.in
+	b.mesh, b.in = mesh, in
+	before := len(b.skipped)
+	b.attached = b.attachRoutes() // the Gateway API routes, resolved once, read by chains and virtual hosts
+	listeners, routes := b.listeners(), b.routes()
+	b.mesh, b.in = full, fullIn
+	if b.memo != nil {
+		b.memo.listening = &listeningMemo{mesh: mesh, in: in, listeners: slices.Clone(listeners), routes: slices.Clone(routes),
+			skipped: slices.Clone(b.skipped[before:])}
+	}
+	return listeners, routes
+}
+
+// madeFrom reports whether the projection e was built from is that of m and in (listening).
+// The services, a thousand, are compared field by field with what they would project to
+// (projectsTo); the rest, a few pods and routes, whole.
+func (e *listeningMemo) madeFrom(m model.Mesh, in listenerInputs) bool {
+	if len(e.in.services) != len(in.services) || !reflect.DeepEqual(e.mesh, listeningMesh(m)) {
+		return false
+	}
+	for i := range in.services {
+		if !projectsTo(in.services[i], e.in.services[i]) {
+			return false
+		}
+	}
+	rest, prevRest := in, e.in
+	rest.services, rest.skipped, prevRest.services = nil, nil, nil
+	return reflect.DeepEqual(rest, prevRest)
+}
+
+// listening is what the listeners and route configurations are built from: the mesh and the
+// selection without the services' endpoints (listeningMesh, listeningInputs).
+//
+// listeningMesh is m's domain, node name, pods and routes: the node's locality orders load
+// assignments only, and the listeners read the selected services (in.services), not m's list.
+func listeningMesh(m model.Mesh) model.Mesh {
+	return model.Mesh{Domain: m.Domain, Node: model.Node{Name: m.Node.Name}, Pods: m.Pods, Routes: m.Routes}
+}
+
+// listeningInputs is in with each selected service without its endpoints (withoutEndpoints), and
+// without the notes of what was left out (Skipped reads the full selection's).
+func listeningInputs(in listenerInputs) listenerInputs {
+	projected := in
+	projected.skipped = nil
+	projected.services = slices.Clone(in.services)
+	for i := range projected.services {
+		projected.services[i].Service = withoutEndpoints(in.services[i].Service)
+	}
+	return projected
+}
+
+// projectsTo reports whether the selected service s projects to p (listeningInputs): it
+// compares exactly the fields the projection keeps. TestProjectsToSeesEveryField changes each
+// field of a service, one at a time, and checks that projectsTo and the projection agree.
+func projectsTo(s, p meshService) bool {
+	return s.key == p.key && s.fqdn == p.fqdn && s.vip == p.vip && slices.Equal(s.names, p.names) &&
+		s.ports.Primary == p.ports.Primary && slices.Equal(s.ports.Ports, p.ports.Ports) &&
+		s.Namespace == p.Namespace && s.Name == p.Name && s.Identity == p.Identity && s.VIP == p.VIP &&
+		s.Primary == p.Primary && slices.Equal(s.LeftOut, p.LeftOut) && slices.EqualFunc(s.Ports, p.Ports, portProjectsTo)
+}
+
+// portProjectsTo reports whether port s projects to p (withoutEndpoints).
+func portProjectsTo(s, p model.Port) bool {
+	return s.Number == p.Number && s.Protocol == p.Protocol && slices.EqualFunc(s.Pairs, p.Pairs, pairProjectsTo)
+}
+
+// pairProjectsTo reports whether pair s projects to p (withoutEndpoints): its protocol, and one
+// member holding the first member's AppProtocol.
+func pairProjectsTo(s, p model.Pair) bool {
+	if s.Protocol != p.Protocol || len(p.Members) != min(len(s.Members), 1) {
+		return false
+	}
+	return len(p.Members) == 0 || p.Members[0].AppProtocol == s.Members[0].AppProtocol
+}
+
+// withoutEndpoints is s without its members and counts (see listening).
+func withoutEndpoints(s model.Service) model.Service {
+	out := model.Service{Namespace: s.Namespace, Name: s.Name, Identity: s.Identity, VIP: s.VIP, Primary: s.Primary,
+		LeftOut: s.LeftOut, Ports: make([]model.Port, len(s.Ports))}
+	count := 0
+	for _, p := range s.Ports {
+		count += len(p.Pairs)
+	}
+	// One list of pairs and one of members for the whole service, each port's a part of them
+	// (its capacity cut at its end): 1 000 services are projected in every build.
+	pairs, members := make([]model.Pair, 0, count), make([]model.Member, count)
+	for i, p := range s.Ports {
+		start := len(pairs)
+		for _, pr := range p.Pairs {
+			pair := model.Pair{Protocol: pr.Protocol}
+			if len(pr.Members) > 0 {
+				k := len(pairs)
+				members[k].AppProtocol = pr.Members[0].AppProtocol
+				pair.Members = members[k : k+1 : k+1]
+			}
+			pairs = append(pairs, pair)
+		}
+		out.Ports[i] = model.Port{Number: p.Number, Protocol: p.Protocol, Pairs: pairs[start:len(pairs):len(pairs)]}
+	}
+	return out
+}

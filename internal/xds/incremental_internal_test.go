@@ -1,0 +1,102 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"testing"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
+)
+
+// projectionDisagreements changes each field of each selected service of the scenarios, one at a
+// time (Changes), and returns a line for each change where compare (a selected service against
+// the projection of the unchanged one) disagrees with the projections themselves (deeply equal
+// or not), and how many changes changed the projection.
+func projectionDisagreements(t *testing.T, compare func(s, p meshService) bool) (lines []string, changed int) {
+	t.Helper()
+	scenarios := xdstest.All()
+	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
+		in, err := selectInputs(scenarios[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range in.services {
+			p := project(s)
+			if !compare(s, p) {
+				lines = append(lines, name+": "+s.key+": unchanged, yet not the same as its own projection")
+			}
+			for _, c := range Changes(&s) {
+				s2 := DeepCopy(s)
+				c.Apply(&s2)
+				same := reflect.DeepEqual(project(s2), p)
+				if !same {
+					changed++
+				}
+				if compare(s2, p) != same {
+					lines = append(lines, name+": "+s.key+": "+c.String()+": the projection "+
+						map[bool]string{true: "is the same", false: "differs"}[same]+", the comparison says otherwise")
+				}
+			}
+		}
+	}
+	return lines, changed
+}
+
+// project is s's projection (listeningInputs).
+func project(s meshService) meshService {
+	return listeningInputs(listenerInputs{services: []meshService{s}}).services[0]
+}
+
+// TestProjectsToSeesEveryField: the listeners and routes are reused when every selected service
+// still projects to what they were built from (projectsTo, field by field, for speed); the
+// projection itself is what they read. For every change of one field of a selected service
+// (found by reflection, so a field added later is changed too), projectsTo must agree with the
+// projections: "the same" exactly when they are deeply equal. A field the projection keeps and
+// projectsTo skips would reuse stale listeners (a silent misroute). The negative control skips
+// the VIP and is caught.
+func TestProjectsToSeesEveryField(t *testing.T) {
+	lines, changed := projectionDisagreements(t, projectsTo)
+	for _, l := range lines {
+		t.Error(l)
+	}
+	if changed == 0 {
+		t.Fatal("no change changed a projection: the comparison proves nothing")
+	}
+	t.Logf("%d changes of one field changed a projection; projectsTo saw each", changed)
+
+	withoutVIP := func(s, p meshService) bool { s.vip = p.vip; return projectsTo(s, p) }
+	lines, _ = projectionDisagreements(t, withoutVIP)
+	if len(lines) == 0 {
+		t.Fatal("negative control: a comparison that skips the VIP was not caught")
+	}
+	t.Logf("negative control (the VIP skipped): %s", lines[0])
+}
+
+// ForgetHealth makes bl's kept load assignments match m's members whatever their health, as a
+// key without health would: each kept member takes the health m gives it. The negative control
+// of the Builder's tests (a stale load assignment must be caught).
+func (bl *Builder) ForgetHealth(m model.Mesh) {
+	health := map[memberShape]meshv1alpha1.Health{}
+	for _, s := range m.Services {
+		for _, p := range s.Ports {
+			for _, pr := range p.Pairs {
+				for _, mb := range pr.Members {
+					health[memberShape{namespace: mb.Namespace, name: mb.Name, address: mb.Address}] = mb.Health
+				}
+			}
+		}
+	}
+	for _, e := range bl.memo.loadAssignments {
+		for i, s := range e.members {
+			if h, ok := health[memberShape{namespace: s.namespace, name: s.name, address: s.address}]; ok {
+				e.members[i].health = h
+			}
+		}
+	}
+}
