@@ -157,17 +157,7 @@ func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request)
 // server refuses (see refusal) is not dropped in silence: see statusRefused.
 func (r *MeshServiceReconciler) writeStatus(ctx context.Context, ms *meshv1alpha1.MeshService, desired meshv1alpha1.MeshServiceStatus) error {
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	desired.ObservedGeneration = ms.Generation
-	desired.Conditions = conditions.Merge(ms.Status.Conditions, desired.Conditions, ms.Generation, now)
-	for i := range desired.Ports {
-		var previous []metav1.Condition
-		for _, p := range ms.Status.Ports {
-			if p.Port == desired.Ports[i].Port {
-				previous = p.Conditions
-			}
-		}
-		desired.Ports[i].Conditions = conditions.Merge(previous, desired.Ports[i].Conditions, ms.Generation, now)
-	}
+	desired = StampStatus(ms.Status, desired, ms.Generation, now)
 	if equality.Semantic.DeepEqual(ms.Status, desired) {
 		return nil
 	}
@@ -182,6 +172,24 @@ func (r *MeshServiceReconciler) writeStatus(ctx context.Context, ms *meshv1alpha
 		return err // retried: a conflict or a transient failure
 	}
 	return r.statusRefused(ctx, ms, last, now, err)
+}
+
+// StampStatus is desired, a translated status, as written over current: observedGeneration set
+// and every condition (the service's and each port's) merged with current's, so that a condition
+// keeps its LastTransitionTime unless its status flips.
+func StampStatus(current, desired meshv1alpha1.MeshServiceStatus, generation int64, now metav1.Time) meshv1alpha1.MeshServiceStatus {
+	desired.ObservedGeneration = generation
+	desired.Conditions = conditions.Merge(current.Conditions, desired.Conditions, generation, now)
+	for i := range desired.Ports {
+		var previous []metav1.Condition
+		for _, p := range current.Ports {
+			if p.Port == desired.Ports[i].Port {
+				previous = p.Conditions
+			}
+		}
+		desired.Ports[i].Conditions = conditions.Merge(previous, desired.Ports[i].Conditions, generation, now)
+	}
+	return desired
 }
 
 // refusal reports whether err is the API server refusing the request itself: a 4xx answer that
