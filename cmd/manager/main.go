@@ -91,7 +91,8 @@ func main() {
 		Scheme:                        scheme,
 		Controller:                    config.Controller{MaxConcurrentReconciles: knobs.workers},
 		PprofBindAddress:              knobs.pprofAddr,
-		Cache:                         controller.CacheOptions(), // pods: managed ones only, trimmed for endpoint verification
+		Cache:                         controller.CacheOptions(),  // pods: managed ones only, trimmed for endpoint verification
+		Client:                        controller.ClientOptions(), // reads see the manager's own earlier writes
 		Metrics:                       metricsOpts,
 		WebhookServer:                 crwebhook.NewServer(crwebhook.Options{Host: webhookHost, Port: webhookPort, CertDir: webhookCertDir, TLSOpts: []func(*tls.Config){http1Only}}),
 		HealthProbeBindAddress:        probeAddr,
@@ -104,10 +105,11 @@ func main() {
 		os.Exit(1)
 	}
 	if err := (&controller.MeshServiceReconciler{
-		Client:     mgr.GetClient(),
-		Recorder:   mgr.GetEventRecorder("aether-controller"),
-		MeshDomain: meshDomain,
-		Ignored:    ignored,
+		Client:      mgr.GetClient(),
+		Recorder:    mgr.GetEventRecorder("aether-controller"),
+		MeshDomain:  meshDomain,
+		Ignored:     ignored,
+		BatchWindow: knobs.batchWindow,
 	}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Failed to set up the MeshService controller")
 		os.Exit(1)
@@ -125,7 +127,7 @@ func main() {
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
 	log.Info("Starting manager", "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
-		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst)
+		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst, "batchWindow", knobs.batchWindow)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Manager stopped")
 		os.Exit(1)

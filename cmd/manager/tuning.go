@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -24,6 +25,8 @@ type tuning struct {
 	// client-side limiter off and leaves fairness to the API server (API Priority and Fairness).
 	qps   float64
 	burst int
+	// batchWindow holds a service's reconcile back after a change, merging the changes within it.
+	batchWindow time.Duration
 	// pprofAddr serves net/http/pprof; "0" disables it. Loopback only (see checkPprofAddress).
 	pprofAddr string
 }
@@ -42,6 +45,8 @@ func (t *tuning) bindFlags(fs *flag.FlagSet) {
 		"Requests per second the manager's client sends the API server at most; negative turns the client-side limit off, leaving fairness to the API server's API Priority and Fairness.")
 	fs.IntVar(&t.burst, "kube-api-burst", defaultBurst,
 		"Requests the manager's client may send at once above --kube-api-qps (ignored while --kube-api-qps is negative).")
+	fs.DurationVar(&t.batchWindow, "batch-window", controller.DefaultBatchWindow,
+		"How long a service's reconcile waits after the first change of its endpoints, pods or Service, so that the changes within it are written once (a rollout's steps, an endpoint's Pending then Healthy); 0 reconciles at once.")
 	fs.StringVar(&t.pprofAddr, "pprof-bind-address", "0",
 		"Loopback address (127.0.0.1:8082, [::1]:8082 or localhost:8082) serving Go's pprof profiles under /debug/pprof/; 0 disables it. Reach it with kubectl port-forward.")
 }
@@ -50,6 +55,9 @@ func (t *tuning) bindFlags(fs *flag.FlagSet) {
 func (t *tuning) check() error {
 	if t.workers < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles=%d: at least 1 reconcile must run; the default is %d", t.workers, defaultWorkers)
+	}
+	if t.batchWindow < 0 || t.batchWindow > time.Minute {
+		return fmt.Errorf("--batch-window=%s: give a duration from 0 (no batching) to 1m; the default is %s", t.batchWindow, controller.DefaultBatchWindow)
 	}
 	if t.qps >= 0 && t.burst < 1 {
 		return fmt.Errorf("--kube-api-burst=%d with --kube-api-qps=%v: a rate-limited client needs a burst of at least 1 (for example --kube-api-burst=%d)",

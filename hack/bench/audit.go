@@ -47,6 +47,7 @@ type auditEvent struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
 	} `json:"objectRef"`
 	ResponseStatus *struct {
 		Code int `json:"code"`
@@ -60,6 +61,7 @@ type request struct {
 	who      string // "manager", "agent", or the user's name
 	verb     string
 	resource string // resource or resource/subresource
+	object   string // namespace/name
 	code     int
 }
 
@@ -106,6 +108,7 @@ func requestOf(ev auditEvent) (request, bool) {
 	}
 	if ev.ObjectRef != nil {
 		q.resource = ev.ObjectRef.Resource
+		q.object = ev.ObjectRef.Namespace + "/" + ev.ObjectRef.Name
 		if ev.ObjectRef.Subresource != "" {
 			q.resource += "/" + ev.ObjectRef.Subresource
 		}
@@ -190,4 +193,29 @@ func (t tally) String() string {
 		parts[i] = fmt.Sprintf("%s: %d", k, t[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// spreads are, for each service, the time from the first to the last of the agents' writes to its
+// endpoints: how far apart a service's changes arrive, which decides what the manager's batching
+// window can merge. endpointService maps an endpoint's namespace/name to its service's.
+func spreads(reqs []request, endpointService func(string) string) []time.Duration {
+	first, last := map[string]time.Time{}, map[string]time.Time{}
+	for _, q := range reqs {
+		if q.who != "agent" || !q.write() || !strings.HasPrefix(q.resource, "meshendpoints") {
+			continue
+		}
+		svc := endpointService(q.object)
+		if t, ok := first[svc]; !ok || q.at.Before(t) {
+			first[svc] = q.at
+		}
+		if q.at.After(last[svc]) {
+			last[svc] = q.at
+		}
+	}
+	out := make([]time.Duration, 0, len(first))
+	for svc, t := range first {
+		out = append(out, last[svc].Sub(t))
+	}
+	slices.Sort(out)
+	return out
 }

@@ -30,9 +30,9 @@
 // (bin/bench/<size>/cpu.pprof, heap.pprof, and their `go tool pprof -top` as *.top.txt), the
 // manager's logs and the manager binary the profiles belong to.
 //
-// Tuning under test, from the environment: BENCH_WORKERS, BENCH_QPS, BENCH_BURST (the manager's
-// --max-concurrent-reconciles, --kube-api-qps, --kube-api-burst; default: the manager's own
-// defaults) and BENCH_MANAGER_ARGS (more flags, space-separated).
+// Tuning under test, from the environment: BENCH_WORKERS, BENCH_QPS, BENCH_BURST, BENCH_WINDOW
+// (the manager's --max-concurrent-reconciles, --kube-api-qps, --kube-api-burst, --batch-window;
+// default: the manager's own defaults) and BENCH_MANAGER_ARGS (more flags, space-separated).
 package main
 
 import (
@@ -63,6 +63,7 @@ type config struct {
 	workers     int
 	qps         float64
 	burst       int
+	window      time.Duration
 	managerArgs []string
 	out         string
 }
@@ -90,7 +91,7 @@ func main() {
 
 func configFromEnv() (config, error) {
 	cfg := config{writers: 16, workers: controller.DefaultMaxConcurrentReconciles, qps: controller.DefaultKubeAPIQPS,
-		burst: controller.DefaultKubeAPIBurst, out: filepath.Join(testenv.RepoRoot(), "bin", "bench")}
+		burst: controller.DefaultKubeAPIBurst, window: controller.DefaultBatchWindow, out: filepath.Join(testenv.RepoRoot(), "bin", "bench")}
 	sizes, err := parseSizes(envOr("BENCH_SIZES", "100x10,1000x10"))
 	if err != nil {
 		return cfg, err
@@ -104,6 +105,7 @@ func configFromEnv() (config, error) {
 		{"BENCH_WORKERS", func(v string) (err error) { cfg.workers, err = positive(v); return }},
 		{"BENCH_QPS", func(v string) (err error) { cfg.qps, err = strconv.ParseFloat(v, 64); return }},
 		{"BENCH_BURST", func(v string) (err error) { cfg.burst, err = strconv.Atoi(v); return }},
+		{"BENCH_WINDOW", func(v string) (err error) { cfg.window, err = time.ParseDuration(v); return }},
 	} {
 		if v := os.Getenv(knob.name); v != "" {
 			if err := knob.set(v); err != nil {

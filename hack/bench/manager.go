@@ -64,6 +64,7 @@ func startManager(ctx context.Context, bin, kubeconfig, certDir, logPath string,
 		"--webhook-host=127.0.0.1", fmt.Sprintf("--webhook-port=%d", ports[2]), "--webhook-cert-dir=" + certDir,
 		fmt.Sprintf("--max-concurrent-reconciles=%d", cfg.workers),
 		fmt.Sprintf("--kube-api-qps=%v", cfg.qps), fmt.Sprintf("--kube-api-burst=%d", cfg.burst),
+		"--batch-window=" + cfg.window.String(),
 	}, cfg.managerArgs...)
 	m.cmd = exec.Command(bin, args...)
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
@@ -144,7 +145,7 @@ func sum(series map[string]float64, name string) float64 {
 // race, and than its batching window).
 func (m *manager) waitIdle(ctx context.Context, quiet, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	var last [2]float64
+	var last [3]float64
 	since := time.Now()
 	for {
 		series, err := m.scrape(ctx)
@@ -152,7 +153,10 @@ func (m *manager) waitIdle(ctx context.Context, quiet, timeout time.Duration) er
 			return fmt.Errorf("reading the manager's metrics: %w", err)
 		}
 		busy := sum(series, "workqueue_depth") + sum(series, "controller_runtime_active_workers")
-		now := [2]float64{sum(series, "controller_runtime_reconcile_total"), sum(series, "workqueue_adds_total")}
+		// Retries count the adds held back for a while (the batching window, a requeue after a
+		// race): such an item is not in the queue's depth until it is due.
+		now := [3]float64{sum(series, "controller_runtime_reconcile_total"), sum(series, "workqueue_adds_total"),
+			sum(series, "workqueue_retries_total")}
 		if busy > 0 || now != last {
 			last, since = now, time.Now()
 		} else if time.Since(since) >= quiet {
@@ -169,6 +173,22 @@ func (m *manager) waitIdle(ctx context.Context, quiet, timeout time.Duration) er
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// races reads the manager's quiet requeues after a race with another writer or its cache, by
+// race (aether_controller_races_requeued_total).
+func (m *manager) races(ctx context.Context) (tally, error) {
+	series, err := m.scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := tally{}
+	for s, v := range series {
+		if rest, ok := strings.CutPrefix(s, "aether_controller_races_requeued_total{"); ok && v > 0 {
+			out[strings.TrimSuffix(rest, "}")] += int(v)
+		}
+	}
+	return out, nil
 }
 
 // cpuSeconds is the manager's user and system CPU time so far.

@@ -40,6 +40,14 @@ type result struct {
 	Floors []floor `json:"floors"`
 	// AgentsS is how long the agents took to write the change, the manager running meanwhile.
 	AgentsS float64 `json:"agents_s"`
+	// AgentConflicts counts the agents' status patches that lost to another writer (the manager's
+	// Verified) and were retried, over the whole run.
+	AgentConflicts int `json:"agent_conflicts"`
+	// AgentSpreadMedianS and AgentSpreadP90S are the median and 90th percentile, over the
+	// services, of the time from the first to the last agent write to a service's endpoints:
+	// how far apart one service's changes arrive (what a batching window can merge).
+	AgentSpreadMedianS float64 `json:"agent_spread_median_s"`
+	AgentSpreadP90S    float64 `json:"agent_spread_p90_s"`
 	// AgentRequiredWrites is the agents' writes of the change: create, Registered, Healthy.
 	AgentRequiredWrites int `json:"agent_required_writes"`
 	// AgentWrites is the agents' write requests in the convergence span (conflict retries count).
@@ -51,6 +59,11 @@ type result struct {
 	// OtherWrites counts writes to the mesh's objects and Services by anyone but the manager and
 	// the agents during the measured spans, by user (expected: none).
 	OtherWrites tally `json:"other_writes"`
+	// RacesConverging and RacesLater are the manager's quiet requeues after a race with another
+	// writer or its own cache (conflict, not_found, already_exists), during convergence and in
+	// the restarted manager (resync and churn).
+	RacesConverging tally `json:"races_converging"`
+	RacesLater      tally `json:"races_resync_and_churn"`
 	// ManagerReconcileErrors counts "Reconciler error" lines in the manager's logs.
 	ManagerReconcileErrors int `json:"manager_reconcile_errors"`
 	// ManagerCPUS is the manager's CPU time during convergence; ManagerPeakRSSMiB its peak RSS.
@@ -88,6 +101,7 @@ type settings struct {
 	Workers      int      `json:"manager_max_concurrent_reconciles"`
 	QPS          float64  `json:"manager_kube_api_qps"`
 	Burst        int      `json:"manager_kube_api_burst"`
+	Window       string   `json:"manager_batch_window"`
 	ManagerArgs  []string `json:"manager_args,omitempty"`
 }
 
@@ -118,7 +132,9 @@ func table(results []result) string {
 	row("manager writes ÷ required", "≤ 1.05", func(r result) string {
 		return fmt.Sprintf("%.2f (%d ÷ %d)", r.WritesPerRequiredWrite, r.ManagerWrites, r.RequiredWrites)
 	})
-	row("agent writes (required)", "", func(r result) string { return fmt.Sprintf("%d (%d)", r.AgentWrites, r.AgentRequiredWrites) })
+	row("agent writes (required); a service's writes spread over, median and p90", "", func(r result) string {
+		return fmt.Sprintf("%d (%d); %.1f s, %.1f s", r.AgentWrites, r.AgentRequiredWrites, r.AgentSpreadMedianS, r.AgentSpreadP90S)
+	})
 	row("resync writes", "0", func(r result) string { return fmt.Sprintf("%d (idle after %.1f s)", r.ResyncWrites, r.ResyncS) })
 	row("churn: manager writes per changed endpoint", "≤ 1.1", func(r result) string {
 		return fmt.Sprintf("%.2f (%d ÷ %d, %.1f s)", r.ChurnWritesPerChangedEndpoint, r.ChurnManagerWrites, r.ChurnChangedEndpoints, r.ChurnS)
@@ -126,7 +142,9 @@ func table(results []result) string {
 	row("manager CPU, peak RSS (convergence)", "", func(r result) string {
 		return fmt.Sprintf("%.1f s, %.0f MiB", r.ManagerCPUS, r.ManagerPeakRSSMiB)
 	})
-	row("manager reconcile errors", "0", func(r result) string { return fmt.Sprint(r.ManagerReconcileErrors) })
+	row("manager reconcile errors; races requeued", "0", func(r result) string {
+		return fmt.Sprintf("%d; %d, %d later", r.ManagerReconcileErrors, r.RacesConverging.total(), r.RacesLater.total())
+	})
 	row("writes by others to what the manager owns", "0", func(r result) string { return fmt.Sprint(r.OtherWrites.total()) })
 	row("agent: RSS at 10 000 cluster endpoints, writes/min at rest", "< 150 MiB, 0", func(r result) string {
 		if r.Agent == nil {

@@ -37,7 +37,7 @@ type run struct {
 
 // quiet is how long the manager must do nothing to count as idle: longer than its requeue
 // after a race (1 s) and its batching window.
-const quiet = 2 * time.Second
+func (r *run) quiet() time.Duration { return max(2*time.Second, r.cfg.window+time.Second) }
 
 func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, err error) {
 	r := &run{cfg: cfg, size: sz, dir: filepath.Join(cfg.out, sz.String()), work: newWorkload(sz, cfg.writers)}
@@ -86,7 +86,9 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 		return res, err
 	}
 	track := newTracker()
-	if err := track.start(ctx, r.env.Config); err != nil {
+	trackCtx, stopTracking := context.WithCancel(ctx)
+	defer stopTracking() // before the control plane stops: an open watch holds up its shutdown
+	if err := track.start(trackCtx, r.env.Config); err != nil {
 		return res, err
 	}
 	track.expect(r.work.expected())
@@ -103,7 +105,7 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 		return res, err
 	}
 	defer func() { mgr.stop() }()
-	if err := mgr.waitIdle(ctx, quiet, 2*time.Minute); err != nil {
+	if err := mgr.waitIdle(ctx, r.quiet(), 2*time.Minute); err != nil {
 		return res, err
 	}
 
@@ -120,7 +122,7 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 	if err != nil {
 		return res, err
 	}
-	if err := mgr.waitIdle(ctx, quiet, 5*time.Minute); err != nil {
+	if err := mgr.waitIdle(ctx, r.quiet(), 5*time.Minute); err != nil {
 		return res, err
 	}
 	resyncTo := time.Now()
@@ -134,21 +136,27 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 	if err != nil {
 		return res, err
 	}
-	if err := mgr.waitIdle(ctx, quiet, 5*time.Minute); err != nil {
+	if err := mgr.waitIdle(ctx, r.quiet(), 5*time.Minute); err != nil {
 		return res, err
 	}
 	churnTo := time.Now()
 	resyncErrors, _ := mgr.reconcileErrors()
+	laterRaces, err := mgr.races(ctx)
+	if err != nil {
+		return res, err
+	}
 	mgr.stop()
 
 	reqs, err := readAudit(auditLog)
 	if err != nil {
 		return res, err
 	}
-	return r.result(floors, conv, reqs, resyncErrors, spans{
+	res = r.result(floors, conv, reqs, resyncErrors, spans{
 		converge: [2]time.Time{conv.from, conv.idle}, resync: [2]time.Time{resyncFrom, resyncTo}, churn: [2]time.Time{churnFrom, churnTo},
 		churnConverged: churnAt, changed: changed,
-	}), nil
+	})
+	res.RacesConverging, res.RacesLater = conv.races, laterRaces
+	return res, nil
 }
 
 func progress(sz size, format string, args ...any) {
@@ -222,6 +230,7 @@ type convergence struct {
 	converged, idle  time.Time
 	cpuS, peakRSSMiB float64
 	reconcileErrors  int
+	races            tally
 }
 
 // converge has the agents register every endpoint, profiling the manager meanwhile, and waits
@@ -244,10 +253,10 @@ func (r *run) converge(ctx context.Context, mgr *manager, track *tracker, floorS
 	if c.converged, err = track.wait(ctx, timeoutFor(floorS)); err != nil {
 		return c, err
 	}
-	if err := mgr.waitIdle(ctx, quiet, 5*time.Minute); err != nil {
+	if err := mgr.waitIdle(ctx, r.quiet(), 5*time.Minute); err != nil {
 		return c, err
 	}
-	c.idle = time.Now().Add(-quiet) // idle since then; later requests are not convergence's
+	c.idle = time.Now().Add(-r.quiet()) // idle since then; later requests are not convergence's
 	cpuAfter, err := mgr.cpuSeconds()
 	if err != nil {
 		return c, err
@@ -268,6 +277,12 @@ func (r *run) converge(ctx context.Context, mgr *manager, track *tracker, floorS
 		}
 	}
 	if c.peakRSSMiB, err = mgr.peakRSSMiB(); err != nil {
+		return c, err
+	}
+	if c.races, err = mgr.races(ctx); err != nil {
+		return c, err
+	}
+	if c.races, err = mgr.races(ctx); err != nil {
 		return c, err
 	}
 	c.reconcileErrors, err = mgr.reconcileErrors()
@@ -357,6 +372,7 @@ func (r *run) result(floors []floor, conv convergence, reqs []request, resyncErr
 		FloorS:                floorSeconds(floors),
 		Floors:                floors,
 		ConvergenceS:          conv.converged.Sub(conv.from).Seconds(),
+		AgentsS:               conv.agentsDone.Sub(conv.from).Seconds(),
 		RequiredWrites:        e + 3*n,
 		AgentRequiredWrites:   3 * e,
 		AgentWrites:           writesOf(converging, "agent").total(),
@@ -366,14 +382,19 @@ func (r *run) result(floors []floor, conv convergence, reqs []request, resyncErr
 		ManagerCPUS:           conv.cpuS,
 		ManagerPeakRSSMiB:     conv.peakRSSMiB,
 		ResyncWritesBy:        writesOf(resyncing, "manager"),
-		ResyncS:               s.resync[1].Sub(s.resync[0]).Seconds() - quiet.Seconds(),
+		ResyncS:               s.resync[1].Sub(s.resync[0]).Seconds() - r.quiet().Seconds(),
 		ChurnChangedEndpoints: s.changed,
 		ChurnS:                s.churnConverged.Sub(s.churn[0]).Seconds(),
 		ChurnWritesBy:         writesOf(churning, "manager"),
-		Settings: settings{AgentWriters: r.cfg.writers, Workers: r.cfg.workers, QPS: r.cfg.qps, Burst: r.cfg.burst,
+		Settings: settings{AgentWriters: r.cfg.writers, Workers: r.cfg.workers, QPS: r.cfg.qps, Burst: r.cfg.burst, Window: r.cfg.window.String(),
 			ManagerArgs: r.cfg.managerArgs},
 	}
 	res.ManagerReconcileErrors = conv.reconcileErrors + resyncErrors
+	res.AgentConflicts = int(r.conflicts.Load())
+	if spread := spreads(converging, r.work.serviceOf); len(spread) > 0 {
+		res.AgentSpreadMedianS = spread[len(spread)/2].Seconds()
+		res.AgentSpreadP90S = spread[len(spread)*9/10].Seconds()
+	}
 	res.ManagerWrites = res.ManagerWritesBy.total()
 	res.ResyncWrites = res.ResyncWritesBy.total()
 	res.ChurnManagerWrites = res.ChurnWritesBy.total()

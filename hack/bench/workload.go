@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +70,12 @@ func newWorkload(sz size, writers int) *workload {
 func (w *workload) newIP() string {
 	n := w.nextIP.Add(1)
 	return fmt.Sprintf("127.%d.%d.%d", 1+n>>16, n>>8&0xff, n&0xff)
+}
+
+// serviceOf maps an endpoint's namespace/name to its service's namespace/name.
+func (w *workload) serviceOf(endpoint string) string {
+	ns, name, _ := strings.Cut(endpoint, "/")
+	return ns + "/" + name[:len("svc-0000")]
 }
 
 func nodeName(writer int) string { return fmt.Sprintf("bench-node-%02d", writer) }

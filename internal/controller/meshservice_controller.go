@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,14 @@ type MeshServiceReconciler struct {
 	MeshDomain string
 	// Ignored are the namespaces the mesh never takes: no endpoint there is counted.
 	Ignored registration.IgnoredNamespaces
+	// BatchWindow holds a service's reconcile back after the first change of its inputs, so that
+	// the changes arriving within it are reconciled and written once (see batched). 0 reconciles
+	// at once.
+	BatchWindow time.Duration
+
+	// controllerName replaces "meshservice" in logs and metrics, for a test that runs a second
+	// reconciler beside the package's.
+	controllerName string
 }
 
 // +kubebuilder:rbac:groups=mesh.aether.io,resources=meshservices,verbs=get;list;watch;create;update;patch;delete
@@ -66,14 +75,15 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 	})
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("meshservice").
-		For(&meshv1alpha1.MeshService{}).
-		Watches(&meshv1alpha1.MeshEndpoint{}, byServiceName).
+		Named(cmp.Or(r.controllerName, "meshservice")).
+		Watches(&meshv1alpha1.MeshService{}, batched(&handler.EnqueueRequestForObject{}, r.BatchWindow, nil)).
+		Watches(&meshv1alpha1.MeshEndpoint{}, batched(byServiceName, r.BatchWindow, newGeneration)).
 		// A Service of the same name matters whoever owns it (a user's one is a name conflict), and
 		// the ServiceAccount decides the owner reference and deletion.
-		Watches(&corev1.Service{}, byName).
-		Watches(&corev1.ServiceAccount{}, byName).
-		Watches(&corev1.Pod{}, r.podWatch()). // an endpoint counts only while its pod matches (verify.go)
+		Watches(&corev1.Service{}, batched(byName, r.BatchWindow, nil)).
+		Watches(&corev1.ServiceAccount{}, batched(byName, r.BatchWindow, nil)).
+		// An endpoint counts only while its pod matches (verify.go).
+		Watches(&corev1.Pod{}, batched(r.podWatch(), r.BatchWindow, addressedPod)).
 		Complete(r)
 }
 
