@@ -34,9 +34,10 @@ type result struct {
 	// changed (target ≤ 1.1; the one required is the new endpoint's Verified).
 	ChurnWritesPerChangedEndpoint float64 `json:"churn_writes_per_changed_endpoint"`
 
-	// FloorS is Σ over the kinds of write of (required writes of the kind ÷ its floor rate).
+	// FloorS is Σ over the kinds of write of (required writes of the kind ÷ its floor rate), the
+	// mean of the floor measured before the manager ran and after it stopped.
 	FloorS float64 `json:"floor_s"`
-	// Floors is each kind's floor.
+	// Floors is each kind's floor, in both rounds.
 	Floors []floor `json:"floors"`
 	// AgentsS is how long the agents took to write the change, the manager running meanwhile.
 	AgentsS float64 `json:"agents_s"`

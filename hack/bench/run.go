@@ -74,13 +74,11 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 	}
 
 	progress(sz, "measuring the write floors (no controller running)")
-	floors, err := r.floors(ctx)
+	floors, err := r.floors(ctx, 1)
 	if err != nil {
 		return res, err
 	}
-	for _, f := range floors {
-		progress(sz, "floor of %s: %.0f writes/s (%d at %d at once)", f.Kind, f.WritesPerS, f.Sampled, f.Concurrency)
-	}
+	r.report(floors)
 	progress(sz, "creating %d pods with their IPs", sz.services*sz.endpoints)
 	if err := r.setup(ctx); err != nil {
 		return res, err
@@ -146,6 +144,16 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 		return res, err
 	}
 	mgr.stop()
+
+	// The floor again, the manager stopped: the machine's load drifts over a run, and the ratio
+	// compares with the mean of the two.
+	progress(sz, "measuring the write floors again (no controller running)")
+	after, err := r.floors(ctx, 2)
+	if err != nil {
+		return res, err
+	}
+	r.report(after)
+	floors = append(floors, after...)
 
 	reqs, err := readAudit(auditLog)
 	if err != nil {
@@ -345,13 +353,21 @@ func (r *run) churn(ctx context.Context, track *tracker, floorS float64) (int, t
 	return changed, at, err
 }
 
-// floorSeconds is Σ over the kinds of (required writes ÷ floor rate).
+// floorSeconds is Σ over the kinds of (required writes ÷ floor rate), averaged over the rounds
+// measured.
 func floorSeconds(floors []floor) float64 {
-	total := 0.0
+	total, rounds := 0.0, map[int]bool{}
 	for _, f := range floors {
 		total += float64(f.Required) / f.WritesPerS
+		rounds[f.Round] = true
 	}
-	return total
+	return total / float64(max(1, len(rounds)))
+}
+
+func (r *run) report(floors []floor) {
+	for _, f := range floors {
+		progress(r.size, "floor of %s: %.0f writes/s (%d at %d at once)", f.Kind, f.WritesPerS, f.Sampled, f.Concurrency)
+	}
 }
 
 // spans are the measured spans of one size.

@@ -99,7 +99,7 @@ func TestBatchedHoldsAllButUrgentUpdates(t *testing.T) {
 			t.Run(qname+"/"+name, func(t *testing.T) {
 				q := newQueue()
 				defer q.ShutDown()
-				tc.send(batched(byKey, tc.window, urgent), q)
+				tc.send(batched(byKey, newSettling(tc.window), urgent), q)
 				want := 0
 				if tc.due {
 					want = 1
@@ -109,5 +109,52 @@ func TestBatchedHoldsAllButUrgentUpdates(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSettlingWaitsForQuiet: a service is due once its inputs have been quiet for the window, or
+// once its first change has waited five windows; an urgent change makes it due at once; a due
+// service's batch is closed, and a later change starts the next one. (A clock the test moves: the
+// rule is arithmetic on the times of the changes.)
+func TestSettlingWaitsForQuiet(t *testing.T) {
+	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	now := start
+	at := func(d time.Duration) { now = start.Add(d) }
+	s := newSettling(2 * time.Second)
+	s.now = func() time.Time { return now }
+	svc := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "shop", Name: "ledger"}}
+	expect := func(when string, want time.Duration) {
+		t.Helper()
+		if got := s.wait(svc); got != want {
+			t.Errorf("%s: wait %s, want %s", when, got, want)
+		}
+	}
+
+	expect("no change", 0)
+	at(0)
+	s.changed(svc, false)
+	at(1500 * time.Millisecond)
+	s.changed(svc, false)
+	at(2 * time.Second)
+	expect("2s after the first change, 0.5s after the last", 1500*time.Millisecond)
+	at(3500 * time.Millisecond)
+	expect("quiet for the window", 0)
+	expect("the batch is closed", 0)
+
+	// A trickle: a change every second, never quiet for 2s; due five windows after its first.
+	for i := range 12 {
+		at(10*time.Second + time.Duration(i)*time.Second)
+		s.changed(svc, false)
+	}
+	at(21 * time.Second)
+	expect("a trickle, 11s after its first change", 0)
+
+	at(30 * time.Second)
+	s.changed(svc, false)
+	s.changed(svc, true)
+	expect("urgent", 0)
+
+	if negative := newSettling(0); negative.wait(svc) != 0 || batched(nil, negative, nil) != nil {
+		t.Errorf("a window of 0 holds something back")
 	}
 }

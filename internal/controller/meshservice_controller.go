@@ -45,14 +45,16 @@ type MeshServiceReconciler struct {
 	MeshDomain string
 	// Ignored are the namespaces the mesh never takes: no endpoint there is counted.
 	Ignored registration.IgnoredNamespaces
-	// BatchWindow holds a service's reconcile back after the first change of its inputs, so that
-	// the changes arriving within it are reconciled and written once (see batched). 0 reconciles
-	// at once.
+	// BatchWindow holds a service's reconcile back until its inputs have been quiet that long
+	// (at most five windows after the first change), so that a burst of changes is reconciled and
+	// written once (see settling). 0 reconciles at once.
 	BatchWindow time.Duration
 
 	// controllerName replaces "meshservice" in logs and metrics, for a test that runs a second
 	// reconciler beside the package's.
 	controllerName string
+	// settling holds reconciles back while a service's inputs keep changing (BatchWindow).
+	settling *settling
 }
 
 // +kubebuilder:rbac:groups=mesh.aether.io,resources=meshservices,verbs=get;list;watch;create;update;patch;delete
@@ -74,16 +76,17 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 	})
+	r.settling = newSettling(r.BatchWindow)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(r.controllerName, "meshservice")).
-		Watches(&meshv1alpha1.MeshService{}, batched(&handler.EnqueueRequestForObject{}, r.BatchWindow, nil)).
-		Watches(&meshv1alpha1.MeshEndpoint{}, batched(byServiceName, r.BatchWindow, newGeneration)).
+		Watches(&meshv1alpha1.MeshService{}, batched(&handler.EnqueueRequestForObject{}, r.settling, nil)).
+		Watches(&meshv1alpha1.MeshEndpoint{}, batched(byServiceName, r.settling, newGeneration)).
 		// A Service of the same name matters whoever owns it (a user's one is a name conflict), and
 		// the ServiceAccount decides the owner reference and deletion.
-		Watches(&corev1.Service{}, batched(byName, r.BatchWindow, nil)).
-		Watches(&corev1.ServiceAccount{}, batched(byName, r.BatchWindow, nil)).
+		Watches(&corev1.Service{}, batched(byName, r.settling, nil)).
+		Watches(&corev1.ServiceAccount{}, batched(byName, r.settling, nil)).
 		// An endpoint counts only while its pod matches (verify.go).
-		Watches(&corev1.Pod{}, batched(r.podWatch(), r.BatchWindow, addressedPod)).
+		Watches(&corev1.Pod{}, batched(r.podWatch(), r.settling, addressedPod)).
 		Complete(r)
 }
 
@@ -92,6 +95,9 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // mid-reconcile (NotFound), a create the cache had not yet seen (AlreadyExists) — are requeued
 // quietly: they are not errors, and the next reconcile reads the newer state.
 func (r *MeshServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if wait := r.settling.wait(req); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil // its inputs are still changing (BatchWindow)
+	}
 	err := r.reconcile(ctx, req)
 	if race, ok := expectedRace(err); ok {
 		log.FromContext(ctx).V(1).Info("Requeueing after a race with another writer", "race", race, "detail", err.Error())
