@@ -55,10 +55,16 @@ type auditEvent struct {
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 }
 
+// Who made a request, when it is one of the two writers the benchmark tells apart.
+const (
+	byManager = "manager"
+	byAgent   = "agent"
+)
+
 // request is one finished API request.
 type request struct {
 	at       time.Time
-	who      string // "manager", "agent", or the user's name
+	who      string // byManager, byAgent, or the user's name
 	verb     string
 	resource string // resource or resource/subresource
 	object   string // namespace/name
@@ -100,9 +106,9 @@ func requestOf(ev auditEvent) (request, bool) {
 	q := request{at: ev.RequestReceivedTimestamp, verb: ev.Verb, who: ev.User.Username}
 	switch {
 	case ev.User.Username == managerUser:
-		q.who = "manager"
+		q.who = byManager
 	case ev.ImpersonatedUser != nil && ev.ImpersonatedUser.Username == testenv.AgentUser:
-		q.who = "agent"
+		q.who = byAgent
 	case ev.ImpersonatedUser != nil:
 		q.who = ev.ImpersonatedUser.Username
 	}
@@ -169,7 +175,7 @@ func readsOf(reqs []request, who string) tally {
 func othersWrites(reqs []request) tally {
 	out := tally{}
 	for _, q := range reqs {
-		if q.write() && q.who != "manager" && q.who != "agent" {
+		if q.write() && q.who != byManager && q.who != byAgent {
 			out[q.who+" "+q.verb+" "+q.resource]++
 		}
 	}
@@ -201,7 +207,7 @@ func (t tally) String() string {
 func spreads(reqs []request, endpointService func(string) string) []time.Duration {
 	first, last := map[string]time.Time{}, map[string]time.Time{}
 	for _, q := range reqs {
-		if q.who != "agent" || !q.write() || !strings.HasPrefix(q.resource, "meshendpoints") {
+		if q.who != byAgent || !q.write() || !strings.HasPrefix(q.resource, "meshendpoints") {
 			continue
 		}
 		svc := endpointService(q.object)

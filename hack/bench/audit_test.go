@@ -33,13 +33,13 @@ func TestReadAudit(t *testing.T) {
 	}
 	at := func(s string) time.Time { v, _ := time.Parse(time.RFC3339, s); return v }
 	all := window(reqs, at("2026-11-30T10:00:00Z"), at("2026-11-30T10:01:00Z"))
-	if got := writesOf(all, "manager"); got.total() != 1 || got["patch meshendpoints/status 409"] != 1 {
+	if got := writesOf(all, byManager); got.total() != 1 || got["patch meshendpoints/status 409"] != 1 {
 		t.Errorf("manager's writes %v, want the one patch of meshendpoints/status answered 409", got)
 	}
-	if got := readsOf(all, "manager"); got["list meshservices"] != 1 || got.total() != 1 {
+	if got := readsOf(all, byManager); got["list meshservices"] != 1 || got.total() != 1 {
 		t.Errorf("manager's reads %v, want one list of meshservices", got)
 	}
-	if got := writesOf(all, "agent"); got["create meshendpoints 201"] != 1 || got.total() != 1 {
+	if got := writesOf(all, byAgent); got["create meshendpoints 201"] != 1 || got.total() != 1 {
 		t.Errorf("agents' writes %v, want the impersonated create", got)
 	}
 	if got := othersWrites(all); got["tenant update services"] != 1 || got.total() != 1 {

@@ -13,7 +13,8 @@
 //     concurrency (BENCH_WRITERS agents, default 16, each speaking as the node agent of its node
 //     under config/admission's node-authority policy), the manager's Verified status patch,
 //     MeshService create, Service create and MeshService status update with the manager's client
-//     settings at its worker count;
+//     settings at its worker count; measured before the manager starts and again after it stops
+//     (the machine's load drifts), the ratio taken against their mean;
 //   - convergence: the services' pods exist (created and given IPs as a kubelet would); the
 //     agents register every endpoint as internal/agent does (create, Registered and Pending,
 //     then Healthy); the time until every MeshService's status counts all its endpoints ready
@@ -28,7 +29,9 @@
 // It prints a markdown table and writes bin/bench/convergence.json, one object per size (keys:
 // see result), plus each size's CPU and heap profiles of the manager during convergence
 // (bin/bench/<size>/cpu.pprof, heap.pprof, and their `go tool pprof -top` as *.top.txt), the
-// manager's logs and the manager binary the profiles belong to.
+// manager's logs and the manager binary the profiles belong to (bin/bench/manager). The agent's
+// own figures (memory and requests at scale) come from internal/agent's benchmark: the JSON
+// keeps a null "agent" object and the table a row for them.
 //
 // Tuning under test, from the environment: BENCH_WORKERS, BENCH_QPS, BENCH_BURST, BENCH_WINDOW
 // (the manager's --max-concurrent-reconciles, --kube-api-qps, --kube-api-burst, --batch-window;

@@ -144,6 +144,7 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 		return res, err
 	}
 	mgr.stop()
+	stopTracking()
 
 	// The floor again, the manager stopped: the machine's load drifts over a run, and the ratio
 	// compares with the mean of the two.
@@ -391,17 +392,17 @@ func (r *run) result(floors []floor, conv convergence, reqs []request, resyncErr
 		AgentsS:               conv.agentsDone.Sub(conv.from).Seconds(),
 		RequiredWrites:        e + 3*n,
 		AgentRequiredWrites:   3 * e,
-		AgentWrites:           writesOf(converging, "agent").total(),
-		ManagerWritesBy:       writesOf(converging, "manager"),
-		ManagerReadsBy:        readsOf(converging, "manager"),
+		AgentWrites:           writesOf(converging, byAgent).total(),
+		ManagerWritesBy:       writesOf(converging, byManager),
+		ManagerReadsBy:        readsOf(converging, byManager),
 		OtherWrites:           othersWrites(append(append(converging, resyncing...), churning...)),
 		ManagerCPUS:           conv.cpuS,
 		ManagerPeakRSSMiB:     conv.peakRSSMiB,
-		ResyncWritesBy:        writesOf(resyncing, "manager"),
+		ResyncWritesBy:        writesOf(resyncing, byManager),
 		ResyncS:               s.resync[1].Sub(s.resync[0]).Seconds() - r.quiet().Seconds(),
 		ChurnChangedEndpoints: s.changed,
 		ChurnS:                s.churnConverged.Sub(s.churn[0]).Seconds(),
-		ChurnWritesBy:         writesOf(churning, "manager"),
+		ChurnWritesBy:         writesOf(churning, byManager),
 		Settings: settings{AgentWriters: r.cfg.writers, Workers: r.cfg.workers, QPS: r.cfg.qps, Burst: r.cfg.burst, Window: r.cfg.window.String(),
 			ManagerArgs: r.cfg.managerArgs},
 	}
