@@ -60,7 +60,7 @@ func TestManagerTuningFlags(t *testing.T) {
 			}
 			defer mgr.stop()
 			// Its controllers have started (and made their first requests) once they are idle.
-			if err := mgr.waitIdle(ctx, 2*time.Second, time.Minute); err != nil {
+			if err := mgr.waitIdle(ctx, 2*time.Second, time.Minute, 0); err != nil {
 				t.Fatal(err)
 			}
 			series, err := mgr.scrape(ctx)

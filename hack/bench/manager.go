@@ -129,21 +129,24 @@ func (m *manager) scrape(ctx context.Context) (map[string]float64, error) {
 	return out, scanner.Err()
 }
 
-// sum adds the series of metric name.
+// sum adds the series of metric name; a name ending in labels (`name{label="value"`) adds the
+// series that start with them.
 func sum(series map[string]float64, name string) float64 {
 	total := 0.0
 	for s, v := range series {
-		if s == name || strings.HasPrefix(s, name+"{") {
+		if s == name || strings.HasPrefix(s, name+"{") || strings.Contains(name, "{") && strings.HasPrefix(s, name) {
 			total += v
 		}
 	}
 	return total
 }
 
-// waitIdle waits until the manager has nothing to do: no request queued or in a worker, and no
-// reconcile or queue add for quiet (longer than any delay the manager requeues with after a
-// race, and than its batching window).
-func (m *manager) waitIdle(ctx context.Context, quiet, timeout time.Duration) error {
+// waitIdle waits until the manager has nothing to do: its MeshService controller has reconciled
+// at least atLeast times (a restarted manager reconciles every service once: until then it may
+// just be filling its caches, quiet but not idle), no request is queued or in a worker, and no
+// reconcile or queue add happened for quiet (longer than any delay the manager requeues with
+// after a race, and than its batching window).
+func (m *manager) waitIdle(ctx context.Context, quiet, timeout time.Duration, atLeast int) error {
 	deadline := time.Now().Add(timeout)
 	var last [3]float64
 	since := time.Now()
@@ -152,18 +155,20 @@ func (m *manager) waitIdle(ctx context.Context, quiet, timeout time.Duration) er
 		if err != nil {
 			return fmt.Errorf("reading the manager's metrics: %w", err)
 		}
+		reconciled := sum(series, `controller_runtime_reconcile_total{controller="meshservice"`)
 		busy := sum(series, "workqueue_depth") + sum(series, "controller_runtime_active_workers")
 		// Retries count the adds held back for a while (the batching window, a requeue after a
 		// race): such an item is not in the queue's depth until it is due.
 		now := [3]float64{sum(series, "controller_runtime_reconcile_total"), sum(series, "workqueue_adds_total"),
 			sum(series, "workqueue_retries_total")}
-		if busy > 0 || now != last {
+		if busy > 0 || now != last || reconciled < float64(atLeast) {
 			last, since = now, time.Now()
 		} else if time.Since(since) >= quiet {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the manager was still busy after %s (%v queued or working)", timeout, busy)
+			return fmt.Errorf("the manager was still busy after %s (%v queued or working, %v of at least %d reconciles)",
+				timeout, busy, reconciled, atLeast)
 		}
 		select {
 		case <-m.done:

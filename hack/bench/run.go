@@ -103,7 +103,7 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 		return res, err
 	}
 	defer func() { mgr.stop() }()
-	if err := mgr.waitIdle(ctx, r.quiet(), 2*time.Minute); err != nil {
+	if err := mgr.waitIdle(ctx, r.quiet(), 2*time.Minute, sz.services); err != nil {
 		return res, err
 	}
 
@@ -120,7 +120,7 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 	if err != nil {
 		return res, err
 	}
-	if err := mgr.waitIdle(ctx, r.quiet(), 5*time.Minute); err != nil {
+	if err := mgr.waitIdle(ctx, r.quiet(), 5*time.Minute, sz.services); err != nil {
 		return res, err
 	}
 	resyncTo := time.Now()
@@ -134,7 +134,7 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 	if err != nil {
 		return res, err
 	}
-	if err := mgr.waitIdle(ctx, r.quiet(), 5*time.Minute); err != nil {
+	if err := mgr.waitIdle(ctx, r.quiet(), 5*time.Minute, 0); err != nil {
 		return res, err
 	}
 	churnTo := time.Now()
@@ -262,7 +262,7 @@ func (r *run) converge(ctx context.Context, mgr *manager, track *tracker, floorS
 	if c.converged, err = track.wait(ctx, timeoutFor(floorS)); err != nil {
 		return c, err
 	}
-	if err := mgr.waitIdle(ctx, r.quiet(), 5*time.Minute); err != nil {
+	if err := mgr.waitIdle(ctx, r.quiet(), 5*time.Minute, 0); err != nil {
 		return c, err
 	}
 	c.idle = time.Now().Add(-r.quiet()) // idle since then; later requests are not convergence's
