@@ -1,5 +1,7 @@
 # One image, every binary: the manager (Deployment) and the node agent (DaemonSet) run from it
-# with different entrypoints (command: ["/agent"] in the DaemonSet).
+# with different entrypoints (command: ["/agent"] in the DaemonSet), and the agent's init
+# container copies the CNI plugin /aether-cni from it onto each node (/agent install-cni).
+# Keep the list of binaries in step with the Makefile's images target (the cluster tier's image).
 ARG GO_IMAGE=golang:1.26
 FROM ${GO_IMAGE} AS builder
 ARG TARGETOS
@@ -13,11 +15,12 @@ COPY cmd/ cmd/
 COPY internal/ internal/
 ENV CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH}
 RUN go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager && \
-    go build -trimpath -ldflags="-s -w" -o /out/agent ./cmd/agent
+    go build -trimpath -ldflags="-s -w" -o /out/agent ./cmd/agent && \
+    go build -trimpath -ldflags="-s -w" -o /out/aether-cni ./cmd/cni
 
 # Static binaries on distroless, as a non-root user.
 FROM gcr.io/distroless/static:nonroot
 WORKDIR /
-COPY --from=builder /out/manager /out/agent /
+COPY --from=builder /out/manager /out/agent /out/aether-cni /
 USER 65532:65532
 ENTRYPOINT ["/manager"]

@@ -26,9 +26,12 @@ canaries=(
   "internal/model k8s.io/client-go/discovery pure 1"
   "internal/xds k8s.io/client-go/rest pure 1"
   "internal/capture sigs.k8s.io/controller-runtime/pkg/client pure 1"
+  "internal/capture github.com/google/nftables capture-pure 1"
   "internal/agent $module/internal/controller agent-not-controller 1"
   "internal/xds $module/internal/controller agent-not-controller 1"
+  "internal/xdsserver $module/internal/controller agent-not-controller 1"
   "internal/controller $module/internal/agent controller-not-agent 2"
+  "internal/cni sigs.k8s.io/controller-runtime/pkg/client cni-plugin 1"
 )
 
 planted=() # files written

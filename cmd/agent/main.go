@@ -2,15 +2,22 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command agent is the node agent, one per node (a DaemonSet): it registers its node's pods as
-// MeshEndpoints, probes their health, serves xDS to the node's Envoy and programs capture rules.
-// Registration and delegated liveness run here; xDS and capture arrive with their issues.
+// MeshEndpoints, probes their health, serves xDS to the node's Envoy, takes each pod's network
+// namespace from the CNI plugin (cmd/cni) and programs capture rules in it. Registration,
+// delegated liveness, xDS serving, the CNI hand-over and capture (with xDS serving) run here.
+//
+// Two subcommands install the CNI plugin, for the DaemonSet's init container: `agent install-cni`
+// copies the plugin binary into the node's CNI bin dir and chains it last into the node's
+// conflist; `agent uninstall-cni` takes it out again (the agent does so itself when it stops
+// because its DaemonSet is deleted).
 package main
 
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
-	"strings"
+	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -20,15 +27,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent"
-	"github.com/aether-mesh/aether-operator/internal/registration"
+	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/xds"
+	"github.com/aether-mesh/aether-operator/internal/xdsserver"
 )
 
 func main() {
-	var nodeName, meshDomain, metricsAddr, probeAddr string
+	if len(os.Args) > 1 && (os.Args[1] == "install-cni" || os.Args[1] == "uninstall-cni") {
+		os.Exit(runCNISubcommand(os.Args[1], os.Args[2:], os.Stderr))
+	}
+	var nodeName, meshDomain, metricsAddr, probeAddr, envoyBootstrap string
 	health := agent.DefaultHealthOptions
 	flag.StringVar(&nodeName, "node-name", "", "Name of the node this agent serves (required; from the downward API spec.nodeName).")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
@@ -37,7 +50,14 @@ func main() {
 	flag.DurationVar(&health.Interval, "health-interval", health.Interval, "Time between health probes of one endpoint.")
 	flag.DurationVar(&health.Timeout, "health-timeout", health.Timeout, "Timeout of one health probe.")
 	flag.IntVar(&health.FailureThreshold, "health-failure-threshold", health.FailureThreshold, "Consecutive failed probes that make an endpoint Unhealthy.")
-	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
+	flag.StringVar(&envoyBootstrap, "envoy-bootstrap", "", "Path (ending in .yaml or .json) where the agent writes, at start, the bootstrap of the node's Envoy (node ID = --node-name, ADS on --xds-address's unix socket, admin on "+xds.DefaultAdminAddress+"); empty: write none. Needs a unix --xds-address.")
+	xdsAddress := flag.String("xds-address", xdsserver.DefaultAddress, "Where the agent serves xDS (ADS: state of the world and delta) to the node's Envoy, node ID = --node-name: unix:///path (its directory is created 0750, a stale socket replaced) or tcp://<loopback IP>:<port> (the stream carries no TLS: loopback only). Empty: no xDS serving, and no cluster-wide view of the mesh.")
+	captureMode := flag.String("capture-mode", string(model.CaptureSurface), "How a meshed pod's outbound TCP reaches its proxy, unless its annotation aether.io/capture-mode says otherwise: scoped (the mesh ports 18081 and 18082), surface (every dial surface's VIP and port) or all.")
+	captureResync := flag.Duration("capture-resync", agent.DefaultCaptureResync, "With xDS serving, the period of the cheap check of every meshed pod's capture table (table inet aether in its network namespace, programmed when the CNI plugin hands the pod over): a table deleted, flushed or edited by hand is repaired within one period.")
+	captureUID := flag.Int64("capture-exclude-uid", -1, "A user ID whose sockets capture never redirects (the proxy's own, for a proxy that opens its upstream connections inside the pods' namespaces); -1: none. The node's Envoy (config/envoy) runs as user 0 in the node's namespace: leave it at -1, as excluding 0 would exempt every container running as root.")
+	netnsTemplate := flag.String("netns-path-template", "", "Where no CNI plugin hands each pod's network namespace over (make run): a Go template of a pod's netns path over .Namespace, .Name and .UID, e.g. /var/run/netns/aether-{{.Namespace}}-{{.Name}}, used for a pod the plugin did not hand over. Empty: a pod whose netns was not handed over gets no listeners.")
+	var cniOpts cniFlags
+	cniOpts.bind(flag.CommandLine, "", "/host/opt/cni/bin")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -50,17 +70,63 @@ func main() {
 		os.Exit(2)
 	}
 
-	ignored, err := registration.ParseIgnoredNamespaces(*ignoredList)
+	ignored, err := cniOpts.ignoredNamespaces()
+	if err == nil {
+		err = cniOpts.check()
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
 	}
-	ignored = ignored.With(os.Getenv("POD_NAMESPACE"))
+
+	var xdsAddr xdsserver.Address
+	if *xdsAddress != "" {
+		if xdsAddr, err = xdsserver.ParseAddress(*xdsAddress); err != nil {
+			fmt.Fprintf(os.Stderr, "agent: --xds-address: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	mode, err := model.ParseCaptureMode(*captureMode)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent: --capture-mode: %v\n", err)
+		os.Exit(2)
+	}
+	if *captureResync <= 0 {
+		fmt.Fprintf(os.Stderr, "agent: --capture-resync is %s; it must be positive, e.g. %s\n", *captureResync, agent.DefaultCaptureResync)
+		os.Exit(2)
+	}
+	var proxyUID *uint32
+	switch uid := *captureUID; {
+	case uid == -1:
+	case uid < 0 || uid > math.MaxUint32:
+		fmt.Fprintf(os.Stderr, "agent: --capture-exclude-uid is %d; want a user ID (0..%d) or -1 for none\n", uid, uint32(math.MaxUint32))
+		os.Exit(2)
+	default:
+		proxyUID = new(uint32(uid))
+	}
+	netns, err := agent.ParseNetNSPathTemplate(*netnsTemplate)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent: --netns-path-template: %v\n", err)
+		os.Exit(2)
+	}
+	if envoyBootstrap != "" {
+		if xdsAddr.Network != "unix" {
+			fmt.Fprintf(os.Stderr, "agent: --envoy-bootstrap needs a unix --xds-address for the node's Envoy to connect to; it is %q\n", *xdsAddress)
+			os.Exit(2)
+		}
+		if err := writeEnvoyBootstrap(envoyBootstrap, xds.BootstrapConfig{NodeID: nodeName, XDSSocket: xdsAddr.Path}); err != nil {
+			fmt.Fprintf(os.Stderr, "agent: writing the Envoy bootstrap: %v\n", err)
+			os.Exit(2)
+		}
+		log.Info("Wrote the node's Envoy bootstrap", "path", envoyBootstrap, "nodeID", nodeName, "xdsSocket", xdsAddr.Path)
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(meshv1alpha1.AddToScheme(scheme))
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	utilruntime.Must(gwapiv1.Install(scheme)) // the view's routes (agent.NewView)
+	cfg := ctrl.GetConfigOrDie()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
@@ -70,15 +136,60 @@ func main() {
 		log.Error(err, "Failed to create the agent's manager")
 		os.Exit(1)
 	}
-	if err := agent.Setup(mgr, agent.Options{NodeName: nodeName, Health: health, IgnoredNamespaces: ignored}); err != nil {
+	options := agent.Options{NodeName: nodeName, Health: health, IgnoredNamespaces: ignored}
+	registry := agent.NewNetNS()
+	netnsFile := ""
+	if cniOpts.socket != "" {
+		netnsFile = filepath.Join(filepath.Dir(cniOpts.socket), "netns.json")
+		var dropped []string
+		if registry, dropped, err = agent.OpenNetNS(netnsFile); err != nil {
+			log.Error(err, "Failed to read the network namespace registry")
+			os.Exit(1)
+		}
+		if len(dropped) > 0 {
+			log.Info("Dropped the pods whose network namespace went while no agent ran", "pods", dropped)
+		}
+		listener, err := agent.ListenCNI(cniOpts.socket)
+		if err != nil {
+			log.Error(err, "Failed to listen for the CNI plugin", "socket", cniOpts.socket)
+			os.Exit(1)
+		}
+		options.CNI = &agent.CNIOptions{Listener: listener, NetNS: registry}
+	}
+	if cniOpts.confDir != "" {
+		options.CNIInstall = &agent.CNIInstallOptions{Installer: cniOpts.installer(ignored), Kubeconfig: cniOpts.kubeconfig, RestConfig: cfg}
+	}
+	if *xdsAddress != "" {
+		if options.View, err = agent.NewView(cfg, scheme); err != nil {
+			log.Error(err, "Failed to create the agent's view of the mesh")
+			os.Exit(1)
+		}
+		listener, err := xdsserver.Listen(xdsAddr)
+		if err != nil {
+			log.Error(err, "Failed to listen for xDS", "address", xdsAddr.String())
+			os.Exit(1)
+		}
+		options.XDS = &agent.XDSOptions{
+			Server:     xdsserver.New(xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server")}),
+			MeshDomain: meshDomain, CaptureMode: mode, NetNS: registry, NetNSPathTemplate: netns,
+			Capture: &agent.CaptureOptions{Resync: *captureResync, ProxyUID: proxyUID},
+		}
+	}
+	if err := agent.Setup(mgr, options); err != nil {
 		log.Error(err, "Failed to set up the agent")
 		os.Exit(1)
 	}
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
-	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "ignoredNamespaces", ignored.String())
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
+		"xdsAddress", *xdsAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
+		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir)
+	err = mgr.Start(ctrl.SetupSignalHandler())
+	if options.CNIInstall != nil {
+		uninstallIfRemoved(cfg, scheme, cniOpts, ignored, netnsFile, log)
+	}
+	if err != nil {
 		log.Error(err, "Agent stopped")
 		os.Exit(1)
 	}

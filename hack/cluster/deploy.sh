@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Deploys the operator into the local cluster (hack/cluster/up.sh) the way a user does:
-# `kubectl apply -k config/default`, images from the local import (make images). What cert-manager
+# Deploys the operator into the local cluster (hack/cluster/up.sh) the way a user does, but
+# without the node's Envoy: `kubectl apply -k config/base` (config/default minus the component
+# config/envoy, whose envoyproxy/envoy image this cluster cannot pull: its images come from the
+# local import of make images, and no registry is reachable from it), its agent's CNI hostPaths
+# pointed at the node's CNI dirs under $STATE/cni by an overlay written to $STATE/deploy. What cert-manager
 # does on a real cluster is done here by hand: the webhook's serving certificate, signed by the
 # cluster's CA, as Secret webhook-server-cert, and that CA as the webhook configuration's caBundle.
 set -euo pipefail
@@ -20,11 +23,41 @@ openssl x509 -req -in "$certs/tls.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcre
   -extfile <(printf 'subjectAltName=DNS:%s.%s.svc,DNS:%s.%s.svc.cluster.local\nextendedKeyUsage=serverAuth' "$SVC" "$NS" "$SVC" "$NS") \
   -out "$certs/tls.crt" 2>/dev/null
 
-log "kubectl apply -k config/default"
-$K apply -k config/default >/dev/null
+# config/base as it is, but for the node's CNI directories: this node's runtime reads its CNI
+# configuration and plugins under $STATE/cni (hack/cluster/up.sh), not /etc/cni/net.d and
+# /opt/cni/bin, so an overlay points the DaemonSet's two hostPaths there. Everything else (the
+# init container that chains aether-cni into the node's conflist, the agent's socket under
+# /var/run/aether/cni, the pods' namespaces under /var/run/netns) is what users deploy.
+overlay=$STATE/deploy
+mkdir -p "$overlay"
+cat >"$overlay/kustomization.yaml" <<YAML
+# Written by hack/cluster/deploy.sh: config/base with the node's CNI dirs under $STATE/cni.
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- $(realpath --relative-to="$overlay" config/base)
+patches:
+- target: {kind: DaemonSet, labelSelector: app.kubernetes.io/name=aether-agent}
+  patch: |-
+    apiVersion: apps/v1
+    kind: DaemonSet
+    metadata: {name: agent}
+    spec:
+      template:
+        spec:
+          volumes:
+          - name: cni-bin
+            hostPath: {path: $STATE/cni/bin, type: Directory}
+          - name: cni-conf
+            hostPath: {path: $STATE/cni/net.d, type: Directory}
+YAML
+log "kubectl apply -k config/base (config/default without the node's Envoy; the node's CNI dirs under $STATE/cni)"
+$K apply -k "$overlay" >/dev/null
 $K -n "$NS" create secret tls webhook-server-cert --cert "$certs/tls.crt" --key "$certs/tls.key" --dry-run=client -o yaml | $K apply -f - >/dev/null
 $K patch validatingwebhookconfiguration aether-operator-validating-webhook-configuration --type=json \
   -p "[{\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/caBundle\",\"value\":\"$(base64 -w0 <"$P/ca.crt")\"}]" >/dev/null
 log "waiting for the manager and the agent"
 $K -n "$NS" rollout status deployment/aether-operator-controller-manager --timeout=120s
 $K -n "$NS" rollout status daemonset/aether-operator-agent --timeout=120s
+log "the agent's init container chained aether-cni into $STATE/cni/net.d/10-aether.conflist:"
+grep -o '"type": "[a-z-]*"' "$STATE/cni/net.d/10-aether.conflist" | tr '\n' ' ' >&2; echo >&2

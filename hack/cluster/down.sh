@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tears down what hack/cluster/up.sh started: every process in the node's network namespace,
-# the mounts the kubelet and containerd made, the namespace, the state directory and the fixed
-# paths they write. Safe to run twice; fails if anything is left behind.
+# the mounts the kubelet and containerd made (the pods' network namespaces pinned under
+# /run/netns too), the namespace, the state directory and the fixed paths they write. Safe to
+# run twice; fails if anything is left behind.
 set -uo pipefail
 STATE=${AETHER_CLUSTER_DIR:-/tmp/aether-cluster}
 NETNS=${AETHER_NETNS:-aether-node}
@@ -19,12 +20,18 @@ for path in /var/lib/kubelet /run/containerd "$STATE"; do
   grep -o " $path[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
 done
 ip netns delete "$NETNS" 2>/dev/null
-rm -rf "$STATE" /run/containerd /var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers
+# The pods' network namespaces containerd pinned under /run/netns (cni-<uuid>, its naming; the
+# sandboxes were not torn down one by one), and the agent's CNI directory on the host (its socket,
+# the plugin's kubeconfig, the netns registry), which its DaemonSet created.
+pins() { ls -d /run/netns/cni-* 2>/dev/null | grep -E '^/run/netns/cni-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$'; }
+for pin in $(pins); do umount -l "$pin" 2>/dev/null; rm -f "$pin"; done
+rm -rf "$STATE" /run/containerd /var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers /run/aether
 
 left=0
 ip netns list | grep -qw "$NETNS" && { echo "cluster-down: netns $NETNS is still there" >&2; left=1; }
 grep -qE " (/var/lib/kubelet|/run/containerd|$STATE)" /proc/mounts && { echo "cluster-down: mounts left" >&2; left=1; }
-for path in "$STATE" /run/containerd /var/lib/kubelet /var/lib/cni; do
+[[ -n $(pins) ]] && { echo "cluster-down: pods' network namespaces are still pinned: $(pins | head -3)" >&2; left=1; }
+for path in "$STATE" /run/containerd /var/lib/kubelet /var/lib/cni /run/aether; do
   [[ -e $path ]] && { echo "cluster-down: $path is still there" >&2; left=1; }
 done
 if pgrep -f -- "$STATE" >/dev/null || pgrep -f -- "--net=/run/netns/$NETNS" >/dev/null; then

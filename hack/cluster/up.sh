@@ -37,6 +37,13 @@ for f in "$RUNTIME"/{bridge,host-local,loopback,portmap}; do ln -sfn "$(readlink
 
 log "network namespace $NETNS, node IP $NODE_IP"
 ip netns add "$NETNS"
+# iproute2 makes /run/netns a shared mount of itself; the pods' namespaces are pinned there too, and
+# the agent's DaemonSet mounts it with HostToContainer propagation, which containerd refuses for a
+# private mount.
+if ! awk '$5 == "/run/netns" && / shared:/ { found = 1 } END { exit !found }' /proc/self/mountinfo; then
+  echo "cluster-up: /run/netns is not a shared mount after ip netns add: the agent could not see the pods' network namespaces" >&2
+  exit 1
+fi
 in_node ip link set lo up
 # The node's own address, on a veth pair kept inside the namespace (the dummy link type is not
 # available here); the default route lets the kubelet and the CNI bridge find it.
@@ -90,9 +97,10 @@ state = "/run/containerd"
   address = "/run/containerd/containerd.sock"
 [plugins."io.containerd.cri.v1.runtime"]
   enable_selinux = false
-  # Pod network namespaces live under containerd's state (/run/containerd), not /var/run/netns,
-  # so cluster-down removes them with it.
-  netns_mounts_under_state_dir = true
+  # Pod network namespaces are pinned where a node's runtime pins them by default, /var/run/netns,
+  # which the agent's DaemonSet mounts (HostToContainer, for capture and the node's Envoy):
+  # ip netns add (above) made /run/netns a shared mount, so the pins reach the agent's container.
+  # cluster-down removes the pins (cni-<uuid>) this cluster left there.
   restrict_oom_score_adj = true
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["$STATE/cni/bin"]
@@ -106,6 +114,10 @@ state = "/run/containerd"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = "registry.k8s.io/pause:aether"
 TOML
+# The node's primary CNI configuration: bridge, portmap, loopback, as a network plugin's DaemonSet
+# would write it. The mesh's plugin (aether-cni) is NOT written here: the agent's DaemonSet installs
+# it, as on any cluster (its init container chains it last into this file; hack/cluster/deploy.sh
+# points the DaemonSet's CNI hostPaths at $STATE/cni).
 cat >"$STATE/cni/net.d/10-aether.conflist" <<JSON
 {"cniVersion": "1.0.0", "name": "aether", "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,

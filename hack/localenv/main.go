@@ -10,17 +10,23 @@
 // .local/manager.log, with its pod webhook served on loopback under a CA generated here and
 // installed from config/webhook, and config/admission's policy applied; and a node agent for
 // node-a (cmd/agent, .local/agent.log), with the sample Deployment's pods bound to node-a on
-// loopback addresses and a stand-in app listening there, so their health is real.
+// loopback addresses and a stand-in app listening there, so their health is real. The agent
+// serves xDS to node-a's Envoy on a loopback port (printed; there is no Envoy here, but any ADS
+// client can connect as node ID node-a), with the pods' network namespaces named by a template
+// (no CNI plugin runs here to hand them over), so the snapshot has their listeners; it answers
+// the CNI plugin on a socket in .local/cni.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -30,14 +36,19 @@ import (
 func main() {
 	kubeconfig := flag.String("kubeconfig-out", filepath.Join(testenv.RepoRoot(), ".local", "kubeconfig"),
 		"Where to write the kubeconfig of the local API server.")
+	xdsPort := flag.Int("xds-port", 0, "The loopback port the agent serves xDS on; 0 picks a free one.")
 	flag.Parse()
-	if err := run(*kubeconfig); err != nil {
+	if err := run(*kubeconfig, *xdsPort); err != nil {
 		fmt.Fprintf(os.Stderr, "localenv: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfigOut string) error {
+// localNetNSTemplate names the sample pods' network namespaces for the agent (--netns-path-template)
+// until the CNI plugin records them: the paths do not exist here, no Envoy reads them.
+const localNetNSTemplate = "/var/run/netns/aether-{{.Namespace}}-{{.Name}}"
+
+func run(kubeconfigOut string, xdsPort int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -95,7 +106,15 @@ func run(kubeconfigOut string) error {
 		return fmt.Errorf("starting the sample workload: %w", err)
 	}
 	defer stopWorkload()
-	nodeAgent, err := startBinary(ctx, "agent", env.Kubeconfig, dir, "--node-name="+localNode)
+	xdsAddress, err := loopbackAddress(xdsPort)
+	if err != nil {
+		return err
+	}
+	// The CNI hand-over's socket (and its netns registry) in the local directory, not the host's
+	// /var/run/aether/cni: no runtime calls the plugin here, but a person may, by hand.
+	cniSocket := filepath.Join(dir, "cni", "cni.sock")
+	nodeAgent, err := startBinary(ctx, "agent", env.Kubeconfig, dir, "--node-name="+localNode,
+		"--xds-address="+xdsAddress, "--netns-path-template="+localNetNSTemplate, "--cni-socket="+cniSocket)
 	if err != nil {
 		return err
 	}
@@ -119,9 +138,13 @@ The local control plane is up. In another shell:
 
 A kubectl of the API server's version is in %s.
 The manager and the agent log to %s.
+The agent serves xDS (ADS, state of the world and delta) to %s's Envoy on %s:
+an ADS client that says node ID %q gets the node's listeners, clusters, endpoints and routes.
+The agent answers the CNI plugin (cmd/cni) on %s.
 Press Ctrl-C to stop; the control plane's data is removed.
+XDS=%s
 KUBECONFIG=%s
-`, kubeconfigOut, env.Assets, filepath.Join(dir, "{manager,agent}.log"), kubeconfigOut)
+`, kubeconfigOut, env.Assets, filepath.Join(dir, "{manager,agent}.log"), localNode, xdsAddress, localNode, cniSocket, xdsAddress, kubeconfigOut)
 
 	<-ctx.Done()
 	return nil
@@ -147,4 +170,18 @@ func startBinary(ctx context.Context, name, kubeconfig, dir string, args ...stri
 	}
 	fmt.Fprintf(os.Stderr, "localenv: %s running (pid %d), log in %s\n", name, cmd.Process.Pid, logFile.Name())
 	return cmd, nil
+}
+
+// loopbackAddress is the agent's --xds-address: tcp://127.0.0.1:port, a free port when port is 0
+// (the port is released before the agent binds it; nothing else here takes ports meanwhile).
+func loopbackAddress(port int) (string, error) {
+	if port == 0 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("finding a free port for xDS: %w", err)
+		}
+		port = l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+	}
+	return "tcp://127.0.0.1:" + strconv.Itoa(port), nil
 }

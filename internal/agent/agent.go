@@ -37,9 +37,21 @@ type Options struct {
 	// IgnoredNamespaces are never registered, whatever their pods' labels.
 	IgnoredNamespaces registration.IgnoredNamespaces
 	// View, when set (NewView), is the cluster-wide view of MeshServices and MeshEndpoints that
-	// the xDS builder will read; Setup runs it with the manager. Nil by default: nothing reads it
-	// yet, and an agent without it keeps only its own node's objects in memory.
+	// the xDS builder reads; Setup runs it with the manager. Nil by default: an agent without it
+	// keeps only its own node's objects in memory.
 	View *View
+	// XDS, when set, serves the node's Envoy configuration built from View (which must be set
+	// too) and the node's pods. Nil by default (the agent binary sets it unless --xds-address is
+	// empty).
+	XDS *XDSOptions
+	// CNI, when set, answers the CNI plugin (cmd/cni) on its unix socket and records each meshed
+	// pod's network namespace (and programs its capture, with CNI.Capture) before the plugin's ADD
+	// returns. Nil by default (the agent binary sets it unless --cni-socket is empty).
+	CNI *CNIOptions
+	// CNIInstall, when set, keeps the plugin installed on the node (its binary, its conflist entry
+	// and its kubeconfig) while the agent runs. Nil by default (the agent binary sets it when
+	// --cni-conf-dir is set: in the DaemonSet).
+	CNIInstall *CNIInstallOptions
 
 	// controllerName replaces "agent-pods" as the controller's name in logs and metrics, for
 	// tests that run several agents in one process and count each one's reconciles.
@@ -48,6 +60,9 @@ type Options struct {
 
 // Setup adds the agent's loops to mgr, whose cache must come from CacheOptions(o.NodeName).
 func Setup(mgr ctrl.Manager, o Options) error {
+	if o.XDS != nil && o.View == nil {
+		return errNoView
+	}
 	if err := (&PodReconciler{
 		Client:         mgr.GetClient(),
 		NodeName:       o.NodeName,
@@ -60,7 +75,43 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if o.View != nil {
-		return mgr.Add(o.View)
+		if err := mgr.Add(o.View); err != nil {
+			return err
+		}
+	}
+	if o.CNI != nil && o.CNI.NetNS == nil {
+		o.CNI = &CNIOptions{Listener: o.CNI.Listener, NetNS: NewNetNS(), Capture: o.CNI.Capture, CacheWait: o.CNI.CacheWait}
+	}
+	var pub *publisher
+	if o.XDS != nil {
+		if o.CNI != nil && o.XDS.NetNS == nil {
+			xdsOptions := *o.XDS
+			xdsOptions.NetNS = o.CNI.NetNS // what the plugin hands over is what Envoy's listeners use
+			o.XDS = &xdsOptions
+		}
+		if err := mgr.Add(o.XDS.Server); err != nil {
+			return err
+		}
+		pub = newPublisher(mgr.GetCache(), mgr.GetClient(), mgr.GetLogger(), o)
+		if err := mgr.Add(pub); err != nil {
+			return err
+		}
+	}
+	if o.CNI != nil {
+		if o.CNI.Capture == nil && pub != nil && pub.capture != nil {
+			// The plugin's ADD returns only once the pod's capture holds (XDSOptions.Capture).
+			cniOptions := *o.CNI
+			cniOptions.Capture = cniCapture{pub.capture}
+			o.CNI = &cniOptions
+		}
+		if err := mgr.Add(newCNIServer(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetLogger(), o)); err != nil {
+			return err
+		}
+	}
+	if o.CNIInstall != nil {
+		if err := mgr.Add(&cniKeeper{opts: *o.CNIInstall, log: mgr.GetLogger().WithName("cni-install")}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -220,7 +220,7 @@ func (r *PodReconciler) patchStatus(ctx context.Context, ep *meshv1alpha1.MeshEn
 
 // podOwner is the owner reference that makes pod its MeshEndpoint's controller.
 func podOwner(pod *corev1.Pod) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: new(true)}
+	return metav1.OwnerReference{APIVersion: "v1", Kind: kindPod, Name: pod.Name, UID: pod.UID, Controller: new(true)}
 }
 
 // withController is refs with owner as their one controller: another controller reference

@@ -99,16 +99,30 @@ func refusalEvent(pod *corev1.Pod, note, since, reportingInstance string) *event
 		Action:              ActionRegister,
 		Reason:              ReasonInvalidAnnotation,
 		Type:                corev1.EventTypeWarning,
-		Regarding: corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name,
-			UID: pod.UID},
-		Note: note,
+		Regarding:           podReference(pod),
+		Note:                note,
 	}
+}
+
+// kindPod is the kind of a Pod, as references spell it.
+const kindPod = "Pod"
+
+// podReference is what an Event about pod says it regards.
+func podReference(pod *corev1.Pod) corev1.ObjectReference {
+	return corev1.ObjectReference{APIVersion: "v1", Kind: kindPod, Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 }
 
 // refusalEventName is "<pod>.<digest of the pod's UID, the reason, since and the note>", cut to
 // fit an object name (253 bytes; a pod name may use all of them).
 func refusalEventName(pod *corev1.Pod, note, since string) string {
-	sum := sha256.Sum256([]byte(string(pod.UID) + "\x00" + ReasonInvalidAnnotation + "\x00" + since + "\x00" + note))
+	return podEventName(pod, ReasonInvalidAnnotation, since, note)
+}
+
+// podEventName is "<pod>.<digest of the pod's UID and what the Event says>", cut to fit an
+// object name (253 bytes; a pod name may use all of them): one name per pod and message, so the
+// agent tells each thing once, across restarts, with no more than the right to create Events.
+func podEventName(pod *corev1.Pod, says ...string) string {
+	sum := sha256.Sum256([]byte(string(pod.UID) + "\x00" + strings.Join(says, "\x00")))
 	suffix := "." + hex.EncodeToString(sum[:8])
 	name := pod.Name
 	if limit := 253 - len(suffix); len(name) > limit {
@@ -120,7 +134,10 @@ func refusalEventName(pod *corev1.Pod, note, since string) string {
 
 // reportingInstance is the reportingInstance of this agent's Events: it names the node (the
 // API server allows 128 bytes).
-func (r *PodReconciler) reportingInstance() string {
-	instance := ReportingController + "-" + r.NodeName
+func (r *PodReconciler) reportingInstance() string { return reportingInstance(r.NodeName) }
+
+// reportingInstance is the reportingInstance of the Events of node's agent.
+func reportingInstance(node string) string {
+	instance := ReportingController + "-" + node
 	return instance[:min(len(instance), 128)]
 }

@@ -42,7 +42,7 @@ var testHealth = HealthOptions{Interval: 150 * time.Millisecond, Timeout: 300 * 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	loopbackHost.Store(10)
-	testenv.Run(m, &env, createNode(testNode), startAgent(testNode), startMeshServiceController)
+	testenv.Run(m, &env, createNode(testNode), startAgent(testNode), startMeshServiceController, stopBenchMesh)
 }
 
 func createNode(name string) func(*testenv.Env) (func(), error) {
@@ -85,7 +85,8 @@ func startAgentWith(e *testenv.Env, cfg *rest.Config, o Options) (func(), error)
 	return testenv.StartManager(mgr)
 }
 
-// startMeshServiceController runs the MeshService controller too, to show health feeding it.
+// startMeshServiceController runs the MeshService controller too, to show health feeding it, and
+// the route controllers, whose status the view's Routes reads.
 func startMeshServiceController(e *testenv.Env) (func(), error) {
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme: e.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
@@ -95,6 +96,13 @@ func startMeshServiceController(e *testenv.Env) (func(), error) {
 	}
 	if err := (&controller.MeshServiceReconciler{Client: mgr.GetClient(), MeshDomain: "aether.internal"}).SetupWithManager(mgr); err != nil {
 		return nil, err
+	}
+	skipped, err := controller.SetupRouteControllers(mgr)
+	if err != nil {
+		return nil, err
+	}
+	if len(skipped) > 0 {
+		return nil, fmt.Errorf("the test API server serves no %v: the Gateway API CRDs are missing", skipped)
 	}
 	return testenv.StartManager(mgr)
 }

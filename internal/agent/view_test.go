@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,10 +28,16 @@ import (
 // waits for it to sync.
 func startView(t testing.TB, slim bool) *View {
 	t.Helper()
-	v, err := newView(env.Config, env.Scheme, slim)
+	v, err := newView(env.Config, env.Scheme, slim, allRouteKinds)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runView(t, v)
+}
+
+// runView starts v until the test ends, and waits for it to sync.
+func runView(t testing.TB, v *View) *View {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- v.Start(ctx) }()
@@ -40,8 +47,11 @@ func startView(t testing.TB, slim bool) *View {
 			t.Errorf("view stopped with %v", err)
 		}
 	})
-	if !v.WaitForCacheSync(ctx) {
-		t.Fatal("the view did not sync")
+	// Bounded: an informer the view's credentials may not list never syncs.
+	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
+	defer cancelSync()
+	if !v.WaitForCacheSync(syncCtx) {
+		t.Fatal("the view did not sync within a minute")
 	}
 	return v
 }
@@ -201,5 +211,57 @@ func TestSlimMeshEndpoint(t *testing.T) {
 	}
 	if out, _ := slimMeshEndpoint("a tombstone"); out != "a tombstone" {
 		t.Errorf("a non-endpoint was changed: %v", out)
+	}
+}
+
+// TestViewCountsItsObjects: the gauge aether_agent_view_objects follows what the view holds, the
+// API server's count of each kind, through creations and deletions, and drops the view's objects
+// when it stops (no other view runs in this package's tests meanwhile).
+func TestViewCountsItsObjects(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	v, err := newView(env.Config, env.Scheme, true, allRouteKinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- v.Start(viewCtx) }()
+	defer stop()
+
+	matchesAPIServer := func() error {
+		var services meshv1alpha1.MeshServiceList
+		var endpoints meshv1alpha1.MeshEndpointList
+		if err := env.Client.List(ctx, &services); err != nil {
+			return err
+		}
+		if err := env.Client.List(ctx, &endpoints); err != nil {
+			return err
+		}
+		for kind, want := range map[string]int{"MeshService": len(services.Items), "MeshEndpoint": len(endpoints.Items)} {
+			if got, err := testenv.Gauge("aether_agent_view_objects", "kind", kind); err != nil || got != float64(want) {
+				return fmt.Errorf("the gauge counts %v %ss, the API server lists %d (%v)", got, kind, want, err)
+			}
+		}
+		return nil
+	}
+	testenv.Eventually(t, "the gauge counts what the API server holds", matchesAPIServer)
+	// On a node no agent serves and with no pod behind them: nothing but this test changes them.
+	first := createTCPEndpoint(t, ctx, ns, "counted-1", "counted", "other-"+ns, newPodIP(), 8080)
+	createTCPEndpoint(t, ctx, ns, "counted-2", "counted", "other-"+ns, newPodIP(), 8080)
+	testenv.Eventually(t, "the gauge counts the two new endpoints", matchesAPIServer)
+	if err := env.Client.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the gauge forgets the deleted endpoint", matchesAPIServer)
+
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"MeshService", "MeshEndpoint"} {
+		if got, err := testenv.Gauge("aether_agent_view_objects", "kind", kind); err != nil || got != 0 {
+			t.Errorf("the stopped view still counts %v %ss (%v)", got, kind, err)
+		}
 	}
 }

@@ -16,7 +16,7 @@
 //
 // Every rule depends only on the set of endpoints, never on their order. Service.Validate states
 // the invariants a built Service holds. LocalPod (a pod on the agent's node: netns, identity,
-// capture mode) is declared for the agent's data plane; nothing builds one yet.
+// capture mode) is what the agent's xDS publisher lists of its node's meshed pods.
 //
 // Imported by internal/meshservice (the MeshService status is rendered from a Service), by the node
 // agent's lister (agent.View.Services) and, once it exists, by internal/xds. It is pure: no API client,

@@ -22,6 +22,22 @@ const (
 	CaptureAll CaptureMode = "all"
 )
 
+// AnnotationCaptureMode overrides, for one pod, the agent's capture mode (its --capture-mode).
+const AnnotationCaptureMode = "aether.io/capture-mode"
+
+// CaptureModes are the capture modes, in the order their messages list them.
+var CaptureModes = []CaptureMode{CaptureScoped, CaptureSurface, CaptureAll}
+
+// ParseCaptureMode reads a capture mode as the flag and the annotation spell it.
+func ParseCaptureMode(s string) (CaptureMode, error) {
+	for _, m := range CaptureModes {
+		if s == string(m) {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("capture mode %q is none of %q, %q, %q", s, CaptureScoped, CaptureSurface, CaptureAll)
+}
+
 // LocalPod is a meshed pod on the agent's node, as its data plane needs it: where its proxy
 // listens (its netns), whose certificate it presents (its identity), which ports it serves (its
 // own MeshEndpoint's) and how its outbound traffic is captured.
@@ -42,6 +58,12 @@ type LocalPod struct {
 	Identity string
 	// Capture is the pod's capture mode.
 	Capture CaptureMode
+	// ExcludeOutboundPorts are the destination ports its capture leaves alone (its
+	// aether.io/exclude-outbound-ports annotation, parsed by internal/portspec), ascending.
+	ExcludeOutboundPorts []int32
+	// Upstreams are the services the pod calls (config.aether.io/upstreams: <name> in its own
+	// namespace, or <name>.<namespace>), sorted; none means it may call any.
+	Upstreams []string
 }
 
 // Validate names the first field a data plane could not use.
@@ -54,10 +76,8 @@ func (p LocalPod) Validate() error {
 	case p.Identity == "":
 		return fmt.Errorf("local pod %s/%s: identity is empty; set its MeshService's SPIFFE ID", p.Namespace, p.Name)
 	}
-	switch p.Capture {
-	case CaptureScoped, CaptureSurface, CaptureAll:
-		return nil
+	if _, err := ParseCaptureMode(string(p.Capture)); err != nil {
+		return fmt.Errorf("local pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	return fmt.Errorf("local pod %s/%s: capture mode %q is none of %q, %q, %q", p.Namespace, p.Name, p.Capture,
-		CaptureScoped, CaptureSurface, CaptureAll)
+	return nil
 }

@@ -152,3 +152,18 @@ func TestLocalPodValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestParseCaptureMode: the three modes as the flag and the annotation spell them; anything else
+// (another case, a blank) is an error that lists them.
+func TestParseCaptureMode(t *testing.T) {
+	for _, mode := range model.CaptureModes {
+		if got, err := model.ParseCaptureMode(string(mode)); got != mode || err != nil {
+			t.Errorf("ParseCaptureMode(%q) = %q, %v", mode, got, err)
+		}
+	}
+	for _, bad := range []string{"", "Surface", "none", " all"} {
+		if got, err := model.ParseCaptureMode(bad); err == nil || !strings.Contains(err.Error(), `is none of "scoped", "surface", "all"`) {
+			t.Errorf("ParseCaptureMode(%q) = %q, %v; want an error listing the modes", bad, got, err)
+		}
+	}
+}

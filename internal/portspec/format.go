@@ -47,5 +47,12 @@ func (s Spec) Annotations() map[string]string {
 	if len(s.Upstreams) > 0 {
 		a[AnnotationUpstreams] = strings.Join(s.Upstreams, ",")
 	}
+	if len(s.ExcludeOutboundPorts) > 0 {
+		ports := make([]string, len(s.ExcludeOutboundPorts))
+		for i, n := range s.ExcludeOutboundPorts {
+			ports[i] = strconv.Itoa(int(n))
+		}
+		a[AnnotationExcludeOutboundPorts] = strings.Join(ports, ",")
+	}
 	return a
 }

@@ -68,6 +68,8 @@ func FuzzParse(f *testing.F) {
 		{ports: strings.Repeat(",", MaxPortsLength+1), upstreams: strings.Repeat("A,", MaxErrors)},
 		{ports: "a,b,c,d,e,f,g,h,i,j,k", extraK: "endpoints.aether.io/ports", extraV: "8080"},
 		{extraK: "config.aether.io/upstream", extraV: "payments", path: "/" + strings.Repeat("p", MaxHealthPath)},
+		{extraK: AnnotationExcludeOutboundPorts, extraV: " 6379,5432,6379"},
+		{extraK: AnnotationExcludeOutboundPorts, extraV: "5432, 18082,x,,0,5432-5440"},
 	}
 	for _, s := range seeds {
 		f.Add(s.set, s.port, s.ports, s.protocol, s.weight, s.path, s.mode, s.metaKey, s.metaValue, s.upstreams, s.extraK, s.extraV)
@@ -198,12 +200,14 @@ func TestAnnotationsRoundTrip(t *testing.T) {
 				HealthCheck: HealthCheck{Mode: "active", Path: "/healthz?deep=1"},
 				Metadata:    map[string]string{"zone": "us-east-1a", "canary": ""},
 				Upstreams:   []string{"ledger.finance", "payments"},
+
+				ExcludeOutboundPorts: []int32{5432, 6379},
 			},
 			want: map[string]string{
 				AnnotationPort: "9000", AnnotationPorts: "80=h1,9000=tcp,9090=h2", AnnotationWeight: "7",
 				AnnotationHealthPath: "/healthz?deep=1", AnnotationHealthCheckMode: "active",
 				AnnotationMetadataPrefix + "zone": "us-east-1a", AnnotationMetadataPrefix + "canary": "",
-				AnnotationUpstreams: "ledger.finance,payments",
+				AnnotationUpstreams: "ledger.finance,payments", AnnotationExcludeOutboundPorts: "5432,6379",
 			},
 		},
 		"a gRPC primary next to an h2 port": {

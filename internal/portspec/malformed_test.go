@@ -822,6 +822,69 @@ func malformedRows() map[string]malformed {
 			text: []string{`"payments ledger" is not a service name`},
 		},
 
+		// Excluded outbound ports.
+		"exclude-outbound-ports empty": {
+			annotations: one(AnnotationExcludeOutboundPorts, ""),
+			kinds:       []Kind{KindEmpty},
+			full: `aether.io/exclude-outbound-ports: "": the value is empty ` +
+				`(list destination ports the pod reaches directly, comma-separated, for example "5432,6379")`,
+		},
+		"exclude-outbound-ports empty element": {
+			annotations: one(AnnotationExcludeOutboundPorts, "5432,,6379"),
+			kinds:       []Kind{KindEmpty},
+			text:        []string{`an element of the list is empty (remove the extra comma`},
+		},
+		"exclude-outbound-ports a range": {
+			annotations: one(AnnotationExcludeOutboundPorts, "5432-5440"),
+			kinds:       []Kind{KindNotAPort}, token: "5432-5440",
+			full: `aether.io/exclude-outbound-ports: "5432-5440": "5432-5440" is not a port number (one port per element, no ranges) ` +
+				`(write a destination port number from 1 to 65535, for example 5432)`,
+		},
+		"exclude-outbound-ports a name": {
+			annotations: one(AnnotationExcludeOutboundPorts, "postgres"),
+			kinds:       []Kind{KindNotAPort}, token: "postgres",
+			text: []string{`"postgres" is not a port number`},
+		},
+		"exclude-outbound-ports zero": {
+			annotations: one(AnnotationExcludeOutboundPorts, "0"),
+			kinds:       []Kind{KindPortOutOfRange}, token: "0",
+			text: []string{"port 0 is outside 1..65535"},
+		},
+		"exclude-outbound-ports over 65535": {
+			annotations: one(AnnotationExcludeOutboundPorts, "5432,65536"),
+			kinds:       []Kind{KindPortOutOfRange}, token: "65536",
+			text: []string{"port 65536 is outside 1..65535"},
+		},
+		"exclude-outbound-ports 18082": {
+			annotations: one(AnnotationExcludeOutboundPorts, "18082"),
+			kinds:       []Kind{KindReservedPort}, token: "18082",
+			full: `aether.io/exclude-outbound-ports: "18082": port 18082 is the mesh's own: it is the mesh's TCP port, which ` +
+				`reaches a service's default TCP port; it is not a port of any service (remove 18082: excluding it would take ` +
+				`the pod's calls into the mesh out of the mesh)`,
+		},
+		"exclude-outbound-ports 18081": {
+			annotations: one(AnnotationExcludeOutboundPorts, "18081"),
+			kinds:       []Kind{KindReservedPort}, token: "18081",
+			text: []string{"port 18081 is the mesh's own", "(remove 18081: excluding it would take"},
+		},
+		"exclude-outbound-ports 18001": {
+			annotations: one(AnnotationExcludeOutboundPorts, "18001"),
+			kinds:       []Kind{KindReservedPort}, token: "18001",
+			full: `aether.io/exclude-outbound-ports: "18001": port 18001 is the mesh proxy's own: the mesh proxy receives ` +
+				`captured outbound traffic on it inside every pod (remove 18001: capture never takes the mesh proxy's own ports)`,
+		},
+		"exclude-outbound-ports 18008": {
+			annotations: one(AnnotationExcludeOutboundPorts, "18008"),
+			kinds:       []Kind{KindReservedPort}, token: "18008",
+			text: []string{"port 18008 is the mesh proxy's own"},
+		},
+		"exclude-outbound-ports too many": {
+			annotations: one(AnnotationExcludeOutboundPorts, portList(20000, MaxPorts+1, "")),
+			kinds:       []Kind{KindTooManyPorts},
+			full: `aether.io/exclude-outbound-ports: "` + excerpt(portList(20000, MaxPorts+1, ""), MaxQuoted) +
+				`": 65 ports are excluded; at most 64 are allowed (exclude only the ports the pod must reach directly)`,
+		},
+
 		// UnknownAnnotation.
 		"prots, did you mean ports": {
 			annotations: one("endpoint.aether.io/prots", "8080"),
@@ -1080,7 +1143,7 @@ func tokenMayBeEmpty(e *Error) bool {
 
 // malformedMinimum is the number of rows the table holds: a row removed by mistake fails
 // TestMalformedCount (raise it when adding rows).
-const malformedMinimum = 201
+const malformedMinimum = 211
 
 // TestMalformedCount holds the table to its size.
 func TestMalformedCount(t *testing.T) {

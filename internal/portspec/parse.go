@@ -34,6 +34,10 @@ const (
 	AnnotationMetadataPrefix = "metadata.endpoint.aether.io/"
 	// AnnotationUpstreams lists the services the pod calls, comma-separated.
 	AnnotationUpstreams = "config.aether.io/upstreams"
+	// AnnotationExcludeOutboundPorts lists destination ports whose outbound TCP the node's capture
+	// leaves alone, comma-separated ("5432,6379"): the pod reaches them directly, not through
+	// the mesh, in every capture mode.
+	AnnotationExcludeOutboundPorts = "aether.io/exclude-outbound-ports"
 
 	// LabelManaged is the label that opts a pod into the mesh, with the value ManagedValue only.
 	LabelManaged = "aether.io/managed"
@@ -59,10 +63,11 @@ func NotManagedWarning(value string) string {
 }
 
 // IsGrammarKey reports whether Parse reads the annotation key: every key under
-// endpoint.aether.io/ (an unknown one is an error) or metadata.endpoint.aether.io/, and
-// config.aether.io/upstreams. A change to any other annotation cannot change what Parse returns.
+// endpoint.aether.io/ (an unknown one is an error) or metadata.endpoint.aether.io/,
+// config.aether.io/upstreams and aether.io/exclude-outbound-ports. A change to any other annotation cannot change what Parse returns.
 func IsGrammarKey(key string) bool {
-	return key == AnnotationUpstreams || strings.HasPrefix(key, endpointPrefix) || strings.HasPrefix(key, AnnotationMetadataPrefix)
+	return key == AnnotationUpstreams || key == AnnotationExcludeOutboundPorts ||
+		strings.HasPrefix(key, endpointPrefix) || strings.HasPrefix(key, AnnotationMetadataPrefix)
 }
 
 // Defaults of the grammar.
@@ -104,6 +109,8 @@ var MaxLength = map[string]int{
 	AnnotationHealthPath:      MaxHealthPath,
 	AnnotationHealthCheckMode: MaxShortValue,
 	AnnotationUpstreams:       MaxUpstreamsLength,
+	// MaxPorts ports of five digits, comma-separated, with room for spacing.
+	AnnotationExcludeOutboundPorts: MaxPortsLength,
 }
 
 // Reserved maps each port the mesh keeps for itself to why. A workload can declare none of them,
@@ -172,6 +179,9 @@ type Spec struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 	// Upstreams are the services the pod calls, sorted, each once; nil when none.
 	Upstreams []string `json:"upstreams,omitempty"`
+	// ExcludeOutboundPorts are the destination ports capture leaves alone, ascending, each once;
+	// nil when none.
+	ExcludeOutboundPorts []int32 `json:"excludeOutboundPorts,omitempty"`
 }
 
 // Parse reads a pod's annotations. Annotations outside the grammar (IsGrammarKey) are ignored.
@@ -187,6 +197,8 @@ func Parse(annotations map[string]string) (Spec, error) {
 		HealthCheck: HealthCheck{Mode: p.healthCheckMode(), Path: p.healthPath()},
 		Metadata:    p.metadata(),
 		Upstreams:   p.upstreams(),
+
+		ExcludeOutboundPorts: p.excludeOutboundPorts(),
 	}
 	spec.PortSet = p.portSet()
 	p.unknownKeys()
@@ -473,6 +485,63 @@ func (p *parser) upstreams() []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// excludeOutboundPorts reads aether.io/exclude-outbound-ports: at most MaxPorts ports, none of
+// the mesh's own (Reserved): 18081 and 18082 are how the pod reaches the mesh, and capture leaves
+// 18001 and 18008 alone already.
+func (p *parser) excludeOutboundPorts() []int32 {
+	v, ok := p.lookup(AnnotationExcludeOutboundPorts, `list destination ports the pod reaches directly, comma-separated, for example "5432,6379"`)
+	if !ok {
+		return nil
+	}
+	var out []int32
+	for token := range strings.SplitSeq(v, ",") {
+		if port, ok := p.excludedPort(strings.TrimSpace(token)); ok {
+			out = append(out, port)
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) > MaxPorts {
+		p.fail(AnnotationExcludeOutboundPorts, "", KindTooManyPorts, "exclude only the ports the pod must reach directly",
+			"%d ports are excluded; at most %d are allowed", len(out), MaxPorts)
+	}
+	return out
+}
+
+// excludedPort reads one element of aether.io/exclude-outbound-ports; ok is false after an error.
+func (p *parser) excludedPort(token string) (int32, bool) {
+	const (
+		key = AnnotationExcludeOutboundPorts
+		fix = "write a destination port number from 1 to 65535, for example 5432"
+	)
+	switch {
+	case token == "":
+		p.fail(key, token, KindEmpty, `remove the extra comma: ports are separated by single commas, for example "5432,6379"`,
+			"an element of the list is empty")
+		return 0, false
+	case strings.Trim(token, "0123456789") != "":
+		p.fail(key, token, KindNotAPort, fix, "%q is not a port number (one port per element, no ranges)", token)
+		return 0, false
+	}
+	n, err := strconv.ParseUint(token, 10, 32)
+	if err != nil || n < 1 || n > 65535 {
+		p.fail(key, token, KindPortOutOfRange, fix, "port %s is outside 1..65535", token)
+		return 0, false
+	}
+	port := int32(n)
+	switch port {
+	case meshv1alpha1.MeshHTTPPort, meshv1alpha1.MeshTCPPort:
+		p.fail(key, token, KindReservedPort, fmt.Sprintf("remove %d: excluding it would take the pod's calls into the mesh out of the mesh", port),
+			"port %d is the mesh's own: %s", port, ownWords(Reserved[port]))
+		return 0, false
+	case meshv1alpha1.ProxyCapturePort, meshv1alpha1.ProxyInboundPort:
+		p.fail(key, token, KindReservedPort, fmt.Sprintf("remove %d: capture never takes the mesh proxy's own ports", port),
+			"port %d is the mesh proxy's own: %s", port, ownWords(Reserved[port]))
+		return 0, false
+	}
+	return port, true
 }
 
 // keys returns the annotation keys for which match holds, sorted (sorting only those keeps a pod

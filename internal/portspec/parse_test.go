@@ -372,6 +372,28 @@ func TestParse(t *testing.T) {
 			want:        with(spec(8080, http1(8080)), func(s *Spec) { s.Upstreams = []string{"ledger", "ledger.finance"} }),
 		},
 
+		// Excluded outbound ports.
+		"excluded outbound ports": {
+			annotations: map[string]string{AnnotationExcludeOutboundPorts: "6379,5432"},
+			want:        with(spec(8080, http1(8080)), func(s *Spec) { s.ExcludeOutboundPorts = []int32{5432, 6379} }),
+		},
+		"excluded outbound ports are trimmed, sorted and de-duplicated": {
+			annotations: map[string]string{AnnotationExcludeOutboundPorts: " 6379 , 5432,6379, 1"},
+			want:        with(spec(8080, http1(8080)), func(s *Spec) { s.ExcludeOutboundPorts = []int32{1, 5432, 6379} }),
+		},
+		"an excluded outbound port the pod also serves": {
+			annotations: map[string]string{AnnotationExcludeOutboundPorts: "8080"},
+			want:        with(spec(8080, http1(8080)), func(s *Spec) { s.ExcludeOutboundPorts = []int32{8080} }),
+		},
+		"as many excluded outbound ports as allowed": {
+			annotations: map[string]string{AnnotationExcludeOutboundPorts: portList(20000, MaxPorts, "")},
+			want: with(spec(8080, http1(8080)), func(s *Spec) {
+				for _, p := range portRange(20000, MaxPorts, meshv1alpha1.ProtocolTCP) {
+					s.ExcludeOutboundPorts = append(s.ExcludeOutboundPorts, p.Number)
+				}
+			}),
+		},
+
 		// Annotations outside the grammar.
 		"annotations outside the grammar's prefixes are ignored": {
 			annotations: map[string]string{
@@ -525,6 +547,14 @@ func checkValid(t *testing.T, s Spec) {
 	for i, u := range s.Upstreams {
 		if i > 0 && s.Upstreams[i-1] >= u {
 			t.Errorf("upstreams not sorted and unique: %q", s.Upstreams)
+		}
+	}
+	if s.ExcludeOutboundPorts != nil && len(s.ExcludeOutboundPorts) == 0 {
+		t.Error("excluded outbound ports are empty but not nil")
+	}
+	for i, n := range s.ExcludeOutboundPorts {
+		if _, reserved := Reserved[n]; reserved || n < 1 || n > 65535 || (i > 0 && s.ExcludeOutboundPorts[i-1] >= n) {
+			t.Errorf("excluded outbound ports not sorted, unique and unreserved: %v", s.ExcludeOutboundPorts)
 		}
 	}
 }

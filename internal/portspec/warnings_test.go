@@ -52,6 +52,10 @@ func TestWarnings(t *testing.T) {
 			annotations: one("config.aether.io/upstream", "payments"),
 			want:        []string{warn("config.aether.io/upstream", AnnotationUpstreams)},
 		},
+		"aether.io/exclude-outbound-port": {
+			annotations: one("aether.io/exclude-outbound-port", "5432"),
+			want:        []string{warn("aether.io/exclude-outbound-port", AnnotationExcludeOutboundPorts)},
+		},
 		"configs.aether.io/upstreams": {
 			annotations: one("configs.aether.io/upstreams", "payments"),
 			want:        []string{warn("configs.aether.io/upstreams", AnnotationUpstreams)},

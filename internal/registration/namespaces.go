@@ -74,6 +74,21 @@ func (i IgnoredNamespaces) InMesh(pod *corev1.Pod) bool {
 	return Managed(pod) && !i.Ignores(pod.Namespace)
 }
 
+// Verdict is InMesh with the reason, for those who must say why a pod is or is not taken (the
+// node agent's answer to the CNI plugin, and the plugin's own when the agent is unreachable).
+func (i IgnoredNamespaces) Verdict(pod *corev1.Pod) (inMesh bool, why string) {
+	value, labelled := pod.Labels[LabelManaged]
+	switch {
+	case i.Ignores(pod.Namespace):
+		return false, fmt.Sprintf("namespace %s is ignored by the mesh (--ignored-namespaces)", pod.Namespace)
+	case !labelled:
+		return false, fmt.Sprintf("it has no label %s", LabelManaged)
+	case !Managed(pod):
+		return false, fmt.Sprintf("its label %s is %q, not %q", LabelManaged, value, ManagedValue)
+	}
+	return true, fmt.Sprintf("it is labelled %s=%s", LabelManaged, ManagedValue)
+}
+
 // IgnoredVerdict is the Verified condition of a MeshEndpoint in an ignored namespace: never
 // counted, whatever pod it names.
 func IgnoredVerdict(ep *meshv1alpha1.MeshEndpoint) metav1.Condition {

@@ -52,8 +52,31 @@ func TestInMesh(t *testing.T) {
 		if got := ignored.InMesh(tc.pod); got != tc.want {
 			t.Errorf("InMesh(%s, %q) = %v, want %v", tc.pod.Namespace, tc.pod.Labels[LabelManaged], got, tc.want)
 		}
+		if got, _ := ignored.Verdict(tc.pod); got != tc.want {
+			t.Errorf("Verdict(%s, %q) = %v, want InMesh's %v", tc.pod.Namespace, tc.pod.Labels[LabelManaged], got, tc.want)
+		}
 	}
 	if got := ignored.With("").String(); got != "kube-system,mesh-operator" {
 		t.Errorf("With(\"\") changed the set: %q", got)
+	}
+}
+
+func TestVerdictSaysWhy(t *testing.T) {
+	ignored := IgnoredNamespaces{"kube-system": true}
+	unlabelled := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop"}}
+	for name, tc := range map[string]struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		"managed":    {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Labels: map[string]string{LabelManaged: "true"}}}, "it is labelled aether.io/managed=true"},
+		"ignored":    {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Labels: map[string]string{LabelManaged: "true"}}}, "namespace kube-system is ignored by the mesh (--ignored-namespaces)"},
+		"unlabelled": {unlabelled, "it has no label aether.io/managed"},
+		"other":      {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Labels: map[string]string{LabelManaged: "yes"}}}, `its label aether.io/managed is "yes", not "true"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, why := ignored.Verdict(tc.pod); why != tc.want {
+				t.Errorf("why = %q, want %q", why, tc.want)
+			}
+		})
 	}
 }

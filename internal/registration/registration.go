@@ -67,9 +67,15 @@ func Registration(pod *corev1.Pod, node *corev1.Node) (meshv1alpha1.MeshEndpoint
 	}
 	out.PortsSummary = meshv1alpha1.FormatPorts(out.Ports)
 	if node != nil {
-		out.Locality = meshv1alpha1.Locality{Region: node.Labels[LabelRegion], Zone: node.Labels[LabelZone]}
+		out.Locality = Locality(node)
 	}
 	return out, nil
+}
+
+// Locality is node's region and zone, from its topology labels: every endpoint's on the node, and
+// the node's own, which orders its proxy's endpoint priorities.
+func Locality(node *corev1.Node) meshv1alpha1.Locality {
+	return meshv1alpha1.Locality{Region: node.Labels[LabelRegion], Zone: node.Labels[LabelZone]}
 }
 
 // ports are the parsed ports in the API's form, in the parser's (sorted) order.

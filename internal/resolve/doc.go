@@ -16,6 +16,8 @@
 //   - Names and DialSurface: the names a service is dialled by, listed once, and the surface's
 //     rows, each spelling once, written relative to any of the names (NamePlaceholder). The
 //     surface has SurfaceLen(len(ports)) = 2×ports + 9 rows.
+//   - DialPorts: the ports of the surface's rows that dial one and are not refused, which the
+//     node's capture takes on the service's VIP (internal/capture), so that the surface holds.
 //
 // The notation of a row's Address (what `kubectl describe meshservice` shows):
 //

@@ -5,6 +5,7 @@ package resolve
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
@@ -73,30 +74,66 @@ func SurfaceLen(ports int) int { return 2*ports + surfaceFixedRows }
 //
 // Declared ports ascend. It has SurfaceLen(len(s.Ports)) rows.
 func DialSurface(s portspec.PortSet) []Dial {
-	const name = NamePlaceholder
-	rows := make([]Dial, 0, SurfaceLen(len(s.Ports)))
-	add := func(address string, r Result) { rows = append(rows, Dial{Address: address, Result: r}) }
+	rows := surfaceRows(s)
+	out := make([]Dial, len(rows))
+	for i, r := range rows {
+		out[i] = r.Dial
+	}
+	return out
+}
 
-	add(httpScheme+name+"/", answerHTTP(s, authority{host: name, portless: true}))
-	add(hostPort(name, meshv1alpha1.MeshHTTPPort), Result{Protocol: meshv1alpha1.ProtocolHTTP, Outcome: HostDecides,
+// DialPorts are the ports a connection to the service's address must be taken by the mesh on for
+// its dial surface to hold: the port of each row that dials one (http://, https://, :18081,
+// :18082 and each declared port; not the Host rows, which ride on a connection to one of these,
+// nor <name>:*) unless its outcome is Refused. So 18081 (the Host decides) and 80 (reached, or
+// answered 421 by the mesh) always; 443 and 18082 when they reach a port; every declared port.
+// Ascending, each once. Capture (internal/capture) redirects exactly these on the service's VIP.
+func DialPorts(s portspec.PortSet) []int32 {
+	var ports []int32
+	for _, r := range surfaceRows(s) {
+		if r.dialed != 0 && r.Outcome != Refused {
+			ports = append(ports, r.dialed)
+		}
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports)
+}
+
+// surfaceRow is a row of the surface and the port it dials: 0 for a Host row (an HTTP request on
+// a connection some other row made) and for <name>:* (no one port).
+type surfaceRow struct {
+	Dial
+	dialed int32
+}
+
+// surfaceRows are DialSurface's rows, each with the port it dials.
+func surfaceRows(s portspec.PortSet) []surfaceRow {
+	const name = NamePlaceholder
+	rows := make([]surfaceRow, 0, SurfaceLen(len(s.Ports)))
+	add := func(address string, dialed int32, r Result) {
+		rows = append(rows, surfaceRow{Dial: Dial{Address: address, Result: r}, dialed: dialed})
+	}
+
+	add(httpScheme+name+"/", HTTPPort, answerHTTP(s, authority{host: name, portless: true}))
+	add(hostPort(name, meshv1alpha1.MeshHTTPPort), meshv1alpha1.MeshHTTPPort, Result{Protocol: meshv1alpha1.ProtocolHTTP, Outcome: HostDecides,
 		Reason: "the mesh's HTTP proxy port, not a port of the service: the port in each request's Host header decides, as the Host rows say"})
 
-	add(HostRowPrefix+name, answerHTTP(s, authority{host: name, portless: true}))
+	add(HostRowPrefix+name, 0, answerHTTP(s, authority{host: name, portless: true}))
 	for _, p := range s.Ports {
-		add(HostRowPrefix+hostPort(name, p.Number), answerHTTP(s, authority{host: name, port: p.Number}))
+		add(HostRowPrefix+hostPort(name, p.Number), 0, answerHTTP(s, authority{host: name, port: p.Number}))
 	}
 	for _, port := range []int32{meshv1alpha1.MeshHTTPPort, meshv1alpha1.MeshTCPPort} {
-		add(HostRowPrefix+hostPort(name, port), answerHTTP(s, authority{host: name, port: port}))
+		add(HostRowPrefix+hostPort(name, port), 0, answerHTTP(s, authority{host: name, port: port}))
 	}
-	add(HostRowPrefix+name+":"+AnyOtherPort, misdirected(s, name, PortNotDeclared, "the port is not one the service declares"))
+	add(HostRowPrefix+name+":"+AnyOtherPort, 0, misdirected(s, name, PortNotDeclared, "the port is not one the service declares"))
 
-	add(httpsScheme+name+"/", dialHTTPS(s))
-	add(hostPort(name, meshv1alpha1.MeshTCPPort), dialMeshTCP(s))
+	add(httpsScheme+name+"/", HTTPSPort, dialHTTPS(s))
+	add(hostPort(name, meshv1alpha1.MeshTCPPort), meshv1alpha1.MeshTCPPort, dialMeshTCP(s))
 	for _, p := range s.Ports {
-		add(hostPort(name, p.Number), Result{Port: p.Number, Protocol: p.Protocol, Outcome: Reaches,
+		add(hostPort(name, p.Number), p.Number, Result{Port: p.Number, Protocol: p.Protocol, Outcome: Reaches,
 			Reason: fmt.Sprintf("port %d is declared %s", p.Number, p.Protocol)})
 	}
-	add(name+":"+AnyOtherPort, Result{Outcome: Refused,
+	add(name+":"+AnyOtherPort, 0, Result{Outcome: Refused,
 		Reason: "nothing claims a port the service does not declare: the connection is refused"})
 	return rows
 }

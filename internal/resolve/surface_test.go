@@ -335,3 +335,25 @@ func TestSurfaceAgreesWithHTTPRequest(t *testing.T) {
 		}
 	})
 }
+
+// TestDialPorts: the ports capture takes on a service's VIP are, said another way than the
+// surface's rows, 80 and 18081 always, 18082 when there is a default TCP port, and every declared
+// port; for every port set above.
+func TestDialPorts(t *testing.T) {
+	for name, s := range allSets {
+		t.Run(name, func(t *testing.T) {
+			want := []int32{resolve.HTTPPort, meshv1alpha1.MeshHTTPPort}
+			if _, ok := resolve.DefaultTCPPort(s); ok {
+				want = append(want, meshv1alpha1.MeshTCPPort)
+			}
+			for _, p := range s.Ports {
+				want = append(want, p.Number)
+			}
+			slices.Sort(want)
+			want = slices.Compact(want)
+			if got := resolve.DialPorts(s); !slices.Equal(got, want) {
+				t.Errorf("DialPorts = %v, want %v", got, want)
+			}
+		})
+	}
+}

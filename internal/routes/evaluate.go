@@ -13,6 +13,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
+	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
@@ -33,19 +34,37 @@ const (
 	TLSRoute  Kind = "TLSRoute"
 )
 
-// Route is a route of any kind, as the evaluation reads it.
+// Route is a route of any kind, as the evaluation reads it (and, through the fields the
+// evaluation does not read, as the data plane does: MeshRoute).
 type Route struct {
 	Kind       Kind                      `json:"kind"`
 	Namespace  string                    `json:"namespace"`
 	Name       string                    `json:"name"`
 	ParentRefs []gwapiv1.ParentReference `json:"parentRefs,omitempty"`
 	Rules      []Rule                    `json:"rules,omitempty"`
+	// Generation is the route's metadata.generation: our status entries speak for the spec of
+	// that generation only.
+	Generation int64 `json:"-"`
+	// Hostnames are a TLSRoute's SNI names (and an HTTPRoute's or GRPCRoute's hostnames, which
+	// the mesh's data plane does not read: GEP-1294).
+	Hostnames []string `json:"-"`
 }
 
-// Rule is one rule of a route: its optional name and its backends.
+// Rule is one rule of a route: its optional name and its backends, and for the data plane the
+// backends' weights and the rule's matches.
 type Rule struct {
 	Name        *gwapiv1.SectionName             `json:"name,omitempty"`
 	BackendRefs []gwapiv1.BackendObjectReference `json:"backendRefs,omitempty"`
+	// Weights are the backendRefs' weights, index for index (Gateway API's default 1 where unset).
+	Weights []int32 `json:"-"`
+	// Matches are the HTTPRoute's or GRPCRoute's matches the data plane carries. MatchesNone says
+	// the rule lists matches and none of them is carried: it matches no request (an empty Matches
+	// alone means every request).
+	Matches     []model.RouteMatch `json:"-"`
+	MatchesNone bool               `json:"-"`
+	// Uncarried says, one sentence each, what of the rule the data plane leaves out (a match it
+	// cannot express, filters).
+	Uncarried []string `json:"-"`
 }
 
 // Input is everything one route's evaluation reads.
@@ -127,8 +146,10 @@ func namespaceOr(ns *gwapiv1.Namespace, def string) string {
 	return string(*ns)
 }
 
-// carries reports whether a route of kind k can carry traffic to a port of protocol p.
-func carries(k Kind, p meshv1alpha1.Protocol) bool {
+// Carries reports whether a route of kind k can carry traffic to a port of protocol p: the one
+// rule the controller's verdicts (Accepted, ResolvedRefs UnsupportedProtocol) and the data plane
+// (which ports a route attaches to, which backends it can reach: internal/xds) both read.
+func Carries(k Kind, p meshv1alpha1.Protocol) bool {
 	switch k {
 	case HTTPRoute:
 		return p.IsHTTP()
@@ -162,7 +183,7 @@ func (in Input) accepted(ref gwapiv1.ParentReference, ms *meshv1alpha1.MeshServi
 	case !declared:
 		return condition(gwapiv1.RouteConditionAccepted, false, gwapiv1.RouteReasonNoMatchingParent,
 			fmt.Sprintf("parentRef %s:%d: mesh service %s does not declare port %d (it serves %s)", who, port, who, port, portList(ms.Status.Ports, nil)))
-	case !carries(k, p):
+	case !Carries(k, p):
 		return condition(gwapiv1.RouteConditionAccepted, false, gwapiv1.RouteReasonNoMatchingParent,
 			fmt.Sprintf("parentRef %s:%d is %s (declared %s); %s", who, port, describe(p), spelling(port, p), canReach(k, p, who, ms)))
 	}
@@ -253,7 +274,7 @@ func (in Input) checkBackend(rule string, ref gwapiv1.BackendObjectReference) (g
 		return gwapiv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: backendRef %s:%d: port %d is not declared by %s (it serves %s)",
 			rule, who, port, port, who, portList(ms.Status.Ports, nil))
 	}
-	if !carries(in.Route.Kind, p) {
+	if !Carries(in.Route.Kind, p) {
 		return gwapiv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("%s: backendRef %s:%d is %s (declared %s); %s",
 			rule, who, port, describe(p), spelling(port, p), canReach(in.Route.Kind, p, who, ms))
 	}
@@ -305,7 +326,7 @@ func spelling(port int32, p meshv1alpha1.Protocol) string {
 // canReach says which ports of ms (named who) a route of kind k can reach, and what to do
 // instead for a port of protocol p.
 func canReach(k Kind, p meshv1alpha1.Protocol, who string, ms *meshv1alpha1.MeshService) string {
-	ok := portList(ms.Status.Ports, func(q meshv1alpha1.Protocol) bool { return carries(k, q) })
+	ok := portList(ms.Status.Ports, func(q meshv1alpha1.Protocol) bool { return Carries(k, q) })
 	class := map[Kind]string{HTTPRoute: "HTTP", GRPCRoute: "HTTP/2"}[k]
 	if class == "" {
 		class = "TCP"

@@ -4,43 +4,187 @@
 package routes
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/aether-mesh/aether-operator/internal/model"
 )
 
 // Read is a route of any of the four kinds as the evaluation sees it, and its status.parents
-// (to merge into, or to read our entries from). ok is false for any other object. The controller
-// and kubectl aether both read routes through it.
+// (to merge into, or to read our entries from). ok is false for any other object. The controller,
+// kubectl aether and the node agent (through MeshRoute) all read routes through it.
 func Read(o runtime.Object) (route Route, parents *[]gwapiv1.RouteParentStatus, ok bool) {
 	switch r := o.(type) {
 	case *gwapiv1.HTTPRoute:
-		route = Route{Kind: HTTPRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs}
+		route = Route{Kind: HTTPRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs,
+			Generation: r.Generation, Hostnames: hostnames(r.Spec.Hostnames)}
 		for _, rule := range r.Spec.Rules {
-			route.Rules = append(route.Rules, Rule{Name: rule.Name, BackendRefs: backendRefs(rule.BackendRefs,
-				func(b gwapiv1.HTTPBackendRef) gwapiv1.BackendObjectReference { return b.BackendObjectReference })})
+			route.Rules = append(route.Rules, httpRule(rule))
 		}
 		return route, &r.Status.Parents, true
 	case *gwapiv1.GRPCRoute:
-		route = Route{Kind: GRPCRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs}
+		route = Route{Kind: GRPCRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs,
+			Generation: r.Generation, Hostnames: hostnames(r.Spec.Hostnames)}
 		for _, rule := range r.Spec.Rules {
-			route.Rules = append(route.Rules, Rule{Name: rule.Name, BackendRefs: backendRefs(rule.BackendRefs,
-				func(b gwapiv1.GRPCBackendRef) gwapiv1.BackendObjectReference { return b.BackendObjectReference })})
+			route.Rules = append(route.Rules, grpcRule(rule))
 		}
 		return route, &r.Status.Parents, true
 	case *gwapiv1.TCPRoute:
-		route = Route{Kind: TCPRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs}
+		route = Route{Kind: TCPRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs,
+			Generation: r.Generation}
 		for _, rule := range r.Spec.Rules {
-			route.Rules = append(route.Rules, Rule{Name: rule.Name, BackendRefs: backendRefs(rule.BackendRefs, plainBackend)})
+			route.Rules = append(route.Rules, plainRule(rule.Name, rule.BackendRefs))
 		}
 		return route, &r.Status.Parents, true
 	case *gwapiv1.TLSRoute:
-		route = Route{Kind: TLSRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs}
+		route = Route{Kind: TLSRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs,
+			Generation: r.Generation, Hostnames: hostnames(r.Spec.Hostnames)}
 		for _, rule := range r.Spec.Rules {
-			route.Rules = append(route.Rules, Rule{Name: rule.Name, BackendRefs: backendRefs(rule.BackendRefs, plainBackend)})
+			route.Rules = append(route.Rules, plainRule(rule.Name, rule.BackendRefs))
 		}
 		return route, &r.Status.Parents, true
 	}
 	return Route{}, nil, false
+}
+
+// httpRule reads an HTTPRoute rule: its backends and weights, and its matches as the data plane
+// carries them.
+func httpRule(rule gwapiv1.HTTPRouteRule) Rule {
+	r := Rule{Name: rule.Name}
+	filters := len(rule.Filters)
+	for _, b := range rule.BackendRefs {
+		r.BackendRefs = append(r.BackendRefs, b.BackendObjectReference)
+		r.Weights = append(r.Weights, weight(b.Weight))
+		filters += len(b.Filters)
+	}
+	for i, m := range rule.Matches {
+		match, why := httpMatch(m)
+		r.addMatch(i, match, why)
+	}
+	r.MatchesNone = len(rule.Matches) > 0 && len(r.Matches) == 0
+	r.noteFilters(filters)
+	return r
+}
+
+// grpcRule reads a GRPCRoute rule as httpRule reads an HTTPRoute rule.
+func grpcRule(rule gwapiv1.GRPCRouteRule) Rule {
+	r := Rule{Name: rule.Name}
+	filters := len(rule.Filters)
+	for _, b := range rule.BackendRefs {
+		r.BackendRefs = append(r.BackendRefs, b.BackendObjectReference)
+		r.Weights = append(r.Weights, weight(b.Weight))
+		filters += len(b.Filters)
+	}
+	for i, m := range rule.Matches {
+		match, why := grpcMatch(m)
+		r.addMatch(i, match, why)
+	}
+	r.MatchesNone = len(rule.Matches) > 0 && len(r.Matches) == 0
+	r.noteFilters(filters)
+	return r
+}
+
+// plainRule reads a TCPRoute or TLSRoute rule: its backends and weights.
+func plainRule(name *gwapiv1.SectionName, refs []gwapiv1.BackendRef) Rule {
+	r := Rule{Name: name}
+	for _, b := range refs {
+		r.BackendRefs = append(r.BackendRefs, b.BackendObjectReference)
+		r.Weights = append(r.Weights, weight(b.Weight))
+	}
+	return r
+}
+
+// weight is a backendRef's weight: Gateway API's default 1 when unset.
+func weight(w *int32) int32 {
+	if w == nil {
+		return 1
+	}
+	return *w
+}
+
+// hostnames are a route's hostnames as strings; nil when it has none.
+func hostnames(in []gwapiv1.Hostname) []string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(in))
+	for _, h := range in {
+		out = append(out, string(h))
+	}
+	return out
+}
+
+// addMatch keeps match i, or says why the data plane leaves it out.
+func (r *Rule) addMatch(i int, match model.RouteMatch, why string) {
+	if why != "" {
+		r.Uncarried = append(r.Uncarried, fmt.Sprintf("matches[%d] is left out: %s", i, why))
+		return
+	}
+	r.Matches = append(r.Matches, match)
+}
+
+// noteFilters says the rule's filters (n of them, the backendRefs' included) are not applied.
+func (r *Rule) noteFilters(n int) {
+	if n > 0 {
+		r.Uncarried = append(r.Uncarried, fmt.Sprintf("%d filter(s) are not applied: the mesh's data plane carries matches, backends and weights only", n))
+	}
+}
+
+// httpMatch is an HTTPRoute match as model.RouteMatch, or why the data plane cannot carry it
+// (a regular expression, a query parameter).
+func httpMatch(m gwapiv1.HTTPRouteMatch) (model.RouteMatch, string) {
+	var out model.RouteMatch
+	if m.Path != nil {
+		pathType, value := gwapiv1.PathMatchPathPrefix, "/" // the API's defaults
+		if m.Path.Type != nil {
+			pathType = *m.Path.Type
+		}
+		if m.Path.Value != nil {
+			value = *m.Path.Value
+		}
+		if pathType != gwapiv1.PathMatchExact && pathType != gwapiv1.PathMatchPathPrefix {
+			return out, fmt.Sprintf("path type %s is not carried (Exact and PathPrefix are)", pathType)
+		}
+		out.PathType, out.Path = string(pathType), value
+	}
+	if m.Method != nil {
+		out.Method = string(*m.Method)
+	}
+	for _, h := range m.Headers {
+		if h.Type != nil && *h.Type != gwapiv1.HeaderMatchExact {
+			return out, fmt.Sprintf("header %s: match type %s is not carried (Exact is)", h.Name, *h.Type)
+		}
+		out.Headers = append(out.Headers, model.HeaderMatch{Name: string(h.Name), Value: h.Value})
+	}
+	if len(m.QueryParams) > 0 {
+		return out, "query parameter matches are not carried"
+	}
+	return out, ""
+}
+
+// grpcMatch is a GRPCRoute match as model.RouteMatch, or why the data plane cannot carry it.
+func grpcMatch(m gwapiv1.GRPCRouteMatch) (model.RouteMatch, string) {
+	var out model.RouteMatch
+	if m.Method != nil {
+		if m.Method.Type != nil && *m.Method.Type != gwapiv1.GRPCMethodMatchExact {
+			return out, fmt.Sprintf("method match type %s is not carried (Exact is)", *m.Method.Type)
+		}
+		if m.Method.Service != nil {
+			out.GRPCService = *m.Method.Service
+		}
+		if m.Method.Method != nil {
+			out.GRPCMethod = *m.Method.Method
+		}
+	}
+	for _, h := range m.Headers {
+		if h.Type != nil && *h.Type != gwapiv1.GRPCHeaderMatchExact {
+			return out, fmt.Sprintf("header %s: match type %s is not carried (Exact is)", h.Name, *h.Type)
+		}
+		out.Headers = append(out.Headers, model.HeaderMatch{Name: string(h.Name), Value: h.Value})
+	}
+	return out, ""
 }
 
 // BackendRefs are every backend of every rule, in order.
@@ -48,18 +192,6 @@ func (r Route) BackendRefs() []gwapiv1.BackendObjectReference {
 	var out []gwapiv1.BackendObjectReference
 	for _, rule := range r.Rules {
 		out = append(out, rule.BackendRefs...)
-	}
-	return out
-}
-
-func plainBackend(b gwapiv1.BackendRef) gwapiv1.BackendObjectReference {
-	return b.BackendObjectReference
-}
-
-func backendRefs[T any](refs []T, get func(T) gwapiv1.BackendObjectReference) []gwapiv1.BackendObjectReference {
-	out := make([]gwapiv1.BackendObjectReference, 0, len(refs))
-	for _, r := range refs {
-		out = append(out, get(r))
 	}
 	return out
 }

@@ -86,6 +86,36 @@ func CaptureTCPPortChain(svcKey string, port int32) string {
 	return "cap_tcp_" + svcKey + "_" + itoa(port)
 }
 
+// CaptureHTTPPortChain is the HCM chain for destination port p, any IP: cap_http_<p>. Envoy picks
+// a chain by destination port first and never falls back to the port-less chains once a port
+// matched (see captureChains), so every port a cap_tcp chain claims gets one: HTTP to another
+// service on that port still reaches the HCM.
+func CaptureHTTPPortChain(port int32) string { return "cap_http_" + itoa(port) }
+
+// CaptureHTTPServicePortChain is the HCM chain for <VIP>:<p> when p is a TCP port of the service
+// and an HTTP dial of p has an HTTP answer (port 80: http://<name>/ is 421 when 80 is TCP):
+// cap_http_<svc>_<p>.
+func CaptureHTTPServicePortChain(svcKey string, port int32) string {
+	return "cap_http_" + svcKey + "_" + itoa(port)
+}
+
+// CaptureTCPPortTLSChain is cap_tcp_<svc>_<p>'s twin for TLS bytes, where the port also has a
+// cap_http_<svc>_<p> chain (which makes cap_tcp_<svc>_<p> cleartext only): cap_tcp_<svc>_<p>_tls.
+func CaptureTCPPortTLSChain(svcKey string, port int32) string {
+	return CaptureTCPPortChain(svcKey, port) + "_tls"
+}
+
+// CaptureTLSRouteChain is the chain of a TLSRoute's SNI names on the (VIP, port) whose TCP chain
+// is base (CaptureTCPChain or CaptureTCPPortChain): <base>_tlsroute_<name>.<ns>. Service, route
+// and namespace names are DNS names (no "_"), so no two chains of a listener share a name.
+func CaptureTLSRouteChain(base, routeNamespace, routeName string) string {
+	return base + "_tlsroute_" + routeName + "." + routeNamespace
+}
+
+// CaptureVirtualHost is the name of a capture virtual host: its first domain (a domain is in one
+// virtual host of a route configuration, so the names are unique).
+func CaptureVirtualHost(firstDomain string) string { return firstDomain }
+
 // Other capture chains.
 const (
 	// CaptureHTTPChain is the HCM chain: captured HTTP, routed by its Host header.
@@ -94,7 +124,23 @@ const (
 	CaptureBlackholeChain = "cap_tcp_blackhole"
 	// CapturePassthroughChain is the default chain: the original destination, untouched.
 	CapturePassthroughChain = "cap_passthrough"
+	// CaptureCatchAllVirtualHost is the capture route configuration's virtual host for a Host that
+	// names no mesh service: the request goes to its original destination, untouched.
+	CaptureCatchAllVirtualHost = "cap_catch_all"
 )
+
+// Gateway API routes in a capture virtual host (route_gateway.go).
+
+// GatewayRoute is the name of the Envoy route for match m of rule r of a Gateway API route of
+// kind in namespace/name (m is 0 for a rule without matches, which matches every request):
+// <kind>/<ns>/<name>/<r>.<m>, kind lower-cased. Access logs and stats name the rule by it.
+func GatewayRoute(kind, namespace, name string, rule, match int) string {
+	return strings.ToLower(kind) + "/" + namespace + "/" + name + "/" + strconv.Itoa(rule) + "." + strconv.Itoa(match)
+}
+
+// GatewayNoMatchRoute is the last route of a virtual host whose port carries Gateway API routes:
+// a request no rule matches gets 404 (GEP-1294, GEP-1686).
+const GatewayNoMatchRoute = "gateway_no_match"
 
 // Inbound filter chains.
 
@@ -107,6 +153,10 @@ func InboundTCPChain(port int32) string { return "in_tcp_" + itoa(port) }
 // InboundFloorChain is the default chain (no SNI): the pod's primary port.
 const InboundFloorChain = "in_floor"
 
+// InboundVirtualHost is the one virtual host of an inbound HCM chain's inline route configuration
+// (which is named after its chain): every request goes to the chain's port.
+const InboundVirtualHost = "in"
+
 // AppCluster is the cluster the inbound proxy forwards port p of pod to: app|<pod>:<p>.
 func AppCluster(podKey string, port int32) string { return "app|" + podKey + ":" + itoa(port) }
 
@@ -118,13 +168,21 @@ const (
 	BlackholeCluster = "blackhole"
 )
 
+// XDSCluster is the bootstrap's static cluster: the agent's xDS server on its unix socket, the
+// one cluster the node's Envoy knows before ADS tells it the rest (Bootstrap).
+const XDSCluster = "aether-xds"
+
 // SNI is what an upstream TLS context sends for port: empty for the service's primary port (it
 // lands on the destination's floor chain), the port's number otherwise (proposal 037 (c)).
 func SNI(port, primary int32) string {
 	if port == primary {
 		return ""
 	}
-	return itoa(port)
+	return ServerName(port)
 }
+
+// ServerName is the SNI that selects port p's chain on an inbound listener (server_names [p]):
+// the port's number.
+func ServerName(port int32) string { return itoa(port) }
 
 func itoa(p int32) string { return strconv.Itoa(int(p)) }

@@ -23,8 +23,8 @@ import (
 )
 
 // TestMakeRun starts what `make run` starts, waits for its KUBECONFIG line, checks with the real
-// kubectl that the samples are served and that the manager derived their MeshService, then
-// interrupts it and checks it cleans up.
+// kubectl that the samples are served and that the manager derived their MeshService, checks the
+// agent's xDS with a real ADS client (checkXDS), then interrupts it and checks it cleans up.
 func TestMakeRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -49,9 +49,13 @@ func TestMakeRun(t *testing.T) {
 	defer run.Process.Kill() //nolint:errcheck // only matters when the test already failed
 
 	announced := make(chan string, 1)
+	var xdsAddress string // announced before KUBECONFIG=
 	go func() {
 		scanner := bufio.NewScanner(stdout)
 		for scanner.Scan() {
+			if address, ok := strings.CutPrefix(scanner.Text(), "XDS="); ok {
+				xdsAddress = address
+			}
 			if path, ok := strings.CutPrefix(scanner.Text(), "KUBECONFIG="); ok {
 				announced <- path
 			}
@@ -149,6 +153,14 @@ func TestMakeRun(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+
+	// The agent's xDS serving, through a real ADS client (issue 12's acceptance).
+	t.Run("xDS", func(t *testing.T) {
+		if !strings.HasPrefix(xdsAddress, "tcp://127.0.0.1:") {
+			t.Fatalf("localenv announced XDS=%q, want tcp://127.0.0.1:<port>", xdsAddress)
+		}
+		checkXDS(t, ctx, xdsAddress, kubectlFor(ctx, assets, kubeconfig), filepath.Join(filepath.Dir(kubeconfig), "agent.log"))
+	})
 
 	if err := run.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,215 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/aether-mesh/aether-operator/internal/agent"
+	"github.com/aether-mesh/aether-operator/internal/cni"
+	"github.com/aether-mesh/aether-operator/internal/registration"
+)
+
+// cniFlags are the flags that say how the CNI plugin is installed and reaches the agent: the
+// agent's, and its install-cni and uninstall-cni subcommands' (the DaemonSet's init container), so
+// the entry the init container writes and the one the agent keeps are the same.
+type cniFlags struct {
+	socket     string
+	kubeconfig string
+	timeout    time.Duration
+	confDir    string
+	binDir     string
+	binary     string
+	ignored    string
+}
+
+// bind adds the flags to flags. confDirDefault and binDirDefault differ: the subcommands exist to
+// install, so they default to the DaemonSet's mounts; the agent keeps the plugin installed only
+// when told where.
+func (f *cniFlags) bind(flags *flag.FlagSet, confDirDefault, binDirDefault string) {
+	flags.StringVar(&f.socket, "cni-socket", cni.DefaultSocket, "The unix socket where the agent answers the CNI plugin, at the same path on the host and in the agent's container (the plugin runs on the host); the registry of the pods' network namespaces is kept beside it (netns.json). Empty: no hand-over (the agent then learns no pod's network namespace but from --netns-path-template).")
+	flags.StringVar(&f.kubeconfig, "cni-kubeconfig", cni.DefaultKubeconfig, "Where the plugin's kubeconfig is kept (the agent's own credentials, 0600), at the same path on the host and in the container: the plugin reads a pod with it only when the agent is unreachable, to fail ADD for a meshed pod and pass any other. Empty: none (the plugin then fails ADD for every pod outside the ignored namespaces while the agent is unreachable).")
+	flags.DurationVar(&f.timeout, "cni-timeout", cni.DefaultTimeout, "How long the plugin waits for the agent's answer (and, with the agent unreachable, for the API server's) before failing an ADD; the kubelet retries.")
+	flags.StringVar(&f.confDir, "cni-conf-dir", confDirDefault, "The node's CNI configuration directory as mounted in the container (the host's /etc/cni/net.d): the plugin is chained last into its first configuration file, which must be a conflist. For the agent: keep the plugin installed there while it runs, and remove it when its DaemonSet is deleted; empty: neither.")
+	flags.StringVar(&f.binDir, "cni-bin-dir", binDirDefault, "The node's CNI binary directory as mounted in the container (the host's /opt/cni/bin), where the plugin binary goes, named "+cni.PluginType+".")
+	flags.StringVar(&f.binary, "cni-plugin-binary", "/"+cni.PluginType, "The plugin binary to install (in the agent's image).")
+	flags.StringVar(&f.ignored, "ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
+}
+
+// ignoredNamespaces is --ignored-namespaces with the process's own namespace.
+func (f *cniFlags) ignoredNamespaces() (registration.IgnoredNamespaces, error) {
+	ignored, err := registration.ParseIgnoredNamespaces(f.ignored)
+	if err != nil {
+		return nil, err
+	}
+	return ignored.With(os.Getenv("POD_NAMESPACE")), nil
+}
+
+// installer is the Installer the flags describe.
+func (f *cniFlags) installer(ignored registration.IgnoredNamespaces) cni.Installer {
+	names := strings.Split(ignored.String(), ",")
+	if ignored.String() == "" {
+		names = []string{} // none: an empty list, not the plugin's defaults
+	}
+	return cni.Installer{BinDir: f.binDir, ConfDir: f.confDir, Binary: f.binary, Entry: cni.Entry{
+		Type: cni.PluginType, AgentSocket: f.socket, Kubeconfig: f.kubeconfig, Timeout: f.timeout.String(), IgnoredNamespaces: names,
+	}}
+}
+
+// check names the first flag that cannot work.
+func (f *cniFlags) check() error {
+	for name, path := range map[string]string{"--cni-socket": f.socket, "--cni-kubeconfig": f.kubeconfig} {
+		if path != "" && !filepath.IsAbs(path) {
+			return fmt.Errorf("%s %q is not an absolute path: the plugin, which runs on the host, reads it at that path", name, path)
+		}
+	}
+	if f.timeout <= 0 {
+		return fmt.Errorf("--cni-timeout %s is not positive; e.g. %s", f.timeout, cni.DefaultTimeout)
+	}
+	return nil
+}
+
+// runCNISubcommand runs `agent install-cni` or `agent uninstall-cni` with args, and returns the
+// process's exit code.
+func runCNISubcommand(name string, args []string, stderr io.Writer) int {
+	flags := flag.NewFlagSet("agent "+name, flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	var f cniFlags
+	f.bind(flags, "/host/etc/cni/net.d", "/host/opt/cni/bin")
+	wait := flags.Duration("wait", 0, "install-cni: how long to wait for the node's primary CNI to write its configuration; 0 waits until the process is stopped.")
+	if err := flags.Parse(args); err != nil {
+		return 2
+	}
+	ignored, err := f.ignoredNamespaces()
+	if err == nil {
+		err = f.check()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "agent %s: %v\n", name, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if *wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *wait)
+		defer cancel()
+	}
+	in := f.installer(ignored)
+	if name == "uninstall-cni" {
+		err = uninstallCNI(in, f.kubeconfig, stderr)
+	} else {
+		err = installCNI(ctx, in, f.kubeconfig, stderr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "agent %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+// installCNI is install-cni: the plugin's kubeconfig first (the plugin may be called the moment
+// the conflist names it, and must then be able to read a pod), then the binary and the conflist
+// entry, once the node's primary CNI has written its conflist.
+func installCNI(ctx context.Context, in cni.Installer, kubeconfig string, out io.Writer) error {
+	if kubeconfig != "" {
+		cfg, err := ctrl.GetConfig()
+		if err != nil {
+			return fmt.Errorf("the plugin's kubeconfig needs the agent's credentials: %w (or set --cni-kubeconfig= to write none)", err)
+		}
+		if _, err := cni.WriteKubeconfig(kubeconfig, cfg); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "wrote the plugin's kubeconfig %s\n", kubeconfig)
+	}
+	if _, err := in.WaitForConflist(ctx, 30*time.Second, func(err error) {
+		fmt.Fprintf(out, "waiting for the node's primary CNI to write its configuration: %v\n", err)
+	}); err != nil {
+		return err
+	}
+	conflist, changed, err := in.Install()
+	if err != nil {
+		return err
+	}
+	if changed {
+		fmt.Fprintf(out, "installed %s: %s, chained last in %s\n", cni.PluginType, filepath.Join(in.BinDir, cni.PluginType), conflist)
+	} else {
+		fmt.Fprintf(out, "%s was already installed: %s, chained last in %s\n", cni.PluginType, filepath.Join(in.BinDir, cni.PluginType), conflist)
+	}
+	return nil
+}
+
+// uninstallCNI takes the plugin off the node: its conflist entry, its binary, its kubeconfig.
+func uninstallCNI(in cni.Installer, kubeconfig string, out io.Writer) error {
+	conflist, changed, err := in.Uninstall()
+	if err != nil {
+		return err
+	}
+	if kubeconfig != "" {
+		if err := os.Remove(kubeconfig); err == nil {
+			changed = true
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing the plugin's kubeconfig: %w", err)
+		}
+	}
+	if changed {
+		fmt.Fprintf(out, "removed %s from %s and %s\n", cni.PluginType, cmp.Or(conflist, in.ConfDir), in.BinDir)
+	} else {
+		fmt.Fprintf(out, "%s was not installed in %s or %s\n", cni.PluginType, in.ConfDir, in.BinDir)
+	}
+	return nil
+}
+
+// uninstallIfRemoved runs when the agent stops: if its DaemonSet is going away (agent.Uninstalling),
+// it takes the plugin off the node, with the network namespace registry; otherwise it leaves
+// both, so that a restarted or upgraded agent finds them.
+func uninstallIfRemoved(cfg *rest.Config, scheme *runtime.Scheme, f cniFlags, ignored registration.IgnoredNamespaces, netnsFile string, log logr.Logger) {
+	pod := client.ObjectKey{Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")}
+	if pod.Namespace == "" || pod.Name == "" {
+		log.Info("Leaving the CNI plugin installed: POD_NAMESPACE and POD_NAME (downward API) do not name the agent's pod, so an uninstall cannot be told from a restart")
+		return
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		log.Error(err, "Leaving the CNI plugin installed: no client to read the agent's DaemonSet")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	removed, why, err := agent.Uninstalling(ctx, c, pod)
+	if err != nil {
+		log.Error(err, "Leaving the CNI plugin installed: whether the agent's DaemonSet is deleted cannot be told; if it is, run `agent uninstall-cni` on the node (see config/agent)")
+		return
+	}
+	if !removed {
+		log.Info("Leaving the CNI plugin installed: meshed pods fail to start until the next agent answers", "why", why)
+		return
+	}
+	if err := uninstallCNI(f.installer(ignored), f.kubeconfig, io.Discard); err != nil {
+		log.Error(err, "Could not remove the CNI plugin; run `agent uninstall-cni` on the node (see config/agent)", "why", why)
+		return
+	}
+	if netnsFile != "" {
+		_ = os.Remove(netnsFile)
+	}
+	log.Info("Removed the CNI plugin from the node: the agent's DaemonSet is going away", "why", why, "confDir", f.confDir, "binDir", f.binDir)
+}

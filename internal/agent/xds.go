@@ -1,0 +1,383 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/conditions"
+	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/registration"
+	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/xds"
+	"github.com/aether-mesh/aether-operator/internal/xdsserver"
+)
+
+// ReasonInvalidCaptureMode is the reason of the Warning Event on a pod whose capture-mode
+// annotation names no mode.
+const ReasonInvalidCaptureMode = "InvalidCaptureMode"
+
+// ActionConfigureProxy is the action of the Events the agent writes while building the node's
+// proxy configuration.
+const ActionConfigureProxy = "ConfigureProxy"
+
+// XDSOptions turn on xDS serving: the node's mesh (the View's services and this node's pods) is
+// built into Envoy resources (internal/xds) and published on Server for node ID = the node name.
+type XDSOptions struct {
+	// Server serves the snapshots (xdsserver.New over xdsserver.Listen).
+	Server *xdsserver.Server
+	// MeshDomain is the mesh's DNS domain and trust domain; resolve.DefaultMeshDomain if empty.
+	MeshDomain string
+	// CaptureMode is a pod's capture mode unless its aether.io/capture-mode annotation says
+	// otherwise; surface if empty.
+	CaptureMode model.CaptureMode
+	// NetNS holds the pods' network namespaces (the CNI plugin's, when it exists); an empty
+	// registry if nil.
+	NetNS *NetNS
+	// NetNSPathTemplate, if set, names the netns of a pod NetNS has no path for.
+	NetNSPathTemplate *NetNSPathTemplate
+	// Capture, when set, programs each meshed pod's capture from the same mesh, after the same
+	// rebuilds (capture.go). Nil: no capture.
+	Capture *CaptureOptions
+}
+
+// publisher rebuilds the node's xDS configuration when an input changes, debounced, and publishes
+// it. It gathers inputs and writes outputs: the build itself is pure (xds.Build).
+type publisher struct {
+	cache   cache.Cache   // the manager's: this node's pods, MeshEndpoints and Node
+	client  client.Client // writes Events
+	view    *View
+	node    string
+	ignored registration.IgnoredNamespaces
+	opts    XDSOptions
+	log     logr.Logger
+
+	kick chan struct{}
+	// warned is, per pod, the invalid capture mode it was warned about (so it is told once).
+	// Only the rebuild loop touches it.
+	warned map[types.UID]string
+	// skipped are the notes of the last build's Resources.Skipped, each logged once when it
+	// appears. Only the rebuild loop touches it.
+	skipped map[string]bool
+	// capture programs the pods' capture tables; nil without XDSOptions.Capture.
+	capture *capturer
+}
+
+// newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
+// the surface capture mode, an empty netns registry.
+func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *publisher {
+	opts := *o.XDS
+	opts.MeshDomain = cmp.Or(opts.MeshDomain, resolve.DefaultMeshDomain)
+	opts.CaptureMode = cmp.Or(opts.CaptureMode, model.CaptureSurface)
+	if opts.NetNS == nil {
+		opts.NetNS = NewNetNS()
+	}
+	p := &publisher{cache: c, client: cl, view: o.View, node: o.NodeName, ignored: o.IgnoredNamespaces, opts: opts,
+		log: log.WithName("xds"), kick: make(chan struct{}, 1), warned: map[types.UID]string{},
+		skipped: map[string]bool{}}
+	if opts.Capture != nil {
+		p.capture = newCapturer(*opts.Capture, p)
+	}
+	return p
+}
+
+// NeedLeaderElection is false: every node's agent configures its own node's Envoy.
+func (p *publisher) NeedLeaderElection() bool { return false }
+
+// poke asks for a rebuild; it never blocks (one pending request stands for any number).
+func (p *publisher) poke() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// changes is an informer handler that pokes on every add, update and delete.
+func changes(poke func()) toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	}
+}
+
+// Start watches every input, waits for the caches to hold the cluster's state (a build from a
+// cache still filling would publish a mesh with services missing), then rebuilds on changes until
+// ctx ends.
+func (p *publisher) Start(ctx context.Context) error {
+	for _, obj := range []client.Object{&corev1.Pod{}, &meshv1alpha1.MeshEndpoint{}, &corev1.Node{}} {
+		informer, err := p.cache.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("watching %T for xDS: %w", obj, err)
+		}
+		if _, err := informer.AddEventHandler(changes(p.poke)); err != nil {
+			return fmt.Errorf("watching %T for xDS: %w", obj, err)
+		}
+	}
+	if err := p.view.onChange(ctx, changes(p.poke)); err != nil {
+		return err
+	}
+	p.opts.NetNS.onChange(p.poke)
+	if !p.cache.WaitForCacheSync(ctx) || !p.view.WaitForCacheSync(ctx) {
+		return nil // ctx ended
+	}
+	p.poke()
+	return p.loop(ctx)
+}
+
+// loop rebuilds once a burst of changes is quiet (rebuildQuiet), at most rebuildMax after its
+// first change; with capture, it also checks the programmed namespaces every resync.
+func (p *publisher) loop(ctx context.Context) error {
+	d := debouncer{quiet: rebuildQuiet, max: rebuildMax}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var resync <-chan time.Time
+	if p.capture != nil {
+		ticker := time.NewTicker(p.capture.resync)
+		defer ticker.Stop()
+		resync = ticker.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-p.kick:
+			d.add(time.Now())
+		case <-resync:
+			p.capture.check(ctx)
+			continue
+		case <-timer.C:
+		}
+		wait, pending := d.wait(time.Now())
+		switch {
+		case !pending:
+		case wait > 0:
+			timer.Reset(wait)
+		default:
+			d.take()
+			p.rebuild(ctx)
+		}
+	}
+}
+
+// rebuild builds the node's configuration and publishes it (xdsserver publishes only a change),
+// then, with capture, syncs the pods' capture tables from the same mesh. A failure is logged with
+// its reason and counted; the snapshot served, and the tables programmed, stay.
+func (p *publisher) rebuild(ctx context.Context) {
+	m, err := p.mesh(ctx)
+	listed := err == nil
+	var res xds.Resources
+	if listed {
+		res, err = xds.Build(m)
+	}
+	if err != nil {
+		xdsBuilds.WithLabelValues(BuildFailed).Inc()
+		p.log.Error(err, "Could not build the node's xDS configuration; the previous one stays in service", "node", p.node)
+	} else {
+		xdsBuilds.WithLabelValues(BuildBuilt).Inc()
+		p.reportSkipped(res.Skipped)
+		// An error is the server's to log and count (an inconsistent snapshot); the previous stays.
+		_, _ = p.opts.Server.Publish(p.node, res)
+	}
+	if p.capture != nil && listed { // a build failure does not stop capture
+		if err := p.syncCapture(ctx, m); err != nil {
+			p.log.Error(err, "Could not sync the pods' capture; the tables programmed stay", "node", p.node)
+		}
+	}
+}
+
+// reportSkipped logs each note of what a build left out once, when it appears (a rebuild that
+// leaves the same pod out says nothing new), and sets the gauge to how many there are now.
+func (p *publisher) reportSkipped(notes []string) {
+	now := make(map[string]bool, len(notes))
+	for _, note := range notes {
+		now[note] = true
+		if !p.skipped[note] {
+			p.log.Info("Left out of the node's xDS configuration", "node", p.node, "reason", note)
+		}
+	}
+	p.skipped = now
+	xdsSkipped.Set(float64(len(notes)))
+}
+
+// mesh is the node's model, from the caches: the cluster's services and accepted routes (the
+// View), this node's locality and its meshed pods. A thin lister: everything after it is pure.
+func (p *publisher) mesh(ctx context.Context) (model.Mesh, error) {
+	services, err := p.view.Services(ctx)
+	if err != nil {
+		return model.Mesh{}, err
+	}
+	m := model.Mesh{Domain: p.opts.MeshDomain, Node: model.Node{Name: p.node}, Services: services}
+	// The routes the controller accepted (ResolvedRefs=True for their current generation).
+	if m.Routes, err = p.view.Routes(ctx); err != nil {
+		return model.Mesh{}, err
+	}
+	node := &corev1.Node{}
+	switch err := p.cache.Get(ctx, client.ObjectKey{Name: p.node}, node); {
+	case err == nil:
+		m.Node.Locality = registration.Locality(node)
+	case !apierrors.IsNotFound(err): // not found: no locality until the Node is seen
+		return model.Mesh{}, fmt.Errorf("reading node %s: %w", p.node, err)
+	}
+	m.Pods, err = p.localPods(ctx, services)
+	return m, err
+}
+
+// localPods are this node's meshed pods that can have a proxy: each with a MeshEndpoint of its
+// own that the controller Verified, a MeshService identity, and a network namespace. The others
+// are left out (logged at V(1) with why) until they have all three; sorted by namespace and name.
+func (p *publisher) localPods(ctx context.Context, services []model.Service) ([]model.LocalPod, error) {
+	identities := make(map[types.NamespacedName]string, len(services))
+	for _, s := range services {
+		identities[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = s.Identity
+	}
+	var pods corev1.PodList
+	if err := p.cache.List(ctx, &pods); err != nil {
+		return nil, fmt.Errorf("listing the node's pods: %w", err)
+	}
+	var out []model.LocalPod
+	seen := make(map[types.UID]bool, len(pods.Items))
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		// Explicit, whatever the cache's field selector holds.
+		if pod.Spec.NodeName != p.node || !p.ignored.InMesh(pod) {
+			continue
+		}
+		seen[pod.UID] = true
+		lp, why, err := p.localPod(ctx, pod, identities)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			p.log.V(1).Info("Pod gets no proxy configuration yet", "pod", client.ObjectKeyFromObject(pod), "reason", why)
+			continue
+		}
+		out = append(out, lp)
+	}
+	for uid := range p.warned {
+		if !seen[uid] {
+			delete(p.warned, uid)
+		}
+	}
+	slices.SortFunc(out, func(a, b model.LocalPod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out, nil
+}
+
+// localPod is pod as its proxy needs it, or why it cannot have one yet.
+func (p *publisher) localPod(ctx context.Context, pod *corev1.Pod, identities map[types.NamespacedName]string) (model.LocalPod, string, error) {
+	ep := &meshv1alpha1.MeshEndpoint{}
+	if err := p.cache.Get(ctx, client.ObjectKeyFromObject(pod), ep); apierrors.IsNotFound(err) {
+		return model.LocalPod{}, "it has no MeshEndpoint yet", nil
+	} else if err != nil {
+		return model.LocalPod{}, "", fmt.Errorf("reading the MeshEndpoint of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if ep.Spec.PodUID != string(pod.UID) {
+		return model.LocalPod{}, "its MeshEndpoint is an earlier pod's of the same name", nil
+	}
+	if !apimeta.IsStatusConditionTrue(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified) {
+		return model.LocalPod{}, "its MeshEndpoint is not Verified", nil
+	}
+	identity := identities[types.NamespacedName{Namespace: pod.Namespace, Name: ep.Spec.ServiceName}]
+	if identity == "" {
+		return model.LocalPod{}, "its MeshService " + ep.Spec.ServiceName + " has no identity yet", nil
+	}
+	netns, why := p.netns(pod)
+	if why != "" {
+		return model.LocalPod{}, why, nil
+	}
+	lp := model.LocalPod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Service: ep.Spec.ServiceName,
+		Address: ep.Spec.Address, Primary: ep.Spec.PrimaryPort, Ports: ep.Spec.Ports, NetNS: netns, Identity: identity,
+		Capture: p.captureMode(ctx, pod)}
+	lp.ExcludeOutboundPorts, lp.Upstreams = captureFacts(pod)
+	if err := lp.Validate(); err != nil {
+		return model.LocalPod{}, err.Error(), nil
+	}
+	return lp, "", nil
+}
+
+// netns is pod's network namespace path: the one recorded (by the CNI plugin), else the
+// template's, else none (and why).
+func (p *publisher) netns(pod *corev1.Pod) (path, why string) {
+	if path, ok := p.opts.NetNS.path(pod.UID); ok {
+		return path, ""
+	}
+	if p.opts.NetNSPathTemplate == nil {
+		return "", "no network namespace was recorded for it (the CNI plugin hands it over; --netns-path-template stands in)"
+	}
+	path, err := p.opts.NetNSPathTemplate.Path(pod)
+	if err != nil {
+		return "", err.Error()
+	}
+	return path, ""
+}
+
+// captureMode is pod's annotation's mode, else the agent's. An annotation that names no mode is
+// told once (a Warning Event on the pod and a log line naming the value and the valid ones), and
+// the agent's mode applies.
+func (p *publisher) captureMode(ctx context.Context, pod *corev1.Pod) model.CaptureMode {
+	value, set := pod.Annotations[model.AnnotationCaptureMode]
+	if !set {
+		delete(p.warned, pod.UID)
+		return p.opts.CaptureMode
+	}
+	mode, err := model.ParseCaptureMode(value)
+	if err == nil {
+		delete(p.warned, pod.UID)
+		return mode
+	}
+	if p.warned[pod.UID] != value {
+		p.warnCaptureMode(ctx, pod, value, err)
+	}
+	return p.opts.CaptureMode
+}
+
+// warnCaptureMode tells pod's owners that its capture-mode annotation is invalid: an Event of a
+// name derived from the pod and the value (so it is said once, across restarts) and a log line.
+// A failed write is logged and tried again on the next rebuild.
+func (p *publisher) warnCaptureMode(ctx context.Context, pod *corev1.Pod, value string, invalid error) {
+	note := conditions.Truncate(fmt.Sprintf("%s: %v; the agent's mode %q (--capture-mode) applies", model.AnnotationCaptureMode,
+		invalid, p.opts.CaptureMode), conditions.MaxEventNote)
+	event := &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Namespace: pod.Namespace, Name: podEventName(pod, ReasonInvalidCaptureMode, value)},
+		EventTime:           metav1.NewMicroTime(time.Now()),
+		ReportingController: ReportingController,
+		ReportingInstance:   reportingInstance(p.node),
+		Action:              ActionConfigureProxy,
+		Reason:              ReasonInvalidCaptureMode,
+		Type:                corev1.EventTypeWarning,
+		Regarding:           podReference(pod),
+		Note:                note,
+	}
+	if err := p.client.Create(ctx, event); err != nil && !apierrors.IsAlreadyExists(err) {
+		p.log.Error(err, "Could not write the Warning Event on a pod's invalid capture mode; retrying on the next rebuild",
+			"pod", client.ObjectKeyFromObject(pod), "value", value)
+		return
+	}
+	p.warned[pod.UID] = value
+	p.log.Info("Pod's capture-mode annotation names no mode; the agent's mode applies", "pod", client.ObjectKeyFromObject(pod),
+		"annotation", model.AnnotationCaptureMode, "value", value, "valid", model.CaptureModes, "mode", p.opts.CaptureMode, "event", event.Name)
+}
+
+// errNoView is Setup's answer to xDS serving without the cluster view it reads.
+var errNoView = errors.New("xDS serving needs the cluster-wide view of the mesh: set Options.View (NewView) with Options.XDS")

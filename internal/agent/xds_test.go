@@ -1,0 +1,427 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/xds"
+	"github.com/aether-mesh/aether-operator/internal/xdsserver"
+	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
+)
+
+// testNetNSTemplate stands in for the CNI plugin in these tests (the paths need not exist: no
+// Envoy reads them here).
+const testNetNSTemplate = "/var/run/netns/test-{{.Namespace}}-{{.Name}}"
+
+// xdsAgent is an agent serving xDS for a node of a test's own.
+type xdsAgent struct {
+	node    string
+	address string // where it serves xDS
+	options Options
+	mgr     ctrl.Manager
+}
+
+// startXDSAgent creates a node of the test's own (so no other test's pods are on it) and runs an
+// agent for it with the cluster view and xDS serving on a unix socket in a temporary directory,
+// until the test ends; configure, if given, changes its xDS options first.
+func startXDSAgent(t *testing.T, ns string, configure ...func(*XDSOptions)) *xdsAgent {
+	t.Helper()
+	node := "node-" + ns
+	if _, err := createNode(node)(env); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := xdsserver.ParseAddress("unix://" + filepath.Join(t.TempDir(), "xds.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener, err := xdsserver.Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, err := NewView(env.Config, env.Scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	template, err := ParseNetNSPathTemplate(testNetNSTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := xdsserver.New(xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-" + ns)})
+	o := Options{NodeName: node, Health: testHealth, View: view, controllerName: "agent-" + ns, XDS: &XDSOptions{
+		Server: server, MeshDomain: "aether.internal", CaptureMode: model.CaptureSurface, NetNS: NewNetNS(), NetNSPathTemplate: template,
+	}}
+	for _, c := range configure {
+		c(o.XDS)
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Cache: CacheOptions(node), Controller: config.Controller{SkipNameValidation: new(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Setup(mgr, o); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := testenv.StartManager(mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return &xdsAgent{node: node, address: server.Address(), options: o, mgr: mgr}
+}
+
+// dial opens a real ADS stream to the agent as its node's Envoy, until the test ends.
+func (a *xdsAgent) dial(t *testing.T, ctx context.Context) *xdstest.Client {
+	t.Helper()
+	c, err := xdstest.Dial(ctx, a.address, a.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// listenHTTPAt serves 200 on path at ip:port until the test ends (pods of one service declare
+// the same port).
+func listenHTTPAt(t *testing.T, ip string, port int, path string) (stop func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(l) }()
+	stop = func() { _ = srv.Close() }
+	t.Cleanup(stop)
+	return stop
+}
+
+func buildsTotal(t *testing.T) float64 {
+	t.Helper()
+	n, err := testenv.Counter("aether_agent_xds_builds_total", "result", BuildBuilt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestXDSServing: an agent with xDS on serves its node's snapshot on its socket to a real ADS
+// client (node ID = the node's name) from the start, and rebuilds when a pod of its node comes
+// and goes healthy. (What the snapshot holds is the builder's: TestXDSEndpointsFollowHealth.)
+func TestXDSServing(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	a := startXDSAgent(t, ns)
+	c := a.dial(t, ctx)
+	if err := c.Await(ctx, func(s xdstest.State) error {
+		for _, typ := range []string{xdstest.Clusters, xdstest.Listeners} {
+			if len(s.Received(typ)) == 0 || s.Versions[typ] == "" {
+				return fmt.Errorf("no %s response accepted yet", typ)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("the agent served no snapshot for node %s: %v", a.node, err)
+	}
+	if v := a.options.XDS.Server.Versions(a.node); v[xdstest.Listeners] != c.State().Versions[xdstest.Listeners] {
+		t.Errorf("the client accepted LDS %s, the server serves %v", c.State().Versions[xdstest.Listeners], v)
+	}
+
+	before := buildsTotal(t)
+	ip := newPodIP()
+	port, stop := listenHTTP(t, ip, "/healthz")
+	createPod(t, ctx, ns, "a", a.node, ip, true, map[string]string{
+		portspec.AnnotationPort: strconv.Itoa(port), portspec.AnnotationHealthPath: "/healthz"})
+	healthIs(t, ns, "a", meshv1alpha1.HealthHealthy)
+	testenv.Eventually(t, "a rebuild after pod a turned healthy", func() error {
+		if n := buildsTotal(t); n <= before {
+			return fmt.Errorf("aether_agent_xds_builds_total{result=built} still %v", n)
+		}
+		return nil
+	})
+	before = buildsTotal(t)
+	stop()
+	healthIs(t, ns, "a", meshv1alpha1.HealthUnhealthy)
+	testenv.Eventually(t, "a rebuild after pod a's health flipped", func() error {
+		if n := buildsTotal(t); n <= before {
+			return fmt.Errorf("aether_agent_xds_builds_total{result=built} still %v", n)
+		}
+		return nil
+	})
+	if err := Setup(a.mgr, Options{NodeName: a.node, XDS: a.options.XDS}); err != errNoView {
+		t.Errorf("Setup with xDS and no view: %v, want %v", err, errNoView)
+	}
+}
+
+// TestXDSMeshLister: the model the publisher builds from its caches: the cluster's services; the
+// node's locality; and, of the node's pods, the meshed ones with a verified MeshEndpoint, each
+// with its MeshService's identity, its endpoint's address and ports, its netns (the one recorded,
+// else the template's) and its capture mode (its annotation's, else the agent's; an invalid
+// annotation gets a Warning Event naming the value and the valid modes). Without a template, a
+// pod with no recorded netns is left out.
+func TestXDSMeshLister(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	a := startXDSAgent(t, ns)
+	annotated := func(mode string) map[string]string {
+		out := map[string]string{portspec.AnnotationPort: "8080", portspec.AnnotationPorts: "8080,9000=tcp"}
+		if mode != "" {
+			out[model.AnnotationCaptureMode] = mode
+		}
+		return out
+	}
+	createPod(t, ctx, ns, "scoped", a.node, newPodIP(), true, annotated("scoped"))
+	invalid := createPod(t, ctx, ns, "invalid", a.node, newPodIP(), true, annotated("everything"))
+	recorded := createPod(t, ctx, ns, "recorded", a.node, newPodIP(), true, annotated(""))
+	createPod(t, ctx, ns, "unmanaged", a.node, newPodIP(), false, annotated(""))
+	if err := a.options.XDS.NetNS.Record(recorded.UID, "/run/netns/cni-recorded"); err != nil {
+		t.Fatal(err)
+	}
+
+	p := newPublisher(a.mgr.GetCache(), a.mgr.GetClient(), logr.Discard(), a.options)
+	want := map[string]struct {
+		netns   string
+		capture model.CaptureMode
+	}{
+		"scoped":   {"/var/run/netns/test-" + ns + "-scoped", model.CaptureScoped},
+		"invalid":  {"/var/run/netns/test-" + ns + "-invalid", model.CaptureSurface},
+		"recorded": {"/run/netns/cni-recorded", model.CaptureSurface},
+	}
+	var mesh model.Mesh
+	testenv.Eventually(t, "the three meshed pods in the model", func() error {
+		var err error
+		if mesh, err = p.mesh(ctx); err != nil {
+			return err
+		}
+		if len(mesh.Pods) != len(want) {
+			return fmt.Errorf("%d pods in the model, want %d: %+v", len(mesh.Pods), len(want), mesh.Pods)
+		}
+		return nil
+	})
+	ms := &meshv1alpha1.MeshService{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "payments"}, ms); err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range mesh.Pods {
+		w := want[pod.Name]
+		ep, err := getEndpoint(ctx, ns, pod.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pod.Namespace != ns || pod.Service != "payments" || pod.Identity == "" || pod.Identity != ms.Status.Identity ||
+			pod.NetNS != w.netns || pod.Capture != w.capture || pod.Address != ep.Spec.Address || pod.Primary != 8080 ||
+			!slices.Equal(pod.Ports, ep.Spec.Ports) || pod.UID != ep.Spec.PodUID {
+			t.Errorf("pod %s: %+v; want netns %s, capture %s, identity %s and its endpoint's address and ports", pod.Name, pod, w.netns, w.capture, ms.Status.Identity)
+		}
+	}
+	if !slices.IsSortedFunc(mesh.Pods, func(x, y model.LocalPod) int { return strings.Compare(x.Name, y.Name) }) {
+		t.Error("the model's pods are not sorted")
+	}
+	if mesh.Domain != "aether.internal" || mesh.Node.Name != a.node || mesh.Node.Locality != (meshv1alpha1.Locality{Region: "eu-west-1", Zone: "eu-west-1a"}) {
+		t.Errorf("mesh domain %q, node %+v", mesh.Domain, mesh.Node)
+	}
+	if !slices.ContainsFunc(mesh.Services, func(s model.Service) bool { return s.Namespace == ns && s.Name == "payments" && s.Endpoints == 3 }) {
+		t.Errorf("the model lacks service %s/payments with its 3 endpoints", ns)
+	}
+
+	testenv.Eventually(t, "the Warning Event on the invalid capture mode", func() error {
+		var events eventsv1.EventList
+		if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		var notes []string
+		for _, e := range events.Items {
+			if e.Regarding.UID == invalid.UID && e.Reason == ReasonInvalidCaptureMode && e.Type == corev1.EventTypeWarning {
+				notes = append(notes, e.Note)
+			}
+		}
+		wantNote := `aether.io/capture-mode: capture mode "everything" is none of "scoped", "surface", "all"; the agent's mode "surface" (--capture-mode) applies`
+		if len(notes) != 1 || notes[0] != wantNote {
+			return fmt.Errorf("events %q, want one saying %q", notes, wantNote)
+		}
+		return nil
+	})
+
+	// Without the template, only the pod whose netns was recorded has a proxy.
+	noTemplate := a.options
+	xdsOptions := *a.options.XDS
+	xdsOptions.NetNSPathTemplate = nil
+	noTemplate.XDS = &xdsOptions
+	mesh, err := newPublisher(a.mgr.GetCache(), a.mgr.GetClient(), logr.Discard(), noTemplate).mesh(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mesh.Pods) != 1 || mesh.Pods[0].Name != "recorded" {
+		t.Errorf("without a netns template the model holds %+v, want the recorded pod alone", mesh.Pods)
+	}
+	a.options.XDS.NetNS.Forget(recorded.UID)
+	if mesh, err = newPublisher(a.mgr.GetCache(), a.mgr.GetClient(), logr.Discard(), noTemplate).mesh(ctx); err != nil || len(mesh.Pods) != 0 {
+		t.Errorf("after Forget, without a template: %+v, %v; want no pod", mesh.Pods, err)
+	}
+}
+
+// lbEndpoint is the endpoint at ip in cla, or nil.
+func lbEndpoint(cla *endpointv3.ClusterLoadAssignment, ip string) *endpointv3.LbEndpoint {
+	for _, locality := range cla.GetEndpoints() {
+		for _, lb := range locality.GetLbEndpoints() {
+			if lb.GetEndpoint().GetAddress().GetSocketAddress().GetAddress() == ip {
+				return lb
+			}
+		}
+	}
+	return nil
+}
+
+// TestXDSEndpointsFollowHealth (needs internal/xds's Build): a real ADS client, as the node's
+// Envoy, gets the load assignment of the service's port listing a healthy pod; when that pod's
+// health flips, an EDS update says so, and no listener update comes with it: the first LDS
+// response after the flip is the one carrying a pod created afterwards (same service, same port,
+// so only its own listeners are new).
+func TestXDSEndpointsFollowHealth(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	a := startXDSAgent(t, ns)
+	ipA, ipB := newPodIP(), newPodIP()
+	port, stopA := listenHTTP(t, ipA, "/healthz")
+	listenHTTPAt(t, ipB, port, "/healthz")
+	annotations := map[string]string{portspec.AnnotationPort: strconv.Itoa(port), portspec.AnnotationHealthPath: "/healthz"}
+	createPod(t, ctx, ns, "a", a.node, ipA, true, annotations)
+	healthIs(t, ns, "a", meshv1alpha1.HealthHealthy)
+
+	assignment := xds.LoadAssignment(xds.FQDN("payments", ns, "aether.internal"), int32(port))
+	listenerA := xds.CaptureListener(xds.PodKey(ns, "a"))
+	c := a.dial(t, ctx)
+	// Bounded: until the builder lands this is where the test stops.
+	built, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	if err := c.Await(built, func(s xdstest.State) error {
+		lb := lbEndpoint(s.LoadAssignment(assignment), ipA)
+		if lb.GetHealthStatus().String() != "HEALTHY" {
+			return fmt.Errorf("load assignment %s: pod a (%s) is %v, want HEALTHY: %v", assignment, ipA, lb.GetHealthStatus(), s.LoadAssignment(assignment))
+		}
+		if _, ok := s.Resources[xdstest.Listeners][listenerA]; !ok {
+			return fmt.Errorf("no listener %s", listenerA)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ldsBefore := len(c.State().Received(xdstest.Listeners))
+
+	stopA()
+	healthIs(t, ns, "a", meshv1alpha1.HealthUnhealthy)
+	if err := c.Await(ctx, func(s xdstest.State) error {
+		if lb := lbEndpoint(s.LoadAssignment(assignment), ipA); lb != nil && lb.GetHealthStatus().String() == "HEALTHY" {
+			return fmt.Errorf("load assignment %s still lists pod a HEALTHY", assignment)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	createPod(t, ctx, ns, "b", a.node, ipB, true, annotations)
+	listenerB := xds.CaptureListener(xds.PodKey(ns, "b"))
+	if err := c.Await(ctx, func(s xdstest.State) error {
+		if _, ok := s.Resources[xdstest.Listeners][listenerB]; !ok {
+			return fmt.Errorf("no listener %s", listenerB)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	lds := c.State().Received(xdstest.Listeners)[ldsBefore:]
+	if !slices.Contains(lds[0].Names, listenerB) {
+		t.Errorf("LDS responses after the health flip: %+v; the first should carry %s (an earlier one came from the flip)", lds, listenerB)
+	}
+}
+
+// servedRoute reports whether a route configuration the client accepted has a route named name.
+func servedRoute(s xdstest.State, name string) bool {
+	for _, m := range s.Resources[xdstest.Routes] {
+		rc, ok := m.(*routev3.RouteConfiguration)
+		if !ok {
+			continue
+		}
+		for _, vh := range rc.GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				if r.GetName() == name {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// TestXDSServesAcceptedRoutes: a route the controller accepts reaches the node's Envoy (the
+// publisher lists View.Routes, and a route's status change triggers a rebuild): the served route
+// configuration carries its rule; once the route changes to a spec the controller refuses, the
+// served configuration no longer does.
+func TestXDSServesAcceptedRoutes(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	a := startXDSAgent(t, ns)
+	createPod(t, ctx, ns, "a", a.node, newPodIP(), true, map[string]string{portspec.AnnotationPort: "8080", portspec.AnnotationPorts: "8080,9000=tcp"})
+	c := a.dial(t, ctx)
+	route := meshHTTPRoute(ns, "split", "payments", 8080, "payments", 8080, 1)
+	if err := env.Client.Create(ctx, route); err != nil {
+		t.Fatal(err)
+	}
+	rule := xds.GatewayRoute(string(model.HTTPRoute), ns, "split", 0, 0)
+	if err := c.Await(ctx, func(s xdstest.State) error {
+		if !servedRoute(s, rule) {
+			return fmt.Errorf("no served route configuration has route %s", rule)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		r := &gwapiv1.HTTPRoute{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(route), r); err != nil {
+			return err
+		}
+		r.Spec.Rules[0].BackendRefs[0].Port = new(gwapiv1.PortNumber(9000)) // a TCP port: UnsupportedProtocol
+		return env.Client.Update(ctx, r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Await(ctx, func(s xdstest.State) error {
+		if servedRoute(s, rule) {
+			return fmt.Errorf("route %s is still served", rule)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,96 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package apply_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/aether-mesh/aether-operator/internal/capture"
+	"github.com/aether-mesh/aether-operator/internal/capture/apply"
+	"github.com/aether-mesh/aether-operator/internal/capture/apply/nstest"
+	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
+)
+
+// The mesh of these tests: xdstest's mixed scenario, where payments (VIP 10.96.0.10) serves HTTP
+// 8080, h2 9090 and TCP 9000 (its default TCP port); frontend (10.96.0.20) serves HTTP 8080; the
+// client is web/frontend-0. nonMesh is an address no service has.
+const (
+	paymentsVIP  = "10.96.0.10"
+	frontendVIP  = "10.96.0.20"
+	nonMesh      = "10.1.0.1"
+	excludedPort = 5432
+)
+
+// clientPod is the scenarios' client, web/frontend-0, in mode, at ns's path.
+func clientPod(t testing.TB, m model.Mesh, mode model.CaptureMode, ns *nstest.NS) model.LocalPod {
+	t.Helper()
+	i := slices.IndexFunc(m.Pods, func(p model.LocalPod) bool { return p.Namespace == "web" && p.Name == "frontend-0" })
+	if i < 0 {
+		t.Fatal("the mesh has no local pod web/frontend-0")
+	}
+	pod := m.Pods[i]
+	pod.Capture, pod.NetNS = mode, ns.Path
+	return pod
+}
+
+// sync programs want into ns with a and fails the test on an error.
+func sync(t testing.TB, a *apply.Applier, ns *nstest.NS, want capture.Ruleset) apply.Report {
+	t.Helper()
+	rep, err := a.Sync(ns.Path, want)
+	if err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	return rep
+}
+
+// TestModes: from a pod's namespace, in each mode, a dial to the VIP's :18082 and :9000, to a
+// non-mesh address, to loopback and to an excluded port does what the mode says; a captured one
+// reaches 127.0.0.1:18001, whose SO_ORIGINAL_DST is the address dialled.
+func TestModes(t *testing.T) {
+	m := xdstest.MixedHTTPPrimary()
+	capturedTo := func(address string) string { return nstest.Captured + " " + address }
+	directTo := func(address string) string { return nstest.Direct + " " + address }
+	tests := map[model.CaptureMode]map[string]string{
+		model.CaptureScoped: {
+			paymentsVIP + ":18082": capturedTo(paymentsVIP + ":18082"),
+			paymentsVIP + ":9000":  directTo(paymentsVIP + ":9000"),
+			nonMesh + ":9000":      directTo(nonMesh + ":9000"),
+			nonMesh + ":18082":     capturedTo(nonMesh + ":18082"), // scoped takes the mesh port of any address
+		},
+		model.CaptureSurface: {
+			paymentsVIP + ":18082": capturedTo(paymentsVIP + ":18082"),
+			paymentsVIP + ":9000":  capturedTo(paymentsVIP + ":9000"),
+			frontendVIP + ":9000":  directTo(frontendVIP + ":9000"), // not a port of frontend
+			frontendVIP + ":18082": directTo(frontendVIP + ":18082"),
+			nonMesh + ":9000":      directTo(nonMesh + ":9000"),
+		},
+		model.CaptureAll: {
+			paymentsVIP + ":18082": capturedTo(paymentsVIP + ":18082"),
+			paymentsVIP + ":9000":  capturedTo(paymentsVIP + ":9000"),
+			nonMesh + ":9000":      capturedTo(nonMesh + ":9000"),
+			"127.0.0.1:9000":       directTo("127.0.0.1:9000"),
+		},
+	}
+	for mode, dials := range tests {
+		t.Run(string(mode), func(t *testing.T) {
+			ns := nstest.New(t, paymentsVIP, frontendVIP, nonMesh)
+			ns.Serve(t, 9000, 18082, excludedPort)
+			pod := clientPod(t, m, mode, ns)
+			pod.ExcludeOutboundPorts = []int32{excludedPort}
+			rep := sync(t, apply.New(), ns, capture.Build(m, pod, capture.Options{}))
+			if rep.Result != apply.Applied || rep.Batches != 1 || !rep.Read {
+				t.Errorf("first sync: %+v, want one batch, applied, after reading the (absent) table", rep)
+			}
+			// The excluded port is never captured, whatever the mode.
+			dials[paymentsVIP+":5432"] = directTo(paymentsVIP + ":5432")
+			for address, want := range dials {
+				if got := ns.Dial(address); got != want {
+					t.Errorf("dial %s: %q, want %q", address, got, want)
+				}
+			}
+		})
+	}
+}

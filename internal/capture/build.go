@@ -1,0 +1,107 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package capture
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/resolve"
+)
+
+// Options are the node's facts capture needs beyond the model.
+type Options struct {
+	// ProxyUID, when set, is the user whose sockets are never redirected: the proxy's own, so
+	// that a proxy opening its upstream connections inside the pod's netns is not captured by
+	// itself. Nil by default, and it must stay nil for config/envoy's Envoy: it runs as user 0,
+	// whose exclusion would exempt every container running as root, and it opens its upstream
+	// connections in the node's network namespace, which this table never sees.
+	ProxyUID *uint32
+}
+
+// loopback are the destinations never redirected: the pod talking to itself (and to its proxy).
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// proxyPorts are the proxy's own ports, never redirected: capture's target and the inbound port.
+var proxyPorts = []uint16{uint16(meshv1alpha1.ProxyCapturePort), uint16(meshv1alpha1.ProxyInboundPort)}
+
+// meshPorts are the ports scoped mode redirects.
+var meshPorts = []uint16{uint16(meshv1alpha1.MeshHTTPPort), uint16(meshv1alpha1.MeshTCPPort)}
+
+// redirect is every capture rule's verdict: to the proxy's capture port.
+var redirect = Verdict{Kind: VerdictRedirect, Port: uint16(meshv1alpha1.ProxyCapturePort)}
+
+// Build is pod's table inet aether in the mesh m: the exclusions, then its mode's capture rules
+// (an empty or unknown mode is the default, surface). In surface mode the sets hold, for every
+// service of m whose VIP is an IP address, the VIP with each of resolve.DialPorts; a VIP two
+// services share holds the union. The result is sorted and valid (Ruleset.Validate).
+func Build(m model.Mesh, pod model.LocalPod, opts Options) Ruleset {
+	excluded := Set{Name: SetExcludedPorts, Type: TypePort}
+	for _, p := range proxyPorts {
+		excluded.Elements = append(excluded.Elements, Element{Port: p})
+	}
+	for _, p := range pod.ExcludeOutboundPorts {
+		if p >= 1 && p <= 65535 {
+			excluded.Elements = append(excluded.Elements, Element{Port: uint16(p)})
+		}
+	}
+	sets := []Set{excluded}
+
+	var rules []Rule
+	for _, prefix := range loopback {
+		rules = append(rules, Rule{Match: Match{Kind: MatchDaddr, Prefix: prefix}, Verdict: Verdict{Kind: VerdictReturn}})
+	}
+	if opts.ProxyUID != nil {
+		rules = append(rules, Rule{Match: Match{Kind: MatchOwner, UID: *opts.ProxyUID}, Verdict: Verdict{Kind: VerdictReturn}})
+	}
+	rules = append(rules, Rule{Match: Match{Kind: MatchDport, Set: SetExcludedPorts}, Verdict: Verdict{Kind: VerdictReturn}})
+
+	switch pod.Capture {
+	case model.CaptureScoped:
+		mesh := Set{Name: SetMeshPorts, Type: TypePort}
+		for _, p := range meshPorts {
+			mesh.Elements = append(mesh.Elements, Element{Port: p})
+		}
+		sets = append(sets, mesh)
+		rules = append(rules, Rule{Match: Match{Kind: MatchDport, Set: SetMeshPorts}, Verdict: redirect})
+	case model.CaptureAll:
+		rules = append(rules, Rule{Match: Match{Kind: MatchTCP}, Verdict: redirect})
+	default:
+		v4, v6 := surface(m.Services)
+		sets = append(sets, v4, v6)
+		rules = append(rules,
+			Rule{Match: Match{Kind: MatchDaddrDport, Set: SetSurface4}, Verdict: redirect},
+			Rule{Match: Match{Kind: MatchDaddrDport, Set: SetSurface6, IPv6: true}, Verdict: redirect})
+	}
+
+	for i := range sets {
+		slices.SortFunc(sets[i].Elements, compareElements)
+		sets[i].Elements = slices.Compact(sets[i].Elements)
+	}
+	slices.SortFunc(sets, func(a, b Set) int { return cmp.Compare(a.Name, b.Name) })
+	return Ruleset{Sets: sets, Chains: []Chain{{Name: ChainOutput, Type: "nat", Hook: "output", Priority: OutputPriority, Rules: rules}}}
+}
+
+// surface are the sets of every service's (VIP, dial port) pairs, IPv4 and IPv6, unsorted.
+func surface(services []model.Service) (v4, v6 Set) {
+	v4, v6 = Set{Name: SetSurface4, Type: TypeIPv4Port}, Set{Name: SetSurface6, Type: TypeIPv6Port}
+	for _, s := range services {
+		vip, err := netip.ParseAddr(s.VIP)
+		if err != nil || vip.Zone() != "" {
+			continue // no VIP (yet), or not an address: nothing to dial
+		}
+		vip = vip.Unmap()
+		set := &v4
+		if vip.Is6() {
+			set = &v6
+		}
+		for _, port := range resolve.DialPorts(s.PortSet()) {
+			set.Elements = append(set.Elements, Element{Addr: vip, Port: uint16(port)})
+		}
+	}
+	return v4, v6
+}

@@ -1,0 +1,256 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/resolve"
+)
+
+// connectTimeout bounds every connection attempt of every cluster Build emits: 1 s. Each upstream
+// is a pod on the cluster network (a peer's inbound, or a local pod's own port), where a live peer
+// answers within milliseconds; waiting longer only delays the next attempt on another host.
+const connectTimeout = time.Second
+
+// httpProtocolOptionsKey is the typed_extension_protocol_options key Envoy reads an
+// HttpProtocolOptions under: the message's full name.
+var httpProtocolOptionsKey = string((&httpv3.HttpProtocolOptions{}).ProtoReflect().Descriptor().FullName())
+
+// upstream is a service the node's pods dial over the mesh, with what its clusters and load
+// assignments derive from.
+type upstream struct {
+	svc  model.Service
+	fqdn string
+	// defaultTCP is what <fqdn>:18082 reaches (resolve.DefaultTCPPort); 0 when the service has no
+	// TCP port, and then no TCPDefaultCluster exists.
+	defaultTCP int32
+}
+
+// upstreams are the services Build emits upstream clusters and load assignments for: the
+// selected services (selectInputs, the same the chains and routes are built from) that have ports.
+// A service without an identity is not among them (it cannot be SAN-pinned, and Build never
+// emits an unpinned mesh cluster): Resources.Skipped names it.
+func (b *builder) upstreams() []upstream {
+	out := make([]upstream, 0, len(b.in.services))
+	for _, s := range b.in.services {
+		if len(s.Ports) == 0 {
+			continue
+		}
+		u := upstream{svc: s.Service, fqdn: s.fqdn}
+		if p, ok := resolve.DefaultTCPPort(s.ports); ok {
+			u.defaultTCP = p
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// sources are the identities that dial from this node, sorted, each once: the distinct identities
+// of its selected pods. Each presents its own certificate, so each has its own copy of every
+// upstream cluster (SourceCluster).
+func (b *builder) sources() []string {
+	out := make([]string, 0, len(b.in.pods))
+	for _, p := range b.in.pods {
+		out = append(out, p.Identity)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// clusters are every cluster of the node, sorted by name: the passthrough and blackhole
+// clusters, each source's copy of each upstream service's clusters, and each local pod's app
+// clusters.
+func (b *builder) clusters() []*clusterv3.Cluster {
+	out := []*clusterv3.Cluster{b.passthroughCluster(), b.blackholeCluster()}
+	upstreams := b.upstreams()
+	for _, source := range b.sources() {
+		for _, u := range upstreams {
+			out = append(out, b.serviceClusters(u, source)...)
+		}
+	}
+	for _, pod := range b.in.pods {
+		out = append(out, b.appClusters(pod)...)
+	}
+	slices.SortFunc(out, func(x, y *clusterv3.Cluster) int { return cmp.Compare(x.Name, y.Name) })
+	requireUnique(b, "cluster", out, (*clusterv3.Cluster).GetName)
+	return out
+}
+
+// serviceClusters are u's clusters as source dials them: one per listed port (HTTPCluster for an
+// HTTP-class port, TCPCluster for a TCP port) and TCPDefaultCluster when u has a TCP port. A
+// port's cluster reads the port's load assignment; TCPDefaultCluster reads the default TCP
+// port's, and sends that port's SNI.
+func (b *builder) serviceClusters(u upstream, source string) []*clusterv3.Cluster {
+	out := make([]*clusterv3.Cluster, 0, len(u.svc.Ports)+1)
+	for _, p := range u.svc.Ports {
+		if p.Protocol.IsHTTP() {
+			out = append(out, b.upstreamCluster(u, source, HTTPCluster(u.fqdn, p.Number), p.Number, true))
+		} else {
+			out = append(out, b.upstreamCluster(u, source, TCPCluster(u.fqdn, p.Number), p.Number, false))
+		}
+	}
+	if u.defaultTCP != 0 {
+		out = append(out, b.upstreamCluster(u, source, TCPDefaultCluster(u.fqdn), u.defaultTCP, false))
+	}
+	return out
+}
+
+// upstreamCluster is the EDS cluster base (qualified by source) that reaches u's port over mTLS:
+// its hosts are the port's load assignment (each a peer's inbound, <pod_ip>:18008), its TLS
+// context pinned to u's identity. An HTTP cluster speaks HTTP/2 on the hop, whatever the port's
+// own protocol: the destination's inbound speaks the port's protocol to the application.
+func (b *builder) upstreamCluster(u upstream, source, base string, port int32, http bool) *clusterv3.Cluster {
+	name := SourceCluster(base, source)
+	c := &clusterv3.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{
+			ServiceName: LoadAssignment(u.fqdn, port),
+			EdsConfig:   adsSource(),
+		},
+		ConnectTimeout: durationpb.New(connectTimeout),
+		LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
+		CommonLbConfig: onlyHealthyHosts(),
+		TransportSocket: b.upstreamTLS("cluster "+name, hop{
+			source: source, destination: u.svc.Identity, sni: SNI(port, u.svc.Primary), http: http,
+		}),
+	}
+	if http {
+		c.TypedExtensionProtocolOptions = b.httpOptions("cluster "+name, meshv1alpha1.ProtocolHTTP2)
+	}
+	b.check("cluster "+name, c)
+	return c
+}
+
+// onlyHealthyHosts turns Envoy's panic mode off (healthy_panic_threshold 0%). By default, when
+// fewer than half a cluster's hosts are healthy Envoy balances over all of them, unhealthy,
+// pending and draining included; the mesh publishes health so that those receive nothing
+// (MeshEndpoint: Pending, Unhealthy and Draining are "not routable"), so a cluster without a
+// healthy host fails fast instead.
+func onlyHealthyHosts() *clusterv3.Cluster_CommonLbConfig {
+	return &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}}
+}
+
+// passthroughCluster sends a connection to its original destination: the capture listener's
+// default chain, for traffic that is not the mesh's.
+func (b *builder) passthroughCluster() *clusterv3.Cluster {
+	c := &clusterv3.Cluster{
+		Name:                 PassthroughCluster,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST},
+		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
+		ConnectTimeout:       durationpb.New(connectTimeout),
+	}
+	b.check("cluster "+PassthroughCluster, c)
+	return c
+}
+
+// blackholeCluster is a static cluster without hosts: a connection sent to it is closed at once
+// (scoped mode's cap_tcp_blackhole chain).
+func (b *builder) blackholeCluster() *clusterv3.Cluster {
+	c := &clusterv3.Cluster{
+		Name:                 BlackholeCluster,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		ConnectTimeout:       durationpb.New(connectTimeout),
+	}
+	b.check("cluster "+BlackholeCluster, c)
+	return c
+}
+
+// appClusters are where pod's inbound listener delivers: one static cluster per port the pod
+// declares, its one host the pod's IP and that port. (The node's Envoy connects from the host's
+// network namespace, so it dials the pod's IP, not loopback.) An HTTP-class port is spoken to in
+// its own protocol, HTTP/1.1 or HTTP/2; a TCP port is a byte stream.
+func (b *builder) appClusters(pod model.LocalPod) []*clusterv3.Cluster {
+	key := PodKey(pod.Namespace, pod.Name)
+	out := make([]*clusterv3.Cluster, 0, len(pod.Ports))
+	for _, p := range pod.Ports {
+		name := AppCluster(key, p.Port)
+		c := &clusterv3.Cluster{
+			Name:                 name,
+			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+			ConnectTimeout:       durationpb.New(connectTimeout),
+			LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
+			LoadAssignment: &endpointv3.ClusterLoadAssignment{
+				ClusterName: name,
+				Endpoints: []*endpointv3.LocalityLbEndpoints{{
+					LbEndpoints: []*endpointv3.LbEndpoint{{
+						HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+							Address: socketAddress(pod.Address, p.Port),
+						}},
+					}},
+				}},
+			},
+		}
+		if p.Protocol.IsHTTP() {
+			c.TypedExtensionProtocolOptions = b.httpOptions("cluster "+name, p.Protocol)
+		}
+		b.check("cluster "+name, c)
+		out = append(out, c)
+	}
+	return out
+}
+
+// httpOptions are the typed_extension_protocol_options that make a cluster speak protocol
+// upstream, explicitly: HTTP/2 for ProtocolHTTP2, HTTP/1.1 otherwise.
+func (b *builder) httpOptions(what string, protocol meshv1alpha1.Protocol) map[string]*anypb.Any {
+	// Every HTTP cluster of one protocol carries the same options: packed (and validated) once
+	// per build and shared, read only (a build packs thousands of clusters).
+	if packed, ok := b.httpOptionsOf[protocol]; ok {
+		return map[string]*anypb.Any{httpProtocolOptionsKey: packed}
+	}
+	explicit := &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+		ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{
+			HttpProtocolOptions: &corev3.Http1ProtocolOptions{},
+		},
+	}
+	if protocol == meshv1alpha1.ProtocolHTTP2 {
+		explicit.ProtocolConfig = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+			Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+		}
+	}
+	opts := &httpv3.HttpProtocolOptions{
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: explicit},
+	}
+	packed := b.pack(what+" HTTP protocol options", opts)
+	if b.httpOptionsOf == nil {
+		b.httpOptionsOf = map[meshv1alpha1.Protocol]*anypb.Any{}
+	}
+	b.httpOptionsOf[protocol] = packed
+	return map[string]*anypb.Any{httpProtocolOptionsKey: packed}
+}
+
+// requireUnique records an error when two of the sorted items share a name: a snapshot keeps one
+// resource per name, so the other would be lost without a word. One owner per name.
+func requireUnique[T any](b *builder, kind string, sorted []T, name func(T) string) {
+	for i := 1; i < len(sorted); i++ {
+		if n := name(sorted[i]); n == name(sorted[i-1]) && b.err == nil {
+			b.err = fmt.Errorf("xds: two %ss are named %q; each name must have one owner", kind, n)
+		}
+	}
+}
+
+// skipNotes are what Build left out and why, sorted: the pods and services the selection left
+// out (selectInputs) and what the builders recorded (b.skipped).
+func (b *builder) skipNotes() []string {
+	out := slices.Clone(b.skipped)
+	for _, err := range b.in.skipped {
+		out = append(out, err.Error())
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,105 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/model"
+)
+
+// The inbound listener (proposal 037 design (e)): where peers' mesh mTLS arrives for the pod's own
+// ports. The SNI selects the port (server_names [p], one chain per served port: an HCM for an
+// HTTP-class port, a tcp_proxy for a TCP one, never both); a connection without SNI, or with one
+// the pod does not serve, takes the default chain, the floor: the pod's primary, in its protocol
+// (the SNI rule sends the primary with an empty SNI). Every chain terminates mTLS (downstreamTLS).
+
+// inboundListenerAddress is where pod p's inbound listener listens, in its netns: every address
+// of the pod, so peers reach <pod IP>:18008. An IPv6 pod gets "::", which takes IPv4 too.
+func inboundListenerAddress(p model.LocalPod) *corev3.Address {
+	address := netnsAddress("0.0.0.0", meshv1alpha1.ProxyInboundPort, p.NetNS)
+	if ip, err := netip.ParseAddr(p.Address); err == nil && ip.Is6() && !ip.Is4In6() {
+		address.GetSocketAddress().Address = "::"
+		address.GetSocketAddress().Ipv4Compat = true
+	}
+	return address
+}
+
+// inboundListener is pod p's inbound listener: 0.0.0.0:18008 (or [::]:18008) in its netns. p passed podProblem:
+// its ports are listed once each, the primary among them.
+func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.Listener {
+	pod := PodKey(p.Namespace, p.Name)
+	chains := make([]*listenerv3.FilterChain, 0, len(p.Ports))
+	var floor *listenerv3.FilterChain
+	for _, pp := range p.Ports {
+		match := &listenerv3.FilterChainMatch{ServerNames: []string{ServerName(pp.Port)}}
+		if pp.Protocol.IsHTTP() {
+			chains = append(chains, b.inboundHTTPChain(InboundHTTPChain(pp.Port), match, domain, p.Identity, AppCluster(pod, pp.Port)))
+		} else {
+			chains = append(chains, b.inboundTCPChain(InboundTCPChain(pp.Port), match, domain, p.Identity, AppCluster(pod, pp.Port)))
+		}
+		if pp.Port == p.Primary {
+			floor = b.inboundFloorChain(pp, domain, p.Identity, AppCluster(pod, pp.Port))
+		}
+	}
+	slices.SortFunc(chains, func(a, b *listenerv3.FilterChain) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	return &listenerv3.Listener{
+		Name:               InboundListener(pod),
+		Address:            inboundListenerAddress(p),
+		ListenerFilters:    []*listenerv3.ListenerFilter{b.listenerFilter(wellknown.TLSInspector, &tlsinspectorv3.TlsInspector{})},
+		FilterChains:       chains,
+		DefaultFilterChain: floor,
+		TrafficDirection:   corev3.TrafficDirection_INBOUND,
+	}
+}
+
+// inboundFloorChain is the default chain: the primary port, in its protocol.
+func (b *builder) inboundFloorChain(primary meshv1alpha1.PortProtocol, domain, identity, cluster string) *listenerv3.FilterChain {
+	if primary.Protocol.IsHTTP() {
+		return b.inboundHTTPChain(InboundFloorChain, nil, domain, identity, cluster)
+	}
+	return b.inboundTCPChain(InboundFloorChain, nil, domain, identity, cluster)
+}
+
+// inboundHTTPChain terminates mTLS (ALPN h2) and serves HTTP (codec AUTO) to cluster, the app's
+// port: every request, whatever its Host (the source already routed it by Host).
+func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMatch, domain, identity, cluster string) *listenerv3.FilterChain {
+	routes := &routev3.RouteConfiguration{
+		Name: name,
+		VirtualHosts: []*routev3.VirtualHost{{
+			Name:    InboundVirtualHost,
+			Domains: []string{"*"},
+			Routes:  []*routev3.Route{routeTo(cluster)},
+		}},
+	}
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix:     name,
+		CodecType:      hcmv3.HttpConnectionManager_AUTO,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: routes},
+		HttpFilters:    b.routerFilters(),
+	}
+	return &listenerv3.FilterChain{
+		Name:             name,
+		FilterChainMatch: match,
+		TransportSocket:  b.downstreamTLS(domain, identity, alpnH2),
+		Filters:          []*listenerv3.Filter{b.networkFilter(wellknown.HTTPConnectionManager, name, hcm)},
+	}
+}
+
+// inboundTCPChain terminates mTLS (no ALPN) and proxies the bytes to cluster, the app's port.
+func (b *builder) inboundTCPChain(name string, match *listenerv3.FilterChainMatch, domain, identity, cluster string) *listenerv3.FilterChain {
+	chain := b.tcpChain(name, match, cluster)
+	chain.TransportSocket = b.downstreamTLS(domain, identity, nil)
+	return chain
+}

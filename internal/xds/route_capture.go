@@ -1,0 +1,271 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/resolve"
+)
+
+// The capture route configuration (DESIGN section 5, proposal 043): the capture HCM routes each
+// request by its Host header (:authority in HTTP/2), and the answers are resolve's, never a
+// second copy of the rule. For each name a service holds (holdNames), the domains are
+//
+//	<name>            resolve.HTTPRequest(<name>): port 80 when HTTP-class, else 421
+//	<name>:<p>        each declared port: HTTP-class → its cluster, TCP → 421 port-not-http
+//	<name>:18081      421 port-not-declared (the mesh's HTTP proxy port is not a port of S)
+//	<name>:*          every other port: the dial surface's "Host: <name>:*" row, 421
+//	                  port-not-declared. Never a domain spelling :18082: Host <name>:18082 is
+//	                  this wildcard's answer.
+//
+// Each answer is resolve's for the Host spelled with the service's mesh name (see
+// serviceVirtualHosts): the same status and x-aether-error as for the Host itself, a body naming
+// the mesh name's spellings that work. Domains with the same answer share a virtual host: one per
+// reached port (all names, portless too when the port is 80), one per 421 answer. Envoy matches
+// Host case-insensitively (names are lower-cased; domains are unique) and prefers exact domains
+// to prefix wildcards, the longest first; so <name>:8080 beats <name>:*, and the colon keeps
+// <name>:* from matching a longer name.
+//
+// A Host with characters an authority cannot have is refused by Envoy itself with 400 before
+// routing. A well-formed Host whose port is not canonical decimal (":080", ":99999") on a mesh
+// name takes the name's wildcard (421 port-not-declared), and one with nothing after the colon
+// the catch-all, where resolve says 400 bad-authority; no dial surface row has such a Host.
+//
+// A Host naming no mesh service takes the catch-all, which sends the request to its original
+// destination (the passthrough), exactly as the capture listener treats a connection it does not
+// recognise: with capture mode "all", plain-HTTP egress to the world keeps working, and a mesh
+// VIP with a foreign Host is refused by kube-proxy as it would be without the mesh. A 404 there
+// would break every captured non-mesh HTTP client.
+
+// routes renders the capture route configuration of each distinct identity of the valid local
+// pods, sorted by name.
+func (b *builder) routes() []*routev3.RouteConfiguration {
+	in := b.in
+	plan := b.captureVirtualHosts(in.services)
+	identities := make([]string, 0, len(in.pods))
+	for _, p := range in.pods {
+		identities = append(identities, p.Identity)
+	}
+	slices.Sort(identities)
+	out := make([]*routev3.RouteConfiguration, 0, len(identities))
+	for _, id := range slices.Compact(identities) {
+		out = append(out, b.captureRoutes(plan, id))
+	}
+	slices.SortFunc(out, func(a, b *routev3.RouteConfiguration) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	return out
+}
+
+// plannedVirtualHost is a capture virtual host before it is written for a source identity: either
+// built already (a 421 answer is the same for every source), or a port of a service to route to.
+type plannedVirtualHost struct {
+	name    string
+	domains []string
+	built   *routev3.VirtualHost
+	service *meshService
+	port    int32
+}
+
+// captureRoutes is identity's capture route configuration. Its parts are validated one by one,
+// which covers every rule of the whole: the planned virtual hosts once in serviceVirtualHosts
+// (every identity shares their domains and 421 answers), each route to a cluster here, then the
+// configuration without its virtual hosts (RouteConfiguration sets no rule on the list).
+func (b *builder) captureRoutes(plan []plannedVirtualHost, identity string) *routev3.RouteConfiguration {
+	vhosts := make([]*routev3.VirtualHost, 0, len(plan)+1)
+	for _, v := range plan {
+		if v.built != nil {
+			vhosts = append(vhosts, v.built)
+			continue
+		}
+		routes := b.httpPortRoutes(v.service, v.port, identity)
+		for _, r := range routes {
+			b.check("a route of virtual host "+v.name, r)
+		}
+		vhosts = append(vhosts, &routev3.VirtualHost{Name: v.name, Domains: v.domains, Routes: routes})
+	}
+	catchAll := &routev3.VirtualHost{
+		Name: CaptureCatchAllVirtualHost, Domains: []string{"*"}, Routes: []*routev3.Route{routeTo(PassthroughCluster)},
+	}
+	b.check("virtual host "+catchAll.GetName(), catchAll)
+	vhosts = append(vhosts, catchAll)
+	slices.SortFunc(vhosts, func(a, b *routev3.VirtualHost) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	rc := &routev3.RouteConfiguration{
+		Name: CaptureRoutes(identity),
+		// The clusters a route names arrive by CDS, which may lag RDS: Envoy must not refuse the
+		// configuration for a cluster it has not yet received.
+		ValidateClusters: wrapperspb.Bool(false),
+	}
+	b.check("route configuration "+rc.GetName(), rc)
+	rc.VirtualHosts = vhosts
+	return rc
+}
+
+// routeTo sends every request to cluster. No timeout: the mesh does not cut a gRPC stream or a
+// slow response short (Envoy's default is 15 s); the application's own timeouts apply.
+func routeTo(cluster string) *routev3.Route {
+	return &routev3.Route{
+		Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster},
+			Timeout:          durationpb.New(0),
+		}},
+	}
+}
+
+// captureVirtualHosts plans the virtual hosts of every service's names, sorted by name; the 421
+// answers are built (and validated) here, once for every identity.
+func (b *builder) captureVirtualHosts(services []meshService) []plannedVirtualHost {
+	var plan []plannedVirtualHost
+	hostRows := map[string][]resolve.Dial{} // by port set: most services share a few shapes
+	for i := range services {
+		key := portSetKey(services[i].ports)
+		rows, ok := hostRows[key]
+		if !ok {
+			rows = hostRowsOf(services[i].ports)
+			hostRows[key] = rows
+		}
+		plan = append(plan, b.serviceVirtualHosts(&services[i], rows)...)
+	}
+	slices.SortFunc(plan, func(a, b plannedVirtualHost) int { return cmp.Compare(a.name, b.name) })
+	return plan
+}
+
+// hostRowsOf are the "Host: ..." rows of the dial surface of ports: what an HTTP request gets,
+// by the port in its Host header (none, each declared port, 18081, 18082, any other).
+func hostRowsOf(ports portspec.PortSet) []resolve.Dial {
+	var rows []resolve.Dial
+	for _, d := range resolve.DialSurface(ports) {
+		if strings.HasPrefix(d.Address, resolve.HostRowPrefix) {
+			rows = append(rows, d)
+		}
+	}
+	return rows
+}
+
+// portSetKey spells ports (the primary and each port's number and protocol): two port sets with
+// one key have one dial surface.
+func portSetKey(ports portspec.PortSet) string {
+	var k strings.Builder
+	k.WriteString(itoa(ports.Primary))
+	for _, p := range ports.Ports {
+		k.WriteString("," + itoa(p.Number) + "=" + string(p.Protocol))
+	}
+	return k.String()
+}
+
+// serviceVirtualHosts plans s's virtual hosts from its dial surface's Host rows: per row, the
+// domains that spell its authority with each name s holds, and the row's answer. Domains with the
+// same answer share a virtual host, named after its first domain. The row "Host: <name>:18082"
+// gets no domain (HTTP to the TCP mesh port must never reach an HTTP cluster): such a Host takes
+// the row "Host: <name>:*", Envoy's prefix wildcard <name>:*, whose answer is the same 421
+// port-not-declared.
+//
+// The answers are written for the service's mesh name (Dial.For), whichever name the Host
+// carries: they name the mesh name's working spellings, and the configuration stays one answer
+// per authority (written per name, the 421 bodies tripled the route configuration: 4.3 MB per
+// identity at 1 000 services of 3 ports). Status and x-aether-error are those for the Host itself.
+func (b *builder) serviceVirtualHosts(s *meshService, hostRows []resolve.Dial) []plannedVirtualHost {
+	if len(s.names) == 0 {
+		return nil
+	}
+	rowPrefix := resolve.HostRowPrefix + resolve.NamePlaceholder
+	meshName := strings.ToLower(FQDN(s.Name, s.Namespace, b.mesh.Domain))
+	var plan []plannedVirtualHost
+	byAnswer := map[resolve.Result]int{} // what a virtual host does → its index in plan
+	var meshTCP resolve.Result           // the answer to Host <name>:18082
+	wildcard := -1                       // the index in plan of the <name>:* virtual host
+	for _, row := range hostRows {
+		suffix := strings.TrimPrefix(row.Address, rowPrefix) // "", ":8080", ":18081", ":18082", ":*"
+		switch suffix {
+		case ":" + itoa(meshv1alpha1.MeshTCPPort):
+			meshTCP = row.For(meshName).Result
+			continue
+		case ":" + resolve.AnyOtherPort:
+			suffix = ":*" // Envoy's prefix wildcard: any port no other domain names
+			wildcard = len(plan)
+		}
+		r := row.For(meshName).Result
+		domains := make([]string, len(s.names))
+		for i, name := range s.names {
+			domains[i] = name + suffix
+		}
+		// What the virtual host does: the port it reaches, or the answer (the reason is not sent).
+		key := resolve.Result{Outcome: r.Outcome, Port: r.Port}
+		if r.Outcome != resolve.Reaches {
+			key = resolve.Result{Outcome: r.Outcome, Error: r.Error, Body: r.Body}
+		}
+		if i, ok := byAnswer[key]; ok {
+			plan[i].domains = append(plan[i].domains, domains...)
+			if wildcard == len(plan) {
+				wildcard = i
+			}
+			continue
+		}
+		byAnswer[key] = len(plan)
+		plan = append(plan, b.planAnswer(s, domains, r))
+	}
+	// Host <name>:18082 reaches the wildcard's virtual host (no domain spells :18082); a first
+	// route there, matched on the authority's port, gives it resolve's own words for :18082.
+	if wildcard >= 0 && plan[wildcard].built != nil && meshTCP.Outcome.HTTPStatus() != 0 {
+		answer := meshAnswer(meshTCP.Outcome.HTTPStatus(), meshTCP)
+		answer.Match.Headers = []*routev3.HeaderMatcher{{Name: ":authority",
+			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+				MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: ":" + itoa(meshv1alpha1.MeshTCPPort)}}}}}
+		plan[wildcard].built.Routes = append([]*routev3.Route{answer}, plan[wildcard].built.Routes...)
+	}
+	// Each virtual host is validated here, once for every identity: a route to a port without its
+	// routes (VirtualHost sets no rule on the list; captureRoutes validates each route it adds).
+	for i := range plan {
+		v := plan[i].built
+		if v != nil {
+			v.Domains = plan[i].domains
+		} else {
+			v = &routev3.VirtualHost{Name: plan[i].name, Domains: plan[i].domains}
+		}
+		b.check("virtual host "+v.GetName(), v)
+	}
+	return plan
+}
+
+// planAnswer plans the virtual host of r, the answer for domains: a route to the port r reaches,
+// or resolve's own answer (421, or 400 for a name no authority can carry).
+func (b *builder) planAnswer(s *meshService, domains []string, r resolve.Result) plannedVirtualHost {
+	v := plannedVirtualHost{name: CaptureVirtualHost(domains[0]), domains: domains}
+	switch status := r.Outcome.HTTPStatus(); {
+	case r.Outcome == resolve.Reaches:
+		v.service, v.port = s, r.Port
+	case status != 0:
+		v.built = &routev3.VirtualHost{Name: v.name, Routes: []*routev3.Route{meshAnswer(status, r)}}
+	default:
+		b.fail(fmt.Errorf("xds: service %s/%s: resolve answered Host %q with outcome %q, which no virtual host can give",
+			s.Namespace, s.Name, domains[0], r.Outcome))
+	}
+	return v
+}
+
+// meshAnswer is the mesh's own HTTP answer r: status, the x-aether-error header and resolve's body.
+func meshAnswer(status int, r resolve.Result) *routev3.Route {
+	return &routev3.Route{
+		Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{
+			Status: uint32(status),
+			Body:   &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: r.Body}},
+		}},
+		ResponseHeadersToAdd: []*corev3.HeaderValueOption{{
+			Header:       &corev3.HeaderValue{Key: resolve.ErrorHeader, Value: string(r.Error)},
+			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+		}},
+	}
+}

@@ -1,0 +1,50 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// alpnH2 is what an inbound HTTP chain negotiates: the mesh hop of an HTTP port is HTTP/2. TCP
+// chains negotiate nothing (proposal 037: "h2 means HTTP, nothing means TCP").
+var alpnH2 = []string{"h2"}
+
+// downstreamTLS is the transport socket of every inbound chain: mesh mTLS, terminated with the
+// pod's own certificate (CertificateSecret(identity)), requiring a client certificate that chains
+// to the mesh's trust bundle (TrustBundleSecret(domain)) and names an identity of the trust
+// domain: a URI SAN starting with spiffe://<domain>/. Which identities may call which port is
+// policy, not this check. Both secrets come by SDS over the ADS stream (sdsSecret).
+func (b *builder) downstreamTLS(domain, identity string, alpn []string) *corev3.TransportSocket {
+	anyIdentityOfTheDomain := &tlsv3.SubjectAltNameMatcher{
+		SanType: tlsv3.SubjectAltNameMatcher_URI,
+		Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{
+			// The trust domain's SPIFFE ID (the bundle's name) and a slash: every ID in the domain.
+			Prefix: TrustBundleSecret(domain) + "/",
+		}},
+	}
+	ctx := &tlsv3.DownstreamTlsContext{
+		RequireClientCertificate: wrapperspb.Bool(true),
+		CommonTlsContext: &tlsv3.CommonTlsContext{
+			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsSecret(CertificateSecret(identity))},
+			ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{
+				CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+					DefaultValidationContext: &tlsv3.CertificateValidationContext{
+						MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{anyIdentityOfTheDomain},
+					},
+					ValidationContextSdsSecretConfig: sdsSecret(TrustBundleSecret(domain)),
+				},
+			},
+			AlpnProtocols: alpn,
+		},
+	}
+	return &corev3.TransportSocket{
+		Name:       wellknown.TransportSocketTLS,
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: b.pack("the downstream TLS context of "+identity, ctx)},
+	}
+}

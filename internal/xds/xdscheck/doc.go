@@ -1,0 +1,27 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package xdscheck holds the structural gates over a node's Envoy configuration (an
+// xds.Resources), test support for internal/xds and the agent (issue 12, deliver 4). Each gate is
+// one function that returns every violation it finds, one line each, naming the resource, the
+// place inside it (chain, filter, virtual host) and the name at fault; nil means it passed:
+//   - References: every cluster a tcp_proxy or a route names (single or weighted) is a cluster;
+//     every EDS cluster's load assignment and every RDS name exists;
+//   - Chains: no two filter chains of a listener can match the same connection, no two share a name;
+//   - Pinning: every upstream TLS cluster pins an exact URI SAN, trusts an anchor and presents
+//     an SDS certificate;
+//   - Consistency: go-control-plane's snapshot.Consistent();
+//   - Validation: ValidateAll() on every resource and on every message packed in an Any inside
+//     it, recursively (the generated validators stop at an Any);
+//   - Domains: no virtual host domain spells the TCP mesh port 18082;
+//   - Names: each list sorted by name, each name once (a duplicate hides in a snapshot's map);
+//   - ListenersAndRoutesEqual: the stability gate (an endpoint-only change leaves every
+//     listener and route byte-identical).
+//
+// Every gate reads inside each Any (anypb.UnmarshalNew): an Any whose type is not linked into
+// the binary is itself a violation, so a gate never passes by not looking.
+//
+// It is pure (depguard rule pure): resources in, strings out; no clients, clocks or I/O. It
+// imports internal/xds for the Resources type only, so internal/xds's own tests use it from the
+// external test package xds_test.
+package xdscheck

@@ -1,0 +1,493 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xdscheck_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	fileaccesslogv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	httpinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/aether-mesh/aether-operator/internal/xds"
+	"github.com/aether-mesh/aether-operator/internal/xds/xdscheck"
+)
+
+// The hand-built configuration every gate test starts from: frontend (web) on this node dials
+// payments (shop), a service with HTTP port 8080 and TCP port 9000.
+const (
+	domain   = "aether.internal"
+	source   = "spiffe://aether.internal/ns/web/sa/frontend"
+	payments = "spiffe://aether.internal/ns/shop/sa/payments"
+	vip      = "10.96.0.10"
+)
+
+var (
+	fqdn         = xds.FQDN("payments", "shop", domain)
+	svcKey       = xds.ServiceKey("payments", "shop")
+	podKey       = xds.PodKey("web", "frontend-0")
+	httpCluster  = xds.SourceCluster(xds.HTTPCluster(fqdn, 8080), source)
+	tcpCluster   = xds.SourceCluster(xds.TCPDefaultCluster(fqdn), source)
+	tcp9000      = xds.SourceCluster(xds.TCPCluster(fqdn, 9000), source)
+	routeName    = xds.CaptureRoutes(source)
+	captureName  = xds.CaptureListener(podKey)
+	httpEDSName  = xds.LoadAssignment(fqdn, 8080)
+	tcpEDSName   = xds.LoadAssignment(fqdn, 9000)
+	listenerAddr = &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 18001}}}}
+)
+
+func pack(t testing.TB, m proto.Message) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func ads() *corev3.ConfigSource {
+	return &corev3.ConfigSource{ResourceApiVersion: corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}
+}
+
+// meshCluster is an EDS cluster to payments over mTLS: the source's certificate by SDS, the
+// trust bundle by SDS, the peer pinned to payments' SPIFFE ID.
+func meshCluster(t testing.TB, name, eds, sni string) *clusterv3.Cluster {
+	tls := &tlsv3.UpstreamTlsContext{Sni: sni, CommonTlsContext: &tlsv3.CommonTlsContext{
+		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: xds.CertificateSecret(source), SdsConfig: ads()}},
+		ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+			DefaultValidationContext: &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{
+				SanType: tlsv3.SubjectAltNameMatcher_URI,
+				Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: payments}},
+			}}},
+			ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: xds.TrustBundleSecret(domain), SdsConfig: ads()},
+		}},
+	}}
+	return &clusterv3.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+		EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ads(), ServiceName: eds},
+		ConnectTimeout:       durationpb.New(time.Second),
+		TransportSocket: &corev3.TransportSocket{Name: "envoy.transport_sockets.tls",
+			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: pack(t, tls)}},
+	}
+}
+
+func loadAssignment(name, address string) *endpointv3.ClusterLoadAssignment {
+	return &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpointv3.LocalityLbEndpoints{{
+		LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+				Address: address, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 18008}}}}}}}},
+	}}}
+}
+
+func tcpProxyChain(t testing.TB, name string, port uint32, cluster string) *listenerv3.FilterChain {
+	proxy := &tcpproxyv3.TcpProxy{StatPrefix: name, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}
+	return &listenerv3.FilterChain{
+		Name: name,
+		FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(port),
+			PrefixRanges: []*corev3.CidrRange{{AddressPrefix: vip, PrefixLen: wrapperspb.UInt32(32)}}},
+		Filters: []*listenerv3.Filter{{Name: "envoy.filters.network.tcp_proxy",
+			ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: pack(t, proxy)}}},
+	}
+}
+
+func hcmChain(t testing.TB) *listenerv3.FilterChain {
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix:     xds.CaptureHTTPChain,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{ConfigSource: ads(), RouteConfigName: routeName}},
+		HttpFilters: []*hcmv3.HttpFilter{{Name: "envoy.filters.http.router",
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: pack(t, &routerv3.Router{})}}},
+		AccessLog: []*accesslogv3.AccessLog{{Name: "envoy.access_loggers.file",
+			ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: pack(t, &fileaccesslogv3.FileAccessLog{Path: "/dev/stdout"})}}},
+	}
+	return &listenerv3.FilterChain{
+		Name:             xds.CaptureHTTPChain,
+		FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer", ApplicationProtocols: []string{"http/1.1", "h2c"}},
+		Filters: []*listenerv3.Filter{{Name: "envoy.filters.network.http_connection_manager",
+			ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: pack(t, hcm)}}},
+	}
+}
+
+// valid is a small configuration that passes every gate: two mesh clusters and a passthrough,
+// their two load assignments, one capture listener (two TCP chains, the HCM chain, the
+// passthrough default) and its route configuration (a plain and a weighted route).
+func valid(t testing.TB) xds.Resources {
+	t.Helper()
+	inspector := func(name string, m proto.Message) *listenerv3.ListenerFilter {
+		return &listenerv3.ListenerFilter{Name: name, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: pack(t, m)}}
+	}
+	passthrough := tcpProxyChain(t, xds.CapturePassthroughChain, 0, xds.PassthroughCluster)
+	passthrough.FilterChainMatch = nil
+	capture := &listenerv3.Listener{
+		Name:           captureName,
+		Address:        listenerAddr,
+		UseOriginalDst: wrapperspb.Bool(true),
+		ListenerFilters: []*listenerv3.ListenerFilter{
+			inspector("envoy.filters.listener.tls_inspector", &tlsinspectorv3.TlsInspector{}),
+			inspector("envoy.filters.listener.http_inspector", &httpinspectorv3.HttpInspector{}),
+		},
+		FilterChains: []*listenerv3.FilterChain{
+			tcpProxyChain(t, xds.CaptureTCPChain(svcKey), 18082, tcpCluster),
+			tcpProxyChain(t, xds.CaptureTCPPortChain(svcKey, 9000), 9000, tcp9000),
+			hcmChain(t),
+		},
+		DefaultFilterChain: passthrough,
+	}
+	routes := &routev3.RouteConfiguration{Name: routeName, VirtualHosts: []*routev3.VirtualHost{{
+		Name:    fqdn + ":8080",
+		Domains: []string{fqdn + ":8080", "payments.shop:8080"},
+		Routes: []*routev3.Route{
+			{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/v2"}},
+				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{
+					WeightedClusters: &routev3.WeightedCluster{Clusters: []*routev3.WeightedCluster_ClusterWeight{
+						{Name: httpCluster, Weight: wrapperspb.UInt32(1)}}}}}}},
+			{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: httpCluster}}}},
+		},
+	}}}
+	passthroughCluster := &clusterv3.Cluster{
+		Name:                 xds.PassthroughCluster,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST},
+		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
+		ConnectTimeout:       durationpb.New(time.Second),
+	}
+	return xds.Resources{
+		// Sorted by name: "passthrough" < "payments…" < "tcp:…:9000|…" < "tcp:…|…" (':' < '|').
+		Clusters:  []*clusterv3.Cluster{passthroughCluster, meshCluster(t, httpCluster, httpEDSName, ""), meshCluster(t, tcp9000, tcpEDSName, "9000"), meshCluster(t, tcpCluster, tcpEDSName, "9000")},
+		Endpoints: []*endpointv3.ClusterLoadAssignment{loadAssignment(httpEDSName, "10.244.1.10"), loadAssignment(tcpEDSName, "10.244.1.10")},
+		Listeners: []*listenerv3.Listener{capture},
+		Routes:    []*routev3.RouteConfiguration{routes},
+	}
+}
+
+// clone deep-copies resources, so that a broken copy leaves the valid one alone.
+func clone(res xds.Resources) xds.Resources {
+	var out xds.Resources
+	for _, c := range res.Clusters {
+		out.Clusters = append(out.Clusters, proto.Clone(c).(*clusterv3.Cluster))
+	}
+	for _, e := range res.Endpoints {
+		out.Endpoints = append(out.Endpoints, proto.Clone(e).(*endpointv3.ClusterLoadAssignment))
+	}
+	for _, l := range res.Listeners {
+		out.Listeners = append(out.Listeners, proto.Clone(l).(*listenerv3.Listener))
+	}
+	for _, r := range res.Routes {
+		out.Routes = append(out.Routes, proto.Clone(r).(*routev3.RouteConfiguration))
+	}
+	return out
+}
+
+// repack unpacks the Any a, lets change edit the message, and packs it back.
+func repack(t testing.TB, a *anypb.Any, change func(proto.Message)) {
+	t.Helper()
+	m, err := a.UnmarshalNew()
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(m)
+	if err := a.MarshalFrom(m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chain returns the capture listener's chain of that name.
+func chain(t testing.TB, res xds.Resources, name string) *listenerv3.FilterChain {
+	t.Helper()
+	for _, c := range res.Listeners[0].GetFilterChains() {
+		if c.GetName() == name {
+			return c
+		}
+	}
+	t.Fatalf("no chain %q", name)
+	return nil
+}
+
+func upstreamTLS(t testing.TB, res xds.Resources, i int, change func(*tlsv3.CommonTlsContext)) {
+	repack(t, res.Clusters[i].GetTransportSocket().GetTypedConfig(), func(m proto.Message) {
+		change(m.(*tlsv3.UpstreamTlsContext).GetCommonTlsContext())
+	})
+}
+
+func dropCluster(res *xds.Resources, name string) {
+	for i, c := range res.Clusters {
+		if c.GetName() == name {
+			res.Clusters = append(res.Clusters[:i], res.Clusters[i+1:]...)
+			return
+		}
+	}
+}
+
+// TestValidPasses: the hand-built configuration passes every gate, and two copies of it are
+// stable. Every negative control below breaks a copy of it in one place.
+func TestValidPasses(t *testing.T) {
+	res := valid(t)
+	if v := xdscheck.All(res); v != nil {
+		t.Fatalf("the valid configuration fails:\n%s", strings.Join(v, "\n"))
+	}
+	if v := xdscheck.ListenersAndRoutesEqual(res, clone(res)); v != nil {
+		t.Fatalf("a configuration differs from its copy:\n%s", strings.Join(v, "\n"))
+	}
+	if v := xdscheck.All(xds.Resources{}); v != nil {
+		t.Fatalf("empty resources fail:\n%s", strings.Join(v, "\n"))
+	}
+}
+
+// negative is one deliberately broken copy of the valid configuration and the violation the
+// gate must report for it.
+type negative struct {
+	name      string
+	gate      func(xds.Resources) []string
+	breakCopy func(t testing.TB, res *xds.Resources)
+	want      string
+}
+
+// TestGatesRejectBrokenCopies: each gate reports its violation on a copy broken in one place,
+// and only that copy (the valid one, checked again after, still passes). The violation lines
+// are logged (go test -v) so that they can be read as the gate's failure message.
+func TestGatesRejectBrokenCopies(t *testing.T) {
+	for _, tc := range []negative{
+		{"references: tcp_proxy names a deleted cluster", xdscheck.References, func(_ testing.TB, res *xds.Resources) {
+			dropCluster(res, tcp9000)
+		}, `listener "capture_web/frontend-0": filter_chains[cap_tcp_payments.shop_9000].filters[envoy.filters.network.tcp_proxy].typed_config<TcpProxy>: cluster "tcp:payments.shop.aether.internal:9000|web/frontend" is not among the clusters`},
+		{"references: tcp_proxy names a deleted weighted cluster", xdscheck.References, func(t testing.TB, res *xds.Resources) {
+			repack(t, chain(t, *res, xds.CaptureTCPChain(svcKey)).GetFilters()[0].GetTypedConfig(), func(m proto.Message) {
+				m.(*tcpproxyv3.TcpProxy).ClusterSpecifier = &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: &tcpproxyv3.TcpProxy_WeightedCluster{
+					Clusters: []*tcpproxyv3.TcpProxy_WeightedCluster_ClusterWeight{{Name: tcpCluster, Weight: 1}, {Name: "tcp:gone", Weight: 1}}}}
+			})
+		}, `typed_config<TcpProxy>: weighted cluster "tcp:gone" is not among the clusters`},
+		{"references: a route names a deleted cluster", xdscheck.References, func(_ testing.TB, res *xds.Resources) {
+			dropCluster(res, httpCluster)
+		}, `route configuration "capture|web/frontend": virtual_hosts[payments.shop.aether.internal:8080].routes[1].route: cluster "payments.shop.aether.internal:8080|web/frontend" is not among the clusters`},
+		{"references: a weighted route names a deleted cluster", xdscheck.References, func(_ testing.TB, res *xds.Resources) {
+			dropCluster(res, httpCluster)
+		}, `virtual_hosts[payments.shop.aether.internal:8080].routes[0].route: weighted cluster "payments.shop.aether.internal:8080|web/frontend" is not among the clusters`},
+		{"references: an EDS cluster's load assignment is missing", xdscheck.References, func(_ testing.TB, res *xds.Resources) {
+			res.Endpoints = res.Endpoints[1:]
+		}, `cluster "payments.shop.aether.internal:8080|web/frontend": EDS load assignment "payments.shop.aether.internal:8080" is not among the load assignments`},
+		{"references: the RDS name is missing", xdscheck.References, func(_ testing.TB, res *xds.Resources) {
+			res.Routes = nil
+		}, `filter_chains[cap_http].filters[envoy.filters.network.http_connection_manager].typed_config<HttpConnectionManager>: RDS route configuration "capture|web/frontend" is not among the route configurations`},
+		{"chains: two chains share a match", xdscheck.Chains, func(t testing.TB, res *xds.Resources) {
+			chain(t, *res, xds.CaptureTCPChain(svcKey)).GetFilterChainMatch().DestinationPort = wrapperspb.UInt32(9000)
+		}, `listener "capture_web/frontend-0": filter chains "cap_tcp_payments.shop" and "cap_tcp_payments.shop_9000" both match destination_port 9000, prefix_ranges 10.96.0.10/32`},
+		{"chains: overlapping server names (not equal matches: proto.Equal would miss it)", xdscheck.Chains, func(t testing.TB, res *xds.Resources) {
+			chain(t, *res, xds.CaptureTCPChain(svcKey)).GetFilterChainMatch().ServerNames = []string{"9000", "9001"}
+			m := chain(t, *res, xds.CaptureTCPPortChain(svcKey, 9000)).GetFilterChainMatch()
+			m.DestinationPort, m.ServerNames = wrapperspb.UInt32(18082), []string{"9001"}
+		}, `filter chains "cap_tcp_payments.shop" and "cap_tcp_payments.shop_9000" both match destination_port 18082, prefix_ranges 10.96.0.10/32, server_names 9001`},
+		{"chains: two chains without criteria", xdscheck.Chains, func(t testing.TB, res *xds.Resources) {
+			chain(t, *res, xds.CaptureTCPChain(svcKey)).FilterChainMatch = nil
+			chain(t, *res, xds.CaptureHTTPChain).FilterChainMatch = &listenerv3.FilterChainMatch{}
+		}, `filter chains "cap_tcp_payments.shop" and "cap_http" both match every connection (no criteria)`},
+		{"chains: two chains share a name", xdscheck.Chains, func(t testing.TB, res *xds.Resources) {
+			chain(t, *res, xds.CaptureTCPPortChain(svcKey, 9000)).Name = xds.CaptureTCPChain(svcKey)
+		}, `listener "capture_web/frontend-0": two filter chains are named "cap_tcp_payments.shop"`},
+		{"chains: the default chain shares a name", xdscheck.Chains, func(_ testing.TB, res *xds.Resources) {
+			res.Listeners[0].DefaultFilterChain.Name = xds.CaptureHTTPChain
+		}, `two filter chains are named "cap_http"`},
+		{"pinning: the SAN matcher is dropped", xdscheck.Pinning, func(t testing.TB, res *xds.Resources) {
+			upstreamTLS(t, *res, 2, func(cc *tlsv3.CommonTlsContext) {
+				cc.GetCombinedValidationContext().GetDefaultValidationContext().MatchTypedSubjectAltNames = nil
+			})
+		}, `cluster "tcp:payments.shop.aether.internal:9000|web/frontend": transport socket "envoy.transport_sockets.tls": is not SAN-pinned: no exact URI subject-alt-name matcher`},
+		{"pinning: a DNS SAN is no pin", xdscheck.Pinning, func(t testing.TB, res *xds.Resources) {
+			upstreamTLS(t, *res, 1, func(cc *tlsv3.CommonTlsContext) {
+				cc.GetCombinedValidationContext().GetDefaultValidationContext().MatchTypedSubjectAltNames[0].SanType = tlsv3.SubjectAltNameMatcher_DNS
+			})
+		}, `cluster "payments.shop.aether.internal:8080|web/frontend": transport socket "envoy.transport_sockets.tls": is not SAN-pinned`},
+		{"pinning: no SDS certificate", xdscheck.Pinning, func(t testing.TB, res *xds.Resources) {
+			upstreamTLS(t, *res, 3, func(cc *tlsv3.CommonTlsContext) { cc.TlsCertificateSdsSecretConfigs = nil })
+		}, `cluster "tcp:payments.shop.aether.internal|web/frontend": transport socket "envoy.transport_sockets.tls": presents no certificate`},
+		{"pinning: no trust anchor", xdscheck.Pinning, func(t testing.TB, res *xds.Resources) {
+			upstreamTLS(t, *res, 3, func(cc *tlsv3.CommonTlsContext) {
+				cc.GetCombinedValidationContext().ValidationContextSdsSecretConfig = nil
+			})
+		}, `transport socket "envoy.transport_sockets.tls": trusts no anchor`},
+		{"consistency: a load assignment is missing", xdscheck.Consistency, func(_ testing.TB, res *xds.Resources) {
+			res.Endpoints = res.Endpoints[:1]
+		}, `snapshot.Consistent(): mismatched "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment" reference and resource lengths`},
+		{"consistency: a load assignment nobody references", xdscheck.Consistency, func(_ testing.TB, res *xds.Resources) {
+			res.Endpoints = append(res.Endpoints, loadAssignment("orphan.shop.aether.internal:1", "10.244.1.11"))
+		}, `snapshot.Consistent(): mismatched "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment" reference and resource lengths`},
+		{"consistency: the route configuration is missing", xdscheck.Consistency, func(_ testing.TB, res *xds.Resources) {
+			res.Routes = nil
+		}, `snapshot.Consistent(): mismatched "type.googleapis.com/envoy.config.route.v3.RouteConfiguration" reference and resource lengths`},
+		{"validation: a tcp_proxy with an empty stat_prefix inside a valid listener", xdscheck.Validation, func(t testing.TB, res *xds.Resources) {
+			repack(t, chain(t, *res, xds.CaptureTCPChain(svcKey)).GetFilters()[0].GetTypedConfig(), func(m proto.Message) {
+				m.(*tcpproxyv3.TcpProxy).StatPrefix = ""
+			})
+			if err := res.Listeners[0].ValidateAll(); err != nil {
+				t.Fatalf("the listener's own ValidateAll should not see inside the Any, but says %v", err)
+			}
+		}, `listener "capture_web/frontend-0": filter_chains[cap_tcp_payments.shop].filters[envoy.filters.network.tcp_proxy].typed_config<TcpProxy>: invalid TcpProxy.StatPrefix: value length must be at least 1 runes`},
+		{"validation: an Any two levels down (access log in the HCM)", xdscheck.Validation, func(t testing.TB, res *xds.Resources) {
+			repack(t, chain(t, *res, xds.CaptureHTTPChain).GetFilters()[0].GetTypedConfig(), func(m proto.Message) {
+				hcm := m.(*hcmv3.HttpConnectionManager)
+				hcm.GetAccessLog()[0].ConfigType = &accesslogv3.AccessLog_TypedConfig{TypedConfig: pack(t, &fileaccesslogv3.FileAccessLog{})}
+			})
+		}, `typed_config<HttpConnectionManager>.access_log[envoy.access_loggers.file].typed_config<FileAccessLog>: invalid FileAccessLog.Path: value length must be at least 1 runes`},
+		{"validation: a resource's own field", xdscheck.Validation, func(_ testing.TB, res *xds.Resources) {
+			res.Clusters[1].ConnectTimeout = durationpb.New(0)
+		}, `cluster "payments.shop.aether.internal:8080|web/frontend": invalid Cluster.ConnectTimeout: value must be greater than 0s`},
+		{"validation: an Any of a type not linked in", xdscheck.Validation, func(_ testing.TB, res *xds.Resources) {
+			res.Listeners[0].ListenerFilters[0].ConfigType = &listenerv3.ListenerFilter_TypedConfig{TypedConfig: &anypb.Any{
+				TypeUrl: "type.googleapis.com/envoy.extensions.filters.listener.nonesuch.v3.NoneSuch"}}
+		}, `listener "capture_web/frontend-0": listener_filters[envoy.filters.listener.tls_inspector].typed_config: cannot unpack the Any of type "type.googleapis.com/envoy.extensions.filters.listener.nonesuch.v3.NoneSuch", so no gate can check it`},
+		{"domains: a virtual host spells :18082", xdscheck.Domains, func(_ testing.TB, res *xds.Resources) {
+			vh := res.Routes[0].GetVirtualHosts()[0]
+			vh.Domains = append(vh.Domains, fqdn+":18082")
+		}, `route configuration "capture|web/frontend": virtual_hosts[payments.shop.aether.internal:8080]: domain "payments.shop.aether.internal:18082" spells the TCP mesh port 18082`},
+		{"names: two owners of one load assignment", xdscheck.Names, func(_ testing.TB, res *xds.Resources) {
+			res.Endpoints = append(res.Endpoints, loadAssignment(tcpEDSName, "10.244.1.12"))
+		}, `load assignment "payments.shop.aether.internal:9000": two resources are named "payments.shop.aether.internal:9000"`},
+		{"names: clusters out of order", xdscheck.Names, func(_ testing.TB, res *xds.Resources) {
+			res.Clusters[0], res.Clusters[1] = res.Clusters[1], res.Clusters[0]
+		}, `cluster "passthrough" comes after "payments.shop.aether.internal:8080|web/frontend": the list must be sorted by name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := valid(t)
+			broken := clone(base)
+			tc.breakCopy(t, &broken)
+			got := tc.gate(broken)
+			for _, v := range got {
+				t.Logf("violation: %s", v)
+			}
+			if !containsLine(got, tc.want) {
+				t.Errorf("the gate did not report\n  %s\nit reported:\n  %s", tc.want, strings.Join(got, "\n  "))
+			}
+			if v := xdscheck.All(base); v != nil {
+				t.Fatalf("breaking the copy broke the original:\n%s", strings.Join(v, "\n"))
+			}
+		})
+	}
+}
+
+// TestStabilityGate: the stability gate reports a listener or route that changed, was added or
+// was removed, naming the first field that differs; it passes for an equal copy (TestValidPasses).
+func TestStabilityGate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(t testing.TB, res *xds.Resources)
+		want   string
+	}{
+		{"a chain's cluster inside its Any", func(t testing.TB, res *xds.Resources) {
+			repack(t, chain(t, *res, xds.CaptureTCPChain(svcKey)).GetFilters()[0].GetTypedConfig(), func(m proto.Message) {
+				m.(*tcpproxyv3.TcpProxy).ClusterSpecifier = &tcpproxyv3.TcpProxy_Cluster{Cluster: tcp9000}
+			})
+		}, `listener "capture_web/frontend-0": differs (`},
+		{"a route's cluster", func(_ testing.TB, res *xds.Resources) {
+			res.Routes[0].GetVirtualHosts()[0].GetRoutes()[1].GetRoute().ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: tcpCluster}
+		}, `route configuration "capture|web/frontend": differs`},
+		{"a listener added", func(_ testing.TB, res *xds.Resources) {
+			extra := proto.Clone(res.Listeners[0]).(*listenerv3.Listener)
+			extra.Name = xds.CaptureListener(xds.PodKey("web", "frontend-1"))
+			res.Listeners = append(res.Listeners, extra)
+		}, `listener "capture_web/frontend-1": only in the second build`},
+		{"a route configuration removed", func(_ testing.TB, res *xds.Resources) { res.Routes = nil },
+			`route configuration "capture|web/frontend": only in the first build`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := valid(t)
+			changed := clone(base)
+			tc.change(t, &changed)
+			got := xdscheck.ListenersAndRoutesEqual(base, changed)
+			for _, v := range got {
+				t.Logf("violation: %s", v)
+			}
+			if !containsLine(got, tc.want) {
+				t.Errorf("the gate did not report %q; it reported:\n  %s", tc.want, strings.Join(got, "\n  "))
+			}
+		})
+	}
+	// The path names the field inside the Any.
+	base := valid(t)
+	changed := clone(base)
+	repack(t, chain(t, changed, xds.CaptureTCPChain(svcKey)).GetFilters()[0].GetTypedConfig(), func(m proto.Message) {
+		m.(*tcpproxyv3.TcpProxy).StatPrefix = "renamed"
+	})
+	want := `at filter_chains[cap_tcp_payments.shop].filters[envoy.filters.network.tcp_proxy].typed_config<TcpProxy>.stat_prefix`
+	if got := xdscheck.ListenersAndRoutesEqual(base, changed); !containsLine(got, want) {
+		t.Errorf("the first difference is not named %q: %v", want, got)
+	}
+}
+
+// TestStabilityGatePacking: two Anys holding equal messages whose bytes differ (a map's entries
+// in another order, as anypb.New's non-deterministic marshal writes them at random) are a
+// difference on the wire, which the gate reports and explains.
+func TestStabilityGatePacking(t *testing.T) {
+	entry := func(key string) []byte {
+		b, err := xdscheck.Bytes(&structpb.Struct{Fields: map[string]*structpb.Value{key: structpb.NewBoolValue(true)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	packed := func(value []byte) *listenerv3.ListenerFilter_TypedConfig {
+		return &listenerv3.ListenerFilter_TypedConfig{TypedConfig: &anypb.Any{TypeUrl: "type.googleapis.com/google.protobuf.Struct", Value: value}}
+	}
+	base := valid(t)
+	changed := clone(base)
+	base.Listeners[0].ListenerFilters[1].ConfigType = packed(append(entry("a"), entry("b")...))
+	changed.Listeners[0].ListenerFilters[1].ConfigType = packed(append(entry("b"), entry("a")...))
+	got := xdscheck.ListenersAndRoutesEqual(base, changed)
+	for _, v := range got {
+		t.Logf("violation: %s", v)
+	}
+	want := `at listener_filters[envoy.filters.listener.http_inspector].typed_config (the Any's bytes: equal messages packed differently`
+	if !containsLine(got, want) {
+		t.Errorf("the gate did not report %q: %v", want, got)
+	}
+}
+
+// TestStabilityGateScope: a change of endpoints only (a load assignment's address) passes the
+// stability gate, which compares listeners and routes, and fails Identical, which compares all.
+func TestStabilityGateScope(t *testing.T) {
+	base := valid(t)
+	changed := clone(base)
+	changed.Endpoints[1] = loadAssignment(tcpEDSName, "10.244.2.10")
+	if v := xdscheck.ListenersAndRoutesEqual(base, changed); v != nil {
+		t.Errorf("an endpoint change fails the stability gate: %v", v)
+	}
+	want := `load assignment "payments.shop.aether.internal:9000": differs`
+	got := xdscheck.Identical(base, changed)
+	for _, v := range got {
+		t.Logf("violation: %s", v)
+	}
+	if !containsLine(got, want) {
+		t.Errorf("Identical did not report %q: %v", want, got)
+	}
+	if v := xdscheck.Identical(base, clone(base)); v != nil {
+		t.Errorf("a copy is not identical: %v", v)
+	}
+}
+
+func containsLine(lines []string, want string) bool {
+	for _, l := range lines {
+		if strings.Contains(l, want) {
+			return true
+		}
+	}
+	return false
+}

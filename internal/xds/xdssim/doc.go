@@ -1,0 +1,89 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package xdssim is a filter-chain simulator: an independent reader of the Envoy resources
+// internal/xds generates (xds.Resources), written from Envoy's documented and implemented
+// semantics, not from the builder's conventions. No Envoy binary can run here, so this is one of
+// the three readers that stand in for it (with the generated validators and a real ADS client):
+// a connection is walked through the listeners, routes, clusters and load assignments the way
+// Envoy 1.40 would walk it, and the Outcome says where it lands or why it does not.
+//
+// It is test support: pure (no I/O), it imports the go-control-plane protos, internal/xds (the
+// Resources type and the names) and internal/resolve (Agrees), never the builder's internals. A
+// test of package xds that uses it must be an external test (package xds_test): xdssim imports
+// xds.
+//
+// # A walk
+//
+// One dial-surface row, from a meshed pod to the service, then on the destination:
+//
+//	sim := xdssim.New(res)
+//	out := sim.Dial(xdssim.Conn{Listener: xds.CaptureListener(pod), DstIP: vip, DstPort: 18081,
+//		HTTP: &xdssim.Request{Host: "payments.shop.aether.internal:8080"}})
+//	if err := xdssim.Agrees(out, row.For(name).Result, fqdn); err != nil { ... }
+//	t := out.Targets[0] // its TLS says what the mesh hop's ClientHello carries
+//	in := sim.Arrive(xds.InboundListener(destPod), t.TLS.SNI, t.TLS.ALPN,
+//		&xdssim.Request{Host: ..., HTTP2: slices.Equal(t.UpstreamHTTP, []string{"h2"})})
+//	// in.Targets[0].Receiving() is the application's port on the destination pod.
+//
+// # What it models
+//
+//   - Listener filters: original_dst (use_original_dst or the filter) restores the dialled
+//     destination, else a redirected connection's destination is the listener's own address;
+//     tls_inspector sets transport "tls", the SNI (lower-cased) and the ALPN of a TLS client;
+//     http_inspector sets "http/1.1" or "h2c" for cleartext HTTP; the transport is "raw_buffer"
+//     when nothing set it. Nothing is injected: a listener without tls_inspector sees no SNI.
+//     filter_disabled by destination port; listener_filters_timeout and
+//     continue_on_listener_filters_timeout for a server-first client.
+//   - Filter-chain selection exactly as FilterChainManagerImpl::findFilterChain (Envoy
+//     source/common/listener_manager/filter_chain_manager_impl.cc): destination port, destination
+//     IP (longest prefix), server name (exact, then the longest "*." wildcard, then none),
+//     transport protocol, application protocols (in the client's order), direct source IP, source
+//     type, source IP, source port; at every level the exact entry when one exists, else the
+//     catch-all, and NO backtracking: when the chosen subtree yields nothing the result is the
+//     default chain, never a sibling subtree. Check rejects what Envoy rejects (no chain and no
+//     default chain, identical or overlapping matches, partial wildcards, invalid ranges, the
+//     unimplemented suffix fields); a dial through a rejected listener is closed (ErrRejected).
+//   - Downstream TLS: a TLS connection on a TLS-terminating chain is decrypted; plaintext on one
+//     fails the handshake; TLS bytes on a plaintext HCM chain are not HTTP (400).
+//   - tcp_proxy: cluster or weighted_clusters.
+//   - The HTTP connection manager: codec type, an HTTP/1 absolute-form target's authority
+//     (allow_absolute_url, on by default), Envoy's 400 for a missing Host or one with a character
+//     an authority cannot carry and 404 for a path that is not relative, strip_trailing_host_dot,
+//     strip_any_host_port and
+//     strip_matching_host_port, RDS (a missing route configuration is an error) or an inline
+//     route configuration; virtual hosts as RouteMatcher::findVirtualHost (exact, then suffix
+//     wildcards longest first, then prefix wildcards longest first, then "*"; case-insensitive;
+//     the Host with its port unless ignore_port_in_host_matching; vhost_header); require_tls ALL;
+//     the first route that matches (prefix, path, safe_regex, path_separated_prefix,
+//     case_sensitive, headers, query parameters, grpc); route, weighted_clusters,
+//     direct_response (status, body, response_headers_to_add of route, virtual host and route
+//     configuration with their append actions and most_specific_header_mutations_wins) and
+//     redirect (status only); Envoy's own 400, 404 and 503 answers. CheckRoutes rejects what
+//     Envoy rejects (duplicate domains, two "*", a direct response body over the limit).
+//   - Clusters: STATIC, STRICT_DNS and LOGICAL_DNS (their inline load assignment, names not
+//     resolved), EDS (service_name, else the cluster name, looked up among the load assignments;
+//     a missing one is an error), ORIGINAL_DST (passthrough to the original destination, nothing
+//     more). The upstream TLS context: SNI (auto_sni from the Host), the ALPN the ClientHello
+//     carries (the context's, else the HTTP pool's fallback: h2, http/1.1 or both; none for
+//     tcp_proxy), the SAN matchers, the SDS secret names.
+//   - Load balancing as LoadBalancerBase (load_balancer_impl.cc): EDS health (HEALTHY and
+//     UNKNOWN healthy; DEGRADED degraded; UNHEALTHY and TIMEOUT unhealthy; DRAINING unhealthy
+//     and excluded, Envoy's default since exclude_host_in_eds_status_draining), priority load
+//     with the overprovisioning factor and weighted_priority_health, per-priority panic at
+//     healthy_panic_threshold (all hosts of the level, draining ones included), total panic,
+//     fail_traffic_on_panic, and locality_weighted_lb_config (a locality of weight 0 receives
+//     nothing). Endpoint.Receives says which endpoints get traffic; not how much.
+//
+// # What it does not model
+//
+// Listener hand-off to another listener bound to the original destination (reported as
+// ErrHandoff), the filter_chain_matcher API, any network or HTTP filter other than tcp_proxy,
+// the HTTP connection manager and the router (reported as ErrUnsupported, never silently
+// passed), the deprecated header-matcher forms (exact_match and kin: use string_match), path
+// normalization and merge_slashes, header formatters (%...% stays literal), the
+// content-type and body of Envoy's own answers, local_reply_config, the redirect's Location,
+// runtime keys and fractions, retries, outlier detection, active health checks, zone-aware
+// routing, subsets, drop_overloads, DNS resolution, and ORIGINAL_DST beyond "the original
+// destination". An unmodelled feature in the path of a connection gives ErrUnsupported.
+package xdssim

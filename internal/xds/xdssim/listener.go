@@ -1,0 +1,271 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xdssim
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	httpinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
+	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// The transport protocols the listener filters detect (Envoy's TransportProtocolNames).
+const (
+	transportTLS = "tls"
+	transportRaw = "raw_buffer"
+)
+
+// defaultListenerFiltersTimeout is Envoy's listener_filters_timeout when unset.
+const defaultListenerFiltersTimeout = 15 * time.Second
+
+// noPeerIP stands for a peer without an IP: Envoy's FilterChain::fakeAddress(), which only
+// catch-all ranges hold.
+var noPeerIP = netip.MustParseAddr("255.255.255.255")
+
+// detected is what the listener filters found on a connection.
+type detected struct {
+	transport string
+	sni       string
+	alpn      []string
+}
+
+// accept runs a connection through listener l: its listener filters, then its filter chains.
+func (s *Sim) accept(out *Outcome, l *listenerv3.Listener, c Conn, local, remote netip.AddrPort) {
+	out.Destination = local
+	if err := Check(l); err != nil {
+		*out = out.fail(Closed, fmt.Errorf("%w: %v", ErrRejected, err))
+		return
+	}
+	if other := s.handoffTarget(l, local); other != "" {
+		*out = out.fail(Unmodelled, fmt.Errorf("%w: listener %q", ErrHandoff, other))
+		return
+	}
+	d, verdict, err := inspect(l, c, local.Port())
+	if err != nil {
+		*out = out.fail(verdict, err)
+		return
+	}
+	out.Transport, out.ServerName, out.AppProtocols = d.transport, d.sni, d.alpn
+	if l.GetFilterChainMatcher() != nil {
+		*out = out.fail(Unmodelled, fmt.Errorf("%w: listener %q selects chains with filter_chain_matcher", ErrUnsupported, l.GetName()))
+		return
+	}
+	fc := findFilterChain(l.GetFilterChains(), key{local: local, remote: remote, detected: d})
+	if fc == nil {
+		fc = l.GetDefaultFilterChain()
+		out.DefaultChain = true
+	}
+	if fc == nil {
+		*out = out.fail(Closed, fmt.Errorf("%w (listener %q, destination %s, transport %s, sni %q, alpn %v)",
+			ErrNoChain, l.GetName(), local, d.transport, d.sni, d.alpn))
+		return
+	}
+	out.Chain = fc.GetName()
+	s.serve(out, fc, c, local)
+}
+
+// restoresDestination says the listener reads the original destination of a redirected
+// connection: use_original_dst adds the original_dst listener filter (ListenerImpl), or the
+// filter is there itself.
+func restoresDestination(l *listenerv3.Listener) bool {
+	if l.GetUseOriginalDst().GetValue() {
+		return true
+	}
+	for _, f := range l.GetListenerFilters() {
+		if listenerFilterIs(f, &originaldstv3.OriginalDst{}, "envoy.filters.listener.original_dst") {
+			return true
+		}
+	}
+	return false
+}
+
+// localAddress is the destination the listener matches chains on, for a connection the client
+// dialled to dst: dst when the listener restores it or when dst is the listener's own address;
+// otherwise the connection was redirected to the listener, and its local address is the
+// listener's.
+func localAddress(l *listenerv3.Listener, dst netip.AddrPort) netip.AddrPort {
+	if restoresDestination(l) {
+		return dst
+	}
+	own, err := listenerAddress(l)
+	if err != nil {
+		return dst
+	}
+	if own.Port() == dst.Port() && (own.Addr().IsUnspecified() || own.Addr() == dst.Addr()) {
+		return dst
+	}
+	return own
+}
+
+// handoffTarget is the listener Envoy hands a restored connection to (use_original_dst): one
+// bound to the original destination, exactly or on the wildcard address of its port
+// (ConnectionHandlerImpl::getBalancedHandlerByAddress). "" when there is none.
+func (s *Sim) handoffTarget(l *listenerv3.Listener, local netip.AddrPort) string {
+	if !l.GetUseOriginalDst().GetValue() {
+		return ""
+	}
+	for _, name := range sortedKeys(s.listeners) {
+		other := s.listeners[name]
+		if other == l {
+			continue
+		}
+		a, err := listenerAddress(other)
+		if err != nil || a.Port() != local.Port() {
+			continue
+		}
+		if a.Addr() == local.Addr() || a.Addr().IsUnspecified() && a.Addr().Is4() == local.Addr().Is4() {
+			return name
+		}
+	}
+	return ""
+}
+
+// listenerAddress is the socket address the listener binds.
+func listenerAddress(l *listenerv3.Listener) (netip.AddrPort, error) {
+	sa := l.GetAddress().GetSocketAddress()
+	if sa == nil {
+		return netip.AddrPort{}, fmt.Errorf("listener %q has no socket address", l.GetName())
+	}
+	return addrPort(sa.GetAddress(), sa.GetPortValue())
+}
+
+func addrPort(ip string, port uint32) (netip.AddrPort, error) {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%q is not an IP address", ip)
+	}
+	if port > 65535 {
+		return netip.AddrPort{}, fmt.Errorf("port %d is outside 0..65535", port)
+	}
+	return netip.AddrPortFrom(a.Unmap(), uint16(port)), nil
+}
+
+func remoteAddr(ip string, port uint32) (netip.AddrPort, error) {
+	if ip == "" {
+		return netip.AddrPortFrom(noPeerIP, uint16(port)), nil
+	}
+	return addrPort(ip, port)
+}
+
+// inspect runs the listener filters (tls_inspector, http_inspector, original_dst) on c. A
+// server-first client sends nothing: an inspector waits for listener_filters_timeout, then the
+// connection closes, or continues with nothing detected (continue_on_listener_filters_timeout),
+// or never proceeds (timeout 0).
+func inspect(l *listenerv3.Listener, c Conn, port uint16) (detected, Verdict, error) {
+	var d detected
+	waits := false
+	for _, f := range l.GetListenerFilters() {
+		disabled, err := filterDisabled(f.GetFilterDisabled(), port)
+		if err != nil {
+			return d, Unmodelled, err
+		}
+		if disabled {
+			continue
+		}
+		switch {
+		case listenerFilterIs(f, &tlsinspectorv3.TlsInspector{}, "envoy.filters.listener.tls_inspector"):
+			waits = true
+			if c.TLS && !c.ServerFirst {
+				d.transport, d.sni, d.alpn = transportTLS, strings.ToLower(c.SNI), c.ALPN
+			}
+		case listenerFilterIs(f, &httpinspectorv3.HttpInspector{}, "envoy.filters.listener.http_inspector"):
+			// http_inspector leaves a connection another filter found to be TLS alone, and finds
+			// nothing in TLS bytes either.
+			waits = true
+			if !c.TLS && !c.ServerFirst && c.HTTP != nil && (d.transport == "" || d.transport == transportRaw) {
+				d.alpn = []string{c.HTTP.inspected()}
+			}
+		case listenerFilterIs(f, &originaldstv3.OriginalDst{}, "envoy.filters.listener.original_dst"):
+		default:
+			return d, Unmodelled, fmt.Errorf("%w: listener %q has listener filter %q", ErrUnsupported, l.GetName(), f.GetName())
+		}
+	}
+	if waits && c.ServerFirst {
+		if v, err := filtersTimeout(l); err != nil {
+			return d, v, err
+		}
+	}
+	if d.transport == "" {
+		// ActiveTcpSocket::newConnection: the default when no listener filter set one.
+		d.transport = transportRaw
+	}
+	return d, "", nil
+}
+
+// inspected is the application protocol http_inspector reports for the request's preface.
+func (r *Request) inspected() string {
+	if r.HTTP2 {
+		return "h2c"
+	}
+	return "http/1.1"
+}
+
+// filtersTimeout is what happens when the inspectors wait for a server-first client.
+func filtersTimeout(l *listenerv3.Listener) (Verdict, error) {
+	timeout := defaultListenerFiltersTimeout
+	if t := l.GetListenerFiltersTimeout(); t != nil {
+		timeout = t.AsDuration()
+	}
+	switch {
+	case timeout == 0:
+		return Stalled, fmt.Errorf("%w: listener_filters_timeout is 0, so the inspectors wait forever", ErrListenerFilters)
+	case !l.GetContinueOnListenerFiltersTimeout():
+		return Closed, fmt.Errorf("%w: after %s the connection is closed (continue_on_listener_filters_timeout is false)", ErrListenerFilters, timeout)
+	}
+	return "", nil
+}
+
+// filterDisabled evaluates a ListenerFilterChainMatchPredicate on the destination port.
+func filterDisabled(p *listenerv3.ListenerFilterChainMatchPredicate, port uint16) (bool, error) {
+	if p == nil {
+		return false, nil
+	}
+	switch r := p.GetRule().(type) {
+	case *listenerv3.ListenerFilterChainMatchPredicate_AnyMatch:
+		return r.AnyMatch, nil
+	case *listenerv3.ListenerFilterChainMatchPredicate_NotMatch:
+		v, err := filterDisabled(r.NotMatch, port)
+		return !v, err
+	case *listenerv3.ListenerFilterChainMatchPredicate_DestinationPortRange:
+		return int32(port) >= r.DestinationPortRange.GetStart() && int32(port) < r.DestinationPortRange.GetEnd(), nil
+	case *listenerv3.ListenerFilterChainMatchPredicate_OrMatch:
+		for _, q := range r.OrMatch.GetRules() {
+			if v, err := filterDisabled(q, port); err != nil || v {
+				return v, err
+			}
+		}
+		return false, nil
+	case *listenerv3.ListenerFilterChainMatchPredicate_AndMatch:
+		for _, q := range r.AndMatch.GetRules() {
+			if v, err := filterDisabled(q, port); err != nil || !v {
+				return v, err
+			}
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: filter_disabled rule %T", ErrUnsupported, p.GetRule())
+}
+
+// listenerFilterIs says f is the listener filter whose typed config is m (or, with no typed
+// config, whose name is name: Envoy's lookup by name).
+func listenerFilterIs(f *listenerv3.ListenerFilter, m proto.Message, name string) bool {
+	if tc := f.GetTypedConfig(); tc != nil {
+		return tc.MessageName() == m.ProtoReflect().Descriptor().FullName()
+	}
+	return f.GetName() == name
+}
+
+// matchesDestinationIP says a chain of l names destination prefix ranges.
+func matchesDestinationIP(l *listenerv3.Listener) bool {
+	return slices.ContainsFunc(l.GetFilterChains(), func(fc *listenerv3.FilterChain) bool {
+		return len(fc.GetFilterChainMatch().GetPrefixRanges()) > 0
+	})
+}

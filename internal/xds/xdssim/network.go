@@ -1,0 +1,164 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xdssim
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// serve runs the matched chain: its transport socket, then its terminal network filter.
+func (s *Sim) serve(out *Outcome, fc *listenerv3.FilterChain, c Conn, local netip.AddrPort) {
+	ctx, err := downstreamTLS(fc.GetTransportSocket())
+	if err != nil {
+		*out = out.fail(Unmodelled, fmt.Errorf("chain %q: %w", fc.GetName(), err))
+		return
+	}
+	out.ChainTLS = ctx
+	terminates := ctx != nil
+	if terminates && !c.TLS {
+		*out = out.fail(Closed, fmt.Errorf("%w (chain %q)", ErrHandshake, fc.GetName()))
+		return
+	}
+	terminal, err := terminalFilter(fc)
+	if err != nil {
+		*out = out.fail(verdictFor(err, Closed), err)
+		return
+	}
+	switch t := terminal.(type) {
+	case *tcpproxyv3.TcpProxy:
+		out.Protocol = TCP
+		s.tcpProxy(out, t, local)
+	case *hcmv3.HttpConnectionManager:
+		out.Protocol = HTTP
+		// The HCM reads HTTP when the bytes it gets are HTTP: cleartext HTTP on a plaintext
+		// chain, or HTTP inside TLS the chain terminates. TLS bytes on a plaintext chain are not.
+		var req *Request
+		if c.HTTP != nil && c.TLS == terminates {
+			req = c.HTTP
+		}
+		s.serveHTTP(out, t, req, local, terminates)
+	}
+}
+
+// terminalFilter is the chain's last network filter, unpacked: tcp_proxy or the HTTP connection
+// manager. Any other filter on the chain is one this simulator does not model.
+func terminalFilter(fc *listenerv3.FilterChain) (any, error) {
+	filters := fc.GetFilters()
+	if len(filters) == 0 {
+		return nil, fmt.Errorf("%w (chain %q)", ErrNoFilter, fc.GetName())
+	}
+	if len(filters) > 1 {
+		return nil, fmt.Errorf("%w: chain %q has network filter %q before its terminal filter", ErrUnsupported, fc.GetName(), filters[0].GetName())
+	}
+	last := filters[len(filters)-1]
+	tc := last.GetTypedConfig()
+	tp := &tcpproxyv3.TcpProxy{}
+	hcm := &hcmv3.HttpConnectionManager{}
+	switch {
+	case tc == nil:
+		return nil, fmt.Errorf("%w: chain %q: network filter %q has no typed_config", ErrUnsupported, fc.GetName(), last.GetName())
+	case unpack(tc, tp):
+		return tp, nil
+	case unpack(tc, hcm):
+		return hcm, nil
+	}
+	return nil, fmt.Errorf("%w: chain %q has network filter %q (%s)", ErrUnsupported, fc.GetName(), last.GetName(), tc.GetTypeUrl())
+}
+
+// unpack fills m from a when a holds an m.
+func unpack(a *anypb.Any, m proto.Message) bool {
+	if a.MessageName() != m.ProtoReflect().Descriptor().FullName() {
+		return false
+	}
+	return a.UnmarshalTo(m) == nil
+}
+
+// tcpProxy forwards the connection to its cluster, or to one of its weighted clusters.
+func (s *Sim) tcpProxy(out *Outcome, tp *tcpproxyv3.TcpProxy, local netip.AddrPort) {
+	switch spec := tp.GetClusterSpecifier().(type) {
+	case *tcpproxyv3.TcpProxy_Cluster:
+		out.Targets = []Target{s.target(spec.Cluster, 1, upstream{local: local})}
+	case *tcpproxyv3.TcpProxy_WeightedClusters:
+		for _, cw := range spec.WeightedClusters.GetClusters() {
+			out.Targets = append(out.Targets, s.target(cw.GetName(), cw.GetWeight(), upstream{local: local}))
+		}
+	default:
+		*out = out.fail(Unmodelled, fmt.Errorf("%w: tcp_proxy %q names no cluster", ErrUnsupported, tp.GetStatPrefix()))
+		return
+	}
+	if tp.GetTunnelingConfig() != nil || tp.GetOnDemand() != nil {
+		*out = out.fail(Unmodelled, fmt.Errorf("%w: tcp_proxy %q tunnels or discovers on demand", ErrUnsupported, tp.GetStatPrefix()))
+		return
+	}
+	out.settle(nil)
+}
+
+// settle sets the verdict from the targets: forwarded (or passed through) when a chosen target
+// reaches an endpoint; otherwise closed (TCP) or Envoy's 503 (HTTP, when answer is given). Err
+// names every chosen target that reaches nothing.
+func (o *Outcome) settle(answer *Response) {
+	var errs []error
+	live, passthrough := false, true
+	for _, t := range o.Targets {
+		if t.Weight == 0 {
+			continue
+		}
+		if t.Err != nil {
+			errs = append(errs, t.Err)
+			continue
+		}
+		live = true
+		passthrough = passthrough && t.Passthrough != ""
+	}
+	o.Err = errors.Join(errs...)
+	switch {
+	case live && passthrough:
+		o.Verdict = Passthrough
+	case live:
+		o.Verdict = Forwarded
+	case answer != nil:
+		o.Verdict, o.Response = Answered, answer
+	default:
+		o.Verdict = Closed
+	}
+	if o.Err == nil && !live {
+		o.Err = fmt.Errorf("%w: no cluster is chosen (every weight is 0)", ErrNoHealthyUpstream)
+	}
+	if errors.Is(o.Err, ErrUnsupported) && !live {
+		o.Verdict = Unmodelled
+	}
+}
+
+// downstreamTLS reads a chain's transport socket: nil for plaintext (none, or raw_buffer), the
+// TLS context for tls.
+func downstreamTLS(ts *corev3.TransportSocket) (*TLS, error) {
+	if ts == nil || isRawBuffer(ts) {
+		return nil, nil
+	}
+	ctx := &tlsv3.DownstreamTlsContext{}
+	if tc := ts.GetTypedConfig(); tc == nil || !unpack(tc, ctx) {
+		return nil, fmt.Errorf("%w: downstream transport socket %q", ErrUnsupported, ts.GetName())
+	}
+	t := commonTLS(ctx.GetCommonTlsContext())
+	t.RequireClientCertificate = ctx.GetRequireClientCertificate().GetValue()
+	return t, nil
+}
+
+// verdictFor is v, or Unmodelled when err is the simulator's own limit.
+func verdictFor(err error, v Verdict) Verdict {
+	if errors.Is(err, ErrUnsupported) {
+		return Unmodelled
+	}
+	return v
+}

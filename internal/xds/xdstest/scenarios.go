@@ -1,0 +1,222 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xdstest
+
+import (
+	"strconv"
+	"time"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/model"
+)
+
+// The scenarios of proposal 037's resolution table (and DESIGN section 5), one function each.
+// Every scenario has the same cast: frontend (namespace web, one pod on this node, HTTP 8080)
+// is the client; payments (namespace shop) is the service under test, with one pod on this node
+// (so its inbound listener shows the scenario's ports), one in the same region and one in
+// another region. What changes between scenarios is payments' declaration.
+
+const (
+	healthy   = meshv1alpha1.HealthHealthy
+	draining  = meshv1alpha1.HealthDraining
+	shop, web = "shop", "web"
+	// The services of the scenarios (and of the fuzz decoder).
+	frontendService, paymentsService, catalogService = "frontend", "payments", "catalog"
+	canaryService                                    = "payments-canary"
+	// canaryVIP is payments-canary's VIP in the routed scenarios.
+	canaryVIP = "10.96.0.12"
+)
+
+// at is hh:00 on Day.
+func at(hour int) time.Time { return Day.Add(time.Duration(hour) * time.Hour) }
+
+// frontend is the client pod: on this node, HTTP 8080, in the given capture mode.
+func frontend(capture model.CaptureMode) Workload {
+	return Workload{Namespace: web, Service: frontendService, Name: "frontend-0", Node: ThisNode, Address: "10.244.1.20",
+		Port: "8080", Health: healthy, Created: at(8), Capture: capture}
+}
+
+// payments are the three pods of payments, one per node, declaring port, ports and protocol.
+func payments(port, ports, protocol string) []Workload {
+	var out []Workload
+	for i, n := range []struct{ node, address string }{{ThisNode, "10.244.1.10"}, {SameRegion, "10.244.2.10"}, {OtherRegion, "10.244.3.10"}} {
+		out = append(out, Workload{Namespace: shop, Service: paymentsService, Name: "payments-" + strconv.Itoa(i), Node: n.node,
+			Address: n.address, Port: port, Ports: ports, Protocol: protocol, Health: healthy, Created: at(9)})
+	}
+	return out
+}
+
+// cast is the services of the common cast.
+func cast() []ServiceDecl {
+	return []ServiceDecl{{shop, paymentsService, "10.96.0.10"}, {web, frontendService, "10.96.0.20"}}
+}
+
+// simple is the common cast with payments declaring port, ports and protocol.
+func simple(port, ports, protocol string) Scenario {
+	return Scenario{Services: cast(), Workloads: append(payments(port, ports, protocol), frontend(model.CaptureSurface))}
+}
+
+// PureHTTP is the mesh where payments serves HTTP only, on 8080 (primary) and 8081:
+// http://payments/ is 421 port-not-declared (no 80); :8080 and :8081 are HTTP; :18082 is
+// refused (no TCP port).
+func PureHTTP() model.Mesh { return pureHTTP().Mesh() }
+
+func pureHTTP() Scenario { return simple("8080", "8080,8081", "") }
+
+// PureTCP is the mesh where payments serves one TCP port, 5432, its primary: :18082 and :5432
+// reach it with no SNI (the primary); http:// is 421 no-http-port.
+func PureTCP() model.Mesh { return pureTCP().Mesh() }
+
+func pureTCP() Scenario { return simple("5432", "", "tcp") }
+
+// MixedHTTPPrimary is the mesh where payments serves HTTP 8080 (primary), h2 9090 and TCP
+// 9000; the default TCP port is 9000 (the lowest TCP port, not the primary: SNI "9000"). The
+// pod in another region is draining.
+func MixedHTTPPrimary() model.Mesh { return mixedHTTPPrimary().Mesh() }
+
+func mixedHTTPPrimary() Scenario {
+	s := simple("8080", "8080,9090=h2,9000=tcp", "")
+	s.Workloads[2].Health = draining
+	return s
+}
+
+// TCPPrimaryHTTPSecondary is the mesh where payments' primary is TCP 9000, with HTTP 8080
+// beside it (protocol tcp, ports 9000,8080=h1): :18082 reaches 9000 with no SNI; :8080 is
+// HTTP; http:// is 421 port-not-declared.
+func TCPPrimaryHTTPSecondary() model.Mesh { return tcpPrimaryHTTPSecondary().Mesh() }
+
+func tcpPrimaryHTTPSecondary() Scenario { return simple("9000", "9000,8080=h1", "tcp") }
+
+// NoHTTPPort is the mesh where payments serves TCP 5432 and 6379 (primary 6379, the default
+// TCP port): http:// is 421 no-http-port; :5432 carries SNI "5432", :6379 and :18082 none.
+func NoHTTPPort() model.Mesh { return noHTTPPort().Mesh() }
+
+func noHTTPPort() Scenario { return simple("6379", "5432,6379", "tcp") }
+
+// HTTP80 is the mesh where payments declares 80 (primary) and 8080: http://payments/ reaches 80.
+func HTTP80() model.Mesh { return http80().Mesh() }
+
+func http80() Scenario { return simple("80", "80,8080", "") }
+
+// HTTPS443TCP is the mesh where payments serves HTTP 8080 (primary) and 443=tcp, its app's own
+// TLS: https:// reaches 443 through cap_tcp_<svc>_443, and 443 is also the default TCP port.
+func HTTPS443TCP() model.Mesh { return https443TCP().Mesh() }
+
+func https443TCP() Scenario { return simple("8080", "8080,443=tcp", "") }
+
+// Scoped is the mesh where both local pods capture in scoped mode, with the mixed payments and
+// catalog (HTTP only): the capture listeners carry cap_tcp_blackhole for the :18082
+// connections no service claims.
+func Scoped() model.Mesh { return scoped().Mesh() }
+
+func scoped() Scenario {
+	s := mixedHTTPPrimary()
+	s.Services = append(s.Services, ServiceDecl{shop, catalogService, "10.96.0.11"})
+	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: "catalog-0", Node: SameRegion,
+		Address: "10.244.2.11", Port: "8080", Health: healthy, Created: at(9)})
+	for i := range s.Workloads {
+		if s.Workloads[i].Node == ThisNode {
+			s.Workloads[i].Capture = model.CaptureScoped
+		}
+	}
+	return s
+}
+
+// RolloutConflict is the mesh where payments is retyping 9000 from TCP to HTTP. The two older
+// pods (other nodes) declare 9000=tcp; the newer pod on this node declares 9000 as HTTP. The
+// vote (most ready) routes 9000 as TCP and its load assignment holds only the two TCP members,
+// while this node's pod serves 9000 as HTTP on its own inbound listener.
+func RolloutConflict() model.Mesh { return rolloutConflict().Mesh() }
+
+func rolloutConflict() Scenario {
+	s := simple("8080", "8080,9000=tcp", "")
+	s.Workloads[0].Ports, s.Workloads[0].Created = "8080,9000", at(11)
+	return s
+}
+
+// Routes is the mesh where the mixed payments and payments-canary (same ports) carry an
+// HTTPRoute splitting payments:8080 (/v2 all to the canary, the rest 9:1), a GRPCRoute sending
+// payments:9090's pkg.Ledger service to the canary, and a TCPRoute weighting payments:9000 3:1,
+// so routes and tcp_proxy chains carry matches and weighted clusters.
+func Routes() model.Mesh { return routes().Mesh() }
+
+func routes() Scenario {
+	s := simple("8080", "8080,9090=h2,9000=tcp", "")
+	s.Services = append(s.Services, ServiceDecl{shop, canaryService, canaryVIP})
+	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: canaryService, Name: "payments-canary-0", Node: SameRegion,
+		Address: "10.244.2.12", Port: "8080", Ports: "8080,9090=h2,9000=tcp", Health: healthy, Created: at(10)})
+	stable := func(port, weight int32) model.Backend {
+		return model.Backend{ServiceRef: model.ServiceRef{Namespace: shop, Name: paymentsService, Port: port}, Weight: weight}
+	}
+	canary := func(port int32) model.Backend { // the canary gets weight 1 where it shares traffic
+		return model.Backend{ServiceRef: model.ServiceRef{Namespace: shop, Name: canaryService, Port: port}, Weight: 1}
+	}
+	s.Routes = []model.Route{
+		{Kind: model.HTTPRoute, Namespace: shop, Name: "payments-split",
+			Parents: []model.ServiceRef{{Namespace: shop, Name: paymentsService, Port: 8080}},
+			Rules: []model.RouteRule{
+				{Matches: []model.RouteMatch{{PathType: "PathPrefix", Path: "/v2"}}, Backends: []model.Backend{canary(8080)}},
+				{Backends: []model.Backend{stable(8080, 9), canary(8080)}},
+			}},
+		{Kind: model.GRPCRoute, Namespace: shop, Name: "payments-grpc",
+			Parents: []model.ServiceRef{{Namespace: shop, Name: paymentsService, Port: 9090}},
+			Rules: []model.RouteRule{
+				{Matches: []model.RouteMatch{{GRPCService: "pkg.Ledger"}}, Backends: []model.Backend{canary(9090)}},
+				{Backends: []model.Backend{stable(9090, 1)}},
+			}},
+		{Kind: model.TCPRoute, Namespace: shop, Name: "payments-tcp",
+			Parents: []model.ServiceRef{{Namespace: shop, Name: paymentsService, Port: 9000}},
+			Rules:   []model.RouteRule{{Backends: []model.Backend{stable(9000, 3), canary(9000)}}}},
+	}
+	return s
+}
+
+// TLSRoutes is the mesh where payments and payments-canary serve HTTP 8080 (primary) and their
+// app's own TLS on 443=tcp, and a TLSRoute on payments:443 sends the SNI names
+// payments.example.com and *.payments.example.com half to the canary: the capture listeners
+// carry its SNI chain beside cap_tcp_<svc>_443 and, 443 being the default TCP port, beside
+// cap_tcp_<svc> (:18082); other TLS and raw bytes to those ports are closed (GAMMA: the route
+// replaces the port's implicit route).
+func TLSRoutes() model.Mesh { return tlsRoutes().Mesh() }
+
+func tlsRoutes() Scenario {
+	s := https443TCP()
+	s.Services = append(s.Services, ServiceDecl{shop, canaryService, canaryVIP})
+	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: canaryService, Name: "payments-canary-0", Node: SameRegion,
+		Address: "10.244.2.12", Port: "8080", Ports: "8080,443=tcp", Health: healthy, Created: at(10)})
+	backend := func(service string) model.Backend {
+		return model.Backend{ServiceRef: model.ServiceRef{Namespace: shop, Name: service, Port: 443}, Weight: 1}
+	}
+	s.Routes = []model.Route{{Kind: model.TLSRoute, Namespace: shop, Name: "payments-tls",
+		Parents:   []model.ServiceRef{{Namespace: shop, Name: paymentsService, Port: 443}},
+		Hostnames: []string{"payments.example.com", "*.payments.example.com"},
+		Rules:     []model.RouteRule{{Backends: []model.Backend{backend(paymentsService), backend(canaryService)}}}}}
+	return s
+}
+
+// Scenarios are every scenario as data, by the name of its golden directory.
+func Scenarios() map[string]Scenario {
+	return map[string]Scenario{
+		"pure-http":                  pureHTTP(),
+		"pure-tcp":                   pureTCP(),
+		"mixed-http-primary":         mixedHTTPPrimary(),
+		"tcp-primary-http-secondary": tcpPrimaryHTTPSecondary(),
+		"no-http-port":               noHTTPPort(),
+		"http-80":                    http80(),
+		"https-443-tcp":              https443TCP(),
+		"scoped":                     scoped(),
+		"rollout-conflict":           rolloutConflict(),
+		"routes":                     routes(),
+		"tls-routes":                 tlsRoutes(),
+	}
+}
+
+// All is every scenario's mesh, by the name of its golden directory.
+func All() map[string]model.Mesh {
+	out := map[string]model.Mesh{}
+	for name, s := range Scenarios() {
+		out[name] = s.Mesh()
+	}
+	return out
+}

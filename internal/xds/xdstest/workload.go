@@ -1,0 +1,191 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xdstest
+
+import (
+	"cmp"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/registration"
+	"github.com/aether-mesh/aether-operator/internal/resolve"
+)
+
+// Domain is the mesh domain of every scenario.
+const Domain = resolve.DefaultMeshDomain
+
+// The scenarios' nodes: this node (node-a), a node of the same region (node-b), and a node of
+// another region (node-c), so that every locality priority of EDS appears.
+const (
+	ThisNode    = "node-a"
+	SameRegion  = "node-b"
+	OtherRegion = "node-c"
+)
+
+var nodes = map[string]*corev1.Node{
+	ThisNode:    node(ThisNode, "eu-west", "eu-west-1a"),
+	SameRegion:  node(SameRegion, "eu-west", "eu-west-1b"),
+	OtherRegion: node(OtherRegion, "us-east", "us-east-1a"),
+}
+
+func node(name, region, zone string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{registration.LabelRegion: region, registration.LabelZone: zone}}}
+}
+
+// Day is the date every scenario's objects are created on.
+var Day = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+
+// Workload is one pod of a mesh service as a scenario declares it: its annotations in the
+// grammar of internal/portspec, where it runs, its address and its health. It becomes a
+// MeshEndpoint the way the node agent writes one (registration.Registration) and the controller
+// verifies it (registration.Verify), and, on this node, a model.LocalPod.
+type Workload struct {
+	Namespace string
+	// Service is the pod's ServiceAccount, its mesh service's name.
+	Service string
+	Name    string
+	Node    string
+	Address string
+	// Port, Ports and Protocol are the endpoint.aether.io annotations (empty: not set).
+	Port, Ports, Protocol string
+	Health                meshv1alpha1.Health
+	// Created is when the pod (and its MeshEndpoint) was created: the votes' tie-breaks read it.
+	Created time.Time
+	// Capture is the pod's capture mode when it runs on this node (empty: surface).
+	Capture model.CaptureMode
+}
+
+// Pod is the managed pod the workload is.
+func (w Workload) Pod() *corev1.Pod {
+	annotations := map[string]string{}
+	for key, value := range map[string]string{portspec.AnnotationPort: w.Port, portspec.AnnotationPorts: w.Ports,
+		portspec.AnnotationProtocol: w.Protocol} {
+		if value != "" {
+			annotations[key] = value
+		}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, UID: types.UID("uid-" + w.Name),
+			Labels: map[string]string{portspec.LabelManaged: portspec.ManagedValue}, Annotations: annotations,
+			CreationTimestamp: metav1.NewTime(w.Created)},
+		Spec:   corev1.PodSpec{ServiceAccountName: w.Service, NodeName: w.Node},
+		Status: corev1.PodStatus{PodIP: w.Address, PodIPs: []corev1.PodIP{{IP: w.Address}}},
+	}
+}
+
+// Endpoint is the workload's MeshEndpoint: the spec the node agent registers, the health it
+// probed, and the controller's Verified verdict. A workload whose annotations do not parse or
+// whose node is unknown is a broken scenario: it panics, naming the workload.
+func (w Workload) Endpoint() meshv1alpha1.MeshEndpoint {
+	n, ok := nodes[w.Node]
+	if !ok {
+		panic(fmt.Sprintf("xdstest: workload %s/%s runs on node %q, none of %s, %s, %s", w.Namespace, w.Name, w.Node, ThisNode, SameRegion, OtherRegion))
+	}
+	pod := w.Pod()
+	spec, err := registration.Registration(pod, n)
+	if err != nil {
+		panic(fmt.Sprintf("xdstest: workload %s/%s does not register: %v", w.Namespace, w.Name, err))
+	}
+	ep := meshv1alpha1.MeshEndpoint{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, CreationTimestamp: metav1.NewTime(w.Created)},
+		Spec:       spec,
+		Status:     meshv1alpha1.MeshEndpointStatus{Health: w.Health},
+	}
+	apimeta.SetStatusCondition(&ep.Status.Conditions, registration.Verify(&ep, pod))
+	return ep
+}
+
+// Local is the workload as its node's data plane sees it: netns, identity, capture mode and its
+// own declaration.
+func (w Workload) Local() model.LocalPod {
+	ep := w.Endpoint()
+	return model.LocalPod{Namespace: w.Namespace, Name: w.Name, UID: "uid-" + w.Name, Service: w.Service,
+		Address: w.Address, Primary: ep.Spec.PrimaryPort, Ports: ep.Spec.Ports,
+		NetNS:    filepath.Join("/var/run/netns", "cni-"+w.Namespace+"-"+w.Name),
+		Identity: Identity(w.Namespace, w.Service), Capture: cmp.Or(w.Capture, model.CaptureSurface)}
+}
+
+// Identity is a service's SPIFFE ID in the scenarios' trust domain.
+func Identity(namespace, service string) string {
+	td := spiffeid.RequireTrustDomainFromString(Domain)
+	return spiffeid.RequireFromSegments(td, "ns", namespace, "sa", service).String()
+}
+
+// ServiceDecl is a MeshService of a scenario: its key and its VIP (data only: nothing dials it).
+type ServiceDecl struct {
+	Namespace, Name, VIP string
+}
+
+// Scenario is a node's mesh as data: the services, the pods behind them (those on ThisNode are
+// the node's local pods) and the accepted routes.
+type Scenario struct {
+	Services  []ServiceDecl
+	Workloads []Workload
+	Routes    []model.Route
+}
+
+// Inputs are the model's inputs of every service, sorted by namespace and name: its identity,
+// VIP and verified MeshEndpoints (as the agent's view lists them).
+func (s Scenario) Inputs() []model.Input {
+	byService := map[ServiceDecl][]meshv1alpha1.MeshEndpoint{}
+	for _, w := range s.Workloads {
+		if ep := w.Endpoint(); apimeta.IsStatusConditionTrue(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified) {
+			key := ServiceDecl{Namespace: w.Namespace, Name: w.Service}
+			byService[key] = append(byService[key], ep)
+		}
+	}
+	out := make([]model.Input, 0, len(s.Services))
+	for _, d := range s.Services {
+		out = append(out, model.Input{Namespace: d.Namespace, Name: d.Name, Identity: Identity(d.Namespace, d.Name), VIP: d.VIP,
+			Endpoints: byService[ServiceDecl{Namespace: d.Namespace, Name: d.Name}]})
+	}
+	slices.SortFunc(out, func(a, b model.Input) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// LocalPods are the workloads on ThisNode, sorted by namespace and name.
+func (s Scenario) LocalPods() []model.LocalPod {
+	var out []model.LocalPod
+	for _, w := range s.Workloads {
+		if w.Node == ThisNode {
+			out = append(out, w.Local())
+		}
+	}
+	slices.SortFunc(out, func(a, b model.LocalPod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// Node is ThisNode with its locality.
+func Node() model.Node {
+	n := nodes[ThisNode]
+	return model.Node{Name: n.Name, Locality: meshv1alpha1.Locality{Region: n.Labels[registration.LabelRegion], Zone: n.Labels[registration.LabelZone]}}
+}
+
+// Mesh is the scenario as Build reads it: every service built by model.BuildService.
+func (s Scenario) Mesh() model.Mesh {
+	m := model.Mesh{Domain: Domain, Node: Node(), Pods: s.LocalPods(), Routes: slices.Clone(s.Routes)}
+	for _, in := range s.Inputs() {
+		m.Services = append(m.Services, model.BuildService(in))
+	}
+	slices.SortFunc(m.Routes, func(a, b model.Route) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return m
+}

@@ -1,0 +1,347 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xdsserver
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	cachetypes "github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	sotwv3 "github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/aether-mesh/aether-operator/internal/xds"
+)
+
+// kind is one resource type xds.Resources carries.
+type kind struct {
+	typ   cachetypes.ResponseType
+	url   string
+	short string // the metrics' and logs' name for it
+}
+
+// kinds are the types Publish serves, in ADS order (clusters before their endpoints, listeners
+// before their routes). Secrets come later, by SDS over the same stream.
+var kinds = [...]kind{
+	{cachetypes.Cluster, resourcev3.ClusterType, "cluster"},
+	{cachetypes.Endpoint, resourcev3.EndpointType, "endpoint"},
+	{cachetypes.Listener, resourcev3.ListenerType, "listener"},
+	{cachetypes.Route, resourcev3.RouteType, "route"},
+}
+
+// otherType is the short name of any type outside kinds (a secret, a client's typo).
+const otherType = "other"
+
+// shortType is typeURL's short name.
+func shortType(typeURL string) string {
+	for _, k := range kinds {
+		if k.url == typeURL {
+			return k.short
+		}
+	}
+	if typeURL == resourcev3.SecretType {
+		return "secret"
+	}
+	return otherType
+}
+
+// Options configure a Server.
+type Options struct {
+	// Listener is where the server serves (Listen).
+	Listener net.Listener
+	// Log receives the server's lines: connections, NACKs, refused snapshots.
+	Log logr.Logger
+}
+
+// Server serves each node's latest published snapshot over ADS.
+type Server struct {
+	listener net.Listener
+	log      logr.Logger
+	cache    cachev3.SnapshotCache
+	streams  *streams
+
+	mu sync.Mutex
+	// served is, per node ID, what the node's snapshot holds: each type's version and names.
+	served map[string]served
+}
+
+// served is a published snapshot's versions and resource names, per kind (kinds' order).
+type served struct {
+	versions [len(kinds)]string
+	names    [len(kinds)][]string
+}
+
+// New returns a server for o.Listener; it serves once started (Start).
+func New(o Options) *Server {
+	s := &Server{
+		listener: o.Listener,
+		log:      o.Log,
+		// ADS mode: responses go out in the order clusters, endpoints, listeners, routes.
+		cache:  cachev3.NewSnapshotCache(true, cachev3.IDHash{}, controlPlaneLogger(o.Log)),
+		served: map[string]served{},
+	}
+	s.streams = newStreams(s)
+	return s
+}
+
+// Address is where the server listens, as ParseAddress spells it.
+func (s *Server) Address() string {
+	a := s.listener.Addr()
+	if a.Network() == networkUnix {
+		return "unix://" + a.String()
+	}
+	return a.Network() + "://" + a.String()
+}
+
+// Start serves ADS (state of the world and delta) until ctx ends. It is a manager Runnable.
+func (s *Server) Start(ctx context.Context) error {
+	xdsServer := serverv3.NewServer(ctx, s.cache, s.streams, sotwv3.WithOrderedADS(), sotwv3.WithLogger(controlPlaneLogger(s.log)))
+	g := grpc.NewServer(
+		// Envoy holds one stream open per connection for as long as it runs; keepalives find a
+		// peer that vanished (the values are go-control-plane's example server's).
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 5 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 30 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxConcurrentStreams(1000),
+	)
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, xdsServer)
+
+	s.log.Info("Serving xDS (ADS: state of the world and delta)", "address", s.Address())
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(s.listener) }()
+	select {
+	case <-ctx.Done():
+		// Stop, not GracefulStop: an ADS stream lasts as long as its Envoy, so a graceful stop
+		// would wait for every Envoy to go away.
+		g.Stop()
+		if err := <-served; err != nil { // nil after Stop, unless serving had failed
+			return fmt.Errorf("serving xDS on %s: %w", s.Address(), err)
+		}
+		return nil
+	case err := <-served:
+		return fmt.Errorf("serving xDS on %s: %w", s.Address(), err)
+	}
+}
+
+// NeedLeaderElection is false: every node's agent serves its own node's Envoy.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Publish makes res the configuration of node nodeID, if it differs from the one served: each
+// resource type is versioned by a hash of its content, so only the types that changed are sent
+// (an endpoint-only change is an EDS push and nothing else). It reports whether it published.
+//
+// A snapshot that names a resource twice, or is not Consistent() (a cluster's EDS name without
+// its load assignment, a listener's RDS name without its route configuration, or one too many),
+// is refused with an error, logged and counted: the previous snapshot stays in service.
+func (s *Server) Publish(nodeID string, res xds.Resources) (bool, error) {
+	snap, next, err := newSnapshot(res)
+	if err != nil {
+		snapshots.WithLabelValues(ResultInvalid).Inc()
+		s.log.Error(err, "Refusing an invalid xDS snapshot; the previous one stays in service", "node", nodeID)
+		return false, err
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, had := s.served[nodeID]
+	if had && prev.versions == next.versions {
+		snapshots.WithLabelValues(ResultUnchanged).Inc()
+		return false, nil
+	}
+	if err := snap.Consistent(); err != nil {
+		snapshots.WithLabelValues(ResultInconsistent).Inc()
+		err = fmt.Errorf("the xDS snapshot for node %q is inconsistent (%w): %s", nodeID, err, danglingReferences(snap))
+		s.log.Error(err, "Refusing an inconsistent xDS snapshot; the previous one stays in service", "node", nodeID)
+		return false, err
+	}
+	if err := s.cache.SetSnapshot(context.Background(), nodeID, snap); err != nil {
+		return false, fmt.Errorf("setting the xDS snapshot for node %q: %w", nodeID, err)
+	}
+	s.served[nodeID] = next
+	snapshots.WithLabelValues(ResultPublished).Inc()
+	s.log.V(1).Info("Published an xDS snapshot", "node", nodeID, "changed", changedKinds(prev, next, had), "versions", next.versions)
+	return true, nil
+}
+
+// Versions are the versions of nodeID's served snapshot, by type URL; nil before its first
+// publish.
+func (s *Server) Versions(nodeID string) map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sv, ok := s.served[nodeID]
+	if !ok {
+		return nil
+	}
+	out := make(map[string]string, len(kinds))
+	for i, k := range kinds {
+		out[k.url] = sv.versions[i]
+	}
+	return out
+}
+
+// servedNames are the names of nodeID's typeURL resources, if version is what it serves.
+func (s *Server) servedNames(nodeID, typeURL, version string) ([]string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sv, ok := s.served[nodeID]
+	for i, k := range kinds {
+		if ok && k.url == typeURL && sv.versions[i] == version {
+			return sv.names[i], true
+		}
+	}
+	return nil, false
+}
+
+// changedKinds names the kinds whose version differs between prev and next.
+func changedKinds(prev, next served, had bool) []string {
+	var out []string
+	for i, k := range kinds {
+		if !had || prev.versions[i] != next.versions[i] {
+			out = append(out, k.short)
+		}
+	}
+	return out
+}
+
+// danglingReferences says what makes snap inconsistent, by name: the load assignments and route
+// configurations that are named but missing, and those served but named by nothing.
+func danglingReferences(snap *cachev3.Snapshot) string {
+	refs := cachev3.GetAllResourceReferences(snap.Resources)
+	var parts []string
+	for _, k := range []struct {
+		kind    kind
+		namedBy string
+	}{{kinds[1], "cluster"}, {kinds[3], "listener"}} {
+		served := snap.GetResources(k.kind.url)
+		var missing, unnamed []string
+		for name := range refs[k.kind.url] {
+			if _, ok := served[name]; !ok {
+				missing = append(missing, name)
+			}
+		}
+		for name := range served {
+			if !refs[k.kind.url][name] {
+				unnamed = append(unnamed, name)
+			}
+		}
+		slices.Sort(missing)
+		slices.Sort(unnamed)
+		if len(missing) > 0 {
+			parts = append(parts, fmt.Sprintf("%ss name %s resources that are missing: %q", k.namedBy, k.kind.short, missing))
+		}
+		if len(unnamed) > 0 {
+			parts = append(parts, fmt.Sprintf("%s resources that no %s names: %q", k.kind.short, k.namedBy, unnamed))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// newSnapshot builds res's snapshot, each type at the version its content hashes to.
+func newSnapshot(res xds.Resources) (*cachev3.Snapshot, served, error) {
+	groups := [len(kinds)][]cachetypes.Resource{
+		resources(res.Clusters), resources(res.Endpoints), resources(res.Listeners), resources(res.Routes),
+	}
+	snap := &cachev3.Snapshot{}
+	var sv served
+	for i, k := range kinds {
+		names, err := uniqueNames(k, groups[i])
+		if err != nil {
+			return nil, served{}, err
+		}
+		version, err := contentVersion(groups[i])
+		if err != nil {
+			return nil, served{}, fmt.Errorf("hashing the %s resources: %w", k.short, err)
+		}
+		snap.Resources[k.typ] = cachev3.NewResources(version, groups[i])
+		sv.versions[i], sv.names[i] = version, names
+	}
+	return snap, sv, nil
+}
+
+// resources are items as the cache takes them.
+func resources[T cachetypes.Resource](items []T) []cachetypes.Resource {
+	out := make([]cachetypes.Resource, len(items))
+	for i, r := range items {
+		out[i] = r
+	}
+	return out
+}
+
+// uniqueNames are the items' names, sorted; an item without a name, or a name given twice, is an
+// error (the cache indexes by name and would keep one of the two silently).
+func uniqueNames(k kind, items []cachetypes.Resource) ([]string, error) {
+	names := make([]string, len(items))
+	for i, r := range items {
+		if names[i] = cachev3.GetResourceName(r); names[i] == "" {
+			return nil, fmt.Errorf("%s resource %d has no name", k.short, i)
+		}
+	}
+	slices.Sort(names)
+	for i := 1; i < len(names); i++ {
+		if names[i] == names[i-1] {
+			return nil, fmt.Errorf("two %s resources are named %q: every name once", k.short, names[i])
+		}
+	}
+	return names, nil
+}
+
+// contentVersion is a hash of the items' names and deterministic encodings, in name order: equal
+// contents give equal versions, whatever the order of the list, across agent restarts too.
+func contentVersion(items []cachetypes.Resource) (string, error) {
+	sorted := slices.Clone(items)
+	slices.SortFunc(sorted, func(a, b cachetypes.Resource) int {
+		return cmp.Compare(cachev3.GetResourceName(a), cachev3.GetResourceName(b))
+	})
+	h := sha256.New()
+	marshal := proto.MarshalOptions{Deterministic: true}
+	for _, r := range sorted {
+		b, err := marshal.Marshal(r)
+		if err != nil {
+			return "", err
+		}
+		// Length-prefixed, so no two lists hash the same bytes.
+		for _, part := range [][]byte{[]byte(cachev3.GetResourceName(r)), b} {
+			_ = binary.Write(h, binary.BigEndian, uint64(len(part)))
+			h.Write(part)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8]), nil
+}
+
+// controlPlaneLogger sends go-control-plane's lines to l: its warnings (an ADS request that
+// names fewer resources than the snapshot holds, a stale nonce) are routine during a change, so
+// they are V(1); its errors are errors.
+func controlPlaneLogger(l logr.Logger) controlPlaneLog {
+	return controlPlaneLog{l.WithName("go-control-plane")}
+}
+
+type controlPlaneLog struct{ l logr.Logger }
+
+func (c controlPlaneLog) Debugf(format string, args ...any) {
+	c.l.V(2).Info(fmt.Sprintf(format, args...))
+}
+func (c controlPlaneLog) Infof(format string, args ...any) {
+	c.l.V(1).Info(fmt.Sprintf(format, args...))
+}
+func (c controlPlaneLog) Warnf(format string, args ...any) {
+	c.l.V(1).Info(fmt.Sprintf(format, args...))
+}
+func (c controlPlaneLog) Errorf(format string, args ...any) {
+	c.l.Error(fmt.Errorf(format, args...), "go-control-plane")
+}

@@ -1,0 +1,180 @@
+//go:build e2e
+
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/aether-mesh/aether-operator/internal/cni"
+)
+
+// The CNI plugin on the real node: the agent's DaemonSet installed it (hack/cluster/up.sh writes
+// only the node's primary conflist; deploy.sh points the DaemonSet's CNI hostPaths at the node's
+// CNI dirs under the cluster's state), the kubelet's sandboxes go through it, and the agent
+// records each meshed pod's network namespace. This test runs on the node (in its network
+// namespace, on the host's file system), so it reads the node's files as the runtime does.
+var _ = Describe("the CNI plugin on a real node", Ordered, func() {
+	const ns = "cni"
+	ctx := context.Background()
+	state := os.Getenv("AETHER_CLUSTER_DIR")
+	if state == "" {
+		state = "/tmp/aether-cluster"
+	}
+	conflist := filepath.Join(state, "cni", "net.d", "10-aether.conflist")
+	plugin := filepath.Join(state, "cni", "bin", cni.PluginType)
+	registry := filepath.Join(cni.DefaultRunDir, "netns.json")
+	var meshed, plain *corev1.Pod
+
+	BeforeAll(func() {
+		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
+		}, 2*time.Minute, time.Second).Should(BeTrue())
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	})
+
+	It("is installed by the agent's DaemonSet: chained last into the node's conflist, its binary in the CNI bin dir", func() {
+		var list struct {
+			CNIVersion string            `json:"cniVersion"`
+			Plugins    []json.RawMessage `json:"plugins"`
+		}
+		Eventually(func(g Gomega) {
+			data, err := os.ReadFile(conflist)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(json.Unmarshal(data, &list)).To(Succeed())
+			g.Expect(len(list.Plugins)).To(BeNumerically(">", 1))
+		}, time.Minute, time.Second).Should(Succeed())
+		var types []string
+		for _, p := range list.Plugins {
+			var head struct {
+				Type string `json:"type"`
+			}
+			Expect(json.Unmarshal(p, &head)).To(Succeed())
+			types = append(types, head.Type)
+		}
+		// up.sh's plugins, in their order, and ours last, once.
+		Expect(types).To(Equal([]string{"bridge", "portmap", "loopback", cni.PluginType}))
+		var entry cni.Entry
+		Expect(json.Unmarshal(list.Plugins[len(list.Plugins)-1], &entry)).To(Succeed())
+		Expect(entry.AgentSocket).To(Equal(cni.DefaultSocket))
+		Expect(entry.Kubeconfig).To(Equal(cni.DefaultKubeconfig))
+		Expect(entry.IgnoredNamespaces).To(ContainElements("kube-system", "aether-operator-system"))
+
+		info, err := os.Stat(plugin)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(info.Mode().Perm() & 0o111).NotTo(BeZero())
+		about := exec.Command(plugin)
+		about.Env = []string{} // no CNI_COMMAND: it says what it is
+		out, err := about.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(out)).To(ContainSubstring("CNI protocol versions supported: 0.1.0, 0.2.0, 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0"))
+		kubeconfig, err := os.Stat(cni.DefaultKubeconfig)
+		Expect(err).NotTo(HaveOccurred(), "the agent keeps the plugin's kubeconfig for when it is unreachable")
+		Expect(kubeconfig.Mode().Perm()).To(Equal(os.FileMode(0o600)))
+	})
+
+	It("hands a managed pod started by the kubelet to the agent, which records its network namespace; an unmanaged one passes", func() {
+		before := cniRequests("ADD", "managed")
+		pod := func(name string, labels map[string]string) *corev1.Pod {
+			return &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
+					Annotations: map[string]string{"endpoint.aether.io/ports": "8080"}},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64(1)), Containers: []corev1.Container{{
+					Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever, Args: []string{"-http", "8080"}}}},
+			}
+		}
+		meshed = pod("meshed", map[string]string{"aether.io/managed": "true"})
+		plain = pod("plain", nil)
+		for _, p := range []*corev1.Pod{meshed, plain} {
+			Expect(k8s.Create(ctx, p)).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			for _, p := range []*corev1.Pod{meshed, plain} {
+				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+			}
+		}, 2*time.Minute, time.Second).Should(Succeed())
+
+		// The agent's registry on the host: the meshed pod's namespace, pinned by containerd.
+		recorded := readRegistry(registry)
+		Expect(recorded).To(HaveKey(meshed.UID), "the meshed pod's network namespace was not handed over")
+		Expect(recorded[meshed.UID].NetNS).To(MatchRegexp(`^/var/run/netns/cni-[0-9a-f-]{36}$`))
+		Expect(recorded[meshed.UID].ContainerID).NotTo(BeEmpty())
+		Expect(recorded[meshed.UID].NetNS).To(BeAnExistingFile())
+		Expect(recorded).NotTo(HaveKey(plain.UID), "an unmanaged pod was handed over")
+		Expect(cniRequests("ADD", "managed")).To(BeNumerically(">", before))
+	})
+
+	It("forgets the pod's network namespace when the kubelet deletes its sandbox", func() {
+		Expect(k8s.Delete(ctx, meshed)).To(Succeed())
+		Eventually(func() map[types.UID]registryEntry { return readRegistry(registry) }, time.Minute, time.Second).
+			ShouldNot(HaveKey(meshed.UID))
+		Expect(k8s.Delete(ctx, plain)).To(Succeed())
+	})
+})
+
+// registryEntry is one pod of the agent's netns registry (internal/agent's state file).
+type registryEntry struct {
+	NetNS       string `json:"netns"`
+	ContainerID string `json:"containerID"`
+}
+
+func readRegistry(path string) map[types.UID]registryEntry {
+	GinkgoHelper()
+	data, err := os.ReadFile(path)
+	Expect(err).NotTo(HaveOccurred())
+	var state struct {
+		Pods map[types.UID]registryEntry `json:"pods"`
+	}
+	Expect(json.Unmarshal(data, &state)).To(Succeed())
+	return state.Pods
+}
+
+// cniRequests reads the agent's aether_agent_cni_requests_total{command, result} from its metrics
+// endpoint (host network, port 19090 on the node).
+func cniRequests(command, result string) float64 {
+	GinkgoHelper()
+	node := &corev1.Node{}
+	Expect(k8s.Get(context.Background(), client.ObjectKey{Name: "node-a"}, node)).To(Succeed())
+	var ip string
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			ip = a.Address
+		}
+	}
+	var value float64
+	Eventually(func(g Gomega) {
+		resp, err := http.Get(fmt.Sprintf("http://%s:19090/metrics", ip))
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		series := regexp.MustCompile(fmt.Sprintf(`(?m)^aether_agent_cni_requests_total\{command="%s",result="%s"\} (\S+)$`, command, result)).FindSubmatch(body)
+		g.Expect(series).NotTo(BeNil(), "no series %s/%s in the agent's metrics", command, result)
+		value, err = strconv.ParseFloat(strings.TrimSpace(string(series[1])), 64)
+		g.Expect(err).NotTo(HaveOccurred())
+	}, 30*time.Second, time.Second).Should(Succeed())
+	return value
+}
