@@ -19,6 +19,12 @@ import (
 // to config/rbac's manager-role: the audit log tells its requests from everyone else's.
 const managerUser = "aether-manager"
 
+// agentProcessUser is the user the agent binary's kubeconfig holds (a client certificate of its
+// own, in system:masters only to impersonate): it speaks as the node agent of its node
+// (testenv.AgentUser with the node's claim, under the agent's role and the node-authority
+// policy), and the audit log, which matches the authenticated user, logs its every request.
+const agentProcessUser = "aether-bench-agent"
+
 // auditPolicy logs, at Metadata level (who, verb, resource, response code; no bodies), every
 // request of the manager, and every write to the mesh's objects and Services by anyone: the
 // manager's requests are counted, and nobody else's writes to what it owns go unseen.
@@ -27,7 +33,7 @@ kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Metadata
-  users: ["` + managerUser + `"]
+  users: ["` + managerUser + `", "` + agentProcessUser + `"]
 - level: Metadata
   verbs: [create, update, patch, delete, deletecollection]
   resources:
@@ -55,10 +61,12 @@ type auditEvent struct {
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 }
 
-// Who made a request, when it is one of the two writers the benchmark tells apart.
+// Who made a request, when it is one of the writers the benchmark tells apart: the manager, the
+// benchmark's agent writers, and the one real agent process.
 const (
-	byManager = "manager"
-	byAgent   = "agent"
+	byManager      = "manager"
+	byAgent        = "agent"
+	byAgentProcess = "agent-process"
 )
 
 // request is one finished API request.
@@ -107,6 +115,8 @@ func requestOf(ev auditEvent) (request, bool) {
 	switch {
 	case ev.User.Username == managerUser:
 		q.who = byManager
+	case ev.User.Username == agentProcessUser:
+		q.who = byAgentProcess
 	case ev.ImpersonatedUser != nil && ev.ImpersonatedUser.Username == testenv.AgentUser:
 		q.who = byAgent
 	case ev.ImpersonatedUser != nil:
@@ -170,12 +180,12 @@ func readsOf(reqs []request, who string) tally {
 }
 
 // othersWrites counts the writes to the mesh's objects and Services by anyone but the manager
-// and the agents (the benchmark's own pods aside, which the policy does not log), by user: none
+// and the agents, the agent process included (the benchmark's own pods aside, which the policy does not log), by user: none
 // is expected while the manager converges.
 func othersWrites(reqs []request) tally {
 	out := tally{}
 	for _, q := range reqs {
-		if q.write() && q.who != byManager && q.who != byAgent {
+		if q.write() && q.who != byManager && q.who != byAgent && q.who != byAgentProcess {
 			out[q.who+" "+q.verb+" "+q.resource]++
 		}
 	}

@@ -29,9 +29,17 @@
 // It prints a markdown table and writes bin/bench/convergence.json, one object per size (keys:
 // see result), plus each size's CPU and heap profiles of the manager during convergence
 // (bin/bench/<size>/cpu.pprof, heap.pprof, and their `go tool pprof -top` as *.top.txt), the
-// manager's logs and the manager binary the profiles belong to (bin/bench/manager). The agent's
-// own figures (memory and requests at scale) come from internal/agent's benchmark: the JSON
-// keeps a null "agent" object and the table a row for them.
+// manager's logs and the manager binary the profiles belong to (bin/bench/manager).
+//
+//   - agent (the run's last size only; BENCH_AGENT_REST=0 skips it): after the churn, 110
+//     managed pods are created on a node of their own (each answering its HTTP health probe on
+//     loopback) and one real agent (go build ./cmd/agent, as the node agent of that node, xDS
+//     serving on a unix socket so its cluster-wide view and xDS builds run, no CNI hand-over so
+//     no capture) registers them; once its view holds every object and its pods are Healthy,
+//     and the manager is idle again, a rest window of BENCH_AGENT_REST (default 60s) measures
+//     its CPU, its VmRSS and VmHWM at the end, and its API requests by verb (audit log: it
+//     speaks through a user of its own) — writes at rest: target 0. Its log is
+//     bin/bench/<size>/agent.log.
 //
 // Tuning under test, from the environment: BENCH_WORKERS, BENCH_QPS, BENCH_BURST, BENCH_WINDOW
 // (the manager's --max-concurrent-reconciles, --kube-api-qps, --kube-api-burst, --batch-window;
@@ -68,6 +76,7 @@ type config struct {
 	burst       int
 	window      time.Duration
 	managerArgs []string
+	agentRest   time.Duration
 	out         string
 }
 
@@ -94,7 +103,7 @@ func main() {
 
 func configFromEnv() (config, error) {
 	cfg := config{writers: 16, workers: controller.DefaultMaxConcurrentReconciles, qps: controller.DefaultKubeAPIQPS,
-		burst: controller.DefaultKubeAPIBurst, window: controller.DefaultBatchWindow, out: filepath.Join(testenv.RepoRoot(), "bin", "bench")}
+		burst: controller.DefaultKubeAPIBurst, window: controller.DefaultBatchWindow, agentRest: time.Minute, out: filepath.Join(testenv.RepoRoot(), "bin", "bench")}
 	sizes, err := parseSizes(envOr("BENCH_SIZES", "100x10,1000x10"))
 	if err != nil {
 		return cfg, err
@@ -109,6 +118,7 @@ func configFromEnv() (config, error) {
 		{"BENCH_QPS", func(v string) (err error) { cfg.qps, err = strconv.ParseFloat(v, 64); return }},
 		{"BENCH_BURST", func(v string) (err error) { cfg.burst, err = strconv.Atoi(v); return }},
 		{"BENCH_WINDOW", func(v string) (err error) { cfg.window, err = time.ParseDuration(v); return }},
+		{"BENCH_AGENT_REST", func(v string) (err error) { cfg.agentRest, err = time.ParseDuration(v); return }},
 	} {
 		if v := os.Getenv(knob.name); v != "" {
 			if err := knob.set(v); err != nil {
@@ -155,10 +165,12 @@ func benchmark(ctx context.Context, cfg config) error {
 		return err
 	}
 	bin := filepath.Join(cfg.out, "manager")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/manager")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building cmd/manager: %w\n%s", err, out)
+	for _, cmd := range []string{"manager", "agent"} {
+		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(cfg.out, cmd), "./cmd/"+cmd)
+		build.Dir = testenv.RepoRoot()
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("building cmd/%s: %w\n%s", cmd, err, out)
+		}
 	}
 	var results []result
 	for _, sz := range cfg.sizes {

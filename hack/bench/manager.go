@@ -107,8 +107,12 @@ func (m *manager) stop() {
 }
 
 // scrape reads the manager's metrics: each series (name and labels as written) to its value.
-func (m *manager) scrape(ctx context.Context) (map[string]float64, error) {
-	body, err := get(ctx, m.metrics)
+func (m *manager) scrape(ctx context.Context) (map[string]float64, error) { return scrape(ctx, m.metrics) }
+
+// scrape reads a Prometheus text endpoint (the manager's, the agent's): each series (name and
+// labels as written) to its value.
+func scrape(ctx context.Context, url string) (map[string]float64, error) {
+	body, err := get(ctx, url)
 	if err != nil {
 		return nil, err
 	}
@@ -197,8 +201,14 @@ func (m *manager) races(ctx context.Context) (tally, error) {
 }
 
 // cpuSeconds is the manager's user and system CPU time so far.
-func (m *manager) cpuSeconds() (float64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid))
+func (m *manager) cpuSeconds() (float64, error) { return cpuSeconds(m.cmd.Process.Pid) }
+
+// peakRSSMiB is the manager's peak resident memory so far (VmHWM).
+func (m *manager) peakRSSMiB() (float64, error) { return memoryMiB(m.cmd.Process.Pid, "VmHWM") }
+
+// cpuSeconds is process pid's user and system CPU time so far (utime + stime of /proc/<pid>/stat).
+func cpuSeconds(pid int) (float64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}
@@ -207,25 +217,26 @@ func (m *manager) cpuSeconds() (float64, error) {
 	utime, err1 := strconv.ParseFloat(fields[11], 64)
 	stime, err2 := strconv.ParseFloat(fields[12], 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("reading /proc/%d/stat: %q", m.cmd.Process.Pid, raw)
+		return 0, fmt.Errorf("reading /proc/%d/stat: %q", pid, raw)
 	}
 	const clockTicks = 100 // USER_HZ, 100 on every Linux the benchmark runs on
 	return (utime + stime) / clockTicks, nil
 }
 
-// peakRSSMiB is the manager's peak resident memory so far (VmHWM).
-func (m *manager) peakRSSMiB() (float64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
+// memoryMiB reads one memory line of /proc/<pid>/status (VmRSS: resident now; VmHWM: the most
+// it was resident), in MiB.
+func memoryMiB(pid int, key string) (float64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.Lines(string(raw)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, key+":"); ok {
 			kib, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			return kib / 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", m.cmd.Process.Pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", key, pid)
 }
 
 // reconcileErrors counts the "Reconciler error" lines of the manager's log.

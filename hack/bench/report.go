@@ -78,8 +78,8 @@ type result struct {
 	ChurnS                float64 `json:"churn_s"`
 	ChurnManagerWrites    int     `json:"churn_manager_writes"`
 	ChurnWritesBy         tally   `json:"churn_writes_by"`
-	// Agent is one agent's memory, CPU and requests at scale: measured by internal/agent's
-	// benchmark, not by this program; null until wired in.
+	// Agent is one real agent's memory, CPU and requests (measured at the run's last size only;
+	// null at the others and with BENCH_AGENT_REST=0).
 	Agent *agentFigures `json:"agent"`
 	// Settings are what this run used.
 	Settings settings `json:"settings"`
@@ -87,14 +87,32 @@ type result struct {
 	WallS float64 `json:"wall_s"`
 }
 
-// agentFigures is the place of the agent's row (issue 15, Deliver 1, "agent").
+// agentFigures is one real agent's row (issue 15, Deliver 1, "agent"): the agent binary on a
+// node of agentNodePods pods, after the size converged (the cluster holding ClusterEndpoints).
 type agentFigures struct {
-	ClusterEndpoints   int     `json:"cluster_endpoints"`
-	NodePods           int     `json:"node_pods"`
-	RSSMiB             float64 `json:"rss_mib"`
-	CPUS               float64 `json:"cpu_s"`
+	ClusterEndpoints int `json:"cluster_endpoints"`
+	NodePods         int `json:"node_pods"`
+	// RSSMiB is its VmRSS at the end of the rest window (target < 150 MiB at 10 000 cluster
+	// endpoints); PeakRSSMiB its VmHWM, the initial lists' decoding included.
+	RSSMiB     float64 `json:"rss_mib"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// SyncS is from its start until its view held every MeshService and MeshEndpoint and its
+	// node's endpoints were all registered and Healthy; SyncCPUS its CPU time until then.
+	SyncS        float64 `json:"sync_s"`
+	SyncCPUS     float64 `json:"sync_cpu_s"`
+	SyncWritesBy tally   `json:"sync_writes_by"`
+	SyncReadsBy  tally   `json:"sync_reads_by"`
+	// RestS is the rest window (BENCH_AGENT_REST), the manager idle and nothing changing;
+	// RestCPUS the agent's CPU time in it (its health probes of its pods included).
+	RestS    float64 `json:"rest_s"`
+	RestCPUS float64 `json:"rest_cpu_s"`
+	// RequestsPerMin and WritesPerMinAtRest are its API requests per minute in the rest window
+	// (from the audit log, by its user); RestWrites (target 0) and the breakdowns by verb.
 	RequestsPerMin     float64 `json:"requests_per_min"`
 	WritesPerMinAtRest float64 `json:"writes_per_min_at_rest"`
+	RestWrites         int     `json:"rest_writes"`
+	RestWritesBy       tally   `json:"rest_writes_by"`
+	RestReadsBy        tally   `json:"rest_reads_by"`
 }
 
 type settings struct {
@@ -147,11 +165,17 @@ func table(results []result) string {
 		return fmt.Sprintf("%d; %d, %d later", r.ManagerReconcileErrors, r.RacesConverging.total(), r.RacesLater.total())
 	})
 	row("writes by others to what the manager owns", "0", func(r result) string { return fmt.Sprint(r.OtherWrites.total()) })
-	row("agent: RSS at 10 000 cluster endpoints, writes/min at rest", "< 150 MiB, 0", func(r result) string {
+	row("agent (110 pods on its node): RSS (peak) at the cluster's endpoints; writes/min at rest", "< 150 MiB at 10 000; 0", func(r result) string {
 		if r.Agent == nil {
-			return "— (internal/agent benchmark)"
+			return "— (not measured at this size)"
 		}
-		return fmt.Sprintf("%.0f MiB, %.1f", r.Agent.RSSMiB, r.Agent.WritesPerMinAtRest)
+		return fmt.Sprintf("%.0f MiB (%.0f) at %d; %.1f", r.Agent.RSSMiB, r.Agent.PeakRSSMiB, r.Agent.ClusterEndpoints, r.Agent.WritesPerMinAtRest)
+	})
+	row("agent: sync (CPU); CPU at rest; requests/min at rest", "", func(r result) string {
+		if r.Agent == nil {
+			return "—"
+		}
+		return fmt.Sprintf("%.1f s (%.1f s); %.1f s in %.0f s; %.1f", r.Agent.SyncS, r.Agent.SyncCPUS, r.Agent.RestCPUS, r.Agent.RestS, r.Agent.RequestsPerMin)
 	})
 	b.WriteString("\n\nManager writes by verb, resource and answer:\n")
 	for _, r := range results {
@@ -160,9 +184,20 @@ func table(results []result) string {
 		if r.ResyncWrites > 0 {
 			fmt.Fprintf(&b, "- %s resync: %s\n", r.Size, r.ResyncWritesBy)
 		}
+		if r.Agent != nil {
+			fmt.Fprintf(&b, "- %s agent at rest: writes: %s; reads: %s\n", r.Size, orNone(r.Agent.RestWritesBy), orNone(r.Agent.RestReadsBy))
+			fmt.Fprintf(&b, "- %s agent's sync: writes: %s; reads: %s\n", r.Size, orNone(r.Agent.SyncWritesBy), orNone(r.Agent.SyncReadsBy))
+		}
 		if len(r.OtherWrites) > 0 {
 			fmt.Fprintf(&b, "- %s writes by others: %s\n", r.Size, r.OtherWrites)
 		}
 	}
 	return b.String()
+}
+
+func orNone(t tally) string {
+	if len(t) == 0 {
+		return "none"
+	}
+	return t.String()
 }

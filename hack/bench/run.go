@@ -143,6 +143,15 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 	if err != nil {
 		return res, err
 	}
+	var agentRan *agentRun
+	if r.agentEnabled() {
+		progress(sz, "agent: one agent process registers %d pods on its node, then rests %s", agentNodePods, cfg.agentRest)
+		a, err := r.measureAgent(ctx, mgr, scratch)
+		if err != nil {
+			return res, fmt.Errorf("agent: %w", err)
+		}
+		agentRan = &a
+	}
 	mgr.stop()
 	stopTracking()
 
@@ -165,6 +174,9 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 		churnConverged: churnAt, changed: changed,
 	})
 	res.RacesConverging, res.RacesLater = conv.races, laterRaces
+	if agentRan != nil {
+		res.Agent = agentRan.figures(reqs)
+	}
 	return res, nil
 }
 

@@ -47,6 +47,7 @@ type endpoint struct {
 	key    types.NamespacedName // the pod's, and its MeshEndpoint's
 	svc    string
 	writer int
+	node   string // the node its pod runs on, when not its writer's (the agent process's pods)
 	ip     string
 	pod    *corev1.Pod
 }
@@ -118,12 +119,16 @@ func (w *workload) byWriter(pick func(*endpoint) bool) [][]*endpoint {
 // podFor is the managed pod of ep as a kubelet would run it (not yet created): its
 // ServiceAccount is its service, its annotations declare the benchmark's ports.
 func podFor(ep *endpoint) *corev1.Pod {
+	node := nodeName(ep.writer)
+	if ep.node != "" {
+		node = ep.node
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ep.key.Namespace, Name: ep.key.Name,
 			Labels: map[string]string{registration.LabelManaged: registration.ManagedValue},
 			Annotations: map[string]string{portspec.AnnotationPort: fmt.Sprint(ports[0].Number),
 				portspec.AnnotationPorts: portspec.FormatPortsAnnotation(ports)}},
-		Spec: corev1.PodSpec{NodeName: nodeName(ep.writer), ServiceAccountName: ep.svc,
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: ep.svc,
 			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
 	}
 }
