@@ -107,7 +107,9 @@ func (m *manager) stop() {
 }
 
 // scrape reads the manager's metrics: each series (name and labels as written) to its value.
-func (m *manager) scrape(ctx context.Context) (map[string]float64, error) { return scrape(ctx, m.metrics) }
+func (m *manager) scrape(ctx context.Context) (map[string]float64, error) {
+	return scrape(ctx, m.metrics)
+}
 
 // scrape reads a Prometheus text endpoint (the manager's, the agent's): each series (name and
 // labels as written) to its value.
