@@ -79,8 +79,13 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 60s) each.
 	go test ./internal/meshservice -run '^$$' -fuzz FuzzTranslate -fuzztime $(or $(FUZZTIME),60s)
 
 .PHONY: bench
-bench: ## Run the benchmarks (medians over -count runs; compare with benchstat). internal/agent's start an API server of their own and fill it with 1 000 MeshServices × 10 MeshEndpoints first (minutes).
+bench: ## Run the benchmarks (medians over -count runs; compare with benchstat), then bench-convergence. internal/agent's start an API server of their own and fill it with 1 000 MeshServices × 10 MeshEndpoints first (minutes).
 	go test ./internal/... -run '^$$' -bench . -benchmem -count $(or $(COUNT),6) -timeout 60m
+	$(MAKE) --no-print-directory bench-convergence
+
+.PHONY: bench-convergence
+bench-convergence: binaries ## The manager binary against the real API server: floor, convergence, resync, churn (BENCH_SIZES, default 100x10,1000x10); table on stdout, bin/bench/convergence.json and pprof profiles.
+	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go run ./hack/bench
 
 ##@ Build
 

@@ -18,8 +18,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -46,6 +48,8 @@ func main() {
 	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server listens on (all addresses when empty).")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
+	var knobs tuning
+	knobs.bindFlags(flag.CommandLine)
 	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -56,6 +60,11 @@ func main() {
 	if errs := validation.IsDNS1123Subdomain(meshDomain); len(errs) > 0 {
 		fmt.Fprintf(os.Stderr, "manager: --mesh-domain=%q is not a DNS domain (%s); it names services (<svc>.<ns>.<domain>) and is the SPIFFE trust domain, for example aether.internal\n",
 			meshDomain, strings.Join(errs, "; "))
+		os.Exit(2)
+	}
+
+	if err := knobs.check(); err != nil {
+		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
 		os.Exit(2)
 	}
 
@@ -77,9 +86,17 @@ func main() {
 	if secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	knobs.apply(cfg)
+	// The time each request waits on the client's limiter, and each request's latency: what an
+	// operator tuning --kube-api-qps and --max-concurrent-reconciles reads.
+	ctrlmetrics.RegisterRESTClientMetrics(ctrlmetrics.MetricRateLimiterLatency, ctrlmetrics.MetricRequestLatency)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         controller.CacheOptions(), // pods: managed ones only, trimmed for endpoint verification
+		Controller:                    config.Controller{MaxConcurrentReconciles: knobs.workers},
+		PprofBindAddress:              knobs.pprofAddr,
+		Cache:                         controller.CacheOptions(),  // pods: managed ones only, trimmed for endpoint verification
+		Client:                        controller.ClientOptions(), // reads see the manager's own earlier writes
 		Metrics:                       metricsOpts,
 		WebhookServer:                 crwebhook.NewServer(crwebhook.Options{Host: webhookHost, Port: webhookPort, CertDir: webhookCertDir, TLSOpts: []func(*tls.Config){http1Only}}),
 		HealthProbeBindAddress:        probeAddr,
@@ -92,10 +109,11 @@ func main() {
 		os.Exit(1)
 	}
 	if err := (&controller.MeshServiceReconciler{
-		Client:     mgr.GetClient(),
-		Recorder:   mgr.GetEventRecorder("aether-controller"),
-		MeshDomain: meshDomain,
-		Ignored:    ignored,
+		Client:      mgr.GetClient(),
+		Recorder:    mgr.GetEventRecorder("aether-controller"),
+		MeshDomain:  meshDomain,
+		Ignored:     ignored,
+		BatchWindow: knobs.batchWindow,
 	}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Failed to set up the MeshService controller")
 		os.Exit(1)
@@ -112,7 +130,8 @@ func main() {
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
-	log.Info("Starting manager", "meshDomain", meshDomain, "ignoredNamespaces", ignored.String())
+	log.Info("Starting manager", "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
+		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst, "batchWindow", knobs.batchWindow)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Manager stopped")
 		os.Exit(1)

@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,16 @@ type MeshServiceReconciler struct {
 	MeshDomain string
 	// Ignored are the namespaces the mesh never takes: no endpoint there is counted.
 	Ignored registration.IgnoredNamespaces
+	// BatchWindow holds a service's reconcile back until its inputs have been quiet that long
+	// (at most five windows after the first change), so that a burst of changes is reconciled and
+	// written once (see settling). 0 reconciles at once.
+	BatchWindow time.Duration
+
+	// controllerName replaces "meshservice" in logs and metrics, for a test that runs a second
+	// reconciler beside the package's.
+	controllerName string
+	// settling holds reconciles back while a service's inputs keep changing (BatchWindow).
+	settling *settling
 }
 
 // +kubebuilder:rbac:groups=mesh.aether.io,resources=meshservices,verbs=get;list;watch;create;update;patch;delete
@@ -65,15 +76,17 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 	})
+	r.settling = newSettling(r.BatchWindow)
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("meshservice").
-		For(&meshv1alpha1.MeshService{}).
-		Watches(&meshv1alpha1.MeshEndpoint{}, byServiceName).
+		Named(cmp.Or(r.controllerName, "meshservice")).
+		Watches(&meshv1alpha1.MeshService{}, batched(&handler.EnqueueRequestForObject{}, r.settling, nil)).
+		Watches(&meshv1alpha1.MeshEndpoint{}, batched(byServiceName, r.settling, newGeneration)).
 		// A Service of the same name matters whoever owns it (a user's one is a name conflict), and
 		// the ServiceAccount decides the owner reference and deletion.
-		Watches(&corev1.Service{}, byName).
-		Watches(&corev1.ServiceAccount{}, byName).
-		Watches(&corev1.Pod{}, r.podWatch()). // an endpoint counts only while its pod matches (verify.go)
+		Watches(&corev1.Service{}, batched(byName, r.settling, nil)).
+		Watches(&corev1.ServiceAccount{}, batched(byName, r.settling, nil)).
+		// An endpoint counts only while its pod matches (verify.go).
+		Watches(&corev1.Pod{}, batched(r.podWatch(), r.settling, addressedPod)).
 		Complete(r)
 }
 
@@ -82,6 +95,9 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // mid-reconcile (NotFound), a create the cache had not yet seen (AlreadyExists) — are requeued
 // quietly: they are not errors, and the next reconcile reads the newer state.
 func (r *MeshServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if wait := r.settling.wait(req); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil // its inputs are still changing (BatchWindow)
+	}
 	err := r.reconcile(ctx, req)
 	if race, ok := expectedRace(err); ok {
 		log.FromContext(ctx).V(1).Info("Requeueing after a race with another writer", "race", race, "detail", err.Error())
@@ -157,17 +173,7 @@ func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request)
 // server refuses (see refusal) is not dropped in silence: see statusRefused.
 func (r *MeshServiceReconciler) writeStatus(ctx context.Context, ms *meshv1alpha1.MeshService, desired meshv1alpha1.MeshServiceStatus) error {
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	desired.ObservedGeneration = ms.Generation
-	desired.Conditions = conditions.Merge(ms.Status.Conditions, desired.Conditions, ms.Generation, now)
-	for i := range desired.Ports {
-		var previous []metav1.Condition
-		for _, p := range ms.Status.Ports {
-			if p.Port == desired.Ports[i].Port {
-				previous = p.Conditions
-			}
-		}
-		desired.Ports[i].Conditions = conditions.Merge(previous, desired.Ports[i].Conditions, ms.Generation, now)
-	}
+	desired = StampStatus(ms.Status, desired, ms.Generation, now)
 	if equality.Semantic.DeepEqual(ms.Status, desired) {
 		return nil
 	}
@@ -182,6 +188,24 @@ func (r *MeshServiceReconciler) writeStatus(ctx context.Context, ms *meshv1alpha
 		return err // retried: a conflict or a transient failure
 	}
 	return r.statusRefused(ctx, ms, last, now, err)
+}
+
+// StampStatus is desired, a translated status, as written over current: observedGeneration set
+// and every condition (the service's and each port's) merged with current's, so that a condition
+// keeps its LastTransitionTime unless its status flips.
+func StampStatus(current, desired meshv1alpha1.MeshServiceStatus, generation int64, now metav1.Time) meshv1alpha1.MeshServiceStatus {
+	desired.ObservedGeneration = generation
+	desired.Conditions = conditions.Merge(current.Conditions, desired.Conditions, generation, now)
+	for i := range desired.Ports {
+		var previous []metav1.Condition
+		for _, p := range current.Ports {
+			if p.Port == desired.Ports[i].Port {
+				previous = p.Conditions
+			}
+		}
+		desired.Ports[i].Conditions = conditions.Merge(previous, desired.Ports[i].Conditions, generation, now)
+	}
+	return desired
 }
 
 // refusal reports whether err is the API server refusing the request itself: a 4xx answer that

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -38,9 +39,12 @@ func TestMain(m *testing.M) {
 
 // startManager runs the controllers under test against env until the package's tests end.
 func startManager(e *testenv.Env) (stop func(), err error) {
+	cacheOptions := CacheOptions() // the manager's own: managed pods only, trimmed
+	cacheOptions.DefaultFieldSelector = outsideIsolated()
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:                 e.Scheme,
-		Cache:                  CacheOptions(), // the manager's own: managed pods only, trimmed
+		Cache:                  cacheOptions,
+		Client:                 ClientOptions(), // the manager's own: reads see its earlier writes
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
@@ -59,6 +63,36 @@ func startManager(e *testenv.Env) (stop func(), err error) {
 		return nil, fmt.Errorf("route controllers: skipped %v: %w", skipped, err)
 	}
 	return testenv.StartManager(mgr)
+}
+
+// isolatedNamespaces are out of the package manager's sight (its cache's field selector): a test
+// there runs a reconciler of its own (called directly, or in a manager of its own) alone.
+var isolatedNamespaces = []string{"isolated-reads", "isolated-burst", "isolated-trickle"}
+
+// outsideIsolated selects every object outside isolatedNamespaces.
+func outsideIsolated() fields.Selector {
+	var outside []fields.Selector
+	for _, ns := range isolatedNamespaces {
+		outside = append(outside, fields.OneTermNotEqualSelector("metadata.namespace", ns))
+	}
+	return fields.AndSelectors(outside...)
+}
+
+// isolated creates isolated namespace ns (one of isolatedNamespaces) with ServiceAccount sa.
+func isolated(t *testing.T, ctx context.Context, ns, sa string) string {
+	t.Helper()
+	if !slices.Contains(isolatedNamespaces, ns) {
+		t.Fatalf("namespace %s is not one of the isolated ones %v", ns, isolatedNamespaces)
+	}
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}},
+	} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns
 }
 
 func testContext(t *testing.T) context.Context {

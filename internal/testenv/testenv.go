@@ -78,6 +78,10 @@ type Options struct {
 	// Webhooks installs config/webhook's configurations, pointed at a server this process runs
 	// (on WebhookHost:WebhookPort with the certificate in WebhookCertDir).
 	Webhooks bool
+	// APIServerFlags set kube-apiserver flags (name without the dashes → value), replacing
+	// envtest's default of the same name: a benchmark widens --service-cluster-ip-range (envtest's
+	// /24 holds ≈ 250 ClusterIPs) and turns the audit log on.
+	APIServerFlags map[string]string
 }
 
 // Start builds (or reuses) the binaries, starts etcd and kube-apiserver, and installs the CRDs.
@@ -104,6 +108,9 @@ func StartWith(opts Options) (*Env, error) {
 		},
 		Scheme: e.Scheme,
 	}
+	for name, value := range opts.APIServerFlags {
+		e.env.ControlPlane.GetAPIServer().Configure().Set(name, value)
+	}
 	if opts.Webhooks {
 		e.env.WebhookInstallOptions = envtest.WebhookInstallOptions{
 			Paths:                    []string{filepath.Join(root, "config", "webhook")},
@@ -129,15 +136,26 @@ func StartWith(opts Options) (*Env, error) {
 
 // writeKubeconfig writes a kubeconfig for a member of system:masters.
 func (e *Env) writeKubeconfig() (string, error) {
-	user, err := e.env.AddUser(envtest.User{Name: "aether-admin", Groups: []string{"system:masters"}}, nil)
+	return e.UserKubeconfig("aether-admin", "system:masters")
+}
+
+// UserKubeconfig provisions user name (a client certificate, in groups) and writes a kubeconfig
+// for it: a process run as its binary (the manager in hack/bench) then speaks as its own user,
+// whose requests the audit log and RBAC tell apart. The file goes with the control plane.
+func (e *Env) UserKubeconfig(name string, groups ...string) (string, error) {
+	user, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 	if err != nil {
-		return "", fmt.Errorf("adding the admin user: %w", err)
+		return "", fmt.Errorf("adding user %s: %w", name, err)
 	}
 	kubeconfig, err := user.KubeConfig()
 	if err != nil {
-		return "", fmt.Errorf("rendering the admin kubeconfig: %w", err)
+		return "", fmt.Errorf("rendering the kubeconfig of %s: %w", name, err)
 	}
-	path := filepath.Join(e.dir, "kubeconfig")
+	file := "kubeconfig"
+	if name != "aether-admin" {
+		file = "kubeconfig-" + name
+	}
+	path := filepath.Join(e.dir, file)
 	return path, os.WriteFile(path, kubeconfig, 0o600)
 }
 
