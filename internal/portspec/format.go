@@ -47,5 +47,8 @@ func (s Spec) Annotations() map[string]string {
 	if len(s.Upstreams) > 0 {
 		a[AnnotationUpstreams] = strings.Join(s.Upstreams, ",")
 	}
+	if s.Proxyless != "" {
+		a[AnnotationProxyless] = s.Proxyless
+	}
 	return a
 }

@@ -60,9 +60,11 @@ func NotManagedWarning(value string) string {
 
 // IsGrammarKey reports whether Parse reads the annotation key: every key under
 // endpoint.aether.io/ (an unknown one is an error) or metadata.endpoint.aether.io/, and
-// config.aether.io/upstreams. A change to any other annotation cannot change what Parse returns.
+// config.aether.io/upstreams and aether.io/proxyless. A change to any other annotation cannot
+// change what Parse returns.
 func IsGrammarKey(key string) bool {
-	return key == AnnotationUpstreams || strings.HasPrefix(key, endpointPrefix) || strings.HasPrefix(key, AnnotationMetadataPrefix)
+	return key == AnnotationUpstreams || key == AnnotationProxyless || strings.HasPrefix(key, endpointPrefix) ||
+		strings.HasPrefix(key, AnnotationMetadataPrefix)
 }
 
 // Defaults of the grammar.
@@ -89,7 +91,7 @@ const (
 	// typical "name.namespace" length.
 	MaxUpstreamsLength = 8192
 	// MaxShortValue caps the single-valued annotations (port, protocol, weight,
-	// health-check-mode), in bytes: their longest valid value is 6 bytes.
+	// health-check-mode, proxyless), in bytes: their longest valid value is 6 bytes.
 	MaxShortValue = 64
 )
 
@@ -104,6 +106,7 @@ var MaxLength = map[string]int{
 	AnnotationHealthPath:      MaxHealthPath,
 	AnnotationHealthCheckMode: MaxShortValue,
 	AnnotationUpstreams:       MaxUpstreamsLength,
+	AnnotationProxyless:       MaxShortValue,
 }
 
 // Reserved maps each port the mesh keeps for itself to why. A workload can declare none of them,
@@ -172,6 +175,9 @@ type Spec struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 	// Upstreams are the services the pod calls, sorted, each once; nil when none.
 	Upstreams []string `json:"upstreams,omitempty"`
+	// Proxyless is ProxylessGRPC when the pod's gRPC clients speak xDS (AnnotationProxyless);
+	// empty otherwise.
+	Proxyless string `json:"proxyless,omitempty"`
 }
 
 // Parse reads a pod's annotations. Annotations outside the grammar (IsGrammarKey) are ignored.
@@ -187,6 +193,7 @@ func Parse(annotations map[string]string) (Spec, error) {
 		HealthCheck: HealthCheck{Mode: p.healthCheckMode(), Path: p.healthPath()},
 		Metadata:    p.metadata(),
 		Upstreams:   p.upstreams(),
+		Proxyless:   p.proxyless(),
 	}
 	spec.PortSet = p.portSet()
 	p.unknownKeys()
