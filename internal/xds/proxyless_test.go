@@ -294,7 +294,7 @@ func TestProxylessGateControls(t *testing.T) {
 					l.FilterChains = nil
 				}
 			},
-			want:   "consistency: snapshot.Consistent()",
+			want: "consistency: snapshot.Consistent()",
 		},
 		"a STATIC cluster": {
 			mutate: func(res xds.Resources) {
