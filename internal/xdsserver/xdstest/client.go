@@ -80,7 +80,7 @@ func (s State) LoadAssignment(name string) *endpointv3.ClusterLoadAssignment {
 
 // Client is one ADS stream.
 type Client struct {
-	node   string
+	node   *corev3.Node
 	conn   *grpc.ClientConn
 	stream grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]
 	cancel context.CancelFunc
@@ -115,6 +115,11 @@ func Target(address string) string {
 // Dial opens an ADS stream to address (unix:///path or tcp://127.0.0.1:port) as node, subscribes
 // to every cluster and listener, and follows the stream until ctx ends or Close.
 func Dial(ctx context.Context, address, node string) (*Client, error) {
+	return DialNode(ctx, address, &corev3.Node{Id: node})
+}
+
+// DialNode is Dial as node, its ID and metadata (a proxyless client's announcement).
+func DialNode(ctx context.Context, address string, node *corev3.Node) (*Client, error) {
 	conn, err := grpc.NewClient(Target(address), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
@@ -193,7 +198,7 @@ func (c *Client) Await(ctx context.Context, check func(State) error) error {
 }
 
 func (c *Client) send(req *discoveryv3.DiscoveryRequest) error {
-	req.Node = &corev3.Node{Id: c.node}
+	req.Node = c.node
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	return c.stream.Send(req)
