@@ -74,6 +74,11 @@ type publisher struct {
 	// skipped are the notes of the last build's Resources.Skipped, each logged once when it
 	// appears. Only the rebuild loop touches it.
 	skipped map[string]bool
+	// unserved are, per proxyless client served nothing, why; proxylessSkipped the notes of the
+	// last proxyless builds. Each is logged once when it appears (proxyless.go). Only the rebuild
+	// loop touches them.
+	unserved         map[string]string
+	proxylessSkipped map[string]bool
 }
 
 // newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
@@ -85,9 +90,12 @@ func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *
 	if opts.NetNS == nil {
 		opts.NetNS = NewNetNS()
 	}
-	return &publisher{cache: c, client: cl, view: o.View, node: o.NodeName, ignored: o.IgnoredNamespaces, opts: opts,
+	p := &publisher{cache: c, client: cl, view: o.View, node: o.NodeName, ignored: o.IgnoredNamespaces, opts: opts,
 		log: log.WithName("xds"), kick: make(chan struct{}, 1), warned: map[types.UID]string{},
 		skipped: map[string]bool{}}
+	// A proxyless gRPC client connecting or going is a reason to rebuild (proxyless.go).
+	opts.Server.OnProxylessChange(p.poke)
+	return p
 }
 
 // NeedLeaderElection is false: every node's agent configures its own node's Envoy.
@@ -167,6 +175,8 @@ func (p *publisher) rebuild(ctx context.Context) {
 	m, err := p.mesh(ctx)
 	var res xds.Resources
 	if err == nil {
+		// Proxyless gRPC clients first: theirs does not wait on (or fail with) the node's Envoy's.
+		p.publishProxyless(ctx, m)
 		res, err = xds.Build(m)
 	}
 	if err != nil {

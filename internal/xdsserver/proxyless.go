@@ -61,12 +61,21 @@ func announcedProxyless(node *corev3.Node) (isProxyless, sni bool) {
 }
 
 // OnProxylessChange makes the server call f whenever a proxyless client connects (its first
-// stream) or goes (its last): f is called without the server's locks held, and must not block.
-// Set it before Start.
+// stream) or goes (its last), or changes what it announces: f is called without the server's
+// locks held, and must not block. Each call adds one more f.
 func (s *Server) OnProxylessChange(f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.onProxyless = f
+	s.onProxyless = append(s.onProxyless, f)
+}
+
+// proxylessChanged calls every OnProxylessChange function of fs.
+func proxylessChanged(fs []func()) func() {
+	return func() {
+		for _, f := range fs {
+			f()
+		}
+	}
 }
 
 // ProxylessNodes are the proxyless clients connected now, sorted by node ID.
@@ -102,7 +111,7 @@ func (s *Server) proxylessStreamOpened(id string, sni bool) (func(), bool) {
 	changed := c.streams == 1 || c.sni != sni
 	c.sni = sni
 	proxylessClients.Set(float64(len(s.proxyless)))
-	return s.onProxyless, changed
+	return proxylessChanged(s.onProxyless), changed
 }
 
 // proxylessStreamClosed forgets one stream of a proxyless client; with its last stream, the
@@ -121,7 +130,7 @@ func (s *Server) proxylessStreamClosed(id string) (func(), bool) {
 	delete(s.served, id)
 	s.proxylessCache.ClearSnapshot(id)
 	proxylessClients.Set(float64(len(s.proxyless)))
-	return s.onProxyless, true
+	return proxylessChanged(s.onProxyless), true
 }
 
 // notify calls f, if any.

@@ -91,7 +91,7 @@ type Server struct {
 	served map[string]served
 	// proxyless are the connected proxyless clients, by node ID; onProxyless is told of changes.
 	proxyless   map[string]*proxylessClient
-	onProxyless func()
+	onProxyless []func()
 }
 
 // served is a published snapshot's versions and resource names, per kind (kinds' order).

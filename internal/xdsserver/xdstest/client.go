@@ -51,6 +51,8 @@ type Response struct {
 	Names []string
 	// NACKed is true when the client rejected it.
 	NACKed bool
+	// Resources are what it carried, by name.
+	Resources map[string]proto.Message
 }
 
 // State is what the client holds: per type URL, the accepted version and resources, and every
@@ -239,7 +241,7 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 	reason, reject := c.nack[typeURL]
 	delete(c.nack, typeURL)
 	c.history = append(c.history, Response{TypeURL: typeURL, Version: resp.GetVersionInfo(), Nonce: resp.GetNonce(),
-		Names: slices.Sorted(maps.Keys(resources)), NACKed: reject})
+		Names: slices.Sorted(maps.Keys(resources)), NACKed: reject, Resources: resources})
 	ts.nonce = resp.GetNonce()
 	answer := &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResponseNonce: resp.GetNonce(), ResourceNames: ts.names}
 	if reject {
