@@ -25,6 +25,8 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -47,12 +49,22 @@ func main() {
 	netnsTemplate := flag.String("netns-path-template", "", "Until the CNI plugin hands each pod's network namespace over: a Go template of a pod's netns path over .Namespace, .Name and .UID, e.g. /var/run/netns/aether-{{.Namespace}}-{{.Name}}. Empty: a pod whose netns was not handed over gets no listeners.")
 	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
+	proxylessAddress := flag.String("proxyless-xds-address", "", "Where the agent serves proxyless gRPC clients (pods annotated "+portspec.AnnotationProxyless+": \""+portspec.ProxylessGRPC+"\", which mount its directory): a unix socket, its directory created 0755 and the socket 0666, serving proxyless node IDs only; "+proxyless.DefaultNodeAddress+" in config/agent. Empty: none. Needs --xds-address.")
+	socketDir := flag.String("prepare-socket-dir", "", "Prepare this directory for the agent's proxyless socket and exit (the DaemonSet's init container, as root): create it, give it to --socket-dir-owner, mode 0755.")
+	socketDirOwner := flag.String("socket-dir-owner", "65532:65532", "The <uid>:<gid> --prepare-socket-dir gives the directory to: the agent's user.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
 
+	if *socketDir != "" {
+		if err := prepareSocketDir(*socketDir, *socketDirOwner); err != nil {
+			fmt.Fprintf(os.Stderr, "agent: --prepare-socket-dir: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if nodeName == "" {
 		fmt.Fprintln(os.Stderr, "agent: --node-name is required: set it from the downward API (fieldRef spec.nodeName) in the DaemonSet")
 		os.Exit(2)
@@ -65,10 +77,16 @@ func main() {
 	}
 	ignored = ignored.With(os.Getenv("POD_NAMESPACE"))
 
-	var xdsAddr xdsserver.Address
+	var xdsAddr, proxylessAddr xdsserver.Address
 	if *xdsAddress != "" {
 		if xdsAddr, err = xdsserver.ParseAddress(*xdsAddress); err != nil {
 			fmt.Fprintf(os.Stderr, "agent: --xds-address: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	if *proxylessAddress != "" {
+		if proxylessAddr, err = xdsserver.ParseAddress(*proxylessAddress); err != nil || *xdsAddress == "" {
+			fmt.Fprintf(os.Stderr, "agent: --proxyless-xds-address needs --xds-address (the cluster view): %v\n", err)
 			os.Exit(2)
 		}
 	}
@@ -120,8 +138,15 @@ func main() {
 			log.Error(err, "Failed to listen for xDS", "address", xdsAddr.String())
 			os.Exit(1)
 		}
+		serverOptions := xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server")}
+		if *proxylessAddress != "" {
+			if serverOptions.ProxylessListener, err = xdsserver.ListenForPods(proxylessAddr); err != nil {
+				log.Error(err, "Failed to listen for proxyless gRPC clients", "address", proxylessAddr.String())
+				os.Exit(1)
+			}
+		}
 		options.XDS = &agent.XDSOptions{
-			Server:     xdsserver.New(xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server")}),
+			Server:     xdsserver.New(serverOptions),
 			MeshDomain: meshDomain, CaptureMode: mode, NetNS: agent.NewNetNS(), NetNSPathTemplate: netns,
 		}
 	}
@@ -133,7 +158,7 @@ func main() {
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
-		"xdsAddress", *xdsAddress, "captureMode", mode, "netnsPathTemplate", *netnsTemplate)
+		"xdsAddress", *xdsAddress, "proxylessXDSAddress", *proxylessAddress, "captureMode", mode, "netnsPathTemplate", *netnsTemplate)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Agent stopped")
 		os.Exit(1)
