@@ -26,6 +26,7 @@ canaries=(
   "internal/model k8s.io/client-go/discovery pure 1"
   "internal/xds k8s.io/client-go/rest pure 1"
   "internal/capture sigs.k8s.io/controller-runtime/pkg/client pure 1"
+  "internal/proxyless k8s.io/client-go/rest pure 1"
   "internal/agent $module/internal/controller agent-not-controller 1"
   "internal/xds $module/internal/controller agent-not-controller 1"
   "internal/xdsserver $module/internal/controller agent-not-controller 1"

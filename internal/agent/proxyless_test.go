@@ -304,11 +304,11 @@ func TestProxylessSpreadsAndFollowsHealth(t *testing.T) {
 	t.Cleanup(func() { releasePods(t, ns, "payments-0", "payments-1", "payments-2") })
 
 	fqdn := ourxds.FQDN("payments", ns, "aether.internal")
-	client := dialProxyless(t, ctx, a, ca, ns, "client", "client", "xds:///"+ourxds.ProxylessListener(fqdn, grpcPort))
+	caller := dialProxyless(t, ctx, a, ca, ns, "client", "client", "xds:///"+ourxds.ProxylessListener(fqdn, grpcPort))
 	all := []string{backends[0].ip, backends[1].ip, backends[2].ip}
-	awaitSpread(t, ctx, client, all, nil)
+	awaitSpread(t, ctx, caller, all, nil)
 
-	watch := observe(t, ctx, a, client.node)
+	watch := observe(t, ctx, a, caller.node)
 	assignment := ourxds.LoadAssignment(fqdn, grpcPort)
 	for i, step := range []struct {
 		what   string
@@ -348,7 +348,7 @@ func TestProxylessSpreadsAndFollowsHealth(t *testing.T) {
 			t.Fatal(err)
 		}
 		all = slices.DeleteFunc(all, func(ip string) bool { return ip == gone })
-		awaitSpread(t, ctx, client, all, []string{gone})
+		awaitSpread(t, ctx, caller, all, []string{gone})
 	}
 	noNACK(t, before)
 }
@@ -417,7 +417,7 @@ func meshGRPCRoute(ns, name, parent string, backends ...gwapiv1.GRPCBackendRef) 
 
 func grpcBackend(service string, port, weight int32) gwapiv1.GRPCBackendRef {
 	be := gwapiv1.GRPCBackendRef{BackendRef: gwapiv1.BackendRef{Weight: new(weight)}}
-	be.Name, be.Port = gwapiv1.ObjectName(service), new(gwapiv1.PortNumber(port))
+	be.Name, be.Port = gwapiv1.ObjectName(service), new(port)
 	return be
 }
 
@@ -464,11 +464,11 @@ func TestProxylessGRPCRouteSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	fqdn := ourxds.FQDN("payments", ns, "aether.internal")
-	client := dialProxyless(t, ctx, a, ca, ns, "client", "client", "xds:///"+ourxds.ProxylessListener(fqdn, grpcPort))
-	awaitSpread(t, ctx, client, []string{stable.ip, canary.ip}, nil)
+	caller := dialProxyless(t, ctx, a, ca, ns, "client", "client", "xds:///"+ourxds.ProxylessListener(fqdn, grpcPort))
+	awaitSpread(t, ctx, caller, []string{stable.ip, canary.ip}, nil)
 
 	const rpcs = 2000
-	counts, err := client.spread(ctx, rpcs)
+	counts, err := caller.spread(ctx, rpcs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +478,7 @@ func TestProxylessGRPCRouteSplit(t *testing.T) {
 		t.Errorf("%d RPCs went %v; want 20 %% ± 5 %% to canary (%s), the rest to payments (%s)", rpcs, counts, canary.ip, stable.ip)
 	}
 
-	served := a.options.XDS.Server.Versions(client.node)
+	served := a.options.XDS.Server.Versions(caller.node)
 	builds := buildsTotal(t)
 	if err := env.Client.Create(ctx, meshGRPCRoute(ns, "widen", "payments", grpcBackend("canary", 8080, 1))); err != nil {
 		t.Fatal(err)
@@ -504,7 +504,7 @@ func TestProxylessGRPCRouteSplit(t *testing.T) {
 		}
 		return nil
 	})
-	if now := a.options.XDS.Server.Versions(client.node); !equalVersions(now, served) {
+	if now := a.options.XDS.Server.Versions(caller.node); !equalVersions(now, served) {
 		t.Errorf("the refused route changed what the client is served: versions %v, were %v", now, served)
 	}
 	noNACK(t, before)
@@ -573,12 +573,12 @@ func TestProxylessMTLSPinsTheDestination(t *testing.T) {
 	createPod(t, ctx, ns, "payments-0", a.node, b.ip, true, grpcAnnotations)
 	healthIs(t, ns, "payments-0", meshv1alpha1.HealthHealthy)
 	fqdn := ourxds.FQDN("payments", ns, "aether.internal")
-	client := dialProxyless(t, ctx, a, ca, ns, "client", "client", "xds:///"+ourxds.ProxylessListener(fqdn, grpcPort))
+	caller := dialProxyless(t, ctx, a, ca, ns, "client", "client", "xds:///"+ourxds.ProxylessListener(fqdn, grpcPort))
 
 	const sanError = "do not match any of the accepted SANs"
 	var last error
 	testenv.Eventually(t, "RPCs refused for the SAN", func() error {
-		_, last = client.call(ctx)
+		_, last = caller.call(ctx)
 		if last == nil || !strings.Contains(last.Error(), sanError) {
 			return fmt.Errorf("the RPC: %v, want an error saying %q", last, sanError)
 		}
@@ -591,7 +591,7 @@ func TestProxylessMTLSPinsTheDestination(t *testing.T) {
 
 	b.SetIdentity(t, spiffeID(ns, "payments"))
 	testenv.Eventually(t, "RPCs answered once payments presents its own SVID", func() error {
-		ip, err := client.call(ctx)
+		ip, err := caller.call(ctx)
 		if err == nil && ip != b.ip {
 			err = fmt.Errorf("answered by %s, want %s", ip, b.ip)
 		}
