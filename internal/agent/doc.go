@@ -9,7 +9,9 @@
 // xDS builder (View.Services, View.Routes); with Options.XDS, a publisher lists the node's mesh
 // from both caches (model.Mesh), builds it (internal/xds) after each burst of changes (debounced:
 // 100 ms quiet, 1 s at most) and publishes it on the node's ADS server (internal/xdsserver), node
-// ID = the node's name.
+// ID = the node's name. Each proxyless gRPC client connected to the server's proxyless socket (a
+// meshed pod of the node annotated aether.io/proxyless: "grpc", node ID <namespace>/<pod>) gets
+// the mesh rendered for its pod's identity (xds.BuildProxyless) on the same rebuilds.
 //
 // It must not import internal/controller (the manager's): depguard rule agent-not-controller. Its
 // tests may, and do: the envtest suite runs the MeshService controller to show the health the

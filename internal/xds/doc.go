@@ -3,7 +3,8 @@
 
 // Package xds translates a node's model (services, their ports and endpoints) into Envoy xDS
 // resources, purely: model in, resources out, no clients, clocks or I/O. The agent serves the
-// result with go-control-plane.
+// result with go-control-plane. BuildProxyless renders the same model for a proxyless gRPC client
+// (grpc-go's xds:/// resolver) instead of the node's Envoy.
 //
 // It must not import internal/controller or any Kubernetes client code: depguard rules
 // agent-not-controller and pure.
