@@ -32,6 +32,8 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver"
@@ -59,6 +61,7 @@ func main() {
 	var cniOpts cniFlags
 	cniOpts.bind(flag.CommandLine, "", "/host/opt/cni/bin")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
+	proxylessAddress := flag.String("proxyless-xds-address", "", "Where the agent serves proxyless gRPC clients (pods annotated "+portspec.AnnotationProxyless+": \""+portspec.ProxylessGRPC+"\", which mount its directory): a unix socket, its directory created 0755 and the socket 0666, serving proxyless node IDs only; "+proxyless.DefaultNodeAddress+" in config/agent. Empty: none. Needs --xds-address.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -79,10 +82,16 @@ func main() {
 		os.Exit(2)
 	}
 
-	var xdsAddr xdsserver.Address
+	var xdsAddr, proxylessAddr xdsserver.Address
 	if *xdsAddress != "" {
 		if xdsAddr, err = xdsserver.ParseAddress(*xdsAddress); err != nil {
 			fmt.Fprintf(os.Stderr, "agent: --xds-address: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	if *proxylessAddress != "" {
+		if proxylessAddr, err = xdsserver.ParseAddress(*proxylessAddress); err != nil || *xdsAddress == "" {
+			fmt.Fprintf(os.Stderr, "agent: --proxyless-xds-address needs --xds-address (the cluster view): %v\n", err)
 			os.Exit(2)
 		}
 	}
@@ -169,8 +178,15 @@ func main() {
 			log.Error(err, "Failed to listen for xDS", "address", xdsAddr.String())
 			os.Exit(1)
 		}
+		serverOptions := xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server")}
+		if *proxylessAddress != "" {
+			if serverOptions.ProxylessListener, err = xdsserver.ListenForPods(proxylessAddr); err != nil {
+				log.Error(err, "Failed to listen for proxyless gRPC clients", "address", proxylessAddr.String())
+				os.Exit(1)
+			}
+		}
 		options.XDS = &agent.XDSOptions{
-			Server:     xdsserver.New(xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server")}),
+			Server:     xdsserver.New(serverOptions),
 			MeshDomain: meshDomain, CaptureMode: mode, NetNS: registry, NetNSPathTemplate: netns,
 			Capture: &agent.CaptureOptions{Resync: *captureResync, ProxyUID: proxyUID},
 		}
@@ -183,7 +199,7 @@ func main() {
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
-		"xdsAddress", *xdsAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
+		"xdsAddress", *xdsAddress, "proxylessXDSAddress", *proxylessAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
 		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {
