@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -82,18 +83,10 @@ func main() {
 		os.Exit(2)
 	}
 
-	var xdsAddr, proxylessAddr xdsserver.Address
-	if *xdsAddress != "" {
-		if xdsAddr, err = xdsserver.ParseAddress(*xdsAddress); err != nil {
-			fmt.Fprintf(os.Stderr, "agent: --xds-address: %v\n", err)
-			os.Exit(2)
-		}
-	}
-	if *proxylessAddress != "" {
-		if proxylessAddr, err = xdsserver.ParseAddress(*proxylessAddress); err != nil || *xdsAddress == "" {
-			fmt.Fprintf(os.Stderr, "agent: --proxyless-xds-address needs --xds-address (the cluster view): %v\n", err)
-			os.Exit(2)
-		}
+	xdsAddr, proxylessAddr, err := parseXDSAddresses(*xdsAddress, *proxylessAddress)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
+		os.Exit(2)
 	}
 	mode, err := model.ParseCaptureMode(*captureMode)
 	if err != nil {
@@ -179,11 +172,9 @@ func main() {
 			os.Exit(1)
 		}
 		serverOptions := xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server")}
-		if *proxylessAddress != "" {
-			if serverOptions.ProxylessListener, err = xdsserver.ListenForPods(proxylessAddr); err != nil {
-				log.Error(err, "Failed to listen for proxyless gRPC clients", "address", proxylessAddr.String())
-				os.Exit(1)
-			}
+		if serverOptions.ProxylessListener, err = listenForPods(proxylessAddr); err != nil {
+			log.Error(err, "Failed to listen for proxyless gRPC clients", "address", proxylessAddr.String())
+			os.Exit(1)
 		}
 		options.XDS = &agent.XDSOptions{
 			Server:     xdsserver.New(serverOptions),
@@ -209,4 +200,33 @@ func main() {
 		log.Error(err, "Agent stopped")
 		os.Exit(1)
 	}
+}
+
+// parseXDSAddresses parses --xds-address and --proxyless-xds-address; an empty flag is the zero
+// Address. Proxyless clients are served from the cluster view, which only xDS serving starts.
+func parseXDSAddresses(xdsAddress, proxylessAddress string) (xdsAddr, proxylessAddr xdsserver.Address, err error) {
+	if xdsAddress != "" {
+		if xdsAddr, err = xdsserver.ParseAddress(xdsAddress); err != nil {
+			return xdsAddr, proxylessAddr, fmt.Errorf("--xds-address: %w", err)
+		}
+	}
+	if proxylessAddress == "" {
+		return xdsAddr, proxylessAddr, nil
+	}
+	if xdsAddress == "" {
+		return xdsAddr, proxylessAddr, fmt.Errorf("--proxyless-xds-address %q needs --xds-address (the cluster view): set both, or neither", proxylessAddress)
+	}
+	if proxylessAddr, err = xdsserver.ParseAddress(proxylessAddress); err != nil {
+		return xdsAddr, proxylessAddr, fmt.Errorf("--proxyless-xds-address: %w", err)
+	}
+	return xdsAddr, proxylessAddr, nil
+}
+
+// listenForPods listens on the proxyless socket; nothing (a nil listener) when a is the zero
+// Address (no --proxyless-xds-address).
+func listenForPods(a xdsserver.Address) (net.Listener, error) {
+	if a == (xdsserver.Address{}) {
+		return nil, nil
+	}
+	return xdsserver.ListenForPods(a)
 }
