@@ -27,6 +27,7 @@ canaries=(
   "internal/xds k8s.io/client-go/rest pure 1"
   "internal/capture sigs.k8s.io/controller-runtime/pkg/client pure 1"
   "internal/capture github.com/google/nftables capture-pure 1"
+  "internal/proxyless k8s.io/client-go/rest pure 1"
   "internal/agent $module/internal/controller agent-not-controller 1"
   "internal/xds $module/internal/controller agent-not-controller 1"
   "internal/xdsserver $module/internal/controller agent-not-controller 1"

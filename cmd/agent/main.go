@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -32,6 +33,8 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver"
@@ -59,6 +62,7 @@ func main() {
 	var cniOpts cniFlags
 	cniOpts.bind(flag.CommandLine, "", "/host/opt/cni/bin")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
+	proxylessAddress := flag.String("proxyless-xds-address", "", "Where the agent serves proxyless gRPC clients (pods annotated "+portspec.AnnotationProxyless+": \""+portspec.ProxylessGRPC+"\", which mount its directory): a unix socket, its directory created 0755 and the socket 0666, serving proxyless node IDs only; "+proxyless.DefaultNodeAddress+" in config/agent. Empty: none. Needs --xds-address.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -79,12 +83,10 @@ func main() {
 		os.Exit(2)
 	}
 
-	var xdsAddr xdsserver.Address
-	if *xdsAddress != "" {
-		if xdsAddr, err = xdsserver.ParseAddress(*xdsAddress); err != nil {
-			fmt.Fprintf(os.Stderr, "agent: --xds-address: %v\n", err)
-			os.Exit(2)
-		}
+	xdsAddr, proxylessAddr, err := parseXDSAddresses(*xdsAddress, *proxylessAddress)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
+		os.Exit(2)
 	}
 	mode, err := model.ParseCaptureMode(*captureMode)
 	if err != nil {
@@ -169,8 +171,13 @@ func main() {
 			log.Error(err, "Failed to listen for xDS", "address", xdsAddr.String())
 			os.Exit(1)
 		}
+		serverOptions := xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server")}
+		if serverOptions.ProxylessListener, err = listenForPods(proxylessAddr); err != nil {
+			log.Error(err, "Failed to listen for proxyless gRPC clients", "address", proxylessAddr.String())
+			os.Exit(1)
+		}
 		options.XDS = &agent.XDSOptions{
-			Server:     xdsserver.New(xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server")}),
+			Server:     xdsserver.New(serverOptions),
 			MeshDomain: meshDomain, CaptureMode: mode, NetNS: registry, NetNSPathTemplate: netns,
 			Capture: &agent.CaptureOptions{Resync: *captureResync, ProxyUID: proxyUID},
 		}
@@ -183,7 +190,7 @@ func main() {
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
-		"xdsAddress", *xdsAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
+		"xdsAddress", *xdsAddress, "proxylessXDSAddress", *proxylessAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
 		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {
@@ -193,4 +200,33 @@ func main() {
 		log.Error(err, "Agent stopped")
 		os.Exit(1)
 	}
+}
+
+// parseXDSAddresses parses --xds-address and --proxyless-xds-address; an empty flag is the zero
+// Address. Proxyless clients are served from the cluster view, which only xDS serving starts.
+func parseXDSAddresses(xdsAddress, proxylessAddress string) (xdsAddr, proxylessAddr xdsserver.Address, err error) {
+	if xdsAddress != "" {
+		if xdsAddr, err = xdsserver.ParseAddress(xdsAddress); err != nil {
+			return xdsAddr, proxylessAddr, fmt.Errorf("--xds-address: %w", err)
+		}
+	}
+	if proxylessAddress == "" {
+		return xdsAddr, proxylessAddr, nil
+	}
+	if xdsAddress == "" {
+		return xdsAddr, proxylessAddr, fmt.Errorf("--proxyless-xds-address %q needs --xds-address (the cluster view): set both, or neither", proxylessAddress)
+	}
+	if proxylessAddr, err = xdsserver.ParseAddress(proxylessAddress); err != nil {
+		return xdsAddr, proxylessAddr, fmt.Errorf("--proxyless-xds-address: %w", err)
+	}
+	return xdsAddr, proxylessAddr, nil
+}
+
+// listenForPods listens on the proxyless socket; nothing (a nil listener) when a is the zero
+// Address (no --proxyless-xds-address).
+func listenForPods(a xdsserver.Address) (net.Listener, error) {
+	if a == (xdsserver.Address{}) {
+		return nil, nil
+	}
+	return xdsserver.ListenForPods(a)
 }

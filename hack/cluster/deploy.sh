@@ -54,8 +54,10 @@ YAML
 log "kubectl apply -k config/base (config/default without the node's Envoy; the node's CNI dirs under $STATE/cni)"
 $K apply -k "$overlay" >/dev/null
 $K -n "$NS" create secret tls webhook-server-cert --cert "$certs/tls.crt" --key "$certs/tls.key" --dry-run=client -o yaml | $K apply -f - >/dev/null
-$K patch validatingwebhookconfiguration aether-operator-validating-webhook-configuration --type=json \
-  -p "[{\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/caBundle\",\"value\":\"$(base64 -w0 <"$P/ca.crt")\"}]" >/dev/null
+for kind in validating mutating; do
+  $K patch ${kind}webhookconfiguration aether-operator-${kind}-webhook-configuration --type=json \
+    -p "[{\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/caBundle\",\"value\":\"$(base64 -w0 <"$P/ca.crt")\"}]" >/dev/null
+done
 log "waiting for the manager and the agent"
 $K -n "$NS" rollout status deployment/aether-operator-controller-manager --timeout=120s
 $K -n "$NS" rollout status daemonset/aether-operator-agent --timeout=120s

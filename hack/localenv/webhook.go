@@ -118,6 +118,21 @@ func (w *localWebhook) install(ctx context.Context, env *testenv.Env) error {
 	if err := env.Client.Create(ctx, cfg); err != nil {
 		return fmt.Errorf("installing the webhook configuration: %w", err)
 	}
+	if raw, err = os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "webhook", "mutating.yaml")); err != nil {
+		return err
+	}
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := yaml.UnmarshalStrict(raw, mutating); err != nil {
+		return fmt.Errorf("config/webhook/mutating.yaml: %w", err)
+	}
+	mutating.Annotations = nil
+	injectURL := fmt.Sprintf("https://127.0.0.1:%d%s", w.port, webhook.InjectPath)
+	for i := range mutating.Webhooks {
+		mutating.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &injectURL, CABundle: w.caPEM}
+	}
+	if err := env.Client.Create(ctx, mutating); err != nil {
+		return fmt.Errorf("installing the mutating webhook configuration: %w", err)
+	}
 	policy := filepath.Join(testenv.RepoRoot(), "config", "admission", "agent-node-authority.yaml")
 	if out, stderr, err := env.Kubectl(ctx, "apply", "-f", policy); err != nil {
 		return fmt.Errorf("applying %s: %w\n%s%s", policy, err, out, stderr)

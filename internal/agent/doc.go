@@ -18,6 +18,9 @@
 // so a restart keeps it) and, with a CaptureProgrammer, programs the pod's capture before the
 // plugin's ADD returns; DEL forgets the sandbox. With Options.CNIInstall it keeps the plugin
 // installed on the node while it runs (Uninstalling tells, when it stops, whether to remove it).
+// Each proxyless gRPC client connected to the server's proxyless socket (a
+// meshed pod of the node annotated aether.io/proxyless: "grpc", node ID <namespace>/<pod>) gets
+// the mesh rendered for its pod's identity (xds.BuildProxyless) on the same rebuilds.
 //
 // It must not import internal/controller (the manager's): depguard rule agent-not-controller. Its
 // tests may, and do: the envtest suite runs the MeshService controller to show the health the

@@ -40,6 +40,10 @@ var (
 var testHealth = HealthOptions{Interval: 150 * time.Millisecond, Timeout: 300 * time.Millisecond, FailureThreshold: 2, SuccessThreshold: 1}
 
 func TestMain(m *testing.M) {
+	// The binary started again as a proxyless gRPC client (proxyless_sni_test.go) runs no tests.
+	if code, ok := proxylessClientProcess(); ok {
+		os.Exit(code)
+	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	loopbackHost.Store(10)
 	testenv.Run(m, &env, createNode(testNode), startAgent(testNode), startMeshServiceController, stopBenchMesh)
@@ -134,9 +138,15 @@ func newPodIP() string {
 // kubelet would.
 func createPod(t testing.TB, ctx context.Context, ns, name, node, ip string, managed bool, annotations map[string]string, finalizers ...string) *corev1.Pod {
 	t.Helper()
+	return createPodAs(t, ctx, ns, name, "payments", node, ip, managed, annotations, finalizers...)
+}
+
+// createPodAs is createPod for a pod of ServiceAccount sa (its mesh service's name).
+func createPodAs(t testing.TB, ctx context.Context, ns, name, sa, node, ip string, managed bool, annotations map[string]string, finalizers ...string) *corev1.Pod {
+	t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations, Finalizers: finalizers},
-		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "payments",
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: sa,
 			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
 	}
 	if managed {

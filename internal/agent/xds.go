@@ -83,6 +83,11 @@ type publisher struct {
 	// builder builds the node's resources: after one endpoint changes, about that service's work.
 	// Only the rebuild loop touches it (a Builder is not safe for concurrent use).
 	builder xds.Builder
+	// unserved are, per proxyless client served nothing, why; proxylessSkipped the notes of the
+	// last proxyless builds. Each is logged once when it appears (proxyless.go). Only the rebuild
+	// loop touches them.
+	unserved         map[string]string
+	proxylessSkipped map[string]bool
 }
 
 // newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
@@ -100,6 +105,8 @@ func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *
 	if opts.Capture != nil {
 		p.capture = newCapturer(*opts.Capture, p)
 	}
+	// A proxyless gRPC client connecting or going is a reason to rebuild (proxyless.go).
+	opts.Server.OnProxylessChange(p.poke)
 	return p
 }
 
@@ -191,6 +198,8 @@ func (p *publisher) rebuild(ctx context.Context) {
 	listed := err == nil
 	var res xds.Resources
 	if listed {
+		// Proxyless gRPC clients first: theirs does not wait on (or fail with) the node's Envoy's.
+		p.publishProxyless(ctx, m)
 		res, err = p.builder.Build(m)
 	}
 	if err != nil {

@@ -44,26 +44,43 @@ const testNetNSTemplate = "/var/run/netns/test-{{.Namespace}}-{{.Name}}"
 type xdsAgent struct {
 	node    string
 	address string // where it serves xDS
-	options Options
-	mgr     ctrl.Manager
+	// proxylessAddress is where it serves proxyless gRPC clients (startProxylessAgent); empty
+	// when it does not.
+	proxylessAddress string
+	options          Options
+	mgr              ctrl.Manager
 }
 
 // startXDSAgent creates a node of the test's own (so no other test's pods are on it) and runs an
 // agent for it with the cluster view and xDS serving on a unix socket in a temporary directory,
 // until the test ends; configure, if given, changes its xDS options first.
 func startXDSAgent(t *testing.T, ns string, configure ...func(*XDSOptions)) *xdsAgent {
+	return startXDSAgentServing(t, ns, false, configure...)
+}
+
+// startXDSAgentServing is startXDSAgent, serving proxyless gRPC clients too on a second socket
+// when proxyless.
+func startXDSAgentServing(t *testing.T, ns string, proxyless bool, configure ...func(*XDSOptions)) *xdsAgent {
 	t.Helper()
 	node := "node-" + ns
 	if _, err := createNode(node)(env); err != nil {
 		t.Fatal(err)
 	}
-	addr, err := xdsserver.ParseAddress("unix://" + filepath.Join(t.TempDir(), "xds.sock"))
-	if err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	listen := func(path string) net.Listener {
+		addr, err := xdsserver.ParseAddress("unix://" + filepath.Join(dir, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		listener, err := xdsserver.Listen(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return listener
 	}
-	listener, err := xdsserver.Listen(addr)
-	if err != nil {
-		t.Fatal(err)
+	serverOptions := xdsserver.Options{Listener: listen("xds.sock"), Log: ctrl.Log.WithName("xds-" + ns)}
+	if proxyless {
+		serverOptions.ProxylessListener = listen("proxyless/xds.sock")
 	}
 	view, err := NewView(env.Config, env.Scheme)
 	if err != nil {
@@ -73,7 +90,7 @@ func startXDSAgent(t *testing.T, ns string, configure ...func(*XDSOptions)) *xds
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := xdsserver.New(xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-" + ns)})
+	server := xdsserver.New(serverOptions)
 	o := Options{NodeName: node, Health: testHealth, View: view, controllerName: "agent-" + ns, XDS: &XDSOptions{
 		Server: server, MeshDomain: "aether.internal", CaptureMode: model.CaptureSurface, NetNS: NewNetNS(), NetNSPathTemplate: template,
 	}}
@@ -95,7 +112,7 @@ func startXDSAgent(t *testing.T, ns string, configure ...func(*XDSOptions)) *xds
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	return &xdsAgent{node: node, address: server.Address(), options: o, mgr: mgr}
+	return &xdsAgent{node: node, address: server.Address(), proxylessAddress: server.ProxylessAddress(), options: o, mgr: mgr}
 }
 
 // dial opens a real ADS stream to the agent as its node's Envoy, until the test ends.

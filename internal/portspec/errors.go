@@ -50,6 +50,8 @@ const (
 	KindTooManyMetadata Kind = "TooManyMetadata"
 	// KindInvalidUpstream means an element of config.aether.io/upstreams is not a service name.
 	KindInvalidUpstream Kind = "InvalidUpstream"
+	// KindUnknownProxyless means aether.io/proxyless is not grpc.
+	KindUnknownProxyless Kind = "UnknownProxyless"
 	// KindUnknownAnnotation means an endpoint.aether.io/ annotation this grammar does not define
 	// (most often a typo, which would otherwise be silently ignored).
 	KindUnknownAnnotation Kind = "UnknownAnnotation"
@@ -65,7 +67,7 @@ func AllKinds() []Kind {
 		KindEmpty, KindTooLong, KindNotAPort, KindPortOutOfRange, KindReservedPort, KindUnknownSuffix,
 		KindSuffixOnPrimary, KindProtocolConflict, KindTooManyPorts, KindUnknownProtocol, KindInvalidWeight,
 		KindInvalidHealthPath, KindUnknownHealthCheckMode, KindInvalidMetadataKey, KindInvalidMetadataValue,
-		KindTooManyMetadata, KindInvalidUpstream, KindUnknownAnnotation, KindMoreErrors,
+		KindTooManyMetadata, KindInvalidUpstream, KindUnknownProxyless, KindUnknownAnnotation, KindMoreErrors,
 	}
 }
 

@@ -54,5 +54,8 @@ func (s Spec) Annotations() map[string]string {
 		}
 		a[AnnotationExcludeOutboundPorts] = strings.Join(ports, ",")
 	}
+	if s.Proxyless != "" {
+		a[AnnotationProxyless] = s.Proxyless
+	}
 	return a
 }

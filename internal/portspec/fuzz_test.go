@@ -210,6 +210,14 @@ func TestAnnotationsRoundTrip(t *testing.T) {
 				AnnotationUpstreams: "ledger.finance,payments", AnnotationExcludeOutboundPorts: "5432,6379",
 			},
 		},
+		"proxyless gRPC": {
+			spec: Spec{PortSet: NewPortSet(9090, []Port{grpc(9090)}), Weight: DefaultWeight,
+				HealthCheck: HealthCheck{Mode: DefaultHealthCheckMode, Path: DefaultHealthPath}, Proxyless: ProxylessGRPC},
+			want: map[string]string{
+				AnnotationPort: "9090", AnnotationPorts: "9090=grpc", AnnotationWeight: "1024",
+				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds", AnnotationProxyless: "grpc",
+			},
+		},
 		"a gRPC primary next to an h2 port": {
 			spec: spec(9090, grpc(9090), http2(9091), http1(8080)),
 			want: map[string]string{

@@ -17,17 +17,19 @@ import (
 // Fixes and texts the rows below pin. The reserved-port texts are the admission webhook's
 // denials, verbatim (DESIGN section 7): they are asserted whole.
 const (
-	portFix     = "(write a port number from 1 to 65535, for example 8080)"
-	reservedFix = "(serve the application on another port, for example 8080, and declare that one)"
-	suffixFix   = "(want h1, h2, http2, grpc or tcp"
-	emptyElem   = `an element of the list is empty (remove the extra comma: ports are separated by single commas, for example "8080,9000=tcp")`
-	weightFix   = "(write a number from 1 to 65535; the default is 1024)"
-	pathFix     = `(write an absolute path without spaces, for example "/healthz")`
-	modeFix     = "(want eds (the node agent probes) or active (every client proxy probes)"
-	labelFix    = "(use lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit)"
-	reservedKey = "(choose another key: ip, pod, cluster and namespace are the mesh's own routing keys)"
-	upstreamFix = `(list services as <name> or <name>.<namespace>, comma-separated, for example "payments,ledger.finance")`
-	unknownKey  = "(the endpoint.aether.io/ annotations are port, ports, protocol, weight, health-path and health-check-mode"
+	portFix          = "(write a port number from 1 to 65535, for example 8080)"
+	reservedFix      = "(serve the application on another port, for example 8080, and declare that one)"
+	suffixFix        = "(want h1, h2, http2, grpc or tcp"
+	emptyElem        = `an element of the list is empty (remove the extra comma: ports are separated by single commas, for example "8080,9000=tcp")`
+	weightFix        = "(write a number from 1 to 65535; the default is 1024)"
+	pathFix          = `(write an absolute path without spaces, for example "/healthz")`
+	modeFix          = "(want eds (the node agent probes) or active (every client proxy probes)"
+	labelFix         = "(use lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit)"
+	reservedKey      = "(choose another key: ip, pod, cluster and namespace are the mesh's own routing keys)"
+	upstreamFix      = `(list services as <name> or <name>.<namespace>, comma-separated, for example "payments,ledger.finance")`
+	proxylessFixText = `(want "grpc" (the pod's gRPC clients dial xds:/// targets and get the mesh's configuration from the node agent), ` +
+		"or remove the annotation (the pod's traffic then takes the node's proxy)"
+	unknownKey = "(the endpoint.aether.io/ annotations are port, ports, protocol, weight, health-path and health-check-mode"
 
 	reserved18081 = "port 18081 is reserved: it is the mesh's HTTP proxy port, where the Host header decides " +
 		"the destination; it is not a port of any service " + reservedFix
@@ -674,6 +676,33 @@ func malformedRows() map[string]malformed {
 			full: `endpoint.aether.io/health-check-mode: "none": unknown health-check mode "none" ` + modeFix + ")",
 		},
 
+		// UnknownProxyless.
+		"proxyless gRPC, did you mean grpc": {
+			annotations: one(AnnotationProxyless, "gRPC"),
+			kinds:       []Kind{KindUnknownProxyless}, token: "gRPC",
+			full: `aether.io/proxyless: "gRPC": unknown proxyless mode "gRPC" ` + proxylessFixText + `; did you mean "grpc"?)`,
+		},
+		"proxyless true": {
+			annotations: one(AnnotationProxyless, "true"),
+			kinds:       []Kind{KindUnknownProxyless}, token: "true",
+			full: `aether.io/proxyless: "true": unknown proxyless mode "true" ` + proxylessFixText + ")",
+		},
+		"proxyless http": {
+			annotations: one(AnnotationProxyless, "http"),
+			kinds:       []Kind{KindUnknownProxyless}, token: "http",
+			text: []string{`unknown proxyless mode "http"`, `want "grpc"`},
+		},
+		"proxyless empty": {
+			annotations: one(AnnotationProxyless, ""),
+			kinds:       []Kind{KindEmpty},
+			full:        `aether.io/proxyless: "": the value is empty ` + proxylessFixText + ")",
+		},
+		"proxyless too long": {
+			annotations: one(AnnotationProxyless, strings.Repeat("g", MaxShortValue+1)),
+			kinds:       []Kind{KindTooLong}, token: strings.Repeat("g", MaxQuoted) + "…",
+			text: []string{`the value is 65 bytes long, over the cap of 64 bytes, and is not parsed`},
+		},
+
 		// InvalidMetadataKey.
 		"metadata key uppercase": {
 			annotations: one(AnnotationMetadataPrefix+"Zone", "a"),
@@ -1143,7 +1172,7 @@ func tokenMayBeEmpty(e *Error) bool {
 
 // malformedMinimum is the number of rows the table holds: a row removed by mistake fails
 // TestMalformedCount (raise it when adding rows).
-const malformedMinimum = 211
+const malformedMinimum = 216
 
 // TestMalformedCount holds the table to its size.
 func TestMalformedCount(t *testing.T) {

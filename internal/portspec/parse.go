@@ -63,10 +63,11 @@ func NotManagedWarning(value string) string {
 }
 
 // IsGrammarKey reports whether Parse reads the annotation key: every key under
-// endpoint.aether.io/ (an unknown one is an error) or metadata.endpoint.aether.io/,
-// config.aether.io/upstreams and aether.io/exclude-outbound-ports. A change to any other annotation cannot change what Parse returns.
+// endpoint.aether.io/ (an unknown one is an error) or metadata.endpoint.aether.io/, and
+// config.aether.io/upstreams, aether.io/exclude-outbound-ports and aether.io/proxyless. A change
+// to any other annotation cannot change what Parse returns.
 func IsGrammarKey(key string) bool {
-	return key == AnnotationUpstreams || key == AnnotationExcludeOutboundPorts ||
+	return key == AnnotationUpstreams || key == AnnotationExcludeOutboundPorts || key == AnnotationProxyless ||
 		strings.HasPrefix(key, endpointPrefix) || strings.HasPrefix(key, AnnotationMetadataPrefix)
 }
 
@@ -94,7 +95,7 @@ const (
 	// typical "name.namespace" length.
 	MaxUpstreamsLength = 8192
 	// MaxShortValue caps the single-valued annotations (port, protocol, weight,
-	// health-check-mode), in bytes: their longest valid value is 6 bytes.
+	// health-check-mode, proxyless), in bytes: their longest valid value is 6 bytes.
 	MaxShortValue = 64
 )
 
@@ -111,6 +112,7 @@ var MaxLength = map[string]int{
 	AnnotationUpstreams:       MaxUpstreamsLength,
 	// MaxPorts ports of five digits, comma-separated, with room for spacing.
 	AnnotationExcludeOutboundPorts: MaxPortsLength,
+	AnnotationProxyless:            MaxShortValue,
 }
 
 // Reserved maps each port the mesh keeps for itself to why. A workload can declare none of them,
@@ -182,6 +184,9 @@ type Spec struct {
 	// ExcludeOutboundPorts are the destination ports capture leaves alone, ascending, each once;
 	// nil when none.
 	ExcludeOutboundPorts []int32 `json:"excludeOutboundPorts,omitempty"`
+	// Proxyless is ProxylessGRPC when the pod's gRPC clients speak xDS (AnnotationProxyless);
+	// empty otherwise.
+	Proxyless string `json:"proxyless,omitempty"`
 }
 
 // Parse reads a pod's annotations. Annotations outside the grammar (IsGrammarKey) are ignored.
@@ -199,6 +204,7 @@ func Parse(annotations map[string]string) (Spec, error) {
 		Upstreams:   p.upstreams(),
 
 		ExcludeOutboundPorts: p.excludeOutboundPorts(),
+		Proxyless:            p.proxyless(),
 	}
 	spec.PortSet = p.portSet()
 	p.unknownKeys()

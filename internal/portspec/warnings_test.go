@@ -96,6 +96,7 @@ func canonicalAnnotations() map[string]string {
 	a[AnnotationProtocol] = "tcp"
 	a[AnnotationMetadataPrefix+"zone"] = "a"
 	a[AnnotationUpstreams] = "payments"
+	a[AnnotationProxyless] = ProxylessGRPC
 	return a
 }
 
@@ -139,7 +140,7 @@ func TestIsGrammarKey(t *testing.T) {
 	}
 	for _, key := range []string{
 		"kubectl.kubernetes.io/restartedAt", "config.aether.io/other", "endpoints.aether.io/ports",
-		"aether.io/managed", "xendpoint.aether.io/port", "endpoint.aether.io", "",
+		"aether.io/managed", "xendpoint.aether.io/port", "endpoint.aether.io", "", "aether.io/proxyles", "aether.io/capture-mode",
 	} {
 		if IsGrammarKey(key) {
 			t.Errorf("IsGrammarKey(%q) = true, want false", key)

@@ -138,7 +138,9 @@ func judge(ctx context.Context, deadline time.Duration, parse func() error) erro
 	}
 }
 
-// SetupWithManager serves the pod validator on the manager's webhook server.
+// SetupWithManager serves the pod validator and the pod injector on the manager's webhook server.
 func SetupWithManager(mgr manager.Manager, ignored registration.IgnoredNamespaces) {
-	mgr.GetWebhookServer().Register(PodPath, &crwebhook.Admission{Handler: &PodValidator{Decoder: admission.NewDecoder(mgr.GetScheme()), Ignored: ignored}})
+	decoder := admission.NewDecoder(mgr.GetScheme())
+	mgr.GetWebhookServer().Register(PodPath, &crwebhook.Admission{Handler: &PodValidator{Decoder: decoder, Ignored: ignored}})
+	mgr.GetWebhookServer().Register(InjectPath, &crwebhook.Admission{Handler: &PodInjector{Decoder: decoder, Ignored: ignored}})
 }

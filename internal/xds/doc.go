@@ -5,6 +5,8 @@
 // resources, purely: model in, resources out, no clients, clocks or I/O. The agent serves the
 // result with go-control-plane. Build builds afresh; a Builder builds the same bytes, reusing
 // what its last build made from inputs that did not change (the agent keeps one).
+// BuildProxyless renders the same model for a proxyless gRPC client
+// (grpc-go's xds:/// resolver) instead of the node's Envoy.
 //
 // It must not import internal/controller or any Kubernetes client code: depguard rules
 // agent-not-controller and pure.

@@ -93,7 +93,8 @@ func render[T proto.Message](t testing.TB, resources []T) []byte {
 
 // orphanScenarios fails for every directory of testdata that is no scenario's (a scenario
 // renamed or removed); with -update it deletes it. testdata/fuzz is the fuzzer's corpus and
-// testdata/bootstrap the bootstrap's golden files (TestBootstrapGolden).
+// testdata/bootstrap the bootstrap's golden files (TestBootstrapGolden), testdata/proxyless the
+// proxyless rendering's (TestProxylessGolden).
 func orphanScenarios(t *testing.T, names []string) {
 	t.Helper()
 	entries, err := os.ReadDir("testdata")
@@ -101,7 +102,7 @@ func orphanScenarios(t *testing.T, names []string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if !e.IsDir() || e.Name() == "fuzz" || e.Name() == "bootstrap" || slices.Contains(names, e.Name()) {
+		if !e.IsDir() || e.Name() == "fuzz" || e.Name() == "bootstrap" || e.Name() == "proxyless" || slices.Contains(names, e.Name()) {
 			continue
 		}
 		dir := filepath.Join("testdata", e.Name())

@@ -396,11 +396,7 @@ func podProblem(domain string, p model.LocalPod) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	// The mesh's shape of an ID, in the mesh's trust domain: SourceKey is then one-to-one, so no
-	// two identities share a route configuration or a cluster name.
-	path, inDomain := strings.CutPrefix(p.Identity, TrustBundleSecret(domain)+"/")
-	ns, sa, shaped := strings.Cut(strings.TrimPrefix(path, "ns/"), "/sa/")
-	if !inDomain || !strings.HasPrefix(path, "ns/") || !shaped || ns == "" || sa == "" || strings.Contains(ns+sa, "/") {
+	if !meshIdentity(domain, p.Identity) {
 		return fmt.Errorf("local pod %s/%s: identity %q is not of the mesh's shape %s/ns/<namespace>/sa/<serviceaccount>",
 			p.Namespace, p.Name, p.Identity, TrustBundleSecret(domain))
 	}

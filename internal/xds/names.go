@@ -47,6 +47,15 @@ func SourceKey(identity string) string {
 	return rest
 }
 
+// meshIdentity reports whether identity is of the mesh's shape in its trust domain,
+// spiffe://<domain>/ns/<ns>/sa/<sa>: SourceKey is then one-to-one, so no two identities share a
+// route configuration or a cluster name.
+func meshIdentity(domain, identity string) bool {
+	path, inDomain := strings.CutPrefix(identity, TrustBundleSecret(domain)+"/")
+	ns, sa, shaped := strings.Cut(strings.TrimPrefix(path, "ns/"), "/sa/")
+	return inDomain && strings.HasPrefix(path, "ns/") && shaped && ns != "" && sa != "" && !strings.Contains(ns+sa, "/")
+}
+
 // SourceCluster qualifies a cluster's base name by the identity that dials through it.
 func SourceCluster(base, sourceIdentity string) string {
 	return qualifiedBySourceKey(base, SourceKey(sourceIdentity))
@@ -191,3 +200,20 @@ func SNI(port, primary int32) string {
 func ServerName(port int32) string { return itoa(port) }
 
 func itoa(p int32) string { return strconv.Itoa(int(p)) }
+
+// Proxyless gRPC clients (proxyless.go). grpc-go asks for the API listener named after the
+// target it dials: xds:///<name>:<p> asks for <name>:<p>. Its clusters are the Envoy rendering's
+// names (SourceCluster of HTTPCluster, qualified by the client's identity) on the same load
+// assignments (LoadAssignment), and BlackholeCluster, an EDS cluster without endpoints there.
+
+// ProxylessListener is the API listener of name (one of resolve.Names) and port p: <name>:<p>.
+func ProxylessListener(name string, port int32) string { return name + ":" + itoa(port) }
+
+// ProxylessRoutes is the RDS name of port p's route configuration for a proxyless client, and
+// its one virtual host's name: proxyless|<fqdn>:<p>.
+func ProxylessRoutes(fqdn string, port int32) string { return "proxyless|" + fqdn + ":" + itoa(port) }
+
+// ProxylessRDSChain is the one filter chain of a proxyless API listener, holding the same HCM:
+// go-control-plane's Consistent() finds RDS names in filter chains, not in api_listener, and
+// grpc-go ignores a client listener's filter chains.
+const ProxylessRDSChain = "proxyless_rds"

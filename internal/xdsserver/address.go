@@ -68,7 +68,23 @@ func ParseAddress(s string) (Address, error) {
 // removes a stale socket left by an earlier run; it refuses to remove anything that is not a
 // socket, or a socket another process still serves. The socket is 0660: Envoy connects as the
 // agent's user or group.
-func Listen(a Address) (net.Listener, error) {
+func Listen(a Address) (net.Listener, error) { return listen(a, 0o750, 0o660) }
+
+// ListenForPods is Listen for the proxyless socket (Options.ProxylessListener), which any pod's
+// gRPC client connects to, whatever its uid: a unix socket only, its directory created 0755 and
+// the socket 0666. It carries no secret (proxyless.go), and serves proxyless clients only. The
+// directory must be writable by the agent: in config/agent it is a hostPath the kubelet creates
+// root-owned 0755, and the agent runs as user 0, its owner.
+func ListenForPods(a Address) (net.Listener, error) {
+	if a.Network != networkUnix {
+		return nil, fmt.Errorf("proxyless xDS address %s: pods reach the agent by a unix socket on the node (a hostPath they mount); "+
+			"write unix:///path/to/xds.sock", a)
+	}
+	return listen(a, 0o755, 0o666)
+}
+
+// listen is Listen with a unix socket's directory and socket modes.
+func listen(a Address, dirMode, socketMode os.FileMode) (net.Listener, error) {
 	if a.Network != networkUnix {
 		l, err := net.Listen(a.Network, a.Path)
 		if err != nil {
@@ -76,7 +92,7 @@ func Listen(a Address) (net.Listener, error) {
 		}
 		return l, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(a.Path), 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Dir(a.Path), dirMode); err != nil {
 		return nil, fmt.Errorf("creating the xDS socket's directory: %w", err)
 	}
 	if err := removeStaleSocket(a.Path); err != nil {
@@ -86,7 +102,7 @@ func Listen(a Address) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening for xDS on %s: %w", a, err)
 	}
-	if err := os.Chmod(a.Path, 0o660); err != nil {
+	if err := os.Chmod(a.Path, socketMode); err != nil {
 		_ = l.Close()
 		return nil, fmt.Errorf("setting the xDS socket's mode: %w", err)
 	}

@@ -100,3 +100,24 @@ func TestListenUnix(t *testing.T) {
 		t.Errorf("the regular file was touched: %q, %v", b, err)
 	}
 }
+
+// TestListenForPods: the proxyless socket's directory is created 0755 and the socket is 0666 (any
+// pod's user connects); a TCP address is refused.
+func TestListenForPods(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run", "aether-proxyless")
+	addr := Address{Network: "unix", Path: filepath.Join(dir, "xds.sock")}
+	l, err := ListenForPods(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o755 {
+		t.Errorf("socket directory: %v, %v; want mode 0755", info.Mode(), err)
+	}
+	if info, err := os.Stat(addr.Path); err != nil || info.Mode().Perm() != 0o666 {
+		t.Errorf("socket: %v, %v; want mode 0666", info.Mode(), err)
+	}
+	if _, err := ListenForPods(Address{Network: "tcp", Path: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "unix socket on the node") {
+		t.Errorf("ListenForPods on TCP: %v, want it refused", err)
+	}
+}

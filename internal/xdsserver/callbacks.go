@@ -28,6 +28,8 @@ type streams struct {
 	s *Server
 	// resendRejected turns off the parking of a NACKed version (tests show the loop it prevents).
 	resendRejected bool
+	// proxylessOnly refuses every stream but a proxyless client's (the proxyless socket's).
+	proxylessOnly bool
 
 	mu    sync.Mutex
 	sotw  map[int64]*streamState
@@ -37,6 +39,8 @@ type streams struct {
 // streamState is what one stream has told and been told.
 type streamState struct {
 	node string
+	// proxyless is set when the stream registered a proxyless client (Server.proxyless).
+	proxyless bool
 	// sent is, per type URL, the last response sent.
 	sent map[string]sentResponse
 }
@@ -55,18 +59,56 @@ func newStreams(s *Server) *streams {
 }
 
 // state is stream id's state in m, created on first use; it learns the node from the first
-// request that names one (only the first request of a stream must).
-func (c *streams) state(m map[int64]*streamState, id int64, node *corev3.Node) *streamState {
+// request that names one (only the first request of a stream must). On the proxyless socket, a
+// proxyless client is registered then (after, called once c.mu is released, tells the server's
+// OnProxylessChange), and a stream whose first request is not a proxyless client's is refused.
+func (c *streams) state(m map[int64]*streamState, id int64, node *corev3.Node) (st *streamState, after func(), refused error) {
 	st, ok := m[id]
 	if !ok {
 		st = &streamState{sent: map[string]sentResponse{}}
 		m[id] = st
 	}
-	if st.node == "" && node.GetId() != "" {
+	learned := st.node == "" && node.GetId() != ""
+	if learned {
 		st.node = node.GetId()
-		c.s.log.Info("xDS client connected", "node", st.node, "stream", id)
 	}
-	return st
+	if !c.proxylessOnly {
+		if learned {
+			c.s.log.Info("xDS client connected", "node", st.node, "stream", id)
+		}
+		return st, nil, nil
+	}
+	isProxyless, sni := announcedProxyless(node)
+	switch {
+	case !st.proxyless && (!learned || !isProxyless):
+		c.s.log.Info("Refusing an xDS stream on the proxyless socket: not a proxyless gRPC client", "client", describeProxyless(node), "stream", id)
+		return st, nil, errNotProxyless
+	case learned:
+		st.proxyless = true
+		f, changed := c.s.proxylessStreamOpened(st.node, sni)
+		c.s.log.Info("Proxyless gRPC client connected", "node", st.node, "sni", sni, "stream", id)
+		return st, func() { notify(f, changed) }, nil
+	}
+	return st, nil, nil
+}
+
+// closed forgets stream id of m, and a proxyless client with its last stream.
+func (c *streams) closed(m map[int64]*streamState, id int64) {
+	c.mu.Lock()
+	st := m[id]
+	delete(m, id)
+	c.mu.Unlock()
+	if st != nil && st.proxyless {
+		f, gone := c.s.proxylessStreamClosed(st.node)
+		notify(f, gone)
+	}
+}
+
+// after calls f, if any.
+func after(f func()) {
+	if f != nil {
+		f()
+	}
 }
 
 // OnStreamOpen accepts every state-of-the-world stream.
@@ -74,9 +116,7 @@ func (c *streams) OnStreamOpen(context.Context, int64, string) error { return ni
 
 // OnStreamClosed forgets the stream.
 func (c *streams) OnStreamClosed(id int64, node *corev3.Node) {
-	c.mu.Lock()
-	delete(c.sotw, id)
-	c.mu.Unlock()
+	c.closed(c.sotw, id)
 	c.s.log.Info("xDS client disconnected", "node", node.GetId(), "stream", id)
 }
 
@@ -87,13 +127,18 @@ func (c *streams) OnStreamClosed(id int64, node *corev3.Node) {
 // for the next change of that type instead. The request is the one go-control-plane creates its
 // watch from, right after this callback returns (sotw/v3 xds.go and ads.go).
 //
-// It never returns an error: that would close the stream, and a NACK is no reason to.
+// It returns an error (which closes the stream) only to refuse a stream on the proxyless socket
+// (state): a NACK is no reason to close one.
 func (c *streams) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) error {
 	c.mu.Lock()
-	st := c.state(c.sotw, id, req.GetNode())
+	st, then, refused := c.state(c.sotw, id, req.GetNode())
 	last, known := st.sent[req.GetTypeUrl()]
 	node := st.node
 	c.mu.Unlock()
+	after(then)
+	if refused != nil {
+		return refused
+	}
 	if req.GetErrorDetail() == nil {
 		return nil
 	}
@@ -114,7 +159,10 @@ func (c *streams) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) e
 func (c *streams) OnStreamResponse(_ context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.state(c.sotw, id, req.GetNode())
+	st := c.sotw[id]
+	if st == nil {
+		return // refused, or closed
+	}
 	st.sent[resp.GetTypeUrl()] = sentResponse{nonce: resp.GetNonce(), version: resp.GetVersionInfo()}
 }
 
@@ -123,9 +171,7 @@ func (c *streams) OnDeltaStreamOpen(context.Context, int64, string) error { retu
 
 // OnDeltaStreamClosed forgets the stream.
 func (c *streams) OnDeltaStreamClosed(id int64, node *corev3.Node) {
-	c.mu.Lock()
-	delete(c.delta, id)
-	c.mu.Unlock()
+	c.closed(c.delta, id)
 	c.s.log.Info("xDS client disconnected", "node", node.GetId(), "stream", id, "delta", true)
 }
 
@@ -133,10 +179,14 @@ func (c *streams) OnDeltaStreamClosed(id int64, node *corev3.Node) {
 // sent resource as the client's, so it sends a rejected one again only when it changes.
 func (c *streams) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 	c.mu.Lock()
-	st := c.state(c.delta, id, req.GetNode())
+	st, then, refused := c.state(c.delta, id, req.GetNode())
 	last, known := st.sent[req.GetTypeUrl()]
 	node := st.node
 	c.mu.Unlock()
+	after(then)
+	if refused != nil {
+		return refused
+	}
 	if req.GetErrorDetail() == nil {
 		return nil
 	}
@@ -157,7 +207,10 @@ func (c *streams) OnStreamDeltaResponse(id int64, req *discoveryv3.DeltaDiscover
 	slices.Sort(names)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.state(c.delta, id, req.GetNode())
+	st := c.delta[id]
+	if st == nil {
+		return // refused, or closed
+	}
 	st.sent[resp.GetTypeUrl()] = sentResponse{nonce: resp.GetNonce(), version: resp.GetSystemVersionInfo(), names: names}
 }
 

@@ -17,6 +17,13 @@
 // reason, and counted; the rejected version is not sent again (go-control-plane would resend it at
 // once, and Envoy would reject it again, forever), the next change is.
 //
+// Proxyless gRPC clients (pods annotated aether.io/proxyless: "grpc") are served on a second
+// socket, the one pods mount, from a snapshot cache of their own (not in ADS mode: grpc-go asks for
+// the few resources it dials). A client announcing itself proxyless with a pod's node ID is
+// registered while its stream is open, the agent is told (OnProxylessChange) and publishes that
+// pod's rendering (PublishProxyless); its snapshot goes when its last stream closes. Any other
+// stream on that socket is refused, so no pod can pass for the node's Envoy.
+//
 // Subpackage xdstest is a real ADS client for tests, behaving as Envoy does on its stream.
 //
 // It must not import internal/controller (the manager's): depguard rule agent-not-controller.

@@ -32,8 +32,14 @@ var nacks = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "xDS responses the node's Envoy rejected (NACK), by resource type: each is a bug, logged with the resources and Envoy's reason.",
 }, []string{"type"})
 
+// proxylessClients gauges the proxyless gRPC clients connected (proxyless.go).
+var proxylessClients = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "aether_agent_xds_proxyless_clients",
+	Help: "Proxyless gRPC clients (pods annotated aether.io/proxyless) holding an xDS stream to the node agent.",
+})
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(snapshots, nacks)
+	ctrlmetrics.Registry.MustRegister(snapshots, nacks, proxylessClients)
 	// Every series exported at zero, so a dashboard or an alert sees it before the first event.
 	for _, r := range []string{ResultPublished, ResultUnchanged, ResultInconsistent, ResultInvalid} {
 		snapshots.WithLabelValues(r)

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -66,20 +67,31 @@ func shortType(typeURL string) string {
 type Options struct {
 	// Listener is where the server serves (Listen).
 	Listener net.Listener
+	// ProxylessListener, when set, is where the server serves proxyless gRPC clients, and them
+	// only (proxyless.go): the socket pods reach.
+	ProxylessListener net.Listener
 	// Log receives the server's lines: connections, NACKs, refused snapshots.
 	Log logr.Logger
 }
 
 // Server serves each node's latest published snapshot over ADS.
 type Server struct {
-	listener net.Listener
-	log      logr.Logger
-	cache    cachev3.SnapshotCache
-	streams  *streams
+	listener          net.Listener
+	proxylessListener net.Listener
+	log               logr.Logger
+	cache             cachev3.SnapshotCache
+	// proxylessCache holds the proxyless clients' snapshots (proxyless.go): not in ADS mode.
+	proxylessCache cachev3.SnapshotCache
+	streams        *streams
+	// proxylessStreams are the callbacks of the proxyless socket's streams (their own numbering).
+	proxylessStreams *streams
 
 	mu sync.Mutex
 	// served is, per node ID, what the node's snapshot holds: each type's version and names.
 	served map[string]served
+	// proxyless are the connected proxyless clients, by node ID; onProxyless is told of changes.
+	proxyless   map[string]*proxylessClient
+	onProxyless []func()
 }
 
 // served is a published snapshot's versions and resource names, per kind (kinds' order).
@@ -91,28 +103,82 @@ type served struct {
 // New returns a server for o.Listener; it serves once started (Start).
 func New(o Options) *Server {
 	s := &Server{
-		listener: o.Listener,
-		log:      o.Log,
+		listener:          o.Listener,
+		proxylessListener: o.ProxylessListener,
+		log:               o.Log,
 		// ADS mode: responses go out in the order clusters, endpoints, listeners, routes.
-		cache:  cachev3.NewSnapshotCache(true, cachev3.IDHash{}, controlPlaneLogger(o.Log)),
-		served: map[string]served{},
+		cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, controlPlaneLogger(o.Log)),
+		// Not in ADS mode: an ADS-mode cache answers a request only when it names every resource
+		// of the snapshot's type (as Envoy's wildcard subscriptions do), and grpc-go asks for the
+		// listeners and clusters of the targets it dials, a few of the snapshot's: it would never
+		// be answered. Without ADS mode the cache answers with the named resources that exist; a
+		// name that has none (a typo, a port not served) fails that target's RPCs and no other.
+		proxylessCache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, controlPlaneLogger(o.Log)),
+		served:         map[string]served{},
+		proxyless:      map[string]*proxylessClient{},
 	}
 	s.streams = newStreams(s)
+	s.proxylessStreams = newStreams(s)
+	s.proxylessStreams.proxylessOnly = true
 	return s
 }
 
 // Address is where the server listens, as ParseAddress spells it.
-func (s *Server) Address() string {
-	a := s.listener.Addr()
+func (s *Server) Address() string { return addressOf(s.listener) }
+
+// addressOf is where l listens, as ParseAddress spells it.
+func addressOf(l net.Listener) string {
+	a := l.Addr()
 	if a.Network() == networkUnix {
 		return "unix://" + a.String()
 	}
 	return a.Network() + "://" + a.String()
 }
 
-// Start serves ADS (state of the world and delta) until ctx ends. It is a manager Runnable.
+// Start serves ADS (state of the world and delta) until ctx ends, on the listener and, if set,
+// the proxyless listener. It is a manager Runnable.
 func (s *Server) Start(ctx context.Context) error {
-	xdsServer := serverv3.NewServer(ctx, s.cache, s.streams, sotwv3.WithOrderedADS(), sotwv3.WithLogger(controlPlaneLogger(s.log)))
+	type serving struct {
+		g        *grpc.Server
+		listener net.Listener
+	}
+	all := []serving{{s.grpcServer(ctx, s.cache, s.streams), s.listener}}
+	s.log.Info("Serving xDS (ADS: state of the world and delta)", "address", s.Address())
+	if s.proxylessListener != nil {
+		all = append(all, serving{s.grpcServer(ctx, s.proxylessCache, s.proxylessStreams), s.proxylessListener})
+		s.log.Info("Serving xDS to proxyless gRPC clients", "address", s.ProxylessAddress())
+	}
+	served := make(chan error, len(all))
+	for _, sv := range all {
+		go func() {
+			err := sv.g.Serve(sv.listener)
+			if err != nil {
+				err = fmt.Errorf("serving xDS on %s: %w", addressOf(sv.listener), err)
+			}
+			served <- err
+		}()
+	}
+	var err error
+	received := 0
+	select {
+	case <-ctx.Done():
+	case err = <-served: // one failed: Serve returns before Stop only on a failure
+		received++
+	}
+	// Stop, not GracefulStop: an ADS stream lasts as long as its client, so a graceful stop
+	// would wait for every Envoy to go away.
+	for _, sv := range all {
+		sv.g.Stop()
+	}
+	for ; received < len(all); received++ {
+		err = errors.Join(err, <-served) // nil after Stop, unless serving had failed
+	}
+	return err
+}
+
+// grpcServer is a gRPC server of ADS on cache, its streams' callbacks cb.
+func (s *Server) grpcServer(ctx context.Context, cache cachev3.SnapshotCache, cb *streams) *grpc.Server {
+	xdsServer := serverv3.NewServer(ctx, cache, cb, sotwv3.WithOrderedADS(), sotwv3.WithLogger(controlPlaneLogger(s.log)))
 	g := grpc.NewServer(
 		// Envoy holds one stream open per connection for as long as it runs; keepalives find a
 		// peer that vanished (the values are go-control-plane's example server's).
@@ -121,22 +187,7 @@ func (s *Server) Start(ctx context.Context) error {
 		grpc.MaxConcurrentStreams(1000),
 	)
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, xdsServer)
-
-	s.log.Info("Serving xDS (ADS: state of the world and delta)", "address", s.Address())
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(s.listener) }()
-	select {
-	case <-ctx.Done():
-		// Stop, not GracefulStop: an ADS stream lasts as long as its Envoy, so a graceful stop
-		// would wait for every Envoy to go away.
-		g.Stop()
-		if err := <-served; err != nil { // nil after Stop, unless serving had failed
-			return fmt.Errorf("serving xDS on %s: %w", s.Address(), err)
-		}
-		return nil
-	case err := <-served:
-		return fmt.Errorf("serving xDS on %s: %w", s.Address(), err)
-	}
+	return g
 }
 
 // NeedLeaderElection is false: every node's agent serves its own node's Envoy.
@@ -150,6 +201,12 @@ func (s *Server) NeedLeaderElection() bool { return false }
 // its load assignment, a listener's RDS name without its route configuration, or one too many),
 // is refused with an error, logged and counted: the previous snapshot stays in service.
 func (s *Server) Publish(nodeID string, res xds.Resources) (bool, error) {
+	return s.publish(nodeID, res, false)
+}
+
+// publish is Publish; forProxyless publishes in the proxyless cache, and only for a connected
+// proxyless client.
+func (s *Server) publish(nodeID string, res xds.Resources, forProxyless bool) (bool, error) {
 	snap, next, err := newSnapshot(res)
 	if err != nil {
 		snapshots.WithLabelValues(ResultInvalid).Inc()
@@ -159,6 +216,13 @@ func (s *Server) Publish(nodeID string, res xds.Resources) (bool, error) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	cache := s.cache
+	if forProxyless {
+		if s.proxyless[nodeID] == nil {
+			return false, nil // the client went: its snapshot was cleared, and must stay so
+		}
+		cache = s.proxylessCache
+	}
 	prev, had := s.served[nodeID]
 	if had && prev.versions == next.versions {
 		snapshots.WithLabelValues(ResultUnchanged).Inc()
@@ -170,7 +234,7 @@ func (s *Server) Publish(nodeID string, res xds.Resources) (bool, error) {
 		s.log.Error(err, "Refusing an inconsistent xDS snapshot; the previous one stays in service", "node", nodeID)
 		return false, err
 	}
-	if err := s.cache.SetSnapshot(context.Background(), nodeID, snap); err != nil {
+	if err := cache.SetSnapshot(context.Background(), nodeID, snap); err != nil {
 		return false, fmt.Errorf("setting the xDS snapshot for node %q: %w", nodeID, err)
 	}
 	s.served[nodeID] = next

@@ -11,6 +11,11 @@
 //	testserver -http 8080 -h2c 9090 -grpc 9091 -tcp 9000 -health-path /healthz
 //	testserver -original-dst 127.0.0.1:18001
 //	testserver -dial 10.96.0.10:18082 -dial-every 1s
+//
+// Where no Envoy can run, -grpc-inbound 18008 stands in for the node Envoy's inbound listener:
+// gRPC over mTLS with the pod's SVID (-identity-dir). In client mode, -proxyless-client
+// xds:///<name>:<port> is a proxyless gRPC client (its bootstrap from GRPC_XDS_BOOTSTRAP_CONFIG,
+// which the pod webhook injects) that a test drives over HTTP on -client-port: GET /spread?n=100.
 package main
 
 import (
@@ -25,6 +30,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether-operator/hack/testapp"
+	"github.com/aether-mesh/aether-operator/internal/proxyless"
 )
 
 type portList []int
@@ -52,6 +58,11 @@ func main() {
 	originalDst := flag.String("original-dst", "", "address to accept on, answering each connection \"original-dst <its SO_ORIGINAL_DST>\" (a meshed pod's capture listener is 127.0.0.1:18001)")
 	dial := flag.String("dial", "", "address to dial; prints the first line answered, or \"error <why>\"")
 	dialEvery := flag.Duration("dial-every", 0, "with -dial: dial again at this interval, forever (0: once, then exit)")
+	inbound := flag.Int("grpc-inbound", 0, "port of the stand-in for the node Envoy's inbound listener: gRPC (health) over mTLS with the SVID in -identity-dir; 0: none")
+	identityDir := flag.String("identity-dir", proxyless.IdentityDir, "directory of the pod's SVID, key and trust bundle (svid.pem, svid_key.pem, bundle.pem)")
+	trustDomain := flag.String("trust-domain", "aether.internal", "the trust domain whose clients -grpc-inbound accepts")
+	client := flag.String("proxyless-client", "", "client mode: an xds:/// target to dial as a proxyless gRPC client, driven over HTTP on -client-port")
+	clientPort := flag.Int("client-port", 8080, "client mode: the HTTP port of /spread?n=<count> and the health path")
 	flag.Parse()
 	if *dial != "" {
 		dialLoop(*dial, *dialEvery)
@@ -69,6 +80,20 @@ func main() {
 	if _, err := testapp.Serve("", ports); err != nil {
 		fmt.Fprintf(os.Stderr, "testserver: %v\n", err)
 		os.Exit(1)
+	}
+	if *inbound != 0 {
+		if _, err := testapp.ServeInbound("", *inbound, *identityDir, *trustDomain); err != nil {
+			fmt.Fprintf(os.Stderr, "testserver: -grpc-inbound: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Printf("testserver: gRPC over mTLS on %d (the inbound's stand-in)\n", *inbound)
+	}
+	if *client != "" {
+		if _, err := testapp.ServeProxylessClient("", *clientPort, *client, ports.HealthPath); err != nil {
+			fmt.Fprintf(os.Stderr, "testserver: -proxyless-client: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Printf("testserver: proxyless gRPC client of %s, driven on :%d/spread\n", *client, *clientPort)
 	}
 	fmt.Printf("testserver: HTTP %v, h2c %v, gRPC %v, TCP echo %v\n", ports.HTTP, ports.H2C, ports.GRPC, ports.TCP)
 	stop := make(chan os.Signal, 1)

@@ -51,6 +51,8 @@ type Response struct {
 	Names []string
 	// NACKed is true when the client rejected it.
 	NACKed bool
+	// Resources are what it carried, by name.
+	Resources map[string]proto.Message
 }
 
 // State is what the client holds: per type URL, the accepted version and resources, and every
@@ -80,7 +82,7 @@ func (s State) LoadAssignment(name string) *endpointv3.ClusterLoadAssignment {
 
 // Client is one ADS stream.
 type Client struct {
-	node   string
+	node   *corev3.Node
 	conn   *grpc.ClientConn
 	stream grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]
 	cancel context.CancelFunc
@@ -115,6 +117,11 @@ func Target(address string) string {
 // Dial opens an ADS stream to address (unix:///path or tcp://127.0.0.1:port) as node, subscribes
 // to every cluster and listener, and follows the stream until ctx ends or Close.
 func Dial(ctx context.Context, address, node string) (*Client, error) {
+	return DialNode(ctx, address, &corev3.Node{Id: node})
+}
+
+// DialNode is Dial as node, its ID and metadata (a proxyless client's announcement).
+func DialNode(ctx context.Context, address string, node *corev3.Node) (*Client, error) {
 	conn, err := grpc.NewClient(Target(address), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
@@ -193,7 +200,7 @@ func (c *Client) Await(ctx context.Context, check func(State) error) error {
 }
 
 func (c *Client) send(req *discoveryv3.DiscoveryRequest) error {
-	req.Node = &corev3.Node{Id: c.node}
+	req.Node = c.node
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	return c.stream.Send(req)
@@ -234,7 +241,7 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 	reason, reject := c.nack[typeURL]
 	delete(c.nack, typeURL)
 	c.history = append(c.history, Response{TypeURL: typeURL, Version: resp.GetVersionInfo(), Nonce: resp.GetNonce(),
-		Names: slices.Sorted(maps.Keys(resources)), NACKed: reject})
+		Names: slices.Sorted(maps.Keys(resources)), NACKed: reject, Resources: resources})
 	ts.nonce = resp.GetNonce()
 	answer := &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResponseNonce: resp.GetNonce(), ResourceNames: ts.names}
 	if reject {

@@ -1,0 +1,637 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	xdscreds "google.golang.org/grpc/credentials/xds"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/xds"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/proxyless"
+	"github.com/aether-mesh/aether-operator/internal/routes"
+	"github.com/aether-mesh/aether-operator/internal/spiffetest"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
+	ourxds "github.com/aether-mesh/aether-operator/internal/xds"
+	"github.com/aether-mesh/aether-operator/internal/xdsserver"
+	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
+)
+
+// The proxyless acceptance tests: real grpc-go clients (the xds:/// resolver, xDS credentials)
+// against the agent's real ADS server on its proxyless socket, on the real API server, and real
+// grpc-go servers standing in for the destination pods' inbound listeners (TLS on <pod IP>:18008
+// with SVIDs of a test CA). Never a fixed sleep: every wait polls an observable.
+
+// grpcPort is the services' gRPC port (their primary, =grpc).
+const grpcPort = 9090
+
+// grpcAnnotations declare the gRPC primary.
+var grpcAnnotations = map[string]string{portspec.AnnotationPort: strconv.Itoa(grpcPort), portspec.AnnotationPorts: strconv.Itoa(grpcPort) + "=grpc"}
+
+// spiffeID is the SPIFFE ID of service account sa in ns.
+func spiffeID(ns, sa string) string { return "spiffe://aether.internal/ns/" + ns + "/sa/" + sa }
+
+// backend stands in for a sidecar-fronted gRPC pod: the application's gRPC health service in
+// cleartext on <ip>:9090 (what the agent's probe dials) and the inbound listener's stand-in on
+// <ip>:18008, TLS with a certificate of the test CA, a client certificate of the trust domain
+// required, serving the same health service.
+type backend struct {
+	ip     string
+	health *health.Server
+	// cert is what the inbound stand-in presents (SetIdentity changes it for new connections).
+	cert atomic.Pointer[tls.Certificate]
+	ca   *spiffetest.CA
+	// snis are the server names the stand-in's handshakes asked for, in order.
+	mu   sync.Mutex
+	snis []string
+}
+
+// startBackend serves pod ip as identity until the test ends.
+func startBackend(t *testing.T, ca *spiffetest.CA, ip, identity string) *backend {
+	t.Helper()
+	b := &backend{ip: ip, health: health.NewServer(), ca: ca}
+	b.SetIdentity(t, identity)
+	app := grpc.NewServer()
+	healthpb.RegisterHealthServer(app, b.health)
+	serve(t, app, net.JoinHostPort(ip, strconv.Itoa(grpcPort)))
+	inbound := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			b.mu.Lock()
+			b.snis = append(b.snis, hello.ServerName)
+			b.mu.Unlock()
+			return nil, nil
+		},
+		GetCertificate:        func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return b.cert.Load(), nil },
+		ClientAuth:            tls.RequireAndVerifyClientCert,
+		ClientCAs:             ca.Pool(),
+		VerifyPeerCertificate: anyIdentityOfTheDomain,
+		NextProtos:            []string{"h2"},
+	})))
+	healthpb.RegisterHealthServer(inbound, b.health)
+	serve(t, inbound, net.JoinHostPort(ip, strconv.Itoa(int(meshv1alpha1.ProxyInboundPort))))
+	return b
+}
+
+// anyIdentityOfTheDomain is the inbound listener's check of a client: a URI SAN of the trust
+// domain (the chain is verified by ClientAuth).
+func anyIdentityOfTheDomain(raw [][]byte, _ [][]*x509.Certificate) error {
+	leaf, err := x509.ParseCertificate(raw[0])
+	if err != nil {
+		return err
+	}
+	for _, u := range leaf.URIs {
+		if strings.HasPrefix(u.String(), "spiffe://aether.internal/") {
+			return nil
+		}
+	}
+	return fmt.Errorf("client certificate names no identity of the trust domain: %v", leaf.URIs)
+}
+
+// SetIdentity makes the stand-in present an SVID of identity on its next handshakes.
+func (b *backend) SetIdentity(t *testing.T, identity string) {
+	t.Helper()
+	cert, err := b.ca.TLSCertificate(identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.cert.Store(&cert)
+}
+
+// SNIs are the server names the stand-in was asked for so far.
+func (b *backend) SNIs() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.snis)
+}
+
+// serve runs g on address until the test ends.
+func serve(t *testing.T, g *grpc.Server, address string) {
+	t.Helper()
+	l, err := net.Listen("tcp", address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = g.Serve(l) }()
+	t.Cleanup(g.Stop)
+}
+
+// proxylessClient is a proxyless gRPC client of pod ns/name (identity's SVID in its files).
+type proxylessClient struct {
+	conn *grpc.ClientConn
+	node string
+}
+
+// dialProxyless creates the pod ns/name (service account sa, annotated aether.io/proxyless:
+// "grpc", on the agent's node) and dials target from it as grpc-go would with the bootstrap the
+// pod webhook injects, the agent's proxyless socket and the SVID files in place of the pod's.
+func dialProxyless(t *testing.T, ctx context.Context, a *xdsAgent, ca *spiffetest.CA, ns, name, sa, target string) *proxylessClient {
+	t.Helper()
+	createPodAs(t, ctx, ns, name, sa, a.node, newPodIP(), true, map[string]string{portspec.AnnotationProxyless: portspec.ProxylessGRPC})
+	files, err := ca.WriteFiles(t.TempDir(), spiffeID(ns, sa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := proxyless.NodeID(ns, name)
+	bootstrap, err := proxyless.Bootstrap{NodeID: node, ServerURI: a.proxylessAddress,
+		CertificateFile: files.Certificate, KeyFile: files.Key, BundleFile: files.Bundle}.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := newProxylessConn(bootstrap, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &proxylessClient{conn: conn, node: node}
+}
+
+// newProxylessConn is a channel to target as a proxyless pod's gRPC client makes it: the xds:///
+// resolver with bootstrap, and xDS credentials. The fallback (cleartext) is used only if a cluster
+// carried no TLS context: the stand-ins speak TLS only, so it would fail every RPC.
+func newProxylessConn(bootstrap []byte, target string) (*grpc.ClientConn, error) {
+	resolver, err := xds.NewXDSResolverWithConfigForTesting(bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
+	if err != nil {
+		return nil, err
+	}
+	return grpc.NewClient(target, grpc.WithResolvers(resolver), grpc.WithTransportCredentials(creds))
+}
+
+// call makes one RPC and returns the address of the backend that answered it.
+func (c *proxylessClient) call(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var p peer.Peer
+	resp, err := healthpb.NewHealthClient(c.conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Peer(&p))
+	if err != nil {
+		return "", err
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return "", fmt.Errorf("answered %v", resp.GetStatus())
+	}
+	host, _, err := net.SplitHostPort(p.Addr.String())
+	return host, err
+}
+
+// spread makes n RPCs and counts them by the backend address that answered; the first error
+// ends it.
+func (c *proxylessClient) spread(ctx context.Context, n int) (map[string]int, error) {
+	out := map[string]int{}
+	for range n {
+		ip, err := c.call(ctx)
+		if err != nil {
+			return out, err
+		}
+		out[ip]++
+	}
+	return out, nil
+}
+
+// observe opens a real ADS stream to the agent's proxyless socket as node (a second stream of the
+// same client): it receives what the client receives, response by response.
+func observe(t *testing.T, ctx context.Context, a *xdsAgent, node string) *xdstest.Client {
+	t.Helper()
+	c, err := xdstest.DialNode(ctx, a.proxylessAddress, &corev3.Node{Id: node, Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
+		proxyless.MetadataProxyless: structpb.NewStringValue(proxyless.MetadataTrue)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// nacks is how many responses xDS clients rejected so far (every type).
+func nacks(t *testing.T) float64 {
+	t.Helper()
+	var total float64
+	for _, typ := range []string{"cluster", "endpoint", "listener", "route", "secret", "other"} {
+		n, err := testenv.Counter("aether_agent_xds_nacks_total", "type", typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	return total
+}
+
+// noNACK fails the test if a client rejected a response since before.
+func noNACK(t *testing.T, before float64) {
+	t.Helper()
+	if n := nacks(t); n != before {
+		t.Errorf("%v xDS responses were rejected (NACK) during the test: see the log line \"xDS client rejected a response\"", n-before)
+	}
+}
+
+// healthOf is the health status of the endpoint at ip in cla; UNKNOWN when it is not listed.
+func healthOf(cla *endpointv3.ClusterLoadAssignment, ip string) corev3.HealthStatus {
+	if lb := lbEndpoint(cla, ip); lb != nil {
+		return lb.GetHealthStatus()
+	}
+	return corev3.HealthStatus_UNKNOWN
+}
+
+// firstChange is, among the EDS responses after the first skip ones, the first whose assignment
+// name differs from before: how the change reached the client.
+func firstChange(s xdstest.State, skip int, name string, before *endpointv3.ClusterLoadAssignment) *endpointv3.ClusterLoadAssignment {
+	for _, r := range s.Received(xdstest.Endpoints)[skip:] {
+		cla, _ := r.Resources[name].(*endpointv3.ClusterLoadAssignment)
+		if cla != nil && !proto.Equal(cla, before) {
+			return cla
+		}
+	}
+	return nil
+}
+
+// TestProxylessSpreadsAndFollowsHealth: a proxyless gRPC client dialling
+// xds:///payments.<ns>.aether.internal:9090 spreads its RPCs over the three pods of the service's
+// =grpc port, reaching each at its inbound (<pod IP>:18008) over mTLS. When one is marked
+// Unhealthy (its gRPC health answers NOT_SERVING, the agent's probe says so), the first EDS update
+// of the port's load assignment after it already marks it unhealthy (one rebuild), and the client
+// stops sending to it; when another is deleted and Draining, likewise. No response is rejected.
+func TestProxylessSpreadsAndFollowsHealth(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	before := nacks(t)
+	a := startXDSAgentServing(t, ns, true)
+	ca, err := spiffetest.NewCA("aether.internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backends []*backend
+	for i := range 3 {
+		ip := newPodIP()
+		backends = append(backends, startBackend(t, ca, ip, spiffeID(ns, "payments")))
+		createPod(t, ctx, ns, "payments-"+strconv.Itoa(i), a.node, ip, true, grpcAnnotations, "test.aether.io/hold")
+	}
+	for i := range backends {
+		healthIs(t, ns, "payments-"+strconv.Itoa(i), meshv1alpha1.HealthHealthy)
+	}
+	t.Cleanup(func() { releasePods(t, ns, "payments-0", "payments-1", "payments-2") })
+
+	fqdn := ourxds.FQDN("payments", ns, "aether.internal")
+	caller := dialProxyless(t, ctx, a, ca, ns, "client", "client", "xds:///"+ourxds.ProxylessListener(fqdn, grpcPort))
+	all := []string{backends[0].ip, backends[1].ip, backends[2].ip}
+	awaitSpread(t, ctx, caller, all, nil)
+
+	watch := observe(t, ctx, a, caller.node)
+	assignment := ourxds.LoadAssignment(fqdn, grpcPort)
+	for i, step := range []struct {
+		what   string
+		change func()
+		health meshv1alpha1.Health
+		want   corev3.HealthStatus
+	}{
+		{"payments-1 Unhealthy", func() { backends[1].health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING) },
+			meshv1alpha1.HealthUnhealthy, corev3.HealthStatus_UNHEALTHY},
+		{"payments-2 Draining", func() { deletePod(t, ctx, ns, "payments-2") },
+			meshv1alpha1.HealthDraining, corev3.HealthStatus_DRAINING},
+	} {
+		gone := backends[i+1].ip
+		var was *endpointv3.ClusterLoadAssignment
+		var skip int
+		if err := watch.Await(ctx, func(s xdstest.State) error {
+			was, skip = s.LoadAssignment(assignment), len(s.Received(xdstest.Endpoints))
+			if healthOf(was, gone) != corev3.HealthStatus_HEALTHY {
+				return fmt.Errorf("%s is %v in %v", gone, healthOf(was, gone), was)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		step.change()
+		healthIs(t, ns, "payments-"+strconv.Itoa(i+1), step.health)
+		if err := watch.Await(ctx, func(s xdstest.State) error {
+			changed := firstChange(s, skip, assignment, was)
+			if changed == nil {
+				return fmt.Errorf("no EDS update of %s yet", assignment)
+			}
+			if got := healthOf(changed, gone); got != step.want {
+				t.Fatalf("%s: the first EDS update of %s after it lists %s as %v, want %v: %v", step.what, assignment, gone, got, step.want, changed)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		all = slices.DeleteFunc(all, func(ip string) bool { return ip == gone })
+		awaitSpread(t, ctx, caller, all, []string{gone})
+	}
+	noNACK(t, before)
+}
+
+// awaitSpread polls until batches of RPCs reach every backend of want and none of gone, then
+// checks one more batch does too.
+func awaitSpread(t *testing.T, ctx context.Context, c *proxylessClient, want, gone []string) {
+	t.Helper()
+	check := func() error {
+		counts, err := c.spread(ctx, 10*len(want))
+		if err != nil {
+			return err
+		}
+		for _, ip := range gone {
+			if counts[ip] > 0 {
+				return fmt.Errorf("%d of %v went to %s", counts[ip], counts, ip)
+			}
+		}
+		for _, ip := range want {
+			if counts[ip] == 0 {
+				return fmt.Errorf("none of %v went to %s", counts, ip)
+			}
+		}
+		return nil
+	}
+	testenv.Eventually(t, fmt.Sprintf("RPCs spread over %v and none to %v", want, gone), check)
+	if err := check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deletePod deletes pod ns/name (a finalizer holds it, so its endpoint is Draining).
+func deletePod(t *testing.T, ctx context.Context, ns, name string) {
+	t.Helper()
+	if err := env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// releasePods removes the test's finalizer from pods ns/names.
+func releasePods(t *testing.T, ns string, names ...string) {
+	for _, name := range names {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			pod := &corev1.Pod{}
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			pod.Finalizers = nil
+			return env.Client.Update(context.Background(), pod)
+		})
+		if err != nil {
+			t.Errorf("releasing pod %s/%s: %v", ns, name, err)
+		}
+	}
+}
+
+// meshGRPCRoute is a GRPCRoute in ns parented to Service parent:9090, one rule sending every RPC
+// to the weighted backends (service name → port and weight).
+func meshGRPCRoute(ns, name, parent string, backends ...gwapiv1.GRPCBackendRef) *gwapiv1.GRPCRoute {
+	ref := gwapiv1.ParentReference{Group: new(gwapiv1.Group("")), Kind: new(gwapiv1.Kind("Service")), Name: gwapiv1.ObjectName(parent),
+		Port: new(gwapiv1.PortNumber(grpcPort))}
+	return &gwapiv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gwapiv1.GRPCRouteSpec{CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: []gwapiv1.ParentReference{ref}},
+			Rules: []gwapiv1.GRPCRouteRule{{BackendRefs: backends}}}}
+}
+
+func grpcBackend(service string, port, weight int32) gwapiv1.GRPCBackendRef {
+	be := gwapiv1.GRPCBackendRef{BackendRef: gwapiv1.BackendRef{Weight: new(weight)}}
+	be.Name, be.Port = gwapiv1.ObjectName(service), new(port)
+	return be
+}
+
+// grpcResolvedRefs is our controller's ResolvedRefs condition of GRPCRoute ns/name for its current
+// generation, or nil.
+func grpcResolvedRefs(ctx context.Context, ns, name string) (*metav1.Condition, error) {
+	r := &gwapiv1.GRPCRoute{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, r); err != nil {
+		return nil, err
+	}
+	for _, p := range r.Status.Parents {
+		if p.ControllerName == routes.ControllerName {
+			if c := apimeta.FindStatusCondition(p.Conditions, string(gwapiv1.RouteConditionResolvedRefs)); c != nil && c.ObservedGeneration == r.Generation {
+				return c, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// TestProxylessGRPCRouteSplit: a GRPCRoute the controller accepted splits payments:9090 80/20
+// between payments and canary, and 2 000 RPCs of a proxyless client follow it within ±5 %. A
+// second GRPCRoute on the same port, to canary's HTTP/1.1 port, is refused by the controller
+// (ResolvedRefs=False, UnsupportedProtocol) and changes nothing: after a rebuild that saw its
+// status, every resource type the client is served is at the same version.
+func TestProxylessGRPCRouteSplit(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	before := nacks(t)
+	a := startXDSAgentServing(t, ns, true)
+	ca, err := spiffetest.NewCA("aether.internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stable := startBackend(t, ca, newPodIP(), spiffeID(ns, "payments"))
+	createPod(t, ctx, ns, "payments-0", a.node, stable.ip, true, grpcAnnotations)
+	canary := startBackend(t, ca, newPodIP(), spiffeID(ns, "canary"))
+	canaryAnnotations := map[string]string{portspec.AnnotationPort: strconv.Itoa(grpcPort), portspec.AnnotationPorts: strconv.Itoa(grpcPort) + "=grpc,8080=h1"}
+	createPodAs(t, ctx, ns, "canary-0", "canary", a.node, canary.ip, true, canaryAnnotations)
+	healthIs(t, ns, "payments-0", meshv1alpha1.HealthHealthy)
+	healthIs(t, ns, "canary-0", meshv1alpha1.HealthHealthy)
+
+	if err := env.Client.Create(ctx, meshGRPCRoute(ns, "split", "payments", grpcBackend("payments", grpcPort, 80), grpcBackend("canary", grpcPort, 20))); err != nil {
+		t.Fatal(err)
+	}
+	fqdn := ourxds.FQDN("payments", ns, "aether.internal")
+	caller := dialProxyless(t, ctx, a, ca, ns, "client", "client", "xds:///"+ourxds.ProxylessListener(fqdn, grpcPort))
+	awaitSpread(t, ctx, caller, []string{stable.ip, canary.ip}, nil)
+
+	const rpcs = 2000
+	counts, err := caller.spread(ctx, rpcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := float64(counts[canary.ip]) / rpcs
+	t.Logf("%d RPCs: %d to payments, %d to canary (%.1f %%)", rpcs, counts[stable.ip], counts[canary.ip], 100*share)
+	if counts[stable.ip]+counts[canary.ip] != rpcs || share < 0.15 || share > 0.25 {
+		t.Errorf("%d RPCs went %v; want 20 %% ± 5 %% to canary (%s), the rest to payments (%s)", rpcs, counts, canary.ip, stable.ip)
+	}
+
+	served := a.options.XDS.Server.Versions(caller.node)
+	builds := buildsTotal(t)
+	if err := env.Client.Create(ctx, meshGRPCRoute(ns, "widen", "payments", grpcBackend("canary", 8080, 1))); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "GRPCRoute widen refused with UnsupportedProtocol", func() error {
+		c, err := grpcResolvedRefs(ctx, ns, "widen")
+		if err != nil {
+			return err
+		}
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != string(gwapiv1.RouteReasonUnsupportedProtocol) {
+			return fmt.Errorf("ResolvedRefs = %+v, want False UnsupportedProtocol (else the test proves nothing)", c)
+		}
+		return nil
+	})
+	// A rebuild that read the refusal: the view's cache holds the route's status, then a change of
+	// the client pod (a label) asks for one more rebuild.
+	awaitViewHolds(t, ctx, a, ns, "widen")
+	builds = buildsTotal(t)
+	touchPod(t, ctx, ns, "client")
+	testenv.Eventually(t, "a rebuild after the refusal", func() error {
+		if n := buildsTotal(t); n <= builds {
+			return fmt.Errorf("aether_agent_xds_builds_total{result=built} still %v", n)
+		}
+		return nil
+	})
+	if now := a.options.XDS.Server.Versions(caller.node); !equalVersions(now, served) {
+		t.Errorf("the refused route changed what the client is served: versions %v, were %v", now, served)
+	}
+	noNACK(t, before)
+}
+
+// equalVersions reports whether two Versions maps are the same, and not empty.
+func equalVersions(a, b map[string]string) bool {
+	if len(a) == 0 || len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// awaitViewHolds waits until the agent's view of the mesh holds GRPCRoute ns/name with our
+// controller's verdict on its current generation.
+func awaitViewHolds(t *testing.T, ctx context.Context, a *xdsAgent, ns, name string) {
+	t.Helper()
+	testenv.Eventually(t, "the agent's view holding GRPCRoute "+name+"'s status", func() error {
+		r := &gwapiv1.GRPCRoute{}
+		if err := a.options.View.cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, r); err != nil {
+			return err
+		}
+		for _, p := range r.Status.Parents {
+			if c := apimeta.FindStatusCondition(p.Conditions, string(gwapiv1.RouteConditionResolvedRefs)); c != nil && c.ObservedGeneration == r.Generation {
+				return nil
+			}
+		}
+		return fmt.Errorf("no verdict on generation %d in the view: %+v", r.Generation, r.Status.Parents)
+	})
+}
+
+// touchPod sets a label on pod ns/name (a change the agent rebuilds on).
+func touchPod(t *testing.T, ctx context.Context, ns, name string) {
+	t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+			return err
+		}
+		pod.Labels["test.aether.io/touched"] = strconv.FormatInt(time.Now().UnixNano(), 10)
+		return env.Client.Update(ctx, pod)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProxylessMTLSPinsTheDestination: the client's cluster pins the destination's SPIFFE ID, and
+// grpc-go enforces it in a real TLS handshake: while payments' pod presents another identity of
+// the trust domain (an SVID of the same CA, for billing), every RPC fails with grpc-go's SAN
+// error; once it presents payments' own, RPCs succeed.
+func TestProxylessMTLSPinsTheDestination(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	before := nacks(t)
+	a := startXDSAgentServing(t, ns, true)
+	ca, err := spiffetest.NewCA("aether.internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startBackend(t, ca, newPodIP(), spiffeID(ns, "billing"))
+	createPod(t, ctx, ns, "payments-0", a.node, b.ip, true, grpcAnnotations)
+	healthIs(t, ns, "payments-0", meshv1alpha1.HealthHealthy)
+	fqdn := ourxds.FQDN("payments", ns, "aether.internal")
+	caller := dialProxyless(t, ctx, a, ca, ns, "client", "client", "xds:///"+ourxds.ProxylessListener(fqdn, grpcPort))
+
+	const sanError = "do not match any of the accepted SANs"
+	var last error
+	testenv.Eventually(t, "RPCs refused for the SAN", func() error {
+		_, last = caller.call(ctx)
+		if last == nil || !strings.Contains(last.Error(), sanError) {
+			return fmt.Errorf("the RPC: %v, want an error saying %q", last, sanError)
+		}
+		return nil
+	})
+	t.Logf("with billing's SVID: %v", last)
+	if len(b.SNIs()) == 0 {
+		t.Error("the server saw no handshake")
+	}
+
+	b.SetIdentity(t, spiffeID(ns, "payments"))
+	testenv.Eventually(t, "RPCs answered once payments presents its own SVID", func() error {
+		ip, err := caller.call(ctx)
+		if err == nil && ip != b.ip {
+			err = fmt.Errorf("answered by %s, want %s", ip, b.ip)
+		}
+		return err
+	})
+	if snis := b.SNIs(); slices.ContainsFunc(snis, func(s string) bool { return s != "" }) {
+		t.Errorf("the client sent SNI %q to the primary port; want none", snis)
+	}
+	noNACK(t, before)
+}
+
+// TestProxylessServesOnlyMeshedPods: a client whose node ID names no pod of the node, or a pod not
+// annotated proxyless, is served nothing, even after a rebuild that knew it was connected (the
+// agent logs why: "Serving nothing to a proxyless gRPC client").
+func TestProxylessServesOnlyMeshedPods(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	a := startXDSAgentServing(t, ns, true)
+	createPodAs(t, ctx, ns, "plain", "client", a.node, newPodIP(), true, nil)
+	for _, id := range []string{proxyless.NodeID(ns, "nobody"), proxyless.NodeID(ns, "plain")} {
+		watch := observe(t, ctx, a, id)
+		testenv.Eventually(t, "the agent knowing "+id, func() error {
+			if !slices.ContainsFunc(a.options.XDS.Server.ProxylessNodes(), func(n xdsserver.ProxylessNode) bool { return n.ID == id }) {
+				return errors.New("not connected")
+			}
+			return nil
+		})
+		builds := buildsTotal(t)
+		touchPod(t, ctx, ns, "plain")
+		testenv.Eventually(t, "a rebuild", func() error {
+			if n := buildsTotal(t); n <= builds {
+				return fmt.Errorf("aether_agent_xds_builds_total{result=built} still %v", n)
+			}
+			return nil
+		})
+		if v := a.options.XDS.Server.Versions(id); v != nil {
+			t.Errorf("%s is served %v, want nothing", id, v)
+		}
+		if h := watch.State().History; len(h) != 0 {
+			t.Errorf("%s received %v", id, h)
+		}
+	}
+}
