@@ -136,9 +136,13 @@ func TestCapture(t *testing.T) {
 		repaired := captureSyncsTotal(t, apply.Repaired)
 		pns.Nft(t, "flush", "table", "inet", "aether")
 		dialsTo(t, pns, vip+":9000", nstest.Captured+" "+vip+":9000")
-		if n := captureSyncsTotal(t, apply.Repaired); n <= repaired {
-			t.Errorf("aether_agent_capture_syncs_total{result=repaired} is %v, was %v", n, repaired)
-		}
+		// The batch lands (the dial is captured again) just before the capturer counts it: poll.
+		testenv.Eventually(t, "the repair counted", func() error {
+			if n := captureSyncsTotal(t, apply.Repaired); n <= repaired {
+				return fmt.Errorf("aether_agent_capture_syncs_total{result=repaired} is %v, was %v", n, repaired)
+			}
+			return nil
+		})
 	})
 
 	t.Run("scoped mode, and the service's warning", func(t *testing.T) {
