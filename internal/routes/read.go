@@ -52,36 +52,35 @@ func Read(o runtime.Object) (route Route, parents *[]gwapiv1.RouteParentStatus, 
 // httpRule reads an HTTPRoute rule: its backends and weights, and its matches as the data plane
 // carries them.
 func httpRule(rule gwapiv1.HTTPRouteRule) Rule {
-	r := Rule{Name: rule.Name}
-	filters := len(rule.Filters)
-	for _, b := range rule.BackendRefs {
-		r.BackendRefs = append(r.BackendRefs, b.BackendObjectReference)
-		r.Weights = append(r.Weights, weight(b.Weight))
-		filters += len(b.Filters)
-	}
-	for i, m := range rule.Matches {
-		match, why := httpMatch(m)
-		r.addMatch(i, match, why)
-	}
-	r.MatchesNone = len(rule.Matches) > 0 && len(r.Matches) == 0
-	r.noteFilters(filters)
-	return r
+	return requestRule(rule.Name, len(rule.Filters), rule.BackendRefs, func(b gwapiv1.HTTPBackendRef) (gwapiv1.BackendRef, int) {
+		return b.BackendRef, len(b.Filters)
+	}, rule.Matches, httpMatch)
 }
 
 // grpcRule reads a GRPCRoute rule as httpRule reads an HTTPRoute rule.
 func grpcRule(rule gwapiv1.GRPCRouteRule) Rule {
-	r := Rule{Name: rule.Name}
-	filters := len(rule.Filters)
-	for _, b := range rule.BackendRefs {
-		r.BackendRefs = append(r.BackendRefs, b.BackendObjectReference)
-		r.Weights = append(r.Weights, weight(b.Weight))
-		filters += len(b.Filters)
+	return requestRule(rule.Name, len(rule.Filters), rule.BackendRefs, func(b gwapiv1.GRPCBackendRef) (gwapiv1.BackendRef, int) {
+		return b.BackendRef, len(b.Filters)
+	}, rule.Matches, grpcMatch)
+}
+
+// requestRule reads a rule of a request route (HTTPRoute, GRPCRoute), whose backends carry filters
+// of their own: the backends and weights, the matches the data plane carries, and the filters it
+// does not (noted).
+func requestRule[B, M any](name *gwapiv1.SectionName, filters int, backends []B, backend func(B) (gwapiv1.BackendRef, int),
+	matches []M, match func(M) (model.RouteMatch, string)) Rule {
+	r := Rule{Name: name}
+	for _, b := range backends {
+		ref, n := backend(b)
+		r.BackendRefs = append(r.BackendRefs, ref.BackendObjectReference)
+		r.Weights = append(r.Weights, weight(ref.Weight))
+		filters += n
 	}
-	for i, m := range rule.Matches {
-		match, why := grpcMatch(m)
-		r.addMatch(i, match, why)
+	for i, m := range matches {
+		carried, why := match(m)
+		r.addMatch(i, carried, why)
 	}
-	r.MatchesNone = len(rule.Matches) > 0 && len(r.Matches) == 0
+	r.MatchesNone = len(matches) > 0 && len(r.Matches) == 0
 	r.noteFilters(filters)
 	return r
 }
