@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
 // The agent process's node, and how many managed pods it runs (a node's default pod limit).
@@ -71,7 +72,7 @@ func (r *run) measureAgent(ctx context.Context, mgr *manager, scratch string) (a
 		return a, err
 	}
 	a.synced = time.Now()
-	if a.syncCPUS, err = cpuSeconds(proc.cmd.Process.Pid); err != nil {
+	if a.syncCPUS, err = testenv.CPUSeconds(proc.cmd.Process.Pid); err != nil {
 		return a, err
 	}
 	if err := mgr.waitIdle(ctx, r.quiet(), 2*time.Minute, 0); err != nil {
@@ -79,7 +80,7 @@ func (r *run) measureAgent(ctx context.Context, mgr *manager, scratch string) (a
 	}
 
 	a.restFrom = time.Now()
-	cpuBefore, err := cpuSeconds(proc.cmd.Process.Pid)
+	cpuBefore, err := testenv.CPUSeconds(proc.cmd.Process.Pid)
 	if err != nil {
 		return a, err
 	}
@@ -92,15 +93,15 @@ func (r *run) measureAgent(ctx context.Context, mgr *manager, scratch string) (a
 		return a, ctx.Err()
 	}
 	a.restTo = time.Now()
-	cpuAfter, err := cpuSeconds(proc.cmd.Process.Pid)
+	cpuAfter, err := testenv.CPUSeconds(proc.cmd.Process.Pid)
 	if err != nil {
 		return a, err
 	}
 	a.restCPUS = cpuAfter - cpuBefore
-	if a.rssMiB, err = memoryMiB(proc.cmd.Process.Pid, "VmRSS"); err != nil {
+	if a.rssMiB, err = testenv.MemoryMiB(proc.cmd.Process.Pid, "VmRSS"); err != nil {
 		return a, err
 	}
-	a.peakRSSMiB, err = memoryMiB(proc.cmd.Process.Pid, "VmHWM")
+	a.peakRSSMiB, err = testenv.MemoryMiB(proc.cmd.Process.Pid, "VmHWM")
 	return a, err
 }
 

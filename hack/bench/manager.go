@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
 // manager is one run of the manager binary.
@@ -203,43 +205,10 @@ func (m *manager) races(ctx context.Context) (tally, error) {
 }
 
 // cpuSeconds is the manager's user and system CPU time so far.
-func (m *manager) cpuSeconds() (float64, error) { return cpuSeconds(m.cmd.Process.Pid) }
+func (m *manager) cpuSeconds() (float64, error) { return testenv.CPUSeconds(m.cmd.Process.Pid) }
 
 // peakRSSMiB is the manager's peak resident memory so far (VmHWM).
-func (m *manager) peakRSSMiB() (float64, error) { return memoryMiB(m.cmd.Process.Pid, "VmHWM") }
-
-// cpuSeconds is process pid's user and system CPU time so far (utime + stime of /proc/<pid>/stat).
-func cpuSeconds(pid int) (float64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
-	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-	utime, err1 := strconv.ParseFloat(fields[11], 64)
-	stime, err2 := strconv.ParseFloat(fields[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("reading /proc/%d/stat: %q", pid, raw)
-	}
-	const clockTicks = 100 // USER_HZ, 100 on every Linux the benchmark runs on
-	return (utime + stime) / clockTicks, nil
-}
-
-// memoryMiB reads one memory line of /proc/<pid>/status (VmRSS: resident now; VmHWM: the most
-// it was resident), in MiB.
-func memoryMiB(pid int, key string) (float64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(raw)) {
-		if rest, ok := strings.CutPrefix(line, key+":"); ok {
-			kib, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return kib / 1024, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", key, pid)
-}
+func (m *manager) peakRSSMiB() (float64, error) { return testenv.MemoryMiB(m.cmd.Process.Pid, "VmHWM") }
 
 // reconcileErrors counts the "Reconciler error" lines of the manager's log.
 func (m *manager) reconcileErrors() (int, error) {

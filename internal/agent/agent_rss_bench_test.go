@@ -4,9 +4,9 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -164,11 +164,12 @@ func measureAgent(b *testing.B, ctx context.Context, agentBin string, mesh *test
 		}
 	}
 	m := agentMemory{synced: time.Since(began)}
-	status, err := procStatus(cmd.Process.Pid)
-	if err != nil {
+	var err1, err2 error
+	m.rss, err1 = testenv.MemoryMiB(cmd.Process.Pid, "VmRSS")
+	m.peak, err2 = testenv.MemoryMiB(cmd.Process.Pid, "VmHWM")
+	if err := errors.Join(err1, err2); err != nil {
 		b.Fatal(err)
 	}
-	m.rss, m.peak = status["VmRSS"], status["VmHWM"]
 	b.Logf("view=%v: synced in %s; VmRSS %.1f MiB, VmHWM %.1f MiB", view, m.synced.Round(time.Millisecond), m.rss, m.peak)
 	return m
 }
@@ -211,31 +212,4 @@ func viewGauge(ctx context.Context, addr string) (map[string]int, error) {
 		}
 	}
 	return held, nil
-}
-
-// procStatus reads the memory lines of /proc/<pid>/status (VmRSS, VmHWM, ...), in MiB.
-func procStatus(pid int) (map[string]float64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]float64{}
-	scanner := bufio.NewScanner(f)
-	for scanner.Scan() {
-		key, value, ok := strings.Cut(scanner.Text(), ":")
-		fields := strings.Fields(value)
-		if !ok || len(fields) != 2 || fields[1] != "kB" {
-			continue
-		}
-		kb, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", key, err)
-		}
-		out[key] = kb / 1024
-	}
-	if _, ok := out["VmRSS"]; !ok {
-		return nil, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
-	}
-	return out, scanner.Err()
 }
