@@ -53,8 +53,12 @@ verify-generated: ## Regenerate CRDs, RBAC and DeepCopy; fail if that changed an
 binaries: ## Build (or reuse from the cache) kube-apiserver, etcd and kubectl for tests and `make run`.
 	@hack/build-binaries.sh >/dev/null
 
+.PHONY: spire-binaries
+spire-binaries: ## Build (or reuse from the cache) spire-server and spire-agent (hack/build-spire.sh) for internal/spiretest and the cluster tier.
+	@hack/build-spire.sh >/dev/null
+
 .PHONY: test
-test: verify-generated vet lint binaries ## Run every test: unit, envtest, make run's e2e, then the cluster tier (up, smoke e2e, down).
+test: verify-generated vet lint binaries spire-binaries ## Run every test: unit, envtest, make run's e2e, then the cluster tier (up, smoke e2e, down).
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test $(UNIT_PKGS) -count=1
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test -tags e2e ./test/e2e/ -count=1
 	$(MAKE) --no-print-directory test-cluster
