@@ -296,7 +296,10 @@ func count(ctx context.Context, c client.Client, list client.ObjectList) (int, e
 }
 
 // agentEnabled reports whether this size measures the agent: the last size of the run (the
-// largest, as BENCH_SIZES lists them), unless BENCH_AGENT_REST=0 turns the agent off.
+// largest, as BENCH_SIZES lists them) when it is the scale the agent row is specified at, or
+// any last size when BENCH_AGENT_REST asks; BENCH_AGENT_REST=0 turns the agent off.
 func (r *run) agentEnabled() bool {
-	return r.cfg.agentRest > 0 && r.size == r.cfg.sizes[len(r.cfg.sizes)-1]
+	last := r.size == r.cfg.sizes[len(r.cfg.sizes)-1]
+	atScale := r.size.services*r.size.endpoints >= agentScale
+	return r.cfg.agentRest > 0 && last && (atScale || r.cfg.agentAsked)
 }

@@ -31,12 +31,13 @@
 // (bin/bench/<size>/cpu.pprof, heap.pprof, and their `go tool pprof -top` as *.top.txt), the
 // manager's logs and the manager binary the profiles belong to (bin/bench/manager).
 //
-//   - agent (the run's last size only; BENCH_AGENT_REST=0 skips it): after the churn, 110
+//   - agent (the run's last size only, when it holds 10 000 endpoints or BENCH_AGENT_REST is
+//     set; BENCH_AGENT_REST=0 skips it): after the churn, 110
 //     managed pods are created on a node of their own (each answering its HTTP health probe on
 //     loopback) and one real agent (go build ./cmd/agent, as the node agent of that node, xDS
 //     serving on a unix socket so its cluster-wide view and xDS builds run, no CNI hand-over so
 //     no capture) registers them; once its view holds every object and its pods are Healthy,
-//     and the manager is idle again, a rest window of BENCH_AGENT_REST (default 60s at 10 000 endpoints, 10s below: a quick run) measures
+//     and the manager is idle again, a rest window of BENCH_AGENT_REST (default 60s) measures
 //     its CPU, its VmRSS and VmHWM at the end, and its API requests by verb (audit log: it
 //     speaks through a user of its own) — writes at rest: target 0. Its log is
 //     bin/bench/<size>/agent.log.
@@ -77,6 +78,7 @@ type config struct {
 	window      time.Duration
 	managerArgs []string
 	agentRest   time.Duration
+	agentAsked  bool // BENCH_AGENT_REST was set: measure the agent at any size
 	out         string
 }
 
@@ -103,13 +105,12 @@ func main() {
 
 func configFromEnv() (config, error) {
 	cfg := config{writers: 16, workers: controller.DefaultMaxConcurrentReconciles, qps: controller.DefaultKubeAPIQPS,
-		burst: controller.DefaultKubeAPIBurst, window: controller.DefaultBatchWindow, out: filepath.Join(testenv.RepoRoot(), "bin", "bench")}
+		burst: controller.DefaultKubeAPIBurst, window: controller.DefaultBatchWindow, agentRest: time.Minute, out: filepath.Join(testenv.RepoRoot(), "bin", "bench")}
 	sizes, err := parseSizes(envOr("BENCH_SIZES", "100x10,1000x10"))
 	if err != nil {
 		return cfg, err
 	}
 	cfg.sizes = sizes
-	cfg.agentRest = defaultAgentRest(sizes[len(sizes)-1])
 	for _, knob := range []struct {
 		name string
 		set  func(string) error
@@ -119,7 +120,7 @@ func configFromEnv() (config, error) {
 		{"BENCH_QPS", func(v string) (err error) { cfg.qps, err = strconv.ParseFloat(v, 64); return }},
 		{"BENCH_BURST", func(v string) (err error) { cfg.burst, err = strconv.Atoi(v); return }},
 		{"BENCH_WINDOW", func(v string) (err error) { cfg.window, err = time.ParseDuration(v); return }},
-		{"BENCH_AGENT_REST", func(v string) (err error) { cfg.agentRest, err = time.ParseDuration(v); return }},
+		{"BENCH_AGENT_REST", func(v string) (err error) { cfg.agentAsked = true; cfg.agentRest, err = time.ParseDuration(v); return }},
 	} {
 		if v := os.Getenv(knob.name); v != "" {
 			if err := knob.set(v); err != nil {
@@ -131,18 +132,10 @@ func configFromEnv() (config, error) {
 	return cfg, nil
 }
 
-// agentScale is the cluster the agent row is specified at (issue 15): 10 000 MeshEndpoints.
+// agentScale is the cluster the agent row is specified at (issue 15): 10 000 MeshEndpoints. A
+// run whose last size is smaller (BENCH_SIZES=100x10, a quick check within a minute) measures no
+// agent unless BENCH_AGENT_REST asks for it.
 const agentScale = 10_000
-
-// defaultAgentRest is the agent's rest window when BENCH_AGENT_REST does not say: a minute at the
-// scale the agent row is specified at (writes per minute at rest are its figure), 10 s below it,
-// where a run is a quick check of the harness (BENCH_SIZES=100x10 finishes within a minute).
-func defaultAgentRest(last size) time.Duration {
-	if last.services*last.endpoints >= agentScale {
-		return time.Minute
-	}
-	return 10 * time.Second
-}
 
 func envOr(name, fallback string) string {
 	if v := os.Getenv(name); v != "" {
