@@ -19,11 +19,14 @@ type fieldDiff struct {
 	field, want, got string
 }
 
+// absent is how a violation shows a value that is not there.
+const absent = "absent"
+
 // render is v as a reader of a violation sees it: JSON, "absent" for the zero value.
 func render(v any) string {
 	rv := reflect.ValueOf(v)
 	if !rv.IsValid() || rv.IsZero() {
-		return "absent"
+		return absent
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -100,7 +103,7 @@ func diffConditions(prefix string, want, got []metav1.Condition) []fieldDiff {
 // describeCondition is a condition as kubectl describe shows it, or "absent".
 func describeCondition(c *metav1.Condition) string {
 	if c == nil {
-		return "absent"
+		return absent
 	}
 	return fmt.Sprintf("%s %s (generation %d): %s", c.Status, c.Reason, c.ObservedGeneration, c.Message)
 }

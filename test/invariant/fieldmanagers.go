@@ -19,6 +19,9 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/routes"
 )
 
+// subresourceStatus is the status subresource, as managedFields name it.
+const subresourceStatus = "status"
+
 // writer is a field manager and the part of an object it may write: the main resource
 // ("", metadata and spec), its status subresource ("status"), or both (any).
 type writer struct {
@@ -45,7 +48,7 @@ func (w writer) String() string {
 // MeshEndpoints, spec and status (registration, health); the controller writes their status
 // (Verified), and MeshServices and generated Services whole. Nobody else writes any of them.
 var (
-	endpointWriters = []writer{{manager: agent.FieldManager, any: true}, {manager: controller.FieldManager, part: "status"}}
+	endpointWriters = []writer{{manager: agent.FieldManager, any: true}, {manager: controller.FieldManager, part: subresourceStatus}}
 	serviceWriters  = []writer{{manager: controller.FieldManager, any: true}}
 )
 
@@ -93,7 +96,7 @@ func controllerOutsideStatus(route client.Object) []Violation {
 	kind := route.GetObjectKind().GroupVersionKind().Kind
 	var out []Violation
 	for _, entry := range route.GetManagedFields() {
-		if entry.Manager == controller.FieldManager && entry.Subresource != "status" {
+		if entry.Manager == controller.FieldManager && entry.Subresource != subresourceStatus {
 			out = append(out, Violation{Check: CheckFieldManagers, Kind: kind, Namespace: route.GetNamespace(), Name: route.GetName(),
 				Field: "metadata.managedFields[" + entry.Manager + "]", Want: controller.FieldManager + " writing " + string(routes.ControllerName) + "'s status entries only",
 				Got: describeEntry(entry)})
@@ -111,7 +114,7 @@ func describeEntry(entry metav1.ManagedFieldsEntry) string {
 	var top []string
 	if entry.FieldsV1 != nil {
 		var fields map[string]json.RawMessage
-		if json.Unmarshal(entry.FieldsV1.Raw, &fields) == nil {
+		if json.Unmarshal(entry.FieldsV1.GetRawBytes(), &fields) == nil {
 			for f := range fields {
 				top = append(top, f)
 			}

@@ -395,7 +395,7 @@ func TestForeignFieldManagerIsAViolation(t *testing.T) {
 		"metadata": map[string]any{"namespace": ns, "name": "orders"},
 		"status":   map[string]any{"endpointsSummary": ms.Status.EndpointsSummary},
 	}}
-	if err := env.Client.Status().Patch(ctx, apply, client.Apply, client.FieldOwner("intruder"), client.ForceOwnership); err != nil {
+	if err := env.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(apply), client.FieldOwner("intruder"), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
 	v := exactly(t, Check(ctx, env.Client, in(ns)), CheckFieldManagers, "MeshService", ns, "orders", "metadata.managedFields[intruder]")

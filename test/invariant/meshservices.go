@@ -60,7 +60,7 @@ func checkMeshServices(s snapshot, opts Options, now time.Time) []Violation {
 func checkMeshService(ms *meshv1alpha1.MeshService, live *corev1.Service, counted []meshv1alpha1.MeshEndpoint, opts Options, now time.Time) []Violation {
 	out, err := controller.Translate(ms, counted, live, opts.MeshDomain)
 	if err != nil {
-		return []Violation{{Check: CheckMeshServices, Kind: kindMeshService, Namespace: ms.Namespace, Name: ms.Name, Field: "status",
+		return []Violation{{Check: CheckMeshServices, Kind: kindMeshService, Namespace: ms.Namespace, Name: ms.Name, Field: subresourceStatus,
 			Want: "a translation of its endpoints", Got: "the translation failed: " + err.Error()}}
 	}
 	var found []Violation
@@ -137,7 +137,7 @@ func diffStatus(want, got meshv1alpha1.MeshServiceStatus) []fieldDiff {
 
 func renderPort(p *meshv1alpha1.ServicePort) string {
 	if p == nil {
-		return "absent"
+		return absent
 	}
 	return fmt.Sprintf("%d/%s with %d endpoints", p.Port, p.Protocol, p.Endpoints)
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -101,7 +102,7 @@ func readRoutes(ctx context.Context, c client.Reader, scope []client.ListOption)
 		}
 		for _, item := range items {
 			route := item.(client.Object)
-			route.GetObjectKind().SetGroupVersionKind(gwapiv1.SchemeGroupVersion.WithKind(string(kind)))
+			route.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{Group: gwapiv1.GroupName, Version: gwapiv1.GroupVersion.Version, Kind: string(kind)})
 			out = append(out, route)
 		}
 	}
