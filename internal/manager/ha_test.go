@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -85,7 +86,7 @@ func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 // election, serving its webhooks on webhookPort of the envtest webhook host. It never releases
 // the Lease when stopped: a test stops the leader the way kill -9 does (sever), and a release at
 // cleanup would only hide a replica that did.
-func startReplica(t *testing.T, name, ns string, election Election, webhookPort int) *replica {
+func startReplica(t testing.TB, name, ns string, election Election, webhookPort int) *replica {
 	t.Helper()
 	r := &replica{name: name, probe: freeLoopbackAddress(t), done: make(chan struct{})}
 	cfg := rest.CopyConfig(env.Config)
@@ -135,7 +136,7 @@ func (r *replica) leading() bool {
 }
 
 // ready waits until the replica's /readyz answers 200.
-func (r *replica) ready(t *testing.T) {
+func (r *replica) ready(t testing.TB) {
 	t.Helper()
 	testenv.Eventually(t, "replica "+r.name+" ready", func() error {
 		resp, err := http.Get("http://" + r.probe + "/readyz")
@@ -151,7 +152,7 @@ func (r *replica) ready(t *testing.T) {
 }
 
 // freeLoopbackAddress is a loopback address with a port nothing listens on now.
-func freeLoopbackAddress(t *testing.T) string {
+func freeLoopbackAddress(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -161,7 +162,7 @@ func freeLoopbackAddress(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(freeLoopbackAddress(t))
 	var n int
@@ -169,13 +170,13 @@ func freePort(t *testing.T) int {
 	return n
 }
 
-func testContext(t *testing.T) context.Context {
+func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func namespace(t *testing.T, ctx context.Context) string {
+func namespace(t testing.TB, ctx context.Context) string {
 	t.Helper()
 	ns, err := env.Namespace(ctx, strings.ToLower(t.Name()))
 	if err != nil {
@@ -190,7 +191,7 @@ var podHosts atomic.Int32
 // register creates a managed pod of ServiceAccount service with an IP, and its MeshEndpoint as
 // the node agent writes it (registration.Registration): a change the MeshService controller
 // reconciles by creating the service's MeshService and Service and writing their status.
-func register(t *testing.T, ctx context.Context, ns, service string) {
+func register(t testing.TB, ctx context.Context, ns, service string) {
 	t.Helper()
 	n := podHosts.Add(1)
 	pod := &corev1.Pod{
@@ -257,6 +258,50 @@ func churn(t *testing.T, ctx context.Context, ns string, replicas ...*replica) i
 	return n
 }
 
+// electedPair starts replica a, waits until it leads, then starts replica b (its webhooks on
+// webhookPort) and waits until b is ready while a leads: a leader and a follower.
+func electedPair(t testing.TB, ns string, webhookPort int) (leader, follower *replica) {
+	t.Helper()
+	leader = startReplica(t, "a", ns, testElection, freePort(t))
+	select {
+	case <-leader.mgr.Elected():
+	case <-time.After(30 * time.Second):
+		t.Fatal("replica a, alone, was not elected within 30s")
+	}
+	follower = startReplica(t, "b", ns, testElection, webhookPort)
+	follower.ready(t)
+	if follower.leading() {
+		t.Fatal("replica b was elected while replica a holds the Lease")
+	}
+	return leader, follower
+}
+
+// kill kills the leader as kill -9 does (sever: no renewal, no release), registers a new service
+// at once and waits until it is reconciled: it returns how long after the kill the follower was
+// elected, and how long after it the change was reconciled.
+func kill(t testing.TB, ctx context.Context, ns string, leader, follower *replica) (election, total time.Duration) {
+	t.Helper()
+	killed := time.Now()
+	leader.severed.Store(true)
+	elected := make(chan time.Time, 1)
+	go func() {
+		<-follower.mgr.Elected()
+		elected <- time.Now()
+	}()
+	register(t, ctx, ns, "after-failover")
+	testenv.Eventually(t, "the follower reconciles after the leader was killed", func() error {
+		return reconciled(ctx, ns, "after-failover")
+	})
+	reconciledAt := time.Now()
+	select {
+	case electedAt := <-elected:
+		return electedAt.Sub(killed), reconciledAt.Sub(killed)
+	default:
+		t.Fatal("the change was reconciled, yet the follower was never elected")
+		return 0, 0
+	}
+}
+
 // TestOnlyTheLeaderReconciles runs two replicas with leader election: the leader writes
 // everything, the follower sends not one write request while it follows, yet is ready and
 // answers admission. Then the leader is killed (cut off the API server: it neither renews nor
@@ -267,18 +312,8 @@ func TestOnlyTheLeaderReconciles(t *testing.T) {
 	ns := namespace(t, ctx)
 	_, webhookPort, _ := env.Webhook()
 
-	leader := startReplica(t, "a", ns, testElection, freePort(t))
-	select {
-	case <-leader.mgr.Elected():
-	case <-time.After(30 * time.Second):
-		t.Fatal("replica a, alone, was not elected within 30s")
-	}
 	// The follower serves the port the API server sends admission to.
-	follower := startReplica(t, "b", ns, testElection, webhookPort)
-	follower.ready(t)
-	if follower.leading() {
-		t.Fatal("replica b was elected while replica a holds the Lease")
-	}
+	leader, follower := electedPair(t, ns, webhookPort)
 
 	n := churn(t, ctx, ns, leader, follower)
 	if got := follower.writes.Load(); got != 0 {
@@ -303,31 +338,11 @@ func TestOnlyTheLeaderReconciles(t *testing.T) {
 		t.Fatal("replica b was elected while replica a holds the Lease")
 	}
 
-	// kill -9 the leader, then change something only a reconcile makes true.
-	killed := time.Now()
-	leader.severed.Store(true)
-	elected := make(chan time.Time, 1)
-	go func() {
-		<-follower.mgr.Elected()
-		elected <- time.Now()
-	}()
-	register(t, ctx, ns, "after-failover")
-	testenv.Eventually(t, "the follower reconciles after the leader was killed", func() error {
-		return reconciled(ctx, ns, "after-failover")
-	})
-	reconciledAt := time.Now()
-	var electedAt time.Time
-	select {
-	case electedAt = <-elected:
-	default:
-		t.Fatal("the change was reconciled, yet the follower was never elected")
-	}
-
-	election, total := electedAt.Sub(killed), reconciledAt.Sub(killed)
+	election, total := kill(t, ctx, ns, leader, follower)
 	t.Logf("takeover after kill -9: elected %s after the kill, the change reconciled %s after it (lease %s, retry period %s, bound %s)",
 		election.Round(time.Millisecond), total.Round(time.Millisecond), testElection.LeaseDuration, testElection.RetryPeriod, testElection.TakeoverBound())
 	// Not before the lease ran out (the leader released nothing): its last renewal was at most a
-	// retry period before the kill.
+	// retry period (and a request's latency) before the kill.
 	if floor := testElection.LeaseDuration - 2*testElection.RetryPeriod; election < floor {
 		t.Errorf("the follower led %s after the kill, before the lease could run out (at least %s): the killed leader released the Lease", election, floor)
 	}
@@ -404,4 +419,28 @@ func TestElectionCheck(t *testing.T) {
 	if got, want := defaults.TakeoverBound(), 15*time.Second+8800*time.Millisecond; got != want {
 		t.Errorf("TakeoverBound() of the defaults = %s, want %s", got, want)
 	}
+}
+
+// BenchmarkTakeoverAfterKill measures a takeover as TestOnlyTheLeaderReconciles makes one, with
+// testElection's timings: the medians, from the leader's kill (no renewal, no release), of the
+// follower's election (elected-s) and of its reconcile of a change made right after the kill
+// (reconciled-s). Each iteration is a fresh pair of replicas. Run with -benchtime=Nx.
+func BenchmarkTakeoverAfterKill(b *testing.B) {
+	ctx := testContext(b)
+	var elected, reconciledAfter []time.Duration
+	for b.Loop() {
+		ns := namespace(b, ctx)
+		leader, follower := electedPair(b, ns, freePort(b))
+		election, total := kill(b, ctx, ns, leader, follower)
+		elected, reconciledAfter = append(elected, election), append(reconciledAfter, total)
+		leader.stop()
+		follower.stop()
+	}
+	b.ReportMetric(median(elected).Seconds(), "elected-s")
+	b.ReportMetric(median(reconciledAfter).Seconds(), "reconciled-s")
+}
+
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
