@@ -133,6 +133,7 @@ func main() {
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
 		Cache:                  agent.CacheOptions(nodeName),
+		Client:                 agent.ClientOptions(), // every write under the agent's field manager
 	})
 	if err != nil {
 		log.Error(err, "Failed to create the agent's manager")

@@ -18,8 +18,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -28,33 +26,33 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/controller"
+	"github.com/aether-mesh/aether-operator/internal/manager"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
-	"github.com/aether-mesh/aether-operator/internal/webhook"
 )
 
 func main() {
 	var (
 		metricsAddr, probeAddr, webhookCertDir, webhookHost, meshDomain string
 		webhookPort                                                     int
-		leaderElect, secureMetrics                                      bool
+		secureMetrics                                                   bool
+		election                                                        manager.Election
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint (:8443 for HTTPS); 0 disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica reconciles at a time.")
 	flag.StringVar(&webhookCertDir, "webhook-cert-dir", "", "Directory holding tls.crt and tls.key for the webhook server (reloaded on change).")
 	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server listens on (all addresses when empty).")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
+	election.BindFlags(flag.CommandLine)
 	var knobs tuning
 	knobs.bindFlags(flag.CommandLine)
 	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
-	opts := zap.Options{}
-	opts.BindFlags(flag.CommandLine)
+	logOpts := zap.Options{}
+	logOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&logOpts)))
 	log := ctrl.Log.WithName("setup")
 
 	if errs := validation.IsDNS1123Subdomain(meshDomain); len(errs) > 0 {
@@ -64,6 +62,10 @@ func main() {
 	}
 
 	if err := knobs.check(); err != nil {
+		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+		os.Exit(2)
+	}
+	if err := election.Check(); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
 		os.Exit(2)
 	}
@@ -91,47 +93,29 @@ func main() {
 	// The time each request waits on the client's limiter, and each request's latency: what an
 	// operator tuning --kube-api-qps and --max-concurrent-reconciles reads.
 	ctrlmetrics.RegisterRESTClientMetrics(ctrlmetrics.MetricRateLimiterLatency, ctrlmetrics.MetricRequestLatency)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Controller:                    config.Controller{MaxConcurrentReconciles: knobs.workers},
-		PprofBindAddress:              knobs.pprofAddr,
-		Cache:                         controller.CacheOptions(),  // pods: managed ones only, trimmed for endpoint verification
-		Client:                        controller.ClientOptions(), // reads see the manager's own earlier writes
-		Metrics:                       metricsOpts,
-		WebhookServer:                 crwebhook.NewServer(crwebhook.Options{Host: webhookHost, Port: webhookPort, CertDir: webhookCertDir, TLSOpts: []func(*tls.Config){http1Only}}),
-		HealthProbeBindAddress:        probeAddr,
-		LeaderElection:                leaderElect,
-		LeaderElectionID:              "manager.mesh.aether.io",
-		LeaderElectionReleaseOnCancel: true,
-	})
+	opts := manager.Options(knobs.workers, election)
+	opts.Scheme = scheme
+	opts.PprofBindAddress = knobs.pprofAddr
+	opts.Metrics = metricsOpts
+	opts.WebhookServer = crwebhook.NewServer(crwebhook.Options{Host: webhookHost, Port: webhookPort, CertDir: webhookCertDir, TLSOpts: []func(*tls.Config){http1Only}})
+	opts.HealthProbeBindAddress = probeAddr
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		log.Error(err, "Failed to create the manager")
 		os.Exit(1)
 	}
-	if err := (&controller.MeshServiceReconciler{
-		Client:      mgr.GetClient(),
-		Recorder:    mgr.GetEventRecorder("aether-controller"),
-		MeshDomain:  meshDomain,
-		Ignored:     ignored,
-		BatchWindow: knobs.batchWindow,
-	}).SetupWithManager(mgr); err != nil {
-		log.Error(err, "Failed to set up the MeshService controller")
-		os.Exit(1)
-	}
-	skipped, err := controller.SetupRouteControllers(mgr)
+	skipped, err := manager.Setup(mgr, manager.Config{MeshDomain: meshDomain, Ignored: ignored, BatchWindow: knobs.batchWindow})
 	if err != nil {
-		log.Error(err, "Failed to set up the route controllers")
+		log.Error(err, "Failed to set up the manager")
 		os.Exit(1)
 	}
 	if len(skipped) > 0 {
 		log.Info("Gateway API CRDs not installed: no route status for these kinds", "kinds", skipped)
 	}
-	webhook.SetupWithManager(mgr, ignored)
-	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
-	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
 	log.Info("Starting manager", "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
-		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst, "batchWindow", knobs.batchWindow)
+		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst, "batchWindow", knobs.batchWindow,
+		"leaderElection", election.Enabled, "leaseDuration", election.LeaseDuration, "renewDeadline", election.RenewDeadline, "retryPeriod", election.RetryPeriod)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Manager stopped")
 		os.Exit(1)

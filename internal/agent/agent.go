@@ -28,6 +28,14 @@ func CacheOptions(nodeName string) cache.Options {
 	}
 }
 
+// ClientOptions are the agent's client options: every write carries FieldManager, the status
+// patches of its registration and of its health probes too (without it, the API server names an
+// update's manager after the client's user agent, the binary's name). managedFields then tell
+// the agent's writes apart from anyone else's, which test/invariant checks.
+func ClientOptions() client.Options {
+	return client.Options{FieldOwner: FieldManager}
+}
+
 // Options configure the agent.
 type Options struct {
 	// NodeName is the node the agent serves.

@@ -77,6 +77,7 @@ func startAgentWith(e *testenv.Env, cfg *rest.Config, o Options) (func(), error)
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  CacheOptions(o.NodeName),
+		Client:                 ClientOptions(),
 		// Tests start more agents in this process.
 		Controller: config.Controller{SkipNameValidation: new(true)},
 	})

@@ -137,19 +137,13 @@ func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request)
 	}
 
 	live := &corev1.Service{}
-	facts := meshservice.ServiceFacts{}
-	if err := r.Get(ctx, req.NamespacedName, live); err == nil {
-		facts = meshservice.ServiceFacts{Exists: true, Owned: meshservice.IsGenerated(live, ms.UID, FieldManager), ClusterIP: live.Spec.ClusterIP}
-	} else if apierrors.IsNotFound(err) {
+	if err := r.Get(ctx, req.NamespacedName, live); apierrors.IsNotFound(err) {
 		live = nil
-	} else {
+	} else if err != nil {
 		return err
 	}
 
-	out, err := meshservice.Translate(meshservice.Input{
-		Namespace: req.Namespace, Name: req.Name, UID: ms.UID, MeshDomain: r.MeshDomain,
-		Endpoints: endpoints.Items, LastStatus: ms.Status, Service: facts,
-	})
+	out, err := Translate(ms, endpoints.Items, live, r.MeshDomain)
 	if err != nil {
 		return err
 	}
@@ -166,6 +160,21 @@ func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request)
 	}
 
 	return r.writeStatus(ctx, ms, out.Status)
+}
+
+// Translate is meshservice.Translate of the MeshService ms given its counted endpoints (those
+// EndpointVerdict verifies) and live, the Service of its name (nil when none exists): what a
+// reconcile writes, before the Service's write fills in the VIP of a new Service. The reconciler
+// calls it; test/invariant calls it on what the cluster holds, to see that it holds this.
+func Translate(ms *meshv1alpha1.MeshService, counted []meshv1alpha1.MeshEndpoint, live *corev1.Service, meshDomain string) (meshservice.Output, error) {
+	facts := meshservice.ServiceFacts{}
+	if live != nil {
+		facts = meshservice.ServiceFacts{Exists: true, Owned: meshservice.IsGenerated(live, ms.UID, FieldManager), ClusterIP: live.Spec.ClusterIP}
+	}
+	return meshservice.Translate(meshservice.Input{
+		Namespace: ms.Namespace, Name: ms.Name, UID: ms.UID, MeshDomain: meshDomain,
+		Endpoints: counted, LastStatus: ms.Status, Service: facts,
+	})
 }
 
 // writeStatus stamps the desired status's conditions against the current ones and writes it

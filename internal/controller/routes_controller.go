@@ -188,7 +188,7 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 			return client.IgnoreNotFound(err)
 		}
 		route, parents := r.kind.read(obj)
-		in, err := r.gather(ctx, route)
+		in, err := GatherRoute(ctx, r, route)
 		if err != nil {
 			return err
 		}
@@ -202,8 +202,10 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	return ctrl.Result{}, err
 }
 
-// gather reads the MeshServices, Services and ReferenceGrants the route names.
-func (r *RouteReconciler) gather(ctx context.Context, route routes.Route) (routes.Input, error) {
+// GatherRoute reads, through r, the MeshServices, Services and ReferenceGrants route names: the
+// input of its evaluation (routes.Evaluate). The reconciler gathers from its cache;
+// test/invariant gathers from the API server, to evaluate the route afresh.
+func GatherRoute(ctx context.Context, r client.Reader, route routes.Route) (routes.Input, error) {
 	in := routes.Input{Route: route}
 	for _, key := range refKeys(route) {
 		if ns, ok := strings.CutPrefix(key, "ns:"); ok {

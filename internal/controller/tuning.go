@@ -40,6 +40,10 @@ const (
 // made lost to the first (a Conflict, or AlreadyExists for a Service it had just created), to be
 // retried after a second: at 100x10 with eight workers, one manager write in six was such a
 // retry (hack/bench).
+//
+// Every write carries FieldManager, status writes too (without it, the API server names an update's
+// manager after the client's user agent, the binary's name): managedFields then tell the
+// controller's writes apart from anyone else's, which test/invariant checks.
 func ClientOptions() client.Options {
-	return client.Options{Cache: &client.CacheOptions{EnableReadYourWritesConsistency: new(true)}}
+	return client.Options{Cache: &client.CacheOptions{EnableReadYourWritesConsistency: new(true)}, FieldOwner: FieldManager}
 }

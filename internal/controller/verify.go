@@ -65,15 +65,9 @@ func (r *MeshServiceReconciler) verified(ctx context.Context, endpoints []meshv1
 	kept := make([]meshv1alpha1.MeshEndpoint, 0, len(endpoints))
 	for i := range endpoints {
 		ep := &endpoints[i]
-		pod := &corev1.Pod{}
-		if err := r.Get(ctx, types.NamespacedName{Namespace: ep.Namespace, Name: ep.Spec.PodName}, pod); apierrors.IsNotFound(err) {
-			pod = nil // not a managed pod: the cache holds no other
-		} else if err != nil {
+		verdict, err := EndpointVerdict(ctx, r, ep, r.Ignored)
+		if err != nil {
 			return nil, err
-		}
-		verdict := registration.Verify(ep, pod)
-		if r.Ignored.Ignores(ep.Namespace) {
-			verdict = registration.IgnoredVerdict(ep)
 		}
 		if err := r.recordVerdict(ctx, ep, verdict); err != nil {
 			return nil, err
@@ -83,6 +77,23 @@ func (r *MeshServiceReconciler) verified(ctx context.Context, endpoints []meshv1
 		}
 	}
 	return kept, nil
+}
+
+// EndpointVerdict is ep's Verified condition: registration.Verify against the pod it names, read
+// through pods (nil when there is none, or when it is not managed: the manager's cache holds only
+// managed pods, and Verify counts any other as none), or IgnoredVerdict in an ignored namespace.
+// The reconciler decides membership by it; test/invariant recomputes it against the live pods.
+func EndpointVerdict(ctx context.Context, pods client.Reader, ep *meshv1alpha1.MeshEndpoint, ignored registration.IgnoredNamespaces) (metav1.Condition, error) {
+	if ignored.Ignores(ep.Namespace) {
+		return registration.IgnoredVerdict(ep), nil
+	}
+	pod := &corev1.Pod{}
+	if err := pods.Get(ctx, types.NamespacedName{Namespace: ep.Namespace, Name: ep.Spec.PodName}, pod); apierrors.IsNotFound(err) {
+		pod = nil
+	} else if err != nil {
+		return metav1.Condition{}, err
+	}
+	return registration.Verify(ep, pod), nil
 }
 
 // recordVerdict writes verdict into ep's status when it differs, with an optimistic lock so it
