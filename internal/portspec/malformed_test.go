@@ -719,7 +719,7 @@ func malformedRows() map[string]malformed {
 		"identity-gate 0": {
 			annotations: one(AnnotationIdentityGate, "0"),
 			kinds:       []Kind{KindInvalidIdentityGate}, token: "0",
-			text:        []string{`"0" is neither "true" nor "false"`, `want "false"`},
+			text: []string{`"0" is neither "true" nor "false"`, `want "false"`},
 		},
 		"identity-gate empty": {
 			annotations: one(AnnotationIdentityGate, ""),
@@ -729,7 +729,7 @@ func malformedRows() map[string]malformed {
 		"identity-gate too long": {
 			annotations: one(AnnotationIdentityGate, strings.Repeat("f", MaxShortValue+1)),
 			kinds:       []Kind{KindTooLong}, token: strings.Repeat("f", MaxQuoted) + "…",
-			text:        []string{`the value is 65 bytes long, over the cap of 64 bytes, and is not parsed`},
+			text: []string{`the value is 65 bytes long, over the cap of 64 bytes, and is not parsed`},
 		},
 
 		// InvalidMetadataKey.
