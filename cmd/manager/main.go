@@ -50,6 +50,8 @@ func main() {
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
 	var knobs tuning
 	knobs.bindFlags(flag.CommandLine)
+	identityGate := flag.Bool("identity-gate", true, "Inject the identity gate (the init container aether-identity-ready, which holds a mesh pod until SPIRE has issued its SVID) into mesh pods; a pod opts out with the annotation aether.io/identity-gate: \"false\".")
+	identityImage := flag.String("identity-image", webhook.DefaultIdentityImage, "The image of the identity containers the pod webhook injects (the operator's: it holds /aether-identity).")
 	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -126,11 +128,15 @@ func main() {
 	if len(skipped) > 0 {
 		log.Info("Gateway API CRDs not installed: no route status for these kinds", "kinds", skipped)
 	}
-	webhook.SetupWithManager(mgr, ignored)
+	// SPIRE issues the identities: the --identity-issuer flag (a mesh without an issuer) turns
+	// Identity.SPIRE off, and with it every identity container.
+	webhook.SetupWithManager(mgr, webhook.Options{Ignored: ignored,
+		Identity: webhook.Identity{SPIRE: true, Gate: *identityGate, Image: *identityImage}})
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
 	log.Info("Starting manager", "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
+		"identityGate", *identityGate, "identityImage", *identityImage,
 		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst, "batchWindow", knobs.batchWindow)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Manager stopped")
