@@ -157,6 +157,11 @@ func TestIdentityGateNotInjected(t *testing.T) {
 			t.Errorf("%s: the injector was not called: the handler's rule was not exercised", name)
 		}
 	}
+	// A value that is neither "true" nor "false" is the validator's to deny, with the parser's words.
+	err := env.Client.Create(ctx, pod(ns, true, map[string]string{portspec.AnnotationIdentityGate: "no"}))
+	if want := denied + `aether.io/identity-gate: "no": "no" is neither "true" nor "false"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("aether.io/identity-gate: no: %v, want %q", err, want)
+	}
 }
 
 // TestProxylessPodGetsIdentityFiles: a proxyless gRPC pod gets, after the gate, the native
