@@ -354,7 +354,7 @@ func (p *process) waitForLine(t *testing.T, substr string, timeout time.Duration
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		for _, line := range strings.Split(p.log(), "\n") {
+		for line := range strings.SplitSeq(p.log(), "\n") {
 			if strings.Contains(line, substr) {
 				return line
 			}

@@ -3,8 +3,8 @@
 
 package portspec
 
-// AnnotationIdentityGate, with the value IdentityGateOff, opts a mesh pod out of the identity
-// gate: the pod webhook then does not inject aether-identity-ready, the init container that holds
+// AnnotationIdentityGate opts a mesh pod out of the identity gate with the value IdentityGateOff:
+// the pod webhook then does not inject aether-identity-ready, the init container that holds
 // the pod's containers until SPIRE has issued the pod's X.509 SVID. IdentityGateOn, or no
 // annotation, keeps the gate (the default).
 const AnnotationIdentityGate = "aether.io/identity-gate"

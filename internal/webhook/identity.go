@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
@@ -115,10 +114,10 @@ func InjectIdentityFiles(pod *corev1.Pod, image string) []string {
 	addWorkloadSocketVolume(pod)
 	if !slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == IdentityVolume }) {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: IdentityVolume, VolumeSource: corev1.VolumeSource{
-			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))}}})
+			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: new(resource.MustParse("1Mi"))}}})
 	}
 	sidecar := identityContainer(pod, FilesContainer, image, "files", "--socket="+identity.WorkloadSocketAddr, "--dir="+proxyless.IdentityDir)
-	sidecar.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	sidecar.RestartPolicy = new(corev1.ContainerRestartPolicyAlways)
 	sidecar.VolumeMounts = append(sidecar.VolumeMounts, corev1.VolumeMount{Name: IdentityVolume, MountPath: proxyless.IdentityDir})
 	sidecar.StartupProbe = &corev1.Probe{
 		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{identityBinary, "probe", "--dir=" + proxyless.IdentityDir}}},
@@ -179,17 +178,17 @@ func identityContainer(pod *corev1.Pod, name, image string, args ...string) core
 // files are then its own), else as identityUser.
 func identitySecurityContext(pod *corev1.Pod) *corev1.SecurityContext {
 	sc := &corev1.SecurityContext{
-		RunAsNonRoot:             ptr.To(true),
-		ReadOnlyRootFilesystem:   ptr.To(true),
-		AllowPrivilegeEscalation: ptr.To(false),
+		RunAsNonRoot:             new(true),
+		ReadOnlyRootFilesystem:   new(true),
+		AllowPrivilegeEscalation: new(false),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 	podSC := pod.Spec.SecurityContext
 	if podSC == nil || podSC.RunAsUser == nil || *podSC.RunAsUser == 0 {
-		sc.RunAsUser = ptr.To(identityUser)
+		sc.RunAsUser = new(identityUser)
 		if podSC == nil || podSC.RunAsGroup == nil {
-			sc.RunAsGroup = ptr.To(identityUser)
+			sc.RunAsGroup = new(identityUser)
 		}
 	}
 	return sc
@@ -203,7 +202,7 @@ func addWorkloadSocketVolume(pod *corev1.Pod) {
 		return
 	}
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: WorkloadSocketVolume, VolumeSource: corev1.VolumeSource{
-		HostPath: &corev1.HostPathVolumeSource{Path: identity.NodeWorkloadSocketDir, Type: ptr.To(corev1.HostPathDirectory)}}})
+		HostPath: &corev1.HostPathVolumeSource{Path: identity.NodeWorkloadSocketDir, Type: new(corev1.HostPathDirectory)}}})
 }
 
 func hasContainer(containers []corev1.Container, name string) bool {

@@ -175,7 +175,7 @@ func TestProxylessPodGetsIdentityFiles(t *testing.T) {
 	ns := namespace(t, ctx)
 	c, warnings := warningClient(t)
 	p := pod(ns, true, proxylessGRPC)
-	p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000), FSGroup: ptr.To[int64](2000)}
+	p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: new(int64(1000)), FSGroup: new(int64(2000))}
 	p.Spec.Volumes = []corev1.Volume{{Name: "own-certs", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "legacy", Image: "registry.example/legacy:1",
 		VolumeMounts: []corev1.VolumeMount{{Name: "own-certs", MountPath: proxyless.IdentityDir}}})
@@ -394,7 +394,7 @@ func setInjectorURL(t *testing.T, ctx context.Context, to func(string) string) s
 			return fmt.Errorf("want one webhook with a URL (envtest's), got %+v", cfg.Webhooks)
 		}
 		was = *cfg.Webhooks[0].ClientConfig.URL
-		cfg.Webhooks[0].ClientConfig.URL = ptr.To(to(was))
+		cfg.Webhooks[0].ClientConfig.URL = new(to(was))
 		return env.Client.Update(ctx, cfg)
 	})
 	if err != nil {
