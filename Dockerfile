@@ -1,6 +1,7 @@
 # One image, every binary: the manager (Deployment) and the node agent (DaemonSet) run from it
 # with different entrypoints (command: ["/agent"] in the DaemonSet), and the agent's init
-# container copies the CNI plugin /aether-cni from it onto each node (/agent install-cni).
+# container copies the CNI plugin /aether-cni from it onto each node (/agent install-cni), and the
+# pod webhook runs /aether-identity in the identity containers it injects into mesh pods.
 # Keep the list of binaries in step with the Makefile's images target (the cluster tier's image).
 ARG GO_IMAGE=golang:1.26
 FROM ${GO_IMAGE} AS builder
@@ -16,11 +17,12 @@ COPY internal/ internal/
 ENV CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH}
 RUN go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager && \
     go build -trimpath -ldflags="-s -w" -o /out/agent ./cmd/agent && \
-    go build -trimpath -ldflags="-s -w" -o /out/aether-cni ./cmd/cni
+    go build -trimpath -ldflags="-s -w" -o /out/aether-cni ./cmd/cni && \
+    go build -trimpath -ldflags="-s -w" -o /out/aether-identity ./cmd/identity
 
 # Static binaries on distroless, as a non-root user.
 FROM gcr.io/distroless/static:nonroot
 WORKDIR /
-COPY --from=builder /out/manager /out/agent /out/aether-cni /
+COPY --from=builder /out/manager /out/agent /out/aether-cni /out/aether-identity /
 USER 65532:65532
 ENTRYPOINT ["/manager"]

@@ -142,11 +142,12 @@ images: $(LOCALBIN) ## Write OCI archives (for ctr import) of the operator, the 
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/manager" ./cmd/manager
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/agent" ./cmd/agent
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/aether-cni" ./cmd/cni
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/aether-identity" ./cmd/identity
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/testserver" ./hack/cluster/testserver
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/pause" ./hack/cluster/pause
 	go run ./hack/cluster/ociimage -name docker.io/aether/operator:dev -o "$(CLUSTER_IMAGES)/operator.tar" -entrypoint /manager \
 		-file "$(CLUSTER_IMAGES)/bin/manager=/manager" -file "$(CLUSTER_IMAGES)/bin/agent=/agent" \
-		-file "$(CLUSTER_IMAGES)/bin/aether-cni=/aether-cni"
+		-file "$(CLUSTER_IMAGES)/bin/aether-cni=/aether-cni" -file "$(CLUSTER_IMAGES)/bin/aether-identity=/aether-identity"
 	go run ./hack/cluster/ociimage -name docker.io/aether/testserver:dev -o "$(CLUSTER_IMAGES)/testserver.tar" -entrypoint /testserver \
 		-file "$(CLUSTER_IMAGES)/bin/testserver=/testserver"
 	go run ./hack/cluster/ociimage -name registry.k8s.io/pause:aether -o "$(CLUSTER_IMAGES)/pause.tar" -entrypoint /pause -user 65535:65535 \

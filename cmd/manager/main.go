@@ -29,6 +29,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/manager"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/webhook"
 )
 
 func main() {
@@ -48,6 +49,8 @@ func main() {
 	election.BindFlags(flag.CommandLine)
 	var knobs tuning
 	knobs.bindFlags(flag.CommandLine)
+	identityGate := flag.Bool("identity-gate", true, "Inject the identity gate (the init container aether-identity-ready, which holds a mesh pod until SPIRE has issued its SVID) into mesh pods; a pod opts out with the annotation aether.io/identity-gate: \"false\".")
+	identityImage := flag.String("identity-image", webhook.DefaultIdentityImage, "The image of the identity containers the pod webhook injects (the operator's: it holds /aether-identity).")
 	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
 	logOpts := zap.Options{}
 	logOpts.BindFlags(flag.CommandLine)
@@ -104,7 +107,10 @@ func main() {
 		log.Error(err, "Failed to create the manager")
 		os.Exit(1)
 	}
-	skipped, err := manager.Setup(mgr, manager.Config{MeshDomain: meshDomain, Ignored: ignored, BatchWindow: knobs.batchWindow})
+	// SPIRE issues the identities: the --identity-issuer flag (a mesh without an issuer) turns
+	// Identity.SPIRE off, and with it every identity container.
+	skipped, err := manager.Setup(mgr, manager.Config{MeshDomain: meshDomain, Ignored: ignored, BatchWindow: knobs.batchWindow,
+		Identity: webhook.Identity{SPIRE: true, Gate: *identityGate, Image: *identityImage}})
 	if err != nil {
 		log.Error(err, "Failed to set up the manager")
 		os.Exit(1)
@@ -112,8 +118,8 @@ func main() {
 	if len(skipped) > 0 {
 		log.Info("Gateway API CRDs not installed: no route status for these kinds", "kinds", skipped)
 	}
-
 	log.Info("Starting manager", "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
+		"identityGate", *identityGate, "identityImage", *identityImage,
 		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst, "batchWindow", knobs.batchWindow,
 		"leaderElection", election.Enabled, "leaseDuration", election.LeaseDuration, "renewDeadline", election.RenewDeadline, "retryPeriod", election.RetryPeriod)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {

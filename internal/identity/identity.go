@@ -59,3 +59,16 @@ const (
 	// AdminSocketName is the admin socket's name in NodeAdminSocketDir.
 	AdminSocketName = "admin.sock"
 )
+
+// WorkloadSocketAddr is the Workload API as a pod's identity containers dial it: the pod webhook
+// mounts NodeWorkloadSocketDir at the same path into them (and into no other container).
+const WorkloadSocketAddr = "unix://" + NodeWorkloadSocketDir + "/" + WorkloadSocketName
+
+// The environment of a pod's identity containers (aether-identity), from the downward API: their
+// messages name the pod's MeshService, its SPIRE selectors and its node, so that a pod held in
+// Init says where to look.
+const (
+	EnvNamespace      = "AETHER_POD_NAMESPACE"
+	EnvServiceAccount = "AETHER_SERVICE_ACCOUNT"
+	EnvNodeName       = "AETHER_NODE_NAME"
+)

@@ -25,6 +25,8 @@ type Config struct {
 	Ignored registration.IgnoredNamespaces
 	// BatchWindow is the MeshService controller's (controller.MeshServiceReconciler.BatchWindow).
 	BatchWindow time.Duration
+	// Identity is what the pod webhook injects for workload identities (webhook.Identity).
+	Identity webhook.Identity
 }
 
 // Options are the ctrl.Options of every replica, whatever its flags but workers (each
@@ -59,7 +61,7 @@ func Setup(mgr ctrl.Manager, c Config) (skipped []routes.Kind, err error) {
 	if skipped, err = controller.SetupRouteControllers(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the route controllers: %w", err)
 	}
-	webhook.SetupWithManager(mgr, c.Ignored)
+	webhook.SetupWithManager(mgr, webhook.Options{Ignored: c.Ignored, Identity: c.Identity})
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err
 	}

@@ -52,6 +52,8 @@ const (
 	KindInvalidUpstream Kind = "InvalidUpstream"
 	// KindUnknownProxyless means aether.io/proxyless is not grpc.
 	KindUnknownProxyless Kind = "UnknownProxyless"
+	// KindInvalidIdentityGate means aether.io/identity-gate is neither "true" nor "false".
+	KindInvalidIdentityGate Kind = "InvalidIdentityGate"
 	// KindUnknownAnnotation means an endpoint.aether.io/ annotation this grammar does not define
 	// (most often a typo, which would otherwise be silently ignored).
 	KindUnknownAnnotation Kind = "UnknownAnnotation"
@@ -67,7 +69,8 @@ func AllKinds() []Kind {
 		KindEmpty, KindTooLong, KindNotAPort, KindPortOutOfRange, KindReservedPort, KindUnknownSuffix,
 		KindSuffixOnPrimary, KindProtocolConflict, KindTooManyPorts, KindUnknownProtocol, KindInvalidWeight,
 		KindInvalidHealthPath, KindUnknownHealthCheckMode, KindInvalidMetadataKey, KindInvalidMetadataValue,
-		KindTooManyMetadata, KindInvalidUpstream, KindUnknownProxyless, KindUnknownAnnotation, KindMoreErrors,
+		KindTooManyMetadata, KindInvalidUpstream, KindUnknownProxyless, KindInvalidIdentityGate, KindUnknownAnnotation,
+		KindMoreErrors,
 	}
 }
 

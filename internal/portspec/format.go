@@ -57,5 +57,8 @@ func (s Spec) Annotations() map[string]string {
 	if s.Proxyless != "" {
 		a[AnnotationProxyless] = s.Proxyless
 	}
+	if s.NoIdentityGate {
+		a[AnnotationIdentityGate] = IdentityGateOff
+	}
 	return a
 }

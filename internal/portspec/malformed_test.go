@@ -29,6 +29,8 @@ const (
 	upstreamFix      = `(list services as <name> or <name>.<namespace>, comma-separated, for example "payments,ledger.finance")`
 	proxylessFixText = `(want "grpc" (the pod's gRPC clients dial xds:/// targets and get the mesh's configuration from the node agent), ` +
 		"or remove the annotation (the pod's traffic then takes the node's proxy)"
+	identityGateFixText = `(want "false" (the pod's containers start without waiting for its SPIFFE identity, and its first ` +
+		`connections may fail until SPIRE issues it) or "true" (the default: they start once SPIRE has issued it)`
 	unknownKey = "(the endpoint.aether.io/ annotations are port, ports, protocol, weight, health-path and health-check-mode"
 
 	reserved18081 = "port 18081 is reserved: it is the mesh's HTTP proxy port, where the Host header decides " +
@@ -703,6 +705,33 @@ func malformedRows() map[string]malformed {
 			text: []string{`the value is 65 bytes long, over the cap of 64 bytes, and is not parsed`},
 		},
 
+		// InvalidIdentityGate.
+		"identity-gate False, did you mean false": {
+			annotations: one(AnnotationIdentityGate, "False"),
+			kinds:       []Kind{KindInvalidIdentityGate}, token: "False",
+			full: `aether.io/identity-gate: "False": "False" is neither "true" nor "false" ` + identityGateFixText + `; did you mean "false"?)`,
+		},
+		"identity-gate off": {
+			annotations: one(AnnotationIdentityGate, "off"),
+			kinds:       []Kind{KindInvalidIdentityGate}, token: "off",
+			full: `aether.io/identity-gate: "off": "off" is neither "true" nor "false" ` + identityGateFixText + ")",
+		},
+		"identity-gate 0": {
+			annotations: one(AnnotationIdentityGate, "0"),
+			kinds:       []Kind{KindInvalidIdentityGate}, token: "0",
+			text: []string{`"0" is neither "true" nor "false"`, `want "false"`},
+		},
+		"identity-gate empty": {
+			annotations: one(AnnotationIdentityGate, ""),
+			kinds:       []Kind{KindEmpty},
+			full:        `aether.io/identity-gate: "": the value is empty ` + identityGateFixText + ")",
+		},
+		"identity-gate too long": {
+			annotations: one(AnnotationIdentityGate, strings.Repeat("f", MaxShortValue+1)),
+			kinds:       []Kind{KindTooLong}, token: strings.Repeat("f", MaxQuoted) + "…",
+			text: []string{`the value is 65 bytes long, over the cap of 64 bytes, and is not parsed`},
+		},
+
 		// InvalidMetadataKey.
 		"metadata key uppercase": {
 			annotations: one(AnnotationMetadataPrefix+"Zone", "a"),
@@ -1172,7 +1201,7 @@ func tokenMayBeEmpty(e *Error) bool {
 
 // malformedMinimum is the number of rows the table holds: a row removed by mistake fails
 // TestMalformedCount (raise it when adding rows).
-const malformedMinimum = 216
+const malformedMinimum = 221
 
 // TestMalformedCount holds the table to its size.
 func TestMalformedCount(t *testing.T) {

@@ -64,10 +64,11 @@ func NotManagedWarning(value string) string {
 
 // IsGrammarKey reports whether Parse reads the annotation key: every key under
 // endpoint.aether.io/ (an unknown one is an error) or metadata.endpoint.aether.io/, and
-// config.aether.io/upstreams, aether.io/exclude-outbound-ports and aether.io/proxyless. A change
-// to any other annotation cannot change what Parse returns.
+// config.aether.io/upstreams, aether.io/exclude-outbound-ports, aether.io/proxyless and
+// aether.io/identity-gate. A change to any other annotation cannot change what Parse returns.
 func IsGrammarKey(key string) bool {
 	return key == AnnotationUpstreams || key == AnnotationExcludeOutboundPorts || key == AnnotationProxyless ||
+		key == AnnotationIdentityGate ||
 		strings.HasPrefix(key, endpointPrefix) || strings.HasPrefix(key, AnnotationMetadataPrefix)
 }
 
@@ -95,7 +96,7 @@ const (
 	// typical "name.namespace" length.
 	MaxUpstreamsLength = 8192
 	// MaxShortValue caps the single-valued annotations (port, protocol, weight,
-	// health-check-mode, proxyless), in bytes: their longest valid value is 6 bytes.
+	// health-check-mode, proxyless, identity-gate), in bytes: their longest valid value is 6 bytes.
 	MaxShortValue = 64
 )
 
@@ -113,6 +114,7 @@ var MaxLength = map[string]int{
 	// MaxPorts ports of five digits, comma-separated, with room for spacing.
 	AnnotationExcludeOutboundPorts: MaxPortsLength,
 	AnnotationProxyless:            MaxShortValue,
+	AnnotationIdentityGate:         MaxShortValue,
 }
 
 // Reserved maps each port the mesh keeps for itself to why. A workload can declare none of them,
@@ -187,6 +189,9 @@ type Spec struct {
 	// Proxyless is ProxylessGRPC when the pod's gRPC clients speak xDS (AnnotationProxyless);
 	// empty otherwise.
 	Proxyless string `json:"proxyless,omitempty"`
+	// NoIdentityGate is true when the pod opts out of the identity gate (AnnotationIdentityGate
+	// "false"); false, the default, keeps it.
+	NoIdentityGate bool `json:"noIdentityGate,omitempty"`
 }
 
 // Parse reads a pod's annotations. Annotations outside the grammar (IsGrammarKey) are ignored.
@@ -205,6 +210,7 @@ func Parse(annotations map[string]string) (Spec, error) {
 
 		ExcludeOutboundPorts: p.excludeOutboundPorts(),
 		Proxyless:            p.proxyless(),
+		NoIdentityGate:       p.identityGateOff(),
 	}
 	spec.PortSet = p.portSet()
 	p.unknownKeys()

@@ -56,6 +56,10 @@ func TestWarnings(t *testing.T) {
 			annotations: one("aether.io/exclude-outbound-port", "5432"),
 			want:        []string{warn("aether.io/exclude-outbound-port", AnnotationExcludeOutboundPorts)},
 		},
+		"aether.io/identity-gates": {
+			annotations: one("aether.io/identity-gates", "false"),
+			want:        []string{warn("aether.io/identity-gates", AnnotationIdentityGate)},
+		},
 		"configs.aether.io/upstreams": {
 			annotations: one("configs.aether.io/upstreams", "payments"),
 			want:        []string{warn("configs.aether.io/upstreams", AnnotationUpstreams)},
@@ -97,6 +101,7 @@ func canonicalAnnotations() map[string]string {
 	a[AnnotationMetadataPrefix+"zone"] = "a"
 	a[AnnotationUpstreams] = "payments"
 	a[AnnotationProxyless] = ProxylessGRPC
+	a[AnnotationIdentityGate] = IdentityGateOff
 	return a
 }
 
@@ -141,6 +146,7 @@ func TestIsGrammarKey(t *testing.T) {
 	for _, key := range []string{
 		"kubectl.kubernetes.io/restartedAt", "config.aether.io/other", "endpoints.aether.io/ports",
 		"aether.io/managed", "xendpoint.aether.io/port", "endpoint.aether.io", "", "aether.io/proxyles", "aether.io/capture-mode",
+		"aether.io/identity-gates",
 	} {
 		if IsGrammarKey(key) {
 			t.Errorf("IsGrammarKey(%q) = true, want false", key)

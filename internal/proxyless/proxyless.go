@@ -53,8 +53,9 @@ const (
 	// DefaultNodeAddress is the agent's default proxyless xDS address (its --proxyless-xds-address).
 	DefaultNodeAddress = "unix://" + NodeSocketDir + "/" + SocketName
 	// IdentityDir is where the pod's certificate files are: its SVID, key and the mesh's trust
-	// bundle, in PEM (CertificateFile, KeyFile, BundleFile). The identity issue fills it from
-	// SPIRE; until then whoever deploys the pod mounts them there.
+	// bundle, in PEM (CertificateFile, KeyFile, BundleFile). With SPIRE, the pod webhook's
+	// native sidecar aether-identity keeps them there from the pod's SVID (an emptyDir); in a
+	// mesh without SPIRE, whoever deploys the pod mounts them there.
 	IdentityDir = "/var/run/secrets/aether/identity"
 )
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/aether-mesh/aether-operator/internal/portspec"
@@ -24,8 +25,17 @@ const InjectPath = "/mutate--v1-pod"
 // ProxylessVolume is the name of the volume the injector adds: the node's proxyless xDS socket.
 const ProxylessVolume = "aether-proxyless-xds"
 
-// PodInjector prepares a proxyless gRPC pod at creation: a pod in the mesh (aether.io/managed:
-// "true") annotated aether.io/proxyless: "grpc" gets, in every container,
+// PodInjector prepares a mesh pod (aether.io/managed: "true") at creation.
+//
+// The identity gate: every mesh pod gets, first among its init containers, aether-identity-ready
+// (GateContainer), which waits until SPIRE's Workload API returns an X.509 SVID for the pod,
+// saying every 10 s what it waits for, and fails closed after a bound (aether-identity wait), so
+// that the app's first request already has an identity. The node's Workload API socket
+// directory is mounted into it alone. Not injected when the mesh runs without SPIRE or with the
+// gate off (Identity), into a pod annotated aether.io/identity-gate: "false", into hostNetwork
+// pods, or in the namespaces the mesh never takes.
+//
+// Proxyless gRPC: a mesh pod annotated aether.io/proxyless: "grpc" gets, in every container,
 //
 //   - AETHER_POD_NAMESPACE and AETHER_POD_NAME (the downward API), then
 //   - GRPC_XDS_BOOTSTRAP_CONFIG, grpc-go's bootstrap: node ID $(AETHER_POD_NAMESPACE)/$(AETHER_POD_NAME)
@@ -37,19 +47,24 @@ const ProxylessVolume = "aether-proxyless-xds"
 //     the destination's port (without it, every connection lands on the destination's primary);
 //   - the node's /var/run/aether-proxyless, mounted read-only at /var/run/aether (a hostPath of
 //     type Directory: on a node whose agent does not serve proxyless clients the pod does not
-//     start, rather than start without its mesh).
+//     start, rather than start without its mesh);
+//   - with SPIRE, /var/run/secrets/aether/identity read-only: the certificate files, from the
+//     pod's SVID, kept current by the native sidecar aether-identity (FilesContainer, after the
+//     gate), whose startupProbe holds the app containers until they are there. So the client
+//     library speaks mTLS with the same identity the node's proxy would. Without SPIRE, whoever
+//     deploys the pod mounts its certificate files there (svid.pem, svid_key.pem, bundle.pem).
 //
 // What a container sets itself is kept (an env variable of the same name, a mount at the same
 // path), with a warning. The pod's annotations are read by internal/portspec (the one parser); a
 // pod whose annotations do not parse is left as it is, for the validator to deny. Only CREATE is
-// mutated: a pod's containers cannot change afterwards.
-//
-// The certificate files are not injected: the identity issue mounts them from SPIRE; until then
-// whoever deploys the pod mounts its SVID there (svid.pem, svid_key.pem, bundle.pem).
+// mutated: a pod's containers cannot change afterwards. A pod that has the injected containers
+// already (a copy of an admitted pod's spec) is not given them twice.
 type PodInjector struct {
 	Decoder admission.Decoder
 	// Ignored are the namespaces the mesh never takes (the validator's rule).
 	Ignored registration.IgnoredNamespaces
+	// Identity is what mesh pods are given of their SPIRE identity.
+	Identity Identity
 }
 
 // Handle answers one pod CREATE: the injection as a patch, or the pod as it is.
@@ -65,22 +80,40 @@ func (i *PodInjector) Handle(_ context.Context, req admission.Request) admission
 		return admission.Allowed("not managed")
 	}
 	spec, err := portspec.Parse(pod.Annotations)
-	switch {
-	case err != nil:
+	if err != nil {
 		return admission.Allowed("the mesh annotations do not parse; the validator judges them")
-	case spec.Proxyless != portspec.ProxylessGRPC:
-		return admission.Allowed("not proxyless")
 	}
 	injected := pod.DeepCopy()
-	warnings, err := InjectProxyless(injected)
+	warnings, err := i.inject(injected, spec)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if equality.Semantic.DeepEqual(pod, injected) {
+		return admission.Allowed("nothing to inject").WithWarnings(warnings...)
 	}
 	raw, err := json.Marshal(injected)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw).WithWarnings(warnings...)
+}
+
+// inject adds to pod, in the mesh with spec, what PodInjector says, and returns the warnings.
+func (i *PodInjector) inject(pod *corev1.Pod, spec portspec.Spec) ([]string, error) {
+	if i.Identity.gateSkip(pod, spec) == "" {
+		InjectGate(pod, i.Identity.Image)
+	}
+	if spec.Proxyless != portspec.ProxylessGRPC {
+		return nil, nil
+	}
+	warnings, err := InjectProxyless(pod)
+	if err != nil {
+		return nil, err
+	}
+	if i.Identity.SPIRE {
+		warnings = append(warnings, InjectIdentityFiles(pod, i.Identity.Image)...)
+	}
+	return warnings, nil
 }
 
 // InjectProxyless adds to pod what a proxyless gRPC client needs (PodInjector), and returns a

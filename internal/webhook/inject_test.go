@@ -101,9 +101,10 @@ func TestProxylessPodInjected(t *testing.T) {
 	}
 }
 
-// TestOnlyProxylessPodsInjected: a managed pod without the annotation, and an annotated pod that is
-// not in the mesh (its label is not "true"), are admitted as they are; an annotation of another
-// value is denied with the parser's words (the injector leaves it to the validator).
+// TestOnlyProxylessPodsInjected: a managed pod without the annotation gets the identity gate and
+// nothing of proxyless gRPC, an annotated pod that is not in the mesh (its label is not "true")
+// is admitted as it is; an annotation of another value is denied with the parser's words (the
+// injector leaves it to the validator).
 func TestOnlyProxylessPodsInjected(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespace(t, ctx)
@@ -115,8 +116,12 @@ func TestOnlyProxylessPodsInjected(t *testing.T) {
 		if err := env.Client.Create(ctx, p); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if len(p.Spec.Volumes) != 0 || len(p.Spec.Containers[0].Env) != 0 {
-			t.Errorf("%s: injected %+v", name, p.Spec)
+		if slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == ProxylessVolume || v.Name == IdentityVolume }) ||
+			len(p.Spec.Containers[0].Env) != 0 || len(p.Spec.Containers[0].VolumeMounts) != 0 || hasContainer(p.Spec.InitContainers, FilesContainer) {
+			t.Errorf("%s: injected proxyless gRPC: %+v", name, p.Spec)
+		}
+		if managed := portspec.IsManaged(p.Labels); hasContainer(p.Spec.InitContainers, GateContainer) != managed {
+			t.Errorf("%s: the identity gate in %v, want it only in a managed pod", name, p.Spec.InitContainers)
 		}
 	}
 	err := env.Client.Create(ctx, pod(ns, true, map[string]string{portspec.AnnotationProxyless: "gRPC"}))

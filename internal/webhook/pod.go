@@ -138,9 +138,17 @@ func judge(ctx context.Context, deadline time.Duration, parse func() error) erro
 	}
 }
 
+// Options configure the pod webhooks.
+type Options struct {
+	// Ignored are the namespaces the mesh never takes (the manager's --ignored-namespaces).
+	Ignored registration.IgnoredNamespaces
+	// Identity is what the injector gives mesh pods of their SPIRE identity (DefaultIdentity).
+	Identity Identity
+}
+
 // SetupWithManager serves the pod validator and the pod injector on the manager's webhook server.
-func SetupWithManager(mgr manager.Manager, ignored registration.IgnoredNamespaces) {
+func SetupWithManager(mgr manager.Manager, o Options) {
 	decoder := admission.NewDecoder(mgr.GetScheme())
-	mgr.GetWebhookServer().Register(PodPath, &crwebhook.Admission{Handler: &PodValidator{Decoder: decoder, Ignored: ignored}})
-	mgr.GetWebhookServer().Register(InjectPath, &crwebhook.Admission{Handler: &PodInjector{Decoder: decoder, Ignored: ignored}})
+	mgr.GetWebhookServer().Register(PodPath, &crwebhook.Admission{Handler: &PodValidator{Decoder: decoder, Ignored: o.Ignored}})
+	mgr.GetWebhookServer().Register(InjectPath, &crwebhook.Admission{Handler: &PodInjector{Decoder: decoder, Ignored: o.Ignored, Identity: o.Identity}})
 }

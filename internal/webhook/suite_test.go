@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
@@ -36,6 +37,10 @@ func startWebhookServer(e *testenv.Env) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	SetupWithManager(mgr, handlerIgnored)
+	SetupWithManager(mgr, Options{Ignored: handlerIgnored, Identity: testIdentity})
+	// The same injector for a mesh without SPIRE, which TestNoIdentityWithoutSPIRE points the
+	// injector's configuration at.
+	mgr.GetWebhookServer().Register(withoutSPIREPath, &crwebhook.Admission{Handler: &PodInjector{
+		Decoder: admission.NewDecoder(mgr.GetScheme()), Ignored: handlerIgnored, Identity: Identity{Image: testIdentity.Image}}})
 	return testenv.StartManager(mgr)
 }
