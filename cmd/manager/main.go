@@ -29,6 +29,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/controller"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/webhook"
@@ -48,6 +49,7 @@ func main() {
 	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server listens on (all addresses when empty).")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
+	issuerFlag := flag.String(meshidentity.Flag, string(meshidentity.SPIRE), meshidentity.FlagUsage)
 	var knobs tuning
 	knobs.bindFlags(flag.CommandLine)
 	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
@@ -60,6 +62,12 @@ func main() {
 	if errs := validation.IsDNS1123Subdomain(meshDomain); len(errs) > 0 {
 		fmt.Fprintf(os.Stderr, "manager: --mesh-domain=%q is not a DNS domain (%s); it names services (<svc>.<ns>.<domain>) and is the SPIFFE trust domain, for example aether.internal\n",
 			meshDomain, strings.Join(errs, "; "))
+		os.Exit(2)
+	}
+
+	issuer, err := meshidentity.Parse(*issuerFlag)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
 		os.Exit(2)
 	}
 
@@ -112,6 +120,7 @@ func main() {
 		Client:      mgr.GetClient(),
 		Recorder:    mgr.GetEventRecorder("aether-controller"),
 		MeshDomain:  meshDomain,
+		Issuer:      issuer,
 		Ignored:     ignored,
 		BatchWindow: knobs.batchWindow,
 	}).SetupWithManager(mgr); err != nil {
@@ -130,7 +139,11 @@ func main() {
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
-	log.Info("Starting manager", "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
+	if !issuer.Issues() {
+		log.Info("Running without a workload-identity issuer: every raw-TCP spelling of every dial surface is refused, and each MeshService with a TCP port gets a Warning Event",
+			"flag", "--"+meshidentity.Flag, "reason", meshv1alpha1.ServiceReasonTCPRefusedNoIdentity)
+	}
+	log.Info("Starting manager", "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
 		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst, "batchWindow", knobs.batchWindow)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Manager stopped")

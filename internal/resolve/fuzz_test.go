@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/identity"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
@@ -95,8 +95,8 @@ func FuzzSurface(f *testing.F) {
 		s := portspec.NewPortSet(primary, ports)
 
 		// Deterministic.
-		surface := resolve.DialSurface(s, identity.SPIRE)
-		if again := resolve.DialSurface(s, identity.SPIRE); !reflect.DeepEqual(surface, again) {
+		surface := resolve.DialSurface(s, meshidentity.SPIRE)
+		if again := resolve.DialSurface(s, meshidentity.SPIRE); !reflect.DeepEqual(surface, again) {
 			t.Fatalf("DialSurface(%v) is not deterministic:\n%+v\n%+v", s, surface, again)
 		}
 
@@ -110,7 +110,7 @@ func FuzzSurface(f *testing.F) {
 			orders = append(orders, append(slices.Clone(ports[k:]), ports[:k]...))
 		}
 		for _, order := range orders {
-			if got := marshal(t, resolve.DialSurface(portspec.NewPortSet(primary, order), identity.SPIRE)); !bytes.Equal(got, want) {
+			if got := marshal(t, resolve.DialSurface(portspec.NewPortSet(primary, order), meshidentity.SPIRE)); !bytes.Equal(got, want) {
 				t.Fatalf("DialSurface depends on the order of the ports %v:\n%s\n%s", order, got, want)
 			}
 		}

@@ -17,7 +17,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/golden"
-	"github.com/aether-mesh/aether-operator/internal/identity"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
@@ -33,8 +33,8 @@ const (
 // surfaceCase is a testdata/<case>.in.json file: a port set, ports in any order, and the mesh's
 // identity issuer (spire when absent).
 type surfaceCase struct {
-	PortSet portspec.PortSet `json:"portSet"`
-	Issuer  identity.Issuer  `json:"issuer,omitempty"`
+	PortSet portspec.PortSet    `json:"portSet"`
+	Issuer  meshidentity.Issuer `json:"issuer,omitempty"`
 }
 
 // TestSurfaceGolden compares the dial surface of each testdata/<case>.in.json with
@@ -147,7 +147,7 @@ func TestSurfaceRows(t *testing.T) {
 		"the most ports a status holds": {set(20000, most...), mostNumbers},
 	}
 	for name, tc := range tests {
-		for _, issuer := range identity.Issuers {
+		for _, issuer := range meshidentity.Issuers {
 			t.Run(name+"/"+string(issuer), func(t *testing.T) { checkSurfaceRows(t, resolve.DialSurface(tc.set, issuer), tc.ports) })
 		}
 	}
@@ -184,7 +184,7 @@ func TestSurfaceTable(t *testing.T) {
 	for name, s := range allSets {
 		t.Run(name, func(t *testing.T) {
 			rows := map[string]resolve.Result{}
-			for _, d := range resolve.DialSurface(s, identity.SPIRE) {
+			for _, d := range resolve.DialSurface(s, meshidentity.SPIRE) {
 				rows[d.Address] = d.Result
 			}
 			check := func(address string, want resolve.Result) {
@@ -233,12 +233,12 @@ func TestSurfaceReasons(t *testing.T) {
 		{mixed, n + ":*", []string{"refused"}},
 	}
 	for _, tc := range tests {
-		i := slices.IndexFunc(resolve.DialSurface(tc.set, identity.SPIRE), func(d resolve.Dial) bool { return d.Address == tc.address })
+		i := slices.IndexFunc(resolve.DialSurface(tc.set, meshidentity.SPIRE), func(d resolve.Dial) bool { return d.Address == tc.address })
 		if i < 0 {
 			t.Errorf("%v: no row %s", tc.set, tc.address)
 			continue
 		}
-		reason := resolve.DialSurface(tc.set, identity.SPIRE)[i].Reason
+		reason := resolve.DialSurface(tc.set, meshidentity.SPIRE)[i].Reason
 		for _, w := range tc.words {
 			if !strings.Contains(reason, w) {
 				t.Errorf("%v, %s: reason %q lacks %q", tc.set, tc.address, reason, w)
@@ -309,7 +309,7 @@ func TestSurfaceAgreesWithHTTPRequest(t *testing.T) {
 	names := resolve.Names("payments", "shop", resolve.DefaultMeshDomain)
 	for name, s := range allSets {
 		t.Run(name, func(t *testing.T) {
-			if d := disagreements(s, resolve.DialSurface(s, identity.SPIRE), names); len(d) > 0 {
+			if d := disagreements(s, resolve.DialSurface(s, meshidentity.SPIRE), names); len(d) > 0 {
 				t.Errorf("the surface disagrees with HTTPRequest:\n%s", strings.Join(d, "\n"))
 			}
 		})
@@ -317,13 +317,13 @@ func TestSurfaceAgreesWithHTTPRequest(t *testing.T) {
 
 	t.Run("negative control: the surface of 8080 retyped TCP", func(t *testing.T) {
 		retyped := set(8080, tcp(8080), h2(9090), tcp(9000))
-		d := disagreements(mixed, resolve.DialSurface(retyped, identity.SPIRE), names)
+		d := disagreements(mixed, resolve.DialSurface(retyped, meshidentity.SPIRE), names)
 		if !slices.ContainsFunc(d, func(s string) bool { return strings.HasPrefix(s, "Host: payments.shop:8080: row") }) {
 			t.Errorf("a surface that says 8080 is not HTTP agrees with HTTPRequest on a set where it is:\n%s", strings.Join(d, "\n"))
 		}
 	})
 	t.Run("negative control: a Host row left out", func(t *testing.T) {
-		surface := slices.DeleteFunc(resolve.DialSurface(mixed, identity.SPIRE), func(d resolve.Dial) bool {
+		surface := slices.DeleteFunc(resolve.DialSurface(mixed, meshidentity.SPIRE), func(d resolve.Dial) bool {
 			return d.Address == resolve.HostRowPrefix+resolve.NamePlaceholder+":9000"
 		})
 		if d := disagreements(mixed, surface, names); !slices.Contains(d, "no Host row for the declared port :9000") {
@@ -331,14 +331,14 @@ func TestSurfaceAgreesWithHTTPRequest(t *testing.T) {
 		}
 	})
 	t.Run("negative control: other words", func(t *testing.T) {
-		surface := resolve.DialSurface(mixed, identity.SPIRE)
+		surface := resolve.DialSurface(mixed, meshidentity.SPIRE)
 		surface[0].Body += "!"
 		if d := disagreements(mixed, surface, names); len(d) != len(names) {
 			t.Errorf("a changed body on http://<name>/: %d disagreements, want one per name (%d): %q", len(d), len(names), d)
 		}
 	})
 	t.Run("negative control: the :* row says Reaches", func(t *testing.T) {
-		surface := resolve.DialSurface(mixed, identity.SPIRE)
+		surface := resolve.DialSurface(mixed, meshidentity.SPIRE)
 		i := slices.IndexFunc(surface, func(d resolve.Dial) bool { return strings.HasSuffix(d.Address, ":*") })
 		surface[i].Outcome = resolve.Reaches
 		if d := disagreements(mixed, surface, names); len(d) == 0 {
@@ -362,7 +362,7 @@ func TestDialPorts(t *testing.T) {
 			}
 			slices.Sort(want)
 			want = slices.Compact(want)
-			if got := resolve.DialPorts(s, identity.SPIRE); !slices.Equal(got, want) {
+			if got := resolve.DialPorts(s, meshidentity.SPIRE); !slices.Equal(got, want) {
 				t.Errorf("DialPorts = %v, want %v", got, want)
 			}
 		})
@@ -375,7 +375,7 @@ const noIdentityPrefix = "no workload identity, so the connection is refused: "
 // withoutIssuer compares the surface of s without an identity issuer (none) with the surface
 // with one (spire), row by row, and says each way they differ other than the rule: a raw-TCP row
 // that reaches a port with an issuer is refused without one, no port, the same protocol, its
-// reason the no-identity words, then the row's own reason, then identity.NoIssuerTCP (the fix);
+// reason the no-identity words, then the row's own reason, then meshidentity.NoIssuerTCP (the fix);
 // every other row is the same, word for word.
 func withoutIssuer(with, without []resolve.Dial) []string {
 	if len(with) != len(without) {
@@ -387,7 +387,7 @@ func withoutIssuer(with, without []resolve.Dial) []string {
 		want := w
 		if w.Protocol == meshv1alpha1.ProtocolTCP && w.Outcome == resolve.Reaches {
 			want.Result = resolve.Result{Protocol: meshv1alpha1.ProtocolTCP, Outcome: resolve.Refused,
-				Reason: noIdentityPrefix + w.Reason + "; " + identity.NoIssuerTCP}
+				Reason: noIdentityPrefix + w.Reason + "; " + meshidentity.NoIssuerTCP}
 		}
 		if got != want {
 			out = append(out, fmt.Sprintf("%s: without an issuer %+v;\nwant %+v", w.Address, got.Result, want.Result))
@@ -404,7 +404,7 @@ func withoutIssuer(with, without []resolve.Dial) []string {
 func TestSurfaceWithoutIssuer(t *testing.T) {
 	for name, s := range allSets {
 		t.Run(name, func(t *testing.T) {
-			with, without := resolve.DialSurface(s, identity.SPIRE), resolve.DialSurface(s, identity.None)
+			with, without := resolve.DialSurface(s, meshidentity.SPIRE), resolve.DialSurface(s, meshidentity.None)
 			if d := withoutIssuer(with, without); len(d) > 0 {
 				t.Errorf("the surface without an issuer:\n%s", strings.Join(d, "\n"))
 			}
@@ -422,7 +422,7 @@ func TestSurfaceWithoutIssuer(t *testing.T) {
 		})
 	}
 	t.Run("the reason says why and the fix", func(t *testing.T) {
-		rows := resolve.DialSurface(mixed, identity.None)
+		rows := resolve.DialSurface(mixed, meshidentity.None)
 		i := slices.IndexFunc(rows, func(d resolve.Dial) bool { return d.Address == resolve.NamePlaceholder+":9000" })
 		for _, w := range []string{"no workload identity", "refused", "port 9000 is declared TCP", "mTLS", "never plaintext",
 			"--identity-issuer=none", "install SPIRE", "--identity-issuer=spire"} {
@@ -432,7 +432,7 @@ func TestSurfaceWithoutIssuer(t *testing.T) {
 		}
 	})
 	t.Run("negative control: :18082 left reaching", func(t *testing.T) {
-		with, without := resolve.DialSurface(mixed, identity.SPIRE), resolve.DialSurface(mixed, identity.None)
+		with, without := resolve.DialSurface(mixed, meshidentity.SPIRE), resolve.DialSurface(mixed, meshidentity.None)
 		i := slices.IndexFunc(with, func(d resolve.Dial) bool { return d.Address == resolve.NamePlaceholder+":18082" })
 		without[i] = with[i]
 		d := withoutIssuer(with, without)
@@ -458,7 +458,7 @@ func TestDialPortsWithoutIssuer(t *testing.T) {
 			}
 			slices.Sort(want)
 			want = slices.Compact(want)
-			if got := resolve.DialPorts(s, identity.None); !slices.Equal(got, want) {
+			if got := resolve.DialPorts(s, meshidentity.None); !slices.Equal(got, want) {
 				t.Errorf("DialPorts without an issuer = %v, want %v", got, want)
 			}
 		})

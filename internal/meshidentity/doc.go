@@ -1,9 +1,10 @@
 // Copyright 2026 The Aether Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package identity is the mesh's workload-identity issuer, as the manager and the node agent are
-// told it (--identity-issuer): SPIRE, the default, which issues every service its SPIFFE ID
-// spiffe://<mesh-domain>/ns/<ns>/sa/<sa>; or none, a mesh that runs without an issuer.
+// Package meshidentity is the mesh's workload-identity issuer, as the manager and the node agent
+// are told it (--identity-issuer): SPIRE, the default, which issues every service its SPIFFE ID
+// spiffe://<mesh-domain>/ns/<ns>/sa/<sa>; or none, a mesh that runs without an issuer. (Not
+// "identity": that name is every SPIFFE ID variable of the code base.)
 //
 // What none means is decided by its readers, each from this one value: the dial surface
 // (internal/resolve) refuses every raw-TCP spelling and says why, the controller warns each
@@ -15,4 +16,4 @@
 //
 // It is pure and imports nothing of the project (depguard rules pure and pure-core): the shared
 // core (internal/resolve) and the binaries read it alike.
-package identity
+package meshidentity

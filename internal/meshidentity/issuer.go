@@ -1,7 +1,7 @@
 // Copyright 2026 The Aether Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package identity
+package meshidentity
 
 import (
 	"fmt"
