@@ -130,6 +130,11 @@ func FuzzSurface(f *testing.F) {
 		if d := disagreements(s, surface, names); len(d) > 0 {
 			t.Fatalf("the surface of %v disagrees with HTTPRequest:\n%s", s, strings.Join(d, "\n"))
 		}
+
+		// Without an identity issuer: the same rows, raw TCP refused, the rest word for word.
+		if d := withoutIssuer(surface, resolve.DialSurface(s, meshidentity.None)); len(d) > 0 {
+			t.Fatalf("the surface of %v without an issuer:\n%s", s, strings.Join(d, "\n"))
+		}
 	})
 }
 

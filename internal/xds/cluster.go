@@ -173,7 +173,8 @@ func (b *builder) passthroughCluster() *clusterv3.Cluster {
 }
 
 // blackholeCluster is a static cluster without hosts: a connection sent to it is closed at once
-// (scoped mode's cap_tcp_blackhole chain).
+// (scoped mode's cap_tcp_blackhole chain; every cap_tcp chain in a mesh without an identity
+// issuer).
 func (b *builder) blackholeCluster() *clusterv3.Cluster {
 	c := &clusterv3.Cluster{
 		Name:                 BlackholeCluster,
