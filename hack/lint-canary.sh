@@ -17,6 +17,8 @@ canaries=(
   "api/v1alpha1 $module/internal/conditions api-imports-no-internal 1"
   "internal/portspec k8s.io/apimachinery/pkg/util/sets pure-core 1"
   "internal/resolve k8s.io/api/core/v1 pure-core 1"
+  "internal/meshidentity k8s.io/apimachinery/pkg/util/sets pure-core 1"
+  "internal/meshidentity k8s.io/client-go/rest pure 1"
   "internal/portspec k8s.io/client-go/rest pure 1"
   "internal/resolve sigs.k8s.io/controller-runtime/pkg/client pure 1"
   "internal/meshservice k8s.io/client-go/tools/cache pure 1"

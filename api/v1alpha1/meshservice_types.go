@@ -184,6 +184,12 @@ const (
 	// generated Service; the message carries its answer. The rest of the status is still written,
 	// and the controller keeps retrying.
 	ServiceReasonServiceWriteFailed = "ServiceWriteFailed"
+	// ServiceReasonTCPRefusedNoIdentity is the reason of the Warning Event on a MeshService with a
+	// TCP port in a mesh that runs without a workload-identity issuer (--identity-issuer=none):
+	// raw TCP rides mTLS only, so every raw-TCP spelling of its dial surface is refused. The note
+	// says why, the fix and the ports. It is emitted when the refused ports change, not on every
+	// reconcile.
+	ServiceReasonTCPRefusedNoIdentity = "TCPRefusedNoIdentity"
 
 	// PortConditionReady is True when at least one ready endpoint serves the port in its
 	// reported protocol.

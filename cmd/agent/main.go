@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -32,6 +33,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
@@ -48,6 +50,7 @@ func main() {
 	health := agent.DefaultHealthOptions
 	flag.StringVar(&nodeName, "node-name", "", "Name of the node this agent serves (required; from the downward API spec.nodeName).")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
+	issuerFlag := flag.String(meshidentity.Flag, string(meshidentity.SPIRE), meshidentity.FlagUsage)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":9091", "Address of the /healthz and /readyz endpoints.")
 	flag.DurationVar(&health.Interval, "health-interval", health.Interval, "Time between health probes of one endpoint.")
@@ -88,9 +91,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
 	}
-	mode, err := model.ParseCaptureMode(*captureMode)
+	mode, issuer, err := parseModes(*captureMode, *issuerFlag)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "agent: --capture-mode: %v\n", err)
+		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
 	}
 	if *captureResync <= 0 {
@@ -179,7 +182,7 @@ func main() {
 		}
 		options.XDS = &agent.XDSOptions{
 			Server:     xdsserver.New(serverOptions),
-			MeshDomain: meshDomain, CaptureMode: mode, NetNS: registry, NetNSPathTemplate: netns,
+			MeshDomain: meshDomain, Issuer: issuer, CaptureMode: mode, NetNS: registry, NetNSPathTemplate: netns,
 			Capture: &agent.CaptureOptions{Resync: *captureResync, ProxyUID: proxyUID},
 		}
 	}
@@ -190,7 +193,8 @@ func main() {
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
-	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
+	announceIssuer(log, issuer)
+	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
 		"xdsAddress", *xdsAddress, "proxylessXDSAddress", *proxylessAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
 		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir)
 	err = mgr.Start(ctrl.SetupSignalHandler())
@@ -221,6 +225,24 @@ func parseXDSAddresses(xdsAddress, proxylessAddress string) (xdsAddr, proxylessA
 		return xdsAddr, proxylessAddr, fmt.Errorf("--proxyless-xds-address: %w", err)
 	}
 	return xdsAddr, proxylessAddr, nil
+}
+
+// parseModes parses --capture-mode and --identity-issuer.
+func parseModes(captureMode, issuer string) (model.CaptureMode, meshidentity.Issuer, error) {
+	mode, err := model.ParseCaptureMode(captureMode)
+	if err != nil {
+		return "", "", fmt.Errorf("--capture-mode: %w", err)
+	}
+	parsed, err := meshidentity.Parse(issuer)
+	return mode, parsed, err
+}
+
+// announceIssuer says, at start, what running without an identity issuer means on this node.
+func announceIssuer(log logr.Logger, issuer meshidentity.Issuer) {
+	if !issuer.Issues() {
+		log.Info("Running without a workload-identity issuer: no raw-TCP cluster is built, and a captured TCP dial of a mesh VIP is closed",
+			"flag", "--"+meshidentity.Flag)
+	}
 }
 
 // listenForPods listens on the proxyless socket; nothing (a nil listener) when a is the zero

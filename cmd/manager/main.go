@@ -27,6 +27,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/manager"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/webhook"
@@ -47,6 +48,7 @@ func main() {
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
 	election.BindFlags(flag.CommandLine)
+	issuerFlag := flag.String(meshidentity.Flag, string(meshidentity.SPIRE), meshidentity.FlagUsage)
 	var knobs tuning
 	knobs.bindFlags(flag.CommandLine)
 	identityGate := flag.Bool("identity-gate", true, "Inject the identity gate (the init container aether-identity-ready, which holds a mesh pod until SPIRE has issued its SVID) into mesh pods; a pod opts out with the annotation aether.io/identity-gate: \"false\".")
@@ -61,6 +63,12 @@ func main() {
 	if errs := validation.IsDNS1123Subdomain(meshDomain); len(errs) > 0 {
 		fmt.Fprintf(os.Stderr, "manager: --mesh-domain=%q is not a DNS domain (%s); it names services (<svc>.<ns>.<domain>) and is the SPIFFE trust domain, for example aether.internal\n",
 			meshDomain, strings.Join(errs, "; "))
+		os.Exit(2)
+	}
+
+	issuer, err := meshidentity.Parse(*issuerFlag)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
 		os.Exit(2)
 	}
 
@@ -107,10 +115,10 @@ func main() {
 		log.Error(err, "Failed to create the manager")
 		os.Exit(1)
 	}
-	// SPIRE issues the identities: the --identity-issuer flag (a mesh without an issuer) turns
-	// Identity.SPIRE off, and with it every identity container.
-	skipped, err := manager.Setup(mgr, manager.Config{MeshDomain: meshDomain, Ignored: ignored, BatchWindow: knobs.batchWindow,
-		Identity: webhook.Identity{SPIRE: true, Gate: *identityGate, Image: *identityImage}})
+	// SPIRE issues the identities unless --identity-issuer=none: then no identity container is
+	// injected, and raw TCP is refused in every dial surface.
+	skipped, err := manager.Setup(mgr, manager.Config{MeshDomain: meshDomain, Issuer: issuer, Ignored: ignored, BatchWindow: knobs.batchWindow,
+		Identity: webhook.Identity{SPIRE: issuer.Issues(), Gate: *identityGate, Image: *identityImage}})
 	if err != nil {
 		log.Error(err, "Failed to set up the manager")
 		os.Exit(1)
@@ -118,7 +126,11 @@ func main() {
 	if len(skipped) > 0 {
 		log.Info("Gateway API CRDs not installed: no route status for these kinds", "kinds", skipped)
 	}
-	log.Info("Starting manager", "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
+	if !issuer.Issues() {
+		log.Info("Running without a workload-identity issuer: every raw-TCP spelling of every dial surface is refused, and each MeshService with a TCP port gets a Warning Event",
+			"flag", "--"+meshidentity.Flag, "reason", meshv1alpha1.ServiceReasonTCPRefusedNoIdentity)
+	}
+	log.Info("Starting manager", "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
 		"identityGate", *identityGate, "identityImage", *identityImage,
 		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst, "batchWindow", knobs.batchWindow,
 		"leaderElection", election.Enabled, "leaseDuration", election.LeaseDuration, "renewDeadline", election.RenewDeadline, "retryPeriod", election.RetryPeriod)

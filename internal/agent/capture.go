@@ -29,6 +29,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/capture"
 	"github.com/aether-mesh/aether-operator/internal/capture/apply"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/registration"
@@ -88,7 +89,10 @@ type capturer struct {
 	options capture.Options
 	resync  time.Duration
 	// mode is a pod's capture mode unless its annotation names another (XDSOptions.CaptureMode).
-	mode   model.CaptureMode
+	mode model.CaptureMode
+	// issuer is the mesh's identity issuer (XDSOptions.Issuer): without one, capture takes no
+	// raw-TCP port of a dial surface.
+	issuer meshidentity.Issuer
 	node   string
 	client client.Client // writes Events
 	view   *View
@@ -120,7 +124,7 @@ func newCapturer(o CaptureOptions, p *publisher) *capturer {
 		applier = apply.New()
 	}
 	return &capturer{applier: applier, options: capture.Options{ProxyUID: o.ProxyUID}, resync: cmp.Or(o.Resync, DefaultCaptureResync),
-		mode: p.opts.CaptureMode, node: p.node, client: p.client, view: p.view, netns: p.opts.NetNS, log: p.log.WithName("capture"),
+		mode: p.opts.CaptureMode, issuer: p.opts.Issuer, node: p.node, client: p.client, view: p.view, netns: p.opts.NetNS, log: p.log.WithName("capture"),
 		programmed: map[types.UID]capturePod{}, failed: map[types.UID]string{}, warned: map[types.NamespacedName]string{}}
 }
 
@@ -378,7 +382,7 @@ func (c *capturer) Program(ctx context.Context, pod *corev1.Pod, netns string) e
 		mode = c.mode
 	}
 	p := newCapturePod(pod, netns, mode)
-	rs := capture.Build(model.Mesh{Services: services}, p.local, c.options)
+	rs := capture.Build(model.Mesh{Issuer: c.issuer, Services: services}, p.local, c.options)
 	rep, err := c.applier.Sync(netns, rs)
 	c.mu.Lock()
 	c.programmed[pod.UID] = p

@@ -24,6 +24,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
@@ -46,6 +47,10 @@ type XDSOptions struct {
 	Server *xdsserver.Server
 	// MeshDomain is the mesh's DNS domain and trust domain; resolve.DefaultMeshDomain if empty.
 	MeshDomain string
+	// Issuer is who issues the workload identities (--identity-issuer); SPIRE if empty. Without
+	// one (meshidentity.None) the node's configuration has no raw-TCP cluster, and capture takes
+	// no raw-TCP port of a dial surface (model.Mesh.Issuer).
+	Issuer meshidentity.Issuer
 	// CaptureMode is a pod's capture mode unless its aether.io/capture-mode annotation says
 	// otherwise; surface if empty.
 	CaptureMode model.CaptureMode
@@ -91,10 +96,11 @@ type publisher struct {
 }
 
 // newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
-// the surface capture mode, an empty netns registry.
+// the SPIRE issuer, the surface capture mode, an empty netns registry.
 func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *publisher {
 	opts := *o.XDS
 	opts.MeshDomain = cmp.Or(opts.MeshDomain, resolve.DefaultMeshDomain)
+	opts.Issuer = cmp.Or(opts.Issuer, meshidentity.SPIRE)
 	opts.CaptureMode = cmp.Or(opts.CaptureMode, model.CaptureSurface)
 	if opts.NetNS == nil {
 		opts.NetNS = NewNetNS()
@@ -233,13 +239,14 @@ func (p *publisher) reportSkipped(notes []string) {
 }
 
 // mesh is the node's model, from the caches: the cluster's services and accepted routes (the
-// View), this node's locality and its meshed pods. A thin lister: everything after it is pure.
+// View), this node's locality and its meshed pods, with the mesh's domain and identity issuer
+// (the agent's flags). A thin lister: everything after it is pure.
 func (p *publisher) mesh(ctx context.Context) (model.Mesh, error) {
 	services, err := p.view.Services(ctx)
 	if err != nil {
 		return model.Mesh{}, err
 	}
-	m := model.Mesh{Domain: p.opts.MeshDomain, Node: model.Node{Name: p.node}, Services: services}
+	m := model.Mesh{Domain: p.opts.MeshDomain, Issuer: p.opts.Issuer, Node: model.Node{Name: p.node}, Services: services}
 	// The routes the controller accepted (ResolvedRefs=True for their current generation).
 	if m.Routes, err = p.view.Routes(ctx); err != nil {
 		return model.Mesh{}, err

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/go-logr/logr"
@@ -28,6 +29,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
@@ -272,6 +274,32 @@ func TestXDSMeshLister(t *testing.T) {
 	if mesh.Domain != "aether.internal" || mesh.Node.Name != a.node || mesh.Node.Locality != (meshv1alpha1.Locality{Region: "eu-west-1", Zone: "eu-west-1a"}) {
 		t.Errorf("mesh domain %q, node %+v", mesh.Domain, mesh.Node)
 	}
+	// The issuer is the agent's (--identity-issuer): spire unless told none, and then the build
+	// of the same caches has no raw-TCP cluster (payments declares 9000=tcp).
+	if mesh.Issuer != meshidentity.SPIRE {
+		t.Errorf("the model's identity issuer is %q by default, want spire", mesh.Issuer)
+	}
+	noIssuer := a.options
+	noIssuerXDS := *a.options.XDS
+	noIssuerXDS.Issuer = meshidentity.None
+	noIssuer.XDS = &noIssuerXDS
+	without, err := newPublisher(a.mgr.GetCache(), a.mgr.GetClient(), logr.Discard(), noIssuer).mesh(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for issuer, m := range map[meshidentity.Issuer]model.Mesh{meshidentity.SPIRE: mesh, meshidentity.None: without} {
+		if m.Issuer != issuer {
+			t.Errorf("the model's identity issuer is %q, want %q", m.Issuer, issuer)
+		}
+		res, err := xds.Build(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tcp := slices.ContainsFunc(res.Clusters, func(c *clusterv3.Cluster) bool { return strings.HasPrefix(c.GetName(), "tcp:") })
+		if tcp != issuer.Issues() {
+			t.Errorf("issuer %s: a raw-TCP cluster in the node's configuration: %v", issuer, tcp)
+		}
+	}
 
 	testenv.Eventually(t, "the Warning Event on the invalid capture mode", func() error {
 		var events eventsv1.EventList
@@ -296,7 +324,7 @@ func TestXDSMeshLister(t *testing.T) {
 	xdsOptions := *a.options.XDS
 	xdsOptions.NetNSPathTemplate = nil
 	noTemplate.XDS = &xdsOptions
-	mesh, err := newPublisher(a.mgr.GetCache(), a.mgr.GetClient(), logr.Discard(), noTemplate).mesh(ctx)
+	mesh, err = newPublisher(a.mgr.GetCache(), a.mgr.GetClient(), logr.Discard(), noTemplate).mesh(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

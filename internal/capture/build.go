@@ -38,7 +38,8 @@ var redirect = Verdict{Kind: VerdictRedirect, Port: uint16(meshv1alpha1.ProxyCap
 // Build is pod's table inet aether in the mesh m: the exclusions, then its mode's capture rules
 // (an empty or unknown mode is the default, surface). In surface mode the sets hold, for every
 // service of m whose VIP is an IP address, the VIP with each of resolve.DialPorts; a VIP two
-// services share holds the union. The result is sorted and valid (Ruleset.Validate).
+// services share holds the union; without an identity issuer (m.Issuer) those leave the raw-TCP
+// ports out, whose dials the surface refuses. The result is sorted and valid (Ruleset.Validate).
 func Build(m model.Mesh, pod model.LocalPod, opts Options) Ruleset {
 	excluded := Set{Name: SetExcludedPorts, Type: TypePort}
 	for _, p := range proxyPorts {
@@ -71,7 +72,7 @@ func Build(m model.Mesh, pod model.LocalPod, opts Options) Ruleset {
 	case model.CaptureAll:
 		rules = append(rules, Rule{Match: Match{Kind: MatchTCP}, Verdict: redirect})
 	default:
-		v4, v6 := surface(m.Services)
+		v4, v6 := surface(m)
 		sets = append(sets, v4, v6)
 		rules = append(rules,
 			Rule{Match: Match{Kind: MatchDaddrDport, Set: SetSurface4}, Verdict: redirect},
@@ -87,9 +88,9 @@ func Build(m model.Mesh, pod model.LocalPod, opts Options) Ruleset {
 }
 
 // surface are the sets of every service's (VIP, dial port) pairs, IPv4 and IPv6, unsorted.
-func surface(services []model.Service) (v4, v6 Set) {
+func surface(m model.Mesh) (v4, v6 Set) {
 	v4, v6 = Set{Name: SetSurface4, Type: TypeIPv4Port}, Set{Name: SetSurface6, Type: TypeIPv6Port}
-	for _, s := range services {
+	for _, s := range m.Services {
 		vip, err := netip.ParseAddr(s.VIP)
 		if err != nil || vip.Zone() != "" {
 			continue // no VIP (yet), or not an address: nothing to dial
@@ -99,7 +100,7 @@ func surface(services []model.Service) (v4, v6 Set) {
 		if vip.Is6() {
 			set = &v6
 		}
-		for _, port := range resolve.DialPorts(s.PortSet()) {
+		for _, port := range resolve.DialPorts(s.PortSet(), m.Issuer) {
 			set.Elements = append(set.Elements, Element{Addr: vip, Port: uint16(port)})
 		}
 	}

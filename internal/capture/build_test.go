@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/aether-mesh/aether-operator/internal/capture"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
@@ -87,7 +88,7 @@ func TestSurfaceHoldsTheDialSurface(t *testing.T) {
 			want := map[capture.Element]bool{}
 			for _, s := range m.Services {
 				vip := netip.MustParseAddr(s.VIP)
-				for _, row := range resolve.DialSurface(s.PortSet()) {
+				for _, row := range resolve.DialSurface(s.PortSet(), m.Issuer) {
 					port, dials := dialedPort(t, row.Address)
 					if !dials {
 						continue
@@ -229,6 +230,13 @@ func TestScopedGaps(t *testing.T) {
 			}
 		})
 	}
+	t.Run("without an identity issuer no TCP port is reached, so there is no gap to tell", func(t *testing.T) {
+		none := m
+		none.Issuer = meshidentity.None
+		if got := capture.ScopedGaps(none, []model.LocalPod{clientPod(t, none, model.CaptureScoped)}); len(got) != 0 {
+			t.Errorf("ScopedGaps = %+v, want none", got)
+		}
+	})
 	t.Run("the mixed service: 9000 is its only TCP port, reached by :18082", func(t *testing.T) {
 		mixed := xdstest.MixedHTTPPrimary()
 		if got := capture.ScopedGaps(mixed, []model.LocalPod{clientPod(t, mixed, model.CaptureScoped)}); len(got) != 0 {

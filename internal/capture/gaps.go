@@ -26,7 +26,13 @@ type ScopedGap struct {
 
 // ScopedGaps are the gaps of m's services for the pods given (the node's), sorted by namespace
 // and name: a service is listed when it has such ports and at least one scoped pod may call it.
+// A mesh without an identity issuer has none: no pod reaches a TCP port there, whatever its
+// capture mode (the dial surface and the controller's Event say why), so capturing them would
+// change nothing.
 func ScopedGaps(m model.Mesh, pods []model.LocalPod) []ScopedGap {
+	if !m.Issuer.Issues() {
+		return nil
+	}
 	var scoped []model.LocalPod
 	for _, p := range pods {
 		if p.Capture == model.CaptureScoped {

@@ -25,6 +25,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 )
@@ -43,6 +44,10 @@ type MeshServiceReconciler struct {
 	Recorder recorder.EventRecorder
 	// MeshDomain is the mesh's DNS domain and SPIFFE trust domain.
 	MeshDomain string
+	// Issuer is who issues the workload identities (--identity-issuer; spire when empty). Without
+	// one, every raw-TCP spelling of a dial surface is refused, and each MeshService with a TCP
+	// port gets a Warning Event saying why (warnNoIdentity).
+	Issuer meshidentity.Issuer
 	// Ignored are the namespaces the mesh never takes: no endpoint there is counted.
 	Ignored registration.IgnoredNamespaces
 	// BatchWindow holds a service's reconcile back until its inputs have been quiet that long
@@ -143,7 +148,7 @@ func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request)
 		return err
 	}
 
-	out, err := Translate(ms, endpoints.Items, live, r.MeshDomain)
+	out, err := Translate(ms, endpoints.Items, live, r.MeshDomain, r.Issuer)
 	if err != nil {
 		return err
 	}
@@ -166,13 +171,13 @@ func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request)
 // EndpointVerdict verifies) and live, the Service of its name (nil when none exists): what a
 // reconcile writes, before the Service's write fills in the VIP of a new Service. The reconciler
 // calls it; test/invariant calls it on what the cluster holds, to see that it holds this.
-func Translate(ms *meshv1alpha1.MeshService, counted []meshv1alpha1.MeshEndpoint, live *corev1.Service, meshDomain string) (meshservice.Output, error) {
+func Translate(ms *meshv1alpha1.MeshService, counted []meshv1alpha1.MeshEndpoint, live *corev1.Service, meshDomain string, issuer meshidentity.Issuer) (meshservice.Output, error) {
 	facts := meshservice.ServiceFacts{}
 	if live != nil {
 		facts = meshservice.ServiceFacts{Exists: true, Owned: meshservice.IsGenerated(live, ms.UID, FieldManager), ClusterIP: live.Spec.ClusterIP}
 	}
 	return meshservice.Translate(meshservice.Input{
-		Namespace: ms.Namespace, Name: ms.Name, UID: ms.UID, MeshDomain: meshDomain,
+		Namespace: ms.Namespace, Name: ms.Name, UID: ms.UID, MeshDomain: meshDomain, Issuer: issuer,
 		Endpoints: counted, LastStatus: ms.Status, Service: facts,
 	})
 }
@@ -192,6 +197,7 @@ func (r *MeshServiceReconciler) writeStatus(ctx context.Context, ms *meshv1alpha
 	switch {
 	case err == nil:
 		r.announce(ms, last.Conditions, desired.Conditions)
+		r.warnNoIdentity(ms, last, desired)
 		return nil
 	case !refusal(err):
 		return err // retried: a conflict or a transient failure
@@ -283,6 +289,28 @@ func (r *MeshServiceReconciler) announce(ms *meshv1alpha1.MeshService, before, a
 			r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, c.Reason, "Reconcile", "%s", note)
 		}
 	}
+}
+
+// warnNoIdentity emits a Warning Event (TCPRefusedNoIdentity) when the status just written refuses
+// TCP ports for want of a workload identity and the status before it did not refuse the same
+// ones: once when a service is first seen without an issuer, when the manager starts without one,
+// and when the service's TCP ports change; never on a reconcile that writes nothing, nor again
+// after a manager restart that changes nothing.
+func (r *MeshServiceReconciler) warnNoIdentity(ms *meshv1alpha1.MeshService, before, after meshv1alpha1.MeshServiceStatus) {
+	refused, news := tcpRefusalNews(before, after)
+	if r.Recorder == nil || !news {
+		return
+	}
+	r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, meshv1alpha1.ServiceReasonTCPRefusedNoIdentity, "Reconcile", "%s",
+		meshservice.NoIdentityNote(refused))
+}
+
+// tcpRefusalNews are the TCP ports status after refuses for want of a workload identity
+// (meshservice.RefusedTCPPorts), and whether that is news: after refuses some, and before did not
+// refuse the same ones.
+func tcpRefusalNews(before, after meshv1alpha1.MeshServiceStatus) (refused []int32, news bool) {
+	refused = meshservice.RefusedTCPPorts(after)
+	return refused, len(refused) > 0 && !slices.Equal(refused, meshservice.RefusedTCPPorts(before))
 }
 
 // lifecycle decides whether the MeshService lives, and returns it (nil when it does not). It

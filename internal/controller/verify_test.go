@@ -75,12 +75,18 @@ func nodeAuthorityEnforced(t *testing.T, ctx context.Context, agentA client.Clie
 // an assertion that something did not happen comes after every reconcile already triggered.
 func idle(t *testing.T) {
 	t.Helper()
-	testenv.Eventually(t, "the meshservice controller idle", func() error {
-		depth, err := testenv.Gauge("workqueue_depth", "controller", "meshservice")
+	idleController(t, "meshservice")
+}
+
+// idleController is idle for the controller of that name (a reconciler of a test's own manager).
+func idleController(t *testing.T, name string) {
+	t.Helper()
+	testenv.Eventually(t, "the "+name+" controller idle", func() error {
+		depth, err := testenv.Gauge("workqueue_depth", "controller", name)
 		if err != nil {
 			return err
 		}
-		active, err := testenv.Gauge("controller_runtime_active_workers", "controller", "meshservice")
+		active, err := testenv.Gauge("controller_runtime_active_workers", "controller", name)
 		if err != nil {
 			return err
 		}

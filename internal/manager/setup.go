@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/aether-mesh/aether-operator/internal/controller"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/routes"
 	"github.com/aether-mesh/aether-operator/internal/webhook"
@@ -21,6 +22,8 @@ import (
 type Config struct {
 	// MeshDomain is the mesh's DNS domain and SPIFFE trust domain.
 	MeshDomain string
+	// Issuer says whether SPIRE issues workload identities (meshidentity.None: raw TCP refused).
+	Issuer meshidentity.Issuer
 	// Ignored are the namespaces the mesh never takes.
 	Ignored registration.IgnoredNamespaces
 	// BatchWindow is the MeshService controller's (controller.MeshServiceReconciler.BatchWindow).
@@ -53,6 +56,7 @@ func Setup(mgr ctrl.Manager, c Config) (skipped []routes.Kind, err error) {
 		Client:      mgr.GetClient(),
 		Recorder:    mgr.GetEventRecorder("aether-controller"),
 		MeshDomain:  c.MeshDomain,
+		Issuer:      c.Issuer,
 		Ignored:     c.Ignored,
 		BatchWindow: c.BatchWindow,
 	}).SetupWithManager(mgr); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
@@ -30,6 +31,9 @@ type Input struct {
 	UID types.UID `json:"uid,omitempty"`
 	// MeshDomain is the mesh's DNS domain and SPIFFE trust domain.
 	MeshDomain string `json:"meshDomain"`
+	// Issuer is who issues the workload identities (the manager's --identity-issuer; spire when
+	// empty): without one the dial surface refuses raw TCP (internal/resolve).
+	Issuer meshidentity.Issuer `json:"issuer,omitempty"`
 	// Endpoints are the service's MeshEndpoints, in any order.
 	Endpoints []meshv1alpha1.MeshEndpoint `json:"endpoints"`
 	// LastStatus is the MeshService's current status: when the last endpoint goes away its ports
@@ -110,7 +114,7 @@ func Translate(in Input) (Output, error) {
 		// The Kubernetes names reach someone else's Service: only the mesh name is the mesh's.
 		st.Names = st.Names[:1]
 	}
-	st.DialSurface = dialSurface(set)
+	st.DialSurface = dialSurface(set, in.Issuer)
 
 	st.Conditions = []metav1.Condition{
 		readyCondition(st),
@@ -129,8 +133,8 @@ func Translate(in Input) (Output, error) {
 
 // dialSurface is resolve's dial surface in the API's words, each row once, written for any of
 // status.names as <name>.
-func dialSurface(set portspec.PortSet) []meshv1alpha1.Dial {
-	rows := resolve.DialSurface(set)
+func dialSurface(set portspec.PortSet, issuer meshidentity.Issuer) []meshv1alpha1.Dial {
+	rows := resolve.DialSurface(set, issuer)
 	dials := make([]meshv1alpha1.Dial, 0, len(rows))
 	for _, d := range rows {
 		// A reason may list ports (the 421 advice names a few): cut it to the field's limit all

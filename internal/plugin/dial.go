@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
+	"github.com/aether-mesh/aether-operator/internal/meshservice"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
@@ -62,10 +64,20 @@ func PortSetOf(st meshv1alpha1.MeshServiceStatus) portspec.PortSet {
 	return portspec.NewPortSet(st.PrimaryPort, ports)
 }
 
-// Answer is what s reaches on the service whose ports are set: resolve.HTTPRequest for an HTTP
-// request, else the dial surface's row for the spelling (resolve.DialSurface), written for the
-// host dialled.
-func Answer(set portspec.PortSet, s Spelling) resolve.Result {
+// IssuerOf is the identity issuer st was written under, as far as its dial surface tells: none
+// when it refuses a declared TCP port (meshservice.RefusedTCPPorts), which only a mesh without an
+// issuer does; else spire. (A service without a TCP port has the same surface under both.)
+func IssuerOf(st meshv1alpha1.MeshServiceStatus) meshidentity.Issuer {
+	if len(meshservice.RefusedTCPPorts(st)) > 0 {
+		return meshidentity.None
+	}
+	return meshidentity.SPIRE
+}
+
+// Answer is what s reaches on the service whose ports are set in a mesh whose identities issuer
+// issues: resolve.HTTPRequest for an HTTP request, else the dial surface's row for the spelling
+// (resolve.DialSurface), written for the host dialled.
+func Answer(set portspec.PortSet, issuer meshidentity.Issuer, s Spelling) resolve.Result {
 	if s.HTTP {
 		return resolve.HTTPRequest(set, s.Authority)
 	}
@@ -75,7 +87,7 @@ func Answer(set portspec.PortSet, s Spelling) resolve.Result {
 	} else if _, declared := set.Lookup(s.Port); declared || s.Port == meshv1alpha1.MeshHTTPPort || s.Port == meshv1alpha1.MeshTCPPort {
 		address = fmt.Sprintf("%s:%d", resolve.NamePlaceholder, s.Port)
 	}
-	for _, row := range resolve.DialSurface(set) {
+	for _, row := range resolve.DialSurface(set, issuer) {
 		if row.Address == address {
 			return row.For(s.Host).Result
 		}
@@ -88,7 +100,7 @@ func Answer(set portspec.PortSet, s Spelling) resolve.Result {
 func Explain(s Spelling, svc ServiceRef, ms *meshv1alpha1.MeshService, eps []meshv1alpha1.MeshEndpoint,
 	allRoutes []RouteRef, meshDomain string) DialReport {
 	r := DialReport{Spelling: s, Service: svc, Names: resolve.Names(svc.Name, svc.Namespace, meshDomain)}
-	r.Answer = Answer(PortSetOf(ms.Status), s)
+	r.Answer = Answer(PortSetOf(ms.Status), IssuerOf(ms.Status), s)
 	switch r.Answer.Outcome {
 	case resolve.Reaches:
 		r.Port = portReport(ms.Status, r.Answer.Port, endpointsByProtocol(eps, svc.Name))

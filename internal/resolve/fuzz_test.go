@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
@@ -94,8 +95,8 @@ func FuzzSurface(f *testing.F) {
 		s := portspec.NewPortSet(primary, ports)
 
 		// Deterministic.
-		surface := resolve.DialSurface(s)
-		if again := resolve.DialSurface(s); !reflect.DeepEqual(surface, again) {
+		surface := resolve.DialSurface(s, meshidentity.SPIRE)
+		if again := resolve.DialSurface(s, meshidentity.SPIRE); !reflect.DeepEqual(surface, again) {
 			t.Fatalf("DialSurface(%v) is not deterministic:\n%+v\n%+v", s, surface, again)
 		}
 
@@ -109,7 +110,7 @@ func FuzzSurface(f *testing.F) {
 			orders = append(orders, append(slices.Clone(ports[k:]), ports[:k]...))
 		}
 		for _, order := range orders {
-			if got := marshal(t, resolve.DialSurface(portspec.NewPortSet(primary, order))); !bytes.Equal(got, want) {
+			if got := marshal(t, resolve.DialSurface(portspec.NewPortSet(primary, order), meshidentity.SPIRE)); !bytes.Equal(got, want) {
 				t.Fatalf("DialSurface depends on the order of the ports %v:\n%s\n%s", order, got, want)
 			}
 		}
@@ -128,6 +129,11 @@ func FuzzSurface(f *testing.F) {
 		}
 		if d := disagreements(s, surface, names); len(d) > 0 {
 			t.Fatalf("the surface of %v disagrees with HTTPRequest:\n%s", s, strings.Join(d, "\n"))
+		}
+
+		// Without an identity issuer: the same rows, raw TCP refused, the rest word for word.
+		if d := withoutIssuer(surface, resolve.DialSurface(s, meshidentity.None)); len(d) > 0 {
+			t.Fatalf("the surface of %v without an issuer:\n%s", s, strings.Join(d, "\n"))
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
@@ -65,16 +66,18 @@ const surfaceFixedRows = 9
 // 2×ports + 9 (each declared port has a Host row and a dial row). Size list limits with it.
 func SurfaceLen(ports int) int { return 2*ports + surfaceFixedRows }
 
-// DialSurface is the dial surface of the service whose ports are s, each spelling once, in the
-// order of DESIGN section 5's table:
+// DialSurface is the dial surface of the service whose ports are s in a mesh whose workload
+// identities issuer issues (see refusedWithoutIdentity), each spelling once, in the order of
+// DESIGN section 5's table:
 //
 //	http://<name>/, <name>:18081,
 //	Host: <name>, Host: <name>:<p> for each declared p, Host: <name>:18081, Host: <name>:18082, Host: <name>:*,
 //	https://<name>/, <name>:18082, <name>:<p> for each declared p, <name>:*
 //
-// Declared ports ascend. It has SurfaceLen(len(s.Ports)) rows.
-func DialSurface(s portspec.PortSet) []Dial {
-	rows := surfaceRows(s)
+// Declared ports ascend. It has SurfaceLen(len(s.Ports)) rows, whatever the issuer: only a row's
+// outcome and reason depend on it.
+func DialSurface(s portspec.PortSet, issuer meshidentity.Issuer) []Dial {
+	rows := surfaceRows(s, issuer)
 	out := make([]Dial, len(rows))
 	for i, r := range rows {
 		out[i] = r.Dial
@@ -88,9 +91,10 @@ func DialSurface(s portspec.PortSet) []Dial {
 // nor <name>:*) unless its outcome is Refused. So 18081 (the Host decides) and 80 (reached, or
 // answered 421 by the mesh) always; 443 and 18082 when they reach a port; every declared port.
 // Ascending, each once. Capture (internal/capture) redirects exactly these on the service's VIP.
-func DialPorts(s portspec.PortSet) []int32 {
+// Without an issuer the raw-TCP rows are refused, so their ports are not among these.
+func DialPorts(s portspec.PortSet, issuer meshidentity.Issuer) []int32 {
 	var ports []int32
-	for _, r := range surfaceRows(s) {
+	for _, r := range surfaceRows(s, issuer) {
 		if r.dialed != 0 && r.Outcome != Refused {
 			ports = append(ports, r.dialed)
 		}
@@ -107,10 +111,11 @@ type surfaceRow struct {
 }
 
 // surfaceRows are DialSurface's rows, each with the port it dials.
-func surfaceRows(s portspec.PortSet) []surfaceRow {
+func surfaceRows(s portspec.PortSet, issuer meshidentity.Issuer) []surfaceRow {
 	const name = NamePlaceholder
 	rows := make([]surfaceRow, 0, SurfaceLen(len(s.Ports)))
 	add := func(address string, dialed int32, r Result) {
+		r = refusedWithoutIdentity(r, issuer)
 		rows = append(rows, surfaceRow{Dial: Dial{Address: address, Result: r}, dialed: dialed})
 	}
 
@@ -136,6 +141,23 @@ func surfaceRows(s portspec.PortSet) []surfaceRow {
 	add(name+":"+AnyOtherPort, 0, Result{Outcome: Refused,
 		Reason: "nothing claims a port the service does not declare: the connection is refused"})
 	return rows
+}
+
+// refusedWithoutIdentity is r, what a row reaches, in a mesh whose identities issuer issues. With
+// an issuer, or for a row that is not raw TCP reaching a port, it is r. Without one, a raw-TCP
+// row (https://, :18082, :<p> for a TCP port p) that would reach a port is refused: raw TCP rides
+// mTLS between workload identities only, and the reason says what the row would reach, why it is
+// refused and the fix (meshidentity.NoIssuerTCP). A row refused already keeps its own reason, which
+// comes first. The HTTP rows are left as they are: the workload requirements page promises mTLS
+// on every hop and documents no plaintext fallback for HTTP either (issue 14 lets HTTP fall back
+// only where the docs allow), so their answers stand and, without certificates, an HTTP hop fails
+// closed in the proxy.
+func refusedWithoutIdentity(r Result, issuer meshidentity.Issuer) Result {
+	if issuer.Issues() || r.Protocol != meshv1alpha1.ProtocolTCP || r.Outcome != Reaches {
+		return r
+	}
+	return Result{Protocol: r.Protocol, Outcome: Refused,
+		Reason: "no workload identity, so the connection is refused: " + r.Reason + "; " + meshidentity.NoIssuerTCP}
 }
 
 // dialHTTPS is https://<name>/: port 443 when declared TCP, the application's own TLS.

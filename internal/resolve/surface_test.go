@@ -17,6 +17,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/golden"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
@@ -29,9 +30,11 @@ const (
 	outSuffix = ".out.json"
 )
 
-// surfaceCase is a testdata/<case>.in.json file: a port set, ports in any order.
+// surfaceCase is a testdata/<case>.in.json file: a port set, ports in any order, and the mesh's
+// identity issuer (spire when absent).
 type surfaceCase struct {
-	PortSet portspec.PortSet `json:"portSet"`
+	PortSet portspec.PortSet    `json:"portSet"`
+	Issuer  meshidentity.Issuer `json:"issuer,omitempty"`
 }
 
 // TestSurfaceGolden compares the dial surface of each testdata/<case>.in.json with
@@ -66,7 +69,7 @@ func surfaceJSON(t *testing.T, name string) []byte {
 	enc := json.NewEncoder(&out)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(resolve.DialSurface(portspec.NewPortSet(c.PortSet.Primary, c.PortSet.Ports))); err != nil {
+	if err := enc.Encode(resolve.DialSurface(portspec.NewPortSet(c.PortSet.Primary, c.PortSet.Ports), c.Issuer)); err != nil {
 		t.Fatal(err)
 	}
 	return out.Bytes()
@@ -78,6 +81,8 @@ func TestSurfaceGoldenCases(t *testing.T) {
 	for _, name := range []string{
 		"mixed", "tcp-only", "http-only", "no-ports", "443-http", "443-tcp", "port-80-and-443-tcp",
 		"port-80-http2", "port-80-tcp", "port-80-tcp-only", "tcp-primary-lowest-http", "no-primary",
+		// Without an identity issuer: the raw-TCP rows refused, the HTTP rows as they were.
+		"mixed-no-issuer", "tcp-only-no-issuer", "http-only-no-issuer", "port-80-and-443-tcp-no-issuer",
 	} {
 		if _, err := os.Stat(filepath.Join(goldenDir, name+inSuffix)); err != nil {
 			t.Errorf("case %s: %v", name, err)
@@ -121,8 +126,9 @@ func wantAddresses(ports ...int32) []string {
 	return append(want, n+":*")
 }
 
-// TestSurfaceRows checks the rows of a surface: each spelling once, in the documented order,
-// SurfaceLen of them (2×ports + 9), each complete, and a reason that fits the API's 1024 bytes.
+// TestSurfaceRows checks the rows of a surface, with and without an identity issuer: each
+// spelling once, in the documented order, SurfaceLen of them (2×ports + 9), each complete, and a
+// reason that fits the API's 1024 bytes.
 func TestSurfaceRows(t *testing.T) {
 	var most []portspec.Port
 	var mostNumbers []int32
@@ -141,27 +147,32 @@ func TestSurfaceRows(t *testing.T) {
 		"the most ports a status holds": {set(20000, most...), mostNumbers},
 	}
 	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			surface := resolve.DialSurface(tc.set)
-			got := make([]string, len(surface))
-			for i, d := range surface {
-				got[i] = d.Address
-			}
-			if want := wantAddresses(tc.ports...); !slices.Equal(got, want) {
-				t.Errorf("addresses:\n got %q\nwant %q", got, want)
-			}
-			if want := 2*len(tc.ports) + 9; len(surface) != want || resolve.SurfaceLen(len(tc.ports)) != want {
-				t.Errorf("%d rows, SurfaceLen %d; want 2×%d+9 = %d", len(surface), resolve.SurfaceLen(len(tc.ports)), len(tc.ports), want)
-			}
-			for i, d := range surface {
-				if d.Address == "" || d.Reason == "" || d.Outcome == "" {
-					t.Errorf("row %d: incomplete %+v", i, d)
-				}
-				if len(d.Reason) > 1024 || len(d.Body) > resolve.MaxBodyLength {
-					t.Errorf("row %d %s: reason of %d bytes (the API holds 1024), body of %d", i, d.Address, len(d.Reason), len(d.Body))
-				}
-			}
-		})
+		for _, issuer := range meshidentity.Issuers {
+			t.Run(name+"/"+string(issuer), func(t *testing.T) { checkSurfaceRows(t, resolve.DialSurface(tc.set, issuer), tc.ports) })
+		}
+	}
+}
+
+// checkSurfaceRows checks one surface's rows for TestSurfaceRows: ports are its declared ports.
+func checkSurfaceRows(t *testing.T, surface []resolve.Dial, ports []int32) {
+	t.Helper()
+	got := make([]string, len(surface))
+	for i, d := range surface {
+		got[i] = d.Address
+	}
+	if want := wantAddresses(ports...); !slices.Equal(got, want) {
+		t.Errorf("addresses:\n got %q\nwant %q", got, want)
+	}
+	if want := 2*len(ports) + 9; len(surface) != want || resolve.SurfaceLen(len(ports)) != want {
+		t.Errorf("%d rows, SurfaceLen %d; want 2×%d+9 = %d", len(surface), resolve.SurfaceLen(len(ports)), len(ports), want)
+	}
+	for i, d := range surface {
+		if d.Address == "" || d.Reason == "" || d.Outcome == "" {
+			t.Errorf("row %d: incomplete %+v", i, d)
+		}
+		if len(d.Reason) > 1024 || len(d.Body) > resolve.MaxBodyLength {
+			t.Errorf("row %d %s: reason of %d bytes (the API holds 1024), body of %d", i, d.Address, len(d.Reason), len(d.Body))
+		}
 	}
 }
 
@@ -173,7 +184,7 @@ func TestSurfaceTable(t *testing.T) {
 	for name, s := range allSets {
 		t.Run(name, func(t *testing.T) {
 			rows := map[string]resolve.Result{}
-			for _, d := range resolve.DialSurface(s) {
+			for _, d := range resolve.DialSurface(s, meshidentity.SPIRE) {
 				rows[d.Address] = d.Result
 			}
 			check := func(address string, want resolve.Result) {
@@ -222,12 +233,12 @@ func TestSurfaceReasons(t *testing.T) {
 		{mixed, n + ":*", []string{"refused"}},
 	}
 	for _, tc := range tests {
-		i := slices.IndexFunc(resolve.DialSurface(tc.set), func(d resolve.Dial) bool { return d.Address == tc.address })
+		i := slices.IndexFunc(resolve.DialSurface(tc.set, meshidentity.SPIRE), func(d resolve.Dial) bool { return d.Address == tc.address })
 		if i < 0 {
 			t.Errorf("%v: no row %s", tc.set, tc.address)
 			continue
 		}
-		reason := resolve.DialSurface(tc.set)[i].Reason
+		reason := resolve.DialSurface(tc.set, meshidentity.SPIRE)[i].Reason
 		for _, w := range tc.words {
 			if !strings.Contains(reason, w) {
 				t.Errorf("%v, %s: reason %q lacks %q", tc.set, tc.address, reason, w)
@@ -298,7 +309,7 @@ func TestSurfaceAgreesWithHTTPRequest(t *testing.T) {
 	names := resolve.Names("payments", "shop", resolve.DefaultMeshDomain)
 	for name, s := range allSets {
 		t.Run(name, func(t *testing.T) {
-			if d := disagreements(s, resolve.DialSurface(s), names); len(d) > 0 {
+			if d := disagreements(s, resolve.DialSurface(s, meshidentity.SPIRE), names); len(d) > 0 {
 				t.Errorf("the surface disagrees with HTTPRequest:\n%s", strings.Join(d, "\n"))
 			}
 		})
@@ -306,13 +317,13 @@ func TestSurfaceAgreesWithHTTPRequest(t *testing.T) {
 
 	t.Run("negative control: the surface of 8080 retyped TCP", func(t *testing.T) {
 		retyped := set(8080, tcp(8080), h2(9090), tcp(9000))
-		d := disagreements(mixed, resolve.DialSurface(retyped), names)
+		d := disagreements(mixed, resolve.DialSurface(retyped, meshidentity.SPIRE), names)
 		if !slices.ContainsFunc(d, func(s string) bool { return strings.HasPrefix(s, "Host: payments.shop:8080: row") }) {
 			t.Errorf("a surface that says 8080 is not HTTP agrees with HTTPRequest on a set where it is:\n%s", strings.Join(d, "\n"))
 		}
 	})
 	t.Run("negative control: a Host row left out", func(t *testing.T) {
-		surface := slices.DeleteFunc(resolve.DialSurface(mixed), func(d resolve.Dial) bool {
+		surface := slices.DeleteFunc(resolve.DialSurface(mixed, meshidentity.SPIRE), func(d resolve.Dial) bool {
 			return d.Address == resolve.HostRowPrefix+resolve.NamePlaceholder+":9000"
 		})
 		if d := disagreements(mixed, surface, names); !slices.Contains(d, "no Host row for the declared port :9000") {
@@ -320,14 +331,14 @@ func TestSurfaceAgreesWithHTTPRequest(t *testing.T) {
 		}
 	})
 	t.Run("negative control: other words", func(t *testing.T) {
-		surface := resolve.DialSurface(mixed)
+		surface := resolve.DialSurface(mixed, meshidentity.SPIRE)
 		surface[0].Body += "!"
 		if d := disagreements(mixed, surface, names); len(d) != len(names) {
 			t.Errorf("a changed body on http://<name>/: %d disagreements, want one per name (%d): %q", len(d), len(names), d)
 		}
 	})
 	t.Run("negative control: the :* row says Reaches", func(t *testing.T) {
-		surface := resolve.DialSurface(mixed)
+		surface := resolve.DialSurface(mixed, meshidentity.SPIRE)
 		i := slices.IndexFunc(surface, func(d resolve.Dial) bool { return strings.HasSuffix(d.Address, ":*") })
 		surface[i].Outcome = resolve.Reaches
 		if d := disagreements(mixed, surface, names); len(d) == 0 {
@@ -351,8 +362,104 @@ func TestDialPorts(t *testing.T) {
 			}
 			slices.Sort(want)
 			want = slices.Compact(want)
-			if got := resolve.DialPorts(s); !slices.Equal(got, want) {
+			if got := resolve.DialPorts(s, meshidentity.SPIRE); !slices.Equal(got, want) {
 				t.Errorf("DialPorts = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// noIdentityPrefix starts the reason of a raw-TCP row refused for want of a workload identity.
+const noIdentityPrefix = "no workload identity, so the connection is refused: "
+
+// withoutIssuer compares the surface of s without an identity issuer (none) with the surface
+// with one (spire), row by row, and says each way they differ other than the rule: a raw-TCP row
+// that reaches a port with an issuer is refused without one, no port, the same protocol, its
+// reason the no-identity words, then the row's own reason, then meshidentity.NoIssuerTCP (the fix);
+// every other row is the same, word for word.
+func withoutIssuer(with, without []resolve.Dial) []string {
+	if len(with) != len(without) {
+		return []string{fmt.Sprintf("%d rows without an issuer, %d with one: the rows must not change", len(without), len(with))}
+	}
+	var out []string
+	for i, w := range with {
+		got := without[i]
+		want := w
+		if w.Protocol == meshv1alpha1.ProtocolTCP && w.Outcome == resolve.Reaches {
+			want.Result = resolve.Result{Protocol: meshv1alpha1.ProtocolTCP, Outcome: resolve.Refused,
+				Reason: noIdentityPrefix + w.Reason + "; " + meshidentity.NoIssuerTCP}
+		}
+		if got != want {
+			out = append(out, fmt.Sprintf("%s: without an issuer %+v;\nwant %+v", w.Address, got.Result, want.Result))
+		}
+	}
+	return out
+}
+
+// TestSurfaceWithoutIssuer: without an identity issuer, every raw-TCP spelling that reaches a
+// port with one (https:// on 443=tcp, :18082, :<p> for a TCP p) is refused and says why (no
+// workload identity) and the fix; every HTTP row, and every row refused already, is unchanged;
+// and no TCP row reaches anything. The zero issuer is spire's surface. The negative control: a
+// rule that forgot :18082 is caught.
+func TestSurfaceWithoutIssuer(t *testing.T) {
+	for name, s := range allSets {
+		t.Run(name, func(t *testing.T) {
+			with, without := resolve.DialSurface(s, meshidentity.SPIRE), resolve.DialSurface(s, meshidentity.None)
+			if d := withoutIssuer(with, without); len(d) > 0 {
+				t.Errorf("the surface without an issuer:\n%s", strings.Join(d, "\n"))
+			}
+			for _, d := range without {
+				if d.Protocol == meshv1alpha1.ProtocolTCP && d.Outcome != resolve.Refused {
+					t.Errorf("%s is TCP and %s without an issuer; it must be refused", d.Address, d.Outcome)
+				}
+				if d.Port != 0 && !d.Protocol.IsHTTP() {
+					t.Errorf("%s reaches port %d as %s without an issuer", d.Address, d.Port, d.Protocol)
+				}
+			}
+			if zero := resolve.DialSurface(s, ""); !slices.Equal(zero, with) {
+				t.Errorf("the zero issuer's surface differs from spire's")
+			}
+		})
+	}
+	t.Run("the reason says why and the fix", func(t *testing.T) {
+		rows := resolve.DialSurface(mixed, meshidentity.None)
+		i := slices.IndexFunc(rows, func(d resolve.Dial) bool { return d.Address == resolve.NamePlaceholder+":9000" })
+		for _, w := range []string{"no workload identity", "refused", "port 9000 is declared TCP", "mTLS", "never plaintext",
+			"--identity-issuer=none", "install SPIRE", "--identity-issuer=spire"} {
+			if !strings.Contains(rows[i].Reason, w) {
+				t.Errorf("<name>:9000 without an issuer: reason %q lacks %q", rows[i].Reason, w)
+			}
+		}
+	})
+	t.Run("negative control: :18082 left reaching", func(t *testing.T) {
+		with, without := resolve.DialSurface(mixed, meshidentity.SPIRE), resolve.DialSurface(mixed, meshidentity.None)
+		i := slices.IndexFunc(with, func(d resolve.Dial) bool { return d.Address == resolve.NamePlaceholder+":18082" })
+		without[i] = with[i]
+		d := withoutIssuer(with, without)
+		if len(d) != 1 || !strings.HasPrefix(d[0], "<name>:18082: without an issuer {Port:9000") {
+			t.Fatalf("a surface whose :18082 still reaches 9000 without an issuer: %q", d)
+		}
+		t.Logf("negative control: %s", strings.SplitN(d[0], "\n", 2)[0])
+	})
+}
+
+// TestDialPortsWithoutIssuer: without an identity issuer, capture takes on a service's VIP 80
+// and 18081 (HTTP, answered by the mesh) and every HTTP-class port, and no port only raw TCP
+// dials (18082, a TCP port, 443 declared TCP): those rows are refused, so kube-proxy refuses
+// the dial (the generated Service has no endpoints) and no byte of it reaches the mesh.
+func TestDialPortsWithoutIssuer(t *testing.T) {
+	for name, s := range allSets {
+		t.Run(name, func(t *testing.T) {
+			want := []int32{resolve.HTTPPort, meshv1alpha1.MeshHTTPPort}
+			for _, p := range s.Ports {
+				if p.Protocol.IsHTTP() {
+					want = append(want, p.Number)
+				}
+			}
+			slices.Sort(want)
+			want = slices.Compact(want)
+			if got := resolve.DialPorts(s, meshidentity.None); !slices.Equal(got, want) {
+				t.Errorf("DialPorts without an issuer = %v, want %v", got, want)
 			}
 		})
 	}

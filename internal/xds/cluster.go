@@ -51,12 +51,19 @@ func (b *builder) upstreams() []upstream {
 			continue
 		}
 		u := upstream{svc: s.Service, fqdn: s.fqdn}
-		if p, ok := resolve.DefaultTCPPort(s.ports); ok {
+		if p, ok := resolve.DefaultTCPPort(s.ports); ok && b.carries(meshv1alpha1.ProtocolTCP) {
 			u.defaultTCP = p
 		}
 		out = append(out, u)
 	}
 	return out
+}
+
+// carries reports whether the node's configuration has upstream clusters, and so load
+// assignments, for a port of protocol p: an HTTP-class port always; a raw-TCP port only in a mesh
+// with a workload-identity issuer (model.Mesh.Issuer), as raw TCP rides mTLS only.
+func (b *builder) carries(p meshv1alpha1.Protocol) bool {
+	return p.IsHTTP() || b.mesh.Issuer.Issues()
 }
 
 // sources are the identities that dial from this node, sorted, each once: the distinct identities
@@ -92,16 +99,20 @@ func (b *builder) clusters() []*clusterv3.Cluster {
 // serviceClusters are u's clusters as source dials them: one per listed port (HTTPCluster for an
 // HTTP-class port, TCPCluster for a TCP port) and TCPDefaultCluster when u has a TCP port. A
 // port's cluster reads the port's load assignment; TCPDefaultCluster reads the default TCP
-// port's, and sends that port's SNI.
+// port's, and sends that port's SNI. Without a workload-identity issuer (model.Mesh.Issuer) there
+// is no raw-TCP cluster (no TCPCluster, no TCPDefaultCluster): raw TCP rides mTLS only, the dial
+// surface refuses it, and selectInputs names each service left without them in Skipped.
 func (b *builder) serviceClusters(u upstream, source string) []*clusterv3.Cluster {
 	if reused := b.reusedClusters(u, source); reused != nil {
 		return reused
 	}
 	out := make([]*clusterv3.Cluster, 0, len(u.svc.Ports)+1)
 	for _, p := range u.svc.Ports {
-		if p.Protocol.IsHTTP() {
+		switch {
+		case !b.carries(p.Protocol):
+		case p.Protocol.IsHTTP():
 			out = append(out, b.upstreamCluster(u, source, HTTPCluster(u.fqdn, p.Number), p.Number, true))
-		} else {
+		default:
 			out = append(out, b.upstreamCluster(u, source, TCPCluster(u.fqdn, p.Number), p.Number, false))
 		}
 	}
@@ -162,7 +173,8 @@ func (b *builder) passthroughCluster() *clusterv3.Cluster {
 }
 
 // blackholeCluster is a static cluster without hosts: a connection sent to it is closed at once
-// (scoped mode's cap_tcp_blackhole chain).
+// (scoped mode's cap_tcp_blackhole chain; every cap_tcp chain in a mesh without an identity
+// issuer).
 func (b *builder) blackholeCluster() *clusterv3.Cluster {
 	c := &clusterv3.Cluster{
 		Name:                 BlackholeCluster,

@@ -8,6 +8,12 @@
 // BuildProxyless renders the same model for a proxyless gRPC client
 // (grpc-go's xds:/// resolver) instead of the node's Envoy.
 //
+// In a mesh without a workload-identity issuer (model.Mesh.Issuer: the agent's
+// --identity-issuer=none) raw TCP, which rides mTLS only, is not built: no raw-TCP cluster or
+// load assignment, no TCPRoute or TLSRoute applied, and each TCP capture chain of a mesh VIP
+// closes the connection through the blackhole cluster instead of passing it through in plaintext.
+// Resources.Skipped names each service so left. HTTP is built as ever.
+//
 // It must not import internal/controller or any Kubernetes client code: depguard rules
 // agent-not-controller and pure.
 package xds

@@ -18,7 +18,7 @@ import (
 )
 
 // endpoints are the load assignments the upstream clusters read, sorted by name: one per listed
-// port of every upstream service, LoadAssignment(fqdn, p). Its hosts are the members of the port's
+// port of every upstream service that has clusters (carries), LoadAssignment(fqdn, p). Its hosts are the members of the port's
 // winning (port, protocol) pair, the endpoints declaring p with the protocol p is routed as; an
 // endpoint that declares p with another protocol (a rollout retyping the port) is never in the
 // pool (proposal 037 (c)). The name carries no source: whoever dials, the membership is the same.
@@ -31,7 +31,9 @@ func (b *builder) endpoints() []*endpointv3.ClusterLoadAssignment {
 	out := make([]*endpointv3.ClusterLoadAssignment, 0, b.memo.loadAssignmentCount())
 	for _, u := range b.upstreams() {
 		for _, p := range u.svc.Ports {
-			out = append(out, b.portLoadAssignment(u.fqdn, p.Number, p.Pairs[0].Members))
+			if b.carries(p.Protocol) {
+				out = append(out, b.portLoadAssignment(u.fqdn, p.Number, p.Pairs[0].Members))
+			}
 		}
 	}
 	return sortByName(b, "load assignment", out, (*endpointv3.ClusterLoadAssignment).GetClusterName,

@@ -15,6 +15,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 )
 
@@ -34,18 +35,19 @@ import (
 //   - the sorted lists of clusters and load assignments: the very resources, in the order they
 //     were assembled.
 //
-// The mesh domain is part of every key (a change of domain starts afresh), and so is the last
-// build's success: a failed build keeps nothing, and its error reads exactly as Build's. What a
-// build neither reuses nor makes is dropped. A Builder is not safe for concurrent use; its
-// outputs, like Build's, must not be modified (a later build may return the same messages).
+// The mesh domain and the identity issuer are part of every key (a change of either starts
+// afresh), and so is the last build's success: a failed build keeps nothing, and its error reads
+// exactly as Build's. What a build neither reuses nor makes is dropped. A Builder is not safe for
+// concurrent use; its outputs, like Build's, must not be modified (a later build may return the
+// same messages).
 type Builder struct {
 	memo *memo
 }
 
 // Build renders m as Build does, reusing what the previous build made from equal inputs.
 func (bl *Builder) Build(m model.Mesh) (Resources, error) {
-	if bl.memo == nil || bl.memo.domain != m.Domain {
-		bl.memo = &memo{domain: m.Domain, upstreams: map[sourceServiceKey]*upstreamMemo{},
+	if bl.memo == nil || bl.memo.domain != m.Domain || bl.memo.issuer != m.Issuer {
+		bl.memo = &memo{domain: m.Domain, issuer: m.Issuer, upstreams: map[sourceServiceKey]*upstreamMemo{},
 			loadAssignments: map[servicePortKey]*loadAssignmentMemo{}, apps: map[podID]*appMemo{}}
 	}
 	res, err := build(m, bl.memo)
@@ -64,6 +66,8 @@ func (bl *Builder) Build(m model.Mesh) (Resources, error) {
 // and drops the others at its end (sweep).
 type memo struct {
 	domain string
+	// issuer is the mesh's identity issuer: whether raw-TCP clusters exist at all.
+	issuer meshidentity.Issuer
 	// gen is the build under way: the parts it reused or made carry it.
 	gen uint64
 	// locality is the node's, which every load assignment's priorities derive from.
@@ -366,10 +370,10 @@ func (e *listeningMemo) madeFrom(m model.Mesh, in listenerInputs) bool {
 // listening is what the listeners and route configurations are built from: the mesh and the
 // selection without the services' endpoints (listeningMesh, listeningInputs).
 //
-// listeningMesh is m's domain, node name, pods and routes: the node's locality orders load
+// listeningMesh is m's domain, issuer, node name, pods and routes: the node's locality orders load
 // assignments only, and the listeners read the selected services (in.services), not m's list.
 func listeningMesh(m model.Mesh) model.Mesh {
-	return model.Mesh{Domain: m.Domain, Node: model.Node{Name: m.Node.Name}, Pods: m.Pods, Routes: m.Routes}
+	return model.Mesh{Domain: m.Domain, Issuer: m.Issuer, Node: model.Node{Name: m.Node.Name}, Pods: m.Pods, Routes: m.Routes}
 }
 
 // listeningInputs is in with each selected service without its endpoints (withoutEndpoints), and

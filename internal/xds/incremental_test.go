@@ -54,7 +54,7 @@ func builtAsBuild(t *testing.T, bl *xds.Builder, m model.Mesh, what string) xds.
 // of any of them must change the build in some scenario, so TestBuilderFollowsEveryChange
 // proves that the Builder saw it, not merely that the change did not matter.
 var readFrom = []string{
-	"Domain", "Node.Locality.Region", "Node.Locality.Zone",
+	"Domain", "Issuer", "Node.Locality.Region", "Node.Locality.Zone",
 	"Services[].Namespace", "Services[].Name", "Services[].Identity", "Services[].VIP", "Services[].Primary",
 	"Services[].Ports[].Number", "Services[].Ports[].Protocol", "Services[].Ports[].Pairs[].Protocol",
 	"Services[].Ports[].Pairs[].Members[].Namespace", "Services[].Ports[].Pairs[].Members[].Name",

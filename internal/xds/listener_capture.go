@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
@@ -56,6 +57,10 @@ import (
 //   - Gateway API routes (route_gateway.go): a TCPRoute weights the tcp_proxy of its port's
 //     chains; a TLSRoute adds <chain>_tlsroute_<route> beside them (same VIP and port, transport
 //     tls, server_names its hostnames: a more specific match than theirs), and closes theirs.
+//   - without a workload-identity issuer (model.Mesh.Issuer): the same cap_tcp chains, each to the
+//     blackhole cluster (tcpRouting), and no TLSRoute chain: raw TCP rides mTLS only, so a dial of
+//     a mesh VIP's TCP port is closed, never passed through in plaintext (the passthrough would
+//     take it without those chains). The HTTP chains are as ever.
 //   - scoped mode: cap_tcp_blackhole (port 18082, any IP, cleartext): what no service claims is
 //     closed. TLS to such a :18082 takes the passthrough, which kube-proxy refuses (the Service's
 //     18082 has no endpoints).
@@ -341,7 +346,9 @@ type meshService struct {
 //   - a service VIP that is not an IP address, or that an earlier service (by namespace and name)
 //     holds: no TCP capture chains for the service (its HTTP still routes by Host);
 //   - a name (resolve.Names) that a service earlier in the order (mesh names first, then the
-//     Kubernetes names; by namespace and name) holds: no virtual hosts for it.
+//     Kubernetes names; by namespace and name) holds: no virtual hosts for it;
+//   - without a workload-identity issuer (model.Mesh.Issuer), a service's raw TCP: no raw-TCP
+//     clusters, its TCP capture chains closed (withoutRawTCP).
 //
 // selectInputs sorts and checks the mesh's pods and services. Its error is a fault of the whole
 // mesh.
@@ -355,7 +362,31 @@ func selectInputs(m model.Mesh) (listenerInputs, error) {
 	var skipped []error
 	in.services, skipped = selectServices(m.Domain, m.Services)
 	in.skipped = append(in.skipped, skipped...)
+	if !m.Issuer.Issues() {
+		in.skipped = append(in.skipped, withoutRawTCP(in.services)...)
+	}
 	return in, nil
+}
+
+// withoutRawTCP names each service with a TCP port, in a mesh without a workload-identity issuer:
+// it gets no raw-TCP cluster (serviceClusters), TCPRoutes and TLSRoutes are not applied to it, and
+// a captured TCP dial of its VIP takes a chain to the blackhole cluster (tcpRouting): closed,
+// never passed through in plaintext. Its HTTP ports are built as ever.
+func withoutRawTCP(services []meshService) []error {
+	var out []error
+	for _, s := range services {
+		var tcp []string
+		for _, p := range s.ports.Ports {
+			if p.Protocol == meshv1alpha1.ProtocolTCP {
+				tcp = append(tcp, itoa(p.Number))
+			}
+		}
+		if len(tcp) > 0 {
+			out = append(out, fmt.Errorf("xds: no raw-TCP clusters for service %s/%s (TCP ports %s; a captured TCP dial of its VIP is closed by cluster %s): no workload identity: %s",
+				s.Namespace, s.Name, strings.Join(tcp, ", "), BlackholeCluster, meshidentity.NoIssuerTCP))
+		}
+	}
+	return out
 }
 
 // selectPods are the pods that get listeners, sorted by namespace and name.

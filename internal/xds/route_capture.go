@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
@@ -133,7 +134,7 @@ func (b *builder) captureVirtualHosts(services []meshService) []plannedVirtualHo
 		key := portSetKey(services[i].ports)
 		rows, ok := hostRows[key]
 		if !ok {
-			rows = hostRowsOf(services[i].ports)
+			rows = hostRowsOf(services[i].ports, b.mesh.Issuer)
 			hostRows[key] = rows
 		}
 		plan = append(plan, b.serviceVirtualHosts(&services[i], rows)...)
@@ -142,11 +143,12 @@ func (b *builder) captureVirtualHosts(services []meshService) []plannedVirtualHo
 	return plan
 }
 
-// hostRowsOf are the "Host: ..." rows of the dial surface of ports: what an HTTP request gets,
-// by the port in its Host header (none, each declared port, 18081, 18082, any other).
-func hostRowsOf(ports portspec.PortSet) []resolve.Dial {
+// hostRowsOf are the "Host: ..." rows of the dial surface of ports in a mesh whose identities
+// issuer issues: what an HTTP request gets, by the port in its Host header (none, each declared
+// port, 18081, 18082, any other).
+func hostRowsOf(ports portspec.PortSet, issuer meshidentity.Issuer) []resolve.Dial {
 	var rows []resolve.Dial
-	for _, d := range resolve.DialSurface(ports) {
+	for _, d := range resolve.DialSurface(ports, issuer) {
 		if strings.HasPrefix(d.Address, resolve.HostRowPrefix) {
 			rows = append(rows, d)
 		}

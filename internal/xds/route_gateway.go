@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/routes"
 )
@@ -610,8 +611,18 @@ type sniRoute struct {
 // tcpRouting is where the TCP chains of port of s send a client of identity (own: the port's
 // own cluster, already qualified): own, a TCPRoute's backends, or, with TLSRoutes, the blackhole
 // cluster beside one SNI chain per TLSRoute.
+//
+// Without a workload-identity issuer (model.Mesh.Issuer) it is the blackhole cluster whatever the
+// routes say: raw TCP rides mTLS only, so no raw-TCP cluster exists and a captured TCP dial of a
+// mesh VIP is closed, never passed through in plaintext (the routes are named in Skipped).
 func (b *builder) tcpRouting(s *meshService, port int32, identity, own string) ([]weightedBase, []sniRoute) {
 	applied := b.appliedRoutes(s, port, identity, tcpKinds)
+	if !b.mesh.Issuer.Issues() {
+		for _, a := range applied {
+			b.skip(fmt.Sprintf("xds: %s is not applied on %s:%d: no workload identity: %s", a.label(), s.fqdn, port, meshidentity.NoIssuerTCP))
+		}
+		return []weightedBase{{base: BlackholeCluster, weight: 1}}, nil
+	}
 	if len(applied) == 0 {
 		return []weightedBase{{base: own, weight: 1}}, nil
 	}

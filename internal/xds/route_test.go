@@ -92,7 +92,7 @@ func fxResolveAnswer(t testing.TB, m model.Mesh, identity, host string) (string,
 		var r resolve.Result
 		switch {
 		case hasPort && port == "*":
-			for _, d := range resolve.DialSurface(ps) {
+			for _, d := range resolve.DialSurface(ps, m.Issuer) {
 				if d.Address == resolve.HostRowPrefix+resolve.NamePlaceholder+":"+resolve.AnyOtherPort {
 					r = d.For(meshName).Result
 				}

@@ -181,7 +181,7 @@ func walkSurfaces(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resour
 			set := svc.PortSet()
 			fqdn := xds.FQDN(svc.Name, svc.Namespace, m.Domain)
 			for _, name := range resolve.Names(svc.Name, svc.Namespace, m.Domain) {
-				for _, template := range resolve.DialSurface(set) {
+				for _, template := range resolve.DialSurface(set, m.Issuer) {
 					row := template.For(name)
 					// The 421 bodies name the mesh name's spellings, whichever name the client
 					// used (one answer per authority keeps the route configuration small).

@@ -34,6 +34,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
@@ -54,6 +55,8 @@ type Options struct {
 	Namespace string
 	// MeshDomain is the manager's --mesh-domain; empty is the default, resolve.DefaultMeshDomain.
 	MeshDomain string
+	// Issuer is the manager's --identity-issuer; empty is spire.
+	Issuer meshidentity.Issuer
 	// Ignored are the namespaces the manager and the agents ignore (--ignored-namespaces and the
 	// namespace they run in); nil is registration.DefaultIgnoredNamespaces, which holds the
 	// operator's namespace of config/default.

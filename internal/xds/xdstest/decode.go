@@ -11,6 +11,7 @@ import (
 	"time"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	gwroutes "github.com/aether-mesh/aether-operator/internal/routes"
@@ -43,7 +44,8 @@ const (
 // Decode reads a scenario from fuzz bytes; any bytes give a valid one (the decoder only chooses
 // among valid values, and every pod goes through the annotation grammar and BuildService).
 //
-//	byte 0: bits 0-1 the local pods' capture mode, bits 2-3 the number of routes R
+//	byte 0: bits 0-1 the local pods' capture mode, bits 2-3 the number of routes R, bit 4 a mesh
+//	without an identity issuer (none)
 //	then R routes of 4 bytes (see route), then up to 4 services (payments, frontend, catalog,
 //	ledger), each a header byte (bits 0-1: its number of endpoints, 0-3) and 5 bytes an endpoint:
 //	a port mask over 80, 443, 5432, 6379, 8080, 8081, 9000, 9090; two bytes of 2-bit suffixes
@@ -57,6 +59,9 @@ func Decode(data []byte) Scenario {
 		return s
 	}
 	capture, routeCount := fuzzCapture[data[0]&3], int(data[0]>>2&3)
+	if data[0]&(1<<4) != 0 {
+		s.Issuer = meshidentity.None
+	}
 	data = data[1:]
 	var routeData [][]byte
 	for range routeCount {
@@ -198,7 +203,7 @@ func tlsHostname(n int) string {
 // first three pods; ports outside the pool are dropped. Its first three routes are kept, each
 // with one rule (the one with the most backends), its first two backends (the first's weight
 // capped at 4, the second's 1) and a path prefix "/v<digit>" or a gRPC service "pkg.S<digit>"
-// match. The capture mode is the first local pod's.
+// match. The capture mode is the first local pod's; the issuer is the scenario's.
 func Encode(s Scenario) []byte {
 	head := byte(0)
 	for _, w := range s.Workloads {
@@ -206,6 +211,9 @@ func Encode(s Scenario) []byte {
 			head = byte(slices.Index(fuzzCapture[:], w.Capture)) & 3
 			break
 		}
+	}
+	if !s.Issuer.Issues() {
+		head |= 1 << 4
 	}
 	decls := s.Services[:min(len(s.Services), len(fuzzServices))]
 	var services []byte

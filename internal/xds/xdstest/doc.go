@@ -4,9 +4,9 @@
 // Package xdstest holds the meshes internal/xds is tested on (test support): one function per
 // scenario of proposal 037's resolution table and DESIGN section 5 (pure HTTP, pure TCP, mixed
 // with an HTTP primary, a TCP primary with an HTTP secondary, no HTTP port, 80 declared,
-// 443=tcp, scoped capture, a rollout conflict, and weighted routes), All() by golden directory
-// name, EndpointChange (the endpoint-only change of the stability gate), Decode (a mesh from fuzz
-// bytes) and Fleet (the benchmarks' large mesh).
+// 443=tcp, scoped capture, a rollout conflict, weighted routes, and a mesh without an identity
+// issuer), All() by golden directory name, EndpointChange (the endpoint-only change of the
+// stability gate), Decode (a mesh from fuzz bytes) and Fleet (the benchmarks' large mesh).
 //
 // A scenario is data: pods declared in the annotation grammar become MeshEndpoints through
 // internal/registration (as the node agent writes them and the controller verifies them) and

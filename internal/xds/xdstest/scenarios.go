@@ -8,6 +8,7 @@ import (
 	"time"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 )
 
@@ -195,6 +196,19 @@ func tlsRoutes() Scenario {
 	return s
 }
 
+// NoIssuer is the mesh without a workload-identity issuer (--identity-issuer=none) where payments
+// serves HTTP 8080 (primary), h2 9090, TCP 9000 and its app's own TLS on 443=tcp (443 the default
+// TCP port): no raw-TCP cluster is built, and a captured dial of its VIP on 18082, 443 or 9000
+// takes its cap_tcp chain to the blackhole cluster (closed, never passed through in plaintext);
+// its HTTP is built as ever.
+func NoIssuer() model.Mesh { return noIssuer().Mesh() }
+
+func noIssuer() Scenario {
+	s := simple("8080", "8080,9090=h2,9000=tcp,443=tcp", "")
+	s.Issuer = meshidentity.None
+	return s
+}
+
 // Scenarios are every scenario as data, by the name of its golden directory.
 func Scenarios() map[string]Scenario {
 	return map[string]Scenario{
@@ -209,6 +223,7 @@ func Scenarios() map[string]Scenario {
 		"rollout-conflict":           rolloutConflict(),
 		"routes":                     routes(),
 		"tls-routes":                 tlsRoutes(),
+		"no-issuer":                  noIssuer(),
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/registration"
@@ -135,6 +136,8 @@ type Scenario struct {
 	Services  []ServiceDecl
 	Workloads []Workload
 	Routes    []model.Route
+	// Issuer is the mesh's workload-identity issuer (model.Mesh.Issuer): spire when empty.
+	Issuer meshidentity.Issuer
 }
 
 // Inputs are the model's inputs of every service, sorted by namespace and name: its identity,
@@ -180,7 +183,7 @@ func Node() model.Node {
 
 // Mesh is the scenario as Build reads it: every service built by model.BuildService.
 func (s Scenario) Mesh() model.Mesh {
-	m := model.Mesh{Domain: Domain, Node: Node(), Pods: s.LocalPods(), Routes: slices.Clone(s.Routes)}
+	m := model.Mesh{Domain: Domain, Issuer: s.Issuer, Node: Node(), Pods: s.LocalPods(), Routes: slices.Clone(s.Routes)}
 	for _, in := range s.Inputs() {
 		m.Services = append(m.Services, model.BuildService(in))
 	}

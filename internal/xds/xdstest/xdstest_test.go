@@ -58,8 +58,8 @@ func checkMesh(t testing.TB, name string, m model.Mesh) {
 // workload joins its service (each is a verified endpoint).
 func TestScenariosAreValid(t *testing.T) {
 	scenarios := xdstest.Scenarios()
-	if len(scenarios) != 11 {
-		t.Errorf("%d scenarios, want the 10 of the table and tls-routes", len(scenarios))
+	if len(scenarios) != 12 {
+		t.Errorf("%d scenarios, want the 10 of the table, tls-routes and no-issuer", len(scenarios))
 	}
 	for name, m := range xdstest.All() {
 		checkMesh(t, name, m)
@@ -129,6 +129,7 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		"rollout-conflict":           "primary 8080; 8080/HTTP 9000/TCP; http default none; tcp default 9000; conflicts 9000:TCP2,HTTP1",
 		"routes":                     "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 		"tls-routes":                 "primary 8080; 443/TCP 8080/HTTP; http default none; tcp default 443",
+		"no-issuer":                  "primary 8080; 443/TCP 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 443",
 	}
 	all := xdstest.All()
 	for name, m := range all {
@@ -142,6 +143,9 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		wantRoutes := map[string]int{"routes": 3, "tls-routes": 1}[name]
 		if len(m.Routes) != wantRoutes {
 			t.Errorf("%s: %d routes, want %d", name, len(m.Routes), wantRoutes)
+		}
+		if issues := m.Issuer.Issues(); issues != (name != "no-issuer") {
+			t.Errorf("%s: the mesh has an identity issuer: %v", name, issues)
 		}
 	}
 	// The rollout's local pod serves 9000 as HTTP while the service routes it as TCP.
@@ -214,7 +218,8 @@ func healths(s model.Service) string {
 }
 
 // TestDecode: any bytes decode to a valid mesh, and the draw reaches what the builder must
-// handle: conflicts, every capture mode, routes of every kind, services without endpoints.
+// handle: conflicts, every capture mode, routes of every kind, services without endpoints, a mesh
+// without an identity issuer.
 func TestDecode(t *testing.T) {
 	rng := rand.New(rand.NewPCG(12, 4))
 	reached := map[string]int{}
@@ -238,12 +243,15 @@ func TestDecode(t *testing.T) {
 		for _, p := range m.Pods {
 			reached["capture "+string(p.Capture)]++
 		}
+		if !m.Issuer.Issues() {
+			reached["no issuer"]++
+		}
 		for _, r := range m.Routes {
 			reached["route "+string(r.Kind)]++
 		}
 	}
 	for _, what := range []string{"service without endpoints", "conflict", "capture surface", "capture scoped", "capture all",
-		"route HTTPRoute", "route GRPCRoute", "route TCPRoute", "route TLSRoute"} {
+		"route HTTPRoute", "route GRPCRoute", "route TCPRoute", "route TLSRoute", "no issuer"} {
 		if reached[what] < 5 {
 			t.Errorf("the decoder reached %q %d times in 2000 draws: it no longer exercises it", what, reached[what])
 		}
@@ -262,8 +270,8 @@ func TestEncodeDecode(t *testing.T) {
 }
 
 // shape is a mesh without its names: each service's endpoints and port set, sorted, the local
-// pods' capture modes, and each route's kind, parent port and backends (of its rule with the
-// most backends, as Encode keeps it).
+// pods' capture modes, each route's kind, parent port and backends (of its rule with the most
+// backends, as Encode keeps it), and the identity issuer.
 func shape(m model.Mesh) string {
 	var routes []string
 	for _, r := range m.Routes {
@@ -290,7 +298,8 @@ func shape(m model.Mesh) string {
 		capture = append(capture, string(p.Capture))
 	}
 	slices.SortFunc(capture, cmp.Compare)
-	return strings.Join(services, " | ") + " | capture " + strings.Join(capture, ",") + " | routes " + strings.Join(routes, "; ")
+	return strings.Join(services, " | ") + " | capture " + strings.Join(capture, ",") + " | routes " + strings.Join(routes, "; ") +
+		" | issuer " + m.Issuer.String()
 }
 
 // TestFleet: the benchmarks' mesh has the size asked, two local pods, and valid services.

@@ -1,0 +1,39 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/aether-mesh/aether-operator/internal/meshidentity"
+	"github.com/aether-mesh/aether-operator/internal/model"
+)
+
+// TestParseModes: --capture-mode and --identity-issuer as the agent reads them; a bad value is
+// refused naming its flag, the value and the choices.
+func TestParseModes(t *testing.T) {
+	mode, issuer, err := parseModes("all", "none")
+	if err != nil || mode != model.CaptureAll || issuer != meshidentity.None {
+		t.Errorf("parseModes(all, none) = %q, %q, %v", mode, issuer, err)
+	}
+	if _, issuer, err := parseModes("surface", "spire"); err != nil || !issuer.Issues() {
+		t.Errorf("parseModes(surface, spire) = %q, %v", issuer, err)
+	}
+	for _, tc := range []struct {
+		mode, issuer string
+		want         []string
+	}{
+		{"everything", "spire", []string{`--capture-mode: capture mode "everything"`, "scoped", "surface", "all"}},
+		{"surface", "spiffe", []string{`--identity-issuer="spiffe"`, "spire", "none"}},
+		{"surface", "", []string{`--identity-issuer=""`, "spire", "none"}},
+	} {
+		_, _, err := parseModes(tc.mode, tc.issuer)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("parseModes(%q, %q): %v; want an error naming %q", tc.mode, tc.issuer, err, w)
+			}
+		}
+	}
+}
