@@ -4,8 +4,16 @@
 package xds
 
 import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // sdsSecret references a secret the agent serves itself, over the same ADS stream Envoy already
@@ -22,3 +30,102 @@ func adsSource() *corev3.ConfigSource {
 		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
 	}
 }
+
+// The secrets themselves: what the agent serves under the names the TLS contexts reference. Their
+// material is inline (PEM), from the SPIRE agent; an error never quotes it.
+
+// SVIDSecret is the SDS secret named CertificateSecret(identity): identity's X.509 SVID, its
+// certificate chain (leaf first) and private key, PEM.
+func SVIDSecret(identity string, chainPEM, keyPEM []byte) (*tlsv3.Secret, error) {
+	s := &tlsv3.Secret{Name: CertificateSecret(identity), Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+		CertificateChain: inlineBytes(chainPEM),
+		PrivateKey:       inlineBytes(keyPEM),
+	}}}
+	if len(chainPEM) == 0 || len(keyPEM) == 0 {
+		return nil, fmt.Errorf("xds: the SDS secret %q needs a certificate chain and a private key (got %d and %d bytes)", s.Name, len(chainPEM), len(keyPEM))
+	}
+	return s, validSecret(s)
+}
+
+// BundleSecret is the SDS secret named TrustBundleSecret(domain): the validation context whose
+// trusted CAs are the trust domain's X.509 authorities (bundlePEM). Each TLS context combines it
+// with its own SAN matchers (the pin).
+func BundleSecret(domain string, bundlePEM []byte) (*tlsv3.Secret, error) {
+	s := &tlsv3.Secret{Name: TrustBundleSecret(domain), Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+		TrustedCa: inlineBytes(bundlePEM),
+	}}}
+	if len(bundlePEM) == 0 {
+		return nil, fmt.Errorf("xds: the SDS secret %q needs the trust bundle's certificates (got none)", s.Name)
+	}
+	return s, validSecret(s)
+}
+
+func inlineBytes(b []byte) *corev3.DataSource {
+	return &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: b}}
+}
+
+// validSecret runs s's validator; its message names fields and rules, never their values.
+func validSecret(s *tlsv3.Secret) error {
+	if err := s.ValidateAll(); err != nil {
+		return fmt.Errorf("xds: the SDS secret %q is invalid: %w", s.GetName(), err)
+	}
+	return nil
+}
+
+// SecretNames are the SDS secrets the clusters' and listeners' TLS contexts reference, sorted:
+// what the node's Envoy asks for (one state-of-the-world SDS request naming them all, over ADS).
+// Each distinct packed context is read once: the builder shares one per hop among the clusters
+// that make it, and every inbound chain of an identity carries the same one.
+func SecretNames(clusters []*clusterv3.Cluster, listeners []*listenerv3.Listener) ([]string, error) {
+	names, read := map[string]bool{}, map[string]bool{}
+	var errs []error
+	add := func(ts *corev3.TransportSocket) {
+		config := ts.GetTypedConfig()
+		if config == nil || read[string(config.GetValue())] {
+			return
+		}
+		read[string(config.GetValue())] = true
+		var common *tlsv3.CommonTlsContext
+		switch config.GetTypeUrl() {
+		case upstreamTLSTypeURL:
+			ctx := &tlsv3.UpstreamTlsContext{}
+			errs = append(errs, proto.Unmarshal(config.GetValue(), ctx))
+			common = ctx.GetCommonTlsContext()
+		case downstreamTLSTypeURL:
+			ctx := &tlsv3.DownstreamTlsContext{}
+			errs = append(errs, proto.Unmarshal(config.GetValue(), ctx))
+			common = ctx.GetCommonTlsContext()
+		default:
+			return
+		}
+		for _, s := range common.GetTlsCertificateSdsSecretConfigs() {
+			names[s.GetName()] = true
+		}
+		if s := common.GetValidationContextSdsSecretConfig(); s != nil {
+			names[s.GetName()] = true
+		}
+		if s := common.GetCombinedValidationContext().GetValidationContextSdsSecretConfig(); s != nil {
+			names[s.GetName()] = true
+		}
+	}
+	for _, c := range clusters {
+		add(c.GetTransportSocket())
+		for _, m := range c.GetTransportSocketMatches() {
+			add(m.GetTransportSocket())
+		}
+	}
+	for _, l := range listeners {
+		for _, fc := range l.GetFilterChains() {
+			add(fc.GetTransportSocket())
+		}
+		add(l.GetDefaultFilterChain().GetTransportSocket())
+	}
+	delete(names, "")
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("xds: reading the TLS contexts' SDS references: %w", err)
+	}
+	return slices.Sorted(maps.Keys(names)), nil
+}
+
+// downstreamTLSTypeURL is the type URL of a packed DownstreamTlsContext, as anypb spells it.
+var downstreamTLSTypeURL = typeURLPrefix + string((&tlsv3.DownstreamTlsContext{}).ProtoReflect().Descriptor().FullName())
