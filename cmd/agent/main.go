@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -32,6 +33,8 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent"
+	"github.com/aether-mesh/aether-operator/internal/agent/svid"
+	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
@@ -63,6 +66,7 @@ func main() {
 	cniOpts.bind(flag.CommandLine, "", "/host/opt/cni/bin")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
 	proxylessAddress := flag.String("proxyless-xds-address", "", "Where the agent serves proxyless gRPC clients (pods annotated "+portspec.AnnotationProxyless+": \""+portspec.ProxylessGRPC+"\", which mount its directory): a unix socket, its directory created 0755 and the socket 0666, serving proxyless node IDs only; "+proxyless.DefaultNodeAddress+" in config/agent. Empty: none. Needs --xds-address.")
+	spireAdminSocket := flag.String("spire-admin-socket", "", "Path of the SPIRE agent's admin socket, its Delegated Identity API (this agent must be one of its authorized_delegates): the agent fetches from it the X.509 SVIDs of the identities its node's meshed pods hold, and the trust bundle of --mesh-domain, and serves them to the node's Envoy by SDS. "+identity.NodeAdminSocketDir+"/"+identity.AdminSocketName+" with config/spire. Empty: no SVIDs are served (the TLS contexts' secrets stay absent). Needs --xds-address.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -87,6 +91,17 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
+	}
+	if *spireAdminSocket != "" && *xdsAddress == "" {
+		fmt.Fprintf(os.Stderr, "agent: --spire-admin-socket %q needs --xds-address (the SVIDs are served over its SDS): set both, or neither\n", *spireAdminSocket)
+		os.Exit(2)
+	}
+	var trustDomain spiffeid.TrustDomain
+	if *spireAdminSocket != "" {
+		if trustDomain, err = spiffeid.TrustDomainFromString(meshDomain); err != nil {
+			fmt.Fprintf(os.Stderr, "agent: with --spire-admin-socket, --mesh-domain is the SPIFFE trust domain, and %q is none (%v): use lower-case letters, digits, dots, dashes and underscores\n", meshDomain, err)
+			os.Exit(2)
+		}
 	}
 	mode, err := model.ParseCaptureMode(*captureMode)
 	if err != nil {
@@ -181,6 +196,13 @@ func main() {
 			MeshDomain: meshDomain, CaptureMode: mode, NetNS: registry, NetNSPathTemplate: netns,
 			Capture: &agent.CaptureOptions{Resync: *captureResync, ProxyUID: proxyUID},
 		}
+		if *spireAdminSocket != "" {
+			if options.XDS.Identities, err = svid.New(svid.Options{Socket: *spireAdminSocket, TrustDomain: trustDomain,
+				Log: ctrl.Log.WithName("identities")}); err != nil {
+				log.Error(err, "Failed to set up the identity source")
+				os.Exit(1)
+			}
+		}
 	}
 	if err := agent.Setup(mgr, options); err != nil {
 		log.Error(err, "Failed to set up the agent")
@@ -191,7 +213,7 @@ func main() {
 
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
 		"xdsAddress", *xdsAddress, "proxylessXDSAddress", *proxylessAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
-		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir)
+		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {
 		uninstallIfRemoved(cfg, scheme, cniOpts, ignored, netnsFile, log)

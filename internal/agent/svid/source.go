@@ -152,6 +152,9 @@ func New(o Options) (*Source, error) {
 		subs: map[string]*subscription{}, refused: map[string]bool{}, changed: make(chan struct{})}, nil
 }
 
+// TrustDomain is the trust domain whose identities and bundle the source holds.
+func (s *Source) TrustDomain() spiffeid.TrustDomain { return s.opts.TrustDomain }
+
 // NeedLeaderElection is false: every node's agent holds its own pods' identities.
 func (s *Source) NeedLeaderElection() bool { return false }
 

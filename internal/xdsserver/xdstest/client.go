@@ -64,6 +64,8 @@ type State struct {
 	Versions  map[string]string
 	Resources map[string]map[string]proto.Message
 	History   []Response
+	// Requested are, per type URL, the names the client asks for now (none: every resource).
+	Requested map[string][]string
 }
 
 // Received are the responses of typeURL in History, in order.
@@ -178,9 +180,11 @@ func (c *Client) State() State {
 }
 
 func (c *Client) stateLocked() State {
-	s := State{Versions: map[string]string{}, Resources: map[string]map[string]proto.Message{}, History: slices.Clone(c.history)}
+	s := State{Versions: map[string]string{}, Resources: map[string]map[string]proto.Message{}, History: slices.Clone(c.history),
+		Requested: map[string][]string{}}
 	for t, ts := range c.types {
 		s.Versions[t] = ts.version
+		s.Requested[t] = ts.names // replaced, never modified
 		s.Resources[t] = maps.Clone(ts.resources) // replaced, never modified: a shallow copy is a copy
 	}
 	return s
