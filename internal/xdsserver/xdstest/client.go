@@ -184,8 +184,9 @@ func (c *Client) stateLocked() State {
 		Requested: map[string][]string{}}
 	for t, ts := range c.types {
 		s.Versions[t] = ts.version
-		s.Requested[t] = ts.names // replaced, never modified
-		s.Resources[t] = maps.Clone(ts.resources) // replaced, never modified: a shallow copy is a copy
+		// Both replaced, never modified: a shallow copy is a copy.
+		s.Requested[t] = ts.names
+		s.Resources[t] = maps.Clone(ts.resources)
 	}
 	return s
 }
