@@ -13,6 +13,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -88,20 +89,10 @@ func main() {
 	}
 
 	xdsAddr, proxylessAddr, err := parseXDSAddresses(*xdsAddress, *proxylessAddress)
-	if err != nil {
+	identities, identityErr := identitySource(*spireAdminSocket, *xdsAddress, meshDomain)
+	if err = errors.Join(err, identityErr); err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
-	}
-	if *spireAdminSocket != "" && *xdsAddress == "" {
-		fmt.Fprintf(os.Stderr, "agent: --spire-admin-socket %q needs --xds-address (the SVIDs are served over its SDS): set both, or neither\n", *spireAdminSocket)
-		os.Exit(2)
-	}
-	var trustDomain spiffeid.TrustDomain
-	if *spireAdminSocket != "" {
-		if trustDomain, err = spiffeid.TrustDomainFromString(meshDomain); err != nil {
-			fmt.Fprintf(os.Stderr, "agent: with --spire-admin-socket, --mesh-domain is the SPIFFE trust domain, and %q is none (%v): use lower-case letters, digits, dots, dashes and underscores\n", meshDomain, err)
-			os.Exit(2)
-		}
 	}
 	mode, err := model.ParseCaptureMode(*captureMode)
 	if err != nil {
@@ -196,13 +187,7 @@ func main() {
 			MeshDomain: meshDomain, CaptureMode: mode, NetNS: registry, NetNSPathTemplate: netns,
 			Capture: &agent.CaptureOptions{Resync: *captureResync, ProxyUID: proxyUID},
 		}
-		if *spireAdminSocket != "" {
-			if options.XDS.Identities, err = svid.New(svid.Options{Socket: *spireAdminSocket, TrustDomain: trustDomain,
-				Log: ctrl.Log.WithName("identities")}); err != nil {
-				log.Error(err, "Failed to set up the identity source")
-				os.Exit(1)
-			}
-		}
+		options.XDS.Identities = identities
 	}
 	if err := agent.Setup(mgr, options); err != nil {
 		log.Error(err, "Failed to set up the agent")
@@ -242,6 +227,22 @@ func parseXDSAddresses(xdsAddress, proxylessAddress string) (xdsAddr, proxylessA
 		return xdsAddr, proxylessAddr, fmt.Errorf("--proxyless-xds-address: %w", err)
 	}
 	return xdsAddr, proxylessAddr, nil
+}
+
+// identitySource is the source of the node's pods' SVIDs on the SPIRE agent's admin socket, in
+// the mesh domain's trust domain; nil without a socket (--spire-admin-socket empty).
+func identitySource(socket, xdsAddress, meshDomain string) (*svid.Source, error) {
+	if socket == "" {
+		return nil, nil
+	}
+	if xdsAddress == "" {
+		return nil, fmt.Errorf("--spire-admin-socket %q needs --xds-address (the SVIDs are served over its SDS): set both, or neither", socket)
+	}
+	td, err := spiffeid.TrustDomainFromString(meshDomain)
+	if err != nil {
+		return nil, fmt.Errorf("with --spire-admin-socket, --mesh-domain is the SPIFFE trust domain, and %q is none (%v): use lower-case letters, digits, dots, dashes and underscores", meshDomain, err)
+	}
+	return svid.New(svid.Options{Socket: socket, TrustDomain: td, Log: ctrl.Log.WithName("identities")})
 }
 
 // listenForPods listens on the proxyless socket; nothing (a nil listener) when a is the zero

@@ -26,6 +26,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent/svid"
+	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
@@ -189,16 +190,16 @@ func servedBundle(t *testing.T, secret *tlsv3.Secret, td spiffeid.TrustDomain) *
 	return b
 }
 
-// handshake is a mutual TLS handshake over loopback: the server presents server and accepts any
-// identity of the trust domain (as an inbound chain does); the client presents client and
+// handshake is a mutual TLS handshake over loopback: the server presents serverSVID and accepts
+// any identity of the trust domain (as an inbound chain does); the client presents clientSVID and
 // accepts only pinned (as an upstream cluster's SAN pin does). It returns the client's error.
-func handshake(server, client *x509svid.SVID, bundle *x509bundle.Bundle, pinned spiffeid.ID) error {
+func handshake(serverSVID, clientSVID *x509svid.SVID, bundle *x509bundle.Bundle, pinned spiffeid.ID) error {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	serverConfig := tlsconfig.MTLSServerConfig(server, bundle, tlsconfig.AuthorizeMemberOf(bundle.TrustDomain()))
+	serverConfig := tlsconfig.MTLSServerConfig(serverSVID, bundle, tlsconfig.AuthorizeMemberOf(bundle.TrustDomain()))
 	go func() {
 		conn, err := l.Accept()
 		if err != nil {
@@ -209,9 +210,28 @@ func handshake(server, client *x509svid.SVID, bundle *x509bundle.Bundle, pinned 
 		_ = tls.Server(conn, serverConfig).Handshake()
 	}()
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", l.Addr().String(),
-		tlsconfig.MTLSClientConfig(client, bundle, tlsconfig.AuthorizeID(pinned)))
+		tlsconfig.MTLSClientConfig(clientSVID, bundle, tlsconfig.AuthorizeID(pinned)))
 	if err != nil {
 		return err
 	}
 	return conn.Close()
+}
+
+// TestPodIdentities: one identity per SPIFFE ID, asked by its pods' namespace and ServiceAccount
+// (the MeshService's name), sorted, whatever the pods' order.
+func TestPodIdentities(t *testing.T) {
+	web := "spiffe://aether.internal/ns/shop/sa/web"
+	db := "spiffe://aether.internal/ns/shop/sa/db"
+	pods := []model.LocalPod{
+		{Namespace: "shop", Name: "web-1", Service: "web", Identity: web},
+		{Namespace: "shop", Name: "db-0", Service: "db", Identity: db},
+		{Namespace: "shop", Name: "web-0", Service: "web", Identity: web},
+	}
+	want := []svid.Identity{{ID: db, Namespace: "shop", ServiceAccount: "db"}, {ID: web, Namespace: "shop", ServiceAccount: "web"}}
+	if got := podIdentities(pods); !slices.Equal(got, want) {
+		t.Errorf("podIdentities = %+v, want %+v", got, want)
+	}
+	if got := podIdentities(nil); len(got) != 0 {
+		t.Errorf("podIdentities of no pod = %+v, want none", got)
+	}
 }

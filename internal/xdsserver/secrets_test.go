@@ -73,7 +73,7 @@ func TestSecretsServedByReference(t *testing.T) {
 		t.Fatalf("PublishSecrets before the node's first Publish: published %v, %v; want them kept, nothing published", published, err)
 	}
 	v1 := publish(t, s, "node-a", f)
-	if names, _ := s.servedNames("node-a", xdstest.Secrets, v1[xdstest.Secrets]); !slices.Equal(names, []string{bundleN, certN}) {
+	if names := s.servedNames("node-a", xdstest.Secrets, v1[xdstest.Secrets]); !slices.Equal(names, []string{bundleN, certN}) {
 		t.Fatalf("the snapshot serves the secrets %q, want the two the cluster names, %q (not %s's)", names, []string{bundleN, certN}, otherIdentity)
 	}
 
@@ -134,7 +134,7 @@ func TestSecretsServedByReference(t *testing.T) {
 		t.Fatalf("PublishSecrets without %s: published %v, %v; want published", certN, published, err)
 	}
 	v4 := s.Versions("node-a")
-	if names, _ := s.servedNames("node-a", xdstest.Secrets, v4[xdstest.Secrets]); !slices.Equal(names, []string{bundleN}) {
+	if names := s.servedNames("node-a", xdstest.Secrets, v4[xdstest.Secrets]); !slices.Equal(names, []string{bundleN}) {
 		t.Errorf("after %s was taken away the snapshot serves %q, want the bundle alone", certN, names)
 	}
 	accepted(t, c, v4, xdstest.Secrets)

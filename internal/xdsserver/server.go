@@ -286,17 +286,18 @@ func (s *Server) Versions(nodeID string) map[string]string {
 	return out
 }
 
-// servedNames are the names of nodeID's typeURL resources, if version is what it serves.
-func (s *Server) servedNames(nodeID, typeURL, version string) ([]string, bool) {
+// servedNames are the names of nodeID's typeURL resources, if version is what it serves (else
+// none).
+func (s *Server) servedNames(nodeID, typeURL, version string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sv, ok := s.served[nodeID]
 	for i, k := range kinds {
 		if ok && k.url == typeURL && sv.versions[i] == version {
-			return sv.names[i], true
+			return sv.names[i]
 		}
 	}
-	return nil, false
+	return nil
 }
 
 // changedKinds names the kinds whose version differs between prev and next.
