@@ -13,6 +13,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -21,6 +22,7 @@ import (
 	"path/filepath"
 
 	"github.com/go-logr/logr"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -34,6 +36,8 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/meshidentity"
+	"github.com/aether-mesh/aether-operator/internal/agent/svid"
+	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
@@ -66,6 +70,7 @@ func main() {
 	cniOpts.bind(flag.CommandLine, "", "/host/opt/cni/bin")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
 	proxylessAddress := flag.String("proxyless-xds-address", "", "Where the agent serves proxyless gRPC clients (pods annotated "+portspec.AnnotationProxyless+": \""+portspec.ProxylessGRPC+"\", which mount its directory): a unix socket, its directory created 0755 and the socket 0666, serving proxyless node IDs only; "+proxyless.DefaultNodeAddress+" in config/agent. Empty: none. Needs --xds-address.")
+	spireAdminSocket := flag.String("spire-admin-socket", "", "Path of the SPIRE agent's admin socket, its Delegated Identity API (this agent must be one of its authorized_delegates): the agent fetches from it the X.509 SVIDs of the identities its node's meshed pods hold, and the trust bundle of --mesh-domain, and serves them to the node's Envoy by SDS. "+identity.NodeAdminSocketDir+"/"+identity.AdminSocketName+" with config/spire. Empty: no SVIDs are served (the TLS contexts' secrets stay absent). Needs --xds-address.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -86,13 +91,14 @@ func main() {
 		os.Exit(2)
 	}
 
-	xdsAddr, proxylessAddr, err := parseXDSAddresses(*xdsAddress, *proxylessAddress)
+	mode, issuer, err := parseModes(*captureMode, *issuerFlag)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
 	}
-	mode, issuer, err := parseModes(*captureMode, *issuerFlag)
-	if err != nil {
+	xdsAddr, proxylessAddr, err := parseXDSAddresses(*xdsAddress, *proxylessAddress)
+	identities, identityErr := identitySource(*spireAdminSocket, *xdsAddress, meshDomain, issuer)
+	if err = errors.Join(err, identityErr); err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
 	}
@@ -185,6 +191,7 @@ func main() {
 			MeshDomain: meshDomain, Issuer: issuer, CaptureMode: mode, NetNS: registry, NetNSPathTemplate: netns,
 			Capture: &agent.CaptureOptions{Resync: *captureResync, ProxyUID: proxyUID},
 		}
+		options.XDS.Identities = identities
 	}
 	if err := agent.Setup(mgr, options); err != nil {
 		log.Error(err, "Failed to set up the agent")
@@ -196,7 +203,7 @@ func main() {
 	announceIssuer(log, issuer)
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
 		"xdsAddress", *xdsAddress, "proxylessXDSAddress", *proxylessAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
-		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir)
+		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {
 		uninstallIfRemoved(cfg, scheme, cniOpts, ignored, netnsFile, log)
@@ -243,6 +250,25 @@ func announceIssuer(log logr.Logger, issuer meshidentity.Issuer) {
 		log.Info("Running without a workload-identity issuer: no raw-TCP cluster is built, and a captured TCP dial of a mesh VIP is closed",
 			"flag", "--"+meshidentity.Flag)
 	}
+}
+
+// identitySource is the source of the node's pods' SVIDs on the SPIRE agent's admin socket, in
+// the mesh domain's trust domain; nil without a socket (--spire-admin-socket empty).
+func identitySource(socket, xdsAddress, meshDomain string, issuer meshidentity.Issuer) (*svid.Source, error) {
+	if socket == "" {
+		return nil, nil
+	}
+	if !issuer.Issues() {
+		return nil, fmt.Errorf("--spire-admin-socket %q with --%s=none: a mesh without an issuer fetches no SVIDs; drop one of them", socket, meshidentity.Flag)
+	}
+	if xdsAddress == "" {
+		return nil, fmt.Errorf("--spire-admin-socket %q needs --xds-address (the SVIDs are served over its SDS): set both, or neither", socket)
+	}
+	td, err := spiffeid.TrustDomainFromString(meshDomain)
+	if err != nil {
+		return nil, fmt.Errorf("with --spire-admin-socket, --mesh-domain is the SPIFFE trust domain, and %q is none (%v): use lower-case letters, digits, dots, dashes and underscores", meshDomain, err)
+	}
+	return svid.New(svid.Options{Socket: socket, TrustDomain: td, Log: ctrl.Log.WithName("identities")})
 }
 
 // listenForPods listens on the proxyless socket; nothing (a nil listener) when a is the zero

@@ -4,6 +4,8 @@
 package agent
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -104,6 +106,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		if err := mgr.Add(pub); err != nil {
 			return err
 		}
+		if err := setupIdentities(mgr, o, pub.opts.MeshDomain); err != nil {
+			return err
+		}
 	}
 	if o.CNI != nil {
 		if o.CNI.Capture == nil && pub != nil && pub.capture != nil {
@@ -122,4 +127,19 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		}
 	}
 	return nil
+}
+
+// setupIdentities runs o.XDS.Identities and the publisher of its secrets, if set.
+func setupIdentities(mgr ctrl.Manager, o Options, domain string) error {
+	if o.XDS.Identities == nil {
+		return nil
+	}
+	if td := o.XDS.Identities.TrustDomain().Name(); td != domain {
+		return fmt.Errorf("the identity source's trust domain is %q and the mesh domain %q: the SPIFFE IDs the clusters pin are of the mesh domain; make them one", td, domain)
+	}
+	if err := mgr.Add(o.XDS.Identities); err != nil {
+		return err
+	}
+	return mgr.Add(&secretsPublisher{source: o.XDS.Identities, server: o.XDS.Server, node: o.NodeName, domain: domain,
+		log: mgr.GetLogger().WithName("sds")})
 }

@@ -21,6 +21,10 @@
 // Each proxyless gRPC client connected to the server's proxyless socket (a
 // meshed pod of the node annotated aether.io/proxyless: "grpc", node ID <namespace>/<pod>) gets
 // the mesh rendered for its pod's identity (xds.BuildProxyless) on the same rebuilds.
+// With XDSOptions.Identities (internal/agent/svid, on the SPIRE agent's Delegated Identity API),
+// each rebuild tells the identity source which identities the node's pods hold, and the SVIDs and
+// trust bundle it holds are served to the node's Envoy by SDS on the same snapshot (sds.go),
+// published whenever they change: a rotation is an SDS push alone.
 //
 // It must not import internal/controller (the manager's): depguard rule agent-not-controller. Its
 // tests may, and do: the envtest suite runs the MeshService controller to show the health the

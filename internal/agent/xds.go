@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/agent/svid"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
@@ -62,6 +63,11 @@ type XDSOptions struct {
 	// Capture, when set, programs each meshed pod's capture from the same mesh, after the same
 	// rebuilds (capture.go). Nil: no capture.
 	Capture *CaptureOptions
+	// Identities, when set, fetches the SVIDs of the identities the node's pods hold, and the
+	// trust bundle, from the SPIRE agent's Delegated Identity API, and Server serves them to the
+	// node's Envoy by SDS (sds.go); Setup runs it. Nil: no secrets are served, and the TLS
+	// contexts' secrets stay absent (Envoy waits for them).
+	Identities *svid.Source
 }
 
 // publisher rebuilds the node's xDS configuration when an input changes, debounced, and publishes
@@ -203,6 +209,10 @@ func (p *publisher) rebuild(ctx context.Context) {
 	m, err := p.mesh(ctx)
 	listed := err == nil
 	var res xds.Resources
+	if listed && p.opts.Identities != nil {
+		// First: an identity new to the node is asked of SPIRE before its clusters are served.
+		p.opts.Identities.Want(podIdentities(m.Pods))
+	}
 	if listed {
 		// Proxyless gRPC clients first: theirs does not wait on (or fail with) the node's Envoy's.
 		p.publishProxyless(ctx, m)

@@ -76,3 +76,27 @@ func benchmarkEndpointChange(b *testing.B, build func(model.Mesh) (xds.Resources
 		})
 	}
 }
+
+// BenchmarkSecretNames: what the xDS server adds to each publish of a node's configuration to
+// choose the SDS secrets it serves (xds.SecretNames over the clusters and listeners), for the
+// fleets of BenchmarkBuild; compare with BenchmarkBuild's time.
+func BenchmarkSecretNames(b *testing.B) {
+	for _, services := range []int{100, 1000} {
+		b.Run(strconv.Itoa(services), func(b *testing.B) {
+			res, err := xds.Build(xdstest.Fleet(services, 10).Mesh())
+			if err != nil {
+				b.Fatal(err)
+			}
+			names, err := xds.SecretNames(res.Clusters, res.Listeners)
+			if err != nil || len(names) == 0 {
+				b.Fatalf("SecretNames: %q, %v", names, err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := xds.SecretNames(res.Clusters, res.Listeners); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

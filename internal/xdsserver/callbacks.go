@@ -150,7 +150,7 @@ func (c *streams) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) e
 			req.VersionInfo = rejected
 		}
 	}
-	names, _ := c.s.servedNames(node, req.GetTypeUrl(), rejected)
+	names := c.s.servedNames(node, req.GetTypeUrl(), rejected)
 	c.nack(node, req.GetTypeUrl(), rejected, req.GetResponseNonce(), names, req.GetErrorDetail().GetMessage())
 	return nil
 }

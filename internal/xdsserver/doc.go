@@ -13,6 +13,12 @@
 //   - refuses, with a logged error and a metric, a snapshot that is not Consistent(): the previous
 //     one stays in service.
 //
+// PublishSecrets merges the node's SDS secrets (its pods' SVIDs and the trust bundle, from
+// internal/agent/svid) into the same snapshot without rebuilding the rest, versioned by their own
+// content hash; the snapshot serves those its clusters and listeners reference (ADS-mode state of
+// the world answers only a request naming every served secret), and a referenced secret not
+// issued yet is absent: Envoy waits for it (secrets.go). No line logs a secret's content.
+//
 // A NACK is a bug: it is logged with the node, the type, the rejected resources and Envoy's
 // reason, and counted; the rejected version is not sent again (go-control-plane would resend it at
 // once, and Envoy would reject it again, forever), the next change is.

@@ -17,6 +17,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/go-logr/logr/funcr"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -37,11 +38,20 @@ var (
 
 // fixture is a small node configuration whose parts change one type at a time: endpoints change
 // only the load assignment, statPrefix only the listener, host only the route configuration.
+// With tls, the cluster's TLS context names identity's certificate and the domain's trust bundle
+// by SDS (certN, bundleN).
 type fixture struct {
 	endpoints  []string
 	statPrefix string
 	host       string
+	tls        bool
 }
+
+// The secrets the fixture's TLS context names.
+var (
+	certN   = xds.CertificateSecret(identity)
+	bundleN = xds.TrustBundleSecret("aether.internal")
+)
 
 func baseFixture() fixture {
 	return fixture{endpoints: []string{"127.0.0.11"}, statPrefix: "capture", host: fqdn}
@@ -63,6 +73,15 @@ func (f fixture) resources(t testing.TB) xds.Resources {
 	cluster := &clusterv3.Cluster{Name: clusterN, ConnectTimeout: durationpb.New(time.Second),
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
 		EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsSource(), ServiceName: assignment}}
+	if f.tls {
+		upstream := &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
+			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: certN, SdsConfig: adsSource()}},
+			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContextSdsSecretConfig{
+				ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: bundleN, SdsConfig: adsSource()}},
+		}}
+		cluster.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls",
+			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: pack(t, upstream)}}
+	}
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: assignment, Endpoints: []*endpointv3.LocalityLbEndpoints{{}}}
 	for _, ip := range f.endpoints {
 		cla.Endpoints[0].LbEndpoints = append(cla.Endpoints[0].LbEndpoints, &endpointv3.LbEndpoint{
@@ -129,8 +148,16 @@ next:
 	return out
 }
 
-// startServer serves xDS on a unix socket in a temporary directory until the test ends.
+// startServer serves xDS on a unix socket in a temporary directory until the test ends, its log
+// lines at verbosity 1 collected.
 func startServer(t *testing.T) (*Server, *logLines) {
+	t.Helper()
+	return startServerLogging(t, 1)
+}
+
+// startServerLogging is startServer collecting the log lines up to verbosity (2: go-control-plane's
+// debug lines too).
+func startServerLogging(t *testing.T, verbosity int) (*Server, *logLines) {
 	t.Helper()
 	addr, err := ParseAddress("unix://" + filepath.Join(t.TempDir(), "xds.sock"))
 	if err != nil {
@@ -141,7 +168,7 @@ func startServer(t *testing.T) (*Server, *logLines) {
 		t.Fatal(err)
 	}
 	logs := &logLines{}
-	s := New(Options{Listener: l, Log: funcr.New(logs.write, funcr.Options{Verbosity: 1})})
+	s := New(Options{Listener: l, Log: funcr.New(logs.write, funcr.Options{Verbosity: verbosity})})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()

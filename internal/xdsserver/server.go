@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachetypes "github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -38,16 +39,21 @@ type kind struct {
 	short string // the metrics' and logs' name for it
 }
 
-// kinds are the types Publish serves, in ADS order (clusters before their endpoints, listeners
-// before their routes). Secrets come later, by SDS over the same stream.
+// kinds are the types a node's snapshot holds, in ADS order (clusters before their endpoints,
+// listeners before their routes, the secrets their TLS contexts name last). Publish serves the
+// first four (xds.Resources), PublishSecrets the secrets (secrets.go).
 var kinds = [...]kind{
 	{cachetypes.Cluster, resourcev3.ClusterType, "cluster"},
 	{cachetypes.Endpoint, resourcev3.EndpointType, "endpoint"},
 	{cachetypes.Listener, resourcev3.ListenerType, "listener"},
 	{cachetypes.Route, resourcev3.RouteType, "route"},
+	{cachetypes.Secret, resourcev3.SecretType, "secret"},
 }
 
-// otherType is the short name of any type outside kinds (a secret, a client's typo).
+// secretKind is the index of the secrets in kinds.
+const secretKind = len(kinds) - 1
+
+// otherType is the short name of any type outside kinds (a client's typo).
 const otherType = "other"
 
 // shortType is typeURL's short name.
@@ -56,9 +62,6 @@ func shortType(typeURL string) string {
 		if k.url == typeURL {
 			return k.short
 		}
-	}
-	if typeURL == resourcev3.SecretType {
-		return "secret"
 	}
 	return otherType
 }
@@ -89,15 +92,34 @@ type Server struct {
 	mu sync.Mutex
 	// served is, per node ID, what the node's snapshot holds: each type's version and names.
 	served map[string]served
+	// secrets are, per node ID, the secrets PublishSecrets was last given: the snapshot serves
+	// those its clusters and listeners reference (secrets.go).
+	secrets map[string][]*tlsv3.Secret
 	// proxyless are the connected proxyless clients, by node ID; onProxyless is told of changes.
 	proxyless   map[string]*proxylessClient
 	onProxyless []func()
 }
 
-// served is a published snapshot's versions and resource names, per kind (kinds' order).
+// served is a published snapshot's versions, resource names and resources, per kind (kinds'
+// order), and the SDS names its clusters and listeners reference.
 type served struct {
 	versions [len(kinds)]string
 	names    [len(kinds)][]string
+	// groups are the snapshot's resources: a secrets-only change reuses the other four.
+	groups [len(kinds)]cachev3.Resources
+	// secretRefs are the secrets the clusters' and listeners' TLS contexts name (xds.SecretNames).
+	secretRefs map[string]bool
+	// proxyless is set for a proxyless client's snapshot (in the proxyless cache): no secrets.
+	proxyless bool
+}
+
+// snapshot is the go-control-plane snapshot of sv.
+func (sv served) snapshot() *cachev3.Snapshot {
+	snap := &cachev3.Snapshot{}
+	for i, k := range kinds {
+		snap.Resources[k.typ] = sv.groups[i]
+	}
+	return snap
 }
 
 // New returns a server for o.Listener; it serves once started (Start).
@@ -115,6 +137,7 @@ func New(o Options) *Server {
 		// name that has none (a typo, a port not served) fails that target's RPCs and no other.
 		proxylessCache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, controlPlaneLogger(o.Log)),
 		served:         map[string]served{},
+		secrets:        map[string][]*tlsv3.Secret{},
 		proxyless:      map[string]*proxylessClient{},
 	}
 	s.streams = newStreams(s)
@@ -207,7 +230,7 @@ func (s *Server) Publish(nodeID string, res xds.Resources) (bool, error) {
 // publish is Publish; forProxyless publishes in the proxyless cache, and only for a connected
 // proxyless client.
 func (s *Server) publish(nodeID string, res xds.Resources, forProxyless bool) (bool, error) {
-	snap, next, err := newSnapshot(res)
+	next, err := newServed(res, forProxyless)
 	if err != nil {
 		snapshots.WithLabelValues(ResultInvalid).Inc()
 		s.log.Error(err, "Refusing an invalid xDS snapshot; the previous one stays in service", "node", nodeID)
@@ -223,11 +246,15 @@ func (s *Server) publish(nodeID string, res xds.Resources, forProxyless bool) (b
 		}
 		cache = s.proxylessCache
 	}
+	if err := next.setSecrets(s.secrets[nodeID]); err != nil {
+		return false, err
+	}
 	prev, had := s.served[nodeID]
 	if had && prev.versions == next.versions {
 		snapshots.WithLabelValues(ResultUnchanged).Inc()
 		return false, nil
 	}
+	snap := next.snapshot()
 	if err := snap.Consistent(); err != nil {
 		snapshots.WithLabelValues(ResultInconsistent).Inc()
 		err = fmt.Errorf("the xDS snapshot for node %q is inconsistent (%w): %s", nodeID, err, danglingReferences(snap))
@@ -259,17 +286,18 @@ func (s *Server) Versions(nodeID string) map[string]string {
 	return out
 }
 
-// servedNames are the names of nodeID's typeURL resources, if version is what it serves.
-func (s *Server) servedNames(nodeID, typeURL, version string) ([]string, bool) {
+// servedNames are the names of nodeID's typeURL resources, if version is what it serves (else
+// none).
+func (s *Server) servedNames(nodeID, typeURL, version string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sv, ok := s.served[nodeID]
 	for i, k := range kinds {
 		if ok && k.url == typeURL && sv.versions[i] == version {
-			return sv.names[i], true
+			return sv.names[i]
 		}
 	}
-	return nil, false
+	return nil
 }
 
 // changedKinds names the kinds whose version differs between prev and next.
@@ -316,26 +344,46 @@ func danglingReferences(snap *cachev3.Snapshot) string {
 	return strings.Join(parts, "; ")
 }
 
-// newSnapshot builds res's snapshot, each type at the version its content hashes to.
-func newSnapshot(res xds.Resources) (*cachev3.Snapshot, served, error) {
+// newServed is res's snapshot, each type at the version its content hashes to, its secrets not
+// set yet (setSecrets), and the SDS names its TLS contexts reference; a proxyless client's
+// references none.
+func newServed(res xds.Resources, forProxyless bool) (served, error) {
 	groups := [len(kinds)][]cachetypes.Resource{
 		resources(res.Clusters), resources(res.Endpoints), resources(res.Listeners), resources(res.Routes),
 	}
-	snap := &cachev3.Snapshot{}
-	var sv served
-	for i, k := range kinds {
-		names, err := uniqueNames(k, groups[i])
-		if err != nil {
-			return nil, served{}, err
+	sv := served{proxyless: forProxyless}
+	for i := range secretKind {
+		if err := sv.set(i, groups[i]); err != nil {
+			return served{}, err
 		}
-		version, err := contentVersion(groups[i])
-		if err != nil {
-			return nil, served{}, fmt.Errorf("hashing the %s resources: %w", k.short, err)
-		}
-		snap.Resources[k.typ] = cachev3.NewResources(version, groups[i])
-		sv.versions[i], sv.names[i] = version, names
 	}
-	return snap, sv, nil
+	if forProxyless {
+		return sv, nil
+	}
+	refs, err := xds.SecretNames(res.Clusters, res.Listeners)
+	if err != nil {
+		return served{}, err
+	}
+	sv.secretRefs = make(map[string]bool, len(refs))
+	for _, name := range refs {
+		sv.secretRefs[name] = true
+	}
+	return sv, nil
+}
+
+// set makes items the resources of kinds[i], at the version their content hashes to.
+func (sv *served) set(i int, items []cachetypes.Resource) error {
+	names, err := uniqueNames(kinds[i], items)
+	if err != nil {
+		return err
+	}
+	version, err := contentVersion(items)
+	if err != nil {
+		return fmt.Errorf("hashing the %s resources: %w", kinds[i].short, err)
+	}
+	sv.groups[i] = cachev3.NewResources(version, items)
+	sv.versions[i], sv.names[i] = version, names
+	return nil
 }
 
 // resources are items as the cache takes them.

@@ -6,7 +6,9 @@
 // one function that returns every violation it finds, one line each, naming the resource, the
 // place inside it (chain, filter, virtual host) and the name at fault; nil means it passed:
 //   - References: every cluster a tcp_proxy or a route names (single or weighted) is a cluster;
-//     every EDS cluster's load assignment and every RDS name exists;
+//     every EDS cluster's load assignment and every RDS name exists; every SDS secret has a name
+//     and is asked over ADS, where the agent serves it (an SDS name SPIRE has not issued yet is
+//     fine: Envoy waits for it);
 //   - Chains: no two filter chains of a listener can match the same connection, no two share a name;
 //   - Pinning: every upstream TLS cluster pins an exact URI SAN, trusts an anchor and presents
 //     an SDS certificate;

@@ -6,6 +6,7 @@ package xdscheck
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,9 +91,38 @@ func References(res xds.Resources) []string {
 			if t.GetType() == clusterv3.Cluster_EDS {
 				need(at, "EDS load assignment", cmp.Or(t.GetEdsClusterConfig().GetServiceName(), t.GetName()), endpoints, "load assignments")
 			}
+		case *tlsv3.SdsSecretConfig:
+			out = append(out, sdsReference(at, t)...)
 		}
 	})
 	return append(out, unreadable...)
+}
+
+// sdsReference checks one SDS reference. Secrets are not among the resources (the agent serves
+// them apart, as SPIRE issues them, and one not issued yet is simply absent), so what resolves it
+// is where it is asked: the agent serves secrets on the ADS stream alone, and a secret asked of
+// any other source, or without a name, never comes.
+func sdsReference(at string, s *tlsv3.SdsSecretConfig) []string {
+	switch {
+	case s.GetName() == "":
+		return []string{at + ": an SDS secret without a name"}
+	case s.GetSdsConfig().GetAds() == nil:
+		return []string{fmt.Sprintf("%s: SDS secret %q is not asked over ADS (sds_config.ads): the agent serves secrets on the ADS stream alone", at, s.GetName())}
+	}
+	return nil
+}
+
+// SecretReferences are the names of every SDS secret res references, anywhere (every
+// SdsSecretConfig inside every Any), sorted: a reading independent of xds.SecretNames, which
+// the server uses to choose the secrets it serves.
+func SecretReferences(res xds.Resources) ([]string, []string) {
+	names := map[string]bool{}
+	unreadable := walk(res, func(_ string, m proto.Message, _ bool) {
+		if s, ok := m.(*tlsv3.SdsSecretConfig); ok {
+			names[s.GetName()] = true
+		}
+	})
+	return slices.Sorted(maps.Keys(names)), unreadable
 }
 
 // Chains checks that within each listener no two filter chains share a name (nor go unnamed:

@@ -289,6 +289,17 @@ func TestGatesRejectBrokenCopies(t *testing.T) {
 		{"references: the RDS name is missing", xdscheck.References, func(_ testing.TB, res *xds.Resources) {
 			res.Routes = nil
 		}, `filter_chains[cap_http].filters[envoy.filters.network.http_connection_manager].typed_config<HttpConnectionManager>: RDS route configuration "capture|web/frontend" is not among the route configurations`},
+		{"references: an SDS secret asked of another source than ADS", xdscheck.References, func(t testing.TB, res *xds.Resources) {
+			upstreamTLS(t, *res, 3, func(cc *tlsv3.CommonTlsContext) {
+				cc.TlsCertificateSdsSecretConfigs[0].SdsConfig = &corev3.ConfigSource{ResourceApiVersion: corev3.ApiVersion_V3,
+					ConfigSourceSpecifier: &corev3.ConfigSource_PathConfigSource{PathConfigSource: &corev3.PathConfigSource{Path: "/etc/secrets.yaml"}}}
+			})
+		}, `tls_certificate_sds_secret_configs[spiffe://aether.internal/ns/web/sa/frontend]: SDS secret "spiffe://aether.internal/ns/web/sa/frontend" is not asked over ADS (sds_config.ads)`},
+		{"references: an SDS secret without a name", xdscheck.References, func(t testing.TB, res *xds.Resources) {
+			upstreamTLS(t, *res, 3, func(cc *tlsv3.CommonTlsContext) {
+				cc.GetCombinedValidationContext().GetValidationContextSdsSecretConfig().Name = ""
+			})
+		}, `validation_context_sds_secret_config: an SDS secret without a name`},
 		{"chains: two chains share a match", xdscheck.Chains, func(t testing.TB, res *xds.Resources) {
 			chain(t, *res, xds.CaptureTCPChain(svcKey)).GetFilterChainMatch().DestinationPort = wrapperspb.UInt32(9000)
 		}, `listener "capture_web/frontend-0": filter chains "cap_tcp_payments.shop" and "cap_tcp_payments.shop_9000" both match destination_port 9000, prefix_ranges 10.96.0.10/32`},

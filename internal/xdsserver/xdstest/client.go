@@ -3,7 +3,8 @@
 
 // Package xdstest is a real ADS client for tests: a gRPC state-of-the-world stream that behaves
 // as Envoy does on it. It subscribes to every cluster and listener, then to the load assignments
-// its clusters name (EDS) and the route configurations its listeners name (RDS); it ACKs each
+// its clusters name (EDS), the route configurations its listeners name (RDS) and the secrets the
+// TLS contexts of both name (SDS, one request naming them all, as Envoy asks over ADS); it ACKs each
 // response with the version and nonce it answers, or NACKs one on request, and keeps every
 // response it received, in order, so a test can say what was (and was not) sent.
 //
@@ -24,6 +25,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
@@ -34,12 +36,13 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// The four types the client follows, in the order Envoy asks for them.
+// The types the client follows, in the order Envoy asks for them.
 const (
 	Clusters  = resourcev3.ClusterType
 	Endpoints = resourcev3.EndpointType
 	Listeners = resourcev3.ListenerType
 	Routes    = resourcev3.RouteType
+	Secrets   = resourcev3.SecretType
 )
 
 // Response is one response the client received.
@@ -61,6 +64,8 @@ type State struct {
 	Versions  map[string]string
 	Resources map[string]map[string]proto.Message
 	History   []Response
+	// Requested are, per type URL, the names the client asks for now (none: every resource).
+	Requested map[string][]string
 }
 
 // Received are the responses of typeURL in History, in order.
@@ -72,6 +77,12 @@ func (s State) Received(typeURL string) []Response {
 		}
 	}
 	return out
+}
+
+// Secret is the accepted secret name, or nil.
+func (s State) Secret(name string) *tlsv3.Secret {
+	secret, _ := s.Resources[Secrets][name].(*tlsv3.Secret)
+	return secret
 }
 
 // LoadAssignment is the accepted load assignment name, or nil.
@@ -169,10 +180,13 @@ func (c *Client) State() State {
 }
 
 func (c *Client) stateLocked() State {
-	s := State{Versions: map[string]string{}, Resources: map[string]map[string]proto.Message{}, History: slices.Clone(c.history)}
+	s := State{Versions: map[string]string{}, Resources: map[string]map[string]proto.Message{}, History: slices.Clone(c.history),
+		Requested: map[string][]string{}}
 	for t, ts := range c.types {
 		s.Versions[t] = ts.version
-		s.Resources[t] = maps.Clone(ts.resources) // replaced, never modified: a shallow copy is a copy
+		// Both replaced, never modified: a shallow copy is a copy.
+		s.Requested[t] = ts.names
+		s.Resources[t] = maps.Clone(ts.resources)
 	}
 	return s
 }
@@ -266,8 +280,9 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) error {
 	return nil
 }
 
-// followLocked is the subscription change the accepted resources of typeURL call for: the load
-// assignments its clusters name, or the route configurations its listeners name.
+// followLocked are the subscription changes the accepted resources of typeURL call for: the
+// load assignments its clusters name, or the route configurations its listeners name; and, after
+// either, the secrets the TLS contexts of both name.
 func (c *Client) followLocked(typeURL string) []*discoveryv3.DiscoveryRequest {
 	var next string
 	var names []string
@@ -279,17 +294,30 @@ func (c *Client) followLocked(typeURL string) []*discoveryv3.DiscoveryRequest {
 	default:
 		return nil
 	}
-	ts := c.types[next]
+	var out []*discoveryv3.DiscoveryRequest
+	if req := c.subscribeLocked(next, names); req != nil {
+		out = append(out, req)
+	}
+	secrets := sdsNames(c.types[Clusters].resources, c.types[Listeners].resources)
+	if req := c.subscribeLocked(Secrets, secrets); req != nil {
+		out = append(out, req)
+	}
+	return out
+}
+
+// subscribeLocked is the request that subscribes to names of typeURL, or nil when it names
+// nothing yet or nothing new. (An empty list would mean "all" to the server.)
+func (c *Client) subscribeLocked(typeURL string, names []string) *discoveryv3.DiscoveryRequest {
+	ts := c.types[typeURL]
 	if len(names) == 0 || (ts != nil && slices.Equal(ts.names, names)) {
-		// Nothing named yet, or nothing new. (An empty list would mean "all" to the server.)
 		return nil
 	}
 	if ts == nil {
 		ts = &typeState{}
-		c.types[next] = ts
+		c.types[typeURL] = ts
 	}
 	ts.names = names
-	return []*discoveryv3.DiscoveryRequest{{TypeUrl: next, VersionInfo: ts.version, ResponseNonce: ts.nonce, ResourceNames: names}}
+	return &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: ts.version, ResponseNonce: ts.nonce, ResourceNames: names}
 }
 
 func (c *Client) notifyLocked() {
@@ -314,6 +342,8 @@ func unpack(resp *discoveryv3.DiscoveryResponse) (map[string]proto.Message, erro
 		case *listenerv3.Listener:
 			name = r.GetName()
 		case *routev3.RouteConfiguration:
+			name = r.GetName()
+		case *tlsv3.Secret:
 			name = r.GetName()
 		default:
 			return nil, fmt.Errorf("a resource of type %T in a %s response", m, resp.GetTypeUrl())
@@ -363,5 +393,42 @@ func rdsNames(listeners map[string]proto.Message) []string {
 			}
 		}
 	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// sdsNames are the secrets the TLS contexts of the clusters and of the listeners' filter chains
+// name (certificates and validation contexts), sorted, as Envoy asks for them. Read here, apart
+// from internal/xds's own reading, so that the server and its test client do not share a mistake.
+func sdsNames(clusters, listeners map[string]proto.Message) []string {
+	set := map[string]bool{}
+	add := func(config *anypb.Any) {
+		up, down := &tlsv3.UpstreamTlsContext{}, &tlsv3.DownstreamTlsContext{}
+		var common *tlsv3.CommonTlsContext
+		switch {
+		case config == nil:
+			return
+		case config.MessageIs(up) && config.UnmarshalTo(up) == nil:
+			common = up.GetCommonTlsContext()
+		case config.MessageIs(down) && config.UnmarshalTo(down) == nil:
+			common = down.GetCommonTlsContext()
+		default:
+			return
+		}
+		for _, s := range common.GetTlsCertificateSdsSecretConfigs() {
+			set[s.GetName()] = true
+		}
+		set[common.GetValidationContextSdsSecretConfig().GetName()] = true
+		set[common.GetCombinedValidationContext().GetValidationContextSdsSecretConfig().GetName()] = true
+	}
+	for _, m := range clusters {
+		add(m.(*clusterv3.Cluster).GetTransportSocket().GetTypedConfig())
+	}
+	for _, m := range listeners {
+		l := m.(*listenerv3.Listener)
+		for _, fc := range append(slices.Clone(l.GetFilterChains()), l.GetDefaultFilterChain()) {
+			add(fc.GetTransportSocket().GetTypedConfig())
+		}
+	}
+	delete(set, "")
 	return slices.Sorted(maps.Keys(set))
 }
