@@ -66,7 +66,8 @@ manager:
   # leader election (--leader-elect) one replica reconciles at a time; every replica serves
   # the webhooks.
   replicas: {{.V.Replicas}}
-  # image holds the manager's and the agent's binaries (one image, both).
+  # image: the repository and tag of the image holding the manager's and the agent's binaries
+  # (one image, both), and its pullPolicy (IfNotPresent, Always or Never).
   image:
     repository: {{.V.ManagerImage.Repository}}
     tag: {{printf "%q" .V.ManagerImage.Tag}}
@@ -76,8 +77,9 @@ manager:
 {{indent 4 .V.ManagerResources}}
 
 agent:
-  # image of the node agent (DaemonSet), for its container and its init container
-  # install-cni, which chains the mesh's CNI plugin into the node's CNI configuration.
+  # image: the repository, tag and pullPolicy of the node agent's image (DaemonSet), for its
+  # container and its init container install-cni, which chains the mesh's CNI plugin into the
+  # node's CNI configuration.
   image:
     repository: {{.V.AgentImage.Repository}}
     tag: {{printf "%q" .V.AgentImage.Tag}}
@@ -101,7 +103,8 @@ envoy:
   # for a cluster that cannot pull Envoy's image or that runs its own; the agent still serves
   # xDS on its socket.
   enabled: true
-  # image of the node's Envoy: the 1.40 line, which the agent's xDS protos come from.
+  # image: the repository, tag and pullPolicy of the node's Envoy: the 1.40 line, which the
+  # agent's xDS protos come from.
   image:
     repository: {{.V.EnvoyImage.Repository}}
     tag: {{printf "%q" .V.EnvoyImage.Tag}}
