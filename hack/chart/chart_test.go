@@ -455,6 +455,15 @@ func TestValues(t *testing.T) {
 		{"certificate's Secret", []string{"webhook.certSecretName=tls-x"}, func(o []obj) any {
 			return get(theOne(t, o, "Certificate"), "spec", "secretName")
 		}, "tls-x"},
+		{"CNI directories", []string{"agent.cni.binDir=/x/bin", "agent.cni.confDir=/x/net.d"}, func(o []obj) any {
+			var paths []any
+			for _, v := range get(theOne(t, o, "DaemonSet"), "spec", "template", "spec", "volumes").([]any) {
+				if name := v.(obj)["name"]; name == "cni-bin" || name == "cni-conf" {
+					paths = append(paths, get(v, "hostPath", "path"))
+				}
+			}
+			return paths
+		}, []any{"/x/bin", "/x/net.d"}},
 		{"no CRDs", []string{"crd.enabled=false"}, func(o []obj) any {
 			return slices.ContainsFunc(o, func(x obj) bool { return x["kind"] == "CustomResourceDefinition" })
 		}, false},

@@ -92,6 +92,13 @@ agent:
   # resources of the agent's container.
   resources:
 {{indent 4 .V.AgentResources}}
+  # cni: the node's CNI directories, as the node's container runtime reads them, mounted into
+  # the agent and install-cni: confDir holds the CNI configuration (the first file, a conflist
+  # written by the cluster's primary CNI, gets the mesh's plugin chained last), binDir the
+  # plugins (the mesh's aether-cni is copied there).
+  cni:
+    binDir: {{.V.CNIBinDir}}
+    confDir: {{.V.CNIConfDir}}
   installCNI:
     # resources of the init container install-cni.
     resources:

@@ -23,6 +23,9 @@ const (
 	envoyContainer      = "spec.template.spec.containers[name=envoy]"
 	// webhookCertVolume is the manager's volume of the webhook's serving certificate.
 	webhookCertVolume = "spec.template.spec.volumes[name=webhook-certs].secret.secretName"
+	// cniBinVolume and cniConfVolume are the node's CNI directories, mounted into the agent.
+	cniBinVolume  = "spec.template.spec.volumes[name=cni-bin].hostPath.path"
+	cniConfVolume = "spec.template.spec.volumes[name=cni-conf].hostPath.path"
 	// namespaceSelector is a pod webhook's exclusion of the ignored namespaces.
 	namespaceSelector = "namespaceSelector.matchExpressions[key=kubernetes.io/metadata.name].values"
 	// injectCAFrom is cert-manager's annotation asking it to inject the Certificate's CA.
@@ -42,6 +45,7 @@ type defaults struct {
 	ManagerImage, AgentImage, EnvoyImage                            image
 	ManagerResources, AgentResources, InstallCNIResources, EnvoyRes string
 	CaptureMode                                                     string
+	CNIBinDir, CNIConfDir                                           string
 	IgnoredNamespaces                                               []string
 	CertSecretName                                                  string
 }
@@ -135,6 +139,17 @@ func (g *generator) agent(ds chartObject) error {
 	}
 	if err := g.flags(ds, installCNIContainer, "--ignored-namespaces="+g.ignoredFlag()); err != nil {
 		return err
+	}
+	for _, v := range []struct {
+		path, value string
+		dflt        *string
+	}{{cniBinVolume, "agent.cni.binDir", &g.values.CNIBinDir}, {cniConfVolume, "agent.cni.confDir", &g.values.CNIConfDir}} {
+		n, err := find(ds.node, v.path)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", ds.kind, ds.name, err)
+		}
+		*v.dflt = n.Value
+		*n = *g.t.value(".Values." + v.value)
 	}
 	envoy, err := g.container(ds, envoyContainer, "envoy", "envoy.resources")
 	if err != nil {
