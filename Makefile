@@ -44,10 +44,33 @@ lint: golangci-lint ## Run golangci-lint, then prove its import rules still bite
 
 GENERATED_SUM = find api config -type f | LC_ALL=C sort | xargs sha256sum | sha256sum
 .PHONY: verify-generated
-verify-generated: ## Regenerate CRDs, RBAC and DeepCopy; fail if that changed anything (stale files).
+verify-generated: ## Regenerate CRDs, RBAC and DeepCopy; fail if that changed anything (stale files); then verify-chart.
 	@before=$$($(GENERATED_SUM)); \
 	$(MAKE) --no-print-directory manifests generate >/dev/null; \
 	[ "$$before" = "$$($(GENERATED_SUM))" ] || { echo "generated files were stale and are now regenerated: review and commit them (git diff api config)" >&2; exit 1; }
+	@$(MAKE) --no-print-directory verify-chart
+
+.PHONY: chart
+chart: ## Regenerate the Helm chart dist/chart from config/ (hack/chart: kustomize's builds, templated).
+	go run ./hack/chart -o dist/chart
+
+.PHONY: verify-chart
+verify-chart: ## Generate the chart into a temporary directory; fail, with a diff, when dist/chart differs (run make chart).
+	go run ./hack/chart -verify dist/chart
+
+# Each line a `helm template` of dist/chart: the defaults, then SPIRE, cert-manager and Envoy off.
+CHART_VARIANTS = "" \
+	"--set spire.enabled=false" \
+	"--set certManager.enabled=false --set webhook.certSecretName=webhook-tls --set webhook.caBundle=Q0EK" \
+	"--set envoy.enabled=false"
+.PHONY: chart-check
+chart-check: ## helm lint --strict and helm template of dist/chart (defaults; SPIRE, cert-manager, Envoy off), with helm from hack/build-helm.sh.
+	@helm="$$(hack/build-helm.sh)/helm"; \
+	"$$helm" lint --strict dist/chart; \
+	for args in $(CHART_VARIANTS); do \
+	  echo "helm template aether-operator dist/chart --namespace aether-operator-system $$args"; \
+	  "$$helm" template aether-operator dist/chart --namespace aether-operator-system $$args >/dev/null; \
+	done
 
 .PHONY: binaries
 binaries: ## Build (or reuse from the cache) kube-apiserver, etcd and kubectl for tests and `make run`.
@@ -58,7 +81,7 @@ spire-binaries: ## Build (or reuse from the cache) spire-server and spire-agent 
 	@hack/build-spire.sh >/dev/null
 
 .PHONY: test
-test: verify-generated vet lint binaries spire-binaries ## Run every test: unit, envtest, make run's e2e, then the cluster tier (up, smoke e2e, down).
+test: verify-generated vet lint binaries spire-binaries chart-check ## Run every test: the chart's checks, unit, envtest, make run's e2e, then the cluster tier (up, smoke e2e, down).
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test $(UNIT_PKGS) -count=1
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test -tags e2e ./test/e2e/ -count=1
 	$(MAKE) --no-print-directory test-cluster

@@ -1,0 +1,326 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// kindCRD is the kind of the objects that go to templates/crd.
+const kindCRD = "CustomResourceDefinition"
+
+// The values that switch parts of the chart on and off, as template conditions.
+const (
+	envoyOn       = ".Values.envoy.enabled"
+	certManagerOn = ".Values.certManager.enabled"
+	crdOn         = ".Values.crd.enabled"
+)
+
+// A chartObject is an object of the chart: its tree, with tokens, and the condition under which
+// the chart renders it at all ("" for always).
+type chartObject struct {
+	object
+	cond string
+	// dir is the directory of templates/ that holds it (see dirOf).
+	dir string
+}
+
+// A generator turns the builds into the chart's files.
+type generator struct {
+	t *templater
+	b *builds
+	// chartName is config/base's prefix without its '-': the chart's name, and the fullname of
+	// a release of the same name, whose objects are then named exactly as kustomize names them.
+	chartName string
+	// names are the prefixed names of every object of the builds, which the chart derives from
+	// the release (see rewriteNames).
+	names map[string]bool
+	// values are the defaults values.yaml gets, read from the builds.
+	values defaults
+	// managerName and agentName are the names, without the prefix, of the manager's
+	// Deployment and the agent's DaemonSet.
+	managerName, agentName string
+}
+
+// generate returns the chart's files, by path in the chart, made from the repository at root.
+func generate(root string) (map[string]string, error) {
+	b, err := kustomizeAll(root)
+	if err != nil {
+		return nil, err
+	}
+	g := &generator{t: newTemplater(), b: b, chartName: strings.TrimSuffix(b.prefix, "-"), names: map[string]bool{}}
+	for _, objs := range [][]object{b.base, b.def, b.certManager} {
+		for _, o := range objs {
+			g.names[o.name] = true
+		}
+	}
+	objs, err := g.objects()
+	if err != nil {
+		return nil, err
+	}
+	if err := assignDirs(objs); err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if err := escapeActions(g.t, o.node); err != nil {
+			return nil, err
+		}
+	}
+	if err := g.templateValues(objs); err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if err := g.templateMetadata(o); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", o.kind, o.name, err)
+		}
+	}
+	files, err := g.templates(objs)
+	if err != nil {
+		return nil, err
+	}
+	if files["values.yaml"], err = g.valuesFile(); err != nil {
+		return nil, err
+	}
+	files["Chart.yaml"] = g.chartFile()
+	files["templates/_helpers.tpl"] = g.helpersFile()
+	files["templates/NOTES.txt"] = g.notesFile()
+	files[".helmignore"] = helmignore
+	return files, nil
+}
+
+// objects merges config/base and config/default into one set under envoy.enabled, and adds
+// config/certmanager's under certManager.enabled. The Namespace is left out: helm install
+// --create-namespace makes the release's namespace, which a chart cannot own and install into.
+func (g *generator) objects() ([]chartObject, error) {
+	key := func(o object) string { return o.kind + "/" + o.name }
+	base := map[string]object{}
+	for _, o := range g.b.base {
+		base[key(o)] = o
+	}
+	var out []chartObject
+	for _, on := range g.b.def {
+		off, ok := base[key(on)]
+		delete(base, key(on))
+		if !ok {
+			out = append(out, chartObject{object: on, cond: envoyOn})
+			continue
+		}
+		n, err := g.t.merge(on.kind+" "+on.name, off.node, on.node, envoyOn)
+		if err != nil {
+			return nil, fmt.Errorf("%s and %s: %w", baseDir, defaultDir, err)
+		}
+		on.node = n
+		out = append(out, chartObject{object: on})
+	}
+	for _, o := range g.b.base { // in config/base only: in build order
+		if _, ok := base[key(o)]; ok {
+			out = append(out, chartObject{object: o, cond: "not " + envoyOn})
+		}
+	}
+	for _, o := range g.b.certManager {
+		out = append(out, chartObject{object: o, cond: certManagerOn})
+	}
+	kept := out[:0]
+	for _, o := range out {
+		if o.kind != "Namespace" {
+			kept = append(kept, o)
+			continue
+		}
+		if o.name != g.b.namespace {
+			return nil, fmt.Errorf("%s %s: the chart installs into the release's namespace only (config/base's %s); it makes no other", o.kind, o.name, g.b.namespace)
+		}
+	}
+	for i := range kept {
+		if kept[i].kind == kindCRD {
+			kept[i].cond = crdOn
+		}
+	}
+	return kept, nil
+}
+
+// escapeActions keeps any "{{" of the configuration (a CRD's description quoting a Go template,
+// say) from being read by helm as a template action.
+func escapeActions(t *templater, n *yaml.Node) error {
+	return scalars(n, func(s *yaml.Node) error {
+		if strings.Contains(s.Value, "{{") {
+			s.Value = strings.ReplaceAll(s.Value, "{{", t.raw("{{`{{`}}"))
+		}
+		return nil
+	})
+}
+
+// clusterScoped are the kinds of the chart that no namespace holds. kustomize gives every
+// object its namespace, these too (it knows nothing of ValidatingAdmissionPolicy); the chart
+// drops it.
+var clusterScoped = []string{
+	kindCRD, "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
+	"MutatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+}
+
+// helperLabels are the labels _helpers.tpl's aether-operator.labels gives every object.
+var helperLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by"}
+
+// templateMetadata gives an object the release's namespace, names derived from the release, the
+// chart's labels and, for a CRD, helm's resource policy.
+func (g *generator) templateMetadata(o chartObject) error {
+	meta := lookup(o.node, "metadata")
+	if meta == nil {
+		return fmt.Errorf("no metadata")
+	}
+	if slices.Contains(clusterScoped, o.kind) {
+		remove(meta, "namespace")
+	}
+	labels := lookup(meta, "labels")
+	if labels == nil {
+		labels = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		set(meta, "labels", labels)
+	}
+	for _, l := range helperLabels { // kustomize's managed-by: kustomize, for one
+		remove(labels, l)
+	}
+	k, v := g.t.lineKey(`{{- include "` + g.chartName + `.labels" $ | nindent ` + indentMark + ` }}`)
+	labels.Content = append([]*yaml.Node{k, v}, labels.Content...)
+	if o.kind == kindCRD {
+		ann := lookup(meta, "annotations")
+		if ann == nil {
+			ann = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			set(meta, "annotations", ann)
+		}
+		ann.Content = append(ann.Content, g.t.wrapKeys(".Values.crd.keep", []*yaml.Node{str("helm.sh/resource-policy"), str("keep")})...)
+	}
+	return g.rewriteNames(o.node)
+}
+
+// rewriteNames replaces config/base's namespace by the release's, and each name config/base's
+// prefix gave an object by the chart's resourceName of the same suffix, wherever they appear:
+// metadata, references (roleRef, subjects, a webhook's service, a policy binding's policy), DNS
+// names and expressions. With the release named as the chart (aether-operator) the names are
+// kustomize's. A string carrying the prefix that names no object is an error, as the chart
+// would otherwise keep a name that does not follow the release.
+func (g *generator) rewriteNames(n *yaml.Node) error {
+	ns := g.t.raw("{{ .Release.Namespace }}")
+	named := regexp.MustCompile(regexp.QuoteMeta(g.b.prefix) + `[a-z0-9](?:[-a-z0-9]*[a-z0-9])?`)
+	return scalars(n, func(s *yaml.Node) error {
+		v := strings.ReplaceAll(s.Value, g.b.namespace, ns)
+		var bad string
+		v = named.ReplaceAllStringFunc(v, func(name string) string {
+			if !g.names[name] {
+				bad = name
+				return name
+			}
+			return g.resourceName(strings.TrimPrefix(name, g.b.prefix))
+		})
+		if bad != "" {
+			return fmt.Errorf("%q carries config/base's name prefix %s but names no object of the chart; the chart cannot derive it from the release", s.Value, g.b.prefix)
+		}
+		s.Value = v
+		return nil
+	})
+}
+
+// resourceName is a token for the name of the object whose name suffix is suffix.
+func (g *generator) resourceName(suffix string) string {
+	return g.t.raw(g.resourceNameText(suffix))
+}
+
+func (g *generator) resourceNameText(suffix string) string {
+	return `{{ include "` + g.chartName + `.resourceName" (dict "suffix" "` + suffix + `" "context" $) }}`
+}
+
+// generatedNote heads every file of the chart.
+const generatedNote = "Generated by hack/chart from config/ (make chart): edit config/ or hack/chart, not this file."
+
+// templates renders the objects into templates/<dir>/<file>.yaml, the directory by the object's
+// part of the operator (as kubebuilder's helm plugin groups them), the file by its name.
+func (g *generator) templates(objs []chartObject) (map[string]string, error) {
+	paths := map[string][]int{}
+	for i, o := range objs {
+		p := path.Join("templates", o.dir, strings.TrimPrefix(o.name, g.b.prefix))
+		paths[p] = append(paths[p], i)
+	}
+	files := map[string]string{}
+	for p, idx := range paths {
+		for _, i := range idx {
+			name := p
+			if len(idx) > 1 { // a policy and its binding share a name
+				name += "-" + kebab(objs[i].kind)
+			}
+			text, err := g.t.render(objs[i].node)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", objs[i].kind, objs[i].name, err)
+			}
+			if c := objs[i].cond; c != "" {
+				text = "{{- if " + c + " }}\n" + text + "{{- end }}\n"
+			}
+			files[name+".yaml"] = "{{/* " + generatedNote + " */ -}}\n" + text
+		}
+	}
+	return files, nil
+}
+
+// assignDirs sets each object's directory, before the names become templates: a Service is the
+// webhook's when a webhook configuration names it.
+func assignDirs(objs []chartObject) error {
+	webhookServices := map[string]bool{}
+	for _, o := range objs {
+		if strings.HasSuffix(o.kind, "WebhookConfiguration") {
+			_ = scalars(o.node, func(s *yaml.Node) error { webhookServices[s.Value] = true; return nil })
+		}
+	}
+	for i := range objs {
+		dir, err := dirOf(objs[i], webhookServices)
+		if err != nil {
+			return err
+		}
+		objs[i].dir = dir
+	}
+	return nil
+}
+
+// dirOf is the directory of templates/ that holds o.
+func dirOf(o chartObject, webhookServices map[string]bool) (string, error) {
+	switch o.kind {
+	case kindCRD:
+		return "crd", nil
+	case "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding":
+		return "rbac", nil
+	case "Deployment":
+		return "manager", nil
+	case "DaemonSet":
+		return "agent", nil
+	case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+		return "webhook", nil
+	case "Service":
+		if webhookServices[o.name] {
+			return "webhook", nil
+		}
+		return "metrics", nil
+	case "Issuer", "Certificate":
+		return "cert-manager", nil
+	case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+		return "admission", nil
+	}
+	return "", fmt.Errorf("%s %s: hack/chart has no templates/ directory for kind %s; add it to dirOf (and to clusterScoped if no namespace holds it)", o.kind, o.name, o.kind)
+}
+
+// kebab is ValidatingAdmissionPolicy as validating-admission-policy.
+func kebab(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

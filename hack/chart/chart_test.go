@@ -1,0 +1,668 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.yaml.in/yaml/v3"
+)
+
+// The tests render a chart generated from this repository's config/ with the real helm (built
+// by hack/build-helm.sh into the binary cache) and compare it with kustomize's builds.
+const (
+	root      = "../.."
+	release   = "aether-operator"
+	namespace = "aether-operator-system"
+)
+
+var (
+	helm  string // the helm binary
+	chart string // the chart generated from config/, in a temporary directory
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	out, err := exec.Command("../build-helm.sh").Output()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hack/build-helm.sh: %v\n", err)
+		return 1
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	helm = filepath.Join(lines[len(lines)-1], "helm")
+	tmp, err := os.MkdirTemp("", "aether-chart-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	chart = filepath.Join(tmp, "chart")
+	if err := run(root, chart, ""); err != nil {
+		fmt.Fprintf(os.Stderr, "generating the chart: %v\n", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// obj is a Kubernetes object as a generic tree.
+type obj = map[string]any
+
+// render is `helm template` of the generated chart as release into namespace, with args
+// (--set ...), as objects.
+func render(t *testing.T, args ...string) []obj {
+	t.Helper()
+	out, err := helmTemplate(args...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v", args, err)
+	}
+	return decodeObjects(t, out)
+}
+
+func helmTemplate(args ...string) ([]byte, error) {
+	cmd := exec.Command(helm, append([]string{"template", release, chart, "--namespace", namespace}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	return out, nil
+}
+
+func decodeObjects(t *testing.T, data []byte) []obj {
+	t.Helper()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var objs []obj
+	for {
+		var o obj
+		err := dec.Decode(&o)
+		if err == io.EOF {
+			return objs
+		}
+		if err != nil {
+			t.Fatalf("decoding helm's output: %v", err)
+		}
+		if o != nil {
+			objs = append(objs, o)
+		}
+	}
+}
+
+// kustomized is `kustomize build` of a config/ directory (or, for config/certmanager, of it
+// under config/base's namespace and prefix), as objects.
+func kustomized(t *testing.T, dir string) []obj {
+	t.Helper()
+	var objs []object
+	var err error
+	if dir == certManagerDir {
+		objs, err = kustomizeUnder(root, dir, namespace, release+"-")
+	} else {
+		objs, err = kustomize(filepath.Join(root, dir))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]obj, len(objs))
+	for i, o := range objs {
+		if err := o.node.Decode(&out[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// clusterScopedKinds are the kinds of these objects that no namespace holds (Kubernetes' API,
+// written here independently of the generator's list).
+var clusterScopedKinds = []string{
+	"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+	"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+	"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+}
+
+// id is an object's kind/namespace/name; a cluster-scoped object has no namespace, whatever
+// its metadata says (kustomize gives a ValidatingAdmissionPolicy one).
+func id(o obj) string {
+	kind, _ := o["kind"].(string)
+	ns := field(o, "metadata", "namespace")
+	if slices.Contains(clusterScopedKinds, kind) {
+		ns = ""
+	}
+	return kind + "/" + ns + "/" + field(o, "metadata", "name")
+}
+
+func field(o obj, path ...string) string {
+	v, _ := get(o, path...).(string)
+	return v
+}
+
+// get walks a path of mapping keys.
+func get(o any, path ...string) any {
+	for _, k := range path {
+		m, ok := o.(obj)
+		if !ok {
+			return nil
+		}
+		o = m[k]
+	}
+	return o
+}
+
+func ids(objs []obj) []string {
+	out := make([]string, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, id(o))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// withoutNamespaceObject drops the Namespace: helm install --create-namespace makes the
+// release's namespace, the chart has none.
+func withoutNamespaceObject(objs []obj) []obj {
+	return slices.DeleteFunc(slices.Clone(objs), func(o obj) bool { return o["kind"] == "Namespace" })
+}
+
+// chartFlags are the flags the chart sets on every run, where config/ leaves them to the
+// binaries' defaults: normalize removes them, and each test checks their values itself.
+var chartFlags = []string{"--identity-issuer=", "--ignored-namespaces=", "--capture-mode="}
+
+// normalize removes from an object what the chart adds on purpose, so that what is left must
+// be kustomize's: its own labels (and kustomize's managed-by), CRDs' resource policy, the
+// namespace of a cluster-scoped object, and chartFlags.
+func normalize(o obj) obj {
+	o = deepCopy(o).(obj)
+	meta := o["metadata"].(obj)
+	if slices.Contains(clusterScopedKinds, o["kind"].(string)) {
+		delete(meta, "namespace")
+	}
+	if labels, ok := meta["labels"].(obj); ok {
+		for _, l := range []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by"} {
+			delete(labels, l)
+		}
+		if len(labels) == 0 {
+			delete(meta, "labels")
+		}
+	}
+	if ann, ok := meta["annotations"].(obj); ok {
+		delete(ann, "helm.sh/resource-policy")
+		if len(ann) == 0 {
+			delete(meta, "annotations")
+		}
+	}
+	for _, c := range containers(o) {
+		args, _ := c["args"].([]any)
+		c["args"] = slices.DeleteFunc(args, func(a any) bool {
+			s, _ := a.(string)
+			return slices.ContainsFunc(chartFlags, func(f string) bool { return strings.HasPrefix(s, f) })
+		})
+	}
+	return o
+}
+
+// containers are the containers and init containers of a Deployment's or DaemonSet's pods.
+func containers(o obj) []obj {
+	var out []obj
+	for _, key := range []string{"initContainers", "containers"} {
+		list, _ := get(o, "spec", "template", "spec", key).([]any)
+		for _, c := range list {
+			out = append(out, c.(obj))
+		}
+	}
+	return out
+}
+
+func container(t *testing.T, objs []obj, kind, name string) obj {
+	t.Helper()
+	for _, c := range containers(theOne(t, objs, kind)) {
+		if c["name"] == name {
+			return c
+		}
+	}
+	t.Fatalf("%s has no container %s", kind, name)
+	return nil
+}
+
+func theOne(t *testing.T, objs []obj, kind string) obj {
+	t.Helper()
+	var found []obj
+	for _, o := range objs {
+		if o["kind"] == kind {
+			found = append(found, o)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d objects of kind %s, want 1", len(found), kind)
+	}
+	return found[0]
+}
+
+func deepCopy(v any) any {
+	switch v := v.(type) {
+	case obj:
+		m := obj{}
+		for k, x := range v {
+			m[k] = deepCopy(x)
+		}
+		return m
+	case []any:
+		l := make([]any, len(v))
+		for i, x := range v {
+			l[i] = deepCopy(x)
+		}
+		return l
+	}
+	return v
+}
+
+// sameObjects fails unless chart holds exactly kust's objects (kind, namespace, name) and
+// each, normalized, equals kustomize's.
+func sameObjects(t *testing.T, chartObjs, kust []obj) {
+	t.Helper()
+	if d := cmp.Diff(ids(kust), ids(chartObjs)); d != "" {
+		t.Fatalf("the chart's objects (kind/namespace/name) are not kustomize's (-kustomize +chart):\n%s", d)
+	}
+	byID := map[string]obj{}
+	for _, o := range kust {
+		byID[id(o)] = normalize(o)
+	}
+	for _, o := range chartObjs {
+		if d := cmp.Diff(byID[id(o)], normalize(o)); d != "" {
+			t.Errorf("%s differs from kustomize's (-kustomize +chart):\n%s", id(o), d)
+		}
+	}
+}
+
+func args(c obj) []string {
+	var out []string
+	for _, a := range c["args"].([]any) {
+		out = append(out, a.(string))
+	}
+	return out
+}
+
+// flagValue is the value of --name in a container's args, or "<unset>".
+func flagValue(c obj, name string) string {
+	for _, a := range args(c) {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return "<unset>"
+}
+
+// TestDefaultsAreKustomize: with its default values the chart installs exactly config/default's
+// objects (but the Namespace) and config/certmanager's (certManager.enabled: true), each as
+// kustomize builds it, plus the flags the chart always sets, at the binaries' defaults.
+func TestDefaultsAreKustomize(t *testing.T) {
+	objs := render(t)
+	want := append(withoutNamespaceObject(kustomized(t, defaultDir)), kustomized(t, certManagerDir)...)
+	sameObjects(t, objs, want)
+
+	ignored := "kube-system,kube-public,kube-node-lease," + namespace
+	for _, c := range []struct{ kind, name, flag, want string }{
+		{"Deployment", "manager", "--identity-issuer", "spire"},
+		{"Deployment", "manager", "--ignored-namespaces", ignored},
+		{"DaemonSet", "agent", "--identity-issuer", "spire"},
+		{"DaemonSet", "agent", "--ignored-namespaces", ignored},
+		{"DaemonSet", "agent", "--capture-mode", "surface"},
+		{"DaemonSet", "install-cni", "--ignored-namespaces", ignored},
+	} {
+		if got := flagValue(container(t, objs, c.kind, c.name), c.flag); got != c.want {
+			t.Errorf("%s container %s: %s=%s, want %s", c.kind, c.name, c.flag, got, c.want)
+		}
+	}
+	for _, o := range objs {
+		if got := field(o, "metadata", "labels", "app.kubernetes.io/managed-by"); got != "Helm" {
+			t.Errorf("%s: label app.kubernetes.io/managed-by=%q, want Helm", id(o), got)
+		}
+	}
+}
+
+// TestEnvoyOff: envoy.enabled=false is config/base (the agent without the node's Envoy).
+func TestEnvoyOff(t *testing.T) {
+	objs := render(t, "--set", "envoy.enabled=false")
+	want := append(withoutNamespaceObject(kustomized(t, baseDir)), kustomized(t, certManagerDir)...)
+	sameObjects(t, objs, want)
+	for _, c := range containers(theOne(t, objs, "DaemonSet")) {
+		if c["name"] == "envoy" {
+			t.Errorf("envoy.enabled=false still runs the container envoy")
+		}
+	}
+}
+
+// TestCertManagerOff: certManager.enabled=false is config/default without cert-manager's
+// objects and annotation, with the provided Secret and CA instead.
+func TestCertManagerOff(t *testing.T) {
+	objs := render(t, "--set", "certManager.enabled=false", "--set", "webhook.certSecretName=my-webhook-tls", "--set", "webhook.caBundle=Q0EK")
+	var hooks []obj
+	for _, o := range objs {
+		if strings.HasSuffix(o["kind"].(string), "WebhookConfiguration") {
+			hooks = append(hooks, o)
+		}
+	}
+	if len(hooks) != 2 {
+		t.Fatalf("%d webhook configurations, want 2", len(hooks))
+	}
+	for _, h := range hooks {
+		if ann := get(h, "metadata", "annotations", injectCAFrom); ann != nil {
+			t.Errorf("%s: annotation %s=%v with certManager.enabled=false", id(h), injectCAFrom, ann)
+		}
+		for _, w := range h["webhooks"].([]any) {
+			cc := w.(obj)["clientConfig"].(obj)
+			if cc["caBundle"] != "Q0EK" {
+				t.Errorf("%s: caBundle %v, want webhook.caBundle Q0EK", id(h), cc["caBundle"])
+			}
+		}
+	}
+	var volume any
+	for _, v := range get(theOne(t, objs, "Deployment"), "spec", "template", "spec", "volumes").([]any) {
+		if v.(obj)["name"] == "webhook-certs" {
+			volume = get(v, "secret", "secretName")
+		}
+	}
+	if volume != "my-webhook-tls" {
+		t.Errorf("the manager mounts Secret %v, want webhook.certSecretName my-webhook-tls", volume)
+	}
+
+	// Put back what the values changed: the rest is config/default's.
+	kust := withoutNamespaceObject(kustomized(t, defaultDir))
+	for _, o := range kust {
+		if strings.HasSuffix(o["kind"].(string), "WebhookConfiguration") {
+			delete(o["metadata"].(obj), "annotations")
+			for _, w := range o["webhooks"].([]any) {
+				w.(obj)["clientConfig"].(obj)["caBundle"] = "Q0EK"
+			}
+		}
+		if o["kind"] == "Deployment" {
+			for _, v := range get(o, "spec", "template", "spec", "volumes").([]any) {
+				if v.(obj)["name"] == "webhook-certs" {
+					v.(obj)["secret"].(obj)["secretName"] = "my-webhook-tls"
+				}
+			}
+		}
+	}
+	sameObjects(t, objs, kust)
+}
+
+// TestValues: each value changes what it says, and only there.
+func TestValues(t *testing.T) {
+	dep := func(objs []obj) obj { return theOne(t, objs, "Deployment") }
+	image := func(kind, name string) func(objs []obj) any {
+		return func(objs []obj) any {
+			c := container(t, objs, kind, name)
+			return c["image"].(string) + " " + c["imagePullPolicy"].(string)
+		}
+	}
+	limit := func(kind, name string) func(objs []obj) any {
+		return func(objs []obj) any { return get(container(t, objs, kind, name), "resources", "limits", "memory") }
+	}
+	flagOf := func(kind, name, f string) func(objs []obj) any {
+		return func(objs []obj) any { return flagValue(container(t, objs, kind, name), f) }
+	}
+	selectors := func(objs []obj) any {
+		var out []any
+		for _, o := range objs {
+			if strings.HasSuffix(o["kind"].(string), "WebhookConfiguration") {
+				for _, w := range o["webhooks"].([]any) {
+					expr := get(w, "namespaceSelector", "matchExpressions").([]any)[0]
+					out = append(out, get(expr, "values"))
+				}
+			}
+		}
+		return out
+	}
+	ignored := []any{"a", "b", namespace}
+	defaultIDs := ids(render(t))
+	for _, c := range []struct {
+		name string
+		set  []string
+		got  func([]obj) any
+		want any
+	}{
+		{"replicas", []string{"manager.replicas=3"}, func(o []obj) any { return get(dep(o), "spec", "replicas") }, 3},
+		{"spire off: the manager", []string{"spire.enabled=false"}, flagOf("Deployment", "manager", "--identity-issuer"), "none"},
+		{"spire off: the agent", []string{"spire.enabled=false"}, flagOf("DaemonSet", "agent", "--identity-issuer"), "none"},
+		{"capture mode", []string{"agent.captureMode=all"}, flagOf("DaemonSet", "agent", "--capture-mode"), "all"},
+		{"manager image", []string{"manager.image.repository=r.example/op", "manager.image.tag=v9", "manager.image.pullPolicy=Always"},
+			image("Deployment", "manager"), "r.example/op:v9 Always"},
+		{"agent image: the agent", []string{"agent.image.repository=r.example/ag", "agent.image.tag=v8", "agent.image.pullPolicy=Never"},
+			image("DaemonSet", "agent"), "r.example/ag:v8 Never"},
+		{"agent image: install-cni", []string{"agent.image.repository=r.example/ag", "agent.image.tag=v8", "agent.image.pullPolicy=Never"},
+			image("DaemonSet", "install-cni"), "r.example/ag:v8 Never"},
+		{"envoy image", []string{"envoy.image.repository=r.example/envoy", "envoy.image.tag=v1.40.1", "envoy.image.pullPolicy=Always"},
+			image("DaemonSet", "envoy"), "r.example/envoy:v1.40.1 Always"},
+		{"manager resources", []string{"manager.resources.limits.memory=1Gi"}, limit("Deployment", "manager"), "1Gi"},
+		{"agent resources", []string{"agent.resources.limits.memory=2Gi"}, limit("DaemonSet", "agent"), "2Gi"},
+		{"install-cni resources", []string{"agent.installCNI.resources.limits.memory=3Gi"}, limit("DaemonSet", "install-cni"), "3Gi"},
+		{"envoy resources", []string{"envoy.resources.limits.memory=4Gi"}, limit("DaemonSet", "envoy"), "4Gi"},
+		{"ignored namespaces: the manager", []string{"ignoredNamespaces={a,b}"}, flagOf("Deployment", "manager", "--ignored-namespaces"), "a,b," + namespace},
+		{"ignored namespaces: the agent", []string{"ignoredNamespaces={a,b}"}, flagOf("DaemonSet", "agent", "--ignored-namespaces"), "a,b," + namespace},
+		{"ignored namespaces: install-cni", []string{"ignoredNamespaces={a,b}"}, flagOf("DaemonSet", "install-cni", "--ignored-namespaces"), "a,b," + namespace},
+		{"ignored namespaces: the webhooks", []string{"ignoredNamespaces={a,b}"}, selectors, []any{ignored, ignored}},
+		{"certificate's Secret", []string{"webhook.certSecretName=tls-x"}, func(o []obj) any {
+			return get(theOne(t, o, "Certificate"), "spec", "secretName")
+		}, "tls-x"},
+		{"CNI directories", []string{"agent.cni.binDir=/x/bin", "agent.cni.confDir=/x/net.d"}, func(o []obj) any {
+			var paths []any
+			for _, v := range get(theOne(t, o, "DaemonSet"), "spec", "template", "spec", "volumes").([]any) {
+				if name := v.(obj)["name"]; name == "cni-bin" || name == "cni-conf" {
+					paths = append(paths, get(v, "hostPath", "path"))
+				}
+			}
+			return paths
+		}, []any{"/x/bin", "/x/net.d"}},
+		{"no CRDs", []string{"crd.enabled=false"}, func(o []obj) any {
+			return slices.ContainsFunc(o, func(x obj) bool { return x["kind"] == "CustomResourceDefinition" })
+		}, false},
+		{"fullnameOverride", []string{"fullnameOverride=mesh"}, func(o []obj) any { return get(dep(o), "metadata", "name") },
+			"mesh-controller-manager"},
+		{"nameOverride", []string{"nameOverride=mesh"}, func(o []obj) any { return get(dep(o), "metadata", "name") },
+			"aether-operator-mesh-controller-manager"},
+		{"CRDs not kept", []string{"crd.keep=false"}, func(o []obj) any {
+			return slices.ContainsFunc(o, func(x obj) bool { return get(x, "metadata", "annotations", "helm.sh/resource-policy") != nil })
+		}, false},
+		{"CRDs kept", nil, func(o []obj) any {
+			return get(o[slices.IndexFunc(o, func(x obj) bool { return x["kind"] == "CustomResourceDefinition" })], "metadata", "annotations", "helm.sh/resource-policy")
+		}, "keep"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var set []string
+			for _, s := range c.set {
+				set = append(set, "--set", s)
+			}
+			objs := render(t, set...)
+			if got := c.got(objs); !cmp.Equal(got, c.want) {
+				t.Errorf("--set %v: got %v, want %v", c.set, got, c.want)
+			}
+			// Everything else stays as with the defaults (each value changes its fields only):
+			// the same objects.
+			renamesOrDrops := slices.Contains([]string{"no CRDs", "fullnameOverride", "nameOverride"}, c.name)
+			if d := cmp.Diff(defaultIDs, ids(objs)); d != "" && !renamesOrDrops {
+				t.Errorf("--set %v changed the set of objects:\n%s", c.set, d)
+			}
+		})
+	}
+}
+
+// TestNamesFollowTheRelease: another release name renames every object and every reference to
+// one (the agent's identity in the admission policy, the webhook's Service and certificate).
+func TestNamesFollowTheRelease(t *testing.T) {
+	out, err := exec.Command(helm, "template", "mesh", chart, "--namespace", "mesh-system").Output()
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	text := string(out)
+	// What may still say aether-operator-: the chart's label (its name and version) and the
+	// names, which are mesh-aether-operator-<object>.
+	rest := strings.NewReplacer("helm.sh/chart: "+release+"-", "", "mesh-"+release+"-", "").Replace(text)
+	if strings.Contains(rest, release+"-") || strings.Contains(rest, namespace) {
+		t.Errorf("release mesh in mesh-system still names %s- or %s:\n%s", release, namespace, grepLines(rest, release+"-", namespace))
+	}
+	for _, want := range []string{
+		`request.userInfo.username == "system:serviceaccount:mesh-system:mesh-aether-operator-agent"`,
+		"name: mesh-aether-operator-controller-manager",
+		"- mesh-aether-operator-webhook-service.mesh-system.svc",
+		"cert-manager.io/inject-ca-from: mesh-system/mesh-aether-operator-serving-cert",
+		"name: mesh-aether-operator-selfsigned-issuer",
+		"policyName: mesh-aether-operator-aether-agent-node-authority",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("release mesh in mesh-system: no %q in helm template's output", want)
+		}
+	}
+}
+
+func grepLines(text string, subs ...string) string {
+	var out []string
+	for l := range strings.SplitSeq(text, "\n") {
+		if slices.ContainsFunc(subs, func(s string) bool { return strings.Contains(l, s) }) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestBadValues: a value the chart cannot use fails helm template with a message naming it and
+// the fix.
+func TestBadValues(t *testing.T) {
+	for _, c := range []struct {
+		set  []string
+		want string
+	}{
+		{[]string{"agent.captureMode=everything"}, `agent.captureMode: "everything" is not a capture mode; set one of scoped, surface, all`},
+		{[]string{"certManager.enabled=false"}, "webhook.caBundle is required when certManager.enabled is false: set it to the base64-encoded PEM of the CA that signed Secret webhook-server-cert"},
+	} {
+		var args []string
+		for _, s := range c.set {
+			args = append(args, "--set", s)
+		}
+		_, err := helmTemplate(args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--set %v: error %v, want one containing %q", c.set, err, c.want)
+		}
+	}
+}
+
+// TestLint: helm lint --strict passes the chart.
+func TestLint(t *testing.T) {
+	if out, err := exec.Command(helm, "lint", "--strict", chart).CombinedOutput(); err != nil {
+		t.Fatalf("helm lint --strict: %v\n%s", err, out)
+	}
+}
+
+// TestVerifyReportsHandEdits is the negative control of make verify-chart: a chart that matches
+// passes; one with a hand-edited template, a file removed or a file added fails, naming each.
+func TestVerifyReportsHandEdits(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "chart")
+	if err := run(root, dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(root, "", dir); err != nil {
+		t.Fatalf("a freshly generated chart fails verification: %v", err)
+	}
+	manager := filepath.Join(dir, "templates", "manager", "controller-manager.yaml")
+	data, err := os.ReadFile(manager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "replicas: {{ .Values.manager.replicas }}", "replicas: 2", 1)
+	if edited == string(data) {
+		t.Fatal("the manager's template has no templated replicas to edit")
+	}
+	if err := os.WriteFile(manager, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "templates", "NOTES.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "templates", "extra.yaml"), []byte("kind: ConfigMap\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = run(root, "", dir)
+	if err == nil {
+		t.Fatal("verification passed a hand-edited chart")
+	}
+	t.Logf("the failure it produces:\n%v", err)
+	for _, want := range []string{
+		"is not what config/ generates; run make chart",
+		"--- " + manager,
+		"-  replicas: 2",
+		"+  replicas: {{ .Values.manager.replicas }}",
+		filepath.Join(dir, "templates", "NOTES.txt") + ": missing (generated from config/)",
+		filepath.Join(dir, "templates", "extra.yaml") + ": not generated from config/ (delete it)",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the verification's error lacks %q", want)
+		}
+	}
+}
+
+// TestConfigDriftFailsGeneration: where config/ and the binaries' defaults disagree (the
+// webhooks' namespaces against --ignored-namespaces' default), generation fails naming both,
+// rather than template one of them.
+func TestConfigDriftFailsGeneration(t *testing.T) {
+	tmp := t.TempDir()
+	if out, err := exec.Command("cp", "-r", filepath.Join(root, "config"), tmp).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	hook := filepath.Join(tmp, "config", "webhook", "validating.yaml")
+	data, err := os.ReadFile(hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "values: [kube-system, kube-public,", "values: [kube-system,", 1)
+	if edited == string(data) {
+		t.Fatal("config/webhook/validating.yaml lists no namespaces to edit")
+	}
+	if err := os.WriteFile(hook, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = generate(tmp)
+	want := "its namespaceSelector excludes [kube-system kube-node-lease aether-operator-system], the manager's and agent's --ignored-namespaces default"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("generate with a drifted config/webhook: error %v, want one containing %q", err, want)
+	}
+}
+
+// TestMergeRefusesRewrites: the merge of config/base and config/default templates additions and
+// removals; a scalar the component rewrites is an error naming where, not a silent pick.
+func TestMergeRefusesRewrites(t *testing.T) {
+	parse := func(s string) *yaml.Node {
+		docs, err := decodeAll([]byte(s))
+		if err != nil || len(docs) != 1 {
+			t.Fatalf("parse %q: %v", s, err)
+		}
+		return docs[0]
+	}
+	tm := newTemplater()
+	off := parse("spec:\n  replicas: 1\n  args: [a, b]\n")
+	merged, err := tm.merge("Deployment x", off, parse("spec:\n  replicas: 1\n  args: [a, c, b]\n  extra: true\n"), ".Values.on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := tm.render(merged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "spec:\n  args:\n    - a\n    {{- if .Values.on }}\n    - c\n    {{- end }}\n    - b\n  {{- if .Values.on }}\n  extra: true\n  {{- end }}\n  replicas: 1\n"
+	if text != want {
+		t.Errorf("merged:\n%s\nwant:\n%s", text, want)
+	}
+	_, err = tm.merge("Deployment x", off, parse("spec:\n  replicas: 2\n  args: [a, b]\n"), ".Values.on")
+	if err == nil || !strings.Contains(err.Error(), `Deployment x.spec.replicas is "1" without and "2" with the condition .Values.on`) {
+		t.Errorf("merging a rewritten replicas: error %v, want one naming Deployment x.spec.replicas", err)
+	}
+}

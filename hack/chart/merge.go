@@ -1,0 +1,174 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// merge returns one tree that renders as off where the template condition cond is false and as
+// on where it is true: what on adds (mapping keys, sequence items) is wrapped in
+// {{- if cond }}, what it drops in {{- if not cond }}. Two scalars that differ are an error
+// naming path: a component may add to and remove from the objects it patches, not rewrite them.
+func (t *templater) merge(path string, off, on *yaml.Node, cond string) (*yaml.Node, error) {
+	switch {
+	case equal(off, on):
+		return clone(on), nil
+	case off.Kind == yaml.MappingNode && on.Kind == yaml.MappingNode:
+		return t.mergeMappings(path, off, on, cond)
+	case off.Kind == yaml.SequenceNode && on.Kind == yaml.SequenceNode:
+		return t.mergeSequences(path, off, on, cond)
+	}
+	return nil, fmt.Errorf("%s is %q without and %q with the condition %s: the chart can template only what is added or removed",
+		path, off.Value, on.Value, cond)
+}
+
+func (t *templater) mergeMappings(path string, off, on *yaml.Node, cond string) (*yaml.Node, error) {
+	var keys []string
+	for _, m := range []*yaml.Node{off, on} {
+		for i := 0; i < len(m.Content); i += 2 {
+			if !slices.Contains(keys, m.Content[i].Value) {
+				keys = append(keys, m.Content[i].Value)
+			}
+		}
+	}
+	// kustomize writes keys sorted; so does the merge, so that the output does not depend on
+	// which of the two trees a key came from.
+	slices.Sort(keys)
+	out := &yaml.Node{Kind: yaml.MappingNode, Tag: on.Tag}
+	var run []*yaml.Node // consecutive pairs present on one side only
+	runCond := ""
+	flush := func() {
+		if len(run) > 0 {
+			out.Content = append(out.Content, t.wrapKeys(runCond, run)...)
+			run = nil
+		}
+	}
+	for _, k := range keys {
+		a, b := lookup(off, k), lookup(on, k)
+		if a != nil && b != nil {
+			flush()
+			v, err := t.merge(path+"."+k, a, b, cond)
+			if err != nil {
+				return nil, err
+			}
+			out.Content = append(out.Content, str(k), v)
+			continue
+		}
+		c, v := cond, b
+		if b == nil {
+			c, v = "not "+cond, a
+		}
+		if c != runCond {
+			flush()
+			runCond = c
+		}
+		run = append(run, str(k), clone(v))
+	}
+	flush()
+	return out, nil
+}
+
+func (t *templater) mergeSequences(path string, off, on *yaml.Node, cond string) (*yaml.Node, error) {
+	out := &yaml.Node{Kind: yaml.SequenceNode, Tag: on.Tag}
+	var run []*yaml.Node
+	runCond := ""
+	flush := func() {
+		if len(run) > 0 {
+			out.Content = append(out.Content, t.wrapItems(runCond, run)...)
+			run = nil
+		}
+	}
+	add := func(c string, n *yaml.Node) {
+		if c != runCond {
+			flush()
+			runCond = c
+		}
+		run = append(run, clone(n))
+	}
+	for _, step := range align(off.Content, on.Content) {
+		switch {
+		case step.off != nil && step.on != nil:
+			flush()
+			v, err := t.merge(fmt.Sprintf("%s[%s]", path, identity(step.on)), step.off, step.on, cond)
+			if err != nil {
+				return nil, err
+			}
+			out.Content = append(out.Content, v)
+		case step.on != nil:
+			add(cond, step.on)
+		default:
+			add("not "+cond, step.off)
+		}
+	}
+	flush()
+	return out, nil
+}
+
+// identity is what pairs an item of one sequence with an item of the other: a named mapping
+// (a container, a volume, a mount, an environment variable) by its name (and mount path), any
+// other item by its value.
+func identity(n *yaml.Node) string {
+	if name := lookup(n, "name"); name != nil {
+		id := "name=" + name.Value
+		if mp := lookup(n, "mountPath"); mp != nil {
+			id += ",mountPath=" + mp.Value
+		}
+		return id
+	}
+	text, err := encode(n)
+	if err != nil {
+		return fmt.Sprintf("%p", n)
+	}
+	return text
+}
+
+// A step pairs an item of off with one of on, or stands for an item of one side alone.
+type step struct{ off, on *yaml.Node }
+
+// align pairs the items of off and on by identity along their longest common subsequence, in
+// order, with the unpaired items of each side where they stand.
+func align(off, on []*yaml.Node) []step {
+	a := make([]string, len(off))
+	for i, n := range off {
+		a[i] = identity(n)
+	}
+	b := make([]string, len(on))
+	for j, n := range on {
+		b[j] = identity(n)
+	}
+	// lcs[i][j] is the length of the longest common subsequence of a[i:] and b[j:].
+	lcs := make([][]int, len(a)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(b)+1)
+	}
+	for i := range slices.Backward(a) {
+		for j := range slices.Backward(b) {
+			if a[i] == b[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var steps []step
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case i < len(a) && j < len(b) && a[i] == b[j]:
+			steps = append(steps, step{off[i], on[j]})
+			i, j = i+1, j+1
+		case j < len(b) && (i == len(a) || lcs[i][j+1] >= lcs[i+1][j]):
+			steps = append(steps, step{on: on[j]})
+			j++
+		default:
+			steps = append(steps, step{off: off[i]})
+			i++
+		}
+	}
+	return steps
+}
