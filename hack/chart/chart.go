@@ -291,7 +291,7 @@ func dirOf(o chartObject, webhookServices map[string]bool) (string, error) {
 		return "crd", nil
 	case "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding":
 		return "rbac", nil
-	case "Deployment":
+	case "Deployment", "PodDisruptionBudget":
 		return "manager", nil
 	case "DaemonSet":
 		return "agent", nil

@@ -573,12 +573,12 @@ func TestVerifyReportsHandEdits(t *testing.T) {
 	if err := run(root, "", dir); err != nil {
 		t.Fatalf("a freshly generated chart fails verification: %v", err)
 	}
-	manager := filepath.Join(dir, "templates", "manager", "controller-manager.yaml")
+	manager := filepath.Join(dir, "templates", "manager", "controller-manager-deployment.yaml")
 	data, err := os.ReadFile(manager)
 	if err != nil {
 		t.Fatal(err)
 	}
-	edited := strings.Replace(string(data), "replicas: {{ .Values.manager.replicas }}", "replicas: 2", 1)
+	edited := strings.Replace(string(data), "replicas: {{ .Values.manager.replicas }}", "replicas: 3", 1)
 	if edited == string(data) {
 		t.Fatal("the manager's template has no templated replicas to edit")
 	}
@@ -599,7 +599,7 @@ func TestVerifyReportsHandEdits(t *testing.T) {
 	for _, want := range []string{
 		"is not what config/ generates; run make chart",
 		"--- " + manager,
-		"-  replicas: 2",
+		"-  replicas: 3",
 		"+  replicas: {{ .Values.manager.replicas }}",
 		filepath.Join(dir, "templates", "NOTES.txt") + ": missing (generated from config/)",
 		filepath.Join(dir, "templates", "extra.yaml") + ": not generated from config/ (delete it)",
