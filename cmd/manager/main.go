@@ -2,7 +2,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command manager runs the mesh's control plane: the MeshService controller, the generated
-// Service, route status and the admission webhooks. Several replicas may run; one leads.
+// Service, route status, the admission webhooks and, with --spire-server-socket, the SPIRE
+// registrar. Several replicas may run; one leads. With --spire-registrar-only it runs the
+// registrar alone, as a sidecar of the SPIRE server, on a lease of its own.
 package main
 
 import (
@@ -12,12 +14,14 @@ import (
 	"os"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -31,6 +35,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/controller"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/spireregistrar"
 	"github.com/aether-mesh/aether-operator/internal/webhook"
 )
 
@@ -50,6 +55,8 @@ func main() {
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
 	var knobs tuning
 	knobs.bindFlags(flag.CommandLine)
+	var spire spireFlags
+	spire.bindFlags(flag.CommandLine)
 	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -64,6 +71,12 @@ func main() {
 	}
 
 	if err := knobs.check(); err != nil {
+		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+		os.Exit(2)
+	}
+
+	registrar, err := spire.config(meshDomain, os.Getenv("POD_NAMESPACE"))
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
 		os.Exit(2)
 	}
@@ -91,7 +104,7 @@ func main() {
 	// The time each request waits on the client's limiter, and each request's latency: what an
 	// operator tuning --kube-api-qps and --max-concurrent-reconciles reads.
 	ctrlmetrics.RegisterRESTClientMetrics(ctrlmetrics.MetricRateLimiterLatency, ctrlmetrics.MetricRequestLatency)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	options := ctrl.Options{
 		Scheme:                        scheme,
 		Controller:                    config.Controller{MaxConcurrentReconciles: knobs.workers},
 		PprofBindAddress:              knobs.pprofAddr,
@@ -103,11 +116,41 @@ func main() {
 		LeaderElection:                leaderElect,
 		LeaderElectionID:              "manager.mesh.aether.io",
 		LeaderElectionReleaseOnCancel: true,
-	})
+	}
+	if spire.registrarOnly {
+		// The sidecar reads MeshServices' identities and nothing else, serves no webhook, and
+		// leads on its own lease: it runs beside the SPIRE server, not instead of the manager.
+		options.Cache = spireregistrar.CacheOptions()
+		options.Client = client.Options{}
+		options.LeaderElectionID = spireregistrar.LeaderElectionID
+	}
+	mgr, err := ctrl.NewManager(cfg, options)
 	if err != nil {
 		log.Error(err, "Failed to create the manager")
 		os.Exit(1)
 	}
+	if registrar != nil {
+		if err := setupRegistrar(mgr, spire, *registrar); err != nil {
+			log.Error(err, "Failed to set up the SPIRE registrar")
+			os.Exit(1)
+		}
+	}
+	if !spire.registrarOnly {
+		setupControlPlane(mgr, log, meshDomain, ignored, knobs)
+	}
+	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
+	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
+
+	log.Info("Starting manager", "meshDomain", meshDomain, "spireServerSocket", spire.socket, "spireRegistrarOnly", spire.registrarOnly, "ignoredNamespaces", ignored.String(),
+		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst, "batchWindow", knobs.batchWindow)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "Manager stopped")
+		os.Exit(1)
+	}
+}
+
+// setupControlPlane registers the MeshService and route controllers and the webhooks.
+func setupControlPlane(mgr ctrl.Manager, log logr.Logger, meshDomain string, ignored registration.IgnoredNamespaces, knobs tuning) {
 	if err := (&controller.MeshServiceReconciler{
 		Client:      mgr.GetClient(),
 		Recorder:    mgr.GetEventRecorder("aether-controller"),
@@ -127,13 +170,13 @@ func main() {
 		log.Info("Gateway API CRDs not installed: no route status for these kinds", "kinds", skipped)
 	}
 	webhook.SetupWithManager(mgr, ignored)
-	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
-	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
+}
 
-	log.Info("Starting manager", "meshDomain", meshDomain, "ignoredNamespaces", ignored.String(),
-		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst, "batchWindow", knobs.batchWindow)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
-		log.Error(err, "Manager stopped")
-		os.Exit(1)
+// setupRegistrar registers the SPIRE registrar, connected (lazily) to the SPIRE server's socket.
+func setupRegistrar(mgr ctrl.Manager, spire spireFlags, cfg spireregistrar.Config) error {
+	conn, err := spireregistrar.Dial(spire.socket)
+	if err != nil {
+		return fmt.Errorf("--spire-server-socket=%q: %w", spire.socket, err)
 	}
+	return (&spireregistrar.Registrar{Reader: mgr.GetClient(), Conn: conn, Config: cfg, Resync: spire.resync}).SetupWithManager(mgr)
 }
