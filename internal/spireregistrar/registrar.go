@@ -35,7 +35,7 @@ import (
 const (
 	// DefaultResync is how often the full diff runs when nothing changed (--spire-resync): it
 	// repairs entries changed or deleted behind the registrar's back. A reconcile that finds
-	// nothing to do costs two ListEntries calls and no write.
+	// nothing to do costs four ListEntries calls (two listings of two pages) and no write.
 	DefaultResync = 5 * time.Minute
 	// LeaderElectionID is the lease of the registrar-only mode (a sidecar of the SPIRE server),
 	// apart from the manager's own: each mode elects its own leader.
@@ -118,6 +118,8 @@ func (r *Registrar) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 // Sync makes SPIRE's entries of the registrar equal to the desired ones: it lists the
 // MeshServices (the cache) and the candidate entries (two ListEntries calls, paged), and writes
 // the plan, at most one Batch call of each kind per batchSize entries. It returns the plan.
+// SPIRE ends a paged listing with an empty page, so a reconcile with nothing to write makes four
+// ListEntries calls and no other.
 func (r *Registrar) Sync(ctx context.Context) (Plan, error) {
 	logger := log.FromContext(ctx).WithName(ControllerName)
 	services, err := r.services(ctx)
