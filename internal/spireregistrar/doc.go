@@ -22,7 +22,8 @@
 //
 // Diff and Desired are pure; Registrar is the controller-runtime reconciler that gathers the
 // MeshServices from the manager's cache and the entries from SPIRE, and writes the differences
-// in batches. It must not import internal/agent or internal/controller.
+// in batches. It is the manager's: it must not import the node agent or its data plane (depguard
+// rule controller-not-agent).
 package spireregistrar
 
 // The registrar's RBAC (config/rbac/spire_registrar_role.yaml, the role of the registrar-only

@@ -15,7 +15,6 @@ import (
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"google.golang.org/grpc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -51,7 +50,7 @@ const (
 
 // everything is the registrar's only request: every reconcile is a full diff, so all events
 // collapse into one queued item.
-var everything = reconcile.Request{NamespacedName: types.NamespacedName{Name: "spire-entries"}}
+var everything = reconcile.Request{NamespacedName: client.ObjectKey{Name: "spire-entries"}}
 
 // Registrar reconciles SPIRE's entries with the MeshServices' identities.
 type Registrar struct {

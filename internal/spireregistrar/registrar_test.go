@@ -136,12 +136,13 @@ func verifyChain(t *testing.T, ctx context.Context, client delegatedv1.Delegated
 }
 
 // TestOwnership: entries the registrar did not create — under another parent, under the alias
-// without the mark, the harness's own delegate entry, and a user's registration of an identity
-// the registrar wants — survive every reconcile, unchanged; the user's registration provides
+// without the mark, the harness's own delegate entry, the join token's entry for the alias, and a
+// user's registration of an identity the registrar wants — survive every reconcile, unchanged; the user's registration provides
 // its identity (no second entry). A reconcile with nothing to do lists twice and writes nothing.
 // Negative control: a registrar whose mark check is off deletes them, and the same survival
 // check then fails.
 func TestOwnership(t *testing.T) {
+	start := writes(t)
 	r := newRig(t, time.Second, "")
 	td := r.spire.TrustDomain
 	ms, payments := r.service(t, "payments")
@@ -154,8 +155,10 @@ func TestOwnership(t *testing.T) {
 		// The user's own registration of billing's identity, exactly as the registrar's would be.
 		r.handMade(t, Entry{SPIFFEID: billing.SPIFFEID, Parent: r.spire.NodeAlias, Selectors: billing.Selectors}),
 	}
-	harness := r.findBySPIFFEID(t, r.spire.Delegate) // spiretest's delegate entry, under the alias
-	foreign = append(foreign, harness)
+	foreign = append(foreign,
+		r.findBySPIFFEID(t, r.spire.Delegate), // spiretest's delegate entry, under the alias
+		r.joinTokenAlias(t),                   // the alias's own SPIFFE ID, under the join token's agent
+	)
 
 	r.waitEntry(t, payments)
 	waitReconciles(t, 3) // resyncs, each a full diff
@@ -169,6 +172,16 @@ func TestOwnership(t *testing.T) {
 		if e.ID == billing.ID {
 			t.Errorf("the registrar created %s for %s, which the user's entry %s already provides", e.ID, e.SPIFFEID, foreign[2].ID)
 		}
+	}
+
+	// The manager's own resyncs write nothing more (it did count its writes so far).
+	written := writes(t)
+	if written-start < 4 { // the alias, the delegate, payments, then payments' deletion
+		t.Fatalf("aether_spire_registrar_writes_total rose by %v, want at least 4", written-start)
+	}
+	waitReconciles(t, 2)
+	if now := writes(t); now != written {
+		t.Errorf("aether_spire_registrar_writes_total went from %v to %v over resyncs with nothing to do", written, now)
 	}
 
 	// Nothing differs now: a reconcile lists (under the alias, then the alias's own: two pages
@@ -213,6 +226,33 @@ func (r *rig) findBySPIFFEID(t *testing.T, id spiffeid.ID) Entry {
 		t.Fatalf("entries for %s: %v, want one", id, found)
 	}
 	return found[0]
+}
+
+// writes sums aether_spire_registrar_writes_total over its operations.
+func writes(t *testing.T) float64 {
+	t.Helper()
+	total := 0.0
+	for _, op := range []string{"create", "update", "delete"} {
+		n, err := testenv.Counter("aether_spire_registrar_writes_total", "op", op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	return total
+}
+
+// joinTokenAlias is the entry spiretest's join token made for the alias: the alias's SPIFFE ID,
+// parented to the agent the token attested.
+func (r *rig) joinTokenAlias(t *testing.T) Entry {
+	t.Helper()
+	for _, e := range r.entries(t) {
+		if e.SPIFFEID == r.spire.NodeAlias && strings.HasPrefix(e.Parent.Path(), "/spire/agent/join_token/") {
+			return e
+		}
+	}
+	t.Fatalf("no join token entry for %s", r.spire.NodeAlias)
+	return Entry{}
 }
 
 // survived reports each of want that is no longer in entries exactly as it was.

@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"strings"
@@ -139,11 +140,7 @@ func (c *calls) intercept(ctx context.Context, method string, req, reply any, cc
 func (c *calls) snapshot() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range c.n {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.n)
 }
 
 // entries lists every entry of the rig's SPIRE, whoever made it.
