@@ -22,12 +22,12 @@ var (
 		Name: "aether_spire_registrar_writes_total",
 		Help: "Registration entries the registrar created, updated or deleted in SPIRE, by operation.",
 	}, []string{"op"})
-	// errorsCounter counts what went wrong, by reason: unreachable (a SPIRE call failed as a
-	// whole), refused (SPIRE refused an entry) and identity (a MeshService identity that cannot be
-	// registered).
+	// errorsCounter counts what went wrong, by reason: unreachable (SPIRE did not answer a
+	// call), refused (SPIRE refused an entry or a whole request) and identity (a MeshService
+	// identity that cannot be registered).
 	errorsCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "aether_spire_registrar_errors_total",
-		Help: "Registrar errors by reason: unreachable (a SPIRE server API call failed), refused (SPIRE refused an entry), identity (a MeshService identity that cannot be registered).",
+		Help: "Registrar errors by reason: unreachable (the SPIRE server API did not answer), refused (SPIRE refused an entry or a request), identity (a MeshService identity that cannot be registered).",
 	}, []string{"reason"})
 	// reachableGauge is 1 when the last reconcile reached the SPIRE server, else 0.
 	reachableGauge = prometheus.NewGauge(prometheus.GaugeOpts{

@@ -14,6 +14,8 @@ import (
 	"github.com/go-logr/logr"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -178,8 +180,16 @@ func (r *Registrar) services(ctx context.Context) ([]Service, error) {
 }
 
 // failed records a SPIRE call that failed as a whole and returns the error the workqueue logs
-// and backs off on.
+// and backs off on: SPIRE unreachable (no answer), or refusing the request itself.
 func (r *Registrar) failed(logger logr.Logger, err error) error {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+	default:
+		r.reached(logger)
+		errorsCounter.WithLabelValues(reasonRefused).Inc()
+		return fmt.Errorf("SPIRE server API at %s refused the registrar's request: %w; check that --mesh-domain (%s) is the SPIRE server's trust_domain (retrying with backoff up to %s)",
+			r.Conn.Target(), err, r.Config.TrustDomain.Name(), retryMax)
+	}
 	errorsCounter.WithLabelValues(reasonUnreachable).Inc()
 	reachableGauge.Set(0)
 	if !r.unreachable.Swap(true) {

@@ -326,6 +326,7 @@ func TestUnreachable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "SPIRE server API at unix://"+socket) || !strings.Contains(err.Error(), "retrying with backoff") {
 		t.Errorf("the error %q does not name the socket and the retry", err)
 	}
+	t.Logf("as expected: %v", err)
 
 	// The server comes up on the registrar's socket.
 	if err := os.Symlink(r.spire.ServerSocket, socket); err != nil {
@@ -339,4 +340,27 @@ func TestUnreachable(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestTrustDomainMismatch: a registrar whose --mesh-domain is not SPIRE's trust domain is refused
+// by SPIRE; the error says so and names the flag, and SPIRE counts as reachable.
+func TestTrustDomainMismatch(t *testing.T) {
+	r := newRig(t, DefaultResync, "")
+	_, web := r.service(t, "web")
+	r.waitEntry(t, web)
+	wrong, _ := r.counted(t)
+	wrong.Config.TrustDomain = spiffeid.RequireTrustDomainFromString("other.domain")
+	before := testutil.ToFloat64(errorsCounter.WithLabelValues(reasonRefused))
+	_, err := wrong.Sync(testContext(t))
+	if err == nil || !strings.Contains(err.Error(), "InvalidArgument") || !strings.Contains(err.Error(), "check that --mesh-domain (other.domain) is the SPIRE server's trust_domain") {
+		t.Fatalf("Sync in the wrong trust domain: %v; want SPIRE's refusal and the flag to check", err)
+	}
+	t.Logf("as expected: %v", err)
+	if got := testutil.ToFloat64(errorsCounter.WithLabelValues(reasonRefused)) - before; got != 1 {
+		t.Errorf("aether_spire_registrar_errors_total{reason=refused} rose by %v, want 1", got)
+	}
+	if up := testutil.ToFloat64(reachableGauge); up != 1 {
+		t.Errorf("aether_spire_registrar_server_reachable = %v, want 1: SPIRE answered", up)
+	}
+	r.waitEntry(t, web) // nothing of the right registrar's was touched
 }
