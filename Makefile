@@ -20,9 +20,10 @@ help: ## Display this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs and the manager's and agent's RBAC from the markers.
+manifests: controller-gen ## Generate CRDs and the manager's, the agent's and the SPIRE registrar's RBAC from the markers.
 	"$(CONTROLLER_GEN)" crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
-	"$(CONTROLLER_GEN)" rbac:roleName=manager-role paths="./internal/controller/...;./internal/webhook/..." output:rbac:artifacts:config=config/rbac
+	"$(CONTROLLER_GEN)" rbac:roleName=manager-role paths="./internal/controller/...;./internal/webhook/...;./internal/spireregistrar/..." output:rbac:artifacts:config=config/rbac
+	"$(CONTROLLER_GEN)" rbac:roleName=spire-registrar-role,fileName=spire_registrar_role.yaml,headerFile=hack/spire-registrar-role.header.yaml paths="./internal/spireregistrar/..." output:rbac:artifacts:config=config/rbac
 	"$(CONTROLLER_GEN)" rbac:roleName=agent-role paths="./internal/agent/..." output:rbac:artifacts:config=config/rbac/agent
 
 .PHONY: generate
