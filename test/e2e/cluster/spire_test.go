@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -45,7 +46,8 @@ var _ = Describe("SPIRE on a real node", Ordered, func() {
 	ctx := context.Background()
 	alias := "spiffe://" + trustDomain + identity.NodeAliasPath
 	socket := identity.NodeWorkloadSocketDir + "/" + identity.WorkloadSocketName
-	var entryID string
+	// The entries this spec made, which it removes.
+	var entryIDs []string
 
 	BeforeAll(func() {
 		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
@@ -69,16 +71,14 @@ var _ = Describe("SPIRE on a real node", Ordered, func() {
 	})
 
 	It("gives the pod of a registered ServiceAccount its SVID over the Workload API, and a pod of another none", func() {
-		// The node agents' alias: made here unless the registrar made it already.
+		// The node agents' alias: made here (and removed after) unless the registrar made it.
 		if !strings.Contains(spireServer("entry", "show", "-spiffeID", alias), "Entry ID") {
-			spireServer("entry", "create", "-node", "-spiffeID", alias, "-selector", "k8s_psat:cluster:"+psatCluster)
+			entryIDs = append(entryIDs, createdEntry(spireServer("entry", "create", "-node", "-spiffeID", alias,
+				"-selector", "k8s_psat:cluster:"+psatCluster)))
 		}
 		want := "spiffe://" + trustDomain + "/ns/" + ns + "/sa/workload"
-		created := spireServer("entry", "create", "-parentID", alias, "-spiffeID", want,
-			"-selector", "k8s:ns:"+ns, "-selector", "k8s:sa:workload")
-		id := regexp.MustCompile(`(?m)^Entry ID\s*: (\S+)$`).FindStringSubmatch(created)
-		Expect(id).NotTo(BeNil(), "spire-server entry create said:\n%s", created)
-		entryID = id[1]
+		entryIDs = append(entryIDs, createdEntry(spireServer("entry", "create", "-parentID", alias, "-spiffeID", want,
+			"-selector", "k8s:ns:"+ns, "-selector", "k8s:sa:workload")))
 
 		// The test server asks the socket every second: the agent syncs its entries every 5 s.
 		fetcher := func(sa, timeout string) *corev1.Pod {
@@ -123,18 +123,21 @@ var _ = Describe("SPIRE on a real node", Ordered, func() {
 	})
 
 	AfterAll(func() {
-		if entryID != "" {
-			spireServer("entry", "delete", "-entryID", entryID)
+		for _, id := range entryIDs {
+			spireServer("entry", "delete", "-entryID", id)
 		}
 		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
 })
 
+// assets is the directory of kubectl (hack/build-binaries.sh's cache), found once.
+var assets = sync.OnceValues(testenv.Assets)
+
 // spireServer runs the spire-server command args in the SPIRE server's pod (kubectl exec), on its
 // API socket, and returns what it printed; it fails the spec if the command fails.
 func spireServer(args ...string) string {
 	GinkgoHelper()
-	assets, err := testenv.Assets()
+	assets, err := assets()
 	Expect(err).NotTo(HaveOccurred())
 	state := os.Getenv("AETHER_CLUSTER_DIR")
 	if state == "" {
@@ -147,6 +150,14 @@ func spireServer(args ...string) string {
 	out, err := exec.Command(filepath.Join(assets, "kubectl"), argv...).CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "spire-server %s:\n%s", strings.Join(args, " "), out)
 	return string(out)
+}
+
+// createdEntry is the ID of the entry `spire-server entry create` said it created.
+func createdEntry(out string) string {
+	GinkgoHelper()
+	id := regexp.MustCompile(`(?m)^Entry ID\s*: (\S+)$`).FindStringSubmatch(out)
+	Expect(id).NotTo(BeNil(), "spire-server entry create said:\n%s", out)
+	return id[1]
 }
 
 // podLog is the log of p's first container.
