@@ -98,10 +98,6 @@ var _ = Describe("SPIRE on a real node", Ordered, func() {
 				},
 			}
 		}
-		workload, stranger := fetcher("workload", "2m"), fetcher("stranger", "20s")
-		for _, p := range []*corev1.Pod{workload, stranger} {
-			Expect(k8s.Create(ctx, p)).To(Succeed())
-		}
 		// Each pod ends once it has an SVID (Succeeded) or its time is up (Failed).
 		finished := func(p *corev1.Pod) corev1.PodPhase {
 			GinkgoHelper()
@@ -111,11 +107,16 @@ var _ = Describe("SPIRE on a real node", Ordered, func() {
 			}, 3*time.Minute, time.Second).Should(BeElementOf(corev1.PodSucceeded, corev1.PodFailed))
 			return p.Status.Phase
 		}
+		workload := fetcher("workload", "2m")
+		Expect(k8s.Create(ctx, workload)).To(Succeed())
 		Expect(finished(workload)).To(Equal(corev1.PodSucceeded), "the workload's log:\n%s", podLog(ctx, workload))
 		Expect(podLog(ctx, workload)).To(ContainSubstring(testapp.SVIDPrefix + " " + want + "\n"))
 
-		// Same node, same socket, attested as well (the agent found its pod through the kubelet):
-		// no entry selects its ServiceAccount, so no identity.
+		// Same node, same socket, attested as well (the agent found its pod through the kubelet),
+		// and started only now, so that every one of its 10 s of attempts finds the agent holding
+		// the workload's entry: no entry selects its ServiceAccount, so no identity.
+		stranger := fetcher("stranger", "10s")
+		Expect(k8s.Create(ctx, stranger)).To(Succeed())
 		Expect(finished(stranger)).To(Equal(corev1.PodFailed), "the stranger's log:\n%s", podLog(ctx, stranger))
 		log := podLog(ctx, stranger)
 		Expect(log).To(ContainSubstring("no identity issued"))
