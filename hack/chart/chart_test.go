@@ -447,7 +447,9 @@ func TestValues(t *testing.T) {
 	}
 	image := func(kind, name string) func(objs []obj) any { return imageIn(namespace, kind, name) }
 	limitIn := func(ns, kind, name string) func(objs []obj) any {
-		return func(objs []obj) any { return get(containerIn(t, objs, ns, kind, name), "resources", "limits", "memory") }
+		return func(objs []obj) any {
+			return get(containerIn(t, objs, ns, kind, name), "resources", "limits", "memory")
+		}
 	}
 	limit := func(kind, name string) func(objs []obj) any { return limitIn(namespace, kind, name) }
 	flagOf := func(kind, name, f string) func(objs []obj) any {
