@@ -16,6 +16,9 @@ import (
 // kindCRD is the kind of the objects that go to templates/crd.
 const kindCRD = "CustomResourceDefinition"
 
+// kindNamespace is the kind the chart makes one of (SPIRE's), not the release's.
+const kindNamespace = "Namespace"
+
 // The values that switch parts of the chart on and off, as template conditions.
 const (
 	envoyOn       = ".Values.envoy.enabled"
@@ -114,7 +117,7 @@ func generate(root string) (map[string]string, error) {
 // --create-namespace makes the release's namespace, which a chart cannot own and install into.
 // SPIRE's is kept (see spireObjects).
 func (g *generator) objects() ([]chartObject, error) {
-	plain, err := g.mergeEnvoy(g.b.base, g.b.def)
+	plain, err := g.mergeEnvoy(g.b.base, g.b.def, "")
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +126,7 @@ func (g *generator) objects() ([]chartObject, error) {
 	if err := alike(baseOwn, defOwn); err != nil {
 		return nil, fmt.Errorf("%s adds other objects to %s than to %s: %w", spireDir, baseDir, defaultDir, err)
 	}
-	withSpire, err := g.mergeEnvoy(baseOperator, defOperator)
+	withSpire, err := g.mergeEnvoy(baseOperator, defOperator, " with "+spireDir)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +144,7 @@ func (g *generator) objects() ([]chartObject, error) {
 	out = append(out, spire...)
 	kept := out[:0]
 	for _, o := range out {
-		if o.kind != "Namespace" || o.spire {
+		if o.kind != kindNamespace || o.spire {
 			kept = append(kept, o)
 			continue
 		}
@@ -161,8 +164,9 @@ func (g *generator) objects() ([]chartObject, error) {
 func key(o object) string { return o.kind + "/" + o.namespace + "/" + o.name }
 
 // mergeEnvoy merges off (config/base) and on (config/default, the same with the component
-// config/envoy) into one set under envoy.enabled, in on's order, then off's own objects.
-func (g *generator) mergeEnvoy(off, on []object) ([]chartObject, error) {
+// config/envoy), both built with, says with, into one set under envoy.enabled: in on's order,
+// then off's own objects.
+func (g *generator) mergeEnvoy(off, on []object, with string) ([]chartObject, error) {
 	base := map[string]object{}
 	for _, o := range off {
 		base[key(o)] = o
@@ -177,7 +181,7 @@ func (g *generator) mergeEnvoy(off, on []object) ([]chartObject, error) {
 		}
 		n, err := g.t.merge(o.kind+" "+o.name, b.node, o.node, envoyOn)
 		if err != nil {
-			return nil, fmt.Errorf("%s and %s: %w", baseDir, defaultDir, err)
+			return nil, fmt.Errorf("%s and %s%s: %w", baseDir, defaultDir, with, err)
 		}
 		o.node = n
 		out = append(out, chartObject{object: o})
@@ -252,7 +256,7 @@ func (g *generator) mergeSpire(off, on []chartObject) ([]chartObject, error) {
 func (g *generator) spireObjects(own []object) ([]chartObject, error) {
 	var namespaces []string
 	for _, o := range own {
-		if o.kind == "Namespace" {
+		if o.kind == kindNamespace {
 			namespaces = append(namespaces, o.name)
 		}
 	}
@@ -286,7 +290,7 @@ func escapeActions(t *templater, n *yaml.Node) error {
 // object its namespace, these too (it knows nothing of ValidatingAdmissionPolicy); the chart
 // drops it.
 var clusterScoped = []string{
-	"Namespace", kindCRD, "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
+	kindNamespace, kindCRD, "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
 	"MutatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
 }
 
