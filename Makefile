@@ -63,13 +63,19 @@ chart: ## Regenerate the Helm chart dist/chart from config/ (hack/chart: kustomi
 verify-chart: ## Generate the chart into a temporary directory; fail, with a diff, when dist/chart differs (run make chart).
 	go run ./hack/chart -verify dist/chart
 
-# Each line a `helm template` of dist/chart: the defaults, then SPIRE, cert-manager and Envoy off.
+# Each line a `helm template` of dist/chart: the defaults; SPIRE off, SPIRE used but not installed
+# (a cluster's own), each with Envoy off too; SPIRE's namespace, trust domain and cluster name
+# changed; cert-manager off; Envoy off.
 CHART_VARIANTS = "" \
 	"--set spire.enabled=false" \
+	"--set spire.enabled=false --set envoy.enabled=false" \
+	"--set spire.install=false" \
+	"--set spire.install=false --set envoy.enabled=false" \
+	"--set spire.namespace=ids-system --set spire.trustDomain=example.org --set spire.clusterName=prod" \
 	"--set certManager.enabled=false --set webhook.certSecretName=webhook-tls --set webhook.caBundle=Q0EK" \
 	"--set envoy.enabled=false"
 .PHONY: chart-check
-chart-check: ## helm lint --strict and helm template of dist/chart (defaults; SPIRE, cert-manager, Envoy off), with helm from hack/build-helm.sh.
+chart-check: ## helm lint --strict and helm template of dist/chart (defaults; SPIRE off or not installed, its values; cert-manager, Envoy off), with helm from hack/build-helm.sh.
 	@helm="$$(hack/build-helm.sh)/helm"; \
 	"$$helm" lint --strict dist/chart; \
 	for args in $(CHART_VARIANTS); do \

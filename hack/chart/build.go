@@ -24,6 +24,10 @@ const (
 	// certManagerDir holds the webhook's cert-manager Issuer and Certificate, built with
 	// config/base's namespace and name prefix: certManager.enabled=true.
 	certManagerDir = "config/certmanager"
+	// spireDir is the component that deploys SPIRE and wires the node agent to it, added to
+	// config/base and to config/default: spire.enabled (its patches of the node agent) and
+	// spire.install (its own objects).
+	spireDir = "config/spire"
 )
 
 // An object is one Kubernetes object of a build.
@@ -38,6 +42,8 @@ type builds struct {
 	// by the release's namespace and the chart's full name.
 	namespace, prefix      string
 	base, def, certManager []object
+	// baseSpire and defSpire are config/base and config/default with the component config/spire.
+	baseSpire, defSpire []object
 }
 
 // kustomizeAll builds config/base, config/default and config/certmanager (under config/base's
@@ -56,6 +62,12 @@ func kustomizeAll(root string) (*builds, error) {
 	}
 	if b.certManager, err = kustomizeUnder(root, certManagerDir, b.namespace, b.prefix); err != nil {
 		return nil, err
+	}
+	if b.baseSpire, err = kustomizeWith(root, baseDir, spireDir); err != nil {
+		return nil, fmt.Errorf("%s with the component %s: %w", baseDir, spireDir, err)
+	}
+	if b.defSpire, err = kustomizeWith(root, defaultDir, spireDir); err != nil {
+		return nil, fmt.Errorf("%s with the component %s: %w", defaultDir, spireDir, err)
 	}
 	return b, nil
 }
@@ -95,21 +107,45 @@ func kustomize(dir string) ([]object, error) {
 // kustomizeUnder builds the kustomization dir (relative to root) with namespace and namePrefix
 // set, as config/base would if it listed dir among its resources.
 func kustomizeUnder(root, dir, namespace, prefix string) ([]object, error) {
+	return kustomizeOverlay(root, func(rel func(string) (string, error)) (string, error) {
+		r, err := rel(dir)
+		return fmt.Sprintf("namespace: %s\nnamePrefix: %s\nresources:\n- %s\n", namespace, prefix, r), err
+	})
+}
+
+// kustomizeWith builds the kustomization dir with the component component (both relative to
+// root), as the overlay config/spire's kustomization.yaml shows users does.
+func kustomizeWith(root, dir, component string) ([]object, error) {
+	return kustomizeOverlay(root, func(rel func(string) (string, error)) (string, error) {
+		d, err := rel(dir)
+		if err != nil {
+			return "", err
+		}
+		c, err := rel(component)
+		return fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n", d, c), err
+	})
+}
+
+// kustomizeOverlay builds the kustomization that text writes, in a temporary directory; text
+// gets a function giving the path of a directory of the repository relative to that one
+// (kustomize takes a resource directory by a relative path only).
+func kustomizeOverlay(root string, text func(rel func(string) (string, error)) (string, error)) ([]object, error) {
 	tmp, err := os.MkdirTemp("", "aether-chart-")
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	abs, err := filepath.Abs(filepath.Join(root, dir))
+	rel := func(dir string) (string, error) {
+		abs, err := filepath.Abs(filepath.Join(root, dir))
+		if err != nil {
+			return "", err
+		}
+		return filepath.Rel(tmp, abs)
+	}
+	k, err := text(rel)
 	if err != nil {
 		return nil, err
 	}
-	// kustomize takes a resource directory by a relative path only.
-	rel, err := filepath.Rel(tmp, abs)
-	if err != nil {
-		return nil, err
-	}
-	k := fmt.Sprintf("namespace: %s\nnamePrefix: %s\nresources:\n- %s\n", namespace, prefix, rel)
 	if err := os.WriteFile(filepath.Join(tmp, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		return nil, err
 	}

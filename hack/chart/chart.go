@@ -16,11 +16,20 @@ import (
 // kindCRD is the kind of the objects that go to templates/crd.
 const kindCRD = "CustomResourceDefinition"
 
+// kindNamespace is the kind the chart makes one of (SPIRE's), not the release's.
+const kindNamespace = "Namespace"
+
 // The values that switch parts of the chart on and off, as template conditions.
 const (
 	envoyOn       = ".Values.envoy.enabled"
 	certManagerOn = ".Values.certManager.enabled"
 	crdOn         = ".Values.crd.enabled"
+	// spireOn turns on config/spire's patches of the operator's objects (the node agent's admin
+	// socket) and the chart's SPIRE flags; spireInstallOn, SPIRE's own objects. spire.install
+	// means nothing without spire.enabled (the mesh would not use the SPIRE it installs), so
+	// spire.enabled=false alone turns both off, whatever spire.install's default says.
+	spireOn        = ".Values.spire.enabled"
+	spireInstallOn = "and .Values.spire.enabled .Values.spire.install"
 )
 
 // A chartObject is an object of the chart: its tree, with tokens, and the condition under which
@@ -30,6 +39,8 @@ type chartObject struct {
 	cond string
 	// dir is the directory of templates/ that holds it (see dirOf).
 	dir string
+	// spire: one of SPIRE's own objects (config/spire's resources), not the operator's.
+	spire bool
 }
 
 // A generator turns the builds into the chart's files.
@@ -47,6 +58,10 @@ type generator struct {
 	// managerName and agentName are the names, without the prefix, of the manager's
 	// Deployment and the agent's DaemonSet.
 	managerName, agentName string
+	// spireNamespace is config/spire's namespace, which the chart makes spire.namespace.
+	spireNamespace string
+	// spireServer and spireAgent are the names of SPIRE's StatefulSet and DaemonSet.
+	spireServer, spireAgent string
 }
 
 // generate returns the chart's files, by path in the chart, made from the repository at root.
@@ -56,7 +71,7 @@ func generate(root string) (map[string]string, error) {
 		return nil, err
 	}
 	g := &generator{t: newTemplater(), b: b, chartName: strings.TrimSuffix(b.prefix, "-"), names: map[string]bool{}}
-	for _, objs := range [][]object{b.base, b.def, b.certManager} {
+	for _, objs := range [][]object{b.base, b.def, b.certManager, b.defSpire} {
 		for _, o := range objs {
 			g.names[o.name] = true
 		}
@@ -95,41 +110,41 @@ func generate(root string) (map[string]string, error) {
 	return files, nil
 }
 
-// objects merges config/base and config/default into one set under envoy.enabled, and adds
-// config/certmanager's under certManager.enabled. The Namespace is left out: helm install
+// objects merges config/base and config/default into one set under envoy.enabled, twice: as
+// they are, and with the component config/spire; merges those two under spire.enabled (its
+// patches of the node agent); adds config/certmanager's objects under certManager.enabled and
+// config/spire's own under spire.install. The operator's Namespace is left out: helm install
 // --create-namespace makes the release's namespace, which a chart cannot own and install into.
+// SPIRE's is kept (see spireObjects).
 func (g *generator) objects() ([]chartObject, error) {
-	key := func(o object) string { return o.kind + "/" + o.name }
-	base := map[string]object{}
-	for _, o := range g.b.base {
-		base[key(o)] = o
+	plain, err := g.mergeEnvoy(g.b.base, g.b.def, "")
+	if err != nil {
+		return nil, err
 	}
-	var out []chartObject
-	for _, on := range g.b.def {
-		off, ok := base[key(on)]
-		delete(base, key(on))
-		if !ok {
-			out = append(out, chartObject{object: on, cond: envoyOn})
-			continue
-		}
-		n, err := g.t.merge(on.kind+" "+on.name, off.node, on.node, envoyOn)
-		if err != nil {
-			return nil, fmt.Errorf("%s and %s: %w", baseDir, defaultDir, err)
-		}
-		on.node = n
-		out = append(out, chartObject{object: on})
+	baseOwn, baseOperator := splitComponent(g.b.base, g.b.baseSpire)
+	defOwn, defOperator := splitComponent(g.b.def, g.b.defSpire)
+	if err := alike(baseOwn, defOwn); err != nil {
+		return nil, fmt.Errorf("%s adds other objects to %s than to %s: %w", spireDir, baseDir, defaultDir, err)
 	}
-	for _, o := range g.b.base { // in config/base only: in build order
-		if _, ok := base[key(o)]; ok {
-			out = append(out, chartObject{object: o, cond: "not " + envoyOn})
-		}
+	withSpire, err := g.mergeEnvoy(baseOperator, defOperator, " with "+spireDir)
+	if err != nil {
+		return nil, err
+	}
+	out, err := g.mergeSpire(plain, withSpire)
+	if err != nil {
+		return nil, err
 	}
 	for _, o := range g.b.certManager {
 		out = append(out, chartObject{object: o, cond: certManagerOn})
 	}
+	spire, err := g.spireObjects(defOwn)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, spire...)
 	kept := out[:0]
 	for _, o := range out {
-		if o.kind != "Namespace" {
+		if o.kind != kindNamespace || o.spire {
 			kept = append(kept, o)
 			continue
 		}
@@ -143,6 +158,121 @@ func (g *generator) objects() ([]chartObject, error) {
 		}
 	}
 	return kept, nil
+}
+
+// key identifies an object within a build.
+func key(o object) string { return o.kind + "/" + o.namespace + "/" + o.name }
+
+// mergeEnvoy merges off (config/base) and on (config/default, the same with the component
+// config/envoy), both built with, says with, into one set under envoy.enabled: in on's order,
+// then off's own objects.
+func (g *generator) mergeEnvoy(off, on []object, with string) ([]chartObject, error) {
+	base := map[string]object{}
+	for _, o := range off {
+		base[key(o)] = o
+	}
+	var out []chartObject
+	for _, o := range on {
+		b, ok := base[key(o)]
+		delete(base, key(o))
+		if !ok {
+			out = append(out, chartObject{object: o, cond: envoyOn})
+			continue
+		}
+		n, err := g.t.merge(o.kind+" "+o.name, b.node, o.node, envoyOn)
+		if err != nil {
+			return nil, fmt.Errorf("%s and %s%s: %w", baseDir, defaultDir, with, err)
+		}
+		o.node = n
+		out = append(out, chartObject{object: o})
+	}
+	for _, o := range off { // in config/base only: in build order
+		if _, ok := base[key(o)]; ok {
+			out = append(out, chartObject{object: o, cond: "not " + envoyOn})
+		}
+	}
+	return out, nil
+}
+
+// splitComponent splits a build with config/spire (with) by the build without it (without):
+// the component's own objects, and the build's objects as the component patched them.
+func splitComponent(without, with []object) (own, patched []object) {
+	in := map[string]bool{}
+	for _, o := range without {
+		in[key(o)] = true
+	}
+	for _, o := range with {
+		if in[key(o)] {
+			patched = append(patched, o)
+		} else {
+			own = append(own, o)
+		}
+	}
+	return own, patched
+}
+
+// alike fails unless a and b are the same objects, alike.
+func alike(a, b []object) error {
+	if len(a) != len(b) {
+		return fmt.Errorf("%d objects against %d", len(a), len(b))
+	}
+	for i := range a {
+		if key(a[i]) != key(b[i]) || !equal(a[i].node, b[i].node) {
+			return fmt.Errorf("%s against %s", key(a[i]), key(b[i]))
+		}
+	}
+	return nil
+}
+
+// mergeSpire merges the operator's objects without config/spire (off) and with it (on), each
+// already merged under envoy.enabled, under spire.enabled. The component may patch the
+// operator's objects; it may not add or remove one.
+func (g *generator) mergeSpire(off, on []chartObject) ([]chartObject, error) {
+	if len(off) != len(on) {
+		return nil, fmt.Errorf("%s adds or removes objects of the operator (%d without it, %d with it); it may only patch them", spireDir, len(off), len(on))
+	}
+	out := make([]chartObject, len(off))
+	for i := range off {
+		a, b := off[i], on[i]
+		if key(a.object) != key(b.object) || a.cond != b.cond {
+			return nil, fmt.Errorf("%s changes which operator objects render when: %s (%q) without it, %s (%q) with it", spireDir, key(a.object), a.cond, key(b.object), b.cond)
+		}
+		n, err := g.t.merge(b.kind+" "+b.name, a.node, b.node, spireOn)
+		if err != nil {
+			return nil, fmt.Errorf("%s without and with %s: %w", defaultDir, spireDir, err)
+		}
+		b.node = n
+		out[i] = b
+	}
+	return out, nil
+}
+
+// spireObjects are config/spire's own objects, rendered under spire.install, and the chart's
+// one other Namespace than the release's: SPIRE's. A chart may create this one, unlike the
+// release's (which helm install --create-namespace makes before the chart installs into it):
+// SPIRE's namespace is not where the release lives, so installing the release creates it and
+// uninstalling it deletes it, with the SPIRE objects the chart put there. Every namespaced
+// object of the component must be in it, so that spire.namespace moves them all.
+func (g *generator) spireObjects(own []object) ([]chartObject, error) {
+	var namespaces []string
+	for _, o := range own {
+		if o.kind == kindNamespace {
+			namespaces = append(namespaces, o.name)
+		}
+	}
+	if len(namespaces) != 1 {
+		return nil, fmt.Errorf("%s makes the Namespaces %v; the chart needs exactly one, SPIRE's (spire.namespace)", spireDir, namespaces)
+	}
+	g.spireNamespace = namespaces[0]
+	var out []chartObject
+	for _, o := range own {
+		if o.namespace != "" && o.namespace != g.spireNamespace {
+			return nil, fmt.Errorf("%s %s: in namespace %s; %s's objects must be in its Namespace %s, which spire.namespace names",
+				o.kind, o.name, o.namespace, spireDir, g.spireNamespace)
+		}
+		out = append(out, chartObject{object: o, cond: spireInstallOn, spire: true})
+	}
+	return out, nil
 }
 
 // escapeActions keeps any "{{" of the configuration (a CRD's description quoting a Go template,
@@ -160,7 +290,7 @@ func escapeActions(t *templater, n *yaml.Node) error {
 // object its namespace, these too (it knows nothing of ValidatingAdmissionPolicy); the chart
 // drops it.
 var clusterScoped = []string{
-	kindCRD, "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
+	kindNamespace, kindCRD, "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
 	"MutatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
 }
 
@@ -286,6 +416,9 @@ func assignDirs(objs []chartObject) error {
 
 // dirOf is the directory of templates/ that holds o.
 func dirOf(o chartObject, webhookServices map[string]bool) (string, error) {
+	if o.spire {
+		return "spire", nil
+	}
 	switch o.kind {
 	case kindCRD:
 		return "crd", nil

@@ -24,6 +24,13 @@ const (
 	root      = "../.."
 	release   = "aether-operator"
 	namespace = "aether-operator-system"
+	// defaultSpireDir and baseSpireDir are config/default and config/base with the component
+	// config/spire (overlays in testdata, relative to root): what the chart renders with SPIRE
+	// enabled and installed, its defaults.
+	defaultSpireDir = "hack/chart/testdata/default-spire"
+	baseSpireDir    = "hack/chart/testdata/base-spire"
+	// spireNamespace is config/spire's namespace, spire.namespace's default.
+	spireNamespace = "spire-system"
 )
 
 var (
@@ -72,7 +79,12 @@ func render(t *testing.T, args ...string) []obj {
 }
 
 func helmTemplate(args ...string) ([]byte, error) {
-	cmd := exec.Command(helm, append([]string{"template", release, chart, "--namespace", namespace}, args...)...)
+	return helmTemplateAs(release, namespace, args...)
+}
+
+// helmTemplateAs is `helm template` of the generated chart as release name into namespace ns.
+func helmTemplateAs(name, ns string, args ...string) ([]byte, error) {
+	cmd := exec.Command(helm, append([]string{"template", name, chart, "--namespace", ns}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -169,15 +181,17 @@ func ids(objs []obj) []string {
 	return out
 }
 
-// withoutNamespaceObject drops the Namespace: helm install --create-namespace makes the
-// release's namespace, the chart has none.
+// withoutNamespaceObject drops the release's Namespace: helm install --create-namespace makes
+// it, the chart has none. (It has SPIRE's.)
 func withoutNamespaceObject(objs []obj) []obj {
-	return slices.DeleteFunc(slices.Clone(objs), func(o obj) bool { return o["kind"] == "Namespace" })
+	return slices.DeleteFunc(slices.Clone(objs), func(o obj) bool {
+		return o["kind"] == "Namespace" && field(o, "metadata", "name") == namespace
+	})
 }
 
 // chartFlags are the flags the chart sets on every run, where config/ leaves them to the
 // binaries' defaults: normalize removes them, and each test checks their values itself.
-var chartFlags = []string{"--identity-issuer=", "--ignored-namespaces=", "--capture-mode="}
+var chartFlags = []string{"--identity-issuer=", "--ignored-namespaces=", "--capture-mode=", "--mesh-domain=", "--spire-delegate-service-account="}
 
 // normalize removes from an object what the chart adds on purpose, so that what is left must
 // be kustomize's: its own labels (and kustomize's managed-by), CRDs' resource policy, the
@@ -212,7 +226,8 @@ func normalize(o obj) obj {
 	return o
 }
 
-// containers are the containers and init containers of a Deployment's or DaemonSet's pods.
+// containers are the containers and init containers of a Deployment's, DaemonSet's or
+// StatefulSet's pods.
 func containers(o obj) []obj {
 	var out []obj
 	for _, key := range []string{"initContainers", "containers"} {
@@ -224,9 +239,16 @@ func containers(o obj) []obj {
 	return out
 }
 
+// container is the container name of the one object of kind in the release's namespace.
 func container(t *testing.T, objs []obj, kind, name string) obj {
 	t.Helper()
-	for _, c := range containers(theOne(t, objs, kind)) {
+	return containerIn(t, objs, namespace, kind, name)
+}
+
+// containerIn is the container name of the one object of kind in namespace ns.
+func containerIn(t *testing.T, objs []obj, ns, kind, name string) obj {
+	t.Helper()
+	for _, c := range containers(theOneIn(t, objs, ns, kind)) {
 		if c["name"] == name {
 			return c
 		}
@@ -235,16 +257,22 @@ func container(t *testing.T, objs []obj, kind, name string) obj {
 	return nil
 }
 
+// theOne is the one object of kind in the release's namespace (the operator's, not SPIRE's).
 func theOne(t *testing.T, objs []obj, kind string) obj {
+	t.Helper()
+	return theOneIn(t, objs, namespace, kind)
+}
+
+func theOneIn(t *testing.T, objs []obj, ns, kind string) obj {
 	t.Helper()
 	var found []obj
 	for _, o := range objs {
-		if o["kind"] == kind {
+		if o["kind"] == kind && field(o, "metadata", "namespace") == ns {
 			found = append(found, o)
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("%d objects of kind %s, want 1", len(found), kind)
+		t.Fatalf("%d objects of kind %s in namespace %s, want 1", len(found), kind, ns)
 	}
 	return found[0]
 }
@@ -303,12 +331,13 @@ func flagValue(c obj, name string) string {
 	return "<unset>"
 }
 
-// TestDefaultsAreKustomize: with its default values the chart installs exactly config/default's
-// objects (but the Namespace) and config/certmanager's (certManager.enabled: true), each as
-// kustomize builds it, plus the flags the chart always sets, at the binaries' defaults.
+// TestDefaultsAreKustomize: with its default values the chart installs exactly the objects of
+// config/default with the component config/spire (but the release's Namespace) and
+// config/certmanager's (certManager.enabled: true), each as kustomize builds it, plus the flags
+// the chart always sets, at the binaries' defaults.
 func TestDefaultsAreKustomize(t *testing.T) {
 	objs := render(t)
-	want := append(withoutNamespaceObject(kustomized(t, defaultDir)), kustomized(t, certManagerDir)...)
+	want := append(withoutNamespaceObject(kustomized(t, defaultSpireDir)), kustomized(t, certManagerDir)...)
 	sameObjects(t, objs, want)
 
 	ignored := "kube-system,kube-public,kube-node-lease," + namespace
@@ -319,9 +348,18 @@ func TestDefaultsAreKustomize(t *testing.T) {
 		{"DaemonSet", "agent", "--ignored-namespaces", ignored},
 		{"DaemonSet", "agent", "--capture-mode", "surface"},
 		{"DaemonSet", "install-cni", "--ignored-namespaces", ignored},
+		{"Deployment", "manager", "--mesh-domain", "aether.internal"},
+		{"DaemonSet", "agent", "--mesh-domain", "aether.internal"},
 	} {
 		if got := flagValue(container(t, objs, c.kind, c.name), c.flag); got != c.want {
 			t.Errorf("%s container %s: %s=%s, want %s", c.kind, c.name, c.flag, got, c.want)
+		}
+	}
+	// The registrar's, at the binary's defaults: config/spire leaves them to it.
+	registrar := containerIn(t, objs, spireNamespace, "StatefulSet", "registrar")
+	for flag, want := range map[string]string{"--mesh-domain": "aether.internal", "--spire-delegate-service-account": release + "-agent"} {
+		if got := flagValue(registrar, flag); got != want {
+			t.Errorf("StatefulSet container registrar: %s=%s, want %s", flag, got, want)
 		}
 	}
 	for _, o := range objs {
@@ -331,10 +369,11 @@ func TestDefaultsAreKustomize(t *testing.T) {
 	}
 }
 
-// TestEnvoyOff: envoy.enabled=false is config/base (the agent without the node's Envoy).
+// TestEnvoyOff: envoy.enabled=false is config/base (the agent without the node's Envoy), with
+// config/spire.
 func TestEnvoyOff(t *testing.T) {
 	objs := render(t, "--set", "envoy.enabled=false")
-	want := append(withoutNamespaceObject(kustomized(t, baseDir)), kustomized(t, certManagerDir)...)
+	want := append(withoutNamespaceObject(kustomized(t, baseSpireDir)), kustomized(t, certManagerDir)...)
 	sameObjects(t, objs, want)
 	for _, c := range containers(theOne(t, objs, "DaemonSet")) {
 		if c["name"] == "envoy" {
@@ -377,8 +416,8 @@ func TestCertManagerOff(t *testing.T) {
 		t.Errorf("the manager mounts Secret %v, want webhook.certSecretName my-webhook-tls", volume)
 	}
 
-	// Put back what the values changed: the rest is config/default's.
-	kust := withoutNamespaceObject(kustomized(t, defaultDir))
+	// Put back what the values changed: the rest is config/default's, with config/spire.
+	kust := withoutNamespaceObject(kustomized(t, defaultSpireDir))
 	for _, o := range kust {
 		if strings.HasSuffix(o["kind"].(string), "WebhookConfiguration") {
 			delete(o["metadata"].(obj), "annotations")
@@ -400,15 +439,19 @@ func TestCertManagerOff(t *testing.T) {
 // TestValues: each value changes what it says, and only there.
 func TestValues(t *testing.T) {
 	dep := func(objs []obj) obj { return theOne(t, objs, "Deployment") }
-	image := func(kind, name string) func(objs []obj) any {
+	imageIn := func(ns, kind, name string) func(objs []obj) any {
 		return func(objs []obj) any {
-			c := container(t, objs, kind, name)
+			c := containerIn(t, objs, ns, kind, name)
 			return c["image"].(string) + " " + c["imagePullPolicy"].(string)
 		}
 	}
-	limit := func(kind, name string) func(objs []obj) any {
-		return func(objs []obj) any { return get(container(t, objs, kind, name), "resources", "limits", "memory") }
+	image := func(kind, name string) func(objs []obj) any { return imageIn(namespace, kind, name) }
+	limitIn := func(ns, kind, name string) func(objs []obj) any {
+		return func(objs []obj) any {
+			return get(containerIn(t, objs, ns, kind, name), "resources", "limits", "memory")
+		}
 	}
+	limit := func(kind, name string) func(objs []obj) any { return limitIn(namespace, kind, name) }
 	flagOf := func(kind, name, f string) func(objs []obj) any {
 		return func(objs []obj) any { return flagValue(container(t, objs, kind, name), f) }
 	}
@@ -433,8 +476,6 @@ func TestValues(t *testing.T) {
 		want any
 	}{
 		{"replicas", []string{"manager.replicas=3"}, func(o []obj) any { return get(dep(o), "spec", "replicas") }, 3},
-		{"spire off: the manager", []string{"spire.enabled=false"}, flagOf("Deployment", "manager", "--identity-issuer"), "none"},
-		{"spire off: the agent", []string{"spire.enabled=false"}, flagOf("DaemonSet", "agent", "--identity-issuer"), "none"},
 		{"capture mode", []string{"agent.captureMode=all"}, flagOf("DaemonSet", "agent", "--capture-mode"), "all"},
 		{"manager image", []string{"manager.image.repository=r.example/op", "manager.image.tag=v9", "manager.image.pullPolicy=Always"},
 			image("Deployment", "manager"), "r.example/op:v9 Always"},
@@ -448,6 +489,15 @@ func TestValues(t *testing.T) {
 		{"agent resources", []string{"agent.resources.limits.memory=2Gi"}, limit("DaemonSet", "agent"), "2Gi"},
 		{"install-cni resources", []string{"agent.installCNI.resources.limits.memory=3Gi"}, limit("DaemonSet", "install-cni"), "3Gi"},
 		{"envoy resources", []string{"envoy.resources.limits.memory=4Gi"}, limit("DaemonSet", "envoy"), "4Gi"},
+		{"manager image: the registrar", []string{"manager.image.repository=r.example/op", "manager.image.tag=v9", "manager.image.pullPolicy=Always"},
+			imageIn(spireNamespace, "StatefulSet", "registrar"), "r.example/op:v9 Always"},
+		{"spire server image", []string{"spire.server.image.repository=r.example/ss", "spire.server.image.tag=v1.13.4", "spire.server.image.pullPolicy=Always"},
+			imageIn(spireNamespace, "StatefulSet", "spire-server"), "r.example/ss:v1.13.4 Always"},
+		{"spire agent image", []string{"spire.agent.image.repository=r.example/sa", "spire.agent.image.tag=v1.13.5", "spire.agent.image.pullPolicy=Never"},
+			imageIn(spireNamespace, "DaemonSet", "spire-agent"), "r.example/sa:v1.13.5 Never"},
+		{"spire server resources", []string{"spire.server.resources.limits.memory=5Gi"}, limitIn(spireNamespace, "StatefulSet", "spire-server"), "5Gi"},
+		{"spire agent resources", []string{"spire.agent.resources.limits.memory=6Gi"}, limitIn(spireNamespace, "DaemonSet", "spire-agent"), "6Gi"},
+		{"registrar resources", []string{"spire.registrar.resources.limits.memory=7Gi"}, limitIn(spireNamespace, "StatefulSet", "registrar"), "7Gi"},
 		{"ignored namespaces: the manager", []string{"ignoredNamespaces={a,b}"}, flagOf("Deployment", "manager", "--ignored-namespaces"), "a,b," + namespace},
 		{"ignored namespaces: the agent", []string{"ignoredNamespaces={a,b}"}, flagOf("DaemonSet", "agent", "--ignored-namespaces"), "a,b," + namespace},
 		{"ignored namespaces: install-cni", []string{"ignoredNamespaces={a,b}"}, flagOf("DaemonSet", "install-cni", "--ignored-namespaces"), "a,b," + namespace},
@@ -544,6 +594,12 @@ func TestBadValues(t *testing.T) {
 	}{
 		{[]string{"agent.captureMode=everything"}, `agent.captureMode: "everything" is not a capture mode; set one of scoped, surface, all`},
 		{[]string{"certManager.enabled=false"}, "webhook.caBundle is required when certManager.enabled is false: set it to the base64-encoded PEM of the CA that signed Secret webhook-server-cert"},
+		{[]string{"spire.trustDomain=Aether.Internal"}, `spire.trustDomain: "Aether.Internal" is not a DNS domain in lower case (letters, digits, '-' and '.', at most 253 characters); it is SPIRE's trust domain and the mesh's domain: set one such as aether.internal`},
+		// Without SPIRE's install, the manager's --mesh-domain still takes it.
+		{[]string{"spire.install=false", "spire.trustDomain=mesh_"}, `spire.trustDomain: "mesh_" is not a DNS domain in lower case`},
+		{[]string{"spire.namespace=" + namespace}, `spire.namespace: "aether-operator-system" is the release's namespace; with spire.install the chart creates SPIRE's namespace, apart from the operator's: set another, such as spire-system (or spire.install=false to run your own SPIRE)`},
+		{[]string{"spire.namespace=Spire"}, `spire.namespace: "Spire" is not a namespace name (lower-case letters, digits and '-', at most 63 characters): set one such as spire-system`},
+		{[]string{"spire.clusterName=a:b"}, `spire.clusterName: "a:b" is not a cluster name for SPIRE's k8s_psat (letters, digits, '-', '_' and '.', starting and ending with a letter or digit): set one such as aether`},
 	} {
 		var args []string
 		for _, s := range c.set {
@@ -556,10 +612,19 @@ func TestBadValues(t *testing.T) {
 	}
 }
 
-// TestLint: helm lint --strict passes the chart.
+// TestLint: helm lint --strict passes the chart, with its defaults and with each part off.
 func TestLint(t *testing.T) {
-	if out, err := exec.Command(helm, "lint", "--strict", chart).CombinedOutput(); err != nil {
-		t.Fatalf("helm lint --strict: %v\n%s", err, out)
+	for _, values := range [][]string{
+		nil,
+		{"spire.enabled=false"},
+		{"spire.install=false"},
+		{"envoy.enabled=false"},
+		{"certManager.enabled=false", "webhook.caBundle=Q0EK"},
+	} {
+		args := append([]string{"lint", "--strict", chart}, sets(values...)...)
+		if out, err := exec.Command(helm, args...).CombinedOutput(); err != nil {
+			t.Errorf("helm %v: %v\n%s", args, err, out)
+		}
 	}
 }
 
@@ -585,6 +650,19 @@ func TestVerifyReportsHandEdits(t *testing.T) {
 	if err := os.WriteFile(manager, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// SPIRE's agent configuration, with the delegate's namespace written in.
+	spireAgent := filepath.Join(dir, "templates", "spire", "spire-agent-config-map.yaml")
+	data, err = os.ReadFile(spireAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited = strings.Replace(string(data), "/ns/{{ .Release.Namespace }}/", "/ns/aether-operator-system/", 1)
+	if edited == string(data) {
+		t.Fatal("SPIRE's agent configuration has no templated delegate namespace to edit")
+	}
+	if err := os.WriteFile(spireAgent, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Remove(filepath.Join(dir, "templates", "NOTES.txt")); err != nil {
 		t.Fatal(err)
 	}
@@ -601,6 +679,8 @@ func TestVerifyReportsHandEdits(t *testing.T) {
 		"--- " + manager,
 		"-  replicas: 3",
 		"+  replicas: {{ .Values.manager.replicas }}",
+		"--- " + spireAgent,
+		"/ns/aether-operator-system/sa/",
 		filepath.Join(dir, "templates", "NOTES.txt") + ": missing (generated from config/)",
 		filepath.Join(dir, "templates", "extra.yaml") + ": not generated from config/ (delete it)",
 	} {

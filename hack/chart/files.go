@@ -131,8 +131,56 @@ ignoredNamespaces:
 
 spire:
   # enabled makes SPIRE the mesh's workload identity issuer: the manager and the agent run with
-  # --identity-issuer=spire. false: --identity-issuer=none, the mesh without an issuer.
+  # --identity-issuer=spire and --mesh-domain=<trustDomain>, and the node agent mounts the SPIRE
+  # agent's admin socket (the host's /run/spire/admin-sockets) and fetches its pods' SVIDs there
+  # (--spire-admin-socket=/run/spire/admin-sockets/admin.sock): config/spire's patches of the
+  # node agent. false: --identity-issuer=none, the mesh without an issuer (config/default), and
+  # nothing of SPIRE is installed, whatever install says.
   enabled: true
+  # install deploys SPIRE itself with the mesh (config/spire's own objects, in namespace
+  # namespace): the SPIRE server (a StatefulSet of one, with the manager's registrar as a sidecar,
+  # which writes the MeshServices' registration entries), a SPIRE agent per node (DaemonSet), their
+  # RBAC and configuration. Only with enabled. false: the cluster runs its own SPIRE, whose trust
+  # domain is trustDomain, whose agents serve the Workload API at
+  # /run/spire/agent-sockets/spire-agent.sock and the admin API at
+  # /run/spire/admin-sockets/admin.sock on each node, with
+  # spiffe://<trustDomain>/ns/<release namespace>/sa/<fullname>-agent among their
+  # authorized_delegates, and whose registration you manage (or run the registrar yourself).
+  install: true
+  # namespace is SPIRE's own namespace, which the chart creates (and helm uninstall deletes) with
+  # install: not the release's, so that the cluster's identity issuer, its CA and its RBAC stay
+  # apart from the operator's. It must not exist before the install.
+  namespace: {{.V.Spire.Namespace}}
+  # trustDomain is SPIRE's trust domain, which is the mesh's domain: services are
+  # <svc>.<ns>.<trustDomain> and identities spiffe://<trustDomain>/ns/<ns>/sa/<sa>. A DNS domain
+  # in lower case.
+  trustDomain: {{.V.Spire.TrustDomain}}
+  # clusterName is the cluster's name in SPIRE's k8s_psat node attestation: the server admits
+  # agents of this cluster, and the node agents' alias entry selects k8s_psat:cluster:<clusterName>.
+  clusterName: {{.V.Spire.ClusterName}}
+  server:
+    # image: the repository, tag and pullPolicy of spire-server (SPIRE's release image of the same
+    # version has the binary at the same path, /opt/spire/bin/spire-server).
+    image:
+      repository: {{.V.Spire.ServerImage.Repository}}
+      tag: {{printf "%q" .V.Spire.ServerImage.Tag}}
+      pullPolicy: {{.V.Spire.ServerImage.PullPolicy}}
+    # resources of the SPIRE server's container.
+    resources:
+{{indent 6 .V.Spire.ServerResources}}
+  agent:
+    # image: the repository, tag and pullPolicy of spire-agent (/opt/spire/bin/spire-agent).
+    image:
+      repository: {{.V.Spire.AgentImage.Repository}}
+      tag: {{printf "%q" .V.Spire.AgentImage.Tag}}
+      pullPolicy: {{.V.Spire.AgentImage.PullPolicy}}
+    # resources of the SPIRE agent's container.
+    resources:
+{{indent 6 .V.Spire.AgentResources}}
+  registrar:
+    # resources of the registrar, the SPIRE server's sidecar, which runs manager.image.
+    resources:
+{{indent 6 .V.Spire.RegistrarResources}}
 
 certManager:
   # enabled has cert-manager issue the webhooks' serving certificate (config/certmanager: a
@@ -243,6 +291,45 @@ The namespaces the mesh never takes: ignoredNamespaces and the release's own, as
 {{- end }}
 
 {{/*
+spire.trustDomain, refused unless it is a DNS domain in lower case (the manager's --mesh-domain,
+and a SPIFFE trust domain).
+*/}}
+{{- define "@.spireTrustDomain" -}}
+{{- $td := toString .Values.spire.trustDomain }}
+{{- if or (gt (len $td) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $td)) }}
+{{- fail (printf "spire.trustDomain: %q is not a DNS domain in lower case (letters, digits, '-' and '.', at most 253 characters); it is SPIRE's trust domain and the mesh's domain: set one such as @DOMAIN@" $td) }}
+{{- end }}
+{{- $td }}
+{{- end }}
+
+{{/*
+spire.namespace, refused unless it is a namespace name other than the release's: the chart
+creates it, which it cannot do for the namespace it installs into.
+*/}}
+{{- define "@.spireNamespace" -}}
+{{- $ns := toString .Values.spire.namespace }}
+{{- if or (gt (len $ns) 63) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $ns)) }}
+{{- fail (printf "spire.namespace: %q is not a namespace name (lower-case letters, digits and '-', at most 63 characters): set one such as @SPIRENS@" $ns) }}
+{{- end }}
+{{- if eq $ns .Release.Namespace }}
+{{- fail (printf "spire.namespace: %q is the release's namespace; with spire.install the chart creates SPIRE's namespace, apart from the operator's: set another, such as @SPIRENS@ (or spire.install=false to run your own SPIRE)" $ns) }}
+{{- end }}
+{{- $ns }}
+{{- end }}
+
+{{/*
+spire.clusterName, refused unless it can stand in SPIRE's configuration and in a selector
+(k8s_psat:cluster:<name>).
+*/}}
+{{- define "@.spireClusterName" -}}
+{{- $name := toString .Values.spire.clusterName }}
+{{- if not (regexMatch "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" $name) }}
+{{- fail (printf "spire.clusterName: %q is not a cluster name for SPIRE's k8s_psat (letters, digits, '-', '_' and '.', starting and ending with a letter or digit): set one such as @CLUSTER@" $name) }}
+{{- end }}
+{{- $name }}
+{{- end }}
+
+{{/*
 agent.captureMode, refused unless it is a capture mode.
 */}}
 {{- define "@.captureMode" -}}
@@ -259,7 +346,8 @@ func (g *generator) helpersFile() string {
 	for i, m := range model.CaptureModes {
 		modes[i] = fmt.Sprintf("%q", m)
 	}
-	return strings.NewReplacer("@GENERATED@", generatedNote, "@MODES@", strings.Join(modes, " "), "@.", g.chartName+".").
+	return strings.NewReplacer("@GENERATED@", generatedNote, "@MODES@", strings.Join(modes, " "), "@.", g.chartName+".",
+		"@DOMAIN@", g.values.Spire.TrustDomain, "@SPIRENS@", g.values.Spire.Namespace, "@CLUSTER@", g.values.Spire.ClusterName).
 		Replace(helpersTemplate)
 }
 
@@ -271,6 +359,14 @@ Wait for the manager and the node agents:
 
   kubectl -n {{ .Release.Namespace }} rollout status deployment/` + g.resourceNameText(g.managerName) + `
   kubectl -n {{ .Release.Namespace }} rollout status daemonset/` + g.resourceNameText(g.agentName) + `
+
+{{- if and .Values.spire.enabled .Values.spire.install }}
+
+and SPIRE, the mesh's identity issuer (trust domain {{ .Values.spire.trustDomain }}):
+
+  kubectl -n {{ .Values.spire.namespace }} rollout status statefulset/` + g.spireServer + `
+  kubectl -n {{ .Values.spire.namespace }} rollout status daemonset/` + g.spireAgent + `
+{{- end }}
 
 A pod joins the mesh with the label aether.io/managed: "true" and its ports' protocols in
 annotations; kubectl get meshservices,meshendpoints -A shows what the mesh made of it.

@@ -7,10 +7,13 @@
 //
 // The chart is kustomize's output, templated: `kustomize build` (sigs.k8s.io/kustomize/api, as a
 // library) of config/base and config/default, merged into one set of objects whose differences
-// (the node's Envoy, config/envoy) turn on envoy.enabled; config/certmanager's objects under
+// (the node's Envoy, config/envoy) turn on envoy.enabled; the same with the component
+// config/spire, whose patches of the node agent turn on spire.enabled and whose own objects
+// (SPIRE, in its namespace) on spire.install; config/certmanager's objects under
 // certManager.enabled; the release's namespace and names derived from the release for
-// config/base's; and the values (values.go) in place of what they set. Its layout is that of
-// kubebuilder's helm plugin (helm/v2-alpha): Chart.yaml, values.yaml, templates/<part>/.
+// config/base's; and the values (values.go, spire.go) in place of what they set. Its layout is
+// that of kubebuilder's helm plugin (helm/v2-alpha): Chart.yaml, values.yaml, templates/<part>/
+// (SPIRE's objects in templates/spire/).
 //
 //	go run ./hack/chart -o dist/chart        # write the chart
 //	go run ./hack/chart -verify dist/chart   # exit 1, with a diff, unless dist/chart is current

@@ -28,6 +28,9 @@ func (t *templater) merge(path string, off, on *yaml.Node, cond string) (*yaml.N
 }
 
 func (t *templater) mergeMappings(path string, off, on *yaml.Node, cond string) (*yaml.Node, error) {
+	if templatedKeys(off) || templatedKeys(on) {
+		return t.mergeTemplatedMappings(path, off, on, cond)
+	}
 	var keys []string
 	for _, m := range []*yaml.Node{off, on} {
 		for i := 0; i < len(m.Content); i += 2 {
@@ -70,6 +73,45 @@ func (t *templater) mergeMappings(path string, off, on *yaml.Node, cond string) 
 		run = append(run, str(k), clone(v))
 	}
 	flush()
+	return out, nil
+}
+
+// templatedKeys says whether mapping m holds a key that is a template line (an earlier merge's
+// {{- if }} or {{- end }}).
+func templatedKeys(m *yaml.Node) bool {
+	for i := 0; i < len(m.Content); i += 2 {
+		if isToken(m.Content[i].Value) {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeTemplatedMappings merges two mappings that an earlier merge templated (their keys hold its
+// {{- if }} lines, which may repeat and must stay where they stand): key by key, in place. The
+// keys must be the same: the second condition may change their values, not add or drop keys
+// beside the first's.
+func (t *templater) mergeTemplatedMappings(path string, off, on *yaml.Node, cond string) (*yaml.Node, error) {
+	keys := func(m *yaml.Node) []string {
+		var out []string
+		for i := 0; i < len(m.Content); i += 2 {
+			out = append(out, m.Content[i].Value)
+		}
+		return out
+	}
+	if !slices.Equal(keys(off), keys(on)) {
+		return nil, fmt.Errorf("%s has keys %v without and %v with the condition %s, in a mapping already templated by another condition: the chart can template a key under one condition only",
+			path, keys(off), keys(on), cond)
+	}
+	out := &yaml.Node{Kind: yaml.MappingNode, Tag: on.Tag}
+	for i := 0; i < len(on.Content); i += 2 {
+		k := on.Content[i].Value
+		v, err := t.merge(path+"."+k, off.Content[i+1], on.Content[i+1], cond)
+		if err != nil {
+			return nil, err
+		}
+		out.Content = append(out.Content, str(k), v)
+	}
 	return out, nil
 }
 

@@ -17,6 +17,9 @@ import (
 // render replaces each token in the encoded text by the template text it stands for.
 type templater struct {
 	snippets map[string]snippet
+	// tokens are the tokens by snippet: the same template text has the same token everywhere,
+	// so that two trees templated alike compare equal (merge, of trees already merged once).
+	tokens map[snippet]string
 }
 
 // A snippet is the template text a token stands for, and how it replaces the token.
@@ -45,13 +48,22 @@ var tokenPattern = regexp.MustCompile(`__helm[0-9]+__`)
 const indentMark = "<indent>"
 
 func newTemplater() *templater {
-	return &templater{snippets: map[string]snippet{}}
+	return &templater{snippets: map[string]snippet{}, tokens: map[snippet]string{}}
 }
 
 func (t *templater) token(kind snippetKind, text string) string {
+	s := snippet{kind: kind, text: text}
+	if tok, ok := t.tokens[s]; ok {
+		return tok
+	}
 	tok := fmt.Sprintf("__helm%d__", len(t.snippets))
-	t.snippets[tok] = snippet{kind: kind, text: text}
+	t.snippets[tok], t.tokens[s] = s, tok
 	return tok
+}
+
+// isToken says whether s is a token alone (a templated key, item or value).
+func isToken(s string) bool {
+	return s != "" && tokenPattern.FindString(s) == s
 }
 
 // value is a scalar node standing for the template expression expr ({{ expr }}).

@@ -48,10 +48,19 @@ type defaults struct {
 	CNIBinDir, CNIConfDir                                           string
 	IgnoredNamespaces                                               []string
 	CertSecretName                                                  string
+	Spire                                                           spireDefaults
 }
 
 // templateValues replaces what the values set by templates, reading each default first.
-func (g *generator) templateValues(objs []chartObject) error {
+func (g *generator) templateValues(all []chartObject) error {
+	var objs, spire []chartObject
+	for _, o := range all {
+		if o.spire {
+			spire = append(spire, o)
+		} else {
+			objs = append(objs, o)
+		}
+	}
 	dep, err := only(objs, "Deployment")
 	if err != nil {
 		return err
@@ -65,6 +74,9 @@ func (g *generator) templateValues(objs []chartObject) error {
 		func() error { return g.manager(dep) },
 		func() error { return g.agent(ds) },
 		func() error { return g.certificate(objs) },
+		// After the manager and the agent: the registrar runs the manager's image, and names the
+		// agent's ServiceAccount.
+		func() error { return g.spire(dep, ds, spire) },
 	}
 	for _, o := range objs {
 		if strings.HasSuffix(o.kind, "WebhookConfiguration") {

@@ -63,6 +63,45 @@ The namespaces the mesh never takes: ignoredNamespaces and the release's own, as
 {{- end }}
 
 {{/*
+spire.trustDomain, refused unless it is a DNS domain in lower case (the manager's --mesh-domain,
+and a SPIFFE trust domain).
+*/}}
+{{- define "aether-operator.spireTrustDomain" -}}
+{{- $td := toString .Values.spire.trustDomain }}
+{{- if or (gt (len $td) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $td)) }}
+{{- fail (printf "spire.trustDomain: %q is not a DNS domain in lower case (letters, digits, '-' and '.', at most 253 characters); it is SPIRE's trust domain and the mesh's domain: set one such as aether.internal" $td) }}
+{{- end }}
+{{- $td }}
+{{- end }}
+
+{{/*
+spire.namespace, refused unless it is a namespace name other than the release's: the chart
+creates it, which it cannot do for the namespace it installs into.
+*/}}
+{{- define "aether-operator.spireNamespace" -}}
+{{- $ns := toString .Values.spire.namespace }}
+{{- if or (gt (len $ns) 63) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $ns)) }}
+{{- fail (printf "spire.namespace: %q is not a namespace name (lower-case letters, digits and '-', at most 63 characters): set one such as spire-system" $ns) }}
+{{- end }}
+{{- if eq $ns .Release.Namespace }}
+{{- fail (printf "spire.namespace: %q is the release's namespace; with spire.install the chart creates SPIRE's namespace, apart from the operator's: set another, such as spire-system (or spire.install=false to run your own SPIRE)" $ns) }}
+{{- end }}
+{{- $ns }}
+{{- end }}
+
+{{/*
+spire.clusterName, refused unless it can stand in SPIRE's configuration and in a selector
+(k8s_psat:cluster:<name>).
+*/}}
+{{- define "aether-operator.spireClusterName" -}}
+{{- $name := toString .Values.spire.clusterName }}
+{{- if not (regexMatch "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" $name) }}
+{{- fail (printf "spire.clusterName: %q is not a cluster name for SPIRE's k8s_psat (letters, digits, '-', '_' and '.', starting and ending with a letter or digit): set one such as aether" $name) }}
+{{- end }}
+{{- $name }}
+{{- end }}
+
+{{/*
 agent.captureMode, refused unless it is a capture mode.
 */}}
 {{- define "aether-operator.captureMode" -}}
