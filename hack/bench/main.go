@@ -13,8 +13,9 @@
 //     concurrency (BENCH_WRITERS agents, default 16, each speaking as the node agent of its node
 //     under config/admission's node-authority policy), the manager's Verified status patch,
 //     MeshService create, Service create and MeshService status update with the manager's client
-//     settings at its worker count; measured before the manager starts and again after it stops
-//     (the machine's load drifts), the ratio taken against their mean;
+//     settings at its worker count; measured before the manager starts and, when the size ran
+//     longer than two minutes (the machine's load drifts), again after it stops, the ratio taken
+//     against their mean;
 //   - convergence: the services' pods exist (created and given IPs as a kubelet would); the
 //     agents register every endpoint as internal/agent does (create, Registered and Pending,
 //     then Healthy); the time until every MeshService's status counts all its endpoints ready
