@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/google/nftables"
 	. "github.com/onsi/ginkgo/v2"
@@ -45,7 +46,7 @@ var breaks = map[string]string{
 	"node-policy":   "the per-node policy's binding deleted: the agent's token may write another node's MeshEndpoint",
 	"route-status":  "the steady route's status planted stale, as the controller: the failover spec sees it written",
 	"takeover":      "the managers run with --leader-elect=false: nobody holds the Lease, nobody takes over",
-	"reconnect":     "the agent kept off the node after the API server's restart: it never watches again",
+	"reconnect":     "the agent taken off the node before the API server restarts, and kept off: it never watches again",
 	"write-storm":   "a write of the steady MeshService's status, as the manager, after the relist: the storm bound sees it",
 	"agent-rewrite": "a write of a steady MeshEndpoint's status, as the restarted agent: the rewrite bound sees it",
 	"capture":       "the dialer's table inet aether deleted while the agent restarts: its dials go uncaptured",
@@ -117,14 +118,19 @@ func setManagerArg(from, to string) {
 	managersReady()
 }
 
-// withoutAgent keeps the agent off the node (its DaemonSet's nodeSelector matches no node)
-// until the spec ends.
+// withoutAgent takes the agent off the node (its DaemonSet's nodeSelector matches no node), and
+// keeps it off until the spec ends.
 func withoutAgent() {
 	GinkgoHelper()
 	ctx := context.Background()
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: agentDaemonSet}}
 	Expect(k8s.Patch(ctx, ds, client.RawPatch(types.StrategicMergePatchType,
 		[]byte(`{"spec":{"template":{"spec":{"nodeSelector":{"faults.aether.io/nowhere":"true"}}}}}`)))).To(Succeed())
+	Eventually(func(g Gomega) {
+		var pods corev1.PodList
+		g.Expect(k8s.List(ctx, &pods, client.InNamespace(operatorNamespace), agentPods)).To(Succeed())
+		g.Expect(pods.Items).To(BeEmpty())
+	}, 2*time.Minute, time.Second).Should(Succeed())
 	DeferCleanup(func() {
 		Expect(k8s.Patch(context.Background(), ds, client.RawPatch(types.StrategicMergePatchType,
 			[]byte(`{"spec":{"template":{"spec":{"nodeSelector":{"faults.aether.io/nowhere":null}}}}}`)))).To(Succeed())

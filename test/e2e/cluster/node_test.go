@@ -164,29 +164,25 @@ func nodeIP() string {
 // agentMetric sums the samples of the agent's metric name (from its metrics endpoint, port
 // 19090 on the node) whose labels match labels (a regular expression over the text between
 // the braces; "" matches all). A metric the agent does not export fails.
-func agentMetric(name, labels string) float64 {
-	GinkgoHelper()
+func agentMetric(g Gomega, name, labels string) float64 {
 	series := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{([^}]*)\})? (\S+)$`)
 	match := regexp.MustCompile(labels)
+	resp, err := http.Get(fmt.Sprintf("http://%s:19090/metrics", nodeIP()))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	samples := series.FindAllSubmatch(body, -1)
+	g.Expect(samples).NotTo(BeEmpty(), "the agent exports no %s", name)
 	var sum float64
-	Eventually(func(g Gomega) {
-		resp, err := http.Get(fmt.Sprintf("http://%s:19090/metrics", nodeIP()))
-		g.Expect(err).NotTo(HaveOccurred())
-		defer func() { _ = resp.Body.Close() }()
-		body, err := io.ReadAll(resp.Body)
-		g.Expect(err).NotTo(HaveOccurred())
-		samples := series.FindAllSubmatch(body, -1)
-		g.Expect(samples).NotTo(BeEmpty(), "the agent exports no %s", name)
-		sum = 0
-		for _, s := range samples {
-			if !match.Match(s[1]) {
-				continue
-			}
-			v, err := strconv.ParseFloat(string(s[2]), 64)
-			g.Expect(err).NotTo(HaveOccurred())
-			sum += v
+	for _, s := range samples {
+		if !match.Match(s[1]) {
+			continue
 		}
-	}, 30*time.Second, time.Second).Should(Succeed())
+		v, err := strconv.ParseFloat(string(s[2]), 64)
+		g.Expect(err).NotTo(HaveOccurred())
+		sum += v
+	}
 	return sum
 }
 
