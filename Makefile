@@ -2,6 +2,10 @@
 
 # Image of the manager and agent (one image, both binaries).
 IMG ?= aether-operator:dev
+# SPIRE's version: hack/build-spire.sh's, and the tag of the SPIRE images (config/spire names
+# v1.13.3: change both together).
+SPIRE_VERSION ?= v1.13.3
+export SPIRE_VERSION
 # Packages under test: everything but the end-to-end tier.
 UNIT_PKGS = $(shell go list ./... | grep -v /test/e2e)
 
@@ -20,9 +24,10 @@ help: ## Display this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs and the manager's and agent's RBAC from the markers.
+manifests: controller-gen ## Generate CRDs and the manager's, the agent's and the SPIRE registrar's RBAC from the markers.
 	"$(CONTROLLER_GEN)" crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
-	"$(CONTROLLER_GEN)" rbac:roleName=manager-role paths="./internal/controller/...;./internal/webhook/..." output:rbac:artifacts:config=config/rbac
+	"$(CONTROLLER_GEN)" rbac:roleName=manager-role paths="./internal/controller/...;./internal/webhook/...;./internal/spireregistrar/..." output:rbac:artifacts:config=config/rbac
+	"$(CONTROLLER_GEN)" rbac:roleName=spire-registrar-role,fileName=spire_registrar_role.yaml,headerFile=hack/spire-registrar-role.header.yaml paths="./internal/spireregistrar/..." output:rbac:artifacts:config=config/rbac
 	"$(CONTROLLER_GEN)" rbac:roleName=agent-role paths="./internal/agent/..." output:rbac:artifacts:config=config/rbac/agent
 
 .PHONY: generate
@@ -163,7 +168,7 @@ cluster-binaries: ## Build (or reuse) kubelet, kube-controller-manager, kube-sch
 	hack/cluster/build-runtime.sh >/dev/null
 
 .PHONY: cluster-up
-cluster-up: cluster-binaries images ## A single-node cluster in network namespace aether-node with the operator deployed from config/base (config/default without the node's Envoy; kubectl: hack/cluster/kubectl.sh).
+cluster-up: cluster-binaries images ## A single-node cluster in network namespace aether-node with the operator deployed from config/base and SPIRE from config/spire (config/default without the node's Envoy; kubectl: hack/cluster/kubectl.sh).
 	hack/cluster/up.sh
 	hack/cluster/deploy.sh
 
@@ -172,7 +177,7 @@ cluster-down: ## Remove the cluster: processes, mounts, network namespaces, stat
 	hack/cluster/down.sh
 
 .PHONY: images
-images: $(LOCALBIN) ## Write OCI archives (for ctr import) of the operator, the test server and pause, without Docker.
+images: $(LOCALBIN) ## Write OCI archives (for ctr import) of the operator, the test server, pause, spire-server and spire-agent, without Docker.
 	mkdir -p "$(CLUSTER_IMAGES)/bin"
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/manager" ./cmd/manager
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/agent" ./cmd/agent
@@ -187,6 +192,14 @@ images: $(LOCALBIN) ## Write OCI archives (for ctr import) of the operator, the 
 		-file "$(CLUSTER_IMAGES)/bin/testserver=/testserver"
 	go run ./hack/cluster/ociimage -name registry.k8s.io/pause:aether -o "$(CLUSTER_IMAGES)/pause.tar" -entrypoint /pause -user 65535:65535 \
 		-file "$(CLUSTER_IMAGES)/bin/pause=/pause"
+	# SPIRE (config/spire), from the binaries hack/build-spire.sh built from the Go module proxy,
+	# at SPIRE's own image paths (/opt/spire/bin): the server as 65532 (config/spire's user), the
+	# agent as root (its sockets go into the host's root-owned /run/spire directories).
+	spire="$$(hack/build-spire.sh | tail -1)"; \
+	go run ./hack/cluster/ociimage -name docker.io/aether/spire-server:$(SPIRE_VERSION) -o "$(CLUSTER_IMAGES)/spire-server.tar" \
+		-entrypoint "/opt/spire/bin/spire-server run" -user 65532:65532 -file "$$spire/spire-server=/opt/spire/bin/spire-server" && \
+	go run ./hack/cluster/ociimage -name docker.io/aether/spire-agent:$(SPIRE_VERSION) -o "$(CLUSTER_IMAGES)/spire-agent.tar" \
+		-entrypoint "/opt/spire/bin/spire-agent run" -user 0:0 -file "$$spire/spire-agent=/opt/spire/bin/spire-agent"
 
 ##@ Deployment
 

@@ -34,6 +34,7 @@ canaries=(
   "internal/xds $module/internal/controller agent-not-controller 1"
   "internal/xdsserver $module/internal/controller agent-not-controller 1"
   "internal/controller $module/internal/agent controller-not-agent 2"
+  "internal/spireregistrar $module/internal/xds controller-not-agent 1"
   "internal/cni sigs.k8s.io/controller-runtime/pkg/client cni-plugin 1"
 )
 

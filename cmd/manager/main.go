@@ -12,12 +12,15 @@ import (
 	"os"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -30,6 +33,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/spireregistrar"
 	"github.com/aether-mesh/aether-operator/internal/webhook"
 )
 
@@ -53,6 +57,8 @@ func main() {
 	knobs.bindFlags(flag.CommandLine)
 	identityGate := flag.Bool("identity-gate", true, "Inject the identity gate (the init container aether-identity-ready, which holds a mesh pod until SPIRE has issued its SVID) into mesh pods; a pod opts out with the annotation aether.io/identity-gate: \"false\".")
 	identityImage := flag.String("identity-image", webhook.DefaultIdentityImage, "The image of the identity containers the pod webhook injects (the operator's: it holds /aether-identity).")
+	var spire spireFlags
+	spire.bindFlags(flag.CommandLine)
 	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
 	logOpts := zap.Options{}
 	logOpts.BindFlags(flag.CommandLine)
@@ -77,6 +83,11 @@ func main() {
 		os.Exit(2)
 	}
 	if err := election.Check(); err != nil {
+		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+		os.Exit(2)
+	}
+	registrar, err := spire.config(meshDomain, os.Getenv("POD_NAMESPACE"))
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
 		os.Exit(2)
 	}
@@ -110,15 +121,46 @@ func main() {
 	opts.Metrics = metricsOpts
 	opts.WebhookServer = crwebhook.NewServer(crwebhook.Options{Host: webhookHost, Port: webhookPort, CertDir: webhookCertDir, TLSOpts: []func(*tls.Config){http1Only}})
 	opts.HealthProbeBindAddress = probeAddr
+	if spire.registrarOnly {
+		// The sidecar reads MeshServices' identities and nothing else, serves no webhook, and
+		// leads on its own lease: it runs beside the SPIRE server, not instead of the manager.
+		opts.Cache = spireregistrar.CacheOptions()
+		opts.Client = client.Options{}
+		opts.LeaderElectionID = spireregistrar.LeaderElectionID
+	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		log.Error(err, "Failed to create the manager")
 		os.Exit(1)
 	}
-	// SPIRE issues the identities unless --identity-issuer=none: then no identity container is
-	// injected, and raw TCP is refused in every dial surface.
-	skipped, err := manager.Setup(mgr, manager.Config{MeshDomain: meshDomain, Issuer: issuer, Ignored: ignored, BatchWindow: knobs.batchWindow,
-		Identity: webhook.Identity{SPIRE: issuer.Issues(), Gate: *identityGate, Image: *identityImage}})
+	if registrar != nil {
+		if err := setupRegistrar(mgr, spire, *registrar); err != nil {
+			log.Error(err, "Failed to set up the SPIRE registrar")
+			os.Exit(1)
+		}
+	}
+	if spire.registrarOnly {
+		utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
+		utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
+	} else {
+		// SPIRE issues the identities unless --identity-issuer=none: then no identity container
+		// is injected, and raw TCP is refused in every dial surface.
+		setupControlPlane(mgr, log, manager.Config{MeshDomain: meshDomain, Issuer: issuer, Ignored: ignored, BatchWindow: knobs.batchWindow,
+			Identity: webhook.Identity{SPIRE: issuer.Issues(), Gate: *identityGate, Image: *identityImage}})
+	}
+	log.Info("Starting manager", "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
+		"identityGate", *identityGate, "identityImage", *identityImage, "spireServerSocket", spire.socket, "spireRegistrarOnly", spire.registrarOnly,
+		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst, "batchWindow", knobs.batchWindow,
+		"leaderElection", election.Enabled, "leaseDuration", election.LeaseDuration, "renewDeadline", election.RenewDeadline, "retryPeriod", election.RetryPeriod)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "Manager stopped")
+		os.Exit(1)
+	}
+}
+
+// setupControlPlane registers the MeshService and route controllers, the webhooks and the probes.
+func setupControlPlane(mgr ctrl.Manager, log logr.Logger, c manager.Config) {
+	skipped, err := manager.Setup(mgr, c)
 	if err != nil {
 		log.Error(err, "Failed to set up the manager")
 		os.Exit(1)
@@ -126,16 +168,17 @@ func main() {
 	if len(skipped) > 0 {
 		log.Info("Gateway API CRDs not installed: no route status for these kinds", "kinds", skipped)
 	}
-	if !issuer.Issues() {
+	if !c.Issuer.Issues() {
 		log.Info("Running without a workload-identity issuer: every raw-TCP spelling of every dial surface is refused, and each MeshService with a TCP port gets a Warning Event",
 			"flag", "--"+meshidentity.Flag, "reason", meshv1alpha1.ServiceReasonTCPRefusedNoIdentity)
 	}
-	log.Info("Starting manager", "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
-		"identityGate", *identityGate, "identityImage", *identityImage,
-		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst, "batchWindow", knobs.batchWindow,
-		"leaderElection", election.Enabled, "leaseDuration", election.LeaseDuration, "renewDeadline", election.RenewDeadline, "retryPeriod", election.RetryPeriod)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
-		log.Error(err, "Manager stopped")
-		os.Exit(1)
+}
+
+// setupRegistrar registers the SPIRE registrar, connected (lazily) to the SPIRE server's socket.
+func setupRegistrar(mgr ctrl.Manager, spire spireFlags, cfg spireregistrar.Config) error {
+	conn, err := spireregistrar.Dial(spire.socket)
+	if err != nil {
+		return fmt.Errorf("--spire-server-socket=%q: %w", spire.socket, err)
 	}
+	return (&spireregistrar.Registrar{Reader: mgr.GetClient(), Conn: conn, Config: cfg, Resync: spire.resync}).SetupWithManager(mgr)
 }

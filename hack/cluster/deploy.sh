@@ -2,7 +2,8 @@
 # Deploys the operator into the local cluster (hack/cluster/up.sh) the way a user does, but
 # without the node's Envoy: `kubectl apply -k config/base` (config/default minus the component
 # config/envoy, whose envoyproxy/envoy image this cluster cannot pull: its images come from the
-# local import of make images, and no registry is reachable from it), its agent's CNI hostPaths
+# local import of make images, and no registry is reachable from it) with the component
+# config/spire (SPIRE's server and agents, from make images too), its agent's CNI hostPaths
 # pointed at the node's CNI dirs under $STATE/cni by an overlay written to $STATE/deploy. What cert-manager
 # does on a real cluster is done here by hand: the webhook's serving certificate, signed by the
 # cluster's CA, as Secret webhook-server-cert, and that CA as the webhook configuration's caBundle.
@@ -24,20 +25,32 @@ openssl x509 -req -in "$certs/tls.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcre
   -extfile <(printf 'subjectAltName=DNS:%s.%s.svc,DNS:%s.%s.svc.cluster.local\nextendedKeyUsage=serverAuth' "$SVC" "$NS" "$SVC" "$NS") \
   -out "$certs/tls.crt" 2>/dev/null
 
-# config/base as it is, but for the node's CNI directories: this node's runtime reads its CNI
-# configuration and plugins under $STATE/cni (hack/cluster/up.sh), not /etc/cni/net.d and
-# /opt/cni/bin, so an overlay points the DaemonSet's two hostPaths there. Everything else (the
-# init container that chains aether-cni into the node's conflist, the agent's socket under
-# /var/run/aether/cni, the pods' namespaces under /var/run/netns) is what users deploy.
+# config/base and config/spire as they are, but for two things this node lacks:
+# - its runtime reads its CNI configuration and plugins under $STATE/cni (hack/cluster/up.sh),
+#   not /etc/cni/net.d and /opt/cni/bin, so the agent DaemonSet's two hostPaths point there;
+# - it has no cluster DNS, so the SPIRE agent finds its server by the Service's address, which
+#   the kubelet gives each pod created after the Service (SPIRE_SERVER_SERVICE_HOST; kustomize
+#   applies Services before DaemonSets), instead of spire-server.spire-system.svc.
+# Everything else (the init container that chains aether-cni into the node's conflist, the
+# agent's socket under /var/run/aether/cni, the pods' namespaces under /var/run/netns, SPIRE's
+# sockets under /run/spire) is what users deploy.
 overlay=$STATE/deploy
 mkdir -p "$overlay"
 cat >"$overlay/kustomization.yaml" <<YAML
-# Written by hack/cluster/deploy.sh: config/base with the node's CNI dirs under $STATE/cni.
+# Written by hack/cluster/deploy.sh: config/base and config/spire, with the node's CNI dirs under
+# $STATE/cni and the SPIRE server's address from the Service's environment.
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
 - $(realpath --relative-to="$overlay" config/base)
+components:
+- $(realpath --relative-to="$overlay" config/spire)
 patches:
+- target: {kind: DaemonSet, name: spire-agent}
+  patch: |-
+    - op: add
+      path: /spec/template/spec/containers/0/args/-
+      value: -serverAddress=\$(SPIRE_SERVER_SERVICE_HOST)
 - target: {kind: DaemonSet, labelSelector: app.kubernetes.io/name=aether-agent}
   patch: |-
     apiVersion: apps/v1
@@ -63,7 +76,7 @@ log "Gateway API CRDs (${#crds[@]} files from $gwapi)"
 $K apply --server-side "${crds[@]}" >/dev/null
 $K wait --for condition=Established --timeout=60s "${crds[@]}" >/dev/null
 
-log "kubectl apply -k config/base (config/default without the node's Envoy; the node's CNI dirs under $STATE/cni)"
+log "kubectl apply -k config/base + config/spire (config/default without the node's Envoy, with SPIRE; the node's CNI dirs under $STATE/cni)"
 $K apply -k "$overlay" >/dev/null
 $K -n "$NS" create secret tls webhook-server-cert --cert "$certs/tls.crt" --key "$certs/tls.key" --dry-run=client -o yaml | $K apply -f - >/dev/null
 for kind in validating mutating; do
@@ -75,3 +88,18 @@ $K -n "$NS" rollout status deployment/aether-operator-controller-manager --timeo
 $K -n "$NS" rollout status daemonset/aether-operator-agent --timeout=120s
 log "the agent's init container chained aether-cni into $STATE/cni/net.d/10-aether.conflist:"
 grep -o '"type": "[a-z-]*"' "$STATE/cni/net.d/10-aether.conflist" | tr '\n' ' ' >&2; echo >&2
+
+# SPIRE: the server, then the agent, whose readiness (spire-agent healthcheck) needs it to have
+# attested its node and synced; then the server's own record of that attestation: an agent of
+# node $NODE, attested by k8s_psat.
+log "waiting for SPIRE: the server, the agent, the agent's k8s_psat attestation"
+$K -n spire-system rollout status statefulset/spire-server --timeout=120s
+$K -n spire-system rollout status daemonset/spire-agent --timeout=180s
+NODE=$($K get nodes -o jsonpath='{.items[0].metadata.name}')
+spire_server() { $K -n spire-system exec spire-server-0 -c spire-server -- /opt/spire/bin/spire-server "$@" -socketPath /run/spire/server-sockets/api.sock; }
+for _ in $(seq 60); do
+  agents=$(spire_server agent list -selector "k8s_psat:agent_node_name:$NODE" 2>&1) && grep -q 'Attestation type *: k8s_psat' <<<"$agents" && break
+  sleep 1
+done
+grep -q 'Attestation type *: k8s_psat' <<<"$agents" || { echo "cluster-deploy: no agent of node $NODE attested by k8s_psat: $agents" >&2; exit 1; }
+grep 'SPIFFE ID' <<<"$agents" | sed 's/^ */cluster-deploy: attested: /' >&2

@@ -21,17 +21,18 @@ for path in /var/lib/kubelet /run/containerd "$STATE"; do
 done
 ip netns delete "$NETNS" 2>/dev/null
 # The pods' network namespaces containerd pinned under /run/netns (cni-<uuid>, its naming; the
-# sandboxes were not torn down one by one), and the agent's CNI directory on the host (its socket,
-# the plugin's kubeconfig, the netns registry), which its DaemonSet created.
+# sandboxes were not torn down one by one), the agent's CNI directory on the host (its socket,
+# the plugin's kubeconfig, the netns registry), which its DaemonSet created, and SPIRE's agent's
+# socket directories (config/spire's hostPaths).
 pins() { ls -d /run/netns/cni-* 2>/dev/null | grep -E '^/run/netns/cni-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$'; }
 for pin in $(pins); do umount -l "$pin" 2>/dev/null; rm -f "$pin"; done
-rm -rf "$STATE" /run/containerd /var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers /run/aether
+rm -rf "$STATE" /run/containerd /var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers /run/aether /run/spire
 
 left=0
 ip netns list | grep -qw "$NETNS" && { echo "cluster-down: netns $NETNS is still there" >&2; left=1; }
 grep -qE " (/var/lib/kubelet|/run/containerd|$STATE)" /proc/mounts && { echo "cluster-down: mounts left" >&2; left=1; }
 [[ -n $(pins) ]] && { echo "cluster-down: pods' network namespaces are still pinned: $(pins | head -3)" >&2; left=1; }
-for path in "$STATE" /run/containerd /var/lib/kubelet /var/lib/cni /run/aether; do
+for path in "$STATE" /run/containerd /var/lib/kubelet /var/lib/cni /run/aether /run/spire; do
   [[ -e $path ]] && { echo "cluster-down: $path is still there" >&2; left=1; }
 done
 if pgrep -f -- "$STATE" >/dev/null || pgrep -f -- "--net=/run/netns/$NETNS" >/dev/null; then

@@ -113,8 +113,9 @@ cat >"$STATE/cni/net.d/10-aether.conflist" <<JSON
 JSON
 start containerd
 for _ in $(seq 60); do [[ -S /run/containerd/containerd.sock ]] && break; sleep 0.5; done
-[[ -f bin/images/operator.tar ]] || make images >/dev/null
-for img in pause operator testserver; do
+images="pause operator testserver spire-server spire-agent"
+for img in $images; do [[ -f bin/images/$img.tar ]] || { make images >/dev/null; break; }; done
+for img in $images; do
   in_node "$RUNTIME/ctr" --address /run/containerd/containerd.sock -n k8s.io images import "bin/images/$img.tar" >/dev/null
 done
 

@@ -16,9 +16,16 @@
 // gRPC over mTLS with the pod's SVID (-identity-dir). In client mode, -proxyless-client
 // xds:///<name>:<port> is a proxyless gRPC client (its bootstrap from GRPC_XDS_BOOTSTRAP_CONFIG,
 // which the pod webhook injects) that a test drives over HTTP on -client-port: GET /spread?n=100.
+//
+// -fetch-svid <socket> asks the SPIRE agent's Workload API at that unix socket path for the pod's
+// X.509 SVID, retrying for -fetch-timeout, prints "svid <SPIFFE ID>" (verified against the bundle
+// served with it) and exits 0, or exits 1 once the time is up:
+//
+//	testserver -fetch-svid /run/spire/agent-sockets/spire-agent.sock -fetch-timeout 1m
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net"
@@ -63,7 +70,13 @@ func main() {
 	trustDomain := flag.String("trust-domain", "aether.internal", "the trust domain whose clients -grpc-inbound accepts")
 	client := flag.String("proxyless-client", "", "client mode: an xds:/// target to dial as a proxyless gRPC client, driven over HTTP on -client-port")
 	clientPort := flag.Int("client-port", 8080, "client mode: the HTTP port of /spread?n=<count> and the health path")
+	fetchSVID := flag.String("fetch-svid", "", "path of a SPIRE agent's Workload API socket: print \"svid <SPIFFE ID>\" of the pod's X.509 SVID and exit, or exit 1 after -fetch-timeout")
+	fetchTimeout := flag.Duration("fetch-timeout", time.Minute, "with -fetch-svid: how long to keep asking")
 	flag.Parse()
+	if *fetchSVID != "" {
+		fetch(*fetchSVID, *fetchTimeout)
+		return
+	}
 	if *dial != "" {
 		dialLoop(*dial, *dialEvery)
 		return
@@ -115,4 +128,17 @@ func dialLoop(address string, every time.Duration) {
 		}
 		time.Sleep(every)
 	}
+}
+
+// fetch prints the SPIFFE ID of the SVID the Workload API at socket gives this process, or exits
+// non-zero when it gave none within timeout (each failed attempt is printed).
+func fetch(socket string, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	id, err := testapp.FetchSVID(ctx, socket, time.Second, os.Stdout)
+	cancel()
+	if err != nil {
+		fmt.Printf("error %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Printf("%s %s\n", testapp.SVIDPrefix, id)
 }

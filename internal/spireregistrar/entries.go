@@ -1,0 +1,225 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package spireregistrar
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+
+	"github.com/aether-mesh/aether-operator/internal/identity"
+)
+
+// EntryIDPrefix starts the ID of every entry the registrar creates: its ownership mark. The rest
+// of the ID is derived from the entry's SPIFFE ID (EntryID), so a create retried after a lost
+// answer finds the entry it made instead of making a second one.
+const EntryIDPrefix = "aether-operator."
+
+// DefaultNodeSelectors select the node agents' alias by default: the SPIRE agents that k8s_psat
+// attested in cluster "aether" (config/spire's cluster name).
+const DefaultNodeSelectors = "k8s_psat:cluster:aether"
+
+// DefaultDelegateServiceAccount is the node agent's ServiceAccount as config/ deploys it
+// (config/agent's "agent" with config/base's name prefix "aether-operator-").
+const DefaultDelegateServiceAccount = "aether-operator-agent"
+
+// Config is what the desired entries depend on besides the MeshServices.
+type Config struct {
+	TrustDomain spiffeid.TrustDomain
+	// NodeSelectors select the node agents' alias entry; empty: the registrar leaves the alias to
+	// the user's SPIRE (and deletes an alias entry of its own).
+	NodeSelectors []identity.Selector
+	// DelegateNamespace and DelegateServiceAccount are the node agent's ServiceAccount, whose SPIFFE
+	// ID the SPIRE agents' authorized_delegates lists.
+	DelegateNamespace, DelegateServiceAccount string
+}
+
+// Service is what the registrar reads of a MeshService.
+type Service struct {
+	Namespace, Name string
+	// Identity is status.identity: spiffe://<td>/ns/<namespace>/sa/<serviceaccount>, or empty.
+	Identity string
+}
+
+// Entry is a registration entry as the registrar compares it.
+type Entry struct {
+	// ID is SPIRE's entry ID: EntryID(SPIFFEID) for a desired entry.
+	ID       string
+	SPIFFEID spiffeid.ID
+	Parent   spiffeid.ID
+	// Selectors are sorted (SPIRE stores a set).
+	Selectors []identity.Selector
+	// The fields a desired entry leaves at their zero value, compared so that an entry of ours
+	// changed by hand to give more (an admin, a downstream CA, an expiry, other names, federation)
+	// is put back. TTLs and the hint are SPIRE's defaults and left alone.
+	Admin, Downstream, StoreSVID bool
+	ExpiresAt                    int64
+	DNSNames, FederatesWith      []string
+}
+
+// EntryID is the ID of the registrar's entry for SPIFFE ID id: EntryIDPrefix and 128 bits of the
+// ID's SHA-256, within SPIRE's 255 characters of [A-Za-z0-9._-] whatever the ID's length.
+func EntryID(id spiffeid.ID) string {
+	sum := sha256.Sum256([]byte(id.String()))
+	return EntryIDPrefix + hex.EncodeToString(sum[:16])
+}
+
+// Owned reports whether e carries the registrar's mark.
+func Owned(e Entry) bool { return strings.HasPrefix(e.ID, EntryIDPrefix) }
+
+// ServerID is the SPIRE server's own SPIFFE ID, the parent of node alias entries.
+func ServerID(td spiffeid.TrustDomain) spiffeid.ID {
+	return spiffeid.RequireFromPath(td, "/spire/server")
+}
+
+// ParseSelectors reads comma-separated type:value selectors (k8s_psat:cluster:aether); empty gives
+// none. The result is sorted.
+func ParseSelectors(list string) ([]identity.Selector, error) {
+	var out []identity.Selector
+	for field := range strings.SplitSeq(list, ",") {
+		field = strings.TrimSpace(field)
+		if field == "" {
+			continue
+		}
+		typ, value, ok := strings.Cut(field, ":")
+		if !ok || typ == "" || value == "" {
+			return nil, fmt.Errorf("selector %q is not type:value; write each as SPIRE prints it, for example %s", field, DefaultNodeSelectors)
+		}
+		out = append(out, identity.Selector{Type: typ, Value: value})
+	}
+	sortSelectors(out)
+	return slices.Compact(out), nil
+}
+
+func sortSelectors(s []identity.Selector) {
+	slices.SortFunc(s, func(a, b identity.Selector) int {
+		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Value, b.Value))
+	})
+}
+
+// Desired is the entries the registrar keeps for cfg and services, sorted by SPIFFE ID. A
+// service whose identity the registrar cannot register is left out and named in one of the
+// errors; the others are still returned.
+func Desired(cfg Config, services []Service) ([]Entry, []error) {
+	alias := identity.NodeAlias(cfg.TrustDomain)
+	byID := map[spiffeid.ID]Entry{}
+	add := func(id, parent spiffeid.ID, selectors []identity.Selector) {
+		sortSelectors(selectors)
+		byID[id] = Entry{ID: EntryID(id), SPIFFEID: id, Parent: parent, Selectors: selectors}
+	}
+	if len(cfg.NodeSelectors) > 0 {
+		add(alias, ServerID(cfg.TrustDomain), slices.Clone(cfg.NodeSelectors))
+	}
+	var errs []error
+	delegate, err := identity.ServiceAccountID(cfg.TrustDomain, cfg.DelegateNamespace, cfg.DelegateServiceAccount)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("the node agent's delegate entry: %w", err))
+	} else {
+		add(delegate, alias, identity.PodSelectors(cfg.DelegateNamespace, cfg.DelegateServiceAccount))
+	}
+	for _, svc := range services {
+		if svc.Identity == "" {
+			continue // not computed yet: nothing to register
+		}
+		id, sa, err := serviceIdentity(cfg.TrustDomain, svc)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		add(id, alias, identity.PodSelectors(svc.Namespace, sa))
+	}
+	out := make([]Entry, 0, len(byID))
+	for _, e := range byID {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return cmp.Compare(a.SPIFFEID.String(), b.SPIFFEID.String()) })
+	return out, errs
+}
+
+// serviceIdentity checks svc's identity is spiffe://<td>/ns/<its namespace>/sa/<sa> and returns
+// it and sa: a service only ever holds an identity of its own namespace.
+func serviceIdentity(td spiffeid.TrustDomain, svc Service) (spiffeid.ID, string, error) {
+	want := fmt.Sprintf("spiffe://%s/ns/%s/sa/<serviceaccount>", td.Name(), svc.Namespace)
+	id, err := spiffeid.FromString(svc.Identity)
+	if err != nil {
+		return spiffeid.ID{}, "", fmt.Errorf("MeshService %s/%s: status.identity %q is not a SPIFFE ID (%v); the registrar registers %s",
+			svc.Namespace, svc.Name, svc.Identity, err, want)
+	}
+	if id.TrustDomain() != td {
+		return spiffeid.ID{}, "", fmt.Errorf("MeshService %s/%s: status.identity %q is in trust domain %q, not the mesh's %q; give the manager and the registrar the same --mesh-domain",
+			svc.Namespace, svc.Name, svc.Identity, id.TrustDomain().Name(), td.Name())
+	}
+	segments := strings.Split(strings.TrimPrefix(id.Path(), "/"), "/")
+	if len(segments) != 4 || segments[0] != "ns" || segments[1] != svc.Namespace || segments[2] != "sa" {
+		return spiffeid.ID{}, "", fmt.Errorf("MeshService %s/%s: status.identity %q is not %s; it is not registered",
+			svc.Namespace, svc.Name, svc.Identity, want)
+	}
+	return id, segments[3], nil
+}
+
+// Plan is what a reconcile writes to SPIRE.
+type Plan struct {
+	// Create and Update are desired entries missing from SPIRE and entries of ours that differ
+	// from their desired form.
+	Create, Update []Entry
+	// Delete is the IDs of entries of ours that are not desired.
+	Delete []string
+	// Provided are desired entries that an entry not ours already provides: left to it.
+	Provided []Entry
+	// Kept counts the entries of ours that are already as desired.
+	Kept int
+}
+
+// Writes is the number of entries the plan writes.
+func (p Plan) Writes() int { return len(p.Create) + len(p.Update) + len(p.Delete) }
+
+// Diff plans how the existing entries become the desired ones, touching only the entries owned
+// reports as the registrar's (Owned; a test disables the check to prove it matters).
+func Diff(desired, existing []Entry, owned func(Entry) bool) Plan {
+	ours := map[string]Entry{}
+	var foreign []Entry
+	for _, e := range existing {
+		if owned(e) {
+			ours[e.ID] = e
+		} else {
+			foreign = append(foreign, e)
+		}
+	}
+	var p Plan
+	for _, want := range desired {
+		got, ok := ours[want.ID]
+		delete(ours, want.ID)
+		switch {
+		case ok && got.equal(want):
+			p.Kept++
+		case ok:
+			p.Update = append(p.Update, want)
+		case slices.ContainsFunc(foreign, want.sameIdentity):
+			p.Provided = append(p.Provided, want)
+		default:
+			p.Create = append(p.Create, want)
+		}
+	}
+	for id := range ours {
+		p.Delete = append(p.Delete, id)
+	}
+	slices.Sort(p.Delete)
+	return p
+}
+
+// sameIdentity reports whether o issues e's SPIFFE ID to the same workloads: the same parent and
+// exactly the same selectors (SPIRE's own test for a similar entry).
+func (e Entry) sameIdentity(o Entry) bool {
+	return e.SPIFFEID == o.SPIFFEID && e.Parent == o.Parent && slices.Equal(e.Selectors, o.Selectors)
+}
+
+func (e Entry) equal(o Entry) bool {
+	return e.sameIdentity(o) && e.Admin == o.Admin && e.Downstream == o.Downstream && e.StoreSVID == o.StoreSVID &&
+		e.ExpiresAt == o.ExpiresAt && slices.Equal(e.DNSNames, o.DNSNames) && slices.Equal(e.FederatesWith, o.FederatesWith)
+}

@@ -1,0 +1,228 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package spireregistrar
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+)
+
+const (
+	// DefaultResync is how often the full diff runs when nothing changed (--spire-resync): it
+	// repairs entries changed or deleted behind the registrar's back. A reconcile that finds
+	// nothing to do costs four ListEntries calls (two listings of two pages) and no write.
+	DefaultResync = 5 * time.Minute
+	// LeaderElectionID is the lease of the registrar-only mode (a sidecar of the SPIRE server),
+	// apart from the manager's own: each mode elects its own leader.
+	LeaderElectionID = "spire-registrar.mesh.aether.io"
+	// ControllerName names the registrar's controller (its logs and controller-runtime metrics).
+	ControllerName = "spire-registrar"
+
+	// callTimeout bounds one reconcile's SPIRE calls.
+	callTimeout = time.Minute
+	// retryMin and retryMax bound the backoff between reconciles that failed (SPIRE unreachable).
+	retryMin, retryMax = time.Second, 2 * time.Minute
+)
+
+// everything is the registrar's only request: every reconcile is a full diff, so all events
+// collapse into one queued item.
+var everything = reconcile.Request{NamespacedName: client.ObjectKey{Name: "spire-entries"}}
+
+// Registrar reconciles SPIRE's entries with the MeshServices' identities.
+type Registrar struct {
+	// Reader lists MeshServices: the manager's cache.
+	Reader client.Reader
+	// Conn reaches the SPIRE server API (Dial).
+	Conn *grpc.ClientConn
+	// Config is what the desired entries depend on besides the MeshServices.
+	Config Config
+	// Resync is the period of the full diff when nothing changes (DefaultResync when 0).
+	Resync time.Duration
+
+	// owned decides which entries are the registrar's; nil is Owned. A test replaces it to show
+	// that the mark is what keeps other entries safe.
+	owned func(Entry) bool
+	// controllerName is ControllerName unless a test runs several registrars in one process
+	// (controller-runtime wants unique names).
+	controllerName string
+	// unreachable remembers the last reconcile's failure, to log only when reachability flips.
+	unreachable atomic.Bool
+}
+
+// SetupWithManager registers the registrar. It reconciles once at start (the alias and
+// delegate entries are desired even without MeshServices), whenever a MeshService comes, goes or
+// changes identity, and every Resync.
+func (r *Registrar) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Resync <= 0 {
+		r.Resync = DefaultResync
+	}
+	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{everything}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(cmp.Or(r.controllerName, ControllerName)).
+		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			q.Add(everything)
+			return nil
+		})).
+		Watches(&meshv1alpha1.MeshService{}, all, builder.WithPredicates(identityChanged)).
+		WithOptions(controller.Options{
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryMin, retryMax),
+		}).
+		Complete(r)
+}
+
+// identityChanged passes creations, deletions and the updates that change status.identity.
+var identityChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*meshv1alpha1.MeshService)
+		updated, okNew := e.ObjectNew.(*meshv1alpha1.MeshService)
+		return !okOld || !okNew || old.Status.Identity != updated.Status.Identity
+	},
+}
+
+// Reconcile runs the full diff. A failure is retried with backoff (retryMin to retryMax) by the
+// workqueue; a success comes back after Resync.
+func (r *Registrar) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	if _, err := r.Sync(ctx); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: r.Resync}, nil
+}
+
+// Sync makes SPIRE's entries of the registrar equal to the desired ones: it lists the
+// MeshServices (the cache) and the candidate entries (two ListEntries calls, paged), and writes
+// the plan, at most one Batch call of each kind per batchSize entries. It returns the plan.
+// SPIRE ends a paged listing with an empty page, so a reconcile with nothing to write makes four
+// ListEntries calls and no other.
+func (r *Registrar) Sync(ctx context.Context) (Plan, error) {
+	logger := log.FromContext(ctx).WithName(ControllerName)
+	services, err := r.services(ctx)
+	if err != nil {
+		return Plan{}, err
+	}
+	desired, invalid := Desired(r.Config, services)
+	for _, err := range invalid {
+		errorsCounter.WithLabelValues(reasonIdentity).Inc()
+		logger.Error(err, "Identity not registered in SPIRE")
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	api := spire{entries: entryv1.NewEntryClient(r.Conn)}
+	existing, err := api.candidates(ctx, r.Config.TrustDomain)
+	if err != nil {
+		return Plan{}, r.failed(logger, err)
+	}
+	owned := r.owned
+	if owned == nil {
+		owned = Owned
+	}
+	plan := Diff(desired, existing, owned)
+	w, err := api.apply(ctx, plan)
+	writesCounter.WithLabelValues("create").Add(float64(w.created))
+	writesCounter.WithLabelValues("update").Add(float64(w.updated))
+	writesCounter.WithLabelValues("delete").Add(float64(w.deleted))
+	if plan.Writes() > 0 {
+		logger.Info("Wrote SPIRE registration entries", "created", w.created, "updated", w.updated, "deleted", w.deleted,
+			"refused", len(w.refused), "provided by entries of others", len(plan.Provided))
+	}
+	if err != nil {
+		return plan, r.failed(logger, err)
+	}
+	r.reached(logger)
+	entriesGauge.WithLabelValues("desired").Set(float64(len(desired)))
+	entriesGauge.WithLabelValues("provided").Set(float64(len(plan.Provided)))
+	entriesGauge.WithLabelValues("owned").Set(float64(plan.Kept + len(plan.Update) + w.created))
+	if len(w.refused) > 0 {
+		errorsCounter.WithLabelValues(reasonRefused).Add(float64(len(w.refused)))
+		return plan, fmt.Errorf("SPIRE refused %d of the registrar's entries: %w", len(w.refused), errors.Join(w.refused...))
+	}
+	return plan, nil
+}
+
+func (r *Registrar) services(ctx context.Context) ([]Service, error) {
+	list := &meshv1alpha1.MeshServiceList{}
+	if err := r.Reader.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing MeshServices: %w", err)
+	}
+	out := make([]Service, 0, len(list.Items))
+	for _, ms := range list.Items {
+		out = append(out, Service{Namespace: ms.Namespace, Name: ms.Name, Identity: ms.Status.Identity})
+	}
+	return out, nil
+}
+
+// failed records a SPIRE call that failed as a whole and returns the error the workqueue logs
+// and backs off on: SPIRE unreachable (no answer), or refusing the request itself.
+func (r *Registrar) failed(logger logr.Logger, err error) error {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+	default:
+		r.reached(logger)
+		errorsCounter.WithLabelValues(reasonRefused).Inc()
+		return fmt.Errorf("SPIRE server API at %s refused the registrar's request: %w; check that --mesh-domain (%s) is the SPIRE server's trust_domain (retrying with backoff up to %s)",
+			r.Conn.Target(), err, r.Config.TrustDomain.Name(), retryMax)
+	}
+	errorsCounter.WithLabelValues(reasonUnreachable).Inc()
+	reachableGauge.Set(0)
+	if !r.unreachable.Swap(true) {
+		logger.Info("SPIRE server API unreachable: registration entries are not reconciled until it answers; retrying with backoff",
+			"target", r.Conn.Target(), "retryMax", retryMax.String(), "error", err.Error())
+	}
+	return fmt.Errorf("SPIRE server API at %s: %w (retrying with backoff up to %s)", r.Conn.Target(), err, retryMax)
+}
+
+func (r *Registrar) reached(logger logr.Logger) {
+	reachableGauge.Set(1)
+	if r.unreachable.Swap(false) {
+		logger.Info("SPIRE server API reachable again", "target", r.Conn.Target())
+	}
+}
+
+// CacheOptions is the registrar-only manager's cache: MeshServices trimmed to their identity,
+// the only field the registrar reads (a status's dial surface alone may hold 521 rows).
+func CacheOptions() cache.Options {
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&meshv1alpha1.MeshService{}: {Transform: keepIdentity},
+	}}
+}
+
+func keepIdentity(o any) (any, error) {
+	ms, ok := o.(*meshv1alpha1.MeshService)
+	if !ok {
+		return o, nil
+	}
+	return &meshv1alpha1.MeshService{
+		TypeMeta: ms.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Namespace: ms.Namespace, Name: ms.Name, UID: ms.UID,
+			ResourceVersion: ms.ResourceVersion, Generation: ms.Generation},
+		Status: meshv1alpha1.MeshServiceStatus{Identity: ms.Status.Identity},
+	}, nil
+}
