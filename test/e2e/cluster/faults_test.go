@@ -68,9 +68,9 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 			Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}})).To(Succeed())
 		}
 		for _, name := range []string{"steady-0", "steady-1"} {
-			Expect(k8s.Create(ctx, meshPod(ns, name, "steady", portsHTTPTCP))).To(Succeed())
+			Expect(k8s.Create(ctx, managedPod(ns, name, "steady", portsHTTPTCP))).To(Succeed())
 		}
-		Expect(k8s.Create(ctx, meshPod(ns, "canary", "canary", portsHTTP))).To(Succeed())
+		Expect(k8s.Create(ctx, managedPod(ns, "canary", "canary", portsHTTP))).To(Succeed())
 
 		// The dialer, a pod of the steady service: its client dials the service's VIP on the
 		// mesh's TCP port every 200 ms, and its proxy answers a captured dial with its original
@@ -82,7 +82,7 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 			g.Expect(ms.Status.DefaultTCPPort).To(HaveValue(Equal(int32(9000))))
 		}, 3*time.Minute, time.Second).Should(Succeed())
 		dialTarget = ms.Status.VIP + ":18082"
-		dialer := meshPod(ns, "steady-dialer", "steady", portsHTTPTCP)
+		dialer := managedPod(ns, "steady-dialer", "steady", portsHTTPTCP)
 		for _, c := range []corev1.Container{
 			{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
 			{Name: "client", Args: []string{"-dial", dialTarget, "-dial-every", "200ms"}},
@@ -418,7 +418,7 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		stopped := time.Now()
 		DeferCleanup(scaleManager, int32(2)) // back to two whatever happens below
 		scaleManager(0)
-		bad := meshPod(ns, "bad-annotation", "canary", "8080,9000=tpc")
+		bad := managedPod(ns, "bad-annotation", "canary", "8080,9000=tpc")
 		Expect(k8s.Create(ctx, bad)).To(Succeed(), "with no manager, the webhooks' failurePolicy Ignore admits the pod")
 		DeferCleanup(func() { _ = k8s.Delete(context.Background(), bad) })
 		var event string

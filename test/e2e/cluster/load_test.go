@@ -139,7 +139,7 @@ func (l *load) step() {
 	case "create":
 		seq := podSeq.Add(1)
 		ports := []string{portsHTTP, portsHTTPTCP}[seq%2]
-		pod := meshPod(l.ns, fmt.Sprintf("load-%04d", seq), l.opts.Accounts[int(seq)%len(l.opts.Accounts)], ports)
+		pod := managedPod(l.ns, fmt.Sprintf("load-%04d", seq), l.opts.Accounts[int(seq)%len(l.opts.Accounts)], ports)
 		pod.Labels[labelLoad] = "true"
 		op.Pod, op.Err = pod.Name, k8s.Create(ctx, pod)
 	case "delete":
@@ -229,9 +229,9 @@ func (l *load) Summary() string {
 		count["create"], count["delete"], count["annotate"], failed)
 }
 
-// meshPod is a managed pod of ServiceAccount sa declaring ports, serving HTTP on 8080 and TCP on
+// managedPod is a managed pod of ServiceAccount sa declaring ports, serving HTTP on 8080 and TCP on
 // 9000 (the test server), quick to delete.
-func meshPod(ns, name, sa, ports string) *corev1.Pod {
+func managedPod(ns, name, sa, ports string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 			Labels:      map[string]string{registration.LabelManaged: registration.ManagedValue},

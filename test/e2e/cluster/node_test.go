@@ -186,8 +186,16 @@ func agentMetric(g Gomega, name, labels string) float64 {
 	return sum
 }
 
-// xdsSocket is the agent's xDS socket (xdsserver.DefaultAddress, in its pod's memory-backed
-// emptyDir xds-socket, which the node's Envoy shares in config/default), as the node sees it.
+// xdsSocket is the address of the agent's xDS socket (xdsserver.DefaultAddress, in its pod's
+// memory-backed emptyDir xds-socket, which the node's Envoy shares in config/default), as the
+// node sees it: through a short symbolic link to that directory, whose own path is longer than
+// a unix socket address may be (108 bytes), as agentXDSSocket does.
 func xdsSocket(agent *corev1.Pod) string {
-	return filepath.Join("/var/lib/kubelet/pods", string(agent.UID), "volumes", "kubernetes.io~empty-dir", "xds-socket", "xds.sock")
+	GinkgoHelper()
+	dir := filepath.Join("/var/lib/kubelet/pods", string(agent.UID), "volumes", "kubernetes.io~empty-dir", "xds-socket")
+	short, err := os.MkdirTemp("", "xds")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, short)
+	Expect(os.Symlink(dir, filepath.Join(short, "d"))).To(Succeed())
+	return "unix://" + filepath.Join(short, "d", "xds.sock")
 }

@@ -269,7 +269,7 @@ type listenerSet struct {
 // dialXDS opens an ADS stream to agent's xDS socket as the node's Envoy (node ID node-a).
 func dialXDS(agent *corev1.Pod) *xdstest.Client {
 	GinkgoHelper()
-	c, err := xdstest.Dial(context.Background(), "unix://"+xdsSocket(agent), "node-a")
+	c, err := xdstest.Dial(context.Background(), xdsSocket(agent), "node-a")
 	Expect(err).NotTo(HaveOccurred())
 	return c
 }
