@@ -72,7 +72,7 @@ gwapi=$(go mod download -json sigs.k8s.io/gateway-api | sed -n 's/^\t"Dir": "\(.
 crds=()
 for f in "$gwapi"/*.yaml; do grep -q '^kind: CustomResourceDefinition$' "$f" && crds+=(-f "$f"); done
 ((${#crds[@]})) || { echo "cluster-deploy: no Gateway API CRDs under $gwapi" >&2; exit 1; }
-log "Gateway API CRDs (${#crds[@]} files from $gwapi)"
+log "Gateway API CRDs ($((${#crds[@]} / 2)) files from $gwapi)"
 $K apply --server-side "${crds[@]}" >/dev/null
 $K wait --for condition=Established --timeout=60s "${crds[@]}" >/dev/null
 

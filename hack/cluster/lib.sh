@@ -71,10 +71,12 @@ command_line() {
 
 # start NAME runs component NAME in the node, in the background, appending its output to
 # $STATE/logs/NAME.log (a restart keeps what the previous run logged) and its pid to NAME.pid.
+# nsenter is started as it is, not through in_node: a background shell function runs in a
+# subshell, whose pid would be recorded; nsenter execs the component, so $! is the component's.
 start() {
   local name=$1 CMD
   command_line "$name"
-  in_node "${CMD[@]}" >>"$STATE/logs/$name.log" 2>&1 &
+  nsenter --net="/run/netns/$NETNS" "${CMD[@]}" >>"$STATE/logs/$name.log" 2>&1 &
   echo $! >"$STATE/logs/$name.pid"
 }
 

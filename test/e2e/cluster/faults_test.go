@@ -228,8 +228,11 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		if breaking("reconnect") {
 			withoutAgent()
 		}
+		// Stopped gracefully (SIGTERM), as a restart by hand or by a static pod's kubelet stops it:
+		// it stops serving at once, then waits up to a minute for its watches before it exits, a
+		// longer outage than the leader's renew deadline.
 		stopped := time.Now()
-		down := restartComponent("kube-apiserver")
+		down := restartComponent("kube-apiserver", false)
 		back := time.Now()
 		// Both watch again (their watches, restarted, are in the audit log), and a change made
 		// after the restart goes through both (the probe).
@@ -268,8 +271,10 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		// Compacted to the current revision, then the API server restarted: its watch cache
 		// starts after every revision the clients last saw, and etcd has none of them left, so
 		// every watch resumed from one is answered 410 Gone (too old a resourceVersion).
+		// Killed (SIGKILL) and started again at once: the outage is short, so that what follows is
+		// the compaction's doing.
 		revision := compactEtcd()
-		down := restartComponent("kube-apiserver")
+		down := restartComponent("kube-apiserver", true)
 		back := time.Now()
 		if breaking("write-storm") {
 			plantedManagerWrite(ns, "steady")

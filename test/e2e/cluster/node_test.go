@@ -43,16 +43,21 @@ func clusterState() string {
 }
 
 // restartComponent restarts component name of the node (hack/cluster/restart.sh: stopped with
-// SIGTERM, started again with up.sh's command line) and returns how long it was down, from the
-// stop to serving again, as the script measured it.
-func restartComponent(name string) time.Duration {
+// SIGTERM, its graceful stop, or with kill SIGKILL, a crash; started again with up.sh's command
+// line) and returns how long it was down, from the stop to serving again, as the script
+// measured it.
+func restartComponent(name string, kill bool) time.Duration {
 	GinkgoHelper()
-	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "cluster", "restart.sh"), name)
+	args := []string{name}
+	if kill {
+		args = []string{"--kill", name}
+	}
+	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "cluster", "restart.sh"), args...)
 	cmd.Dir = testenv.RepoRoot()
 	var stderr bytes.Buffer
 	cmd.Stderr = io.MultiWriter(&stderr, GinkgoWriter)
 	out, err := cmd.Output()
-	Expect(err).NotTo(HaveOccurred(), "hack/cluster/restart.sh %s: %s", name, stderr.String())
+	Expect(err).NotTo(HaveOccurred(), "hack/cluster/restart.sh %s: %s", strings.Join(args, " "), stderr.String())
 	fields := strings.Fields(string(out))
 	Expect(fields).NotTo(BeEmpty(), "hack/cluster/restart.sh %s printed nothing", name)
 	ms, err := strconv.Atoi(fields[len(fields)-1])
