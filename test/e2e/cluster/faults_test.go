@@ -232,7 +232,7 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		// it stops serving at once, then waits up to a minute for its watches before it exits, a
 		// longer outage than the leader's renew deadline.
 		stopped := time.Now()
-		down := restartComponent("kube-apiserver", false)
+		down := restartComponent("kube-apiserver")
 		back := time.Now()
 		// Both watch again (their watches, restarted, are in the audit log), and a change made
 		// after the restart goes through both (the probe).
@@ -268,14 +268,14 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		Eventually(l.Done, time.Minute, 200*time.Millisecond).Should(BeNumerically(">=", 25))
 		fault := time.Now()
 
-		// Compacted to the current revision, then the API server restarted: its watch cache
-		// starts after every revision the clients last saw, and etcd has none of them left, so
-		// every watch resumed from one is answered 410 Gone (too old a resourceVersion).
-		// Killed (SIGKILL) and started again at once: the outage is short, so that what follows is
-		// the compaction's doing.
+		// The API server killed (SIGKILL), etcd compacted while it is down, past every
+		// resourceVersion its clients hold, and the API server started again: every watch they
+		// resume is answered 410 Gone (too old a resourceVersion), and they relist.
+		restartComponent("--kill", "--stop", "kube-apiserver")
 		revision := compactEtcd()
-		down := restartComponent("kube-apiserver", true)
+		restartComponent("--start", "kube-apiserver")
 		back := time.Now()
+		down := back.Sub(fault)
 		if breaking("write-storm") {
 			plantedManagerWrite(ns, "steady")
 		}

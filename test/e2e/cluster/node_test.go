@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -42,16 +43,12 @@ func clusterState() string {
 	return "/tmp/aether-cluster"
 }
 
-// restartComponent restarts component name of the node (hack/cluster/restart.sh: stopped with
-// SIGTERM, its graceful stop, or with kill SIGKILL, a crash; started again with up.sh's command
-// line) and returns how long it was down, from the stop to serving again, as the script
-// measured it.
-func restartComponent(name string, kill bool) time.Duration {
+// restartComponent runs hack/cluster/restart.sh with args (options, then the component): by
+// default stops the component with SIGTERM, its graceful stop (--kill: SIGKILL, a crash), and
+// starts it again with up.sh's command line (--stop, --start: only that). It returns how long
+// that took as the script measured it: from the stop to serving again.
+func restartComponent(args ...string) time.Duration {
 	GinkgoHelper()
-	args := []string{name}
-	if kill {
-		args = []string{"--kill", name}
-	}
 	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "cluster", "restart.sh"), args...)
 	cmd.Dir = testenv.RepoRoot()
 	var stderr bytes.Buffer
@@ -59,9 +56,9 @@ func restartComponent(name string, kill bool) time.Duration {
 	out, err := cmd.Output()
 	Expect(err).NotTo(HaveOccurred(), "hack/cluster/restart.sh %s: %s", strings.Join(args, " "), stderr.String())
 	fields := strings.Fields(string(out))
-	Expect(fields).NotTo(BeEmpty(), "hack/cluster/restart.sh %s printed nothing", name)
+	Expect(fields).NotTo(BeEmpty(), "hack/cluster/restart.sh %s printed nothing", strings.Join(args, " "))
 	ms, err := strconv.Atoi(fields[len(fields)-1])
-	Expect(err).NotTo(HaveOccurred(), "hack/cluster/restart.sh %s: its last line is the downtime in ms: %q", name, out)
+	Expect(err).NotTo(HaveOccurred(), "hack/cluster/restart.sh %s: its last line is a duration in ms: %q", strings.Join(args, " "), out)
 	return time.Duration(ms) * time.Millisecond
 }
 
@@ -133,20 +130,28 @@ func etcdCall(path string, body, out any) {
 	Expect(json.Unmarshal(answer, out)).To(Succeed(), "etcd %s: %s", path, answer)
 }
 
-// compactEtcd compacts etcd's history up to its current revision (physically: the compacted
-// revisions are gone when it returns) and returns that revision. Every watch that would resume
-// from an older revision is then answered 410 Gone by etcd (too old a resourceVersion).
+// etcdRevision is etcd's revision in the header of an answer.
+type etcdRevision struct {
+	Header struct {
+		Revision string `json:"revision"`
+	} `json:"header"`
+}
+
+// compactEtcd moves etcd's revision on by two (two writes of a key of its own, outside the API
+// server's /registry), then compacts its history up to that revision (physically: gone when it
+// returns), and returns it. Run while the API server is down, every client's last
+// resourceVersion is then at least two revisions older: a watch resumed from it (from the
+// revision after it) is answered 410 Gone, too old a resourceVersion, by etcd as by a watch
+// cache that starts after it.
 func compactEtcd() int64 {
 	GinkgoHelper()
-	// Any key: the answer's header carries the store's current revision.
-	var ranged struct {
-		Header struct {
-			Revision string `json:"revision"`
-		} `json:"header"`
+	var put etcdRevision
+	for range 2 {
+		etcdCall("/kv/put", map[string]any{"key": base64.StdEncoding.EncodeToString([]byte("/aether-faults/compaction")),
+			"value": base64.StdEncoding.EncodeToString([]byte(time.Now().String()))}, &put)
 	}
-	etcdCall("/kv/range", map[string]any{"key": "L3JlZ2lzdHJ5", "count_only": true}, &ranged) // "/registry"
-	revision, err := strconv.ParseInt(ranged.Header.Revision, 10, 64)
-	Expect(err).NotTo(HaveOccurred(), "etcd's revision %q", ranged.Header.Revision)
+	revision, err := strconv.ParseInt(put.Header.Revision, 10, 64)
+	Expect(err).NotTo(HaveOccurred(), "etcd's revision %q", put.Header.Revision)
 	var compacted struct{}
 	etcdCall("/kv/compaction", map[string]any{"revision": strconv.FormatInt(revision, 10), "physical": true}, &compacted)
 	return revision
