@@ -112,7 +112,7 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 	})
 
 	AfterAll(func() {
-		AddReportEntry("fault suite figures", ReportEntryVisibilityAlways, strings.Join(figures, "\n"))
+		AddReportEntry("fault suite figures", ReportEntryVisibilityAlways, report())
 		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
 
@@ -299,14 +299,16 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 			wrote := touching(meshWrites(afterWindow, user), steady)
 			Expect(wrote).To(BeEmpty(), "%s wrote steady objects after the relist:\n%s", user, lines(wrote))
 		}
-		rate := func(rs []request, user string, from, to time.Time) string {
-			n := len(meshWrites(rs, user))
-			return fmt.Sprintf("%d (%.1f/s)", n, float64(n)/to.Sub(from).Seconds())
+		// The writes per change the load and the probe made (each change is a pod's: its
+		// MeshEndpoint, its service's MeshService and Service follow), before and after.
+		perChange := func(rs []request, user string, from, to time.Time) string {
+			n, changes := len(meshWrites(rs, user)), l.DoneBetween(from, to)+p.DoneBetween(from, to)
+			return fmt.Sprintf("%d for %d changes (%.1f each)", n, changes, float64(n)/float64(max(changes, 1)))
 		}
-		record("etcd compacted at revision %d, kube-apiserver restarted (down %s): relists manager %s, agent %s; writes with the load before the fault: manager %s, agent %s in %s; from the fault until the invariant held: manager %s, agent %s in %s; steady objects written: none; %s; load: %s",
+		record("etcd compacted at revision %d while kube-apiserver was down (killed and started again, %s): relists manager %s, agent %s; writes with the load before the fault, in %s: manager %s, agent %s; from the fault until the invariant held, in %s: manager %s, agent %s; steady objects written: none; %s; load: %s",
 			revision, down.Round(time.Millisecond), joinKeys(relists(afterWindow, managerUser)), joinKeys(relists(afterWindow, agentUser)),
-			rate(beforeWindow, managerUser, started, fault), rate(beforeWindow, agentUser, started, fault), fault.Sub(started).Round(time.Second),
-			rate(afterWindow, managerUser, fault, settled), rate(afterWindow, agentUser, fault, settled), settled.Sub(fault).Round(time.Second),
+			fault.Sub(started).Round(time.Second), perChange(beforeWindow, managerUser, started, fault), perChange(beforeWindow, agentUser, started, fault),
+			settled.Sub(fault).Round(time.Second), perChange(afterWindow, managerUser, fault, settled), perChange(afterWindow, agentUser, fault, settled),
 			p.describe(fault, back), l.Summary())
 		managersReady()
 	})
@@ -467,14 +469,39 @@ const settleBound = 90 * time.Second
 // tries), and a leader that could not renew for --leader-elect-renew-deadline restarts.
 const reconnectBound = 90 * time.Second
 
-// figures are the suite's measurements, one line per fault, reported at its end.
-var figures []string
+// figure is what a fault spec measured: its account of the fault, and how long the invariant
+// then took to hold.
+type figure struct {
+	spec, text string
+	settle     time.Duration
+}
 
-// record adds a line to figures and to this spec's report.
+// figures are the suite's measurements, one per fault spec, reported at its end.
+var figures []*figure
+
+// currentFigure is the running spec's figure.
+func currentFigure() *figure {
+	spec := CurrentSpecReport().LeafNodeText
+	if n := len(figures); n > 0 && figures[n-1].spec == spec {
+		return figures[n-1]
+	}
+	figures = append(figures, &figure{spec: spec})
+	return figures[len(figures)-1]
+}
+
+// record sets the running spec's account, and adds it to the spec's report.
 func record(format string, args ...any) {
-	line := fmt.Sprintf(format, args...)
-	figures = append(figures, CurrentSpecReport().LeafNodeText+": "+line)
-	AddReportEntry("figures", ReportEntryVisibilityAlways, line)
+	currentFigure().text = fmt.Sprintf(format, args...)
+	AddReportEntry("figures", ReportEntryVisibilityAlways, currentFigure().text)
+}
+
+// report is every figure, a line each.
+func report() string {
+	lines := make([]string, len(figures))
+	for i, f := range figures {
+		lines[i] = fmt.Sprintf("%s: %s; the invariant held %s after the load stopped", f.spec, f.text, f.settle.Round(10*time.Millisecond))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // holds checks the invariant over the whole cluster within settleBound, and fails with every
@@ -488,6 +515,7 @@ func holds() {
 	}
 	Expect(found).To(BeEmpty(), "the invariant does not hold %s after the fault (bound %s):\n%s", took.Round(time.Millisecond), settleBound, strings.Join(text, "\n"))
 	GinkgoWriter.Printf("the invariant holds (%s)\n", took.Round(time.Millisecond))
+	currentFigure().settle = took
 }
 
 // meshRoute is an HTTPRoute parented to the mesh Service service (GAMMA) whose one backend is

@@ -201,6 +201,17 @@ func (l *load) DoneAfter(t time.Time) int {
 	return n
 }
 
+// DoneBetween counts the operations the API server did in [from, to).
+func (l *load) DoneBetween(from, to time.Time) int {
+	n := 0
+	for _, op := range l.Ops() {
+		if op.Err == nil && op.Kind != "list" && !op.At.Before(from) && op.At.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
 // Touched are the pods ("<namespace>/<name>") it created, deleted or re-annotated in [from, to],
 // whether or not the API server answered (a request that timed out may have been done).
 func (l *load) Touched(from, to time.Time) map[string]bool {
@@ -346,6 +357,17 @@ func (p *probe) DoneAfter(t time.Time) int {
 	n := 0
 	for _, s := range p.Samples() {
 		if s.Done && s.At.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// DoneBetween counts the changes asked for in [from, to) that have shown.
+func (p *probe) DoneBetween(from, to time.Time) int {
+	n := 0
+	for _, s := range p.Samples() {
+		if s.Done && !s.At.Before(from) && s.At.Before(to) {
 			n++
 		}
 	}
