@@ -64,18 +64,21 @@ func breaking(name string) bool {
 	return true
 }
 
-// withoutNodePolicy deletes the per-node policy's binding until the spec ends.
-func withoutNodePolicy() {
+// withoutNodePolicy deletes the per-node policy's binding until the spec ends, and waits until
+// the API server no longer applies it: until write, a write the policy denies, succeeds.
+func withoutNodePolicy(write func() error) {
 	GinkgoHelper()
 	ctx := context.Background()
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 	Expect(k8s.Get(ctx, client.ObjectKey{Name: "aether-operator-aether-agent-node-authority"}, binding)).To(Succeed())
-	Expect(k8s.Delete(ctx, binding)).To(Succeed())
 	DeferCleanup(func() {
 		restored := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: binding.Name, Labels: binding.Labels, Annotations: binding.Annotations}, Spec: binding.Spec}
 		Expect(k8s.Create(context.Background(), restored)).To(Succeed())
+		Eventually(write, 30*time.Second, 200*time.Millisecond).ShouldNot(Succeed(), "the restored policy applies again")
 	})
+	Expect(k8s.Delete(ctx, binding)).To(Succeed())
+	Eventually(write, 30*time.Second, 200*time.Millisecond).Should(Succeed(), "the policy no longer applies")
 }
 
 // staleRouteStatus rewrites, as the controller's field manager, the message of the mesh's
@@ -100,22 +103,26 @@ func staleRouteStatus(ns, name string) {
 // withoutElection redeploys the managers with --leader-elect=false until the spec ends.
 func withoutElection() {
 	GinkgoHelper()
+	DeferCleanup(func() {
+		setManagerArg("--leader-elect=false", "--leader-elect")
+		managersReady()
+	})
 	setManagerArg("--leader-elect", "--leader-elect=false")
-	DeferCleanup(func() { setManagerArg("--leader-elect=false", "--leader-elect") })
 }
 
-// setManagerArg replaces the manager's argument from by to and waits for the rollout.
+// setManagerArg replaces the manager's argument from by to (if it has it) and waits for the
+// rollout.
 func setManagerArg(from, to string) {
 	GinkgoHelper()
 	ctx := context.Background()
 	d := &appsv1.Deployment{}
 	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: managerDeployment}, d)).To(Succeed())
 	c := managerContainer(d)
-	i := slices.Index(c.Args, from)
-	Expect(i).To(BeNumerically(">=", 0), "the manager has no argument %s: %v", from, c.Args)
-	c.Args[i] = to
-	Expect(k8s.Update(ctx, d)).To(Succeed())
-	managersReady()
+	if i := slices.Index(c.Args, from); i >= 0 {
+		c.Args[i] = to
+		Expect(k8s.Update(ctx, d)).To(Succeed())
+	}
+	managersRolledOut()
 }
 
 // withoutAgent takes the agent off the node (its DaemonSet's nodeSelector matches no node), and
@@ -124,6 +131,11 @@ func withoutAgent() {
 	GinkgoHelper()
 	ctx := context.Background()
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: agentDaemonSet}}
+	DeferCleanup(func() {
+		Expect(k8s.Patch(context.Background(), ds, client.RawPatch(types.StrategicMergePatchType,
+			[]byte(`{"spec":{"template":{"spec":{"nodeSelector":{"faults.aether.io/nowhere":null}}}}}`)))).To(Succeed())
+		agentPod()
+	})
 	Expect(k8s.Patch(ctx, ds, client.RawPatch(types.StrategicMergePatchType,
 		[]byte(`{"spec":{"template":{"spec":{"nodeSelector":{"faults.aether.io/nowhere":"true"}}}}}`)))).To(Succeed())
 	Eventually(func(g Gomega) {
@@ -131,11 +143,6 @@ func withoutAgent() {
 		g.Expect(k8s.List(ctx, &pods, client.InNamespace(operatorNamespace), agentPods)).To(Succeed())
 		g.Expect(pods.Items).To(BeEmpty())
 	}, 2*time.Minute, time.Second).Should(Succeed())
-	DeferCleanup(func() {
-		Expect(k8s.Patch(context.Background(), ds, client.RawPatch(types.StrategicMergePatchType,
-			[]byte(`{"spec":{"template":{"spec":{"nodeSelector":{"faults.aether.io/nowhere":null}}}}}`)))).To(Succeed())
-		agentPod()
-	})
 }
 
 // plantedManagerWrite writes MeshService ns/name's status (an empty merge patch: no change, one
@@ -187,6 +194,6 @@ func webhookFailurePolicy(policy admissionregistrationv1.FailurePolicyType) {
 		Expect(k8s.Patch(context.Background(), config, client.RawPatch(types.JSONPatchType, patch))).To(Succeed())
 	}
 	previous := *config.Webhooks[i].FailurePolicy
-	set(policy)
 	DeferCleanup(func() { set(previous) })
+	set(policy)
 }

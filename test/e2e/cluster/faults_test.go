@@ -119,21 +119,22 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 	It("denies a token bound to the agent's pod a MeshEndpoint of another node (config/admission)", func() {
 		l := startLoad(ns, defaultLoad, 6)
 		Eventually(l.Done, time.Minute, 200*time.Millisecond).Should(BeNumerically(">=", 3))
-		if breaking("node-policy") {
-			withoutNodePolicy()
-		}
 		agent := agentPod()
-		asAgent := clientWithToken(podToken(agent, "aether-operator-agent"))
+		asAgent := clientWithToken(podToken(agent, agentAccount))
 
 		// Every write dry-run: admission (the policy too) judges it; nothing is kept either way.
 		ep := &meshv1alpha1.MeshEndpoint{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "steady-0"}, ep)).To(Succeed())
+		other := &meshv1alpha1.MeshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policy-other-node"}, Spec: ep.Spec}
+		other.Spec.NodeName = "node-b"
+		writeOther := func() error { return asAgent.Create(ctx, other.DeepCopy(), client.DryRunAll) }
+		if breaking("node-policy") {
+			withoutNodePolicy(writeOther)
+		}
 		own := &meshv1alpha1.MeshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policy-own-node"}, Spec: ep.Spec}
 		Expect(asAgent.Create(ctx, own, client.DryRunAll)).To(Succeed(), "the token speaks for node-a: a MeshEndpoint of node-a is admitted")
 
-		other := &meshv1alpha1.MeshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policy-other-node"}, Spec: ep.Spec}
-		other.Spec.NodeName = "node-b"
-		err := asAgent.Create(ctx, other, client.DryRunAll)
+		err := writeOther()
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "creating a MeshEndpoint of node-b with the token of node-a's agent: want Forbidden, got %v", err)
 		Expect(err.Error()).To(ContainSubstring("the node agent of node node-a may write only MeshEndpoints of pods on its own node; this one names node node-b"))
 

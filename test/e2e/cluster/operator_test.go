@@ -143,6 +143,14 @@ func deployedElection() manager.Election {
 // them leads.
 func managersReady() {
 	GinkgoHelper()
+	managersRolledOut()
+	leaderPod()
+}
+
+// managersRolledOut waits until the manager's Deployment runs its replicas, all updated and
+// ready.
+func managersRolledOut() {
+	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		d := &appsv1.Deployment{}
 		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: operatorNamespace, Name: managerDeployment}, d)).To(Succeed())
@@ -152,7 +160,6 @@ func managersReady() {
 		g.Expect(d.Status.ReadyReplicas).To(Equal(want))
 		g.Expect(d.Status.Replicas).To(Equal(want), "old replicas still run")
 	}, 3*time.Minute, time.Second).Should(Succeed())
-	leaderPod()
 }
 
 // scaleManager scales the manager's Deployment to replicas and waits: for none of its pods to
