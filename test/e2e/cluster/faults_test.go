@@ -523,7 +523,7 @@ func meshRoute(ns, name, service string, port int32) *gwapiv1.HTTPRoute {
 			CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: []gwapiv1.ParentReference{{
 				Group: new(gwapiv1.Group("")), Kind: new(gwapiv1.Kind("Service")), Name: gwapiv1.ObjectName(service)}}},
 			Rules: []gwapiv1.HTTPRouteRule{{BackendRefs: []gwapiv1.HTTPBackendRef{{BackendRef: gwapiv1.BackendRef{
-				BackendObjectReference: gwapiv1.BackendObjectReference{Name: gwapiv1.ObjectName(service), Port: new(gwapiv1.PortNumber(port))}}}}}},
+				BackendObjectReference: gwapiv1.BackendObjectReference{Name: gwapiv1.ObjectName(service), Port: new(port)}}}}}},
 		},
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -398,7 +397,7 @@ func (p *probe) Median(before time.Time) time.Duration {
 	if len(took) == 0 {
 		return 0
 	}
-	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	slices.Sort(took)
 	return took[len(took)/2]
 }
 

@@ -319,13 +319,13 @@ func dialLog(g Gomega, ns, name string, since time.Time) []dialLine {
 	var out []dialLine
 	lines := bufio.NewScanner(strings.NewReader(string(raw)))
 	for lines.Scan() {
-		stamp, rest, ok := strings.Cut(lines.Text(), " ")
+		stamp, line, ok := strings.Cut(lines.Text(), " ")
 		at, err := time.Parse(time.RFC3339Nano, stamp)
 		g.Expect(ok && err == nil).To(BeTrue(), "a log line without its timestamp: %q", lines.Text())
 		if at.Before(since) {
 			continue
 		}
-		_, answer, _ := strings.Cut(rest, " ")
+		_, answer, _ := strings.Cut(line, " ")
 		out = append(out, dialLine{At: at, Answer: answer})
 	}
 	return out
