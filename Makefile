@@ -104,10 +104,22 @@ test-cluster: ## The cluster tier: cluster-up, test-e2e, cluster-down (always, e
 	$(MAKE) --no-print-directory cluster-down || status=1; exit $$status
 
 .PHONY: test-e2e
-test-e2e: $(LOCALBIN) ## The smoke e2e on the cluster of make cluster-up, run inside the node's network namespace.
+test-e2e: $(LOCALBIN) ## The cluster tier's specs but the fault suite, on the cluster of make cluster-up, run inside the node's network namespace.
 	# Compiled here (modules may need downloading), run inside the namespace (no network but the node's).
 	go test -tags e2e -c -o "$(LOCALBIN)/cluster-e2e.test" ./test/e2e/cluster
-	cd test/e2e/cluster && nsenter --net=/run/netns/aether-node "$(LOCALBIN)/cluster-e2e.test" -test.v -test.count=1
+	cd test/e2e/cluster && nsenter --net=/run/netns/aether-node "$(LOCALBIN)/cluster-e2e.test" -test.v -test.count=1 -ginkgo.label-filter='!faults'
+
+.PHONY: test-faults
+test-faults: ## The fault suite on a cluster of its own: cluster-up, faults-e2e, cluster-down (always, even when a spec fails).
+	hack/cluster/down.sh >/dev/null 2>&1 || true
+	status=0; $(MAKE) --no-print-directory cluster-up && $(MAKE) --no-print-directory faults-e2e || status=$$?; \
+	$(MAKE) --no-print-directory cluster-down || status=1; exit $$status
+
+.PHONY: faults-e2e
+faults-e2e: $(LOCALBIN) ## The fault suite (test/e2e/cluster, label faults) on the cluster of make cluster-up; AETHER_FAULTS_BREAK=<name> breaks one spec's recovery on purpose (breaks_test.go): that spec must fail.
+	go test -tags e2e -c -o "$(LOCALBIN)/cluster-e2e.test" ./test/e2e/cluster
+	cd test/e2e/cluster && AETHER_FAULTS_BREAK="$(AETHER_FAULTS_BREAK)" nsenter --net=/run/netns/aether-node \
+		"$(LOCALBIN)/cluster-e2e.test" -test.v -test.count=1 -test.timeout=60m -ginkgo.label-filter=faults
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 60s) each.

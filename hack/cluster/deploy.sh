@@ -7,6 +7,7 @@
 # pointed at the node's CNI dirs under $STATE/cni by an overlay written to $STATE/deploy. What cert-manager
 # does on a real cluster is done here by hand: the webhook's serving certificate, signed by the
 # cluster's CA, as Secret webhook-server-cert, and that CA as the webhook configuration's caBundle.
+# The Gateway API's CRDs are installed first, so that the manager serves route status.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STATE=${AETHER_CLUSTER_DIR:-/tmp/aether-cluster}
@@ -64,6 +65,17 @@ patches:
           - name: cni-conf
             hostPath: {path: $STATE/cni/net.d, type: Directory}
 YAML
+# The Gateway API's standard-channel CRDs, from the sigs.k8s.io/gateway-api module go.mod pins
+# (the CRDs only, as internal/testenv installs them), before the manager starts: it sets up its
+# route controllers for the route kinds the cluster serves when it starts.
+gwapi=$(go mod download -json sigs.k8s.io/gateway-api | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')/config/crd/standard
+crds=()
+for f in "$gwapi"/*.yaml; do grep -q '^kind: CustomResourceDefinition$' "$f" && crds+=(-f "$f"); done
+((${#crds[@]})) || { echo "cluster-deploy: no Gateway API CRDs under $gwapi" >&2; exit 1; }
+log "Gateway API CRDs ($((${#crds[@]} / 2)) files from $gwapi)"
+$K apply --server-side "${crds[@]}" >/dev/null
+$K wait --for condition=Established --timeout=60s "${crds[@]}" >/dev/null
+
 # Two install paths, as users have them: the Helm chart (dist/chart, generated from config/) and
 # kustomize. Each run takes one: AETHER_INSTALL=helm or kustomize, else they alternate by the
 # commit (the last hex digit of HEAD: even helm, odd kustomize), so both are installed on the node

@@ -5,28 +5,17 @@
 # and every client runs inside the namespace: nothing is sent from the host's own namespace to
 # the node's addresses. Use hack/cluster/kubectl.sh to talk to it.
 #
-# kube-proxy too. make cluster-up then deploys the operator (hack/cluster/deploy.sh).
+# kube-proxy too. make cluster-up then deploys the operator (hack/cluster/deploy.sh). Each
+# component's command line is hack/cluster/lib.sh's, which hack/cluster/restart.sh runs again to
+# restart one (the fault specs restart the API server). The API server keeps an audit log of the
+# mesh's requests ($STATE/logs/audit.log, the policy below).
 # Needs: iproute2, util-linux (nsenter), iptables (kube-proxy), libseccomp-dev (runc's build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-STATE=${AETHER_CLUSTER_DIR:-/tmp/aether-cluster}
-NETNS=${AETHER_NETNS:-aether-node}
-NODE=node-a
-NODE_IP=10.99.0.2
-POD_CIDR=10.244.0.0/24
-SERVICE_CIDR=10.96.0.0/24
-
+source hack/cluster/lib.sh
 log() { echo "cluster-up: $*" >&2; }
-# nsenter enters only the network namespace: `ip netns exec` would also remount /sys and hide
-# the cgroup mounts the kubelet needs.
-in_node() { nsenter --net="/run/netns/$NETNS" "$@"; }
-
-K8S_CMDS="kube-apiserver kubectl kubelet kube-controller-manager kube-scheduler kube-proxy"
-export K8S_CMDS
-K8S=$(dirname "$(readlink -f "$(hack/build-binaries.sh 2>/dev/null)/kubelet")")
-ETCD=$(dirname "$(readlink -f "$(hack/build-binaries.sh 2>/dev/null)/etcd")")
-RUNTIME=$(hack/cluster/build-runtime.sh 2>/dev/null)
+binaries
 
 if ip netns list | grep -qw "$NETNS"; then
   echo "cluster-up: network namespace $NETNS exists: run make cluster-down first" >&2
@@ -55,39 +44,35 @@ in_node ip route add default via 10.99.0.1 dev eth0 onlink
 
 log "PKI"
 go run ./hack/cluster/pki -dir "$STATE/pki" -node-name "$NODE" -node-ip "$NODE_IP"
-P=$STATE/pki
 
-start() { # start NAME CMD... : run CMD in the node, logging to $STATE/logs/NAME.log
-  local name=$1; shift
-  in_node "$@" >"$STATE/logs/$name.log" 2>&1 &
-  echo $! >"$STATE/logs/$name.pid"
-}
+# The API server's audit log (--audit-policy-file, hack/cluster/lib.sh), at Metadata level (who,
+# what, when; no bodies): every request but a get of the mesh's ServiceAccounts (the agent's and
+# the manager's writes, lists and watches: a relist is a list or a watch with
+# sendInitialEvents=true), and every write of the mesh's kinds and of routes, whoever makes it
+# (the garbage collector's deletes too). Nothing else: the log stays small.
+cat >"$STATE/audit-policy.yaml" <<YAML
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts:aether-operator-system"]
+  verbs: [create, update, patch, delete, deletecollection, list, watch]
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+  resources:
+  - group: mesh.aether.io
+  - group: gateway.networking.k8s.io
+- level: None
+YAML
 
-start etcd "$ETCD/etcd" --data-dir "$STATE/etcd" --listen-client-urls http://127.0.0.1:2379 \
-  --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380
-start kube-apiserver "$K8S/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
-  --advertise-address "$NODE_IP" --bind-address 0.0.0.0 --secure-port 6443 \
-  --tls-cert-file "$P/apiserver.crt" --tls-private-key-file "$P/apiserver.key" --client-ca-file "$P/ca.crt" \
-  --kubelet-client-certificate "$P/apiserver-kubelet-client.crt" --kubelet-client-key "$P/apiserver-kubelet-client.key" \
-  --kubelet-certificate-authority "$P/ca.crt" --kubelet-preferred-address-types InternalIP \
-  --service-account-issuer https://kubernetes.default.svc.cluster.local --service-account-key-file "$P/sa.pub" \
-  --service-account-signing-key-file "$P/sa.key" --service-cluster-ip-range "$SERVICE_CIDR" \
-  --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction --allow-privileged
+start etcd
+start kube-apiserver
 log "waiting for the API server"
-for _ in $(seq 120); do
-  in_node "$K8S/kubectl" --kubeconfig "$P/admin.kubeconfig" get --raw /readyz >/dev/null 2>&1 && break
-  sleep 0.5
-done
-in_node "$K8S/kubectl" --kubeconfig "$P/admin.kubeconfig" get --raw /readyz >/dev/null
+wait_apiserver
 
-start kube-controller-manager "$K8S/kube-controller-manager" --kubeconfig "$P/kube-controller-manager.kubeconfig" \
-  --authentication-kubeconfig "$P/kube-controller-manager.kubeconfig" --authorization-kubeconfig "$P/kube-controller-manager.kubeconfig" \
-  --use-service-account-credentials --service-account-private-key-file "$P/sa.key" --root-ca-file "$P/ca.crt" \
-  --cluster-signing-cert-file "$P/ca.crt" --cluster-signing-key-file "$P/ca.key" \
-  --allocate-node-cidrs --cluster-cidr 10.244.0.0/16 --node-cidr-mask-size 24 --service-cluster-ip-range "$SERVICE_CIDR" \
-  --leader-elect=false
-start kube-scheduler "$K8S/kube-scheduler" --kubeconfig "$P/kube-scheduler.kubeconfig" \
-  --authentication-kubeconfig "$P/kube-scheduler.kubeconfig" --authorization-kubeconfig "$P/kube-scheduler.kubeconfig" --leader-elect=false
+start kube-controller-manager
+start kube-scheduler
 
 cat >"$STATE/containerd/config.toml" <<TOML
 version = 3
@@ -126,7 +111,7 @@ cat >"$STATE/cni/net.d/10-aether.conflist" <<JSON
   {"type": "loopback"}
 ]}
 JSON
-start containerd env PATH="$RUNTIME:$PATH" "$RUNTIME/containerd" --config "$STATE/containerd/config.toml"
+start containerd
 for _ in $(seq 60); do [[ -S /run/containerd/containerd.sock ]] && break; sleep 0.5; done
 images="pause operator testserver spire-server spire-agent"
 for img in $images; do [[ -f bin/images/$img.tar ]] || { make images >/dev/null; break; }; done
@@ -153,8 +138,7 @@ clusterDomain: cluster.local
 resolvConf: ""
 staticPodPath: ""
 YAML
-start kubelet "$K8S/kubelet" --config "$STATE/kubelet/config.yaml" --kubeconfig "$P/kubelet.kubeconfig" \
-  --node-ip "$NODE_IP" --hostname-override "$NODE" --root-dir /var/lib/kubelet
+start kubelet
 cat >"$STATE/kube-proxy.yaml" <<YAML
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -164,11 +148,11 @@ clusterCIDR: 10.244.0.0/16
 hostnameOverride: $NODE
 conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 YAML
-start kube-proxy "$K8S/kube-proxy" --config "$STATE/kube-proxy.yaml"
+start kube-proxy
 log "waiting for node $NODE to be Ready"
 for _ in $(seq 120); do
-  in_node "$K8S/kubectl" --kubeconfig "$P/admin.kubeconfig" wait --for=condition=Ready "node/$NODE" --timeout=1s >/dev/null 2>&1 && break
+  kubectl_node wait --for=condition=Ready "node/$NODE" --timeout=1s >/dev/null 2>&1 && break
   sleep 1
 done
-in_node "$K8S/kubectl" --kubeconfig "$P/admin.kubeconfig" get nodes -o wide
+kubectl_node get nodes -o wide
 echo "KUBECONFIG=$P/admin.kubeconfig (use hack/cluster/kubectl.sh: clients run inside netns $NETNS)"
