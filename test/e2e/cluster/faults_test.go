@@ -26,6 +26,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/routes"
+	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
 	"github.com/aether-mesh/aether-operator/test/invariant"
 )
 
@@ -362,8 +363,23 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		// No load here: the listeners must not change, so nothing in the mesh does.
 		agent := agentPod()
 		restarts := containerRestarts(agent, "agent")
+		// The mesh settles first: the earlier specs' pods may still be terminating, and each one
+		// that goes changes the listeners. Settled: no pod of the namespace is terminating and
+		// the served listeners' version holds for 3 s.
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
+			for _, p := range pods.Items {
+				g.Expect(p.DeletionTimestamp).To(BeNil(), "pod %s is terminating", p.Name)
+			}
+		}, 2*time.Minute, time.Second).Should(Succeed())
 		ads := dialXDS(agent)
 		listeners := awaitListeners(ads)
+		Eventually(func(g Gomega) {
+			listeners = awaitListeners(ads)
+			g.Consistently(func() string { return ads.State().Versions[xdstest.Listeners] }, 3*time.Second, 200*time.Millisecond).
+				Should(Equal(listeners.Version))
+		}, 2*time.Minute, time.Second).Should(Succeed())
 		ads.Close()
 
 		killed := killContainer(agent, "agent")
