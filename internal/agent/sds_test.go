@@ -5,11 +5,9 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -17,7 +15,6 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +25,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/agent/svid"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/spiffetest"
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -123,10 +121,10 @@ func TestSDSServesSPIREIdentities(t *testing.T) {
 	}
 
 	// The handshake: db's pod dials web's, each with the SVID served to the node's Envoy.
-	if err := handshake(svids["web"], svids["db"], bundle, webID); err != nil {
+	if err := spiffetest.Handshake(svids["web"], svids["db"], bundle, webID); err != nil {
 		t.Errorf("db dialing web, pinning web's ID %s: %v", webID, err)
 	}
-	err := handshake(svids["web"], svids["db"], bundle, dbID)
+	err := spiffetest.Handshake(svids["web"], svids["db"], bundle, dbID)
 	if err == nil {
 		t.Errorf("db dialing web while pinning db's own ID %s: the handshake succeeded; it must fail", dbID)
 	} else {
@@ -188,33 +186,6 @@ func servedBundle(t *testing.T, secret *tlsv3.Secret, td spiffeid.TrustDomain) *
 		t.Fatalf("the secret %s: %v", secret.GetName(), err)
 	}
 	return b
-}
-
-// handshake is a mutual TLS handshake over loopback: the server presents serverSVID and accepts
-// any identity of the trust domain (as an inbound chain does); the client presents clientSVID and
-// accepts only pinned (as an upstream cluster's SAN pin does). It returns the client's error.
-func handshake(serverSVID, clientSVID *x509svid.SVID, bundle *x509bundle.Bundle, pinned spiffeid.ID) error {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	serverConfig := tlsconfig.MTLSServerConfig(serverSVID, bundle, tlsconfig.AuthorizeMemberOf(bundle.TrustDomain()))
-	go func() {
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-		_ = tls.Server(conn, serverConfig).Handshake()
-	}()
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", l.Addr().String(),
-		tlsconfig.MTLSClientConfig(clientSVID, bundle, tlsconfig.AuthorizeID(pinned)))
-	if err != nil {
-		return err
-	}
-	return conn.Close()
 }
 
 // TestPodIdentities: one identity per SPIFFE ID, asked by its pods' namespace and ServiceAccount

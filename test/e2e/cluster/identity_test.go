@@ -7,9 +7,7 @@ package cluster
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +22,6 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,6 +30,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/spiffetest"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
 )
@@ -178,8 +176,8 @@ var _ = Describe("Workload identities from SPIRE", Ordered, func() {
 			svids[sa] = sv
 		}
 		web, db := spiffeid.RequireFromString(idOf("web")), spiffeid.RequireFromString(idOf("db"))
-		Expect(handshake(svids["web"], svids["db"], bundle, web)).To(Succeed(), "db's SVID dialing web's, pinning web")
-		Expect(handshake(svids["web"], svids["db"], bundle, db)).To(MatchError(ContainSubstring("unexpected ID")),
+		Expect(spiffetest.Handshake(svids["web"], svids["db"], bundle, web)).To(Succeed(), "db's SVID dialing web's, pinning web")
+		Expect(spiffetest.Handshake(svids["web"], svids["db"], bundle, db)).To(MatchError(ContainSubstring("unexpected ID")),
 			"db's SVID dialing web's while pinning db must fail")
 	})
 
@@ -270,30 +268,4 @@ func parseSVID(secret *tlsv3.Secret) *x509svid.SVID {
 	sv, err := x509svid.Parse(cert.GetCertificateChain().GetInlineBytes(), cert.GetPrivateKey().GetInlineBytes())
 	Expect(err).NotTo(HaveOccurred(), "the secret %s", secret.GetName())
 	return sv
-}
-
-// handshake is an mTLS handshake on loopback (inside the node's network namespace): a server
-// presenting serverSVID, a client presenting clientSVID and accepting only the server ID pinned.
-func handshake(serverSVID, clientSVID *x509svid.SVID, bundle *x509bundle.Bundle, pinned spiffeid.ID) error {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	serverConfig := tlsconfig.MTLSServerConfig(serverSVID, bundle, tlsconfig.AuthorizeMemberOf(bundle.TrustDomain()))
-	go func() {
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-		_ = tls.Server(conn, serverConfig).Handshake()
-	}()
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", l.Addr().String(),
-		tlsconfig.MTLSClientConfig(clientSVID, bundle, tlsconfig.AuthorizeID(pinned)))
-	if err != nil {
-		return err
-	}
-	return conn.Close()
 }
