@@ -298,8 +298,10 @@ func count(ctx context.Context, c client.Client, list client.ObjectList) (int, e
 // agentEnabled reports whether this size measures the agent: the last size of the run (the
 // largest, as BENCH_SIZES lists them) when it is the scale the agent row is specified at, or
 // any last size when BENCH_AGENT_REST asks; BENCH_AGENT_REST=0 turns the agent off.
-func (r *run) agentEnabled() bool {
-	last := r.size == r.cfg.sizes[len(r.cfg.sizes)-1]
-	atScale := r.size.services*r.size.endpoints >= agentScale
-	return r.cfg.agentRest > 0 && last && (atScale || r.cfg.agentAsked)
+func (r *run) agentEnabled() bool { return agentMeasured(r.cfg, r.size) }
+
+func agentMeasured(cfg config, sz size) bool {
+	last := sz == cfg.sizes[len(cfg.sizes)-1]
+	atScale := sz.services*sz.endpoints >= agentScale
+	return cfg.agentRest > 0 && last && (atScale || cfg.agentAsked)
 }

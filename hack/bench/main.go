@@ -51,6 +51,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -58,6 +59,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -172,19 +174,12 @@ func benchmark(ctx context.Context, cfg config) error {
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return err
 	}
-	bin := filepath.Join(cfg.out, "manager")
-	for _, cmd := range []string{"manager", "agent"} {
-		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(cfg.out, cmd), "./cmd/"+cmd)
-		build.Dir = testenv.RepoRoot()
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("building cmd/%s: %w\n%s", cmd, err, out)
-		}
-	}
+	built := buildBinaries(ctx, cfg)
 	var results []result
 	for _, sz := range cfg.sizes {
 		started := time.Now()
 		fmt.Fprintf(os.Stderr, "bench: %s: starting\n", sz)
-		res, err := runSize(ctx, cfg, sz, bin)
+		res, err := runSize(ctx, cfg, sz, built)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sz, err)
 		}
@@ -203,4 +198,35 @@ func benchmark(ctx context.Context, cfg config) error {
 	fmt.Print(table(results))
 	fmt.Printf("\nJSON: %s; profiles, logs and pprof tops: %s/<size>/\n", path, cfg.out)
 	return nil
+}
+
+// buildBinaries builds the manager, and the agent when a size measures it, into cfg.out, both at
+// once and while the first size's control plane starts (runSize waits for them before its
+// floors: a link on two cores takes seconds, and would weigh on the floor measured beside it).
+// The returned func waits for the builds and gives the manager's path.
+func buildBinaries(ctx context.Context, cfg config) func() (string, error) {
+	cmds := []string{"manager"}
+	if agentMeasured(cfg, cfg.sizes[len(cfg.sizes)-1]) {
+		cmds = append(cmds, "agent")
+	}
+	errs := make(chan error, len(cmds))
+	for _, cmd := range cmds {
+		go func() {
+			build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(cfg.out, cmd), "./cmd/"+cmd)
+			build.Dir = testenv.RepoRoot()
+			if out, err := build.CombinedOutput(); err != nil {
+				errs <- fmt.Errorf("building cmd/%s: %w\n%s", cmd, err, out)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	wait := sync.OnceValues(func() (string, error) {
+		var all []error
+		for range cmds {
+			all = append(all, <-errs)
+		}
+		return filepath.Join(cfg.out, "manager"), errors.Join(all...)
+	})
+	return wait
 }

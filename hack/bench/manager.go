@@ -151,9 +151,9 @@ func sum(series map[string]float64, name string) float64 {
 
 // waitIdle waits until the manager has nothing to do: its MeshService controller has reconciled
 // at least atLeast times (a restarted manager reconciles every service once: until then it may
-// just be filling its caches, quiet but not idle), no request is queued or in a worker, and no
-// reconcile or queue add happened for quiet (longer than any delay the manager requeues with
-// after a race, and than its batching window).
+// just be filling its caches, quiet but not idle), no request is queued, in a worker or held
+// back by the batching window (aether_controller_settling_services), and no reconcile or queue
+// add happened for quiet (longer than the delay the manager requeues with after a race).
 func (m *manager) waitIdle(ctx context.Context, quiet, timeout time.Duration, atLeast int) error {
 	deadline := time.Now().Add(timeout)
 	var last [3]float64
@@ -164,7 +164,8 @@ func (m *manager) waitIdle(ctx context.Context, quiet, timeout time.Duration, at
 			return fmt.Errorf("reading the manager's metrics: %w", err)
 		}
 		reconciled := sum(series, `controller_runtime_reconcile_total{controller="meshservice"`)
-		busy := sum(series, "workqueue_depth") + sum(series, "controller_runtime_active_workers")
+		busy := sum(series, "workqueue_depth") + sum(series, "controller_runtime_active_workers") +
+			sum(series, "aether_controller_settling_services")
 		// Retries count the adds held back for a while (the batching window, a requeue after a
 		// race): such an item is not in the queue's depth until it is due.
 		now := [3]float64{sum(series, "controller_runtime_reconcile_total"), sum(series, "workqueue_adds_total"),
@@ -224,8 +225,9 @@ type cpuProfiler struct {
 	got  []*profile.Profile
 }
 
-// profileSlice is the length of one CPU profile request.
-const profileSlice = 5 * time.Second
+// profileSlice is the length of one CPU profile request: the profile is the merge of the slices,
+// and its end waits for the slice under way, so a short one keeps that wait short.
+const profileSlice = time.Second
 
 func (m *manager) profileCPU(ctx context.Context) *cpuProfiler {
 	p := &cpuProfiler{stop: make(chan struct{}), done: make(chan error, 1)}

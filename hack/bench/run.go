@@ -38,14 +38,20 @@ type run struct {
 // driftSpan is how long a size may run before its floors are measured a second time.
 const driftSpan = 2 * time.Minute
 
-// quiet is how long the manager must do nothing to count as idle: longer than its requeue
-// after a race (1 s) and its batching window.
-func (r *run) quiet() time.Duration { return max(2*time.Second, r.cfg.window+time.Second) }
+// quiet is how long the manager must do nothing, with nothing queued, in a worker or held back
+// by its batching window, to count as idle: longer than the 1 s after which it requeues a
+// reconcile that lost a race (work no gauge shows), with room for a watch event's delivery.
+func (r *run) quiet() time.Duration { return 1500 * time.Millisecond }
 
-func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, err error) {
+func runSize(ctx context.Context, cfg config, sz size, built func() (string, error)) (res result, err error) {
 	r := &run{cfg: cfg, size: sz, dir: filepath.Join(cfg.out, sz.String()), work: newWorkload(sz, cfg.writers)}
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return res, err
+	}
+	for _, stale := range []string{"cpu.pprof", "heap.pprof"} { // an earlier run's: writeTops must not take them
+		if err := os.Remove(filepath.Join(r.dir, stale)); err != nil && !os.IsNotExist(err) {
+			return res, err
+		}
 	}
 	scratch, err := os.MkdirTemp("", "aether-bench-")
 	if err != nil {
@@ -67,12 +73,22 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 		return res, err
 	}
 	defer func() {
+		// The profiles' tops are written while the control plane stops, when nothing is measured.
+		tops := make(chan error, 1)
+		go func() { tops <- r.writeTops(ctx) }()
 		// A slow stop on a loaded machine is no failure of the run: say so and go on.
 		if stopErr := r.env.Stop(); stopErr != nil {
 			fmt.Fprintf(os.Stderr, "bench: %s: stopping the control plane: %v\n", sz, stopErr)
 		}
+		if topsErr := <-tops; err == nil {
+			err = topsErr
+		}
 	}()
 	if err := r.clients(ctx); err != nil {
+		return res, err
+	}
+	bin, err := built()
+	if err != nil {
 		return res, err
 	}
 
@@ -83,18 +99,6 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 	}
 	r.report(floors)
 	floorsAt := time.Now()
-	progress(sz, "creating %d pods with their IPs", sz.services*sz.endpoints)
-	if err := r.setup(ctx); err != nil {
-		return res, err
-	}
-	track := newTracker()
-	trackCtx, stopTracking := context.WithCancel(ctx)
-	defer stopTracking() // before the control plane stops: an open watch holds up its shutdown
-	if err := track.start(trackCtx, r.env.Config); err != nil {
-		return res, err
-	}
-	track.expect(r.work.expected())
-
 	certDir := filepath.Join(scratch, "webhook-certs")
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return res, err
@@ -102,13 +106,43 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 	if err := writeServingCert(certDir); err != nil {
 		return res, err
 	}
+	// The pods are made while the floor's objects go and the manager starts (once they are
+	// gone: it must never see them), as in a cluster whose pods come and go: it watches them and
+	// has nothing to write until their endpoints are registered (the audit check below).
+	progress(sz, "creating %d pods with their IPs while the manager starts", sz.services*sz.endpoints)
+	setUp := make(chan error, 1)
+	go func() { setUp <- r.setup(ctx) }()
+	if err := r.clearFloor(ctx); err != nil {
+		<-setUp
+		return res, err
+	}
+	track := newTracker()
+	trackCtx, stopTracking := context.WithCancel(ctx)
+	defer stopTracking() // before the control plane stops: an open watch holds up its shutdown
+	if err := track.start(trackCtx, r.env.Config); err != nil {
+		<-setUp
+		return res, err
+	}
+	track.expect(r.work.expected())
+
+	started := time.Now()
 	mgr, err := startManager(ctx, bin, r.managerKube, certDir, filepath.Join(r.dir, "manager.log"), cfg)
 	if err != nil {
+		<-setUp
 		return res, err
 	}
 	defer func() { mgr.stop() }()
+	if err := <-setUp; err != nil {
+		return res, err
+	}
 	if err := mgr.waitIdle(ctx, r.quiet(), 2*time.Minute, sz.services); err != nil {
 		return res, err
+	}
+	// (The floors wrote as the manager's user too, before it started.)
+	if early, err := readAudit(auditLog); err != nil {
+		return res, err
+	} else if written := writesOf(window(early, started, time.Now()), byManager); written.total() > 0 {
+		return res, fmt.Errorf("the manager wrote before any endpoint was registered (%s); its log is %s", written, mgr.log)
 	}
 
 	progress(sz, "converging: %d agents register %d endpoints", cfg.writers, sz.services*sz.endpoints)
@@ -168,6 +202,9 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 		if err != nil {
 			return res, err
 		}
+		if err := r.clearFloor(ctx); err != nil {
+			return res, err
+		}
 		r.report(after)
 		floors = append(floors, after...)
 	}
@@ -185,6 +222,23 @@ func runSize(ctx context.Context, cfg config, sz size, bin string) (res result, 
 		res.Agent = agentRan.figures(reqs)
 	}
 	return res, nil
+}
+
+// writeTops writes `go tool pprof -top` beside each profile the convergence span took.
+func (r *run) writeTops(ctx context.Context) error {
+	for _, p := range []struct {
+		file  string
+		extra []string
+	}{{"cpu.pprof", nil}, {"heap.pprof", []string{"-sample_index=inuse_space"}}} {
+		path := filepath.Join(r.dir, p.file)
+		if _, err := os.Stat(path); err != nil {
+			continue // the run ended before it was taken
+		}
+		if err := topOf(ctx, filepath.Join(r.cfg.out, "manager"), path, p.extra...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func progress(sz size, format string, args ...any) {
@@ -296,18 +350,7 @@ func (r *run) converge(ctx context.Context, mgr *manager, track *tracker, floorS
 	if err := mgr.heapProfile(ctx, filepath.Join(r.dir, "heap.pprof")); err != nil {
 		return c, err
 	}
-	for _, p := range []struct {
-		file  string
-		extra []string
-	}{{"cpu.pprof", nil}, {"heap.pprof", []string{"-sample_index=inuse_space"}}} {
-		if err := topOf(ctx, filepath.Join(r.cfg.out, "manager"), filepath.Join(r.dir, p.file), p.extra...); err != nil {
-			return c, err
-		}
-	}
 	if c.peakRSSMiB, err = mgr.peakRSSMiB(); err != nil {
-		return c, err
-	}
-	if c.races, err = mgr.races(ctx); err != nil {
 		return c, err
 	}
 	if c.races, err = mgr.races(ctx); err != nil {

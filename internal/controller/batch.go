@@ -57,6 +57,7 @@ func (s *settling) changed(req reconcile.Request, urgent bool) {
 	c, ok := s.batches[req]
 	if !ok {
 		c.first = now
+		settlingServices.Inc()
 	}
 	c.last, c.urgent = now, c.urgent || urgent
 	s.batches[req] = c
@@ -72,7 +73,7 @@ func (s *settling) wait(req reconcile.Request) time.Duration {
 	defer s.mu.Unlock()
 	c, ok := s.batches[req]
 	if !ok || c.urgent {
-		delete(s.batches, req)
+		s.closeBatch(req, ok)
 		return 0
 	}
 	due := c.last.Add(s.window)
@@ -82,8 +83,16 @@ func (s *settling) wait(req reconcile.Request) time.Duration {
 	if left := due.Sub(s.now()); left > 0 {
 		return left
 	}
-	delete(s.batches, req)
+	s.closeBatch(req, true)
 	return 0
+}
+
+// closeBatch ends req's batch (held: it had one); s.mu is held.
+func (s *settling) closeBatch(req reconcile.Request, held bool) {
+	if held {
+		delete(s.batches, req)
+		settlingServices.Dec()
+	}
 }
 
 // batched is h recording every request it enqueues as a change in s and holding it back for

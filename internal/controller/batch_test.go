@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
@@ -130,16 +131,30 @@ func TestSettlingWaitsForQuiet(t *testing.T) {
 		}
 	}
 
+	// The gauge of held-back services counts a batch from its first change until it closes.
+	base := testutil.ToFloat64(settlingServices)
+	settlingIs := func(when string, want float64) {
+		t.Helper()
+		if got := testutil.ToFloat64(settlingServices) - base; got != want {
+			t.Errorf("%s: aether_controller_settling_services moved by %v, want %v", when, got, want)
+		}
+	}
+
 	expect("no change", 0)
+	settlingIs("no change", 0)
 	at(0)
 	s.changed(svc, false)
 	at(1500 * time.Millisecond)
 	s.changed(svc, false)
+	settlingIs("two changes of one service", 1)
 	at(2 * time.Second)
 	expect("2s after the first change, 0.5s after the last", 1500*time.Millisecond)
+	settlingIs("still held back", 1)
 	at(3500 * time.Millisecond)
 	expect("quiet for the window", 0)
+	settlingIs("the batch closed", 0)
 	expect("the batch is closed", 0)
+	settlingIs("no batch to close", 0)
 
 	// A trickle: a change every second, never quiet for 2s; due five windows after its first.
 	for i := range 12 {
@@ -153,6 +168,7 @@ func TestSettlingWaitsForQuiet(t *testing.T) {
 	s.changed(svc, false)
 	s.changed(svc, true)
 	expect("urgent", 0)
+	settlingIs("an urgent batch closed", 0)
 
 	if negative := newSettling(0); negative.wait(svc) != 0 || batched(nil, negative, nil) != nil {
 		t.Errorf("a window of 0 holds something back")

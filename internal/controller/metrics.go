@@ -17,8 +17,17 @@ var refusedStatuses = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "MeshService status writes the API server refused (other than conflicts), by the API server's reason.",
 }, []string{"reason"})
 
+// settlingServices is how many services have changed inputs whose reconcile is held back by the
+// batching window (settling): work the manager owes that is in neither the workqueue's depth nor
+// a worker yet. Together with workqueue_depth and controller_runtime_active_workers it tells
+// that the manager has nothing left to do (hack/bench waits on the three).
+var settlingServices = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "aether_controller_settling_services",
+	Help: "Services whose inputs changed and whose reconcile waits out the batching window (--batch-window).",
+})
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(refusedStatuses)
+	ctrlmetrics.Registry.MustRegister(refusedStatuses, settlingServices)
 	// Exported at zero so an alert sees the series before the first refusal.
 	refusedStatuses.WithLabelValues(string(metav1.StatusReasonInvalid))
 }
