@@ -92,10 +92,11 @@ spire-binaries: ## Build (or reuse from the cache) spire-server and spire-agent 
 	@hack/build-spire.sh >/dev/null
 
 .PHONY: test
-test: verify-generated vet lint binaries spire-binaries chart-check ## Run every test: the chart's checks, unit, envtest, make run's e2e, then the cluster tier (up, smoke e2e, down).
+test: verify-generated vet lint binaries spire-binaries chart-check ## Run every test: the chart's checks, unit, envtest, make run's e2e, the cluster tier (up, e2e, down), then the fault suite on a cluster of its own.
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test $(UNIT_PKGS) -count=1
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test -tags e2e ./test/e2e/ -count=1
 	$(MAKE) --no-print-directory test-cluster
+	$(MAKE) --no-print-directory test-faults
 
 .PHONY: test-cluster
 test-cluster: ## The cluster tier: cluster-up, test-e2e, cluster-down (always, even when a test fails).
