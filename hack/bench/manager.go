@@ -220,17 +220,20 @@ func (m *manager) reconcileErrors() (int, error) {
 // cpuProfiler takes consecutive CPU profiles of the manager until stopped, and merges them: a
 // profile of exactly the span profiled, however long convergence takes.
 type cpuProfiler struct {
-	stop chan struct{}
-	done chan error
-	got  []*profile.Profile
+	stop   chan struct{}
+	cancel context.CancelFunc // the slice under way
+	done   chan error
+	got    []*profile.Profile
 }
 
-// profileSlice is the length of one CPU profile request: the profile is the merge of the slices,
-// and its end waits for the slice under way, so a short one keeps that wait short.
+// profileSlice is the length of one CPU profile request: the profile is the merge of the slices.
+// The slice under way when the profiler stops is dropped: it began after the manager's last
+// activity (waitIdle's quiet is longer), so it holds only idle time.
 const profileSlice = time.Second
 
 func (m *manager) profileCPU(ctx context.Context) *cpuProfiler {
-	p := &cpuProfiler{stop: make(chan struct{}), done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(ctx)
+	p := &cpuProfiler{stop: make(chan struct{}), cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		for {
 			select {
@@ -240,6 +243,10 @@ func (m *manager) profileCPU(ctx context.Context) *cpuProfiler {
 			default:
 			}
 			body, err := get(ctx, fmt.Sprintf("%sprofile?seconds=%d", m.pprof, int(profileSlice.Seconds())))
+			if ctx.Err() != nil { // stopped (finish) while this slice was under way
+				p.done <- nil
+				return
+			}
 			if err != nil {
 				p.done <- fmt.Errorf("taking a CPU profile: %w", err)
 				return
@@ -255,9 +262,10 @@ func (m *manager) profileCPU(ctx context.Context) *cpuProfiler {
 	return p
 }
 
-// finish stops profiling after the current slice and writes the merged profile to path.
+// finish stops profiling, dropping the slice under way, and writes the merged profile to path.
 func (p *cpuProfiler) finish(path string) error {
 	close(p.stop)
+	p.cancel()
 	if err := <-p.done; err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -106,44 +107,13 @@ func runSize(ctx context.Context, cfg config, sz size, built func() (string, err
 	if err := writeServingCert(certDir); err != nil {
 		return res, err
 	}
-	// The pods are made while the floor's objects go and the manager starts (once they are
-	// gone: it must never see them), as in a cluster whose pods come and go: it watches them and
-	// has nothing to write until their endpoints are registered (the audit check below).
-	progress(sz, "creating %d pods with their IPs while the manager starts", sz.services*sz.endpoints)
-	setUp := make(chan error, 1)
-	go func() { setUp <- r.setup(ctx) }()
-	if err := r.clearFloor(ctx); err != nil {
-		<-setUp
-		return res, err
-	}
-	track := newTracker()
 	trackCtx, stopTracking := context.WithCancel(ctx)
 	defer stopTracking() // before the control plane stops: an open watch holds up its shutdown
-	if err := track.start(trackCtx, r.env.Config); err != nil {
-		<-setUp
-		return res, err
-	}
-	track.expect(r.work.expected())
-
-	started := time.Now()
-	mgr, err := startManager(ctx, bin, r.managerKube, certDir, filepath.Join(r.dir, "manager.log"), cfg)
+	mgr, track, err := r.startAmidPods(ctx, trackCtx, bin, certDir, auditLog)
 	if err != nil {
-		<-setUp
 		return res, err
 	}
 	defer func() { mgr.stop() }()
-	if err := <-setUp; err != nil {
-		return res, err
-	}
-	if err := mgr.waitIdle(ctx, r.quiet(), 2*time.Minute, sz.services); err != nil {
-		return res, err
-	}
-	// (The floors wrote as the manager's user too, before it started.)
-	if early, err := readAudit(auditLog); err != nil {
-		return res, err
-	} else if written := writesOf(window(early, started, time.Now()), byManager); written.total() > 0 {
-		return res, fmt.Errorf("the manager wrote before any endpoint was registered (%s); its log is %s", written, mgr.log)
-	}
 
 	progress(sz, "converging: %d agents register %d endpoints", cfg.writers, sz.services*sz.endpoints)
 	conv, err := r.converge(ctx, mgr, track, floorSeconds(floors))
@@ -239,6 +209,49 @@ func (r *run) writeTops(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// startAmidPods clears the floor's objects and makes the pods while the manager starts (once
+// the floor's objects are gone: it must never see them), as in a cluster whose pods come and go:
+// it watches them and has nothing to write until their endpoints are registered, which the audit
+// log is checked for. It returns the manager, idle, and the tracker of the services' state.
+func (r *run) startAmidPods(ctx, trackCtx context.Context, bin, certDir, auditLog string) (*manager, *tracker, error) {
+	sz := r.size
+	progress(sz, "creating %d pods with their IPs while the manager starts", sz.services*sz.endpoints)
+	setUp := make(chan error, 1)
+	go func() { setUp <- r.setup(ctx) }()
+	if err := r.clearFloor(ctx); err != nil {
+		return nil, nil, errors.Join(err, <-setUp)
+	}
+	track := newTracker()
+	if err := track.start(trackCtx, r.env.Config); err != nil {
+		return nil, nil, errors.Join(err, <-setUp)
+	}
+	track.expect(r.work.expected())
+
+	started := time.Now()
+	mgr, err := startManager(ctx, bin, r.managerKube, certDir, filepath.Join(r.dir, "manager.log"), r.cfg)
+	if err != nil {
+		return nil, nil, errors.Join(err, <-setUp)
+	}
+	err = <-setUp
+	if err == nil {
+		err = mgr.waitIdle(ctx, r.quiet(), 2*time.Minute, sz.services)
+	}
+	if err == nil {
+		// (The floors wrote as the manager's user too, before it started.)
+		var early []request
+		if early, err = readAudit(auditLog); err == nil {
+			if written := writesOf(window(early, started, time.Now()), byManager); written.total() > 0 {
+				err = fmt.Errorf("the manager wrote before any endpoint was registered (%s); its log is %s", written, mgr.log)
+			}
+		}
+	}
+	if err != nil {
+		mgr.stop()
+		return nil, nil, err
+	}
+	return mgr, track, nil
 }
 
 func progress(sz size, format string, args ...any) {

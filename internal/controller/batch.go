@@ -23,7 +23,7 @@ import (
 // service is due once its inputs have been quiet for window, or once its first change has waited
 // maxWait: a steady trickle is written every maxWait, never starved. An urgent change (one that
 // may leave a Verified=True standing on what changed: an endpoint's new spec, an addressed pod's
-// change) is due at once.
+// change) is due at once, and so is an event of the initial list (batchingHandler.Create).
 type settling struct {
 	window, maxWait time.Duration
 	now             func() time.Time
@@ -114,8 +114,11 @@ type batchingHandler struct {
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
+// Create holds a new object's event, but not one of the initial list (a manager starting, a new
+// leader): every input is there already, and the workers start only once the caches have synced,
+// so there is no burst left to merge, only the window to lose.
 func (b batchingHandler) Create(ctx context.Context, e event.CreateEvent, q queue) {
-	b.inner.Create(ctx, e, b.hold(q, false))
+	b.inner.Create(ctx, e, b.hold(q, e.IsInInitialList))
 }
 
 func (b batchingHandler) Update(ctx context.Context, e event.UpdateEvent, q queue) {

@@ -25,7 +25,8 @@ import (
 // queues (the priority queue managers use by default, and the plain rate-limited one): with an
 // hour's window nothing it holds can come due during the test, so a request ready at once is one
 // the handler did not hold. Creates, deletes, status-only updates and a pod's first IP wait; an
-// endpoint's new generation and a change to an addressed pod do not; a window of 0 holds nothing
+// endpoint's new generation, a change to an addressed pod and the initial list's creates do not;
+// a window of 0 holds nothing
 // (the negative control: the same events, all due at once).
 func TestBatchedHoldsAllButUrgentUpdates(t *testing.T) {
 	ctx := context.Background()
@@ -45,6 +46,9 @@ func TestBatchedHoldsAllButUrgentUpdates(t *testing.T) {
 	}{
 		"create held": {window: time.Hour, send: func(h handler.EventHandler, q queue) {
 			h.Create(ctx, event.CreateEvent{Object: ep(1)}, q)
+		}},
+		"initial list due at once": {window: time.Hour, due: true, send: func(h handler.EventHandler, q queue) {
+			h.Create(ctx, event.CreateEvent{Object: ep(1), IsInInitialList: true}, q)
 		}},
 		"delete held": {window: time.Hour, send: func(h handler.EventHandler, q queue) {
 			h.Delete(ctx, event.DeleteEvent{Object: ep(1)}, q)

@@ -114,6 +114,7 @@ func (r *MeshServiceReconciler) recordVerdict(ctx context.Context, ep *meshv1alp
 	} else if err != nil {
 		return err
 	}
+	r.echoes.wrote(updated)
 	if verdict.Status == metav1.ConditionFalse {
 		log.FromContext(ctx).Info("MeshEndpoint not verified: not counted", "endpoint", ep.Name, "reason", verdict.Reason, "message", verdict.Message)
 	}
