@@ -58,7 +58,6 @@ func (r *MeshServiceReconciler) writeService(ctx context.Context, live *corev1.S
 	if err != nil {
 		return nil, err
 	}
-	r.echoes.wrote(want)
 	return want, nil
 }
 

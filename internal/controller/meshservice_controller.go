@@ -60,8 +60,6 @@ type MeshServiceReconciler struct {
 	controllerName string
 	// settling holds reconciles back while a service's inputs keep changing (BatchWindow).
 	settling *settling
-	// echoes are the reconciler's own writes, whose watch events bring no reconcile.
-	echoes *echoes
 }
 
 // +kubebuilder:rbac:groups=mesh.aether.io,resources=meshservices,verbs=get;list;watch;create;update;patch;delete
@@ -84,14 +82,13 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 	})
 	r.settling = newSettling(r.BatchWindow)
-	r.echoes = &echoes{}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(r.controllerName, "meshservice")).
-		Watches(&meshv1alpha1.MeshService{}, withoutEchoes(batched(&handler.EnqueueRequestForObject{}, r.settling, nil), r.echoes)).
-		Watches(&meshv1alpha1.MeshEndpoint{}, withoutEchoes(batched(byServiceName, r.settling, newGeneration), r.echoes)).
+		Watches(&meshv1alpha1.MeshService{}, batched(&handler.EnqueueRequestForObject{}, r.settling, nil)).
+		Watches(&meshv1alpha1.MeshEndpoint{}, batched(byServiceName, r.settling, newGeneration)).
 		// A Service of the same name matters whoever owns it (a user's one is a name conflict), and
 		// the ServiceAccount decides the owner reference and deletion.
-		Watches(&corev1.Service{}, withoutEchoes(batched(byName, r.settling, nil), r.echoes)).
+		Watches(&corev1.Service{}, batched(byName, r.settling, nil)).
 		Watches(&corev1.ServiceAccount{}, batched(byName, r.settling, nil)).
 		// An endpoint counts only while its pod matches (verify.go).
 		Watches(&corev1.Pod{}, batched(r.podWatch(), r.settling, addressedPod)).
@@ -199,7 +196,6 @@ func (r *MeshServiceReconciler) writeStatus(ctx context.Context, ms *meshv1alpha
 	err := r.Status().Update(ctx, ms)
 	switch {
 	case err == nil:
-		r.echoes.wrote(ms)
 		r.announce(ms, last.Conditions, desired.Conditions)
 		r.warnNoIdentity(ms, last, desired)
 		return nil
@@ -342,7 +338,6 @@ func (r *MeshServiceReconciler) lifecycle(ctx context.Context, key types.Namespa
 		if err := r.Create(ctx, ms); err != nil {
 			return nil, err
 		}
-		r.echoes.wrote(ms)
 		logger.Info("Created MeshService", "endpoints", endpoints)
 		return ms, nil
 	}
@@ -353,11 +348,7 @@ func (r *MeshServiceReconciler) lifecycle(ctx context.Context, key types.Namespa
 	if sa == nil {
 		logger.Info("ServiceAccount deleted: the MeshService and its Service stay while endpoints exist", "endpoints", endpoints)
 	}
-	if err := r.Patch(ctx, ms, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ms, err
-	}
-	r.echoes.wrote(ms)
-	return ms, nil
+	return ms, r.Patch(ctx, ms, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
 // AnnotationServiceAccountUID on a MeshService holds the UID of the ServiceAccount it serves,

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -132,43 +131,5 @@ func TestKubectlDescribeAndWait(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("kubectl describe printed:\n%s", out)
-	}
-}
-
-// TestOwnWritesBringNoReconcile: the watch event of the controller's own write (its echo) brings
-// no reconcile. One input change costs one reconcile, and the skipped echo is counted. Without
-// the echo check the status write's event brings a second, idle reconcile, and the count is 2.
-func TestOwnWritesBringNoReconcile(t *testing.T) {
-	ctx := testContext(t)
-	ns := namespaceWithSA(t, ctx, "echo")
-	endpoint(t, ctx, ns, "echo-0", "echo", healthy, 8080, 8080, "HTTP", 9000, "TCP")
-	serviceReady(t, ctx, ns, "echo", 1)
-	testenv.Settle(t, "meshservice", 0)
-	ms, err := getMeshService(ctx, ns, "echo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, skipped := reconciles(t), testutil.ToFloat64(echoesSkipped.WithLabelValues("MeshService"))
-
-	ep := &meshv1alpha1.MeshEndpoint{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "echo-0"}, ep); err != nil {
-		t.Fatal(err)
-	}
-	ep.Status.Health = meshv1alpha1.HealthUnhealthy
-	if err := env.Client.Status().Update(ctx, ep); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, "the health change is written", func() error {
-		if now, err := getMeshService(ctx, ns, "echo"); err != nil || now.ResourceVersion == ms.ResourceVersion {
-			return fmt.Errorf("MeshService not rewritten yet (%v)", err)
-		}
-		return nil
-	})
-	testenv.Settle(t, "meshservice", before+1)
-	if got := reconciles(t) - before; got != 1 {
-		t.Errorf("one input change took %v reconciles, want 1 (the status write's own event must not bring one)", got)
-	}
-	if got := testutil.ToFloat64(echoesSkipped.WithLabelValues("MeshService")) - skipped; got < 1 {
-		t.Errorf("aether_controller_echoes_skipped_total{kind=MeshService} moved by %v, want at least 1", got)
 	}
 }
