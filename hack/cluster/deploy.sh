@@ -115,8 +115,20 @@ helm)
 esac
 echo "$install" >"$STATE/install"
 log "waiting for the manager and the agent"
-$K -n "$NS" rollout status deployment/aether-operator-controller-manager --timeout=120s
-$K -n "$NS" rollout status daemonset/aether-operator-agent --timeout=120s
+# rolled_out waits for a rollout; when it times out, it says why the pods are not there: the node's
+# taints and pressure conditions (a host disk below the kubelet's eviction threshold taints the node
+# disk-pressure, and nothing new schedules) and the namespace's pods and warning events.
+rolled_out() {
+  local ns=$1 what=$2 timeout=$3
+  $K -n "$ns" rollout status "$what" --timeout="$timeout" && return 0
+  echo "cluster-deploy: $what in $ns did not roll out within $timeout" >&2
+  $K get nodes -o jsonpath='{range .items[*]}{.metadata.name}: taints {.spec.taints}; {range .status.conditions[?(@.status=="True")]}{.type} {end}{"\n"}{end}' >&2 || true
+  $K -n "$ns" get pods -o wide >&2 || true
+  $K -n "$ns" get events --field-selector type=Warning --sort-by=.lastTimestamp 2>/dev/null | tail -5 >&2 || true
+  return 1
+}
+rolled_out "$NS" deployment/aether-operator-controller-manager 120s
+rolled_out "$NS" daemonset/aether-operator-agent 120s
 log "the agent's init container chained aether-cni into $STATE/cni/net.d/10-aether.conflist:"
 grep -o '"type": "[a-z-]*"' "$STATE/cni/net.d/10-aether.conflist" | tr '\n' ' ' >&2; echo >&2
 
@@ -124,8 +136,8 @@ grep -o '"type": "[a-z-]*"' "$STATE/cni/net.d/10-aether.conflist" | tr '\n' ' ' 
 # attested its node and synced; then the server's own record of that attestation: an agent of
 # node $NODE, attested by k8s_psat.
 log "waiting for SPIRE: the server, the agent, the agent's k8s_psat attestation"
-$K -n spire-system rollout status statefulset/spire-server --timeout=120s
-$K -n spire-system rollout status daemonset/spire-agent --timeout=180s
+rolled_out spire-system statefulset/spire-server 120s
+rolled_out spire-system daemonset/spire-agent 180s
 NODE=$($K get nodes -o jsonpath='{.items[0].metadata.name}')
 spire_server() { $K -n spire-system exec spire-server-0 -c spire-server -- /opt/spire/bin/spire-server "$@" -socketPath /run/spire/server-sockets/api.sock; }
 for _ in $(seq 60); do
