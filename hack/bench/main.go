@@ -16,8 +16,9 @@
 //     settings at its worker count; measured before the manager starts and, when the size ran
 //     longer than two minutes (the machine's load drifts), again after it stops, the ratio taken
 //     against their mean;
-//   - convergence: the services' pods exist (created and given IPs as a kubelet would); the
-//     agents register every endpoint as internal/agent does (create, Registered and Pending,
+//   - convergence: the services' pods exist (created and given IPs as a kubelet would, while the
+//     manager starts: the audit log must show it wrote nothing before the change); the agents
+//     register every endpoint as internal/agent does (create, Registered and Pending,
 //     then Healthy); the time until every MeshService's status counts all its endpoints ready
 //     with the generated Service's VIP, every endpoint Verified (watch events, no polling), and
 //     the manager's requests in that span from the API server's audit log, which also shows

@@ -222,7 +222,7 @@ func (g *generator) condFlags(o chartObject, path, cond string, flags ...string)
 	var items []*yaml.Node
 	for _, f := range flags {
 		name, text, _ := strings.Cut(f, "=")
-		if slices.ContainsFunc(args.Content, func(a *yaml.Node) bool { return a.Value == name || strings.HasPrefix(a.Value, name+"=") }) {
+		if slices.ContainsFunc(args.Content, isFlag(name)) {
 			return fmt.Errorf("%s %s: %s gives %s itself, which the chart sets under %s", o.kind, o.name, path, name, cond)
 		}
 		items = append(items, str(name+"="+g.t.raw(text)))

@@ -25,6 +25,20 @@ const (
 	adminSocketDir    = "/run/spire/admin-sockets"
 )
 
+// wantIdentityFlags checks the manager's and the node agent's --identity-issuer and --mesh-domain
+// ("<unset>": the flag is absent).
+func wantIdentityFlags(t *testing.T, objs []obj, issuer, domain string) {
+	t.Helper()
+	for _, w := range []struct{ kind, name string }{{"Deployment", "manager"}, {"DaemonSet", "agent"}} {
+		cont := container(t, objs, w.kind, w.name)
+		for flag, want := range map[string]string{"--identity-issuer": issuer, "--mesh-domain": domain} {
+			if got := flagValue(cont, flag); got != want {
+				t.Errorf("%s %s: %s=%s, want %s", w.kind, w.name, flag, got, want)
+			}
+		}
+	}
+}
+
 func sets(values ...string) []string {
 	var args []string
 	for _, v := range values {
@@ -88,15 +102,7 @@ func TestSpireOff(t *testing.T) {
 		t.Run(strings.Join(c.set, ","), func(t *testing.T) {
 			objs := render(t, sets(c.set...)...)
 			sameObjects(t, objs, append(withoutNamespaceObject(kustomized(t, c.dir)), kustomized(t, certManagerDir)...))
-			for _, w := range []struct{ kind, name string }{{"Deployment", "manager"}, {"DaemonSet", "agent"}} {
-				cont := container(t, objs, w.kind, w.name)
-				if got := flagValue(cont, "--identity-issuer"); got != "none" {
-					t.Errorf("%s %s: --identity-issuer=%s, want none", w.kind, w.name, got)
-				}
-				if got := flagValue(cont, "--mesh-domain"); got != "<unset>" {
-					t.Errorf("%s %s: --mesh-domain=%s, want it unset (the binary's default)", w.kind, w.name, got)
-				}
-			}
+			wantIdentityFlags(t, objs, "none", "<unset>") // <unset>: the binary's default
 			if f, v, m := adminSocketWiring(t, objs); f != "" || v != "" || m != "" {
 				t.Errorf("the node agent still has SPIRE's admin socket: flag %q, volume %q, mount %q", f, v, m)
 			}
@@ -125,15 +131,7 @@ func TestSpireInstallOff(t *testing.T) {
 			if f, v, m := adminSocketWiring(t, objs); f != adminSocket || v != adminSocketDir || m != adminSocketDir {
 				t.Errorf("the node agent's admin socket: flag %q, volume %q, mount %q; want %s, %s, %s", f, v, m, adminSocket, adminSocketDir, adminSocketDir)
 			}
-			for _, w := range []struct{ kind, name string }{{"Deployment", "manager"}, {"DaemonSet", "agent"}} {
-				cont := container(t, objs, w.kind, w.name)
-				if got := flagValue(cont, "--identity-issuer"); got != "spire" {
-					t.Errorf("%s %s: --identity-issuer=%s, want spire", w.kind, w.name, got)
-				}
-				if got := flagValue(cont, "--mesh-domain"); got != "aether.internal" {
-					t.Errorf("%s %s: --mesh-domain=%s, want aether.internal (spire.trustDomain)", w.kind, w.name, got)
-				}
-			}
+			wantIdentityFlags(t, objs, "spire", "aether.internal") // spire.trustDomain's default
 			if got := inNamespace(objs, spireNamespace); len(got) > 0 {
 				t.Errorf("SPIRE's objects with spire.install=false: %v", got)
 			}

@@ -298,6 +298,11 @@ func splitImage(ref string) (image, error) {
 	return image{Repository: ref[:i], Tag: ref[i+1:]}, nil
 }
 
+// isFlag matches an args item that gives the flag name (--name or --name=value).
+func isFlag(name string) func(*yaml.Node) bool {
+	return func(a *yaml.Node) bool { return a.Value == name || strings.HasPrefix(a.Value, name+"=") }
+}
+
 // flags sets, in the args of the container at path, each flag of flags (--name=template),
 // replacing the flag's item when config/ already gives it.
 func (g *generator) flags(o chartObject, path string, flags ...string) error {
@@ -308,9 +313,7 @@ func (g *generator) flags(o chartObject, path string, flags ...string) error {
 	for _, f := range flags {
 		name, text, _ := strings.Cut(f, "=")
 		v := str(name + "=" + g.t.raw(text))
-		i := slices.IndexFunc(args.Content, func(a *yaml.Node) bool {
-			return a.Value == name || strings.HasPrefix(a.Value, name+"=")
-		})
+		i := slices.IndexFunc(args.Content, isFlag(name))
 		if i >= 0 {
 			args.Content[i] = v
 		} else {
