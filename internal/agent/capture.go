@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -61,8 +62,11 @@ type CaptureOptions struct {
 	// if zero.
 	Resync time.Duration
 	// ProxyUID, when set, is the user whose sockets are never captured (capture.Options). Nil
-	// for config/envoy's Envoy, which runs as user 0 in the node's network namespace.
+	// for config/envoy's Envoy, which marks its sockets (model.ProxySocketMark) instead.
 	ProxyUID *uint32
+	// Never are the destinations capture never redirects beside loopback and link-local: the
+	// node's own addresses and --capture-never's CIDRs (capture.Options.Never).
+	Never []netip.Prefix
 	// Applier programs the namespaces; apply.New() if nil.
 	Applier *apply.Applier
 }
@@ -123,7 +127,7 @@ func newCapturer(o CaptureOptions, p *publisher) *capturer {
 	if applier == nil {
 		applier = apply.New()
 	}
-	return &capturer{applier: applier, options: capture.Options{ProxyUID: o.ProxyUID}, resync: cmp.Or(o.Resync, DefaultCaptureResync),
+	return &capturer{applier: applier, options: capture.Options{ProxyUID: o.ProxyUID, Never: o.Never}, resync: cmp.Or(o.Resync, DefaultCaptureResync),
 		mode: p.opts.CaptureMode, issuer: p.opts.Issuer, node: p.node, client: p.client, view: p.view, netns: p.opts.NetNS, log: p.log.WithName("capture"),
 		programmed: map[types.UID]capturePod{}, failed: map[types.UID]string{}, warned: map[types.NamespacedName]string{}}
 }

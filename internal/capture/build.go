@@ -21,10 +21,19 @@ type Options struct {
 	// whose exclusion would exempt every container running as root, and it opens its upstream
 	// connections in the node's network namespace, which this table never sees.
 	ProxyUID *uint32
+	// Never are destinations never redirected, in any mode, beside loopback and link-local: the
+	// node's own addresses and the agent's --capture-never CIDRs. A redirected connection leaves
+	// the proxy from the pod's netns, so these could be reached either way; leaving them out keeps
+	// the proxy out of paths no mesh service is on (a node's kubelet, a metadata service).
+	Never []netip.Prefix
 }
 
 // loopback are the destinations never redirected: the pod talking to itself (and to its proxy).
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// linkLocal are never redirected either: no mesh address is link-local, and a cloud's metadata
+// service (169.254.169.254, fd00:ec2::254 aside) answers there, judging its caller by the hop.
+var linkLocal = []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fe80::/10")}
 
 // proxyPorts are the proxy's own ports, never redirected: capture's target and the inbound port.
 var proxyPorts = []uint16{uint16(meshv1alpha1.ProxyCapturePort), uint16(meshv1alpha1.ProxyInboundPort)}
@@ -52,8 +61,9 @@ func Build(m model.Mesh, pod model.LocalPod, opts Options) Ruleset {
 	}
 	sets := []Set{excluded}
 
-	var rules []Rule
-	for _, prefix := range loopback {
+	// The proxy's own sockets first: it opens a pod's upstream connections inside the pod's netns.
+	rules := []Rule{{Match: Match{Kind: MatchMark, Mark: model.ProxySocketMark}, Verdict: Verdict{Kind: VerdictReturn}}}
+	for _, prefix := range neverRedirected(opts.Never) {
 		rules = append(rules, Rule{Match: Match{Kind: MatchDaddr, Prefix: prefix}, Verdict: Verdict{Kind: VerdictReturn}})
 	}
 	if opts.ProxyUID != nil {
@@ -67,10 +77,17 @@ func Build(m model.Mesh, pod model.LocalPod, opts Options) Ruleset {
 		for _, p := range meshPorts {
 			mesh.Elements = append(mesh.Elements, Element{Port: p})
 		}
-		sets = append(sets, mesh)
-		rules = append(rules, Rule{Match: Match{Kind: MatchDport, Set: SetMeshPorts}, Verdict: redirect})
+		v4, v6 := meshAddresses(m)
+		sets = append(sets, mesh, v4, v6)
+		rules = append(rules,
+			Rule{Match: Match{Kind: MatchDaddrSet, Set: SetMeshAddrs4, Ports: SetMeshPorts}, Verdict: redirect},
+			Rule{Match: Match{Kind: MatchDaddrSet, Set: SetMeshAddrs6, IPv6: true, Ports: SetMeshPorts}, Verdict: redirect})
 	case model.CaptureAll:
-		rules = append(rules, Rule{Match: Match{Kind: MatchTCP}, Verdict: redirect})
+		v4, v6 := meshAddresses(m)
+		sets = append(sets, v4, v6)
+		rules = append(rules,
+			Rule{Match: Match{Kind: MatchDaddrSet, Set: SetMeshAddrs4}, Verdict: redirect},
+			Rule{Match: Match{Kind: MatchDaddrSet, Set: SetMeshAddrs6, IPv6: true}, Verdict: redirect})
 	default:
 		v4, v6 := surface(m)
 		sets = append(sets, v4, v6)
@@ -85,6 +102,59 @@ func Build(m model.Mesh, pod model.LocalPod, opts Options) Ruleset {
 	}
 	slices.SortFunc(sets, func(a, b Set) int { return cmp.Compare(a.Name, b.Name) })
 	return Ruleset{Sets: sets, Chains: []Chain{{Name: ChainOutput, Type: "nat", Hook: "output", Priority: OutputPriority, Rules: rules}}}
+}
+
+// neverRedirected are the prefixes every mode returns: loopback, link-local, then never's valid
+// prefixes (masked, each once, in order), IPv4-mapped ones as IPv4.
+func neverRedirected(never []netip.Prefix) []netip.Prefix {
+	out := slices.Concat(loopback, linkLocal)
+	var extra []netip.Prefix
+	for _, p := range never {
+		if !p.IsValid() || p.Addr().Zone() != "" {
+			continue
+		}
+		if p.Addr().Is4In6() {
+			if p.Bits() < 96 {
+				continue // wider than the IPv4-mapped range: not a prefix of one family
+			}
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		if p = p.Masked(); !slices.Contains(out, p) && !slices.Contains(extra, p) {
+			extra = append(extra, p)
+		}
+	}
+	slices.SortFunc(extra, func(a, b netip.Prefix) int {
+		return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+	})
+	return append(out, extra...)
+}
+
+// meshAddresses are the sets of the mesh's addresses, IPv4 and IPv6, unsorted: every service's VIP
+// and every endpoint's address (a meshed pod's IP), whatever their ports.
+func meshAddresses(m model.Mesh) (v4, v6 Set) {
+	v4, v6 = Set{Name: SetMeshAddrs4, Type: TypeIPv4}, Set{Name: SetMeshAddrs6, Type: TypeIPv6}
+	add := func(s string) {
+		addr, err := netip.ParseAddr(s)
+		if err != nil || addr.Zone() != "" {
+			return
+		}
+		if addr = addr.Unmap(); addr.Is4() {
+			v4.Elements = append(v4.Elements, Element{Addr: addr})
+		} else {
+			v6.Elements = append(v6.Elements, Element{Addr: addr})
+		}
+	}
+	for _, s := range m.Services {
+		add(s.VIP)
+		for _, p := range s.Ports {
+			for _, pair := range p.Pairs {
+				for _, member := range pair.Members {
+					add(member.Address)
+				}
+			}
+		}
+	}
+	return v4, v6
 }
 
 // surface are the sets of every service's (VIP, dial port) pairs, IPv4 and IPv6, unsorted.

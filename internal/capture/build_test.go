@@ -30,15 +30,16 @@ func TestRulesDoNotDependOnTheMesh(t *testing.T) {
 			if !reflect.DeepEqual(ra.Chains, rb.Chains) {
 				t.Errorf("the chains differ between two meshes:\n%s\n%s", ra, rb)
 			}
-			if mode == model.CaptureSurface && reflect.DeepEqual(ra.Sets, rb.Sets) {
-				t.Error("two meshes of different services have the same surface sets")
+			if mode != model.CaptureScoped && reflect.DeepEqual(ra.Sets, rb.Sets) {
+				t.Errorf("two meshes of different services have the same %s sets", mode)
 			}
 		})
 	}
 }
 
-// TestExclusionsInEveryMode: every mode returns loopback, the proxy's user (when set) and the
-// excluded ports before its first redirect.
+// TestExclusionsInEveryMode: every mode returns the proxy's own sockets (its mark), loopback,
+// link-local, the never-redirected prefixes, the proxy's user (when set) and the excluded ports
+// before its first redirect.
 func TestExclusionsInEveryMode(t *testing.T) {
 	m := xdstest.MixedHTTPPrimary()
 	uid := uint32(1337)
@@ -46,14 +47,17 @@ func TestExclusionsInEveryMode(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			pod := clientPod(t, m, mode)
 			pod.ExcludeOutboundPorts = []int32{6379, 5432}
-			r := capture.Build(m, pod, capture.Options{ProxyUID: &uid})
+			never := []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32"), netip.MustParsePrefix("2001:db8::10/128")}
+			r := capture.Build(m, pod, capture.Options{ProxyUID: &uid, Never: never})
 			rules := r.Chains[0].Rules
 			first := slices.IndexFunc(rules, func(r capture.Rule) bool { return r.Verdict.Kind == capture.VerdictRedirect })
 			var returns []string
 			for _, rule := range rules[:max(first, 0)] {
 				returns = append(returns, rule.String())
 			}
-			want := []string{"ip daddr 127.0.0.0/8 return", "ip6 daddr ::1 return", "meta skuid 1337 return", "tcp dport @excluded_ports return"}
+			want := []string{"meta mark 0x00000ae7 return", "ip daddr 127.0.0.0/8 return", "ip6 daddr ::1 return",
+				"ip daddr 169.254.0.0/16 return", "ip6 daddr fe80::/10 return", "ip daddr 192.0.2.10 return", "ip6 daddr 2001:db8::10 return",
+				"meta skuid 1337 return", "tcp dport @excluded_ports return"}
 			if first < 0 || !slices.Equal(returns, want) {
 				t.Errorf("before the first redirect (rule %d): %q, want %q", first, returns, want)
 			}
@@ -185,10 +189,10 @@ func TestValidate(t *testing.T) {
 		"elements out of order": {func(r *capture.Ruleset) { slices.Reverse(r.Sets[1].Elements) },
 			`capture: set surface4: elements "10.96.0.20 . 18081" and "10.96.0.20 . 8080" are not sorted and unique`},
 		"a rule twice": {func(r *capture.Ruleset) { r.Chains[0].Rules = append(r.Chains[0].Rules, r.Chains[0].Rules[0]) },
-			`capture: chain output: rule "ip daddr 127.0.0.0/8 return" is listed twice`},
-		"a redirect without a port": {func(r *capture.Ruleset) { r.Chains[0].Rules[3].Verdict.Port = 0 },
+			`capture: chain output: rule "meta mark 0x00000ae7 return" is listed twice`},
+		"a redirect without a port": {func(r *capture.Ruleset) { r.Chains[0].Rules[6].Verdict.Port = 0 },
 			`capture: chain output: rule "ip daddr . tcp dport @surface4 redirect to :0": verdict "redirect" (port 0) is neither return nor a redirect to a port`},
-		"an unmasked prefix": {func(r *capture.Ruleset) { r.Chains[0].Rules[0].Match.Prefix = netip.MustParsePrefix("127.0.0.1/8") },
+		"an unmasked prefix": {func(r *capture.Ruleset) { r.Chains[0].Rules[1].Match.Prefix = netip.MustParsePrefix("127.0.0.1/8") },
 			`capture: chain output: rule "ip daddr 127.0.0.1/8 return": prefix "127.0.0.1/8" is not a masked IPv4 or IPv6 prefix`},
 	}
 	for name, b := range broken {
@@ -200,6 +204,78 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate() = %v\nwant %s", err, b.want)
 			}
 		})
+	}
+}
+
+// TestNeverRedirected: the prefixes of Options.Never are returned in every mode, after loopback and
+// link-local, masked, each once, sorted, IPv4-mapped ones as IPv4; what is no prefix is left out.
+func TestNeverRedirected(t *testing.T) {
+	m := xdstest.MixedHTTPPrimary()
+	never := []netip.Prefix{
+		netip.MustParsePrefix("203.0.113.77/24"),       // a --capture-never CIDR, unmasked
+		netip.MustParsePrefix("192.0.2.10/32"),         // a node address
+		netip.MustParsePrefix("::ffff:192.0.2.10/128"), // the same, IPv4-mapped
+		netip.MustParsePrefix("169.254.0.0/16"),        // link-local again
+		netip.MustParsePrefix("2001:db8::10/128"),
+		{}, // invalid
+	}
+	want := []string{"ip daddr 127.0.0.0/8 return", "ip6 daddr ::1 return", "ip daddr 169.254.0.0/16 return", "ip6 daddr fe80::/10 return",
+		"ip daddr 192.0.2.10 return", "ip daddr 203.0.113.0/24 return", "ip6 daddr 2001:db8::10 return"}
+	for _, mode := range model.CaptureModes {
+		r := capture.Build(m, clientPod(t, m, mode), capture.Options{Never: never})
+		var got []string
+		for _, rule := range r.Chains[0].Rules {
+			if rule.Match.Kind == capture.MatchDaddr {
+				got = append(got, rule.String())
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("mode %s returns %q, want %q", mode, got, want)
+		}
+		if err := r.Validate(); err != nil {
+			t.Errorf("mode %s: %v", mode, err)
+		}
+	}
+}
+
+// TestAllModeCapturesOnlyTheMesh: mode all redirects the mesh's addresses (every VIP, every meshed
+// pod address) on every port, and nothing else: no rule matches all TCP, so a dial to an address
+// of no service leaves the pod directly.
+func TestAllModeCapturesOnlyTheMesh(t *testing.T) {
+	m := dualStack(xdstest.MixedHTTPPrimary())
+	r := capture.Build(m, clientPod(t, m, model.CaptureAll), capture.Options{})
+	var want4, want6 []string
+	for _, s := range m.Services {
+		addrs := []string{s.VIP}
+		for _, p := range s.Ports {
+			for _, pair := range p.Pairs {
+				for _, member := range pair.Members {
+					addrs = append(addrs, member.Address)
+				}
+			}
+		}
+		for _, a := range addrs {
+			if netip.MustParseAddr(a).Is4() {
+				want4 = append(want4, a)
+			} else {
+				want6 = append(want6, a)
+			}
+		}
+	}
+	for name, want := range map[string][]string{capture.SetMeshAddrs4: want4, capture.SetMeshAddrs6: want6} {
+		set, _ := r.Set(name)
+		slices.SortFunc(want, func(a, b string) int { return netip.MustParseAddr(a).Compare(netip.MustParseAddr(b)) })
+		if got := elements(set); got != strings.Join(slices.Compact(want), " ") {
+			t.Errorf("set %s holds %q, want %q", name, got, strings.Join(slices.Compact(want), " "))
+		}
+	}
+	if len(want6) == 0 {
+		t.Fatal("the dual-stack mesh has no IPv6 address: the IPv6 set is not tested")
+	}
+	for _, rule := range r.Chains[0].Rules {
+		if rule.Match.Kind == capture.MatchTCP {
+			t.Errorf("rule %q redirects every TCP destination", rule)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ package capture_test
 import (
 	"flag"
 	"maps"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,8 +62,10 @@ func goldenCases(t testing.TB) map[string]goldenCase {
 	excluding := clientPod(t, mixed, model.CaptureSurface)
 	excluding.ExcludeOutboundPorts = []int32{5432, 6379}
 	uid := uint32(1337)
-	cases["exclusions"] = goldenCase{mesh: mixed, pod: excluding, opts: capture.Options{ProxyUID: &uid}}
+	never := []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32"), netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("2001:db8::10/128")}
+	cases["exclusions"] = goldenCase{mesh: mixed, pod: excluding, opts: capture.Options{ProxyUID: &uid, Never: never}}
 	cases["dual-stack"] = goldenCase{mesh: dualStack(mixed), pod: clientPod(t, mixed, model.CaptureSurface)}
+	cases["dual-stack-all"] = goldenCase{mesh: dualStack(mixed), pod: clientPod(t, mixed, model.CaptureAll)}
 	return cases
 }
 

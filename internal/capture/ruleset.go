@@ -34,6 +34,10 @@ const (
 	// SetSurface4 and SetSurface6 hold the (VIP, port) pairs surface mode redirects, by family.
 	SetSurface4 = "surface4"
 	SetSurface6 = "surface6"
+	// SetMeshAddrs4 and SetMeshAddrs6 hold the mesh's addresses all mode redirects, by family:
+	// every VIP and every meshed pod address.
+	SetMeshAddrs4 = "mesh_addrs4"
+	SetMeshAddrs6 = "mesh_addrs6"
 )
 
 // Ruleset is the table inet aether of one pod's network namespace, as data: its sets sorted by
@@ -53,6 +57,9 @@ const (
 	TypeIPv4Port SetType = "ipv4_addr . inet_service"
 	// TypeIPv6Port is an IPv6 destination address and port, concatenated.
 	TypeIPv6Port SetType = "ipv6_addr . inet_service"
+	// TypeIPv4 and TypeIPv6 are a destination address alone.
+	TypeIPv4 SetType = "ipv4_addr"
+	TypeIPv6 SetType = "ipv6_addr"
 )
 
 // Set is a named set of the table.
@@ -62,7 +69,8 @@ type Set struct {
 	Elements []Element
 }
 
-// Element is one key of a set: a port, or an address and a port (Addr is invalid for TypePort).
+// Element is one key of a set: a port, an address, or both (Addr is invalid for TypePort, Port
+// 0 for TypeIPv4 and TypeIPv6).
 type Element struct {
 	Addr netip.Addr
 	Port uint16
@@ -70,8 +78,11 @@ type Element struct {
 
 // String spells the element as nft does: "80", or "10.96.0.10 . 80".
 func (e Element) String() string {
-	if !e.Addr.IsValid() {
+	switch {
+	case !e.Addr.IsValid():
 		return strconv.Itoa(int(e.Port))
+	case e.Port == 0:
+		return e.Addr.String()
 	}
 	return e.Addr.String() + " . " + strconv.Itoa(int(e.Port))
 }
@@ -120,6 +131,12 @@ const (
 	MatchDaddrDport MatchKind = "daddr-dport"
 	// MatchTCP matches any TCP (meta l4proto tcp).
 	MatchTCP MatchKind = "tcp"
+	// MatchDaddrSet matches TCP whose destination address is in set Set, of IPv4 addresses, or of
+	// IPv6 addresses when IPv6 (ip daddr @set), and, when Ports names a set of ports, whose
+	// destination port is in that set too (tcp dport @ports).
+	MatchDaddrSet MatchKind = "daddr-set"
+	// MatchMark matches a socket (so its packets) carrying mark Mark (meta mark).
+	MatchMark MatchKind = "mark"
 )
 
 // Match is what a rule matches; the fields its Kind names are set, the others zero.
@@ -127,7 +144,9 @@ type Match struct {
 	Kind   MatchKind
 	Prefix netip.Prefix
 	UID    uint32
+	Mark   uint32
 	Set    string
+	Ports  string
 	IPv6   bool
 }
 
@@ -154,6 +173,17 @@ func (m Match) String() string {
 		return "ip daddr . tcp dport @" + m.Set
 	case MatchTCP:
 		return "meta l4proto tcp"
+	case MatchDaddrSet:
+		text := "meta l4proto tcp ip daddr @" + m.Set
+		if m.IPv6 {
+			text = "meta l4proto tcp ip6 daddr @" + m.Set
+		}
+		if m.Ports != "" {
+			text += " tcp dport @" + m.Ports
+		}
+		return text
+	case MatchMark:
+		return fmt.Sprintf("meta mark 0x%08x", m.Mark)
 	}
 	return "<match " + string(m.Kind) + ">"
 }
@@ -264,13 +294,17 @@ func (s Set) validate() error {
 			fits = e.Addr.Is4()
 		case TypeIPv6Port:
 			fits = e.Addr.Is6() && !e.Addr.Is4In6() && e.Addr.Zone() == ""
+		case TypeIPv4:
+			fits = e.Addr.Is4() && e.Port == 0
+		case TypeIPv6:
+			fits = e.Addr.Is6() && !e.Addr.Is4In6() && e.Addr.Zone() == "" && e.Port == 0
 		default:
-			return fmt.Errorf("capture: set %s has type %q, none of %q, %q, %q", s.Name, s.Type, TypePort, TypeIPv4Port, TypeIPv6Port)
+			return fmt.Errorf("capture: set %s has type %q, none of %q, %q, %q, %q, %q", s.Name, s.Type, TypePort, TypeIPv4Port, TypeIPv6Port, TypeIPv4, TypeIPv6)
 		}
 		switch {
 		case !fits:
 			return fmt.Errorf("capture: set %s (%s): element %q is not of its type", s.Name, s.Type, e)
-		case e.Port == 0:
+		case e.Port == 0 && s.Type != TypeIPv4 && s.Type != TypeIPv6:
 			return fmt.Errorf("capture: set %s: element %q has port 0", s.Name, e)
 		case i > 0 && compareElements(s.Elements[i-1], e) >= 0:
 			return fmt.Errorf("capture: set %s: elements %q and %q are not sorted and unique", s.Name, s.Elements[i-1], e)
@@ -296,19 +330,22 @@ func (c Chain) validate(types map[string]SetType) error {
 
 func (r Rule) validate(types map[string]SetType) error {
 	m := r.Match
-	want := map[MatchKind]SetType{MatchDport: TypePort, MatchDaddrDport: TypeIPv4Port}
+	want := map[MatchKind]SetType{MatchDport: TypePort, MatchDaddrDport: TypeIPv4Port, MatchDaddrSet: TypeIPv4}
 	if m.IPv6 {
-		want[MatchDaddrDport] = TypeIPv6Port
+		want[MatchDaddrDport], want[MatchDaddrSet] = TypeIPv6Port, TypeIPv6
 	}
 	switch m.Kind {
 	case MatchDaddr:
 		if !m.Prefix.IsValid() || m.Prefix.Addr().Is4In6() || m.Prefix.Addr().Zone() != "" || m.Prefix != m.Prefix.Masked() {
 			return fmt.Errorf("prefix %q is not a masked IPv4 or IPv6 prefix", m.Prefix)
 		}
-	case MatchOwner, MatchTCP:
-	case MatchDport, MatchDaddrDport:
+	case MatchOwner, MatchTCP, MatchMark:
+	case MatchDport, MatchDaddrDport, MatchDaddrSet:
 		if typ, ok := types[m.Set]; !ok || typ != want[m.Kind] {
 			return fmt.Errorf("it looks up set %q, which the table does not have as a set of %s", m.Set, want[m.Kind])
+		}
+		if typ, ok := types[m.Ports]; m.Ports != "" && (!ok || typ != TypePort) {
+			return fmt.Errorf("it looks up set %q, which the table does not have as a set of %s", m.Ports, TypePort)
 		}
 	default:
 		return fmt.Errorf("match kind %q is none the applier knows", m.Kind)

@@ -18,7 +18,8 @@ const (
 	CaptureScoped CaptureMode = "scoped"
 	// CaptureSurface redirects exactly the (VIP, port) pairs of every mesh dial surface; the default.
 	CaptureSurface CaptureMode = "surface"
-	// CaptureAll redirects all outbound TCP but loopback and exclusions.
+	// CaptureAll redirects outbound TCP to every port of the mesh's addresses (every VIP and every
+	// meshed pod address), not only the dial surface's ports; other destinations leave the pod directly.
 	CaptureAll CaptureMode = "all"
 )
 
@@ -27,6 +28,13 @@ const AnnotationCaptureMode = "aether.io/capture-mode"
 
 // CaptureModes are the capture modes, in the order their messages list them.
 var CaptureModes = []CaptureMode{CaptureScoped, CaptureSurface, CaptureAll}
+
+// ProxySocketMark is the mark (SO_MARK) the node's proxy sets on every socket it opens in a pod's
+// network namespace on the pod's behalf: the pod's capture rules return it first, so that the
+// proxy's own upstream connection, leaving from the pod, is never redirected back to the proxy.
+// Setting SO_MARK needs CAP_NET_ADMIN, which no workload container of a meshed pod should hold
+// (a container that holds it can also flush the pod's capture table).
+const ProxySocketMark uint32 = 0xae7
 
 // ParseCaptureMode reads a capture mode as the flag and the annotation spell it.
 func ParseCaptureMode(s string) (CaptureMode, error) {

@@ -142,6 +142,7 @@ func (b *builder) upstreamCluster(u upstream, source, base string, port int32, h
 	// Checked before its shared parts are attached: each was checked when made, and Cluster sets
 	// no rule of its own on eds_cluster_config, common_lb_config or transport_socket.
 	b.checkAbout(what, c)
+	c.UpstreamBindConfig = b.podBindConfig()
 	c.EdsClusterConfig = b.edsConfig(what, u.fqdn, port)
 	c.CommonLbConfig = b.healthyOnlyConfig(what)
 	c.TransportSocket = b.upstreamTLS(what, hop{
@@ -160,13 +161,15 @@ func onlyHealthyHosts() *clusterv3.Cluster_CommonLbConfig {
 }
 
 // passthroughCluster sends a connection to its original destination: the capture listener's
-// default chain, for traffic that is not the mesh's.
+// default chain, for a captured connection no mesh chain claims (a mesh address's undeclared
+// port), from the pod's namespace, as if there were no mesh.
 func (b *builder) passthroughCluster() *clusterv3.Cluster {
 	c := &clusterv3.Cluster{
 		Name:                 PassthroughCluster,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST},
 		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
 		ConnectTimeout:       durationpb.New(connectTimeout),
+		UpstreamBindConfig:   b.podBindConfig(),
 	}
 	b.check("cluster "+PassthroughCluster, c)
 	return c
@@ -180,6 +183,9 @@ func (b *builder) blackholeCluster() *clusterv3.Cluster {
 		Name:                 BlackholeCluster,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
 		ConnectTimeout:       durationpb.New(connectTimeout),
+		// It has no host, so it opens nothing; bound like every cluster a capture chain reaches,
+		// so that no such cluster is an exception to read past.
+		UpstreamBindConfig: b.podBindConfig(),
 	}
 	b.check("cluster "+BlackholeCluster, c)
 	return c

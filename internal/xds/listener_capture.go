@@ -128,6 +128,8 @@ func (b *builder) fail(err error) {
 
 // captureListener is pod p's capture listener: 127.0.0.1:18001 in its netns.
 func (b *builder) captureListener(p model.LocalPod, chains []*listenerv3.FilterChain) *listenerv3.Listener {
+	passthrough := b.tcpChain(CapturePassthroughChain, nil, PassthroughCluster)
+	b.leaveFromThePod(passthrough)
 	return &listenerv3.Listener{
 		Name:    CaptureListener(PodKey(p.Namespace, p.Name)),
 		Address: netnsAddress(captureListenerAddress, meshv1alpha1.ProxyCapturePort, p.NetNS),
@@ -143,7 +145,7 @@ func (b *builder) captureListener(p model.LocalPod, chains []*listenerv3.FilterC
 		ListenerFiltersTimeout:           durationpb.New(listenerFiltersTimeout),
 		ContinueOnListenerFiltersTimeout: true,
 		FilterChains:                     chains,
-		DefaultFilterChain:               b.tcpChain(CapturePassthroughChain, nil, PassthroughCluster),
+		DefaultFilterChain:               passthrough,
 		TrafficDirection:                 corev3.TrafficDirection_OUTBOUND,
 	}
 }
@@ -184,6 +186,7 @@ func (b *builder) captureChains(services []meshService, identity string, scoped 
 	}
 	chains = append(chains, b.captureHTTPChain(CaptureHTTPChain, netip.Prefix{}, 0, identity))
 	slices.SortFunc(chains, func(a, b *listenerv3.FilterChain) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	b.leaveFromThePod(chains...)
 	return chains
 }
 

@@ -30,10 +30,15 @@ import (
 // name>" for a capture HCM, "hcm-inline:<cluster>" for an inbound HCM.
 func fxChainTarget(t testing.TB, ch *listenerv3.FilterChain) string {
 	t.Helper()
-	if len(ch.GetFilters()) != 1 {
-		t.Fatalf("chain %s has %d filters, want 1", ch.GetName(), len(ch.GetFilters()))
+	filters := ch.GetFilters()
+	// A capture chain starts with the filter that makes its upstream leave from the pod.
+	if len(filters) == 2 && filters[0].GetName() == xds.SetFilterStateFilter {
+		filters = filters[1:]
 	}
-	f := ch.GetFilters()[0]
+	if len(filters) != 1 {
+		t.Fatalf("chain %s has filters %v, want one (after set_filter_state on a capture chain)", ch.GetName(), filters)
+	}
+	f := filters[0]
 	switch f.GetName() {
 	case wellknown.TCPProxy:
 		return "tcp:" + fxUnpack[*tcpproxyv3.TcpProxy](t, f.GetTypedConfig()).GetCluster()

@@ -7,6 +7,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
@@ -52,6 +53,10 @@ type shared struct {
 	hosts map[hostKey]*endpointv3.LbEndpoint
 	// localities are the load assignments' localities, by value.
 	localities map[meshv1alpha1.Locality]*corev3.Locality
+	// fromThePod is the capture chains' first filter and podBind the bind config of the
+	// clusters they reach (from_the_pod.go).
+	fromThePod *listenerv3.Filter
+	podBind    *corev3.BindConfig
 }
 
 // servicePortKey is a port of a service, by the service's FQDN.

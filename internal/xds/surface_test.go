@@ -73,6 +73,27 @@ func TestDialSurfaceWalkCatchesDisagreement(t *testing.T) {
 			}
 			return res, err
 		}},
+		{"one cluster that binds in the node's namespace", func(m model.Mesh) (xds.Resources, error) {
+			res, err := xds.Build(m)
+			for _, c := range res.Clusters {
+				if strings.HasPrefix(c.GetName(), "tcp:payments") {
+					c.UpstreamBindConfig = nil
+					break
+				}
+			}
+			return res, err
+		}},
+		{"the capture chains without the filter that names the pod's namespace", func(m model.Mesh) (xds.Resources, error) {
+			res, err := xds.Build(m)
+			for _, l := range res.Listeners {
+				for _, fc := range append(l.GetFilterChains(), l.GetDefaultFilterChain()) {
+					if f := fc.GetFilters(); len(f) > 1 && f[0].GetName() == xds.SetFilterStateFilter {
+						fc.Filters = f[1:]
+					}
+				}
+			}
+			return res, err
+		}},
 		{"a service's load assignment emptied", func(m model.Mesh) (xds.Resources, error) {
 			res, err := xds.Build(m)
 			for _, cla := range res.Endpoints {
@@ -194,6 +215,9 @@ func walkSurfaces(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resour
 							t.Errorf("%s dials %q (%s): %v", client.Name, row.Address, describe(conn), err)
 							continue
 						}
+						if err := fromThePod(out, client); err != nil {
+							t.Errorf("%s dials %q (%s): %v", client.Name, row.Address, describe(conn), err)
+						}
 						if row.Outcome == resolve.Reaches {
 							arrive(t, sim, out, row, conn, local)
 						}
@@ -203,6 +227,22 @@ func walkSurfaces(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resour
 		}
 	}
 	return walked
+}
+
+// fromThePod says whether every upstream connection out opens leaves from client's network
+// namespace, marked as the proxy's (so its capture rules leave it alone): its source is the pod,
+// never the node (DESIGN section 8, "Trust").
+func fromThePod(out xdssim.Outcome, client model.LocalPod) error {
+	for _, t := range out.Targets {
+		if t.Weight == 0 || t.Err != nil {
+			continue
+		}
+		if t.Netns != client.NetNS || t.Mark != model.ProxySocketMark {
+			return fmt.Errorf("cluster %q connects from namespace %q with mark %#x; want the pod's %q, mark %#x",
+				t.Cluster, t.Netns, t.Mark, client.NetNS, model.ProxySocketMark)
+		}
+	}
+	return nil
 }
 
 // connections are the connections a client makes for one surface row, to the service's VIP (every

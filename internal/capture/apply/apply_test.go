@@ -4,6 +4,8 @@
 package apply_test
 
 import (
+	"net"
+	"net/netip"
 	"slices"
 	"testing"
 
@@ -58,7 +60,7 @@ func TestModes(t *testing.T) {
 			paymentsVIP + ":18082": capturedTo(paymentsVIP + ":18082"),
 			paymentsVIP + ":9000":  directTo(paymentsVIP + ":9000"),
 			nonMesh + ":9000":      directTo(nonMesh + ":9000"),
-			nonMesh + ":18082":     capturedTo(nonMesh + ":18082"), // scoped takes the mesh port of any address
+			nonMesh + ":18082":     directTo(nonMesh + ":18082"), // scoped takes the mesh ports of the mesh's addresses only
 		},
 		model.CaptureSurface: {
 			paymentsVIP + ":18082": capturedTo(paymentsVIP + ":18082"),
@@ -70,7 +72,8 @@ func TestModes(t *testing.T) {
 		model.CaptureAll: {
 			paymentsVIP + ":18082": capturedTo(paymentsVIP + ":18082"),
 			paymentsVIP + ":9000":  capturedTo(paymentsVIP + ":9000"),
-			nonMesh + ":9000":      capturedTo(nonMesh + ":9000"),
+			frontendVIP + ":9000":  capturedTo(frontendVIP + ":9000"), // every port of a mesh address
+			nonMesh + ":9000":      directTo(nonMesh + ":9000"),       // not the mesh's: as if there were no mesh
 			"127.0.0.1:9000":       directTo("127.0.0.1:9000"),
 		},
 	}
@@ -90,6 +93,54 @@ func TestModes(t *testing.T) {
 				if got := ns.Dial(address); got != want {
 					t.Errorf("dial %s: %q, want %q", address, got, want)
 				}
+			}
+		})
+	}
+}
+
+// TestNeverProxiedFromTheNode: in every mode, from a pod's namespace joined to a "node" namespace
+// by a veth pair, a dial to a cloud metadata address (link-local), to the node's own address (as
+// the agent passes it in Options.Never) and to an address of no service leaves the pod directly:
+// the node's server sees the pod's address as its peer, on a mesh port too. A dial of a mesh VIP
+// is still captured; and the same dial from a socket carrying the proxy's mark (as the proxy's
+// upstream connections opened in the pod's namespace do) is not captured again.
+func TestNeverProxiedFromTheNode(t *testing.T) {
+	const (
+		podAddr  = "10.244.1.5"
+		nodeAddr = "10.244.1.1" // the node's end of the pod's link, and one of its addresses
+		metadata = "169.254.169.254"
+		hostAddr = "192.0.2.1" // another address of the node's
+		outside  = "198.51.100.7"
+	)
+	m := xdstest.MixedHTTPPrimary()
+	seenFrom := func(peer string) string { return "peer " + peer }
+	for _, mode := range model.CaptureModes {
+		t.Run(string(mode), func(t *testing.T) {
+			pod := nstest.New(t)
+			node := nstest.New(t, metadata, hostAddr, outside, paymentsVIP)
+			pod.Link(t, node, podAddr, nodeAddr)
+			pod.Serve(t) // the capture listener only
+			for _, port := range []string{"80", "18082"} {
+				node.Listen(t, "0.0.0.0:"+port, func(c *net.TCPConn) string {
+					return "peer " + c.RemoteAddr().(*net.TCPAddr).IP.String()
+				})
+			}
+			never := []netip.Prefix{netip.MustParsePrefix(nodeAddr + "/32"), netip.MustParsePrefix(hostAddr + "/32")}
+			sync(t, apply.New(), pod, capture.Build(m, clientPod(t, m, mode, pod), capture.Options{Never: never}))
+			for _, dst := range []string{metadata, nodeAddr, hostAddr, outside} {
+				for _, port := range []string{"80", "18082"} {
+					address := net.JoinHostPort(dst, port)
+					if got := pod.Dial(address); got != seenFrom(podAddr) {
+						t.Errorf("dial %s: %q, want %q (not redirected: the pod's own connection)", address, got, seenFrom(podAddr))
+					}
+				}
+			}
+			vip := net.JoinHostPort(paymentsVIP, "18082")
+			if got, want := pod.Dial(vip), nstest.Captured+" "+vip; got != want {
+				t.Errorf("dial %s: %q, want %q", vip, got, want)
+			}
+			if got := pod.DialMarked(vip, model.ProxySocketMark); got != seenFrom(podAddr) {
+				t.Errorf("dial %s from a socket with the proxy's mark: %q, want %q (never captured again)", vip, got, seenFrom(podAddr))
 			}
 		})
 	}

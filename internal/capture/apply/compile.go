@@ -40,13 +40,20 @@ var keyTypes = map[capture.SetType]nftables.SetDatatype{
 	capture.TypePort:     nftables.TypeInetService,
 	capture.TypeIPv4Port: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetService),
 	capture.TypeIPv6Port: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeInetService),
+	capture.TypeIPv4:     nftables.TypeIPAddr,
+	capture.TypeIPv6:     nftables.TypeIP6Addr,
+}
+
+// concatenated reports whether sets of type typ have concatenated keys (an address and a port).
+func concatenated(typ capture.SetType) bool {
+	return typ == capture.TypeIPv4Port || typ == capture.TypeIPv6Port
 }
 
 // setTypeOf is the capture set type of a set read from the kernel, by its key type's name and
 // length and its flags; ok is false for any other set (the table then is not ours to amend).
 func setTypeOf(s *nftables.Set) (capture.SetType, bool) {
 	for typ, key := range keyTypes {
-		concat := typ != capture.TypePort
+		concat := concatenated(typ)
 		if s.KeyType.Name == key.Name && s.KeyType.Bytes == key.Bytes && s.Concatenation == concat &&
 			!s.Anonymous && !s.Constant && !s.Interval && !s.IsMap && !s.HasTimeout && !s.Dynamic {
 			return typ, true
@@ -57,17 +64,20 @@ func setTypeOf(s *nftables.Set) (capture.SetType, bool) {
 
 // nftSet is capture set s as netlink's.
 func nftSet(s capture.Set) *nftables.Set {
-	return &nftables.Set{Table: table, Name: s.Name, KeyType: keyTypes[s.Type], Concatenation: s.Type != capture.TypePort}
+	return &nftables.Set{Table: table, Name: s.Name, KeyType: keyTypes[s.Type], Concatenation: concatenated(s.Type)}
 }
 
 // elementKey is e as its set's key: the address (4 or 16 bytes), then the port in network order,
-// padded to 4 bytes in a concatenation; the port alone (2 bytes) otherwise.
+// padded to 4 bytes in a concatenation; the port alone (2 bytes) or the address alone otherwise.
 func elementKey(e capture.Element) []byte {
 	port := binaryutil.BigEndian.PutUint16(e.Port)
 	if !e.Addr.IsValid() {
 		return port
 	}
 	key := e.Addr.AsSlice()
+	if e.Port == 0 {
+		return key
+	}
 	return append(append(key, port...), 0, 0)
 }
 
@@ -81,6 +91,10 @@ func elementOf(typ capture.SetType, key []byte) (capture.Element, bool) {
 		return capture.Element{Addr: netip.AddrFrom4([4]byte(key[:4])), Port: port(key[4:])}, true
 	case typ == capture.TypeIPv6Port && len(key) == 20:
 		return capture.Element{Addr: netip.AddrFrom16([16]byte(key[:16])), Port: port(key[16:])}, true
+	case typ == capture.TypeIPv4 && len(key) == 4:
+		return capture.Element{Addr: netip.AddrFrom4([4]byte(key))}, true
+	case typ == capture.TypeIPv6 && len(key) == 16:
+		return capture.Element{Addr: netip.AddrFrom16([16]byte(key))}, true
 	}
 	return capture.Element{}, false
 }
@@ -154,6 +168,25 @@ func matchExprs(m capture.Match) ([]expr.Any, error) {
 		}, nil
 	case capture.MatchTCP:
 		return isTCP(), nil
+	case capture.MatchMark:
+		return []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binaryutil.NativeEndian.PutUint32(m.Mark)},
+		}, nil
+	case capture.MatchDaddrSet:
+		family, offset, size := byte(unix.NFPROTO_IPV4), uint32(ipv4DaddrOffset), uint32(4)
+		if m.IPv6 {
+			family, offset, size = unix.NFPROTO_IPV6, ipv6DaddrOffset, 16
+		}
+		exprs := append(append(isTCP(), isFamily(family)...),
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: size},
+			&expr.Lookup{SourceRegister: reg1, SetName: m.Set})
+		if m.Ports != "" {
+			exprs = append(exprs,
+				&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: tcpDportOffset, Len: 2},
+				&expr.Lookup{SourceRegister: reg1, SetName: m.Ports})
+		}
+		return exprs, nil
 	case capture.MatchDport:
 		return append(isTCP(),
 			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: tcpDportOffset, Len: 2},

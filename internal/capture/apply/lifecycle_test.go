@@ -49,10 +49,11 @@ func TestServiceChangesElementsOnly(t *testing.T) {
 	m := xdstest.MixedHTTPPrimary()
 	pod := clientPod(t, m, model.CaptureSurface, ns)
 	a := apply.New()
-	sync(t, a, ns, capture.Build(m, pod, capture.Options{}))
+	built := capture.Build(m, pod, capture.Options{})
+	sync(t, a, ns, built)
 	handles := ns.RuleHandles(t)
-	if len(handles) != 5 {
-		t.Fatalf("rule handles %v, want the 5 rules of surface mode", handles)
+	if len(handles) != len(built.Chains[0].Rules) {
+		t.Fatalf("rule handles %v, want the %d rules of surface mode", handles, len(built.Chains[0].Rules))
 	}
 	if got := ns.Dial(ledgerVIP + ":7000"); got != nstest.Direct+" "+ledgerVIP+":7000" {
 		t.Fatalf("before ledger exists: %q", got)
@@ -95,13 +96,16 @@ func TestModeChangeRulesOnly(t *testing.T) {
 	sync(t, a, ns, capture.Build(m, clientPod(t, m, model.CaptureSurface, ns), capture.Options{}))
 	before := ns.RuleHandles(t)
 	rep := sync(t, a, ns, capture.Build(m, clientPod(t, m, model.CaptureScoped, ns), capture.Options{}))
-	want := apply.Stats{ElementsAdded: 2, RulesAdded: 1, RulesDeleted: 2, Structure: 3} // set mesh_ports in, surface4/6 out
+	// Sets mesh_ports (2 ports) and mesh_addrs4 (2 VIPs, 4 pod addresses) and mesh_addrs6 in,
+	// surface4/6 out; the two redirects replaced.
+	want := apply.Stats{ElementsAdded: 8, RulesAdded: 2, RulesDeleted: 2, Structure: 5}
 	if rep.Batches != 1 || rep.Stats != want {
 		t.Errorf("surface to scoped: %+v, want one batch of %+v", rep, want)
 	}
 	after := ns.RuleHandles(t)
-	if len(after) != 4 || !slices.Equal(after[:3], before[:3]) {
-		t.Errorf("rule handles %v, want the three exclusions' %v kept and one new rule", after, before[:3])
+	kept := len(before) - 2 // every rule but the two redirects
+	if len(after) != len(before) || !slices.Equal(after[:kept], before[:kept]) {
+		t.Errorf("rule handles %v, want the exclusions' %v kept and two new rules", after, before[:kept])
 	}
 	if got := listing(t, ns); got != nftListing(t, capture.Build(m, clientPod(t, m, model.CaptureScoped, ns), capture.Options{})) {
 		t.Errorf("after the mode change nft lists\n%s", got)
@@ -140,7 +144,8 @@ func TestRepair(t *testing.T) {
 				t.Fatalf("Check of an untouched table: %+v, %v; want unchanged, nothing read or sent", rep, err)
 			}
 			if name == "delete a rule" {
-				args[len(args)-1] = fmt.Sprint(ns.RuleHandles(t)[3]) // the surface4 redirect
+				surface4 := slices.IndexFunc(want.Chains[0].Rules, func(r capture.Rule) bool { return r.Match.Set == capture.SetSurface4 })
+				args[len(args)-1] = fmt.Sprint(ns.RuleHandles(t)[surface4]) // the surface4 redirect
 			}
 			ns.Nft(t, args...)
 			if got := ns.Dial(paymentsVIP + ":18082"); got == nstest.Captured+" "+paymentsVIP+":18082" {

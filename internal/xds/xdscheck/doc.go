@@ -16,6 +16,8 @@
 //   - Validation: ValidateAll() on every resource and on every message packed in an Any inside
 //     it, recursively (the generated validators stop at an Any);
 //   - Domains: no virtual host domain spells the TCP mesh port 18082;
+//   - FromThePod: every capture chain names its listener's network namespace (the pod's) as its
+//     upstream's, and every cluster it reaches binds there, with the proxy's mark;
 //   - Names: each list sorted by name, each name once (a duplicate hides in a snapshot's map);
 //   - ListenersAndRoutesEqual: the stability gate (an endpoint-only change leaves every
 //     listener and route byte-identical).

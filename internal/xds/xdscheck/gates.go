@@ -37,7 +37,7 @@ func All(res xds.Resources) []string {
 		check func(xds.Resources) []string
 	}{
 		{"names", Names}, {"references", References}, {"chains", Chains}, {"pinning", Pinning},
-		{"consistency", Consistency}, {"validation", Validation}, {"domains", Domains},
+		{"consistency", Consistency}, {"validation", Validation}, {"domains", Domains}, {"from the pod", FromThePod},
 	} {
 		for _, v := range gate.check(res) {
 			out = append(out, gate.name+": "+v)

@@ -15,11 +15,14 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	fileaccesslogv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	setfilterstatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/set_filter_state/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	httpinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	netsetfilterstatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/set_filter_state/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	filterstateoverridev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/local_address_selectors/filter_state_override/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
@@ -28,6 +31,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdscheck"
 )
@@ -53,8 +57,38 @@ var (
 	httpEDSName  = xds.LoadAssignment(fqdn, 8080)
 	tcpEDSName   = xds.LoadAssignment(fqdn, 9000)
 	listenerAddr = &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-		Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 18001}}}}
+		Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 18001},
+		NetworkNamespaceFilepath: "/var/run/netns/cni-web-frontend-0"}}}
 )
+
+// fromThePod is the filter every capture chain starts with: the listener's namespace is the
+// upstream's.
+func fromThePod(t testing.TB) *listenerv3.Filter {
+	config := &netsetfilterstatev3.Config{OnNewConnection: []*setfilterstatev3.FilterStateValue{{
+		Key:        &setfilterstatev3.FilterStateValue_ObjectKey{ObjectKey: xds.UpstreamNetnsKey},
+		FactoryKey: xds.HashableStringFactory,
+		Value: &setfilterstatev3.FilterStateValue_FormatString{FormatString: &corev3.SubstitutionFormatString{
+			Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{
+				Specifier: &corev3.DataSource_InlineString{InlineString: "%FILTER_STATE(" + xds.ListenerNetnsKey + ":PLAIN)%"}}}}},
+		ReadOnly: true, SharedWithUpstream: setfilterstatev3.FilterStateValue_ONCE,
+	}}}
+	return &listenerv3.Filter{Name: xds.SetFilterStateFilter, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: pack(t, config)}}
+}
+
+// podBind is the bind config of every cluster a capture chain reaches.
+func podBind(t testing.TB) *corev3.BindConfig {
+	return &corev3.BindConfig{
+		SourceAddress: &corev3.SocketAddress{Address: "0.0.0.0", PortSpecifier: &corev3.SocketAddress_PortValue{}},
+		SocketOptions: []*corev3.SocketOption{{Level: 1, Name: 36, Value: &corev3.SocketOption_IntValue{IntValue: int64(model.ProxySocketMark)}}},
+		LocalAddressSelector: &corev3.TypedExtensionConfig{Name: xds.PodBindSelector,
+			TypedConfig: pack(t, &filterstateoverridev3.Config{})},
+	}
+}
+
+// terminal is a chain's last filter (after set_filter_state).
+func terminal(fc *listenerv3.FilterChain) *listenerv3.Filter {
+	return fc.GetFilters()[len(fc.GetFilters())-1]
+}
 
 func pack(t testing.TB, m proto.Message) *anypb.Any {
 	t.Helper()
@@ -88,6 +122,7 @@ func meshCluster(t testing.TB, name, eds, sni string) *clusterv3.Cluster {
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
 		EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ads(), ServiceName: eds},
 		ConnectTimeout:       durationpb.New(time.Second),
+		UpstreamBindConfig:   podBind(t),
 		TransportSocket: &corev3.TransportSocket{Name: "envoy.transport_sockets.tls",
 			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: pack(t, tls)}},
 	}
@@ -107,7 +142,7 @@ func tcpProxyChain(t testing.TB, name string, port uint32, cluster string) *list
 		Name: name,
 		FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(port),
 			PrefixRanges: []*corev3.CidrRange{{AddressPrefix: vip, PrefixLen: wrapperspb.UInt32(32)}}},
-		Filters: []*listenerv3.Filter{{Name: "envoy.filters.network.tcp_proxy",
+		Filters: []*listenerv3.Filter{fromThePod(t), {Name: "envoy.filters.network.tcp_proxy",
 			ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: pack(t, proxy)}}},
 	}
 }
@@ -124,7 +159,7 @@ func hcmChain(t testing.TB) *listenerv3.FilterChain {
 	return &listenerv3.FilterChain{
 		Name:             xds.CaptureHTTPChain,
 		FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer", ApplicationProtocols: []string{"http/1.1", "h2c"}},
-		Filters: []*listenerv3.Filter{{Name: "envoy.filters.network.http_connection_manager",
+		Filters: []*listenerv3.Filter{fromThePod(t), {Name: "envoy.filters.network.http_connection_manager",
 			ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: pack(t, hcm)}}},
 	}
 }
@@ -171,6 +206,7 @@ func valid(t testing.TB) xds.Resources {
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST},
 		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
 		ConnectTimeout:       durationpb.New(time.Second),
+		UpstreamBindConfig:   podBind(t),
 	}
 	return xds.Resources{
 		// Sorted by name: "passthrough" < "payments…" < "tcp:…:9000|…" < "tcp:…|…" (':' < '|').
@@ -268,11 +304,30 @@ type negative struct {
 // are logged (go test -v) so that they can be read as the gate's failure message.
 func TestGatesRejectBrokenCopies(t *testing.T) {
 	for _, tc := range []negative{
+		{"from the pod: a cluster without a bind config", xdscheck.FromThePod, func(_ testing.TB, res *xds.Resources) {
+			res.Clusters[2].UpstreamBindConfig = nil
+		}, `cluster "tcp:payments.shop.aether.internal:9000|web/frontend" (reached by listener "capture_web/frontend-0" chain "cap_tcp_payments.shop_9000"): no upstream_bind_config: it connects from the node's network namespace`},
+		{"from the pod: the passthrough without the proxy's mark", xdscheck.FromThePod, func(_ testing.TB, res *xds.Resources) {
+			res.Clusters[0].UpstreamBindConfig.SocketOptions = nil
+		}, `cluster "passthrough" (reached by listener "capture_web/frontend-0" chain "cap_passthrough"): its sockets do not carry the proxy's mark 0xae7`},
+		{"from the pod: a chain without set_filter_state", xdscheck.FromThePod, func(t testing.TB, res *xds.Resources) {
+			c := chain(t, *res, xds.CaptureHTTPChain)
+			c.Filters = c.Filters[1:]
+		}, `listener "capture_web/frontend-0" chain "cap_http": no set_filter_state before its terminal filter: its upstream would leave from the node`},
+		{"from the pod: the plain string factory", xdscheck.FromThePod, func(t testing.TB, res *xds.Resources) {
+			repack(t, chain(t, *res, xds.CaptureTCPChain(svcKey)).GetFilters()[0].GetTypedConfig(), func(m proto.Message) {
+				m.(*netsetfilterstatev3.Config).OnNewConnection[0].FactoryKey = "envoy.string"
+			})
+		}, `it builds envoy.network.upstream_bind_override.network_namespace with factory "envoy.string", not "envoy.hashable_string"`},
+		{"from the pod: a listener in the node's namespace", xdscheck.FromThePod, func(_ testing.TB, res *xds.Resources) {
+			res.Listeners[0].Address = &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+				Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 18001}}}}
+		}, `listener "capture_web/frontend-0": it is not bound in a pod's network namespace`},
 		{"references: tcp_proxy names a deleted cluster", xdscheck.References, func(_ testing.TB, res *xds.Resources) {
 			dropCluster(res, tcp9000)
 		}, `listener "capture_web/frontend-0": filter_chains[cap_tcp_payments.shop_9000].filters[envoy.filters.network.tcp_proxy].typed_config<TcpProxy>: cluster "tcp:payments.shop.aether.internal:9000|web/frontend" is not among the clusters`},
 		{"references: tcp_proxy names a deleted weighted cluster", xdscheck.References, func(t testing.TB, res *xds.Resources) {
-			repack(t, chain(t, *res, xds.CaptureTCPChain(svcKey)).GetFilters()[0].GetTypedConfig(), func(m proto.Message) {
+			repack(t, terminal(chain(t, *res, xds.CaptureTCPChain(svcKey))).GetTypedConfig(), func(m proto.Message) {
 				m.(*tcpproxyv3.TcpProxy).ClusterSpecifier = &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: &tcpproxyv3.TcpProxy_WeightedCluster{
 					Clusters: []*tcpproxyv3.TcpProxy_WeightedCluster_ClusterWeight{{Name: tcpCluster, Weight: 1}, {Name: "tcp:gone", Weight: 1}}}}
 			})
@@ -346,7 +401,7 @@ func TestGatesRejectBrokenCopies(t *testing.T) {
 			res.Routes = nil
 		}, `snapshot.Consistent(): mismatched "type.googleapis.com/envoy.config.route.v3.RouteConfiguration" reference and resource lengths`},
 		{"validation: a tcp_proxy with an empty stat_prefix inside a valid listener", xdscheck.Validation, func(t testing.TB, res *xds.Resources) {
-			repack(t, chain(t, *res, xds.CaptureTCPChain(svcKey)).GetFilters()[0].GetTypedConfig(), func(m proto.Message) {
+			repack(t, terminal(chain(t, *res, xds.CaptureTCPChain(svcKey))).GetTypedConfig(), func(m proto.Message) {
 				m.(*tcpproxyv3.TcpProxy).StatPrefix = ""
 			})
 			if err := res.Listeners[0].ValidateAll(); err != nil {
@@ -354,7 +409,7 @@ func TestGatesRejectBrokenCopies(t *testing.T) {
 			}
 		}, `listener "capture_web/frontend-0": filter_chains[cap_tcp_payments.shop].filters[envoy.filters.network.tcp_proxy].typed_config<TcpProxy>: invalid TcpProxy.StatPrefix: value length must be at least 1 runes`},
 		{"validation: an Any two levels down (access log in the HCM)", xdscheck.Validation, func(t testing.TB, res *xds.Resources) {
-			repack(t, chain(t, *res, xds.CaptureHTTPChain).GetFilters()[0].GetTypedConfig(), func(m proto.Message) {
+			repack(t, terminal(chain(t, *res, xds.CaptureHTTPChain)).GetTypedConfig(), func(m proto.Message) {
 				hcm := m.(*hcmv3.HttpConnectionManager)
 				hcm.GetAccessLog()[0].ConfigType = &accesslogv3.AccessLog_TypedConfig{TypedConfig: pack(t, &fileaccesslogv3.FileAccessLog{})}
 			})
@@ -404,7 +459,7 @@ func TestStabilityGate(t *testing.T) {
 		want   string
 	}{
 		{"a chain's cluster inside its Any", func(t testing.TB, res *xds.Resources) {
-			repack(t, chain(t, *res, xds.CaptureTCPChain(svcKey)).GetFilters()[0].GetTypedConfig(), func(m proto.Message) {
+			repack(t, terminal(chain(t, *res, xds.CaptureTCPChain(svcKey))).GetTypedConfig(), func(m proto.Message) {
 				m.(*tcpproxyv3.TcpProxy).ClusterSpecifier = &tcpproxyv3.TcpProxy_Cluster{Cluster: tcp9000}
 			})
 		}, `listener "capture_web/frontend-0": differs (`},
@@ -435,7 +490,7 @@ func TestStabilityGate(t *testing.T) {
 	// The path names the field inside the Any.
 	base := valid(t)
 	changed := clone(base)
-	repack(t, chain(t, changed, xds.CaptureTCPChain(svcKey)).GetFilters()[0].GetTypedConfig(), func(m proto.Message) {
+	repack(t, terminal(chain(t, changed, xds.CaptureTCPChain(svcKey))).GetTypedConfig(), func(m proto.Message) {
 		m.(*tcpproxyv3.TcpProxy).StatPrefix = "renamed"
 	})
 	want := `at filter_chains[cap_tcp_payments.shop].filters[envoy.filters.network.tcp_proxy].typed_config<TcpProxy>.stat_prefix`

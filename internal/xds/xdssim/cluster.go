@@ -20,6 +20,8 @@ type upstream struct {
 	request *Request
 	// local is the connection's destination, where an ORIGINAL_DST cluster connects.
 	local netip.AddrPort
+	// state is the downstream connection's filter state.
+	state filterState
 }
 
 // target resolves one cluster a connection or request goes to: the cluster, its TLS context,
@@ -50,6 +52,9 @@ func (s *Sim) resolve(t *Target, cl *clusterv3.Cluster, up upstream) error {
 		}
 	}
 	if t.TLS, err = upstreamTLS(cl, up, t.UpstreamHTTP, opts); err != nil {
+		return err
+	}
+	if t.Netns, t.Mark, err = upstreamSource(cl, up.state); err != nil {
 		return err
 	}
 	var cla *endpointv3.ClusterLoadAssignment

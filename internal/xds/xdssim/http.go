@@ -324,7 +324,7 @@ func (s *Sim) act(out *Outcome, rc *routev3.RouteConfiguration, vh *routev3.Virt
 // forward sends the request to the route's cluster, or to one of its weighted clusters. A
 // chosen cluster that is missing is Envoy's cluster_not_found answer (503 unless configured).
 func (s *Sim) forward(out *Outcome, ra *routev3.RouteAction, req *Request, local netip.AddrPort) {
-	up := upstream{http: true, request: req, local: local}
+	up := upstream{http: true, request: req, local: local, state: out.state}
 	switch spec := ra.GetClusterSpecifier().(type) {
 	case *routev3.RouteAction_Cluster:
 		out.Targets = []Target{s.target(spec.Cluster, 1, up)}

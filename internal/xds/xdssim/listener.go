@@ -40,6 +40,10 @@ type detected struct {
 // accept runs a connection through listener l: its listener filters, then its filter chains.
 func (s *Sim) accept(out *Outcome, l *listenerv3.Listener, c Conn, local, remote netip.AddrPort) {
 	out.Destination = local
+	out.state = filterState{}
+	if netns := listenerNetns(l); netns != "" {
+		out.state[ListenerNetnsKey] = stateObject{value: netns, readOnly: true} // Envoy sets it read only
+	}
 	if err := Check(l); err != nil {
 		*out = out.fail(Closed, fmt.Errorf("%w: %v", ErrRejected, err))
 		return

@@ -31,6 +31,9 @@ func (s *Sim) serve(out *Outcome, fc *listenerv3.FilterChain, c Conn, local neti
 		return
 	}
 	terminal, err := terminalFilter(fc)
+	if err == nil {
+		err = applyNetworkFilters(fc, out.state)
+	}
 	if err != nil {
 		*out = out.fail(verdictFor(err, Closed), err)
 		return
@@ -52,14 +55,11 @@ func (s *Sim) serve(out *Outcome, fc *listenerv3.FilterChain, c Conn, local neti
 }
 
 // terminalFilter is the chain's last network filter, unpacked: tcp_proxy or the HTTP connection
-// manager. Any other filter on the chain is one this simulator does not model.
+// manager. The filters before it are applyNetworkFilters'.
 func terminalFilter(fc *listenerv3.FilterChain) (any, error) {
 	filters := fc.GetFilters()
 	if len(filters) == 0 {
 		return nil, fmt.Errorf("%w (chain %q)", ErrNoFilter, fc.GetName())
-	}
-	if len(filters) > 1 {
-		return nil, fmt.Errorf("%w: chain %q has network filter %q before its terminal filter", ErrUnsupported, fc.GetName(), filters[0].GetName())
 	}
 	last := filters[len(filters)-1]
 	tc := last.GetTypedConfig()
@@ -88,10 +88,10 @@ func unpack(a *anypb.Any, m proto.Message) bool {
 func (s *Sim) tcpProxy(out *Outcome, tp *tcpproxyv3.TcpProxy, local netip.AddrPort) {
 	switch spec := tp.GetClusterSpecifier().(type) {
 	case *tcpproxyv3.TcpProxy_Cluster:
-		out.Targets = []Target{s.target(spec.Cluster, 1, upstream{local: local})}
+		out.Targets = []Target{s.target(spec.Cluster, 1, upstream{local: local, state: out.state})}
 	case *tcpproxyv3.TcpProxy_WeightedClusters:
 		for _, cw := range spec.WeightedClusters.GetClusters() {
-			out.Targets = append(out.Targets, s.target(cw.GetName(), cw.GetWeight(), upstream{local: local}))
+			out.Targets = append(out.Targets, s.target(cw.GetName(), cw.GetWeight(), upstream{local: local, state: out.state}))
 		}
 	default:
 		*out = out.fail(Unmodelled, fmt.Errorf("%w: tcp_proxy %q names no cluster", ErrUnsupported, tp.GetStatPrefix()))

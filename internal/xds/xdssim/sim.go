@@ -203,6 +203,8 @@ type Outcome struct {
 	// Err says why the connection reached no upstream and no configured answer; it wraps one of
 	// the Err* values. It also names every broken weighted target.
 	Err error
+	// state is the connection's filter state (netns.go).
+	state filterState
 }
 
 // Response is an HTTP answer Envoy sends itself.
@@ -244,6 +246,10 @@ type Target struct {
 	Endpoints []Endpoint
 	// Passthrough is the original destination an ORIGINAL_DST cluster connects to.
 	Passthrough string
+	// Netns is the network namespace the upstream connection leaves from: a path, or "" for
+	// Envoy's own (the node's). Mark is its socket's mark (SO_MARK; 0 for none).
+	Netns string
+	Mark  uint32
 	// Err says why this target reaches nothing.
 	Err error
 }

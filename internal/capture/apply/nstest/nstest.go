@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,6 +66,21 @@ func (ns *NS) AddAddr(t testing.TB, a string) {
 		prefix = "/128"
 	}
 	ip(t, "-n", ns.Name, "addr", "add", a+prefix, "dev", "lo")
+}
+
+// Link joins ns and peer with a veth pair: ns's end holds local, peer's end remote (both in one
+// /24), and ns routes every destination to peer, so that a dial from ns that capture leaves alone
+// reaches peer's servers from ns's address, as a pod's leaves through its interface. Nothing is
+// routed further than peer.
+func (ns *NS) Link(t testing.TB, peer *NS, local, remote string) {
+	t.Helper()
+	name := fmt.Sprintf("aev%d", nsSeq.Add(1))
+	ip(t, "link", "add", name, "netns", ns.Name, "type", "veth", "peer", "name", name+"p", "netns", peer.Name)
+	ip(t, "-n", ns.Name, "addr", "add", local+"/24", "dev", name)
+	ip(t, "-n", peer.Name, "addr", "add", remote+"/24", "dev", name+"p")
+	ip(t, "-n", ns.Name, "link", "set", name, "up")
+	ip(t, "-n", peer.Name, "link", "set", name+"p", "up")
+	ip(t, "-n", ns.Name, "route", "add", "default", "via", remote)
 }
 
 // Nft runs the nft command line tool in the namespace (tests only; the applier never does).
@@ -182,10 +198,24 @@ func (ns *NS) Listen(t testing.TB, address string, answer func(*net.TCPConn) str
 
 // Dial connects from the namespace to address and returns what answered: "captured <original
 // destination>", "direct <address>", or the error. Safe from any goroutine.
-func (ns *NS) Dial(address string) string {
+func (ns *NS) Dial(address string) string { return ns.DialMarked(address, 0) }
+
+// DialMarked is Dial from a socket carrying mark (SO_MARK; none when 0), as the proxy marks the
+// sockets it opens in a pod's namespace.
+func (ns *NS) DialMarked(address string, mark uint32) string {
 	var c net.Conn
 	var err error
-	if doErr := ns.Do(func() { c, err = net.DialTimeout("tcp", address, 2*time.Second) }); doErr != nil {
+	dialer := net.Dialer{Timeout: 2 * time.Second}
+	if mark != 0 {
+		dialer.Control = func(_, _ string, raw syscall.RawConn) error {
+			var optErr error
+			if err := raw.Control(func(fd uintptr) { optErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(mark)) }); err != nil {
+				return err
+			}
+			return optErr
+		}
+	}
+	if doErr := ns.Do(func() { c, err = dialer.Dial("tcp", address) }); doErr != nil {
 		return "error entering the namespace: " + doErr.Error()
 	}
 	if err != nil {

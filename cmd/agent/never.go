@@ -1,0 +1,61 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+)
+
+// parseCaptureNever reads --capture-never: comma-separated CIDRs (or bare addresses) that capture
+// never redirects, in any mode. A bad entry is refused naming it and the form wanted.
+func parseCaptureNever(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for entry := range strings.SplitSeq(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(entry)
+		if err != nil {
+			addr, addrErr := netip.ParseAddr(entry)
+			if addrErr != nil || addr.Zone() != "" {
+				return nil, fmt.Errorf("--capture-never: %q is neither a CIDR nor an address; want e.g. 10.0.0.0/8,fd00:ec2::254", entry)
+			}
+			p = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		if p != p.Masked() {
+			return nil, fmt.Errorf("--capture-never: %q has host bits set; did you mean %s?", entry, p.Masked())
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// hostAddresses are the node's own addresses, as single-address prefixes: every address of every
+// interface of the agent's network namespace, which is the node's (the agent runs with
+// hostNetwork). Capture never redirects a pod's dial to them: a service on the node (the kubelet,
+// a node-local cache) is reached from the pod itself, never through the proxy.
+func hostAddresses() ([]netip.Prefix, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("reading the node's addresses: %w", err)
+	}
+	var out []netip.Prefix
+	for _, a := range addrs {
+		ipNet, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		addr, ok := netip.AddrFromSlice(ipNet.IP)
+		if !ok {
+			continue
+		}
+		addr = addr.Unmap()
+		out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
+	}
+	return out, nil
+}

@@ -1,0 +1,46 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestParseCaptureNever: --capture-never's CIDRs and bare addresses; a bad entry is refused naming
+// the flag and the entry.
+func TestParseCaptureNever(t *testing.T) {
+	got, err := parseCaptureNever(" 10.0.0.0/8, fd00:ec2::254,,192.0.2.7 ")
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00:ec2::254/128"), netip.MustParsePrefix("192.0.2.7/32")}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("parseCaptureNever = %v, %v; want %v", got, err, want)
+	}
+	for entry, wantErr := range map[string]string{
+		"10.0.0.1/8": `--capture-never: "10.0.0.1/8" has host bits set; did you mean 10.0.0.0/8?`,
+		"metadata":   `--capture-never: "metadata" is neither a CIDR nor an address`,
+	} {
+		if _, err := parseCaptureNever(entry); err == nil || !strings.HasPrefix(err.Error(), wantErr) {
+			t.Errorf("parseCaptureNever(%q) = %v, want an error starting %q", entry, err, wantErr)
+		}
+	}
+}
+
+// TestHostAddresses: the node's addresses include loopback's (every interface counts), each a
+// single-address prefix.
+func TestHostAddresses(t *testing.T) {
+	got, err := hostAddresses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got, netip.MustParsePrefix("127.0.0.1/32")) {
+		t.Errorf("hostAddresses() = %v, want 127.0.0.1/32 among them", got)
+	}
+	for _, p := range got {
+		if !p.IsSingleIP() {
+			t.Errorf("%s is not a single address", p)
+		}
+	}
+}
