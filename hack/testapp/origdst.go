@@ -109,3 +109,25 @@ func DialOnce(address string, timeout time.Duration) string {
 	}
 	return strings.TrimSpace(line)
 }
+
+// PeerPrefix starts each answer of ServePeer: "peer <the connection's source address>".
+const PeerPrefix = "peer"
+
+// ServePeer answers each connection l accepts with one line, "peer <its source IP>", and closes
+// it: who the server sees calling (a pod's own address, or a node's when a proxy re-opened the
+// connection from the node). It returns when l is closed.
+func ServePeer(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		peer := c.RemoteAddr().String()
+		if tcp, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			peer = tcp.IP.String()
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = fmt.Fprintln(c, PeerPrefix+" "+peer)
+		_ = c.Close()
+	}
+}

@@ -4,6 +4,7 @@
 package testapp
 
 import (
+	"bufio"
 	"net"
 	"testing"
 	"time"
@@ -61,5 +62,25 @@ func TestServeOriginalDst(t *testing.T) {
 		if got := dial(address); got != want {
 			t.Errorf("dialling %s: answered %q, want %q", address, got, want)
 		}
+	}
+}
+
+// TestServePeer: the answer names the address the connection came from.
+func TestServePeer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go ServePeer(l)
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.7")}}
+	c, err := d.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || line != PeerPrefix+" 127.0.0.7\n" {
+		t.Errorf("answer %q, %v; want %q", line, err, PeerPrefix+" 127.0.0.7\n")
 	}
 }

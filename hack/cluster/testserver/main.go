@@ -5,11 +5,12 @@
 // (the standard health service, SERVING) and raw TCP echo on the ports it is given, on every
 // address of its pod. It also plays a meshed pod's capture listener (-original-dst: each
 // connection is answered "original-dst <address:port>", the destination it was dialled to, read
-// with SO_ORIGINAL_DST) and a client of it (-dial: dials, prints the first line answered or
+// with SO_ORIGINAL_DST), a server that names who calls (-peer: "peer <source IP>") and a client of it (-dial: dials, prints the first line answered or
 // "error <why>", once or every -dial-every).
 //
 //	testserver -http 8080 -h2c 9090 -grpc 9091 -tcp 9000 -health-path /healthz
 //	testserver -original-dst 127.0.0.1:18001
+//	testserver -peer :19099
 //	testserver -dial 10.96.0.10:18082 -dial-every 1s
 //
 // Where no Envoy can run, -grpc-inbound 18008 stands in for the node Envoy's inbound listener:
@@ -63,6 +64,7 @@ func main() {
 	flag.Var((*portList)(&ports.TCP), "tcp", "TCP echo ports, comma-separated")
 	flag.StringVar(&ports.HealthPath, "health-path", "/healthz", "path that answers 200")
 	originalDst := flag.String("original-dst", "", "address to accept on, answering each connection \"original-dst <its SO_ORIGINAL_DST>\" (a meshed pod's capture listener is 127.0.0.1:18001)")
+	peer := flag.String("peer", "", "address to accept on, answering each connection \"peer <its source IP>\" (who the server sees calling)")
 	dial := flag.String("dial", "", "address to dial; prints the first line answered, or \"error <why>\"")
 	dialEvery := flag.Duration("dial-every", 0, "with -dial: dial again at this interval, forever (0: once, then exit)")
 	inbound := flag.Int("grpc-inbound", 0, "port of the stand-in for the node Envoy's inbound listener: gRPC (health) over mTLS with the SVID in -identity-dir; 0: none")
@@ -89,6 +91,15 @@ func main() {
 		}
 		go testapp.ServeOriginalDst(l)
 		fmt.Printf("testserver: answering SO_ORIGINAL_DST on %s\n", l.Addr())
+	}
+	if *peer != "" {
+		l, err := net.Listen("tcp", *peer)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "testserver: %v\n", err)
+			os.Exit(1)
+		}
+		go testapp.ServePeer(l)
+		fmt.Printf("testserver: answering the peer's address on %s\n", l.Addr())
 	}
 	if _, err := testapp.Serve("", ports); err != nil {
 		fmt.Fprintf(os.Stderr, "testserver: %v\n", err)

@@ -1,0 +1,114 @@
+//go:build e2e
+
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"context"
+	"net"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/model"
+)
+
+// A pod's traffic leaves from the pod, on the real node: a pod in capture mode all dials a server
+// on the node's own address (a host-network pod that answers with the caller's address) and is
+// seen as itself, never redirected to the proxy and never re-opened from the node; in the same
+// pod, a dial of its service's VIP is still captured (127.0.0.1:18001, where the node's Envoy
+// listens, answered here by the test server's SO_ORIGINAL_DST stand-in).
+var _ = Describe("a pod's traffic leaves from the pod", Ordered, func() {
+	const (
+		ns       = "egress"
+		peerPort = "19099"
+	)
+	ctx := context.Background()
+	var nodeAddr, vip string
+
+	testPod := func(name string, annotations map[string]string, hostNetwork bool, containers ...corev1.Container) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations},
+			Spec: corev1.PodSpec{ServiceAccountName: "egress", HostNetwork: hostNetwork,
+				TerminationGracePeriodSeconds: new(int64(1))},
+		}
+		if !hostNetwork {
+			p.Labels = map[string]string{"aether.io/managed": "true"}
+		}
+		for _, c := range containers {
+			c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
+			p.Spec.Containers = append(p.Spec.Containers, c)
+		}
+		return p
+	}
+	running := func(p *corev1.Pod) {
+		GinkgoHelper()
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+			g.Expect(p.Status.PodIP).NotTo(BeEmpty())
+		}, 2*time.Minute, time.Second).Should(Succeed())
+	}
+	app := corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
+	ports := map[string]string{"endpoint.aether.io/ports": "9000=tcp"}
+
+	BeforeAll(func() {
+		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
+		}, 2*time.Minute, time.Second).Should(BeTrue())
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "egress"}})).To(Succeed())
+
+		// The server on the node's own address: a host-network pod's IP is the node's.
+		server := testPod("node-server", nil, true, corev1.Container{Name: "server", Args: []string{"-peer", ":" + peerPort}})
+		Expect(k8s.Create(ctx, server)).To(Succeed())
+		running(server)
+		nodeAddr = server.Status.PodIP
+
+		// A first pod of the service gives it a VIP with TCP port 9000.
+		Expect(k8s.Create(ctx, testPod("seed", ports, false, app))).To(Succeed())
+		ms := &meshv1alpha1.MeshService{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "egress"}, ms)).To(Succeed())
+			g.Expect(ms.Status.VIP).NotTo(BeEmpty())
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		vip = ms.Status.VIP
+	})
+
+	It("reaches the node's address from its own address in capture mode all, and a mesh VIP through the proxy", func() {
+		toNode, toVIP := net.JoinHostPort(nodeAddr, peerPort), net.JoinHostPort(vip, "9000")
+		annotations := map[string]string{model.AnnotationCaptureMode: string(model.CaptureAll), "endpoint.aether.io/ports": "9000=tcp"}
+		caller := testPod("caller", annotations, false, app,
+			corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
+			corev1.Container{Name: "to-node", Args: []string{"-dial", toNode, "-dial-every", "1s"}},
+			corev1.Container{Name: "to-vip", Args: []string{"-dial", toVIP, "-dial-every", "1s"}})
+		Expect(k8s.Create(ctx, caller)).To(Succeed())
+		running(caller)
+
+		logsOf := func(container string) func() (string, error) {
+			return func() (string, error) {
+				out, err := clientset().CoreV1().Pods(ns).GetLogs(caller.Name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+				return string(out), err
+			}
+		}
+		// Each client prints "<target> <answer>" once a second.
+		Eventually(logsOf("to-node"), time.Minute, time.Second).Should(
+			ContainSubstring(toNode+" peer "+caller.Status.PodIP+"\n"),
+			"the node's server must see the pod (%s), not the node (%s) nor a redirect to the proxy", caller.Status.PodIP, nodeAddr)
+		Eventually(logsOf("to-vip"), time.Minute, time.Second).Should(
+			ContainSubstring(toVIP+" original-dst "+toVIP+"\n"), "a dial of the mesh's VIP is captured in mode all")
+	})
+
+	AfterAll(func() {
+		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+})
