@@ -67,6 +67,13 @@
 //     more). The upstream TLS context: SNI (auto_sni from the Host), the ALPN the ClientHello
 //     carries (the context's, else the HTTP pool's fallback: h2, http/1.1 or both; none for
 //     tcp_proxy), the SAN matchers, the SDS secret names.
+//   - Where an upstream connection leaves from (netns.go): a listener bound in a network
+//     namespace records it in the connection's filter state (envoy.network.network_namespace);
+//     set_filter_state (network, on_new_connection; literal text and %FILTER_STATE(key:PLAIN)%)
+//     sets objects, shared with the upstream or not; a cluster's upstream_bind_config with a
+//     source address and the filter_state_override local address selector creates the socket in
+//     the namespace the shared envoy.network.upstream_bind_override.network_namespace names, and
+//     SO_MARK marks it (Target.Netns, Target.Mark).
 //   - Load balancing as LoadBalancerBase (load_balancer_impl.cc): EDS health (HEALTHY and
 //     UNKNOWN healthy; DEGRADED degraded; UNHEALTHY and TIMEOUT unhealthy; DRAINING unhealthy
 //     and excluded, Envoy's default since exclude_host_in_eds_status_draining), priority load
@@ -78,8 +85,8 @@
 // # What it does not model
 //
 // Listener hand-off to another listener bound to the original destination (reported as
-// ErrHandoff), the filter_chain_matcher API, any network or HTTP filter other than tcp_proxy,
-// the HTTP connection manager and the router (reported as ErrUnsupported, never silently
+// ErrHandoff), the filter_chain_matcher API, any network or HTTP filter other than set_filter_state,
+// tcp_proxy, the HTTP connection manager and the router (reported as ErrUnsupported, never silently
 // passed), the deprecated header-matcher forms (exact_match and kin: use string_match), path
 // normalization and merge_slashes, header formatters (%...% stays literal), the
 // content-type and body of Envoy's own answers, local_reply_config, the redirect's Location,
