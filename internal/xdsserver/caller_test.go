@@ -137,8 +137,17 @@ func startChild(t *testing.T, cgroupFD int, address, id string) (wait func() str
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	// A test that fails before it waits ends the child, so its cgroup can go.
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-waited
+	})
 	return func() string {
-		if err := cmd.Wait(); err != nil {
+		err := <-waited
+		waited <- err
+		if err != nil {
 			t.Fatalf("the child client: %v: %s", err, out.String())
 		}
 		return strings.TrimSpace(out.String())
