@@ -69,7 +69,7 @@ func (p *publisher) publishProxyless(ctx context.Context, m model.Mesh) {
 	unserved := map[string]string{}
 	skipped := map[string]bool{}
 	for _, n := range nodes {
-		client, why, err := p.proxylessClient(ctx, n, identities)
+		caller, why, err := p.proxylessClient(ctx, n, identities)
 		if err != nil {
 			p.log.Error(err, "Could not read a proxyless gRPC client's pod; it keeps its configuration until the next rebuild", "node", n.ID)
 			continue
@@ -81,14 +81,14 @@ func (p *publisher) publishProxyless(ctx context.Context, m model.Mesh) {
 			}
 			continue
 		}
-		res, ok := built[client]
+		res, ok := built[caller]
 		if !ok {
-			if res, err = xds.BuildProxyless(m, client); err != nil {
+			if res, err = xds.BuildProxyless(m, caller); err != nil {
 				p.log.Error(err, "Could not build a proxyless gRPC client's configuration; its previous one stays in service",
-					"node", n.ID, "identity", client.Identity)
+					"node", n.ID, "identity", caller.Identity)
 				continue
 			}
-			built[client] = res
+			built[caller] = res
 		}
 		for _, note := range res.Skipped {
 			if skipped[note] = true; !p.proxylessSkipped[note] {

@@ -63,7 +63,9 @@ func BenchmarkProxylessHostile(b *testing.B) {
 	go func() { done <- s.Start(ctx) }()
 	b.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			b.Errorf("the server stopped with %v", err)
+		}
 	})
 
 	conns := make([]*grpc.ClientConn, maxPerPod)
