@@ -71,7 +71,7 @@ func main() {
 	var cniOpts cniFlags
 	cniOpts.bind(flag.CommandLine, "", "/host/opt/cni/bin")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
-	proxylessAddress := flag.String("proxyless-xds-address", "", "Where the agent serves proxyless gRPC clients (pods annotated "+portspec.AnnotationProxyless+": \""+portspec.ProxylessGRPC+"\", which mount its directory): a unix socket, its directory created 0755 and the socket 0666, serving proxyless node IDs only; "+proxyless.DefaultNodeAddress+" in config/agent. Empty: none. Needs --xds-address.")
+	proxylessAddress := flag.String("proxyless-xds-address", "", "Where the agent serves proxyless gRPC clients (pods annotated "+portspec.AnnotationProxyless+": \""+portspec.ProxylessGRPC+"\", which mount its directory): a unix socket, its directory created 0755 and the socket 0666, serving proxyless node IDs only, each stream the node ID of its caller's pod only (learned from the connection: the agent must run in the host's PID namespace); "+proxyless.DefaultNodeAddress+" in config/agent. Empty: none. Needs --xds-address.")
 	spireAdminSocket := flag.String("spire-admin-socket", "", "Path of the SPIRE agent's admin socket, its Delegated Identity API (this agent must be one of its authorized_delegates): the agent fetches from it the X.509 SVIDs of the identities its node's meshed pods hold, and the trust bundle of --mesh-domain, and serves them to the node's Envoy by SDS. "+identity.NodeAdminSocketDir+"/"+identity.AdminSocketName+" with config/spire. Empty: no SVIDs are served (the TLS contexts' secrets stay absent). Needs --xds-address.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)

@@ -4,6 +4,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,6 +102,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		}
 		if err := mgr.Add(o.XDS.Server); err != nil {
 			return err
+		}
+		if err := indexPodUIDs(context.Background(), mgr.GetFieldIndexer()); err != nil {
+			return fmt.Errorf("indexing pods by UID (the proxyless socket's callers): %w", err)
 		}
 		pub = newPublisher(mgr.GetCache(), mgr.GetClient(), mgr.GetLogger(), o)
 		if err := mgr.Add(pub); err != nil {

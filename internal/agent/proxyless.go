@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
@@ -25,6 +26,36 @@ import (
 // rebuild renders the mesh for its pod's identity (xds.BuildProxyless) and publishes it; the
 // server tells the publisher when a client comes or goes (it pokes a rebuild). A client that is
 // not a meshed, annotated pod of this node is logged and served nothing.
+//
+// The server learns each client's pod from its connection (the pod UID of the calling process,
+// internal/xdsserver's peer.go) and asks the publisher which pod of this node has that UID
+// (proxylessPodNodeID): a client may announce that pod's node ID only.
+
+// podUIDField indexes the cache's pods by UID, for proxylessPodNodeID.
+const podUIDField = "metadata.uid"
+
+// indexPodUIDs adds podUIDField to the cache's pods.
+func indexPodUIDs(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &corev1.Pod{}, podUIDField, func(o client.Object) []string {
+		return []string{string(o.GetUID())}
+	})
+}
+
+// proxylessPodNodeID is the node ID of this node's pod with UID uid, "" when the cache holds
+// none (xdsserver.PodNodeIDs).
+func (p *publisher) proxylessPodNodeID(ctx context.Context, uid string) (string, error) {
+	var pods corev1.PodList
+	if err := p.cache.List(ctx, &pods, client.MatchingFields{podUIDField: uid}); err != nil {
+		return "", fmt.Errorf("listing the pods of node %s by UID: %w", p.node, err)
+	}
+	for _, pod := range pods.Items {
+		// Explicit, whatever the cache's field selector holds.
+		if pod.Spec.NodeName == p.node {
+			return proxyless.NodeID(pod.Namespace, pod.Name), nil
+		}
+	}
+	return "", nil
+}
 
 // publishProxyless renders m for every connected proxyless client and publishes it. Clients of one
 // identity that announce the same SNI support share one rendering.
@@ -38,7 +69,7 @@ func (p *publisher) publishProxyless(ctx context.Context, m model.Mesh) {
 	unserved := map[string]string{}
 	skipped := map[string]bool{}
 	for _, n := range nodes {
-		client, why, err := p.proxylessClient(ctx, n, identities)
+		caller, why, err := p.proxylessClient(ctx, n, identities)
 		if err != nil {
 			p.log.Error(err, "Could not read a proxyless gRPC client's pod; it keeps its configuration until the next rebuild", "node", n.ID)
 			continue
@@ -50,14 +81,14 @@ func (p *publisher) publishProxyless(ctx context.Context, m model.Mesh) {
 			}
 			continue
 		}
-		res, ok := built[client]
+		res, ok := built[caller]
 		if !ok {
-			if res, err = xds.BuildProxyless(m, client); err != nil {
+			if res, err = xds.BuildProxyless(m, caller); err != nil {
 				p.log.Error(err, "Could not build a proxyless gRPC client's configuration; its previous one stays in service",
-					"node", n.ID, "identity", client.Identity)
+					"node", n.ID, "identity", caller.Identity)
 				continue
 			}
-			built[client] = res
+			built[caller] = res
 		}
 		for _, note := range res.Skipped {
 			if skipped[note] = true; !p.proxylessSkipped[note] {

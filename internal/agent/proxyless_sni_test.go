@@ -158,7 +158,7 @@ func TestProxylessSNI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	createPodAs(t, ctx, ns, "sni-client", "client", a.node, newPodIP(), true, map[string]string{portspec.AnnotationProxyless: portspec.ProxylessGRPC})
+	a.actAs(createPodAs(t, ctx, ns, "sni-client", "client", a.node, newPodIP(), true, map[string]string{portspec.AnnotationProxyless: portspec.ProxylessGRPC}))
 	bootstrap, err := proxyless.Bootstrap{NodeID: proxyless.NodeID(ns, "sni-client"), ServerURI: a.proxylessAddress,
 		CertificateFile: files.Certificate, KeyFile: files.Key, BundleFile: files.Bundle, SNI: true}.JSON()
 	if err != nil {

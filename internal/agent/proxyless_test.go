@@ -21,6 +21,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	xdscreds "google.golang.org/grpc/credentials/xds"
@@ -155,10 +156,12 @@ type proxylessClient struct {
 
 // dialProxyless creates the pod ns/name (service account sa, annotated aether.io/proxyless:
 // "grpc", on the agent's node) and dials target from it as grpc-go would with the bootstrap the
-// pod webhook injects, the agent's proxyless socket and the SVID files in place of the pod's.
+// pod webhook injects, the agent's proxyless socket and the SVID files in place of the pod's. It
+// returns once the agent registered the client (its connection came from that pod).
 func dialProxyless(t *testing.T, ctx context.Context, a *xdsAgent, ca *spiffetest.CA, ns, name, sa, target string) *proxylessClient {
 	t.Helper()
-	createPodAs(t, ctx, ns, name, sa, a.node, newPodIP(), true, map[string]string{portspec.AnnotationProxyless: portspec.ProxylessGRPC})
+	pod := createPodAs(t, ctx, ns, name, sa, a.node, newPodIP(), true, map[string]string{portspec.AnnotationProxyless: portspec.ProxylessGRPC})
+	a.actAs(pod)
 	files, err := ca.WriteFiles(t.TempDir(), spiffeID(ns, sa))
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +177,20 @@ func dialProxyless(t *testing.T, ctx context.Context, a *xdsAgent, ca *spiffetes
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
+	conn.Connect()
+	awaitRegistered(t, a, node)
 	return &proxylessClient{conn: conn, node: node}
+}
+
+// awaitRegistered waits until the agent's server holds a proxyless client of node ID id.
+func awaitRegistered(t *testing.T, a *xdsAgent, id string) {
+	t.Helper()
+	testenv.Eventually(t, "the agent knowing "+id, func() error {
+		if !slices.ContainsFunc(a.options.XDS.Server.ProxylessNodes(), func(n xdsserver.ProxylessNode) bool { return n.ID == id }) {
+			return errors.New("not connected")
+		}
+		return nil
+	})
 }
 
 // newProxylessConn is a channel to target as a proxyless pod's gRPC client makes it: the xds:///
@@ -603,35 +619,118 @@ func TestProxylessMTLSPinsTheDestination(t *testing.T) {
 	noNACK(t, before)
 }
 
-// TestProxylessServesOnlyMeshedPods: a client whose node ID names no pod of the node, or a pod not
-// annotated proxyless, is served nothing, even after a rebuild that knew it was connected (the
-// agent logs why: "Serving nothing to a proxyless gRPC client").
+// TestProxylessServesOnlyMeshedPods: a client of a pod not annotated proxyless, announcing its own
+// pod's node ID, is registered but served nothing, even after a rebuild that knew it was connected
+// (the agent logs why: "Serving nothing to a proxyless gRPC client").
 func TestProxylessServesOnlyMeshedPods(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespace(t, ctx)
 	a := startXDSAgentServing(t, ns, true)
-	createPodAs(t, ctx, ns, "plain", "client", a.node, newPodIP(), true, nil)
-	for _, id := range []string{proxyless.NodeID(ns, "nobody"), proxyless.NodeID(ns, "plain")} {
-		watch := observe(t, ctx, a, id)
-		testenv.Eventually(t, "the agent knowing "+id, func() error {
-			if !slices.ContainsFunc(a.options.XDS.Server.ProxylessNodes(), func(n xdsserver.ProxylessNode) bool { return n.ID == id }) {
-				return errors.New("not connected")
-			}
-			return nil
-		})
-		builds := buildsTotal(t)
-		touchPod(t, ctx, ns, "plain")
-		testenv.Eventually(t, "a rebuild", func() error {
-			if n := buildsTotal(t); n <= builds {
-				return fmt.Errorf("aether_agent_xds_builds_total{result=built} still %v", n)
-			}
-			return nil
-		})
-		if v := a.options.XDS.Server.Versions(id); v != nil {
-			t.Errorf("%s is served %v, want nothing", id, v)
+	a.actAs(createPodAs(t, ctx, ns, "plain", "client", a.node, newPodIP(), true, nil))
+	id := proxyless.NodeID(ns, "plain")
+	watch := observe(t, ctx, a, id)
+	awaitRegistered(t, a, id)
+	builds := buildsTotal(t)
+	touchPod(t, ctx, ns, "plain")
+	testenv.Eventually(t, "a rebuild", func() error {
+		if n := buildsTotal(t); n <= builds {
+			return fmt.Errorf("aether_agent_xds_builds_total{result=built} still %v", n)
 		}
-		if h := watch.State().History; len(h) != 0 {
-			t.Errorf("%s received %v", id, h)
+		return nil
+	})
+	if v := a.options.XDS.Server.Versions(id); v != nil {
+		t.Errorf("%s is served %v, want nothing", id, v)
+	}
+	if h := watch.State().History; len(h) != 0 {
+		t.Errorf("%s received %v", id, h)
+	}
+}
+
+// TestProxylessRefusesAnotherPodsNodeID: a pod of the node (impostor, annotated proxyless like its
+// victim) whose gRPC client announces the node ID of another pod (client, a meshed proxyless pod
+// of the same node that would be served payments) gets nothing: its stream is refused with
+// PermissionDenied naming the claimed ID and its real pod, the agent logs a line naming both, the
+// victim's ID is never registered nor served, and the real grpc-go client's RPCs fail. A node ID of
+// a pod that does not exist (nobody) is refused the same way. The victim itself is then served.
+func TestProxylessRefusesAnotherPodsNodeID(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	a := startXDSAgentServing(t, ns, true)
+	ca, err := spiffetest.NewCA("aether.internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startBackend(t, ca, newPodIP(), spiffeID(ns, "payments"))
+	createPod(t, ctx, ns, "payments-0", a.node, b.ip, true, grpcAnnotations)
+	healthIs(t, ns, "payments-0", meshv1alpha1.HealthHealthy)
+	annotated := map[string]string{portspec.AnnotationProxyless: portspec.ProxylessGRPC}
+	victim := createPodAs(t, ctx, ns, "client", "client", a.node, newPodIP(), true, annotated)
+	impostor := createPodAs(t, ctx, ns, "impostor", "client", a.node, newPodIP(), true, annotated)
+	victimID, impostorID := proxyless.NodeID(ns, victim.Name), proxyless.NodeID(ns, impostor.Name)
+	a.actAs(impostor)
+
+	// The impostor's real grpc-go client, with a bootstrap naming the victim.
+	files, err := ca.WriteFiles(t.TempDir(), spiffeID(ns, "client"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bootstrap, err := proxyless.Bootstrap{NodeID: victimID, ServerURI: a.proxylessAddress,
+		CertificateFile: files.Certificate, KeyFile: files.Key, BundleFile: files.Bundle}.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fqdn := ourxds.FQDN("payments", ns, "aether.internal")
+	conn, err := newProxylessConn(bootstrap, "xds:///"+ourxds.ProxylessListener(fqdn, grpcPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	impostorClient := &proxylessClient{conn: conn, node: victimID}
+	testenv.Eventually(t, "the refusal logged, naming the claimed ID and the impostor's pod", func() error {
+		if l := a.serverLogs.with("claims another pod's node ID", `"claimed"="`+victimID+`"`, `"pod"="`+impostorID+`"`); len(l) == 0 {
+			_, _ = impostorClient.call(ctx) // the channel connects on its first RPC
+			return fmt.Errorf("no such line in %q", a.serverLogs.with("Refusing"))
 		}
+		return nil
+	})
+
+	// A raw stream of the impostor reads the refusal itself.
+	for _, claimed := range []string{victimID, proxyless.NodeID(ns, "nobody")} {
+		watch := observe(t, ctx, a, claimed)
+		err := watch.Await(ctx, func(xdstest.State) error { return errors.New("served") })
+		want := fmt.Sprintf("node ID %q is not the caller's: the connection comes from pod %s (UID %s", claimed, impostorID, impostor.UID)
+		if err == nil || !strings.Contains(err.Error(), "code = "+codes.PermissionDenied.String()) || !strings.Contains(err.Error(), want) {
+			t.Errorf("the impostor's stream as %s: %v; want PermissionDenied saying %q", claimed, err, want)
+		}
+	}
+	// A rebuild after all this serves the victim's ID nothing: it was never registered.
+	builds := buildsTotal(t)
+	touchPod(t, ctx, ns, victim.Name)
+	testenv.Eventually(t, "a rebuild", func() error {
+		if n := buildsTotal(t); n <= builds {
+			return fmt.Errorf("aether_agent_xds_builds_total{result=built} still %v", n)
+		}
+		return nil
+	})
+	if n := a.options.XDS.Server.ProxylessNodes(); len(n) != 0 {
+		t.Errorf("registered %v, want no client", n)
+	}
+	if v := a.options.XDS.Server.Versions(victimID); v != nil {
+		t.Errorf("the victim's ID is served %v", v)
+	}
+	if ip, err := impostorClient.call(ctx); err == nil {
+		t.Errorf("the impostor's RPC was answered by %s", ip)
+	}
+
+	// The victim's own client is served.
+	a.actAs(victim)
+	watch := observe(t, ctx, a, victimID)
+	if err := watch.Await(ctx, func(s xdstest.State) error {
+		if len(s.History) == 0 {
+			return errors.New("nothing received yet")
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("the victim's own stream: %v", err)
 	}
 }

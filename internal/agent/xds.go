@@ -117,8 +117,10 @@ func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *
 	if opts.Capture != nil {
 		p.capture = newCapturer(*opts.Capture, p)
 	}
-	// A proxyless gRPC client connecting or going is a reason to rebuild (proxyless.go).
+	// A proxyless gRPC client connecting or going is a reason to rebuild (proxyless.go); the
+	// server reads its callers' pods from this node's (proxylessPodNodeID).
 	opts.Server.OnProxylessChange(p.poke)
+	opts.Server.ResolvePodsWith(p.proxylessPodNodeID)
 	return p
 }
 

@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/client-go/util/retry"
@@ -51,6 +55,56 @@ type xdsAgent struct {
 	proxylessAddress string
 	options          Options
 	mgr              ctrl.Manager
+	// caller is the pod the test's processes run as, for the proxyless socket (actAs); serverLogs
+	// are the xDS server's log lines.
+	caller     *actingPod
+	serverLogs *testLogs
+}
+
+// actingPod is the pod UID the proxyless socket reads for every process of the test (the test
+// and the clients it starts): the seam at the one step a test cannot make real for several pods
+// at once, a process's pod (internal/xdsserver's TestProxylessCallerFromItsCgroup reads real
+// processes in real cgroups). What the agent does with the UID (which pod of its node it is, and
+// whether the announced node ID is that pod's) is real.
+type actingPod struct{ uid atomic.Pointer[string] }
+
+func (a *actingPod) podOf(int32) (string, error) {
+	if uid := a.uid.Load(); uid != nil {
+		return *uid, nil
+	}
+	return "", errors.New("the test acts as no pod yet")
+}
+
+// actAs makes the test's processes, from their next connection to the proxyless socket, processes
+// of pod.
+func (a *xdsAgent) actAs(pod *corev1.Pod) {
+	uid := string(pod.UID)
+	a.caller.uid.Store(&uid)
+}
+
+// testLogs collects a logger's lines.
+type testLogs struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *testLogs) write(prefix, args string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, prefix+" "+args)
+}
+
+// with are the lines that contain every one of parts.
+func (l *testLogs) with(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // startXDSAgent creates a node of the test's own (so no other test's pods are on it) and runs an
@@ -80,7 +134,9 @@ func startXDSAgentServing(t *testing.T, ns string, proxyless bool, configure ...
 		}
 		return listener
 	}
-	serverOptions := xdsserver.Options{Listener: listen("xds.sock"), Log: ctrl.Log.WithName("xds-" + ns)}
+	caller, serverLogs := &actingPod{}, &testLogs{}
+	serverOptions := xdsserver.Options{Listener: listen("xds.sock"), PodOfProcess: caller.podOf,
+		Log: funcr.New(serverLogs.write, funcr.Options{Verbosity: 1}).WithName("xds-" + ns)}
 	if proxyless {
 		serverOptions.ProxylessListener = listen("proxyless/xds.sock")
 	}
@@ -114,7 +170,8 @@ func startXDSAgentServing(t *testing.T, ns string, proxyless bool, configure ...
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	return &xdsAgent{node: node, address: server.Address(), proxylessAddress: server.ProxylessAddress(), options: o, mgr: mgr}
+	return &xdsAgent{node: node, address: server.Address(), proxylessAddress: server.ProxylessAddress(), options: o, mgr: mgr,
+		caller: caller, serverLogs: serverLogs}
 }
 
 // dial opens a real ADS stream to the agent as its node's Envoy, until the test ends.

@@ -78,13 +78,20 @@ const fileWatcher = "file_watcher"
 // within a minute (SPIRE rotates at half of the SVID's life, an hour by default).
 const refreshInterval = "60s"
 
+// MaxNodeIDLength is the longest NodeID: a namespace is a DNS label (63 bytes), a pod name a DNS
+// subdomain (253). The agent refuses a longer ID before it holds or logs it whole.
+const MaxNodeIDLength = 63 + len("/") + 253
+
 // NodeID is the xDS node ID of a proxyless client in pod namespace/name. A node name has no "/",
 // so no proxyless ID is the node's Envoy's.
 func NodeID(namespace, name string) string { return namespace + "/" + name }
 
 // ParseNodeID reads a NodeID: the pod's namespace and name, or ok false when id is not of that
-// shape.
+// shape or longer than MaxNodeIDLength.
 func ParseNodeID(id string) (namespace, name string, ok bool) {
+	if len(id) > MaxNodeIDLength {
+		return "", "", false
+	}
 	namespace, name, ok = strings.Cut(id, "/")
 	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
 		return "", "", false

@@ -53,13 +53,16 @@ func TestBootstrap(t *testing.T) {
 	}
 }
 
-// TestNodeID: a pod's node ID reads back; a node name (the node's Envoy's ID) and other shapes are
-// not a proxyless ID.
+// TestNodeID: a pod's node ID reads back, the longest a namespace and a pod name can make too; a
+// node name (the node's Envoy's ID), other shapes and a longer ID are not a proxyless ID.
 func TestNodeID(t *testing.T) {
 	if ns, name, ok := ParseNodeID(NodeID("shop", "client-0")); !ok || ns != "shop" || name != "client-0" {
 		t.Errorf("ParseNodeID(NodeID(shop, client-0)) = %q, %q, %v", ns, name, ok)
 	}
-	for _, id := range []string{"node-a", "", "/x", "x/", "a/b/c"} {
+	if _, _, ok := ParseNodeID(NodeID(strings.Repeat("n", 63), strings.Repeat("p", 253))); !ok {
+		t.Error("ParseNodeID refused the longest pod's ID")
+	}
+	for _, id := range []string{"node-a", "", "/x", "x/", "a/b/c", "shop/" + strings.Repeat("x", MaxNodeIDLength)} {
 		if _, _, ok := ParseNodeID(id); ok {
 			t.Errorf("ParseNodeID(%q) took it", id)
 		}

@@ -38,8 +38,33 @@ var proxylessClients = prometheus.NewGauge(prometheus.GaugeOpts{
 	Help: "Proxyless gRPC clients (pods annotated aether.io/proxyless) holding an xDS stream to the node agent.",
 })
 
+// Why the proxyless socket refused a caller, the values of proxylessRefused's label reason.
+const (
+	// refusedConnections: its pod holds maxPerPod connections already.
+	refusedConnections = "connections"
+	// refusedStreams: its pod holds maxPerPod streams already.
+	refusedStreams = "streams"
+	// refusedNoPod: the connection's caller is no pod of this node the agent knows.
+	refusedNoPod = "no_pod"
+	// refusedClaim: the stream announced a node ID that is not its caller's pod's.
+	refusedClaim = "claim"
+	// refusedNodeChange: a stream announced a second node ID.
+	refusedNodeChange = "node_change"
+	// refusedNotProxyless: not a proxyless client's announcement (or an ID of no pod's shape).
+	refusedNotProxyless = "not_proxyless"
+)
+
+// proxylessRefused counts the connections and streams the proxyless socket refused, by reason.
+var proxylessRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "aether_agent_xds_proxyless_refused_total",
+	Help: "Connections and streams the node agent's proxyless socket refused, by reason: connections or streams (a pod over its bound), no_pod (the caller runs in no pod of the node), claim (a node ID that is not the caller's pod's), node_change (a second node ID on one stream), not_proxyless.",
+}, []string{"reason"})
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(snapshots, nacks, proxylessClients)
+	ctrlmetrics.Registry.MustRegister(snapshots, nacks, proxylessClients, proxylessRefused)
+	for _, r := range []string{refusedConnections, refusedStreams, refusedNoPod, refusedClaim, refusedNodeChange, refusedNotProxyless} {
+		proxylessRefused.WithLabelValues(r)
+	}
 	// Every series exported at zero, so a dashboard or an alert sees it before the first event.
 	for _, r := range []string{ResultPublished, ResultUnchanged, ResultInconsistent, ResultInvalid} {
 		snapshots.WithLabelValues(r)

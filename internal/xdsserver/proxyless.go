@@ -5,12 +5,17 @@ package xdsserver
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -27,7 +32,12 @@ import (
 // The proxyless socket is the one pods reach (a hostPath they mount): it serves proxyless node IDs
 // only and refuses every other stream, so no pod can pass for the node's Envoy, whose
 // stream will carry every local pod's certificate by SDS. The xDS configuration itself is no
-// secret (a client's identity is proven by its certificate files, never by its node ID).
+// secret (a client's identity is proven by its certificate files, never by its node ID), but a
+// node ID chooses what a pod is served (its namespace's routes, its SNI mode): a stream may
+// announce the node ID of its caller's pod only, learned from its connection (peer.go), and one
+// node ID only. What one pod can make the agent hold is bounded: its connections and streams
+// (maxPerPod), a message's size (maxProxylessMessage), a node ID's length
+// (proxyless.MaxNodeIDLength); a refused stream never reaches go-control-plane's cache.
 
 // ProxylessNode is a connected proxyless gRPC client.
 type ProxylessNode struct {
@@ -44,8 +54,9 @@ type proxylessClient struct {
 }
 
 // errNotProxyless is the proxyless socket's answer to a stream of another client.
-var errNotProxyless = errors.New("this socket serves proxyless gRPC clients only: announce node metadata " +
-	proxyless.MetadataProxyless + `: "` + proxyless.MetadataTrue + `" with node ID <pod namespace>/<pod name>`)
+var errNotProxyless = status.Error(codes.InvalidArgument, "this socket serves proxyless gRPC clients only: announce node metadata "+
+	proxyless.MetadataProxyless+`: "`+proxyless.MetadataTrue+`" with node ID <pod namespace>/<pod name> (at most `+
+	strconv.Itoa(proxyless.MaxNodeIDLength)+" bytes)")
 
 // announcedProxyless reads node's announcement: a proxyless client with a pod's node ID, and
 // whether it sends SNI.
@@ -151,6 +162,34 @@ func (s *Server) ProxylessAddress() string {
 
 // describeProxyless names a stream's client for a log line.
 func describeProxyless(node *corev3.Node) string {
-	return fmt.Sprintf("node %q, metadata %s=%q", node.GetId(), proxyless.MetadataProxyless,
-		cmp.Or(node.GetMetadata().GetFields()[proxyless.MetadataProxyless].GetStringValue(), "<unset>"))
+	return fmt.Sprintf("node %q, metadata %s=%q", clipID(node.GetId()), proxyless.MetadataProxyless,
+		clipID(cmp.Or(node.GetMetadata().GetFields()[proxyless.MetadataProxyless].GetStringValue(), "<unset>")))
+}
+
+// clipID is id cut to proxyless.MaxNodeIDLength bytes for a log line or a refusal: a hostile
+// client's ID may be as long as a message.
+func clipID(id string) string {
+	if len(id) <= proxyless.MaxNodeIDLength {
+		return id
+	}
+	return strings.ToValidUTF8(id[:proxyless.MaxNodeIDLength], "") + fmt.Sprintf("...(%d bytes)", len(id))
+}
+
+// ResolvePodsWith makes f the server's reading of a pod UID as its node ID (the agent's view of
+// its node's pods): until it is called, every proxyless stream is refused.
+func (s *Server) ResolvePodsWith(f PodNodeIDs) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.podNodeIDs = f
+}
+
+// podNodeID is the node ID of the pod with UID podUID ("" when the agent knows none).
+func (s *Server) podNodeID(ctx context.Context, podUID string) (string, error) {
+	s.mu.Lock()
+	f := s.podNodeIDs
+	s.mu.Unlock()
+	if f == nil {
+		return "", errors.New("the agent does not read its node's pods yet")
+	}
+	return f(ctx, podUID)
 }

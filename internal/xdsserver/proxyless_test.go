@@ -6,6 +6,7 @@ package xdsserver
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,9 +26,43 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
 )
 
+// testPodUID is the pod the test process runs in, as startProxylessServer's server reads it (its
+// node ID is testPodID): the tests here dial from the test process itself. How a real process's
+// pod is read (peer credentials, /proc/<pid>/cgroup) is TestProxylessCallerFromItsCgroup's.
+const (
+	testPodUID = "0e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
+	testPodID  = "shop/client-0"
+)
+
+// testPods are the pods of the test's node: the test process's, and another one.
+var testPods = map[string]string{testPodUID: testPodID, "1e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b": "shop/client-1"}
+
+// thisProcessIs reads the test process as a process of pod uid, and any other process from /proc.
+func thisProcessIs(uid string) PodOfProcess {
+	self := int32(os.Getpid())
+	return func(pid int32) (string, error) {
+		if pid == self {
+			return uid, nil
+		}
+		return ProcPods("/proc")(pid)
+	}
+}
+
+// podsOf reads the pods of a UID → node ID map, as the agent reads its node's pods.
+func podsOf(pods map[string]string) PodNodeIDs {
+	return func(_ context.Context, uid string) (string, error) { return pods[uid], nil }
+}
+
 // startProxylessServer serves xDS on two unix sockets in a temporary directory, the node's Envoy's
 // and the proxyless one, until the test ends; changes receives a value on every OnProxylessChange.
+// The test process is a process of pod testPodID (testPods are the node's).
 func startProxylessServer(t *testing.T) (s *Server, logs *logLines, changes chan struct{}) {
+	t.Helper()
+	return startProxylessServerFor(t, thisProcessIs(testPodUID), testPods)
+}
+
+// startProxylessServerFor is startProxylessServer, podOf reading a caller's pod, pods the node's.
+func startProxylessServerFor(t *testing.T, podOf PodOfProcess, pods map[string]string) (s *Server, logs *logLines, changes chan struct{}) {
 	t.Helper()
 	dir := t.TempDir()
 	listen := func(name string) Address {
@@ -41,12 +76,13 @@ func startProxylessServer(t *testing.T) (s *Server, logs *logLines, changes chan
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, err := Listen(listen("proxyless"))
+	socket, err := Listen(listen("proxyless"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs = &logLines{}
-	s = New(Options{Listener: envoy, ProxylessListener: pods, Log: funcr.New(logs.write, funcr.Options{Verbosity: 1})})
+	s = New(Options{Listener: envoy, ProxylessListener: socket, PodOfProcess: podOf, Log: funcr.New(logs.write, funcr.Options{Verbosity: 1})})
+	s.ResolvePodsWith(podsOf(pods))
 	changes = make(chan struct{}, 16)
 	s.OnProxylessChange(func() { changes <- struct{}{} })
 	ctx, cancel := context.WithCancel(context.Background())
@@ -105,7 +141,7 @@ func TestProxylessSocket(t *testing.T) {
 		t.Fatalf("refused streams registered %v", n)
 	}
 
-	id := proxyless.NodeID("shop", "client-0")
+	id := testPodID
 	c := dialNode(t, s.ProxylessAddress(), proxylessNode(id, true))
 	<-changes
 	if n := s.ProxylessNodes(); !slices.Equal(n, []ProxylessNode{{ID: id, SNI: true}}) {
@@ -153,7 +189,7 @@ func TestProxylessSubsetAnswered(t *testing.T) {
 	res.Listeners = append(res.Listeners, other)
 	request := &discoveryv3.DiscoveryRequest{TypeUrl: xdstest.Listeners, ResourceNames: []string{listenerN, "payments.shop:9999"}}
 
-	id := proxyless.NodeID("shop", "client-0")
+	id := testPodID
 	stream := rawStream(t, s.ProxylessAddress())
 	request.Node = proxylessNode(id, false)
 	if err := stream.Send(request); err != nil {

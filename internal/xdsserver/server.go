@@ -71,8 +71,12 @@ type Options struct {
 	// Listener is where the server serves (Listen).
 	Listener net.Listener
 	// ProxylessListener, when set, is where the server serves proxyless gRPC clients, and them
-	// only (proxyless.go): the socket pods reach.
+	// only (proxyless.go): the socket pods reach. A unix socket: each connection's caller is
+	// learned from the kernel (peer.go).
 	ProxylessListener net.Listener
+	// PodOfProcess reads which pod a process calling on ProxylessListener runs in;
+	// ProcPods("/proc") if nil (the node's, with the agent in the host's PID namespace).
+	PodOfProcess PodOfProcess
 	// Log receives the server's lines: connections, NACKs, refused snapshots.
 	Log logr.Logger
 }
@@ -98,6 +102,10 @@ type Server struct {
 	// proxyless are the connected proxyless clients, by node ID; onProxyless is told of changes.
 	proxyless   map[string]*proxylessClient
 	onProxyless []func()
+	// podNodeIDs reads a caller's pod UID as its node ID (ResolvePodsWith).
+	podNodeIDs PodNodeIDs
+	// peers are the proxyless socket's credentials: they learn each connection's caller (peer.go).
+	peers *peerCredentials
 }
 
 // served is a published snapshot's versions, resource names and resources, per kind (kinds'
@@ -140,6 +148,11 @@ func New(o Options) *Server {
 		secrets:        map[string][]*tlsv3.Secret{},
 		proxyless:      map[string]*proxylessClient{},
 	}
+	podOf := o.PodOfProcess
+	if podOf == nil {
+		podOf = ProcPods("/proc")
+	}
+	s.peers = newPeerCredentials(podOf, o.Log)
 	s.streams = newStreams(s)
 	s.proxylessStreams = newStreams(s)
 	s.proxylessStreams.proxylessOnly = true
@@ -165,10 +178,18 @@ func (s *Server) Start(ctx context.Context) error {
 		g        *grpc.Server
 		listener net.Listener
 	}
-	all := []serving{{s.grpcServer(ctx, s.cache, s.streams), s.listener}}
+	all := []serving{{s.grpcServer(ctx, s.cache, s.streams, grpc.MaxConcurrentStreams(1000)), s.listener}}
 	s.log.Info("Serving xDS (ADS: state of the world and delta)", "address", s.Address())
 	if s.proxylessListener != nil {
-		all = append(all, serving{s.grpcServer(ctx, s.proxylessCache, s.proxylessStreams), s.proxylessListener})
+		// Every pod may connect here: the caller is learned from the connection, and what one
+		// can make the agent hold is bounded (peer.go).
+		bounded := []grpc.ServerOption{
+			grpc.Creds(s.peers),
+			grpc.MaxRecvMsgSize(maxProxylessMessage),
+			grpc.MaxHeaderListSize(maxProxylessHeaders),
+			grpc.MaxConcurrentStreams(maxPerPod),
+		}
+		all = append(all, serving{s.grpcServer(ctx, s.proxylessCache, s.proxylessStreams, bounded...), s.proxylessListener})
 		s.log.Info("Serving xDS to proxyless gRPC clients", "address", s.ProxylessAddress())
 	}
 	served := make(chan error, len(all))
@@ -199,16 +220,15 @@ func (s *Server) Start(ctx context.Context) error {
 	return err
 }
 
-// grpcServer is a gRPC server of ADS on cache, its streams' callbacks cb.
-func (s *Server) grpcServer(ctx context.Context, cache cachev3.SnapshotCache, cb *streams) *grpc.Server {
+// grpcServer is a gRPC server of ADS on cache, its streams' callbacks cb, with options more.
+func (s *Server) grpcServer(ctx context.Context, cache cachev3.SnapshotCache, cb *streams, more ...grpc.ServerOption) *grpc.Server {
 	xdsServer := serverv3.NewServer(ctx, cache, cb, sotwv3.WithOrderedADS(), sotwv3.WithLogger(controlPlaneLogger(s.log)))
-	g := grpc.NewServer(
+	g := grpc.NewServer(append([]grpc.ServerOption{
 		// Envoy holds one stream open per connection for as long as it runs; keepalives find a
 		// peer that vanished (the values are go-control-plane's example server's).
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 30 * time.Second, PermitWithoutStream: true}),
-		grpc.MaxConcurrentStreams(1000),
-	)
+	}, more...)...)
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, xdsServer)
 	return g
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -159,6 +160,86 @@ var _ = Describe("proxyless gRPC", Ordered, func() {
 				g.Expect(counts).To(HaveKeyWithValue(ip, BeNumerically(">", 0)), "RPCs %v", counts)
 			}
 			g.Expect(counts).To(HaveLen(3))
+		}, 2*time.Minute, time.Second).Should(Succeed())
+	})
+
+	// A pod of the same node whose container sets AETHER_POD_NAME=client itself (the webhook keeps
+	// it, with a warning) gets a bootstrap announcing the client's node ID: it mounts the same
+	// socket, and its gRPC client claims the client's configuration. The agent learns the caller's
+	// pod from the connection (peer credentials, the process's cgroup) and refuses the stream: the
+	// impostor's RPCs never reach payments, the agent logs a line naming the claimed ID and the
+	// impostor's pod, and the client itself is still served.
+	It("serves nothing to a pod that claims the client's node ID, and logs both", func() {
+		volume, mount := identityVolume("client-identity")
+		impostor := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "impostor",
+				Labels:      map[string]string{"aether.io/managed": "true"},
+				Annotations: map[string]string{"aether.io/proxyless": "grpc", "endpoint.aether.io/health-path": "/healthz"}},
+			Spec: corev1.PodSpec{
+				ServiceAccountName:            "client",
+				TerminationGracePeriodSeconds: new(int64(1)),
+				Volumes:                       []corev1.Volume{volume},
+				Containers: []corev1.Container{{
+					Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
+					Args:         []string{"-proxyless-client", "xds:///payments." + ns + ".aether.internal:9090", "-client-port", "8080"},
+					Env:          []corev1.EnvVar{{Name: proxyless.EnvPodName, Value: "client"}},
+					VolumeMounts: []corev1.VolumeMount{mount},
+				}},
+			},
+		}
+		Expect(k8s.Create(ctx, impostor)).To(Succeed())
+		DeferCleanup(func() { _ = k8s.Delete(context.Background(), impostor) })
+		var impostorIP string
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(impostor), impostor)).To(Succeed())
+			g.Expect(impostor.Status.Phase).To(Equal(corev1.PodRunning))
+			g.Expect(impostor.Status.PodIP).NotTo(BeEmpty())
+			impostorIP = impostor.Status.PodIP
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		bootstrap := ""
+		for _, e := range impostor.Spec.Containers[0].Env {
+			if e.Name == proxyless.EnvBootstrap {
+				bootstrap = e.Value
+			}
+		}
+		Expect(bootstrap).To(ContainSubstring(`"id":"$(`+proxyless.EnvPodNamespace+`)/$(`+proxyless.EnvPodName+`)"`),
+			"the injected bootstrap names the pod by its own env, which the impostor set to the client's name")
+
+		claimed, impostorID := proxyless.NodeID(ns, "client"), proxyless.NodeID(ns, "impostor")
+		agent := agentPod()
+		Eventually(func(g Gomega) {
+			// Its first RPC makes its channel connect to the agent.
+			if resp, err := (&http.Client{Timeout: time.Minute}).Get(fmt.Sprintf("http://%s:8080/spread?n=1", impostorIP)); err == nil {
+				_ = resp.Body.Close()
+			}
+			raw, err := clientset().CoreV1().Pods(agent.Namespace).GetLogs(agent.Name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			var refusal string
+			for line := range strings.Lines(string(raw)) {
+				if strings.Contains(line, "claims another pod's node ID") && strings.Contains(line, `"`+claimed+`"`) &&
+					strings.Contains(line, `"`+impostorID+`"`) {
+					refusal = line
+				}
+			}
+			g.Expect(refusal).NotTo(BeEmpty(), "no agent log line names the claimed ID %s and the impostor's pod %s", claimed, impostorID)
+		}, 2*time.Minute, time.Second).Should(Succeed())
+
+		// It gets nothing: its RPCs fail (each within the client's 5 s deadline), however often it
+		// asks; the client is still served.
+		impatient := &http.Client{Timeout: time.Minute}
+		for range 3 {
+			resp, err := impatient.Get(fmt.Sprintf("http://%s:8080/spread?n=5", impostorIP))
+			Expect(err).NotTo(HaveOccurred())
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			Expect(resp.StatusCode).NotTo(Equal(http.StatusOK), "the impostor's RPCs were answered: %s", body)
+		}
+		Eventually(func(g Gomega) {
+			answered := 0
+			for _, n := range spread(g, clientIP(g), 10) {
+				answered += n
+			}
+			g.Expect(answered).To(Equal(10))
 		}, 2*time.Minute, time.Second).Should(Succeed())
 	})
 
