@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -264,4 +265,67 @@ func TestViewCountsItsObjects(t *testing.T) {
 			t.Errorf("the stopped view still counts %v %ss (%v)", got, kind, err)
 		}
 	}
+}
+
+// TestViewRendersOnlyTheCurrentVerdict: an endpoint counts in the view's model only while the
+// controller's Verified=True was observed at its current generation: a spec changed since (here
+// its address, the way a node agent's token could move it) is left out until the verdict is
+// written again for it. The test writes the verdicts itself, in a namespace the package's
+// controller does not see.
+func TestViewRendersOnlyTheCurrentVerdict(t *testing.T) {
+	ctx := testContext(t)
+	ns := isolatedFromTheController
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments"}}); err != nil {
+		t.Fatal(err)
+	}
+	ep := createTCPEndpoint(t, ctx, ns, "member", "payments", "other-"+ns, newPodIP(), 9000)
+	verify := func(observed int64) {
+		t.Helper()
+		patch := client.MergeFrom(ep.DeepCopy())
+		ep.Status.Conditions = []metav1.Condition{{Type: meshv1alpha1.EndpointConditionVerified, Status: metav1.ConditionTrue,
+			Reason: meshv1alpha1.EndpointReasonPodMatches, Message: "the test's verdict", ObservedGeneration: observed,
+			LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second))}}
+		if err := env.Client.Status().Patch(ctx, ep, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := startView(t, true)
+	rendered := func(want bool, what string) {
+		t.Helper()
+		testenv.Eventually(t, what, func() error {
+			services, err := v.Services(ctx)
+			if err != nil {
+				return err
+			}
+			for _, svc := range services {
+				if svc.Namespace != ns || svc.Name != "payments" {
+					continue
+				}
+				members := memberNames(svc, 9000)
+				if got := slices.Contains(members, ns+"/member TCP"); got != want {
+					return fmt.Errorf("members of port 9000: %v", members)
+				}
+				return nil
+			}
+			return fmt.Errorf("no service %s/payments in the view", ns)
+		})
+	}
+
+	verify(ep.Generation)
+	rendered(true, "the endpoint verified for its generation rendered")
+
+	ep.Spec.Address = newPodIP()
+	if err := env.Client.Update(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified); ep.Generation == c.ObservedGeneration {
+		t.Fatalf("generation %d after the spec changed, still the verdict's: the test proves nothing", ep.Generation)
+	}
+	rendered(false, "the endpoint whose spec changed since its verdict left out")
+
+	verify(ep.Generation)
+	rendered(true, "the endpoint verified again for its new spec rendered")
 }
