@@ -142,7 +142,9 @@ func TestOnlyRealPodsCount(t *testing.T) {
 
 	declared := declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: "HTTP"}, {Port: 9000, Protocol: "TCP"}})
 	real := createPod(t, ctx, ns, "payments-0", "payments", "node-a", newPodIP(), declared)
-	onB := createPod(t, ctx, ns, "payments-b", "payments", "node-b", newPodIP(), declared)
+	// Not yet bound to a node. (An endpoint naming another node than the one its pod is bound to
+	// is deleted: TestSquatterRemoved.)
+	unbound := createPod(t, ctx, ns, "payments-b", "payments", "", newPodIP(), declared)
 	ledger := createPod(t, ctx, ns, "ledger-0", "ledger", "node-a", newPodIP(), declared)
 	forIP := createPod(t, ctx, ns, "payments-1", "payments", "node-a", newPodIP(), declared)
 	forUID := createPod(t, ctx, ns, "payments-2", "payments", "node-a", newPodIP(), declared)
@@ -170,8 +172,8 @@ func TestOnlyRealPodsCount(t *testing.T) {
 		reason  string
 		message string
 	}{
-		{"a pod of node-b", agentA, forged(onB, func(s *meshv1alpha1.MeshEndpointSpec) { s.NodeName = "node-a" }),
-			meshv1alpha1.EndpointReasonNodeMismatch, `spec.nodeName "node-a" is not the node pod ` + ns + `/payments-b is bound to (node-b)`},
+		{"a pod bound to no node yet", agentA, forged(unbound, func(s *meshv1alpha1.MeshEndpointSpec) { s.NodeName = "node-a" }),
+			meshv1alpha1.EndpointReasonNodeMismatch, `spec.nodeName "node-a" is not the node pod ` + ns + `/payments-b is bound to (none yet)`},
 		{"a made-up IP", agentA, forged(forIP, func(s *meshv1alpha1.MeshEndpointSpec) { s.Address = "203.0.113.9" }),
 			meshv1alpha1.EndpointReasonAddressMismatch, `spec.address "203.0.113.9" is not among the IPs of pod ` + ns + `/payments-1 (` + forIP.Status.PodIP + `)`},
 		{"another pod's UID", agentA, forged(forUID, func(s *meshv1alpha1.MeshEndpointSpec) { s.PodUID = string(real.UID) }),
