@@ -181,6 +181,11 @@ const (
 	// EndpointReasonNamespaceIgnored means the MeshEndpoint is in a namespace the mesh never takes
 	// (the manager's --ignored-namespaces: Kubernetes' own and the operator's).
 	EndpointReasonNamespaceIgnored = "NamespaceIgnored"
+
+	// EndpointReasonNameSquatted is the reason of the Warning Event on a pod whose name a
+	// MeshEndpoint of another node held: the controller deleted that endpoint, so that the agent
+	// of the pod's own node can register the pod under its name.
+	EndpointReasonNameSquatted = "NameSquatted"
 )
 
 // MeshEndpointStatus is what the node agent observes of the endpoint.

@@ -16,8 +16,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -90,11 +92,16 @@ func startAgentWith(e *testenv.Env, cfg *rest.Config, o Options) (func(), error)
 	return testenv.StartManager(mgr)
 }
 
+// isolatedFromTheController is a namespace the package's MeshService controller does not see (its
+// cache's field selector): a test there writes the controller's Verified condition itself.
+const isolatedFromTheController = "isolated-verdicts"
+
 // startMeshServiceController runs the MeshService controller too, to show health feeding it, and
 // the route controllers, whose status the view's Routes reads.
 func startMeshServiceController(e *testenv.Env) (func(), error) {
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme: e.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Cache: cache.Options{DefaultFieldSelector: fields.OneTermNotEqualSelector("metadata.namespace", isolatedFromTheController)},
 	})
 	if err != nil {
 		return nil, err

@@ -26,6 +26,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/routes"
 )
 
@@ -191,7 +192,9 @@ func (v *View) WaitForCacheSync(ctx context.Context) bool { return v.cache.WaitF
 
 // Services is the mesh as the model sees it: one Service per MeshService, sorted by namespace and
 // name, built (model.BuildService) from the MeshService's VIP and identity and its verified
-// endpoints (Verified=True, the controller's verdict that a real pod stands behind them). An
+// endpoints (registration.Verified: the controller's verdict that a real pod stands behind them,
+// Verified=True for the endpoint's current generation, so a spec changed since is left out
+// until the controller judges it again). An
 // endpoint whose service has no MeshService is left out: without the service's identity, no
 // client could pin its certificate.
 func (v *View) Services(ctx context.Context) ([]model.Service, error) {
@@ -206,7 +209,7 @@ func (v *View) Services(ctx context.Context) ([]model.Service, error) {
 	}
 	byService := map[types.NamespacedName][]meshv1alpha1.MeshEndpoint{}
 	for _, ep := range endpoints.Items {
-		if apimeta.IsStatusConditionTrue(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified) {
+		if registration.Verified(&ep) {
 			key := types.NamespacedName{Namespace: ep.Namespace, Name: ep.Spec.ServiceName}
 			byService[key] = append(byService[key], ep)
 		}
@@ -340,7 +343,8 @@ func slimMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
 
 // slimMeshEndpoint keeps of a MeshEndpoint what the model and the xDS builder read: the spec's
 // service, node, address, ports, weight, health check, metadata and locality; the status's health
-// and whether it is Verified (the condition's type and status only: its message may be 32 KiB).
+// and whether it is Verified (the condition's type, status and observed generation only: its
+// message may be 32 KiB).
 // Labels, annotations, managed fields, owner references, the pod's name and UID, the ports'
 // summary and the Registered condition go. Anything that is not a MeshEndpoint (a tombstone)
 // passes unchanged.
@@ -355,7 +359,7 @@ func slimMeshEndpoint(obj any) (any, error) {
 		HealthCheck: ep.Spec.HealthCheck, Metadata: ep.Spec.Metadata, Locality: ep.Spec.Locality,
 	}, Status: meshv1alpha1.MeshEndpointStatus{Health: ep.Status.Health}}
 	if c := apimeta.FindStatusCondition(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified); c != nil {
-		slim.Status.Conditions = []metav1.Condition{{Type: c.Type, Status: c.Status}}
+		slim.Status.Conditions = []metav1.Condition{{Type: c.Type, Status: c.Status, ObservedGeneration: c.ObservedGeneration}}
 	}
 	return slim, nil
 }

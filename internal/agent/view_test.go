@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -171,7 +172,7 @@ func fullEndpoint(name string, created metav1.Time, health meshv1alpha1.Health, 
 			Metadata:    map[string]string{"version": "v2"}, Locality: meshv1alpha1.Locality{Region: "r", Zone: "z"}},
 		Status: meshv1alpha1.MeshEndpointStatus{Health: health, ObservedGeneration: 3, Conditions: []metav1.Condition{
 			{Type: meshv1alpha1.EndpointConditionRegistered, Status: metav1.ConditionTrue, Reason: "Registered", Message: long},
-			{Type: meshv1alpha1.EndpointConditionVerified, Status: verified, Reason: "PodMatches", Message: long},
+			{Type: meshv1alpha1.EndpointConditionVerified, Status: verified, Reason: "PodMatches", Message: long, ObservedGeneration: 3},
 		}},
 	}
 }
@@ -197,7 +198,9 @@ func TestSlimMeshEndpoint(t *testing.T) {
 		if len(ep.ManagedFields)+len(ep.Annotations)+len(ep.Labels)+len(ep.OwnerReferences) != 0 || ep.Spec.PodUID != "" || ep.Spec.PortsSummary != "" {
 			t.Errorf("%s: metadata or spec kept beyond the model's needs: %+v", ep.Name, ep)
 		}
-		wantConditions := []metav1.Condition{{Type: meshv1alpha1.EndpointConditionVerified, Status: whole[i].Status.Conditions[1].Status}}
+		// The verdict's generation stays: the view renders only a verdict on the current spec.
+		wantConditions := []metav1.Condition{{Type: meshv1alpha1.EndpointConditionVerified, Status: whole[i].Status.Conditions[1].Status,
+			ObservedGeneration: whole[i].Status.Conditions[1].ObservedGeneration}}
 		if !equality.Semantic.DeepEqual(ep.Status.Conditions, wantConditions) {
 			t.Errorf("%s: conditions %+v, want %+v", ep.Name, ep.Status.Conditions, wantConditions)
 		}
@@ -264,4 +267,67 @@ func TestViewCountsItsObjects(t *testing.T) {
 			t.Errorf("the stopped view still counts %v %ss (%v)", got, kind, err)
 		}
 	}
+}
+
+// TestViewRendersOnlyTheCurrentVerdict: an endpoint counts in the view's model only while the
+// controller's Verified=True was observed at its current generation: a spec changed since (here
+// its address, the way a node agent's token could move it) is left out until the verdict is
+// written again for it. The test writes the verdicts itself, in a namespace the package's
+// controller does not see.
+func TestViewRendersOnlyTheCurrentVerdict(t *testing.T) {
+	ctx := testContext(t)
+	ns := isolatedFromTheController
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments"}}); err != nil {
+		t.Fatal(err)
+	}
+	ep := createTCPEndpoint(t, ctx, ns, "member", "payments", "other-"+ns, newPodIP(), 9000)
+	verify := func(observed int64) {
+		t.Helper()
+		patch := client.MergeFrom(ep.DeepCopy())
+		ep.Status.Conditions = []metav1.Condition{{Type: meshv1alpha1.EndpointConditionVerified, Status: metav1.ConditionTrue,
+			Reason: meshv1alpha1.EndpointReasonPodMatches, Message: "the test's verdict", ObservedGeneration: observed,
+			LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second))}}
+		if err := env.Client.Status().Patch(ctx, ep, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := startView(t, true)
+	rendered := func(want bool, what string) {
+		t.Helper()
+		testenv.Eventually(t, what, func() error {
+			services, err := v.Services(ctx)
+			if err != nil {
+				return err
+			}
+			for _, svc := range services {
+				if svc.Namespace != ns || svc.Name != "payments" {
+					continue
+				}
+				members := memberNames(svc, 9000)
+				if got := slices.Contains(members, ns+"/member TCP"); got != want {
+					return fmt.Errorf("members of port 9000: %v", members)
+				}
+				return nil
+			}
+			return fmt.Errorf("no service %s/payments in the view", ns)
+		})
+	}
+
+	verify(ep.Generation)
+	rendered(true, "the endpoint verified for its generation rendered")
+
+	ep.Spec.Address = newPodIP()
+	if err := env.Client.Update(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified); ep.Generation == c.ObservedGeneration {
+		t.Fatalf("generation %d after the spec changed, still the verdict's: the test proves nothing", ep.Generation)
+	}
+	rendered(false, "the endpoint whose spec changed since its verdict left out")
+
+	verify(ep.Generation)
+	rendered(true, "the endpoint verified again for its new spec rendered")
 }

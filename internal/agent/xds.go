@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -327,8 +326,8 @@ func (p *publisher) localPod(ctx context.Context, pod *corev1.Pod, identities ma
 	if ep.Spec.PodUID != string(pod.UID) {
 		return model.LocalPod{}, "its MeshEndpoint is an earlier pod's of the same name", nil
 	}
-	if !apimeta.IsStatusConditionTrue(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified) {
-		return model.LocalPod{}, "its MeshEndpoint is not Verified", nil
+	if !registration.Verified(ep) {
+		return model.LocalPod{}, "its MeshEndpoint is not Verified for its current spec", nil
 	}
 	identity := identities[types.NamespacedName{Namespace: pod.Namespace, Name: ep.Spec.ServiceName}]
 	if identity == "" {

@@ -40,7 +40,11 @@ const EndpointServiceIndex = "spec.serviceName"
 // one MeshService and its generated Service.
 type MeshServiceReconciler struct {
 	client.Client
-	// Recorder emits Events on MeshServices.
+	// APIReader reads from the API server around the cache, where a decision must not rest on a
+	// cache that may lag: a verdict's retry after a conflict, the confirmation that an endpoint
+	// squats another node's pod's name (verify.go). Nil: the manager's, set by SetupWithManager.
+	APIReader client.Reader
+	// Recorder emits Events on MeshServices, MeshEndpoints and pods whose name was squatted.
 	Recorder recorder.EventRecorder
 	// MeshDomain is the mesh's DNS domain and SPIFFE trust domain.
 	MeshDomain string
@@ -81,6 +85,9 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 	})
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
 	r.settling = newSettling(r.BatchWindow)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(r.controllerName, "meshservice")).

@@ -26,8 +26,23 @@ var settlingServices = prometheus.NewGauge(prometheus.GaugeOpts{
 	Help: "Services whose inputs changed and whose reconcile waits out the batching window (--batch-window).",
 })
 
+// squattersRemoved counts the MeshEndpoints the controller deleted because they held the name of
+// a pod on another node (verify.go, removeSquatter). Any rise is worth a look: a node agent that
+// did it is compromised or broken, and the Warning Event on the pod names the node.
+var squattersRemoved = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "aether_controller_squatting_endpoints_removed_total",
+	Help: "MeshEndpoints deleted because they held the name of a pod bound to another node than the one they named.",
+})
+
+// verdictConflicts counts the Verified writes that lost to a concurrent write and were retried
+// from a fresh read (verify.go, recordVerdict).
+var verdictConflicts = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "aether_controller_verdict_conflicts_total",
+	Help: "Writes of a MeshEndpoint's Verified condition that met a conflict and were retried from a fresh read.",
+})
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(refusedStatuses, settlingServices)
+	ctrlmetrics.Registry.MustRegister(refusedStatuses, settlingServices, squattersRemoved, verdictConflicts)
 	// Exported at zero so an alert sees the series before the first refusal.
 	refusedStatuses.WithLabelValues(string(metav1.StatusReasonInvalid))
 }

@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,6 +38,11 @@ import (
 // Verified condition, next to the agent's Registered (each writer keeps the other's).
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=mesh.aether.io,resources=meshendpoints/status,verbs=get;update;patch
+//
+// It deletes a MeshEndpoint that holds the name of another node's pod (removeSquatter): no agent
+// may (the node-authority policy keeps each to its own node's endpoints), and while it stands,
+// that pod cannot get its own.
+// +kubebuilder:rbac:groups=mesh.aether.io,resources=meshendpoints,verbs=delete
 
 // CacheOptions are the manager's cache options: of pods it caches only managed ones (label
 // aether.io/managed=true), each trimmed to what verification reads (registration.Trim), so the
@@ -68,13 +75,18 @@ func trimPod(obj any) (any, error) {
 }
 
 // verified returns the endpoints that are real pods' (registration.Verify against the pod
-// cache), after recording each one's Verified condition where it changed. The result decides
-// this reconcile even when a record is lost to a concurrent write: the endpoint's watch brings
-// another reconcile, which records it.
+// cache), after recording each one's Verified condition where it changed, and deleting each that
+// squats another node's pod's name (removeSquatter). A record that keeps losing to concurrent
+// writes fails the reconcile, which is requeued: a verdict is never dropped.
 func (r *MeshServiceReconciler) verified(ctx context.Context, endpoints []meshv1alpha1.MeshEndpoint) ([]meshv1alpha1.MeshEndpoint, error) {
 	kept := make([]meshv1alpha1.MeshEndpoint, 0, len(endpoints))
 	for i := range endpoints {
 		ep := &endpoints[i]
+		if removed, err := r.removeSquatter(ctx, ep); err != nil {
+			return nil, err
+		} else if removed {
+			continue
+		}
 		verdict, err := EndpointVerdict(ctx, r, ep, r.Ignored)
 		if err != nil {
 			return nil, err
@@ -87,6 +99,56 @@ func (r *MeshServiceReconciler) verified(ctx context.Context, endpoints []meshv1
 		}
 	}
 	return kept, nil
+}
+
+// removeSquatter deletes ep when it holds the name of a managed pod bound to another node
+// (registration.Squats): the agent of the pod's node could neither create the pod's endpoint
+// nor remove this one, so the pod would stay out of the mesh for as long as it stood. The
+// cached pod only raises the suspicion; the pod read from the API server confirms it (the cache
+// may still hold an earlier pod of the same name, on the node ep rightly names), and the delete
+// is conditional on ep's UID and resourceVersion, so only the endpoint judged goes. removed is
+// true when ep is deleted or no longer there: either way it counts for nothing. A Warning Event
+// on the pod and a log line name the node the endpoint claimed.
+func (r *MeshServiceReconciler) removeSquatter(ctx context.Context, ep *meshv1alpha1.MeshEndpoint) (removed bool, err error) {
+	if r.Ignored.Ignores(ep.Namespace) || ep.DeletionTimestamp != nil {
+		return false, nil
+	}
+	key := client.ObjectKeyFromObject(ep) // the pod the endpoint's name claims
+	pod := &corev1.Pod{}
+	if err := r.Get(ctx, key, pod); apierrors.IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if !registration.Squats(ep, pod) {
+		return false, nil
+	}
+	if err := r.apiReader().Get(ctx, key, pod); apierrors.IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if !registration.Squats(ep, pod) {
+		return false, nil
+	}
+	err = r.Delete(ctx, ep, client.Preconditions{UID: &ep.UID, ResourceVersion: &ep.ResourceVersion})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case apierrors.IsConflict(err):
+		return false, nil // rewritten meanwhile: judged again on its own watch event
+	case err != nil:
+		return false, err
+	}
+	squattersRemoved.Inc()
+	log.FromContext(ctx).Info("Deleted a MeshEndpoint holding the name of another node's pod", "endpoint", ep.Name,
+		"claimedNode", ep.Spec.NodeName, "claimedPodUID", ep.Spec.PodUID, "podNode", pod.Spec.NodeName, "podUID", pod.UID)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(pod, ep, corev1.EventTypeWarning, meshv1alpha1.EndpointReasonNameSquatted, "Delete",
+			"MeshEndpoint %s/%s named node %s (pod UID %s) while this pod runs on node %s: deleted, so that node %s's agent registers this pod",
+			ep.Namespace, ep.Name, ep.Spec.NodeName, ep.Spec.PodUID, pod.Spec.NodeName, pod.Spec.NodeName)
+	}
+	return true, nil
 }
 
 // EndpointVerdict is ep's Verified condition: registration.Verify against the pod it names, read
@@ -108,27 +170,70 @@ func EndpointVerdict(ctx context.Context, pods client.Reader, ep *meshv1alpha1.M
 
 // recordVerdict writes verdict into ep's status when it differs, with an optimistic lock so it
 // never overwrites a status the agent changed meanwhile, keeping the agent's conditions; and
-// announces a flip with an Event on the endpoint (Warning when it is not verified).
+// announces a flip with an Event on the endpoint (Warning when it is not verified). A conflict
+// is retried from the endpoint read anew from the API server (the cache may not have the winning
+// write yet), as long as its spec is the one judged (same generation); a newer spec's own watch
+// event brings the reconcile that judges it. Conflicts on every attempt return the conflict,
+// which requeues the reconcile.
 func (r *MeshServiceReconciler) recordVerdict(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, verdict metav1.Condition) error {
 	verdict.Message = conditions.Truncate(verdict.Message, conditions.MaxConditionMessage)
-	before := ep.Status.Conditions
-	after := conditions.Set(before, verdict, ep.Generation, metav1.NewTime(time.Now().Truncate(time.Second)))
-	if equality.Semantic.DeepEqual(before, after) {
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	current, attempts := ep, 0
+	var written *meshv1alpha1.MeshEndpoint
+	var before, after []metav1.Condition
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if attempts++; attempts > 1 {
+			fresh := &meshv1alpha1.MeshEndpoint{}
+			if err := r.apiReader().Get(ctx, client.ObjectKeyFromObject(ep), fresh); err != nil {
+				return err
+			}
+			if fresh.UID != ep.UID || fresh.Generation != ep.Generation {
+				return errJudgedAnotherSpec
+			}
+			current = fresh
+		}
+		before = current.Status.Conditions
+		after = conditions.Set(before, verdict, current.Generation, now)
+		if equality.Semantic.DeepEqual(before, after) {
+			return nil
+		}
+		updated := current.DeepCopy()
+		patch := client.MergeFromWithOptions(current.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		updated.Status.Conditions = after
+		if err := r.Status().Patch(ctx, updated, patch); err != nil {
+			return err
+		}
+		written = updated
 		return nil
+	})
+	if attempts > 1 {
+		verdictConflicts.Add(float64(attempts - 1))
 	}
-	updated := ep.DeepCopy()
-	patch := client.MergeFromWithOptions(ep.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	updated.Status.Conditions = after
-	if err := r.Status().Patch(ctx, updated, patch); apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+	switch {
+	case errors.Is(err, errJudgedAnotherSpec) || apierrors.IsNotFound(err):
 		return nil // changed or gone meanwhile: its watch brings the next reconcile
-	} else if err != nil {
+	case err != nil:
 		return err
+	case written == nil:
+		return nil // already recorded (by the time of a retry, the same verdict stood)
 	}
 	if verdict.Status == metav1.ConditionFalse {
 		log.FromContext(ctx).Info("MeshEndpoint not verified: not counted", "endpoint", ep.Name, "reason", verdict.Reason, "message", verdict.Message)
 	}
-	r.announceVerdict(updated, before, after)
+	r.announceVerdict(written, before, after)
 	return nil
+}
+
+// errJudgedAnotherSpec stops recordVerdict's retries when the endpoint's spec changed since the
+// verdict was reached.
+var errJudgedAnotherSpec = errors.New("the MeshEndpoint's spec changed since it was judged")
+
+// apiReader reads from the API server, around the cache (SetupWithManager sets the manager's).
+func (r *MeshServiceReconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 // announceVerdict emits an Event when Verified flipped: Warning into False, Normal back to True.

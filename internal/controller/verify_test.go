@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
@@ -141,7 +142,9 @@ func TestOnlyRealPodsCount(t *testing.T) {
 
 	declared := declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: "HTTP"}, {Port: 9000, Protocol: "TCP"}})
 	real := createPod(t, ctx, ns, "payments-0", "payments", "node-a", newPodIP(), declared)
-	onB := createPod(t, ctx, ns, "payments-b", "payments", "node-b", newPodIP(), declared)
+	// Not yet bound to a node. (An endpoint naming another node than the one its pod is bound to
+	// is deleted: TestSquatterRemoved.)
+	unbound := createPod(t, ctx, ns, "payments-b", "payments", "", newPodIP(), declared)
 	ledger := createPod(t, ctx, ns, "ledger-0", "ledger", "node-a", newPodIP(), declared)
 	forIP := createPod(t, ctx, ns, "payments-1", "payments", "node-a", newPodIP(), declared)
 	forUID := createPod(t, ctx, ns, "payments-2", "payments", "node-a", newPodIP(), declared)
@@ -169,8 +172,8 @@ func TestOnlyRealPodsCount(t *testing.T) {
 		reason  string
 		message string
 	}{
-		{"a pod of node-b", agentA, forged(onB, func(s *meshv1alpha1.MeshEndpointSpec) { s.NodeName = "node-a" }),
-			meshv1alpha1.EndpointReasonNodeMismatch, `spec.nodeName "node-a" is not the node pod ` + ns + `/payments-b is bound to (node-b)`},
+		{"a pod bound to no node yet", agentA, forged(unbound, func(s *meshv1alpha1.MeshEndpointSpec) { s.NodeName = "node-a" }),
+			meshv1alpha1.EndpointReasonNodeMismatch, `spec.nodeName "node-a" is not the node pod ` + ns + `/payments-b is bound to (none yet)`},
 		{"a made-up IP", agentA, forged(forIP, func(s *meshv1alpha1.MeshEndpointSpec) { s.Address = "203.0.113.9" }),
 			meshv1alpha1.EndpointReasonAddressMismatch, `spec.address "203.0.113.9" is not among the IPs of pod ` + ns + `/payments-1 (` + forIP.Status.PodIP + `)`},
 		{"another pod's UID", agentA, forged(forUID, func(s *meshv1alpha1.MeshEndpointSpec) { s.PodUID = string(real.UID) }),
@@ -435,4 +438,113 @@ func TestVerificationInputsChanged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestVerdictSurvivesAConflict: a Verified write that meets a real conflict — the agent's probe
+// changed the endpoint's status after the controller read it, and the API server answers 409 —
+// is retried from a fresh read and lands, with the agent's change kept. The reconciler runs
+// alone, called directly, in a namespace the package's manager does not see.
+func TestVerdictSurvivesAConflict(t *testing.T) {
+	ctx := testContext(t)
+	ns := isolated(t, ctx, "isolated-verdict", "orders")
+	pod := createPod(t, ctx, ns, "orders-0", "orders", "node-a", newPodIP(),
+		declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}}))
+	read := endpointOf(t, pod) // what the controller read: the endpoint before the agent's write
+	if err := env.Client.Create(ctx, read); err != nil {
+		t.Fatal(err)
+	}
+	var answers []error
+	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := interceptor.NewClient(direct, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if len(answers) == 0 { // the agent's probe lands between the controller's read and its write
+				setHealth(t, ctx, read.DeepCopy(), healthy)
+			}
+			err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			answers = append(answers, err)
+			return err
+		},
+	})
+	r := &MeshServiceReconciler{Client: c, APIReader: env.Client}
+	verdict, err := EndpointVerdict(ctx, env.Client, read, nil)
+	if err != nil || verdict.Status != metav1.ConditionTrue {
+		t.Fatalf("the verdict on the pod's own endpoint: %+v (%v), want True", verdict, err)
+	}
+	if err := r.recordVerdict(ctx, read, verdict); err != nil {
+		t.Fatalf("recordVerdict: %v", err)
+	}
+	if len(answers) == 0 || !apierrors.IsConflict(answers[0]) {
+		t.Fatalf("the first write's answer %v, want a conflict (else the test proves nothing)", answers)
+	}
+	ep := &meshv1alpha1.MeshEndpoint{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(read), ep); err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified); c.Status != metav1.ConditionTrue || c.ObservedGeneration != ep.Generation {
+		t.Errorf("Verified = %q (observed generation %d of %d) after the write met a conflict, want True for the current generation: the verdict was dropped (writes answered %v)",
+			c.Status, c.ObservedGeneration, ep.Generation, answers)
+	}
+	if ep.Status.Health != healthy {
+		t.Errorf("health %q, want the agent's %q kept", ep.Status.Health, healthy)
+	}
+	if len(answers) != 2 || answers[1] != nil {
+		t.Errorf("writes answered %v, want a conflict then success", answers)
+	}
+}
+
+// TestSquatterRemoved: a MeshEndpoint, admitted for the node it names, that holds the name of a
+// managed pod bound to another node is deleted by the controller once the pod is there, with a
+// Warning Event on the pod naming both nodes; one naming the pod's own node (an earlier pod's
+// UID: that node's agent replaces it) stays, judged Verified=False.
+func TestSquatterRemoved(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespaceWithSA(t, ctx, "payments")
+	agentA := agentOf(t, "node-a")
+	nodeAuthorityEnforced(t, ctx, agentA, ns)
+
+	declared := declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}})
+	// Both endpoints come before their pods (a StatefulSet's next name is known in advance).
+	squatter := &meshv1alpha1.MeshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments-0"}, Spec: meshv1alpha1.MeshEndpointSpec{
+		ServiceName: "payments", PodName: "payments-0", PodUID: "uid-forged", NodeName: "node-a", Address: newPodIP(),
+		PrimaryPort: 8080, Ports: []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}}}}
+	earlier := squatter.DeepCopy()
+	earlier.Name, earlier.Spec.PodName = "payments-1", "payments-1"
+	for _, ep := range []*meshv1alpha1.MeshEndpoint{squatter, earlier} {
+		if err := agentA.Create(ctx, ep); err != nil {
+			t.Fatalf("the agent of node-a creating %s naming node-a: %v", ep.Name, err)
+		}
+	}
+	verdict(t, ctx, squatter, metav1.ConditionFalse, meshv1alpha1.EndpointReasonPodNotFound) // no pod yet: kept, not counted
+
+	onB := createPod(t, ctx, ns, "payments-0", "payments", "node-b", newPodIP(), declared)
+	createPod(t, ctx, ns, "payments-1", "payments", "node-a", newPodIP(), declared)
+	testenv.Eventually(t, "the endpoint squatting the name of node-b's pod deleted", func() error {
+		ep := &meshv1alpha1.MeshEndpoint{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(squatter), ep); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (node %s, pod UID %s; %v)", ep.Spec.NodeName, ep.Spec.PodUID, err)
+		}
+		return nil
+	})
+	events := &corev1.EventList{}
+	testenv.Eventually(t, "a Warning Event NameSquatted on the pod", func() error {
+		if err := env.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.UID == onB.UID && e.Type == corev1.EventTypeWarning &&
+				e.Reason == meshv1alpha1.EndpointReasonNameSquatted {
+				for _, want := range []string{"named node node-a (pod UID uid-forged)", "runs on node node-b"} {
+					if !strings.Contains(e.Message, want) {
+						return fmt.Errorf("message %q does not contain %q", e.Message, want)
+					}
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d Events", len(events.Items))
+	})
+	verdict(t, ctx, earlier, metav1.ConditionFalse, meshv1alpha1.EndpointReasonPodUIDMismatch)
 }

@@ -143,3 +143,27 @@ func orNone(s, none string) string {
 	}
 	return s
 }
+
+// Verified reports whether ep stands verified as it is now: the controller's Verified=True,
+// observed at ep's current generation. An endpoint whose spec changed since its verdict (its
+// generation moved on) does not count until the controller verifies it again: the verdict was
+// about another spec. Only the controller writes Verified (config/admission denies the agent).
+func Verified(ep *meshv1alpha1.MeshEndpoint) bool {
+	for _, c := range ep.Status.Conditions {
+		if c.Type == meshv1alpha1.EndpointConditionVerified {
+			return c.Status == metav1.ConditionTrue && c.ObservedGeneration == ep.Generation
+		}
+	}
+	return false
+}
+
+// Squats reports whether ep holds the name of pod, the managed pod of ep's name, while naming
+// another node than the one pod is bound to. A MeshEndpoint is named after its pod, so while such
+// an endpoint exists the agent of the pod's node cannot create the pod's own (AlreadyExists), and
+// cannot remove it either (the node-authority policy lets it touch only its own node's
+// endpoints): the controller deletes it. An endpoint naming the pod's own node is that node
+// agent's to correct, and a pod not yet bound to a node has no agent waiting for its name.
+func Squats(ep *meshv1alpha1.MeshEndpoint, pod *corev1.Pod) bool {
+	return pod != nil && Managed(pod) && pod.Namespace == ep.Namespace && pod.Name == ep.Name &&
+		pod.Spec.NodeName != "" && pod.Spec.NodeName != ep.Spec.NodeName
+}

@@ -155,3 +155,81 @@ func TestVerify(t *testing.T) {
 		})
 	}
 }
+
+func TestVerified(t *testing.T) {
+	verdict := func(status metav1.ConditionStatus, observed int64) metav1.Condition {
+		return metav1.Condition{Type: meshv1alpha1.EndpointConditionVerified, Status: status, Reason: "r", ObservedGeneration: observed}
+	}
+	cases := map[string]struct {
+		conditions []metav1.Condition
+		want       bool
+	}{
+		"True for the current generation":  {[]metav1.Condition{verdict(metav1.ConditionTrue, 3)}, true},
+		"True for an earlier spec":         {[]metav1.Condition{verdict(metav1.ConditionTrue, 2)}, false},
+		"False for the current generation": {[]metav1.Condition{verdict(metav1.ConditionFalse, 3)}, false},
+		"no verdict yet":                   {nil, false},
+		"only the agent's Registered": {[]metav1.Condition{{Type: meshv1alpha1.EndpointConditionRegistered,
+			Status: metav1.ConditionTrue, ObservedGeneration: 3}}, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ep := &meshv1alpha1.MeshEndpoint{ObjectMeta: metav1.ObjectMeta{Generation: 3},
+				Status: meshv1alpha1.MeshEndpointStatus{Conditions: tc.conditions}}
+			if got := Verified(ep); got != tc.want {
+				t.Errorf("Verified = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSquats(t *testing.T) {
+	cases := map[string]struct {
+		pod      func(*corev1.Pod) *corev1.Pod // changes the pod (nil result: no pod)
+		endpoint func(*meshv1alpha1.MeshEndpoint)
+		want     bool
+	}{
+		"the pod's own endpoint": {},
+		"another node's, the pod's UID": {
+			endpoint: func(ep *meshv1alpha1.MeshEndpoint) { ep.Spec.NodeName = "node-b" }, want: true,
+		},
+		"another node's, another UID and pod name": {
+			endpoint: func(ep *meshv1alpha1.MeshEndpoint) {
+				ep.Spec.NodeName, ep.Spec.PodUID, ep.Spec.PodName = "node-b", "uid-forged", "elsewhere"
+			}, want: true,
+		},
+		"the pod's node, an earlier pod's UID (that node's agent replaces it)": {
+			endpoint: func(ep *meshv1alpha1.MeshEndpoint) { ep.Spec.PodUID = "uid-earlier" },
+		},
+		"no pod of that name": {
+			pod:      func(*corev1.Pod) *corev1.Pod { return nil },
+			endpoint: func(ep *meshv1alpha1.MeshEndpoint) { ep.Spec.NodeName = "node-b" },
+		},
+		"a pod not yet bound to a node": {
+			pod:      func(p *corev1.Pod) *corev1.Pod { p.Spec.NodeName = ""; return p },
+			endpoint: func(ep *meshv1alpha1.MeshEndpoint) { ep.Spec.NodeName = "node-b" },
+		},
+		"a pod that is not managed": {
+			pod:      func(p *corev1.Pod) *corev1.Pod { p.Labels = nil; return p },
+			endpoint: func(ep *meshv1alpha1.MeshEndpoint) { ep.Spec.NodeName = "node-b" },
+		},
+		"a pod of another name": {
+			pod:      func(p *corev1.Pod) *corev1.Pod { p.Name = "payments-1"; return p },
+			endpoint: func(ep *meshv1alpha1.MeshEndpoint) { ep.Spec.NodeName = "node-b" },
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := verifiedPod()
+			ep := endpointOf(t, pod)
+			if tc.pod != nil {
+				pod = tc.pod(pod)
+			}
+			if tc.endpoint != nil {
+				tc.endpoint(ep)
+			}
+			if got := Squats(ep, pod); got != tc.want {
+				t.Errorf("Squats = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,4 +73,41 @@ func (e *Env) AgentConfig(node string) *rest.Config {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: AgentUser,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + AgentNamespace, "system:authenticated"}, Extra: extra}
 	return cfg
+}
+
+// AgentTokenConfig is a rest config speaking as the node agent of node with a real bound
+// service-account token, as the agent's pod on that node holds: a pod of the agent's
+// ServiceAccount bound to node (created once per node, never run: there is no kubelet) and a
+// TokenRequest bound to that pod. The API server's own token authenticator then derives the
+// authentication.kubernetes.io/node-name claim from the pod's node, where AgentConfig has the
+// claim asserted by impersonation. node's Node must exist (the token carries its UID) and
+// InstallNodeAuthority must have run (the ServiceAccount).
+func (e *Env) AgentTokenConfig(ctx context.Context, node string) (*rest.Config, error) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: AgentNamespace, Name: "agent-" + node},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: AgentName,
+			Containers: []corev1.Container{{Name: "agent", Image: "agent"}}},
+	}
+	if err := e.Client.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
+		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return nil, fmt.Errorf("the agent's pod on node %s: %w", node, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("creating the agent's pod on node %s: %w", node, err)
+	}
+	if pod.Spec.NodeName != node || pod.Spec.ServiceAccountName != AgentName {
+		return nil, fmt.Errorf("pod %s/%s is on node %q with ServiceAccount %q, want %s and %s", pod.Namespace, pod.Name,
+			pod.Spec.NodeName, pod.Spec.ServiceAccountName, node, AgentName)
+	}
+	request := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: new(int64(3600)),
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID},
+	}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: AgentNamespace, Name: AgentName}}
+	if err := e.Client.SubResource("token").Create(ctx, sa, request); err != nil {
+		return nil, fmt.Errorf("requesting a token of %s bound to pod %s: %w", AgentUser, pod.Name, err)
+	}
+	cfg := rest.AnonymousClientConfig(e.Config)
+	cfg.BearerToken = request.Status.Token
+	return cfg, nil
 }
