@@ -25,9 +25,11 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -168,8 +170,30 @@ func main() {
 		}
 		options.CNI = &agent.CNIOptions{Listener: listener, NetNS: registry}
 	}
+	var self agent.Self
 	if cniOpts.confDir != "" {
+		reader, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			log.Error(err, "Failed to create a client")
+			os.Exit(1)
+		}
+		var selfAccount string
+		self, selfAccount = learnSelf(reader, log)
 		options.CNIInstall = &agent.CNIInstallOptions{Installer: cniOpts.installer(ignored), Kubeconfig: cniOpts.kubeconfig, RestConfig: cfg}
+		if cniOpts.kubeconfig != "" {
+			if options.CNIInstall.PluginToken, err = pluginToken(cfg, cniOpts.serviceAccount); err != nil {
+				fmt.Fprintf(os.Stderr, "agent: --cni-kubeconfig: %v\n", err)
+				os.Exit(2)
+			}
+		}
+		if selfAccount != "" {
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				log.Error(err, "Failed to create a client")
+				os.Exit(1)
+			}
+			options.CNIInstall.SelfToken = &agent.ServiceAccountToken{Client: cs.CoreV1(), Namespace: self.Pod.Namespace, Name: selfAccount, Lifetime: agent.SelfTokenLifetime}
+		}
 	}
 	if *xdsAddress != "" {
 		if options.View, err = agent.NewView(cfg, scheme); err != nil {
@@ -206,7 +230,7 @@ func main() {
 		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {
-		uninstallIfRemoved(cfg, scheme, cniOpts, ignored, netnsFile, log)
+		uninstallIfRemoved(cfg, scheme, self, options.CNIInstall.SelfToken, cniOpts, ignored, netnsFile, log)
 	}
 	if err != nil {
 		log.Error(err, "Agent stopped")
