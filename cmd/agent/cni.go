@@ -41,10 +41,10 @@ type cniFlags struct {
 	// serviceAccount is the plugin's own ServiceAccount, in the agent's namespace.
 	serviceAccount string
 	timeout        time.Duration
-	confDir    string
-	binDir     string
-	binary     string
-	ignored    string
+	confDir        string
+	binDir         string
+	binary         string
+	ignored        string
 }
 
 // bind adds the flags to flags. confDirDefault and binDirDefault differ: the subcommands exist to
