@@ -17,6 +17,10 @@
 //     it, recursively (the generated validators stop at an Any);
 //   - Domains: no virtual host domain spells the TCP mesh port 18082;
 //   - Names: each list sorted by name, each name once (a duplicate hides in a snapshot's map);
+//   - InboundLimits: every inbound listener bounds a connection's buffers, its wait for the
+//     ClientHello and its TLS handshake, and counts against the node-wide connection cap;
+//   - BootstrapLimits (over the bootstrap, not the resources): the overload manager caps the
+//     node's downstream connections;
 //   - ListenersAndRoutesEqual: the stability gate (an endpoint-only change leaves every
 //     listener and route byte-identical).
 //
