@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
@@ -57,7 +56,9 @@ func main() {
 	flag.StringVar(&nodeName, "node-name", "", "Name of the node this agent serves (required; from the downward API spec.nodeName).")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
 	issuerFlag := flag.String(meshidentity.Flag, string(meshidentity.SPIRE), meshidentity.FlagUsage)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus metrics endpoint; 0 disables it. With --metrics-secure, HTTPS and only for a bearer token allowed to get /metrics.")
+	secureMetrics := flag.Bool("metrics-secure", true, "Serve metrics over HTTPS, each scrape authenticated (TokenReview) and authorized (SubjectAccessReview: get on /metrics, the metrics-reader ClusterRole) by the API server. false: plain HTTP to anyone who reaches the port, which in the DaemonSet is every address of the node.")
+	metricsCertDir := flag.String("metrics-cert-dir", "", "Directory holding tls.crt and tls.key for the metrics endpoint (reloaded on change); empty: a self-signed certificate made at start.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":9091", "Address of the /healthz and /readyz endpoints.")
 	flag.DurationVar(&health.Interval, "health-interval", health.Interval, "Time between health probes of one endpoint.")
 	flag.DurationVar(&health.Timeout, "health-timeout", health.Timeout, "Timeout of one health probe.")
@@ -141,7 +142,7 @@ func main() {
 	cfg := ctrl.GetConfigOrDie()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                agent.MetricsOptions(metricsAddr, *secureMetrics, *metricsCertDir),
 		HealthProbeBindAddress: probeAddr,
 		Cache:                  agent.CacheOptions(nodeName),
 		Client:                 agent.ClientOptions(), // every write under the agent's field manager
