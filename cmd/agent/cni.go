@@ -52,8 +52,8 @@ type cniFlags struct {
 // when told where.
 func (f *cniFlags) bind(flags *flag.FlagSet, confDirDefault, binDirDefault string) {
 	flags.StringVar(&f.socket, "cni-socket", cni.DefaultSocket, "The unix socket where the agent answers the CNI plugin, at the same path on the host and in the agent's container (the plugin runs on the host); the registry of the pods' network namespaces is kept beside it (netns.json). Empty: no hand-over (the agent then learns no pod's network namespace but from --netns-path-template).")
-	flags.StringVar(&f.kubeconfig, "cni-kubeconfig", cni.DefaultKubeconfig, "Where the plugin's kubeconfig is kept (a token of --cni-service-account bound to the agent's pod, 0600), at the same path on the host and in the container: the plugin reads a pod with it only when the agent is unreachable, to fail ADD for a meshed pod and pass any other. Empty: none (the plugin then fails ADD for every pod outside the ignored namespaces while the agent is unreachable).")
-	flags.StringVar(&f.serviceAccount, "cni-service-account", "aether-operator-cni", "The plugin's own ServiceAccount, in the agent's namespace (POD_NAMESPACE), which may only get pods: the agent asks for its token (TokenRequest, bound to the agent's pod, one hour, renewed after 48 minutes) and writes it into --cni-kubeconfig.")
+	flags.StringVar(&f.kubeconfig, "cni-kubeconfig", cni.DefaultKubeconfig, "Where the plugin's kubeconfig is kept (a token of --cni-service-account, 0600), at the same path on the host and in the container: the plugin reads a pod with it only when the agent is unreachable, to fail ADD for a meshed pod and pass any other. Empty: none (the plugin then fails ADD for every pod outside the ignored namespaces while the agent is unreachable).")
+	flags.StringVar(&f.serviceAccount, "cni-service-account", "aether-operator-cni", "The plugin's own ServiceAccount, in the agent's namespace (POD_NAMESPACE), which may only get pods: the agent asks for its token (TokenRequest, one hour, renewed after 48 minutes) and writes it into --cni-kubeconfig.")
 	flags.DurationVar(&f.timeout, "cni-timeout", cni.DefaultTimeout, "How long the plugin waits for the agent's answer (and, with the agent unreachable, for the API server's) before failing an ADD; the kubelet retries.")
 	flags.StringVar(&f.confDir, "cni-conf-dir", confDirDefault, "The node's CNI configuration directory as mounted in the container (the host's /etc/cni/net.d): the plugin is chained last into its first configuration file, which must be a conflist. For the agent: keep the plugin installed there while it runs, and remove it when its DaemonSet is deleted; empty: neither.")
 	flags.StringVar(&f.binDir, "cni-bin-dir", binDirDefault, "The node's CNI binary directory as mounted in the container (the host's /opt/cni/bin), where the plugin binary goes, named "+cni.PluginType+".")
@@ -192,19 +192,18 @@ func uninstallCNI(in cni.Installer, kubeconfig string, out io.Writer) error {
 	return nil
 }
 
-// pluginToken is the source of the plugin's token: serviceAccount's, in the agent's namespace,
-// bound to the agent's pod (POD_NAMESPACE and POD_NAME, from the downward API), asked for with
-// cfg's credentials.
+// pluginToken is the source of the plugin's token: serviceAccount's, in the agent's namespace
+// (POD_NAMESPACE, from the downward API), asked for with cfg's credentials.
 func pluginToken(cfg *rest.Config, serviceAccount string) (*agent.ServiceAccountToken, error) {
-	ns, pod := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
-	if ns == "" || pod == "" {
-		return nil, fmt.Errorf("the plugin's token is bound to the agent's pod, and POD_NAMESPACE=%q POD_NAME=%q do not name it: set both from the downward API (metadata.namespace, metadata.name)", ns, pod)
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		return nil, fmt.Errorf("the plugin's ServiceAccount %q is in the agent's namespace, and POD_NAMESPACE is not set: set it from the downward API (metadata.namespace)", serviceAccount)
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &agent.ServiceAccountToken{Client: cs.CoreV1(), Namespace: ns, Name: serviceAccount, BoundPod: pod, Lifetime: agent.PluginTokenLifetime}, nil
+	return &agent.ServiceAccountToken{Client: cs.CoreV1(), Namespace: ns, Name: serviceAccount, Lifetime: agent.PluginTokenLifetime}, nil
 }
 
 // learnSelf reads the agent's own pod as it starts: its controller (to find its DaemonSet when it

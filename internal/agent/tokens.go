@@ -23,7 +23,9 @@ import (
 // Lifetimes of the tokens the agent asks for. The API server refuses less than ten minutes.
 const (
 	// PluginTokenLifetime bounds how long the CNI plugin's token works after the agent stopped
-	// renewing it (it is bound to the agent's pod as well, so it dies with that pod sooner).
+	// renewing it. The API server binds a token to a pod only when the pod runs as the token's
+	// ServiceAccount, and no pod runs as the plugin's, so its lifetime is its only bound: an
+	// hour covers an agent's restart or upgrade (when the plugin needs it) with room to spare.
 	PluginTokenLifetime = time.Hour
 	// SelfTokenLifetime is the lifetime of the agent's spare token of its own ServiceAccount
 	// (held in memory only): the API server's minimum.
@@ -39,8 +41,9 @@ type ServiceAccountToken struct {
 	Client corev1client.ServiceAccountsGetter
 	// Namespace and Name name the ServiceAccount.
 	Namespace, Name string
-	// BoundPod, when set, names a pod of Namespace the token is bound to: the API server stops
-	// accepting the token once that pod is deleted.
+	// BoundPod, when set, names a pod of Namespace, running as the ServiceAccount, that the token
+	// is bound to (the API server refuses any other): it stops accepting the token once that pod
+	// is deleted.
 	BoundPod string
 	// Lifetime is the token's requested lifetime.
 	Lifetime time.Duration

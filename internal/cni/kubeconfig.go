@@ -21,8 +21,8 @@ const DefaultKubeconfig = DefaultRunDir + "/kubeconfig"
 // CA, the CA embedded, read from its file now) with token alone: the token of the plugin's own
 // ServiceAccount, which may only get pods (config/rbac/cni), never the agent's credentials. The
 // plugin reads it only when the agent cannot be reached, to tell whether a pod might be meshed.
-// The token is bound to the agent's pod: when that pod is deleted the plugin fails closed until
-// the next agent writes its own.
+// The token lives an hour unless the agent renews it: when no agent has run for that long, the
+// plugin fails closed until the next agent writes a new one.
 func Kubeconfig(cfg *rest.Config, token string) ([]byte, error) {
 	if token == "" {
 		return nil, fmt.Errorf("no token for the plugin's kubeconfig: it carries the plugin's own ServiceAccount token and nothing else")
