@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -42,6 +43,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver"
@@ -173,27 +175,9 @@ func main() {
 	}
 	var self agent.Self
 	if cniOpts.confDir != "" {
-		reader, err := client.New(cfg, client.Options{Scheme: scheme})
-		if err != nil {
-			log.Error(err, "Failed to create a client")
-			os.Exit(1)
-		}
-		var selfAccount string
-		self, selfAccount = learnSelf(reader, log)
-		options.CNIInstall = &agent.CNIInstallOptions{Installer: cniOpts.installer(ignored), Kubeconfig: cniOpts.kubeconfig, RestConfig: cfg}
-		if cniOpts.kubeconfig != "" {
-			if options.CNIInstall.PluginToken, err = pluginToken(cfg, cniOpts.serviceAccount); err != nil {
-				fmt.Fprintf(os.Stderr, "agent: --cni-kubeconfig: %v\n", err)
-				os.Exit(2)
-			}
-		}
-		if selfAccount != "" {
-			cs, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				log.Error(err, "Failed to create a client")
-				os.Exit(1)
-			}
-			options.CNIInstall.SelfToken = &agent.ServiceAccountToken{Client: cs.CoreV1(), Namespace: self.Pod.Namespace, Name: selfAccount, Lifetime: agent.SelfTokenLifetime}
+		if options.CNIInstall, self, err = cniInstallOptions(cfg, scheme, cniOpts, ignored, log); err != nil {
+			fmt.Fprintf(os.Stderr, "agent: %v\n", err)
+			os.Exit(2)
 		}
 	}
 	if *xdsAddress != "" {
@@ -303,4 +287,29 @@ func listenForPods(a xdsserver.Address) (net.Listener, error) {
 		return nil, nil
 	}
 	return xdsserver.ListenForPods(a)
+}
+
+// cniInstallOptions keep the plugin installed (--cni-conf-dir set): its kubeconfig with a token
+// of --cni-service-account, and the spare token of the agent's own ServiceAccount it reads with
+// when it stops and its pod's token is refused; self is what it learnt of its own pod.
+func cniInstallOptions(cfg *rest.Config, scheme *runtime.Scheme, f cniFlags, ignored registration.IgnoredNamespaces, log logr.Logger) (*agent.CNIInstallOptions, agent.Self, error) {
+	opts := &agent.CNIInstallOptions{Installer: f.installer(ignored), Kubeconfig: f.kubeconfig, RestConfig: cfg}
+	reader, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, agent.Self{}, err
+	}
+	self, selfAccount := learnSelf(reader, log)
+	if f.kubeconfig != "" {
+		if opts.PluginToken, err = pluginToken(cfg, f.serviceAccount); err != nil {
+			return nil, self, fmt.Errorf("--cni-kubeconfig: %w", err)
+		}
+	}
+	if selfAccount != "" {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, self, err
+		}
+		opts.SelfToken = &agent.ServiceAccountToken{Client: cs.CoreV1(), Namespace: self.Pod.Namespace, Name: selfAccount, Lifetime: agent.SelfTokenLifetime}
+	}
+	return opts, self, nil
 }

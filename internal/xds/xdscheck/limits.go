@@ -5,6 +5,7 @@ package xdscheck
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
@@ -65,7 +66,7 @@ func InboundLimits(res xds.Resources) []string {
 		}
 		chains := l.GetFilterChains()
 		if d := l.GetDefaultFilterChain(); d != nil {
-			chains = append(chains[:len(chains):len(chains)], d)
+			chains = append(slices.Clip(chains), d)
 		}
 		for _, fc := range chains {
 			if fc.GetTransportSocket() == nil {
