@@ -173,13 +173,12 @@ func main() {
 		}
 		options.CNI = &agent.CNIOptions{Listener: listener, NetNS: registry}
 	}
-	var self agent.Self
-	if cniOpts.confDir != "" {
-		if options.CNIInstall, self, err = cniInstallOptions(cfg, scheme, cniOpts, ignored, log); err != nil {
-			fmt.Fprintf(os.Stderr, "agent: %v\n", err)
-			os.Exit(2)
-		}
+	cniInstall, self, err := cniInstallOptions(cfg, scheme, cniOpts, ignored, log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
+		os.Exit(2)
 	}
+	options.CNIInstall = cniInstall
 	if *xdsAddress != "" {
 		if options.View, err = agent.NewView(cfg, scheme); err != nil {
 			log.Error(err, "Failed to create the agent's view of the mesh")
@@ -289,10 +288,13 @@ func listenForPods(a xdsserver.Address) (net.Listener, error) {
 	return xdsserver.ListenForPods(a)
 }
 
-// cniInstallOptions keep the plugin installed (--cni-conf-dir set): its kubeconfig with a token
+// cniInstallOptions keep the plugin installed when --cni-conf-dir is set (nil otherwise): its kubeconfig with a token
 // of --cni-service-account, and the spare token of the agent's own ServiceAccount it reads with
 // when it stops and its pod's token is refused; self is what it learnt of its own pod.
 func cniInstallOptions(cfg *rest.Config, scheme *runtime.Scheme, f cniFlags, ignored registration.IgnoredNamespaces, log logr.Logger) (*agent.CNIInstallOptions, agent.Self, error) {
+	if f.confDir == "" {
+		return nil, agent.Self{}, nil
+	}
 	opts := &agent.CNIInstallOptions{Installer: f.installer(ignored), Kubeconfig: f.kubeconfig, RestConfig: cfg}
 	reader, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
