@@ -19,7 +19,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,11 +38,13 @@ import (
 type cniFlags struct {
 	socket     string
 	kubeconfig string
-	timeout    time.Duration
-	confDir    string
-	binDir     string
-	binary     string
-	ignored    string
+	// serviceAccount is the plugin's own ServiceAccount, in the agent's namespace.
+	serviceAccount string
+	timeout        time.Duration
+	confDir        string
+	binDir         string
+	binary         string
+	ignored        string
 }
 
 // bind adds the flags to flags. confDirDefault and binDirDefault differ: the subcommands exist to
@@ -47,7 +52,8 @@ type cniFlags struct {
 // when told where.
 func (f *cniFlags) bind(flags *flag.FlagSet, confDirDefault, binDirDefault string) {
 	flags.StringVar(&f.socket, "cni-socket", cni.DefaultSocket, "The unix socket where the agent answers the CNI plugin, at the same path on the host and in the agent's container (the plugin runs on the host); the registry of the pods' network namespaces is kept beside it (netns.json). Empty: no hand-over (the agent then learns no pod's network namespace but from --netns-path-template).")
-	flags.StringVar(&f.kubeconfig, "cni-kubeconfig", cni.DefaultKubeconfig, "Where the plugin's kubeconfig is kept (the agent's own credentials, 0600), at the same path on the host and in the container: the plugin reads a pod with it only when the agent is unreachable, to fail ADD for a meshed pod and pass any other. Empty: none (the plugin then fails ADD for every pod outside the ignored namespaces while the agent is unreachable).")
+	flags.StringVar(&f.kubeconfig, "cni-kubeconfig", cni.DefaultKubeconfig, "Where the plugin's kubeconfig is kept (a token of --cni-service-account, 0600), at the same path on the host and in the container: the plugin reads a pod with it only when the agent is unreachable, to fail ADD for a meshed pod and pass any other. Empty: none (the plugin then fails ADD for every pod outside the ignored namespaces while the agent is unreachable).")
+	flags.StringVar(&f.serviceAccount, "cni-service-account", "aether-operator-cni", "The plugin's own ServiceAccount, in the agent's namespace (POD_NAMESPACE), which may only get pods: the agent asks for its token (TokenRequest, one hour, renewed after 48 minutes) and writes it into --cni-kubeconfig.")
 	flags.DurationVar(&f.timeout, "cni-timeout", cni.DefaultTimeout, "How long the plugin waits for the agent's answer (and, with the agent unreachable, for the API server's) before failing an ADD; the kubelet retries.")
 	flags.StringVar(&f.confDir, "cni-conf-dir", confDirDefault, "The node's CNI configuration directory as mounted in the container (the host's /etc/cni/net.d): the plugin is chained last into its first configuration file, which must be a conflist. For the agent: keep the plugin installed there while it runs, and remove it when its DaemonSet is deleted; empty: neither.")
 	flags.StringVar(&f.binDir, "cni-bin-dir", binDirDefault, "The node's CNI binary directory as mounted in the container (the host's /opt/cni/bin), where the plugin binary goes, named "+cni.PluginType+".")
@@ -81,6 +87,9 @@ func (f *cniFlags) check() error {
 		if path != "" && !filepath.IsAbs(path) {
 			return fmt.Errorf("%s %q is not an absolute path: the plugin, which runs on the host, reads it at that path", name, path)
 		}
+	}
+	if f.kubeconfig != "" && f.serviceAccount == "" {
+		return fmt.Errorf("--cni-kubeconfig %q needs --cni-service-account, the plugin's ServiceAccount whose token it carries (or set --cni-kubeconfig= to write none)", f.kubeconfig)
 	}
 	if f.timeout <= 0 {
 		return fmt.Errorf("--cni-timeout %s is not positive; e.g. %s", f.timeout, cni.DefaultTimeout)
@@ -118,7 +127,7 @@ func runCNISubcommand(name string, args []string, stderr io.Writer) int {
 	if name == "uninstall-cni" {
 		err = uninstallCNI(in, f.kubeconfig, stderr)
 	} else {
-		err = installCNI(ctx, in, f.kubeconfig, stderr)
+		err = installCNI(ctx, in, f.kubeconfig, f.serviceAccount, stderr)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "agent %s: %v\n", name, err)
@@ -130,16 +139,20 @@ func runCNISubcommand(name string, args []string, stderr io.Writer) int {
 // installCNI is install-cni: the plugin's kubeconfig first (the plugin may be called the moment
 // the conflist names it, and must then be able to read a pod), then the binary and the conflist
 // entry, once the node's primary CNI has written its conflist.
-func installCNI(ctx context.Context, in cni.Installer, kubeconfig string, out io.Writer) error {
+func installCNI(ctx context.Context, in cni.Installer, kubeconfig, serviceAccount string, out io.Writer) error {
 	if kubeconfig != "" {
 		cfg, err := ctrl.GetConfig()
 		if err != nil {
-			return fmt.Errorf("the plugin's kubeconfig needs the agent's credentials: %w (or set --cni-kubeconfig= to write none)", err)
+			return fmt.Errorf("the plugin's kubeconfig needs the agent's credentials to ask for the plugin's token: %w (or set --cni-kubeconfig= to write none)", err)
 		}
-		if _, err := cni.WriteKubeconfig(kubeconfig, cfg); err != nil {
+		token, err := pluginToken(cfg, serviceAccount)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "wrote the plugin's kubeconfig %s\n", kubeconfig)
+		if _, err := agent.WritePluginKubeconfig(ctx, kubeconfig, cfg, token); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "wrote the plugin's kubeconfig %s (a token of ServiceAccount %s/%s)\n", kubeconfig, token.Namespace, token.Name)
 	}
 	if _, err := in.WaitForConflist(ctx, 30*time.Second, func(err error) {
 		fmt.Fprintf(out, "waiting for the node's primary CNI to write its configuration: %v\n", err)
@@ -179,12 +192,45 @@ func uninstallCNI(in cni.Installer, kubeconfig string, out io.Writer) error {
 	return nil
 }
 
+// pluginToken is the source of the plugin's token: serviceAccount's, in the agent's namespace
+// (POD_NAMESPACE, from the downward API), asked for with cfg's credentials.
+func pluginToken(cfg *rest.Config, serviceAccount string) (*agent.ServiceAccountToken, error) {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		return nil, fmt.Errorf("the plugin's ServiceAccount %q is in the agent's namespace, and POD_NAMESPACE is not set: set it from the downward API (metadata.namespace)", serviceAccount)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &agent.ServiceAccountToken{Client: cs.CoreV1(), Namespace: ns, Name: serviceAccount, Lifetime: agent.PluginTokenLifetime}, nil
+}
+
+// learnSelf reads the agent's own pod as it starts: its controller (to find its DaemonSet when it
+// stops, even once the pod is gone) and its ServiceAccount (whose spare token, bound to no pod,
+// reads then if the pod's token is refused). On failure it says so and returns what it knows.
+func learnSelf(c client.Reader, log logr.Logger) (agent.Self, string) {
+	self := agent.Self{Pod: client.ObjectKey{Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")}}
+	if self.Pod.Namespace == "" || self.Pod.Name == "" {
+		return self, ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pod := &corev1.Pod{}
+	if err := c.Get(ctx, self.Pod, pod); err != nil {
+		log.Error(err, "Could not read the agent's own pod: when it stops, it finds its DaemonSet through the pod, and has no spare token", "pod", self.Pod)
+		return self, ""
+	}
+	self.Owner = metav1.GetControllerOf(pod)
+	return self, pod.Spec.ServiceAccountName
+}
+
 // uninstallIfRemoved runs when the agent stops: if its DaemonSet is going away (agent.Uninstalling),
 // it takes the plugin off the node, with the network namespace registry; otherwise it leaves
-// both, so that a restarted or upgraded agent finds them.
-func uninstallIfRemoved(cfg *rest.Config, scheme *runtime.Scheme, f cniFlags, ignored registration.IgnoredNamespaces, netnsFile string, log logr.Logger) {
-	pod := client.ObjectKey{Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")}
-	if pod.Namespace == "" || pod.Name == "" {
+// both, so that a restarted or upgraded agent finds them. spare, when it holds a live token, reads
+// again if the API server refuses the pod's token.
+func uninstallIfRemoved(cfg *rest.Config, scheme *runtime.Scheme, self agent.Self, spare *agent.ServiceAccountToken, f cniFlags, ignored registration.IgnoredNamespaces, netnsFile string, log logr.Logger) {
+	if self.Pod.Namespace == "" || self.Pod.Name == "" {
 		log.Info("Leaving the CNI plugin installed: POD_NAMESPACE and POD_NAME (downward API) do not name the agent's pod, so an uninstall cannot be told from a restart")
 		return
 	}
@@ -193,9 +239,17 @@ func uninstallIfRemoved(cfg *rest.Config, scheme *runtime.Scheme, f cniFlags, ig
 		log.Error(err, "Leaving the CNI plugin installed: no client to read the agent's DaemonSet")
 		return
 	}
+	var spareReader client.Reader
+	if spare != nil {
+		if token, ok := spare.Current(); ok {
+			if spareReader, err = client.New(agent.WithToken(cfg, token), client.Options{Scheme: scheme}); err != nil {
+				log.Error(err, "No spare reader: a refused pod token will keep the CNI plugin")
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	removed, why, err := agent.Uninstalling(ctx, c, pod)
+	removed, why, err := agent.Uninstalling(ctx, self, c, spareReader)
 	if err != nil {
 		log.Error(err, "Leaving the CNI plugin installed: whether the agent's DaemonSet is deleted cannot be told; if it is, run `agent uninstall-cni` on the node (see config/agent)")
 		return

@@ -26,12 +26,14 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
@@ -42,6 +44,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver"
@@ -56,7 +59,9 @@ func main() {
 	flag.StringVar(&nodeName, "node-name", "", "Name of the node this agent serves (required; from the downward API spec.nodeName).")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
 	issuerFlag := flag.String(meshidentity.Flag, string(meshidentity.SPIRE), meshidentity.FlagUsage)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus metrics endpoint; 0 disables it. With --metrics-secure, HTTPS and only for a bearer token allowed to get /metrics.")
+	secureMetrics := flag.Bool("metrics-secure", true, "Serve metrics over HTTPS, each scrape authenticated (TokenReview) and authorized (SubjectAccessReview: get on /metrics, the metrics-reader ClusterRole) by the API server. false: plain HTTP to anyone who reaches the port, which in the DaemonSet is every address of the node.")
+	metricsCertDir := flag.String("metrics-cert-dir", "", "Directory holding tls.crt and tls.key for the metrics endpoint (reloaded on change); empty: a self-signed certificate made at start.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":9091", "Address of the /healthz and /readyz endpoints.")
 	flag.DurationVar(&health.Interval, "health-interval", health.Interval, "Time between health probes of one endpoint.")
 	flag.DurationVar(&health.Timeout, "health-timeout", health.Timeout, "Timeout of one health probe.")
@@ -151,7 +156,7 @@ func main() {
 	cfg := ctrl.GetConfigOrDie()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                agent.MetricsOptions(metricsAddr, *secureMetrics, *metricsCertDir),
 		HealthProbeBindAddress: probeAddr,
 		Cache:                  agent.CacheOptions(nodeName),
 		Client:                 agent.ClientOptions(), // every write under the agent's field manager
@@ -180,9 +185,12 @@ func main() {
 		}
 		options.CNI = &agent.CNIOptions{Listener: listener, NetNS: registry}
 	}
-	if cniOpts.confDir != "" {
-		options.CNIInstall = &agent.CNIInstallOptions{Installer: cniOpts.installer(ignored), Kubeconfig: cniOpts.kubeconfig, RestConfig: cfg}
+	cniInstall, self, err := cniInstallOptions(cfg, scheme, cniOpts, ignored, log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
+		os.Exit(2)
 	}
+	options.CNIInstall = cniInstall
 	if *xdsAddress != "" {
 		if options.View, err = agent.NewView(cfg, scheme); err != nil {
 			log.Error(err, "Failed to create the agent's view of the mesh")
@@ -218,7 +226,7 @@ func main() {
 		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {
-		uninstallIfRemoved(cfg, scheme, cniOpts, ignored, netnsFile, log)
+		uninstallIfRemoved(cfg, scheme, self, options.CNIInstall.SelfToken, cniOpts, ignored, netnsFile, log)
 	}
 	if err != nil {
 		log.Error(err, "Agent stopped")
@@ -290,4 +298,32 @@ func listenForPods(a xdsserver.Address) (net.Listener, error) {
 		return nil, nil
 	}
 	return xdsserver.ListenForPods(a)
+}
+
+// cniInstallOptions keep the plugin installed when --cni-conf-dir is set (nil otherwise): its kubeconfig with a token
+// of --cni-service-account, and the spare token of the agent's own ServiceAccount it reads with
+// when it stops and its pod's token is refused; self is what it learnt of its own pod.
+func cniInstallOptions(cfg *rest.Config, scheme *runtime.Scheme, f cniFlags, ignored registration.IgnoredNamespaces, log logr.Logger) (*agent.CNIInstallOptions, agent.Self, error) {
+	if f.confDir == "" {
+		return nil, agent.Self{}, nil
+	}
+	opts := &agent.CNIInstallOptions{Installer: f.installer(ignored), Kubeconfig: f.kubeconfig, RestConfig: cfg}
+	reader, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, agent.Self{}, err
+	}
+	self, selfAccount := learnSelf(reader, log)
+	if f.kubeconfig != "" {
+		if opts.PluginToken, err = pluginToken(cfg, f.serviceAccount); err != nil {
+			return nil, self, fmt.Errorf("--cni-kubeconfig: %w", err)
+		}
+	}
+	if selfAccount != "" {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, self, err
+		}
+		opts.SelfToken = &agent.ServiceAccountToken{Client: cs.CoreV1(), Namespace: self.Pod.Namespace, Name: selfAccount, Lifetime: agent.SelfTokenLifetime}
+	}
+	return opts, self, nil
 }

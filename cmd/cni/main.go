@@ -17,10 +17,11 @@
 // a meshed pod, whose ADD must fail, from any other, whose ADD must not wait for the mesh. The
 // runtime passes no labels (CNI_ARGS carries the pod's name; containerd can pass annotations, not
 // labels, and CRI-O neither), so the plugin reads the pod from the API server, as Istio's does,
-// with the kubeconfig the agent keeps for it (the agent's own bound token, 0600 in the agent's run
-// directory on the host). Unlike Istio's, it reads only then: with the agent up, a pod's start
-// costs the API server nothing more. If it cannot read the pod either (the token of an agent
-// whose pod was deleted, an API server it cannot reach), it fails closed, but for namespaces the
+// with the kubeconfig the agent keeps for it (a token of the plugin's own ServiceAccount, which may
+// only get pods, renewed by the agent; 0600 in the agent's run directory on the host). Unlike
+// Istio's, it reads only then: with the agent up, a pod's start costs the API server nothing
+// more. If it cannot read the pod either (a token no agent renewed for an hour, an API server it
+// cannot reach), it fails closed, but for namespaces the
 // mesh never takes (ignoredNamespaces: kube-system and the like), which pass straight through
 // without a word to anyone, so the cluster's own pods never wait for the mesh.
 //

@@ -20,10 +20,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -434,7 +436,9 @@ func TestAddFailsWhenTheAgentCannotDoWhatAMeshedPodNeeds(t *testing.T) {
 // TestAgentDown is the fail-closed gate: with no agent answering (a stale socket, a socket that
 // never answers), the plugin reads the pod itself with its kubeconfig; ADD fails for a meshed pod
 // and passes any other. Without a way to read the pod it fails closed, but for ignored
-// namespaces.
+// namespaces. The plugin reads with what the agent gives it: a token of a ServiceAccount bound
+// to the shipped plugin role (config/rbac/cni: get pods, nothing else), so that role is proven to
+// suffice.
 func TestAgentDown(t *testing.T) {
 	ns := namespace(t)
 	meshed := sandboxOf(t, createPod(t, ns, "payments-0", testNode, "true"))
@@ -444,12 +448,11 @@ func TestAgentDown(t *testing.T) {
 
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "cni.kubeconfig")
-	if _, err := cni.WriteKubeconfig(kubeconfig, env.Config); err != nil {
+	if _, err := cni.WriteKubeconfig(kubeconfig, env.Config, pluginToken(t, ns)); err != nil {
 		t.Fatal(err)
 	}
 	revoked := filepath.Join(dir, "revoked.kubeconfig")
-	if _, err := cni.WriteKubeconfig(revoked, &rest.Config{Host: env.Config.Host, BearerToken: "a-token-of-a-deleted-agent-pod",
-		TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}); err != nil {
+	if _, err := cni.WriteKubeconfig(revoked, env.Config, "a-token-that-expired"); err != nil {
 		t.Fatal(err)
 	}
 	sockets := map[string]string{"stale socket": staleSocket(t), "no answer": silentSocket(t)}
@@ -596,4 +599,30 @@ func TestPreviousResults(t *testing.T) {
 	if code, msg := r.cniError(t); r.code == 0 || code != 6 || !strings.Contains(msg, "prevResult is not a CNI 1.0.0 result") {
 		t.Errorf("a garbled prevResult: exit %d, error %d %q", r.code, code, msg)
 	}
+}
+
+// pluginToken is a token of a ServiceAccount of ns bound to the shipped plugin ClusterRole
+// (config/rbac/cni/role.yaml, applied with the real kubectl).
+func pluginToken(t *testing.T, ns string) string {
+	t.Helper()
+	ctx := context.Background()
+	role := filepath.Join(testenv.RepoRoot(), "config", "rbac", "cni", "role.yaml")
+	if out, stderr, err := env.Kubectl(ctx, "apply", "-f", role); err != nil {
+		t.Fatalf("kubectl apply -f %s: %v\n%s%s", role, err, out, stderr)
+	}
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "cni"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-cni"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cni-role"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "cni"}}}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "cni", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
 }

@@ -194,7 +194,7 @@ func startAgent(ctx context.Context, bin, kubeconfig, scratch, logPath string) (
 	}
 	p := &agentProcess{log: logPath, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), done: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, bin, "--kubeconfig="+kubeconfig, "--node-name="+agentNode,
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), "--health-probe-bind-address=0",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), "--metrics-secure=false", "--health-probe-bind-address=0",
 		"--xds-address=unix://"+filepath.Join(scratch, "agent-xds", "xds.sock"),
 		// No CNI hand-over, no plugin install: no pod's network namespace is known, so no capture.
 		"--cni-socket=", "--cni-kubeconfig=")

@@ -127,7 +127,7 @@ func measureAgent(b *testing.B, ctx context.Context, agentBin string, mesh *test
 	}
 	var logs bytes.Buffer
 	args := []string{"--kubeconfig=" + mesh.Kubeconfig, "--node-name=bench-agent-node",
-		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=127.0.0.1:0"}
+		"--metrics-bind-address=" + metricsAddr, "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0"}
 	// The view is on with xDS serving (a socket of the benchmark's own); off with no address.
 	xdsAddress := ""
 	if view {

@@ -136,7 +136,7 @@ func TestListenCNI(t *testing.T) {
 
 // TestUninstallingTellsAnUninstallFromARestart reads, from the real API server, the agent's pod
 // and its DaemonSet: only a DaemonSet deleted, being deleted or replaced, or credentials revoked,
-// mean the plugin goes.
+// mean the plugin goes (a refusal of the credentials themselves, 401, is TestARefusedPodTokenIsNoUninstall's).
 func TestUninstallingTellsAnUninstallFromARestart(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespace(t, ctx)
@@ -168,7 +168,7 @@ func TestUninstallingTellsAnUninstallFromARestart(t *testing.T) {
 	}
 	expect := func(key client.ObjectKey, reader client.Reader, want bool, because string) {
 		t.Helper()
-		got, why, err := Uninstalling(ctx, reader, key)
+		got, why, err := Uninstalling(ctx, Self{Pod: key}, reader, nil)
 		if err != nil || got != want || !strings.Contains(why, because) {
 			t.Errorf("Uninstalling(%s) = %v, %q, %v; want %v because %q", key, got, why, err, want, because)
 		}
@@ -208,14 +208,13 @@ func TestUninstallingTellsAnUninstallFromARestart(t *testing.T) {
 	}
 	expect(key, nobody, true, "its credentials are revoked")
 
-	if _, _, err := Uninstalling(ctx, env.Client, types.NamespacedName{Namespace: ns, Name: "no-such-pod"}); err == nil {
+	if _, _, err := Uninstalling(ctx, Self{Pod: types.NamespacedName{Namespace: ns, Name: "no-such-pod"}}, env.Client, nil); err == nil {
 		t.Error("the agent's own pod not found: no error; it cannot tell, and must say so")
 	}
 }
 
 // TestCNIKeeperPutsThePluginBack runs the agent's keeper on a node's CNI directories in a
-// temporary directory: it installs what is missing, writes the plugin's kubeconfig, and puts the
-// entry back after the primary CNI rewrites its conflist without it.
+// temporary directory: it installs what is missing and puts the entry back after the primary CNI rewrites its conflist without it.
 func TestCNIKeeperPutsThePluginBack(t *testing.T) {
 	root := t.TempDir()
 	in := cni.Installer{BinDir: filepath.Join(root, "bin"), ConfDir: filepath.Join(root, "net.d"), Binary: filepath.Join(root, "aether-cni"),
@@ -232,10 +231,9 @@ func TestCNIKeeperPutsThePluginBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kubeconfig := filepath.Join(root, "kubeconfig")
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
-	keeper := &cniKeeper{opts: CNIInstallOptions{Installer: in, Kubeconfig: kubeconfig, RestConfig: env.Config, Interval: 50 * time.Millisecond},
+	keeper := &cniKeeper{opts: CNIInstallOptions{Installer: in, Interval: 50 * time.Millisecond},
 		log: ctrl.Log.WithName("keeper-test")}
 	go func() { stopped <- keeper.Start(ctx) }()
 	defer func() {
@@ -252,9 +250,6 @@ func TestCNIKeeperPutsThePluginBack(t *testing.T) {
 		return nil
 	}
 	testenv.Eventually(t, "the keeper installs the plugin", installed)
-	if info, err := os.Stat(kubeconfig); err != nil || info.Mode().Perm() != 0o600 {
-		t.Errorf("the plugin's kubeconfig: %v (%v), want mode 0600", info, err)
-	}
 	if err := os.WriteFile(conflist, []byte(primary), 0o644); err != nil { // the primary CNI rewrote it
 		t.Fatal(err)
 	}

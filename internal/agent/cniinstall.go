@@ -31,11 +31,18 @@ import (
 type CNIInstallOptions struct {
 	// Installer puts the binary and the conflist entry back when they go missing.
 	Installer cni.Installer
-	// Kubeconfig is where the plugin's kubeconfig is kept (rewritten when the credentials
-	// change); empty: none is written.
+	// Kubeconfig is where the plugin's kubeconfig is kept (rewritten when its token is renewed);
+	// empty: none is written.
 	Kubeconfig string
-	// RestConfig holds the credentials the kubeconfig carries (the agent's own).
+	// RestConfig says where the API server is and which CA it has; its credentials (the agent's)
+	// are never written.
 	RestConfig *rest.Config
+	// PluginToken is the token the kubeconfig carries: the plugin's own ServiceAccount's, which
+	// may only get pods. Required with Kubeconfig.
+	PluginToken *ServiceAccountToken
+	// SelfToken, when set, is kept fresh too: a token of the agent's own ServiceAccount bound to
+	// no pod, which Uninstalling reads with when the agent's pod-bound token is refused.
+	SelfToken *ServiceAccountToken
 	// Interval is how often both are checked (DefaultCNIKeepInterval if zero).
 	Interval time.Duration
 }
@@ -58,7 +65,7 @@ func (k *cniKeeper) Start(ctx context.Context) error {
 	ticker := time.NewTicker(cmp.Or(k.opts.Interval, DefaultCNIKeepInterval))
 	defer ticker.Stop()
 	for {
-		k.keep()
+		k.keep(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -68,12 +75,18 @@ func (k *cniKeeper) Start(ctx context.Context) error {
 }
 
 // keep puts back what went missing, saying what it did; a failure is logged and tried again.
-func (k *cniKeeper) keep() {
+func (k *cniKeeper) keep(ctx context.Context) {
 	if k.opts.Kubeconfig != "" {
-		if wrote, err := cni.WriteKubeconfig(k.opts.Kubeconfig, k.opts.RestConfig); err != nil {
+		if wrote, err := WritePluginKubeconfig(ctx, k.opts.Kubeconfig, k.opts.RestConfig, k.opts.PluginToken); err != nil {
 			k.log.Error(err, "Could not write the CNI plugin's kubeconfig; retrying", "path", k.opts.Kubeconfig)
 		} else if wrote {
-			k.log.Info("Wrote the CNI plugin's kubeconfig (the agent's current credentials)", "path", k.opts.Kubeconfig)
+			k.log.Info("Wrote the CNI plugin's kubeconfig (its own ServiceAccount's token, renewed)", "path", k.opts.Kubeconfig,
+				"serviceAccount", k.opts.PluginToken.Namespace+"/"+k.opts.PluginToken.Name)
+		}
+	}
+	if k.opts.SelfToken != nil {
+		if _, err := k.opts.SelfToken.Token(ctx); err != nil {
+			k.log.Error(err, "Could not renew the agent's spare token (read with when its pod's token is refused as it stops); retrying")
 		}
 	}
 	conflist, changed, err := k.opts.Installer.Ensure()
@@ -86,38 +99,97 @@ func (k *cniKeeper) keep() {
 	}
 }
 
-// Uninstalling reports whether the agent of pod (its own pod) stops because its DaemonSet is going
-// away: deleted, being deleted, or replaced by another of the same name; or because its
-// credentials are revoked (the ServiceAccount or its role deleted with the installation). Then
-// the node's CNI plugin goes too. An agent that stops for any other reason (a restart, an
-// upgrade, a node drain) leaves the plugin in place: it fails ADD for meshed pods until the next
-// agent answers, so none starts uncaptured. When it cannot tell (the API server unreachable), it
-// says so with an error, and the caller keeps the plugin: fail closed, as the plugin does.
-func Uninstalling(ctx context.Context, c client.Reader, pod client.ObjectKey) (bool, string, error) {
-	revoked := func(err error) bool { return apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) }
-	self := &corev1.Pod{}
-	if err := c.Get(ctx, pod, self); revoked(err) {
-		return true, fmt.Sprintf("the agent may no longer read its own pod (%v): its credentials are revoked with the installation", err), nil
-	} else if err != nil {
-		return false, "", fmt.Errorf("reading the agent's pod %s: %w", pod, err)
+// WritePluginKubeconfig writes the plugin's kubeconfig at path: cfg's API server, token's current
+// token (renewed when due). It reports whether it wrote.
+func WritePluginKubeconfig(ctx context.Context, path string, cfg *rest.Config, token *ServiceAccountToken) (bool, error) {
+	if token == nil {
+		return false, fmt.Errorf("the plugin's kubeconfig %s needs the plugin's ServiceAccount token source", path)
 	}
-	owner := metav1.GetControllerOf(self)
+	t, err := token.Token(ctx)
+	if err != nil {
+		return false, err
+	}
+	return cni.WriteKubeconfig(path, cfg, t)
+}
+
+// Self is what the agent learnt of its own pod when it started: the pod, and its controller, by
+// which it finds its DaemonSet even once its pod is gone (force-deleted) as it stops.
+type Self struct {
+	Pod client.ObjectKey
+	// Owner is the pod's controller; nil: read from the pod when the agent stops.
+	Owner *metav1.OwnerReference
+}
+
+// Uninstalling reports whether the agent stops because its DaemonSet is going away: deleted,
+// being deleted, or replaced by another of the same name; or because its credentials are
+// revoked with the installation (its role unbound: 403; its ServiceAccount deleted). Then the
+// node's CNI plugin goes too. An agent that stops for any other reason (a restart, an upgrade, a
+// node drain, its pod force-deleted) leaves the plugin in place: it fails ADD for meshed pods
+// until the next agent answers, so none starts uncaptured. When it cannot tell (the API server
+// unreachable), it says so with an error, and the caller keeps the plugin: fail closed, as the
+// plugin does.
+//
+// c reads with the agent's pod-bound token. The API server refuses that token (401) once the pod
+// is deleted, force-deleted or not, which says "this token died", not "uninstall": then spare,
+// a live token of the agent's ServiceAccount bound to no pod, reads again. Only when the API
+// server refuses that one too is the ServiceAccount gone. Without spare, a 401 keeps the plugin.
+func Uninstalling(ctx context.Context, self Self, c, spare client.Reader) (bool, string, error) {
+	removed, why, err := uninstalling(ctx, self, c)
+	if !apierrors.IsUnauthorized(err) {
+		return removed, why, err
+	}
+	refused := err
+	if spare == nil {
+		return false, fmt.Sprintf("the API server refuses the agent's pod token (%v): the token died with the pod, which says nothing of the DaemonSet, and no other credential is at hand", refused), nil
+	}
+	removed, why, err = uninstalling(ctx, self, spare)
+	switch {
+	case apierrors.IsUnauthorized(err):
+		return true, fmt.Sprintf("the API server refuses both the agent's pod token (%v) and a live token of its ServiceAccount bound to no pod (%v): the ServiceAccount is deleted with the installation", refused, err), nil
+	case err != nil:
+		return false, "", err
+	}
+	return removed, "the agent's pod token is refused; read with its ServiceAccount's token bound to no pod: " + why, nil
+}
+
+// uninstalling is Uninstalling with one credential; a 401 is returned as an error.
+func uninstalling(ctx context.Context, self Self, c client.Reader) (bool, string, error) {
+	revoked := func(err error) (bool, string, error) {
+		return true, fmt.Sprintf("the agent may no longer read its own pod or DaemonSet (%v): its credentials are revoked with the installation", err), nil
+	}
+	owner := self.Owner
+	pod := &corev1.Pod{}
+	switch err := c.Get(ctx, self.Pod, pod); {
+	case apierrors.IsUnauthorized(err):
+		return false, "", fmt.Errorf("reading the agent's pod %s: %w", self.Pod, err)
+	case apierrors.IsForbidden(err):
+		return revoked(err)
+	case apierrors.IsNotFound(err) && owner != nil:
+		// The pod is gone (force-deleted): its DaemonSet, known from the start, tells.
+	case err != nil:
+		return false, "", fmt.Errorf("reading the agent's pod %s: %w", self.Pod, err)
+	default:
+		owner = metav1.GetControllerOf(pod)
+	}
 	if owner == nil || owner.Kind != "DaemonSet" {
-		return false, fmt.Sprintf("pod %s is not a DaemonSet's: nothing says the installation is going away", pod), nil
+		return false, fmt.Sprintf("pod %s is not a DaemonSet's: nothing says the installation is going away", self.Pod), nil
 	}
 	ds := &appsv1.DaemonSet{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: owner.Name}, ds)
+	name := self.Pod.Namespace + "/" + owner.Name
+	err := c.Get(ctx, client.ObjectKey{Namespace: self.Pod.Namespace, Name: owner.Name}, ds)
 	switch {
 	case apierrors.IsNotFound(err):
-		return true, fmt.Sprintf("DaemonSet %s/%s is deleted", pod.Namespace, owner.Name), nil
-	case revoked(err):
-		return true, fmt.Sprintf("the agent may no longer read its DaemonSet (%v): its credentials are revoked with the installation", err), nil
+		return true, fmt.Sprintf("DaemonSet %s is deleted", name), nil
+	case apierrors.IsUnauthorized(err):
+		return false, "", fmt.Errorf("reading the agent's DaemonSet %s: %w", name, err)
+	case apierrors.IsForbidden(err):
+		return revoked(err)
 	case err != nil:
-		return false, "", fmt.Errorf("reading the agent's DaemonSet %s/%s: %w", pod.Namespace, owner.Name, err)
+		return false, "", fmt.Errorf("reading the agent's DaemonSet %s: %w", name, err)
 	case ds.UID != owner.UID:
-		return true, fmt.Sprintf("DaemonSet %s/%s was deleted and created again (uid %s, the pod's owner was %s)", pod.Namespace, owner.Name, ds.UID, owner.UID), nil
+		return true, fmt.Sprintf("DaemonSet %s was deleted and created again (uid %s, the pod's owner was %s)", name, ds.UID, owner.UID), nil
 	case ds.DeletionTimestamp != nil:
-		return true, fmt.Sprintf("DaemonSet %s/%s is being deleted", pod.Namespace, owner.Name), nil
+		return true, fmt.Sprintf("DaemonSet %s is being deleted", name), nil
 	}
-	return false, fmt.Sprintf("DaemonSet %s/%s stays: the agent restarts or is upgraded", pod.Namespace, owner.Name), nil
+	return false, fmt.Sprintf("DaemonSet %s stays: the agent restarts or is upgraded", name), nil
 }

@@ -17,54 +17,38 @@ import (
 // distributions: the token never reaches a disk).
 const DefaultKubeconfig = DefaultRunDir + "/kubeconfig"
 
-// Kubeconfig renders cfg (the agent's own credentials: in a cluster its pod's bound
-// service-account token) as a self-contained kubeconfig: the CA, token and client certificate
-// embedded, read from their files now. The plugin reads it only when the agent cannot be reached,
-// to tell whether a pod might be meshed. A bound token stops working when the agent's pod is
-// deleted: the plugin then fails closed until the next agent writes its own.
-func Kubeconfig(cfg *rest.Config) ([]byte, error) {
-	read := func(data []byte, file, what string) ([]byte, error) {
-		if len(data) > 0 || file == "" {
-			return data, nil
-		}
-		b, err := os.ReadFile(file)
+// Kubeconfig renders a self-contained kubeconfig that reaches cfg's API server (its address and
+// CA, the CA embedded, read from its file now) with token alone: the token of the plugin's own
+// ServiceAccount, which may only get pods (config/rbac/cni), never the agent's credentials. The
+// plugin reads it only when the agent cannot be reached, to tell whether a pod might be meshed.
+// The token lives an hour unless the agent renews it: when no agent has run for that long, the
+// plugin fails closed until the next agent writes a new one.
+func Kubeconfig(cfg *rest.Config, token string) ([]byte, error) {
+	if token == "" {
+		return nil, fmt.Errorf("no token for the plugin's kubeconfig: it carries the plugin's own ServiceAccount token and nothing else")
+	}
+	ca := cfg.CAData
+	if len(ca) == 0 && cfg.CAFile != "" {
+		b, err := os.ReadFile(cfg.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("reading the %s for the plugin's kubeconfig: %w", what, err)
+			return nil, fmt.Errorf("reading the API server's CA for the plugin's kubeconfig: %w", err)
 		}
-		return b, nil
+		ca = b
 	}
-	ca, err := read(cfg.CAData, cfg.CAFile, "API server's CA")
-	if err != nil {
-		return nil, err
-	}
-	token, err := read([]byte(cfg.BearerToken), cfg.BearerTokenFile, "service-account token")
-	if err != nil {
-		return nil, err
-	}
-	cert, err := read(cfg.CertData, cfg.CertFile, "client certificate")
-	if err != nil {
-		return nil, err
-	}
-	key, err := read(cfg.KeyData, cfg.KeyFile, "client key")
-	if err != nil {
-		return nil, err
-	}
-	const name = "aether-agent"
+	const name = "aether-cni"
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters[name] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: ca,
 		InsecureSkipTLSVerify: cfg.Insecure, TLSServerName: cfg.ServerName}
-	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: string(token), ClientCertificateData: cert, ClientKeyData: key,
-		Impersonate: cfg.Impersonate.UserName, ImpersonateUID: cfg.Impersonate.UID,
-		ImpersonateGroups: cfg.Impersonate.Groups, ImpersonateUserExtra: cfg.Impersonate.Extra}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
 	kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
 	kc.CurrentContext = name
 	return clientcmd.Write(*kc)
 }
 
-// WriteKubeconfig writes cfg's kubeconfig to path (mode 0600: it holds a credential) when its
-// content differs from the file's; it reports whether it wrote.
-func WriteKubeconfig(path string, cfg *rest.Config) (bool, error) {
-	data, err := Kubeconfig(cfg)
+// WriteKubeconfig writes Kubeconfig(cfg, token) to path (mode 0600: it holds a credential) when
+// its content differs from the file's; it reports whether it wrote.
+func WriteKubeconfig(path string, cfg *rest.Config, token string) (bool, error) {
+	data, err := Kubeconfig(cfg, token)
 	if err != nil {
 		return false, err
 	}

@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -14,6 +15,8 @@ import (
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/model"
@@ -24,6 +27,27 @@ import (
 // HTTP-class port, a tcp_proxy for a TCP one, never both); a connection without SNI, or with one
 // the pod does not serve, takes the default chain, the floor: the pod's primary, in its protocol
 // (the SNI rule sends the primary with an empty SNI). Every chain terminates mTLS (downstreamTLS).
+
+// What one connection may hold of the inbound listener: the listener faces every peer of the
+// mesh (any node's proxy, and anything that reaches the pod's IP), so a peer that opens
+// connections and then sends nothing, or sends faster than the app reads, must not pin the node's
+// one Envoy. How many connections there are is bounded node-wide by the overload manager
+// (MaxDownstreamConnections, in the bootstrap: the listener does not ignore it).
+const (
+	// InboundListenerFiltersTimeout bounds the wait for the ClientHello the tls_inspector reads
+	// (Envoy's default is 15 s): a mesh peer sends it at once, so a connection still silent then
+	// is closed (continue_on_listener_filters_timeout false: no chain serves a client without
+	// TLS).
+	InboundListenerFiltersTimeout = 5 * time.Second
+	// InboundHandshakeTimeout bounds the mTLS handshake after it (every chain's
+	// transport_socket_connect_timeout; unset, Envoy waits as long as the peer trickles bytes).
+	InboundHandshakeTimeout = 10 * time.Second
+	// InboundBufferLimit is each connection's read and write buffer soft limit
+	// (per_connection_buffer_limit_bytes; Envoy's default is 1 MiB): 32 KiB, Envoy's advice for a
+	// listener facing untrusted peers, so a thousand slow readers hold 32 MiB, not 1 GiB. Above it
+	// Envoy stops reading from the other side until the buffer drains: back-pressure, not loss.
+	InboundBufferLimit = 32 << 10
+)
 
 // inboundListenerAddress is where pod p's inbound listener listens, in its netns: every address
 // of the pod, so peers reach <pod IP>:18008. An IPv6 pod gets "::", which takes IPv4 too.
@@ -55,12 +79,14 @@ func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.L
 	}
 	slices.SortFunc(chains, func(a, b *listenerv3.FilterChain) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	return &listenerv3.Listener{
-		Name:               InboundListener(pod),
-		Address:            inboundListenerAddress(p),
-		ListenerFilters:    []*listenerv3.ListenerFilter{b.listenerFilter(wellknown.TLSInspector, &tlsinspectorv3.TlsInspector{})},
-		FilterChains:       chains,
-		DefaultFilterChain: floor,
-		TrafficDirection:   corev3.TrafficDirection_INBOUND,
+		Name:                          InboundListener(pod),
+		Address:                       inboundListenerAddress(p),
+		ListenerFilters:               []*listenerv3.ListenerFilter{b.listenerFilter(wellknown.TLSInspector, &tlsinspectorv3.TlsInspector{})},
+		ListenerFiltersTimeout:        durationpb.New(InboundListenerFiltersTimeout),
+		PerConnectionBufferLimitBytes: wrapperspb.UInt32(InboundBufferLimit),
+		FilterChains:                  chains,
+		DefaultFilterChain:            floor,
+		TrafficDirection:              corev3.TrafficDirection_INBOUND,
 	}
 }
 
@@ -90,10 +116,11 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 		HttpFilters:    b.routerFilters(),
 	}
 	return &listenerv3.FilterChain{
-		Name:             name,
-		FilterChainMatch: match,
-		TransportSocket:  b.downstreamTLS(domain, identity, alpnH2),
-		Filters:          []*listenerv3.Filter{b.networkFilter(wellknown.HTTPConnectionManager, name, hcm)},
+		Name:                          name,
+		FilterChainMatch:              match,
+		TransportSocket:               b.downstreamTLS(domain, identity, alpnH2),
+		TransportSocketConnectTimeout: durationpb.New(InboundHandshakeTimeout),
+		Filters:                       []*listenerv3.Filter{b.networkFilter(wellknown.HTTPConnectionManager, name, hcm)},
 	}
 }
 
@@ -101,5 +128,6 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 func (b *builder) inboundTCPChain(name string, match *listenerv3.FilterChainMatch, domain, identity, cluster string) *listenerv3.FilterChain {
 	chain := b.tcpChain(name, match, cluster)
 	chain.TransportSocket = b.downstreamTLS(domain, identity, nil)
+	chain.TransportSocketConnectTimeout = durationpb.New(InboundHandshakeTimeout)
 	return chain
 }

@@ -19,6 +19,10 @@
 //   - FromThePod: every capture chain names its listener's network namespace (the pod's) as its
 //     upstream's, and every cluster it reaches binds there, with the proxy's mark;
 //   - Names: each list sorted by name, each name once (a duplicate hides in a snapshot's map);
+//   - InboundLimits: every inbound listener bounds a connection's buffers, its wait for the
+//     ClientHello and its TLS handshake, and counts against the node-wide connection cap;
+//   - BootstrapLimits (over the bootstrap, not the resources): the overload manager caps the
+//     node's downstream connections;
 //   - ListenersAndRoutesEqual: the stability gate (an endpoint-only change leaves every
 //     listener and route byte-identical).
 //

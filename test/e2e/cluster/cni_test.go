@@ -9,8 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,10 +19,13 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/aether-operator/internal/cni"
@@ -93,6 +94,12 @@ var _ = Describe("the CNI plugin on a real node", Ordered, func() {
 		kubeconfig, err := os.Stat(cni.DefaultKubeconfig)
 		Expect(err).NotTo(HaveOccurred(), "the agent keeps the plugin's kubeconfig for when it is unreachable")
 		Expect(kubeconfig.Mode().Perm()).To(Equal(os.FileMode(0o600)))
+		// It speaks as the plugin's own ServiceAccount (get pods only), never as the agent.
+		pluginCfg, err := clientcmd.BuildConfigFromFlags("", cni.DefaultKubeconfig)
+		Expect(err).NotTo(HaveOccurred())
+		who, err := kubernetes.NewForConfigOrDie(pluginCfg).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(who.Status.UserInfo.Username).To(Equal("system:serviceaccount:" + operatorNamespace + ":aether-operator-cni"))
 	})
 
 	It("hands a managed pod started by the kubelet to the agent, which records its network namespace; an unmanaged one passes", func() {
@@ -153,7 +160,7 @@ func readRegistry(path string) map[types.UID]registryEntry {
 }
 
 // cniRequests reads the agent's aether_agent_cni_requests_total{command, result} from its metrics
-// endpoint (host network, port 19090 on the node).
+// endpoint (scrapeAgent).
 func cniRequests(command, result string) float64 {
 	GinkgoHelper()
 	node := &corev1.Node{}
@@ -166,15 +173,12 @@ func cniRequests(command, result string) float64 {
 	}
 	var value float64
 	Eventually(func(g Gomega) {
-		resp, err := http.Get(fmt.Sprintf("http://%s:19090/metrics", ip))
-		g.Expect(err).NotTo(HaveOccurred())
-		defer func() { _ = resp.Body.Close() }()
-		body, err := io.ReadAll(resp.Body)
-		g.Expect(err).NotTo(HaveOccurred())
+		body := scrapeAgent(g, ip)
 		series := regexp.MustCompile(fmt.Sprintf(`(?m)^aether_agent_cni_requests_total\{command="%s",result="%s"\} (\S+)$`, command, result)).FindSubmatch(body)
 		g.Expect(series).NotTo(BeNil(), "no series %s/%s in the agent's metrics", command, result)
-		value, err = strconv.ParseFloat(strings.TrimSpace(string(series[1])), 64)
+		v, err := strconv.ParseFloat(strings.TrimSpace(string(series[1])), 64)
 		g.Expect(err).NotTo(HaveOccurred())
+		value = v
 	}, 30*time.Second, time.Second).Should(Succeed())
 	return value
 }

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -20,12 +21,16 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/aether-operator/internal/testenv"
@@ -171,17 +176,50 @@ func nodeIP() string {
 	return ""
 }
 
+// metricsScraper is the ServiceAccount the specs scrape the agent's metrics as: bound to the
+// shipped metrics-reader ClusterRole, as a Prometheus would be.
+const metricsScraper = "e2e-metrics-scraper"
+
+// scraperToken is a token of metricsScraper, created (with its binding) on first use.
+var scraperToken = sync.OnceValue(func() string {
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: metricsScraper}}
+	if err := k8s.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		Fail(fmt.Sprintf("creating ServiceAccount %s: %v", metricsScraper, err))
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: metricsScraper},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "aether-operator-metrics-reader"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: operatorNamespace, Name: metricsScraper}}}
+	if err := k8s.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		Fail(fmt.Sprintf("creating ClusterRoleBinding %s: %v", metricsScraper, err))
+	}
+	return accountToken(metricsScraper, nil)
+})
+
+// scrapeAgent reads the agent's metrics endpoint on node address ip (host network, port 19090):
+// HTTPS with a self-signed certificate (nothing here checks it: the scrape's authority is the
+// token), as metricsScraper.
+func scrapeAgent(g Gomega, ip string) []byte {
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://%s:19090/metrics", ip), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "Bearer "+scraperToken())
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := insecure.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "the agent's metrics: %s", body)
+	return body
+}
+
 // agentMetric sums the samples of the agent's metric name (from its metrics endpoint, port
 // 19090 on the node) whose labels match labels (a regular expression over the text between
 // the braces; "" matches all). A metric the agent does not export fails.
 func agentMetric(g Gomega, name, labels string) float64 {
 	series := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{([^}]*)\})? (\S+)$`)
 	match := regexp.MustCompile(labels)
-	resp, err := http.Get(fmt.Sprintf("http://%s:19090/metrics", nodeIP()))
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	g.Expect(err).NotTo(HaveOccurred())
+	body := scrapeAgent(g, nodeIP())
 	samples := series.FindAllSubmatch(body, -1)
 	g.Expect(samples).NotTo(BeEmpty(), "the agent exports no %s", name)
 	var sum float64

@@ -1,0 +1,297 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/aether-mesh/aether-operator/internal/cni"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
+)
+
+// The shipped names (config/base's prefix) of the plugin's and the agent's ServiceAccounts.
+const pluginServiceAccount = "aether-operator-cni"
+
+// installShippedRBAC applies the namespace, ServiceAccounts, roles and bindings of config/base
+// exactly as kustomize renders them (the agent's, the plugin's, its token Role), with the real
+// kubectl.
+func installShippedRBAC(t *testing.T, ctx context.Context) {
+	t.Helper()
+	out, stderr, err := env.Kubectl(ctx, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "base"))
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/base: %v\n%s", err, stderr)
+	}
+	var keep [][]byte
+	for doc := range bytes.SplitSeq([]byte(out), []byte("\n---\n")) {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains([]string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}, meta.Kind) {
+			keep = append(keep, doc)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "rbac.yaml")
+	if err := os.WriteFile(file, bytes.Join(keep, []byte("\n---\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, err := env.Kubectl(ctx, "apply", "-f", file); err != nil {
+		t.Fatalf("kubectl apply the shipped RBAC: %v\n%s%s", err, out, stderr)
+	}
+}
+
+// agentPod creates a pod standing for the agent's own in the agent's namespace, controlled by ds
+// when it is not nil.
+func agentPod(t *testing.T, ctx context.Context, ds *appsv1.DaemonSet) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.AgentNamespace, Name: "agent-" + rand.String(6)},
+		Spec: corev1.PodSpec{ServiceAccountName: testenv.AgentName,
+			Containers: []corev1.Container{{Name: "agent", Image: "registry.example/agent:1"}}},
+	}
+	if ds != nil {
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: new(true)}}
+	}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+// asAgent is a typed clientset speaking as the agent's ServiceAccount (impersonated, with the
+// shipped RBAC applied).
+func asAgent(t *testing.T) *kubernetes.Clientset {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.AgentConfig(testNode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// rules is what a SelfSubjectRulesReview in ns says cfg's caller may do, as sorted
+// "verb group/resource [names]" lines.
+func rules(t *testing.T, ctx context.Context, cfg *rest.Config, ns string) []string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review, err := cs.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx,
+		&authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: ns}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, r := range review.Status.ResourceRules {
+		for _, v := range r.Verbs {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					line := v + " " + g + "/" + res
+					if len(r.ResourceNames) > 0 {
+						line += " " + fmt.Sprint(r.ResourceNames)
+					}
+					lines = append(lines, line)
+				}
+			}
+		}
+	}
+	slices.Sort(lines)
+	return slices.Compact(lines)
+}
+
+// grantedBeyondAnyone is rules(cfg) less what a ServiceAccount bound to nothing may do in ns (what
+// the cluster grants every authenticated caller: reviews of itself, trust bundles, ...).
+func grantedBeyondAnyone(t *testing.T, ctx context.Context, cfg *rest.Config, ns string) []string {
+	t.Helper()
+	admin := kubernetes.NewForConfigOrDie(env.Config)
+	bare := "bare-" + rand.String(6)
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: bare}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, bare, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseline := rules(t, ctx, WithToken(env.Config, tr.Status.Token), ns)
+	return slices.DeleteFunc(rules(t, ctx, cfg, ns), func(line string) bool { return slices.Contains(baseline, line) })
+}
+
+// TestPluginKubeconfigCanOnlyGetPods runs the agent's keeper, speaking as the agent's
+// ServiceAccount under the shipped RBAC: the kubeconfig it writes for the CNI plugin (0600)
+// authenticates as the plugin's own ServiceAccount, which a SelfSubjectRulesReview shows may get
+// pods and nothing else, for at most an hour; and the agent may ask for no other
+// ServiceAccount's token.
+func TestPluginKubeconfigCanOnlyGetPods(t *testing.T) {
+	ctx := testContext(t)
+	installShippedRBAC(t, ctx)
+	agentCfg := env.AgentConfig(testNode)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	keeper := &cniKeeper{log: ctrl.Log.WithName("plugin-token-test"), opts: CNIInstallOptions{
+		Installer: cni.Installer{BinDir: t.TempDir(), ConfDir: t.TempDir()}, Kubeconfig: kubeconfig, RestConfig: agentCfg,
+		PluginToken: &ServiceAccountToken{Client: asAgent(t).CoreV1(), Namespace: testenv.AgentNamespace, Name: pluginServiceAccount,
+			Lifetime: PluginTokenLifetime},
+	}}
+	keeper.keep(ctx)
+
+	if info, err := os.Stat(kubeconfig); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the plugin's kubeconfig: %v (%v), want mode 0600", info, err)
+	}
+	pluginCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if granted := grantedBeyondAnyone(t, ctx, pluginCfg, testenv.AgentNamespace); !slices.Equal(granted, []string{"get /pods"}) {
+		t.Errorf("the plugin's kubeconfig may %q; want only [get /pods]", granted)
+	}
+	cs, err := kubernetes.NewForConfig(pluginCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if want := "system:serviceaccount:" + testenv.AgentNamespace + ":" + pluginServiceAccount; err != nil || who.Status.UserInfo.Username != want {
+		t.Errorf("the plugin's kubeconfig speaks as %+v (%v), want %s", who, err, want)
+	}
+
+	other := &ServiceAccountToken{Client: asAgent(t).CoreV1(), Namespace: testenv.AgentNamespace, Name: "aether-operator-controller-manager", Lifetime: SelfTokenLifetime}
+	if _, err := other.Token(ctx); !apierrors.IsForbidden(err) {
+		t.Errorf("the agent asked for the manager's token: %v, want Forbidden (its Role names two ServiceAccounts)", err)
+	}
+
+	if lifetime := tokenLifetime(t, pluginCfg.BearerToken); lifetime <= 0 || lifetime > PluginTokenLifetime {
+		t.Errorf("the plugin's token lives %s, want at most %s", lifetime, PluginTokenLifetime)
+	}
+}
+
+// tokenLifetime is exp - iat of a service-account token (a JWT; its signature is the API
+// server's business, only its claims are read here).
+func tokenLifetime(t *testing.T, token string) time.Duration {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %d parts", len(parts))
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims struct {
+		IssuedAt  int64 `json:"iat"`
+		ExpiresAt int64 `json:"exp"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(claims.ExpiresAt-claims.IssuedAt) * time.Second
+}
+
+// TestARefusedPodTokenIsNoUninstall: when the agent stops and the API server refuses its pod's
+// token (401: the pod was force-deleted), the plugin stays while the DaemonSet does; a spare token
+// of the agent's ServiceAccount bound to no pod (asked for under the shipped Role) then tells a
+// deleted DaemonSet, and a deleted ServiceAccount.
+func TestARefusedPodTokenIsNoUninstall(t *testing.T) {
+	ctx := testContext(t)
+	installShippedRBAC(t, ctx)
+	labels := map[string]string{"app": "agent-" + rand.String(6)}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.AgentNamespace, Name: labels["app"]},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "registry.example/agent:1"}}},
+		}},
+	}
+	if err := env.Client.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	pod := agentPod(t, ctx, ds)
+	self := Self{Pod: client.ObjectKeyFromObject(pod), Owner: metav1.GetControllerOf(pod)}
+
+	// The agent's pod token, as the kubelet projects it: bound to the pod.
+	podToken := &ServiceAccountToken{Client: kubernetes.NewForConfigOrDie(env.Config).CoreV1(), Namespace: testenv.AgentNamespace,
+		Name: testenv.AgentName, BoundPod: pod.Name, Lifetime: SelfTokenLifetime}
+	spare := &ServiceAccountToken{Client: asAgent(t).CoreV1(), Namespace: testenv.AgentNamespace, Name: testenv.AgentName, Lifetime: SelfTokenLifetime}
+	reader := func(tokens *ServiceAccountToken) client.Reader {
+		t.Helper()
+		token, err := tokens.Token(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := client.New(WithToken(env.Config, token), client.Options{Scheme: env.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	withPodToken, withSpare := reader(podToken), reader(spare)
+	expect := func(spare client.Reader, want bool, because string) {
+		t.Helper()
+		got, why, err := Uninstalling(ctx, self, withPodToken, spare)
+		if err != nil || got != want || !strings.Contains(why, because) {
+			t.Errorf("Uninstalling = %v, %q, %v; want %v because %q", got, why, err, want, because)
+		}
+	}
+	expect(withSpare, false, "stays: the agent restarts or is upgraded")
+
+	if err := env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil { // force-deleted
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the pod's token refused", func() error {
+		if err := withPodToken.Get(ctx, client.ObjectKeyFromObject(ds), &appsv1.DaemonSet{}); !apierrors.IsUnauthorized(err) {
+			return fmt.Errorf("get DaemonSet: %v", err)
+		}
+		return nil
+	})
+	expect(nil, false, "refuses the agent's pod token")
+	expect(withSpare, false, "stays: the agent restarts or is upgraded")
+
+	if err := env.Client.Delete(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the DaemonSet is gone", func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ds), &appsv1.DaemonSet{}); !apierrors.IsNotFound(err) {
+			return errors.Join(errors.New("still there"), err)
+		}
+		return nil
+	})
+	expect(withSpare, true, "is deleted")
+	expect(nil, false, "refuses the agent's pod token")
+
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.AgentNamespace, Name: testenv.AgentName}}
+	if err := env.Client.Delete(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { installShippedRBAC(t, context.Background()) }) // the ServiceAccount back
+	testenv.Eventually(t, "the spare token refused with its ServiceAccount", func() error {
+		if err := withSpare.Get(ctx, self.Pod, &corev1.Pod{}); !apierrors.IsUnauthorized(err) {
+			return fmt.Errorf("get pod: %v", err)
+		}
+		return nil
+	})
+	expect(withSpare, true, "the ServiceAccount is deleted with the installation")
+}

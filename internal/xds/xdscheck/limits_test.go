@@ -1,0 +1,115 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package xdscheck_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/aether-mesh/aether-operator/internal/xds"
+	"github.com/aether-mesh/aether-operator/internal/xds/xdscheck"
+	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
+)
+
+// inboundBuild is a real build with inbound listeners (mixed-http-primary: a pod serving HTTP and
+// TCP ports), and its first inbound listener.
+func inboundBuild(t *testing.T) (xds.Resources, *listenerv3.Listener) {
+	t.Helper()
+	res, err := xds.Build(xdstest.All()["mixed-http-primary"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range res.Listeners {
+		if l.GetTrafficDirection() == corev3.TrafficDirection_INBOUND {
+			return res, l
+		}
+	}
+	t.Fatal("mixed-http-primary builds no inbound listener")
+	return res, nil
+}
+
+// TestInboundLimitsRejectBrokenCopies: the real build passes; each copy with one bound removed or
+// loosened fails with the line naming it.
+func TestInboundLimitsRejectBrokenCopies(t *testing.T) {
+	res, _ := inboundBuild(t)
+	if v := xdscheck.InboundLimits(res); v != nil {
+		t.Fatalf("the build fails:\n%s", strings.Join(v, "\n"))
+	}
+	for name, tc := range map[string]struct {
+		breakIt func(l *listenerv3.Listener)
+		want    string
+	}{
+		"no buffer limit":       {func(l *listenerv3.Listener) { l.PerConnectionBufferLimitBytes = nil }, "no per_connection_buffer_limit_bytes"},
+		"Envoy's 1 MiB default": {func(l *listenerv3.Listener) { l.PerConnectionBufferLimitBytes = wrapperspb.UInt32(1 << 20) }, "per_connection_buffer_limit_bytes 1048576, want 1..65536"},
+		"no listener filters timeout": {func(l *listenerv3.Listener) { l.ListenerFiltersTimeout = nil },
+			"no listener_filters_timeout"},
+		"listener filters wait for ever": {func(l *listenerv3.Listener) { l.ListenerFiltersTimeout = durationpb.New(0) },
+			"listener_filters_timeout 0"},
+		"served without a ClientHello": {func(l *listenerv3.Listener) { l.ContinueOnListenerFiltersTimeout = true },
+			"continue_on_listener_filters_timeout"},
+		"no handshake timeout on a port's chain": {func(l *listenerv3.Listener) { l.GetFilterChains()[0].TransportSocketConnectTimeout = nil },
+			"no transport_socket_connect_timeout"},
+		"no handshake timeout on the floor": {func(l *listenerv3.Listener) { l.GetDefaultFilterChain().TransportSocketConnectTimeout = nil },
+			`chain "in_floor": no transport_socket_connect_timeout`},
+		"a handshake of a minute": {func(l *listenerv3.Listener) {
+			l.GetFilterChains()[0].TransportSocketConnectTimeout = durationpb.New(time.Minute)
+		}, "want at most 30s"},
+		"outside the connection cap": {func(l *listenerv3.Listener) { l.IgnoreGlobalConnLimit = true }, "ignore_global_conn_limit"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			broken, l := inboundBuild(t)
+			tc.breakIt(l)
+			v := xdscheck.InboundLimits(broken)
+			if !strings.Contains(strings.Join(v, "\n"), tc.want) {
+				t.Errorf("violations %q, want one saying %q", v, tc.want)
+			}
+			t.Log(strings.Join(v, "\n"))
+			if all := strings.Join(xdscheck.All(broken), "\n"); !strings.Contains(all, "inbound limits: ") {
+				t.Errorf("All does not run InboundLimits: %q", all)
+			}
+		})
+	}
+}
+
+// TestBootstrapLimitsRejectBrokenCopies: the node's bootstrap passes; without the overload
+// manager's monitor, with a cap of 0, or with a static listener outside the cap, it fails.
+func TestBootstrapLimitsRejectBrokenCopies(t *testing.T) {
+	bs, err := xds.Bootstrap(xds.BootstrapConfig{NodeID: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := xdscheck.BootstrapLimits(bs); v != nil {
+		t.Fatalf("the bootstrap fails:\n%s", strings.Join(v, "\n"))
+	}
+	for name, tc := range map[string]struct {
+		breakIt func(bs *bootstrapv3.Bootstrap)
+		want    string
+	}{
+		"no overload manager": {func(bs *bootstrapv3.Bootstrap) { bs.OverloadManager = nil }, "no envoy.resource_monitors.global_downstream_max_connections monitor"},
+		"another monitor only": {func(bs *bootstrapv3.Bootstrap) {
+			bs.GetOverloadManager().GetResourceMonitors()[0].Name = "envoy.resource_monitors.fixed_heap"
+		}, "nothing caps the node's downstream connections"},
+		"a static listener outside the cap": {func(bs *bootstrapv3.Bootstrap) {
+			bs.StaticResources.Listeners = append(bs.StaticResources.Listeners, &listenerv3.Listener{Name: "side-door", IgnoreGlobalConnLimit: true})
+		}, `static listener "side-door": ignore_global_conn_limit`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			broken := proto.Clone(bs).(*bootstrapv3.Bootstrap)
+			tc.breakIt(broken)
+			v := xdscheck.BootstrapLimits(broken)
+			if !strings.Contains(strings.Join(v, "\n"), tc.want) {
+				t.Errorf("violations %q, want one saying %q", v, tc.want)
+			}
+			t.Log(strings.Join(v, "\n"))
+		})
+	}
+}
