@@ -37,19 +37,11 @@ type spire struct {
 	entries entryv1.EntryClient
 }
 
-// candidates lists the entries that may be the registrar's: those under the node alias and the
-// alias's own (parent: the server). Ownership is decided by the caller, by the mark.
-func (s spire) candidates(ctx context.Context, td spiffeid.TrustDomain) ([]Entry, error) {
-	alias := apiID(identity.NodeAlias(td))
-	under, err := s.list(ctx, &entryv1.ListEntriesRequest_Filter{ByParentId: alias})
-	if err != nil {
-		return nil, err
-	}
-	self, err := s.list(ctx, &entryv1.ListEntriesRequest_Filter{BySpiffeId: alias})
-	if err != nil {
-		return nil, err
-	}
-	return append(under, self...), nil
+// candidates lists every entry: the registrar's are under the alias, the server (the alias's
+// own) and every node's agent, including nodes gone since (whose entries must go too), so no
+// filter of SPIRE's selects them all. Ownership is decided by the caller, by the mark.
+func (s spire) candidates(ctx context.Context) ([]Entry, error) {
+	return s.list(ctx, nil)
 }
 
 // list reads every page of the entries filter selects.
