@@ -39,7 +39,8 @@ import (
 const (
 	// DefaultResync is how often the full diff runs when nothing changed (--spire-resync): it
 	// repairs entries changed or deleted behind the registrar's back. A reconcile that finds
-	// nothing to do costs four ListEntries calls (two listings of two pages) and no write.
+	// nothing to do costs one listing of every entry (ListEntries, 500 a page, and the empty page
+	// that ends it) and no write.
 	DefaultResync = 5 * time.Minute
 	// LeaderElectionID is the lease of the registrar-only mode (a sidecar of the SPIRE server),
 	// apart from the manager's own: each mode elects its own leader.
@@ -146,11 +147,11 @@ func (r *Registrar) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	return reconcile.Result{RequeueAfter: r.Resync}, nil
 }
 
-// Sync makes SPIRE's entries of the registrar equal to the desired ones: it lists the
-// MeshServices (the cache) and the candidate entries (two ListEntries calls, paged), and writes
-// the plan, at most one Batch call of each kind per batchSize entries. It returns the plan.
-// SPIRE ends a paged listing with an empty page, so a reconcile with nothing to write makes four
-// ListEntries calls and no other.
+// Sync makes SPIRE's entries of the registrar equal to the desired ones: it reads the
+// MeshServices, the mesh's pods and the nodes (the cache) and every entry (ListEntries, paged),
+// and writes the plan, at most one Batch call of each kind per batchSize entries. It returns the
+// plan. SPIRE ends a paged listing with an empty page, so a reconcile with nothing to write makes
+// two ListEntries calls per 500 entries and no other.
 func (r *Registrar) Sync(ctx context.Context) (Plan, error) {
 	logger := log.FromContext(ctx).WithName(ControllerName)
 	in, err := r.inputs(ctx)
