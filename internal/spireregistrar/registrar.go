@@ -151,7 +151,7 @@ func (r *Registrar) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 // MeshServices, the mesh's pods and the nodes (the cache) and every entry (ListEntries, paged),
 // and writes the plan, at most one Batch call of each kind per batchSize entries. It returns the
 // plan. SPIRE ends a paged listing with an empty page, so a reconcile with nothing to write makes
-// two ListEntries calls per 500 entries and no other.
+// one ListEntries call per 500 entries, plus one, and no other.
 func (r *Registrar) Sync(ctx context.Context) (Plan, error) {
 	logger := log.FromContext(ctx).WithName(ControllerName)
 	in, err := r.inputs(ctx)
