@@ -79,8 +79,14 @@ func nodeAgentPath(path string, n Node) string {
 	return strings.NewReplacer(NodeNamePlaceholder, n.Name, NodeUIDPlaceholder, n.UID).Replace(path)
 }
 
-// NodeAgent is the SPIFFE ID of node n's SPIRE agent.
+// NodeAgent is the SPIFFE ID of node n's SPIRE agent. The node's name and UID must each be one
+// path segment: one holding a '/' would name another agent.
 func (c Config) NodeAgent(n Node) (spiffeid.ID, error) {
+	for _, v := range []string{n.Name, n.UID} {
+		if err := spiffeid.ValidatePathSegment(v); err != nil {
+			return spiffeid.ID{}, fmt.Errorf("%q is not one path segment: %w", v, err)
+		}
+	}
 	return spiffeid.FromPath(c.TrustDomain, nodeAgentPath(c.NodeAgentPath, n))
 }
 

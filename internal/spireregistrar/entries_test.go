@@ -136,7 +136,7 @@ func TestDesired(t *testing.T) {
 				Nodes:    append(slices.Clone(nodes), Node{Name: "bad", UID: "Not/Valid"}),
 			},
 			want: []Entry{aliasEntry, delegateEntry, {SPIFFEID: id("/ns/shop/sa/payments"), Parent: agentA, Selectors: identity.PodSelectors("shop", "payments")}},
-			errs: []string{`node bad: its SPIRE agent's ID (--spire-node-agent-path /spire/agent/k8s_psat/aether/{node-uid})`},
+			errs: []string{`node bad: its SPIRE agent's ID (--spire-node-agent-path /spire/agent/k8s_psat/aether/{node-uid}): "Not/Valid" is not one path segment`},
 		},
 		"identities that cannot be registered are named, the others kept": {
 			cfg: func(c *Config) { c.NodeSelectors = nil },
