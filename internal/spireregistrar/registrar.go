@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	bundlev1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/bundle/v1"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -39,8 +40,8 @@ import (
 const (
 	// DefaultResync is how often the full diff runs when nothing changed (--spire-resync): it
 	// repairs entries changed or deleted behind the registrar's back. A reconcile that finds
-	// nothing to do costs one listing of every entry (ListEntries, 500 a page, and the empty page
-	// that ends it) and no write.
+	// nothing to do costs one GetBundle (the server's trust domain) and one listing of every
+	// entry (ListEntries, 500 a page, and the empty page that ends it), and no write.
 	DefaultResync = 5 * time.Minute
 	// LeaderElectionID is the lease of the registrar-only mode (a sidecar of the SPIRE server),
 	// apart from the manager's own: each mode elects its own leader.
@@ -148,10 +149,11 @@ func (r *Registrar) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 }
 
 // Sync makes SPIRE's entries of the registrar equal to the desired ones: it reads the
-// MeshServices, the mesh's pods and the nodes (the cache) and every entry (ListEntries, paged),
-// and writes the plan, at most one Batch call of each kind per batchSize entries. It returns the
-// plan. SPIRE ends a paged listing with an empty page, so a reconcile with nothing to write makes
-// one ListEntries call per 500 entries, plus one, and no other.
+// MeshServices, the mesh's pods and the nodes (the cache), checks the server's trust domain
+// (GetBundle) and reads every entry (ListEntries, paged), and writes the plan, at most one Batch
+// call of each kind per batchSize entries. It returns the plan. SPIRE ends a paged listing with
+// an empty page, so a reconcile with nothing to write makes one GetBundle call, one ListEntries
+// call per 500 entries plus one, and no other.
 func (r *Registrar) Sync(ctx context.Context) (Plan, error) {
 	logger := log.FromContext(ctx).WithName(ControllerName)
 	in, err := r.inputs(ctx)
@@ -166,7 +168,10 @@ func (r *Registrar) Sync(ctx context.Context) (Plan, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	api := spire{entries: entryv1.NewEntryClient(r.Conn)}
+	api := spire{entries: entryv1.NewEntryClient(r.Conn), bundles: bundlev1.NewBundleClient(r.Conn)}
+	if err := api.checkTrustDomain(ctx, r.Config.TrustDomain); err != nil {
+		return Plan{}, r.failed(logger, err)
+	}
 	existing, err := api.candidates(ctx)
 	if err != nil {
 		return Plan{}, r.failed(logger, err)

@@ -246,15 +246,16 @@ func TestOwnership(t *testing.T) {
 		t.Errorf("aether_spire_registrar_writes_total went from %v to %v over resyncs with nothing to do", written, now)
 	}
 
-	// Nothing differs now: a reconcile lists every entry (two pages, as SPIRE ends a paged
-	// listing with an empty page) and writes nothing; the user's entry provides billing.
+	// Nothing differs now: a reconcile reads the server's trust domain, lists every entry (two
+	// pages, as SPIRE ends a paged listing with an empty page) and writes nothing; the user's
+	// entry provides billing.
 	quiet, counter := r.counted(t)
 	plan, err := quiet.Sync(testContext(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := counter.snapshot(); plan.Writes() != 0 || len(got) != 1 || got["ListEntries"] != 2 {
-		t.Errorf("a reconcile with nothing to do made the calls %v (plan: %d writes), want only ListEntries, twice", got, plan.Writes())
+	if got := counter.snapshot(); plan.Writes() != 0 || len(got) != 2 || got["GetBundle"] != 1 || got["ListEntries"] != 2 {
+		t.Errorf("a reconcile with nothing to do made the calls %v (plan: %d writes), want only GetBundle once and ListEntries twice", got, plan.Writes())
 	}
 	if len(plan.Provided) != 1 || plan.Provided[0].SPIFFEID != billing.SPIFFEID {
 		t.Errorf("provided by others: %v, want billing's identity", plan.Provided)
