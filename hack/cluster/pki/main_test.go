@@ -73,8 +73,7 @@ func TestSPIREAgentVerifiesKubelet(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = handshake(t, selfSigned, ca)
-	var unknown x509.UnknownAuthorityError
-	if !errors.As(err, &unknown) {
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); !ok {
 		t.Fatalf("negative control: a self-signed kubelet certificate gave %v, want x509's unknown authority", err)
 	}
 	t.Logf("negative control, as expected: %v", err)
