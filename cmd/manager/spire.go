@@ -28,6 +28,8 @@ type spireFlags struct {
 	resync time.Duration
 	// delegateNamespace and delegateServiceAccount are the node agent's ServiceAccount.
 	delegateNamespace, delegateServiceAccount string
+	// nodeAgentPath is the path of a node's SPIRE agent ID, the parent of its pods' identities.
+	nodeAgentPath string
 }
 
 func (f *spireFlags) bindFlags(fs *flag.FlagSet) {
@@ -43,6 +45,8 @@ func (f *spireFlags) bindFlags(fs *flag.FlagSet) {
 		"Namespace of the node agent, whose ServiceAccount's SPIFFE ID the SPIRE agents authorize as a delegate; empty: the namespace this process runs in (POD_NAMESPACE, from the downward API).")
 	fs.StringVar(&f.delegateServiceAccount, "spire-delegate-service-account", spireregistrar.DefaultDelegateServiceAccount,
 		"ServiceAccount of the node agent, whose SPIFFE ID the SPIRE agents authorize as a delegate.")
+	fs.StringVar(&f.nodeAgentPath, "spire-node-agent-path", spireregistrar.DefaultNodeAgentPath,
+		"Path of a node's SPIRE agent ID, "+spireregistrar.NodeUIDPlaceholder+" and "+spireregistrar.NodeNamePlaceholder+" standing for the node's. Each identity's entry is parented to the agents of the nodes that run its pods, and to no other: the default is the ID SPIRE's k8s_psat attestor gives the agent of a node in cluster aether.")
 }
 
 // config checks the flags and returns the registrar's configuration, or nil when the registrar is
@@ -78,10 +82,14 @@ func (f *spireFlags) config(meshDomain, podNamespace string) (*spireregistrar.Co
 		return nil, fmt.Errorf("--spire-delegate-service-account=%q is not a ServiceAccount name (%s); the default is %s",
 			f.delegateServiceAccount, strings.Join(errs, "; "), spireregistrar.DefaultDelegateServiceAccount)
 	}
+	agentPath, err := spireregistrar.ParseNodeAgentPath(f.nodeAgentPath)
+	if err != nil {
+		return nil, fmt.Errorf("--spire-node-agent-path=%q: %w", f.nodeAgentPath, err)
+	}
 	td, err := spiffeid.TrustDomainFromString(meshDomain)
 	if err != nil {
 		return nil, fmt.Errorf("--mesh-domain=%q is not a SPIFFE trust domain: %w", meshDomain, err)
 	}
 	return &spireregistrar.Config{TrustDomain: td, NodeSelectors: selectors,
-		DelegateNamespace: namespace, DelegateServiceAccount: f.delegateServiceAccount}, nil
+		DelegateNamespace: namespace, DelegateServiceAccount: f.delegateServiceAccount, NodeAgentPath: agentPath}, nil
 }

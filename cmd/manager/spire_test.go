@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"slices"
 	"strings"
@@ -23,6 +24,7 @@ func TestSpireFlags(t *testing.T) {
 		off          bool
 		selectors    []identity.Selector
 		delegate     string // namespace/serviceaccount
+		agentPath    string // default: spireregistrar.DefaultNodeAgentPath
 		err          string
 	}{
 		"off by default": {off: true},
@@ -40,6 +42,15 @@ func TestSpireFlags(t *testing.T) {
 		"no namespace anywhere": {args: []string{"--spire-server-socket=/s"}, err: "--spire-delegate-namespace is empty and POD_NAMESPACE"},
 		"bad service account": {args: []string{"--spire-server-socket=/s", "--spire-delegate-service-account=Agent_1"}, podNamespace: "x",
 			err: `--spire-delegate-service-account="Agent_1" is not a ServiceAccount name`},
+		"node agents by name": {args: []string{"--spire-server-socket=/s", "--spire-node-agent-path=/spire/agent/x509pop/{node-name}"}, podNamespace: "x",
+			selectors: []identity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}, delegate: "x/" + spireregistrar.DefaultDelegateServiceAccount,
+			agentPath: "/spire/agent/x509pop/{node-name}"},
+		"node agent path naming no node": {args: []string{"--spire-server-socket=/s", "--spire-node-agent-path=/spire/agent/k8s_psat/aether"}, podNamespace: "x",
+			err: `--spire-node-agent-path="/spire/agent/k8s_psat/aether": "/spire/agent/k8s_psat/aether" names no node: put {node-uid} or {node-name}`},
+		"node agent path outside SPIRE's agents": {args: []string{"--spire-server-socket=/s", "--spire-node-agent-path=/nodes/{node-uid}"}, podNamespace: "x",
+			err: `--spire-node-agent-path="/nodes/{node-uid}": "/nodes/{node-uid}" is not under /spire/agent/`},
+		"node agent path not a path": {args: []string{"--spire-server-socket=/s", "--spire-node-agent-path=/spire/agent//{node-uid}"}, podNamespace: "x",
+			err: `is not a SPIFFE ID path once a node is put in`},
 		"resync too short": {args: []string{"--spire-server-socket=/s", "--spire-resync=10ms"}, podNamespace: "x", err: "--spire-resync=10ms: give a period of at least 1s"},
 	}
 	for name, tc := range cases {
@@ -62,8 +73,8 @@ func TestSpireFlags(t *testing.T) {
 				t.Fatalf("registrar configuration %+v, want off=%v", cfg, tc.off)
 			case cfg != nil:
 				if !slices.Equal(cfg.NodeSelectors, tc.selectors) || cfg.DelegateNamespace+"/"+cfg.DelegateServiceAccount != tc.delegate ||
-					cfg.TrustDomain.Name() != "aether.internal" {
-					t.Errorf("configuration %+v, want selectors %v, delegate %s", cfg, tc.selectors, tc.delegate)
+					cfg.TrustDomain.Name() != "aether.internal" || cfg.NodeAgentPath != cmp.Or(tc.agentPath, spireregistrar.DefaultNodeAgentPath) {
+					t.Errorf("configuration %+v, want selectors %v, delegate %s, node agent path %q", cfg, tc.selectors, tc.delegate, tc.agentPath)
 				}
 			}
 		})

@@ -33,6 +33,8 @@ var (
 	serverCluster = regexp.MustCompile(`clusters = \{\s*"([^"]*)" = \{`)
 	// The registrar's --spire-node-selectors, the node agents' alias: k8s_psat:cluster:<name>.
 	clusterSelector = regexp.MustCompile(`k8s_psat:cluster:([^\s,"]*)`)
+	// The registrar's --spire-node-agent-path, a node's agent ID: /spire/agent/k8s_psat/<name>/.
+	agentPathCluster = regexp.MustCompile(`/spire/agent/k8s_psat/([^/\s"]*)/`)
 )
 
 // spireDefaults are the defaults of the spire values, read from config/spire.
@@ -71,6 +73,7 @@ func (g *generator) spire(dep, ds chartObject, objs []chartObject) error {
 			v := replaceWord(s.Value, d.TrustDomain, g.t.raw(td))
 			v = replaceWord(v, g.spireNamespace, g.t.raw(ns))
 			v = strings.ReplaceAll(v, `"`+d.ClusterName+`"`, `"`+g.t.raw(cluster)+`"`)
+			v = strings.ReplaceAll(v, "/spire/agent/k8s_psat/"+d.ClusterName+"/", "/spire/agent/k8s_psat/"+g.t.raw(cluster)+"/")
 			s.Value = strings.ReplaceAll(v, "k8s_psat:cluster:"+d.ClusterName, "k8s_psat:cluster:"+g.t.raw(cluster))
 			for _, left := range []string{d.TrustDomain, g.spireNamespace} {
 				if strings.Contains(s.Value, left) {
@@ -128,7 +131,7 @@ func (g *generator) spireTrustDomain(objs []chartObject) (string, error) {
 }
 
 // spireClusterName reads the k8s_psat cluster's name, which the server's and the agent's
-// NodeAttestor and the registrar's node selector each name.
+// NodeAttestor and the registrar's node selector and node agent path each name.
 func spireClusterName(objs []chartObject) (string, error) {
 	var names []string
 	for _, p := range []struct {
@@ -138,6 +141,7 @@ func spireClusterName(objs []chartObject) (string, error) {
 		{"the SPIRE agent's NodeAttestor k8s_psat (cluster = \"...\")", agentCluster},
 		{"the SPIRE server's NodeAttestor k8s_psat (clusters = { \"...\" = {)", serverCluster},
 		{"the registrar's --spire-node-selectors (k8s_psat:cluster:...)", clusterSelector},
+		{"the registrar's --spire-node-agent-path (/spire/agent/k8s_psat/.../)", agentPathCluster},
 	} {
 		found := matches(objs, p.pattern)
 		if len(found) == 0 {
@@ -147,7 +151,7 @@ func spireClusterName(objs []chartObject) (string, error) {
 	}
 	slices.Sort(names)
 	if names = slices.Compact(names); len(names) != 1 {
-		return "", fmt.Errorf("%s: the k8s_psat cluster is named %v; the server, the agent and the registrar's --spire-node-selectors must name one cluster", spireDir, names)
+		return "", fmt.Errorf("%s: the k8s_psat cluster is named %v; the server, the agent and the registrar's --spire-node-selectors and --spire-node-agent-path must name one cluster", spireDir, names)
 	}
 	return names[0], nil
 }

@@ -190,7 +190,7 @@ func TestSpireFollowsTheRelease(t *testing.T) {
 // TestSpireValues: spire.namespace, spire.trustDomain and spire.clusterName change exactly what
 // config/spire's namespace, trust domain (aether.internal) and k8s_psat cluster ("aether") are
 // in the defaults, everywhere (objects' namespaces, references, SPIRE's configuration, the
-// registrar's node selector, the --mesh-domain flags), and nothing else.
+// registrar's node selector and node agent path, the --mesh-domain flags), and nothing else.
 func TestSpireValues(t *testing.T) {
 	defaults, err := helmTemplate()
 	if err != nil {
@@ -208,6 +208,7 @@ func TestSpireValues(t *testing.T) {
 		{"aether.internal", "example.org"},
 		{`"aether"`, `"prod"`},
 		{"k8s_psat:cluster:aether", "k8s_psat:cluster:prod"},
+		{"/spire/agent/k8s_psat/aether/", "/spire/agent/k8s_psat/prod/"},
 	}
 	text := string(defaults)
 	for _, s := range substitutions {
@@ -250,7 +251,9 @@ func TestSpireConfigDriftFailsGeneration(t *testing.T) {
 		file, old, new, want string
 	}{
 		{"agent.yaml", `cluster = "aether"`, `cluster = "other"`,
-			"config/spire: the k8s_psat cluster is named [aether other]; the server, the agent and the registrar's --spire-node-selectors must name one cluster"},
+			"config/spire: the k8s_psat cluster is named [aether other]; the server, the agent and the registrar's --spire-node-selectors and --spire-node-agent-path must name one cluster"},
+		{"registrar.yaml", "/spire/agent/k8s_psat/aether/{node-uid}", "/spire/agent/k8s_psat/other/{node-uid}",
+			"config/spire: the k8s_psat cluster is named [aether other]"},
 		{"server.yaml", `trust_domain = "aether.internal"`, `trust_domain = "other.internal"`,
 			`config/spire: trust_domain "other.internal", but the manager and the agent run with the mesh domain aether.internal`},
 		{"registrar.yaml", "--spire-delegate-namespace=aether-operator-system", "--spire-delegate-namespace=elsewhere",

@@ -16,7 +16,8 @@ const meshAnnotationDomain = "aether.io"
 
 // Trim returns the part of pod that Registration and Verify read: name, namespace, UID,
 // resourceVersion (the cache needs it), labels, the mesh's annotations, spec.nodeName,
-// spec.serviceAccountName and the pod IPs. The manager caches managed pods through it, so its
+// spec.serviceAccountName, the pod IPs and the phase (the SPIRE registrar drops a finished pod's
+// node from its identity's entries). The manager caches managed pods through it, so its
 // memory grows with the number of pods, not with the size of their specs (containers, volumes,
 // env, managed fields). Trim of a trimmed pod is the same pod.
 func Trim(pod *corev1.Pod) *corev1.Pod {
@@ -27,7 +28,7 @@ func Trim(pod *corev1.Pod) *corev1.Pod {
 			Labels: pod.Labels, Annotations: meshAnnotations(pod.Annotations),
 		},
 		Spec:   corev1.PodSpec{NodeName: pod.Spec.NodeName, ServiceAccountName: pod.Spec.ServiceAccountName},
-		Status: corev1.PodStatus{PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs},
+		Status: corev1.PodStatus{PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs, Phase: pod.Status.Phase},
 	}
 }
 

@@ -67,7 +67,7 @@ func TestTrim(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "payments-0", UID: "uid-0", ResourceVersion: "42",
 					Labels: full.Labels, Annotations: mesh},
 				Spec:   corev1.PodSpec{NodeName: "node-a", ServiceAccountName: "payments"},
-				Status: corev1.PodStatus{PodIP: full.Status.PodIP, PodIPs: full.Status.PodIPs},
+				Status: corev1.PodStatus{PodIP: full.Status.PodIP, PodIPs: full.Status.PodIPs, Phase: full.Status.Phase},
 			}
 			if !reflect.DeepEqual(trimmed, want) {
 				t.Errorf("trimmed\n got %+v\nwant %+v", trimmed, want)

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -38,6 +39,55 @@ type Config struct {
 	// DelegateNamespace and DelegateServiceAccount are the node agent's ServiceAccount, whose SPIFFE
 	// ID the SPIRE agents' authorized_delegates lists.
 	DelegateNamespace, DelegateServiceAccount string
+	// NodeAgentPath is the path of a node's SPIRE agent ID (ParseNodeAgentPath): the parent of
+	// that node's entries of its pods' identities.
+	NodeAgentPath string
+}
+
+// DefaultNodeAgentPath is a node's SPIRE agent ID as SPIRE's k8s_psat node attestor makes it for
+// config/spire's cluster "aether": /spire/agent/k8s_psat/<cluster>/<the node's UID>.
+const DefaultNodeAgentPath = "/spire/agent/k8s_psat/aether/" + NodeUIDPlaceholder
+
+// The placeholders of a node agent path, replaced by each node's own.
+const (
+	NodeNamePlaceholder = "{node-name}"
+	NodeUIDPlaceholder  = "{node-uid}"
+)
+
+// agentPathPrefix starts every SPIRE agent's ID: SPIRE makes agent IDs under it, whatever the
+// attestor.
+const agentPathPrefix = "/spire/agent/"
+
+// ParseNodeAgentPath checks path, the path of a node's SPIRE agent ID with {node-name} or
+// {node-uid} standing for the node's: under /spire/agent/ and naming the node, or every node
+// would share one parent and hold every identity.
+func ParseNodeAgentPath(path string) (string, error) {
+	if !strings.HasPrefix(path, agentPathPrefix) {
+		return "", fmt.Errorf("%q is not under %s, where SPIRE names its agents; for k8s_psat write %s", path, agentPathPrefix, DefaultNodeAgentPath)
+	}
+	if !strings.Contains(path, NodeNamePlaceholder) && !strings.Contains(path, NodeUIDPlaceholder) {
+		return "", fmt.Errorf("%q names no node: put %s or %s where the node's agent ID has it (for k8s_psat: %s)",
+			path, NodeUIDPlaceholder, NodeNamePlaceholder, DefaultNodeAgentPath)
+	}
+	if err := spiffeid.ValidatePath(nodeAgentPath(path, Node{Name: "node-a", UID: "0b7e2a43-8f5d-4c55-b1ad-7a7bd2cf8e11"})); err != nil {
+		return "", fmt.Errorf("%q is not a SPIFFE ID path once a node is put in: %w", path, err)
+	}
+	return path, nil
+}
+
+func nodeAgentPath(path string, n Node) string {
+	return strings.NewReplacer(NodeNamePlaceholder, n.Name, NodeUIDPlaceholder, n.UID).Replace(path)
+}
+
+// NodeAgent is the SPIFFE ID of node n's SPIRE agent. The node's name and UID must each be one
+// path segment: one holding a '/' would name another agent.
+func (c Config) NodeAgent(n Node) (spiffeid.ID, error) {
+	for _, v := range []string{n.Name, n.UID} {
+		if err := spiffeid.ValidatePathSegment(v); err != nil {
+			return spiffeid.ID{}, fmt.Errorf("%q is not one path segment: %w", v, err)
+		}
+	}
+	return spiffeid.FromPath(c.TrustDomain, nodeAgentPath(c.NodeAgentPath, n))
 }
 
 // Service is what the registrar reads of a MeshService.
@@ -45,6 +95,25 @@ type Service struct {
 	Namespace, Name string
 	// Identity is status.identity: spiffe://<td>/ns/<namespace>/sa/<serviceaccount>, or empty.
 	Identity string
+}
+
+// Pod is what the registrar reads of a mesh pod: its identity's selectors and its node.
+type Pod struct {
+	Namespace, ServiceAccount string
+	// Node is spec.nodeName: empty until the pod is scheduled.
+	Node string
+}
+
+// Node is what the registrar reads of a node: what its agent's ID may be made of.
+type Node struct{ Name, UID string }
+
+// Inputs are what the desired entries are made of besides the configuration.
+type Inputs struct {
+	Services []Service
+	// Pods are the mesh's pods that are scheduled and not finished.
+	Pods []Pod
+	// Nodes are the cluster's nodes.
+	Nodes []Node
 }
 
 // Entry is a registration entry as the registrar compares it.
@@ -67,6 +136,13 @@ type Entry struct {
 // ID's SHA-256, within SPIRE's 255 characters of [A-Za-z0-9._-] whatever the ID's length.
 func EntryID(id spiffeid.ID) string {
 	sum := sha256.Sum256([]byte(id.String()))
+	return EntryIDPrefix + hex.EncodeToString(sum[:16])
+}
+
+// NodeEntryID is the ID of the registrar's entry for SPIFFE ID id under node agent parent: one
+// identity has one entry per node that runs its pods.
+func NodeEntryID(id, parent spiffeid.ID) string {
+	sum := sha256.Sum256([]byte(id.String() + " " + parent.String()))
 	return EntryIDPrefix + hex.EncodeToString(sum[:16])
 }
 
@@ -103,27 +179,38 @@ func sortSelectors(s []identity.Selector) {
 	})
 }
 
-// Desired is the entries the registrar keeps for cfg and services, sorted by SPIFFE ID. A
-// service whose identity the registrar cannot register is left out and named in one of the
-// errors; the others are still returned.
-func Desired(cfg Config, services []Service) ([]Entry, []error) {
+// Desired is the entries the registrar keeps for cfg and in, sorted by SPIFFE ID and parent:
+//
+//   - the node agents' alias (unless cfg.NodeSelectors is empty) and the node agent's delegate
+//     entry under it, on every node;
+//   - for each MeshService identity spiffe://<td>/ns/<ns>/sa/<sa>, one entry per node that runs
+//     a pod of ServiceAccount <ns>/<sa>, parented to that node's SPIRE agent (cfg.NodeAgent):
+//     no other node's agent is given it, so none can hand it out through the Delegated Identity
+//     API.
+//
+// A service whose identity the registrar cannot register is left out and named in one of the
+// errors, as is a node whose agent ID cannot be formed; the others are still returned. A pod
+// on a node not (yet) in in.Nodes gets no entry there until the node is.
+func Desired(cfg Config, in Inputs) ([]Entry, []error) {
 	alias := identity.NodeAlias(cfg.TrustDomain)
-	byID := map[spiffeid.ID]Entry{}
-	add := func(id, parent spiffeid.ID, selectors []identity.Selector) {
+	byID := map[string]Entry{}
+	add := func(entryID string, id, parent spiffeid.ID, selectors []identity.Selector) {
 		sortSelectors(selectors)
-		byID[id] = Entry{ID: EntryID(id), SPIFFEID: id, Parent: parent, Selectors: selectors}
+		byID[entryID] = Entry{ID: entryID, SPIFFEID: id, Parent: parent, Selectors: selectors}
 	}
 	if len(cfg.NodeSelectors) > 0 {
-		add(alias, ServerID(cfg.TrustDomain), slices.Clone(cfg.NodeSelectors))
+		add(EntryID(alias), alias, ServerID(cfg.TrustDomain), slices.Clone(cfg.NodeSelectors))
 	}
 	var errs []error
 	delegate, err := identity.ServiceAccountID(cfg.TrustDomain, cfg.DelegateNamespace, cfg.DelegateServiceAccount)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("the node agent's delegate entry: %w", err))
 	} else {
-		add(delegate, alias, identity.PodSelectors(cfg.DelegateNamespace, cfg.DelegateServiceAccount))
+		add(EntryID(delegate), delegate, alias, identity.PodSelectors(cfg.DelegateNamespace, cfg.DelegateServiceAccount))
 	}
-	for _, svc := range services {
+	agents, agentErrs := nodeAgents(cfg, in)
+	errs = append(errs, agentErrs...)
+	for _, svc := range in.Services {
 		if svc.Identity == "" {
 			continue // not computed yet: nothing to register
 		}
@@ -132,13 +219,53 @@ func Desired(cfg Config, services []Service) ([]Entry, []error) {
 			errs = append(errs, err)
 			continue
 		}
-		add(id, alias, identity.PodSelectors(svc.Namespace, sa))
+		for _, parent := range agents[serviceAccount{svc.Namespace, sa}] {
+			add(NodeEntryID(id, parent), id, parent, identity.PodSelectors(svc.Namespace, sa))
+		}
 	}
 	out := make([]Entry, 0, len(byID))
 	for _, e := range byID {
 		out = append(out, e)
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return cmp.Compare(a.SPIFFEID.String(), b.SPIFFEID.String()) })
+	slices.SortFunc(out, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(a.SPIFFEID.String(), b.SPIFFEID.String()), cmp.Compare(a.Parent.String(), b.Parent.String()))
+	})
+	return out, errs
+}
+
+type serviceAccount struct{ namespace, name string }
+
+// nodeAgents maps each ServiceAccount of in.Pods to the agent IDs of the nodes that run its
+// pods.
+func nodeAgents(cfg Config, in Inputs) (map[serviceAccount][]spiffeid.ID, []error) {
+	nodes := make(map[string]Node, len(in.Nodes))
+	for _, n := range in.Nodes {
+		nodes[n.Name] = n
+	}
+	agentOf := map[string]spiffeid.ID{}
+	var errs []error
+	out := map[serviceAccount][]spiffeid.ID{}
+	for _, p := range in.Pods {
+		node, known := nodes[p.Node]
+		if p.Node == "" || !known {
+			continue
+		}
+		agent, ok := agentOf[node.Name]
+		if !ok {
+			var err error
+			if agent, err = cfg.NodeAgent(node); err != nil {
+				errs = append(errs, fmt.Errorf("node %s: its SPIRE agent's ID (--spire-node-agent-path %s): %w", node.Name, cfg.NodeAgentPath, err))
+			}
+			agentOf[node.Name] = agent
+		}
+		if agent.IsZero() {
+			continue
+		}
+		sa := serviceAccount{p.Namespace, p.ServiceAccount}
+		if !slices.Contains(out[sa], agent) {
+			out[sa] = append(out[sa], agent)
+		}
+	}
 	return out, errs
 }
 
@@ -183,12 +310,12 @@ func (p Plan) Writes() int { return len(p.Create) + len(p.Update) + len(p.Delete
 // reports as the registrar's (Owned; a test disables the check to prove it matters).
 func Diff(desired, existing []Entry, owned func(Entry) bool) Plan {
 	ours := map[string]Entry{}
-	var foreign []Entry
+	foreign := map[string]bool{}
 	for _, e := range existing {
 		if owned(e) {
 			ours[e.ID] = e
 		} else {
-			foreign = append(foreign, e)
+			foreign[e.identityKey()] = true
 		}
 	}
 	var p Plan
@@ -200,7 +327,7 @@ func Diff(desired, existing []Entry, owned func(Entry) bool) Plan {
 			p.Kept++
 		case ok:
 			p.Update = append(p.Update, want)
-		case slices.ContainsFunc(foreign, want.sameIdentity):
+		case foreign[want.identityKey()]:
 			p.Provided = append(p.Provided, want)
 		default:
 			p.Create = append(p.Create, want)
@@ -217,6 +344,16 @@ func Diff(desired, existing []Entry, owned func(Entry) bool) Plan {
 // exactly the same selectors (SPIRE's own test for a similar entry).
 func (e Entry) sameIdentity(o Entry) bool {
 	return e.SPIFFEID == o.SPIFFEID && e.Parent == o.Parent && slices.Equal(e.Selectors, o.Selectors)
+}
+
+// identityKey is equal for two entries exactly when sameIdentity holds: selectors are sorted,
+// and each part is quoted, so no two lists of parts read alike.
+func (e Entry) identityKey() string {
+	parts := []string{strconv.Quote(e.SPIFFEID.String()), strconv.Quote(e.Parent.String())}
+	for _, s := range e.Selectors {
+		parts = append(parts, strconv.Quote(s.Type), strconv.Quote(s.Value))
+	}
+	return strings.Join(parts, " ")
 }
 
 func (e Entry) equal(o Entry) bool {

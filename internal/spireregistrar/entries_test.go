@@ -18,7 +18,8 @@ var testTD = spiffeid.RequireTrustDomainFromString("aether.internal")
 
 func testConfig() Config {
 	return Config{TrustDomain: testTD, NodeSelectors: []identity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}},
-		DelegateNamespace: "aether-operator-system", DelegateServiceAccount: DefaultDelegateServiceAccount}
+		DelegateNamespace: "aether-operator-system", DelegateServiceAccount: DefaultDelegateServiceAccount,
+		NodeAgentPath: DefaultNodeAgentPath}
 }
 
 func id(path string) spiffeid.ID { return spiffeid.RequireFromPath(testTD, path) }
@@ -71,41 +72,86 @@ func TestEntryID(t *testing.T) {
 	}
 }
 
+// TestDesired: the alias and the delegate once; each identity once per node that runs a pod of
+// its ServiceAccount, parented to that node's agent (k8s_psat's ID: the node's UID), and on no
+// other node; nothing for a node not known yet; a bad identity or agent path named.
 func TestDesired(t *testing.T) {
 	alias := identity.NodeAlias(testTD)
 	delegate := id("/ns/aether-operator-system/sa/aether-operator-agent")
+	aliasEntry := Entry{SPIFFEID: alias, Parent: ServerID(testTD), Selectors: []identity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}}
+	delegateEntry := Entry{SPIFFEID: delegate, Parent: alias, Selectors: identity.PodSelectors("aether-operator-system", "aether-operator-agent")}
+	nodes := []Node{{Name: "node-a", UID: "uid-a"}, {Name: "node-b", UID: "uid-b"}, {Name: "node-c", UID: "uid-c"}}
+	agentA, agentB := id("/spire/agent/k8s_psat/aether/uid-a"), id("/spire/agent/k8s_psat/aether/uid-b")
+	payments := "spiffe://aether.internal/ns/shop/sa/payments"
 	cases := map[string]struct {
-		cfg      func(*Config)
-		services []Service
-		want     []Entry // IDs filled in by the test
-		errs     []string
+		cfg  func(*Config)
+		in   Inputs
+		want []Entry // IDs filled in by the test
+		errs []string
 	}{
-		"alias, delegate and a service": {
-			services: []Service{{Namespace: "shop", Name: "payments", Identity: "spiffe://aether.internal/ns/shop/sa/payments"},
-				{Namespace: "shop", Name: "pending"}},
-			want: []Entry{
-				{SPIFFEID: alias, Parent: ServerID(testTD), Selectors: []identity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}},
-				{SPIFFEID: delegate, Parent: alias, Selectors: identity.PodSelectors("aether-operator-system", "aether-operator-agent")},
-				{SPIFFEID: id("/ns/shop/sa/payments"), Parent: alias, Selectors: identity.PodSelectors("shop", "payments")},
+		"alias, delegate, and a service's identity on the nodes of its pods only": {
+			in: Inputs{
+				Services: []Service{{Namespace: "shop", Name: "payments", Identity: payments}, {Namespace: "shop", Name: "pending"}},
+				Pods: []Pod{
+					{Namespace: "shop", ServiceAccount: "payments", Node: "node-b"},
+					{Namespace: "shop", ServiceAccount: "payments", Node: "node-a"},
+					{Namespace: "shop", ServiceAccount: "payments", Node: "node-a"}, // a second pod: still one entry
+					{Namespace: "shop", ServiceAccount: "web", Node: "node-c"},      // another identity's node
+					{Namespace: "bank", ServiceAccount: "payments", Node: "node-c"}, // another namespace's
+					{Namespace: "shop", ServiceAccount: "payments"},                 // not scheduled yet
+				},
+				Nodes: nodes,
 			},
+			want: []Entry{
+				aliasEntry, delegateEntry,
+				{SPIFFEID: id("/ns/shop/sa/payments"), Parent: agentA, Selectors: identity.PodSelectors("shop", "payments")},
+				{SPIFFEID: id("/ns/shop/sa/payments"), Parent: agentB, Selectors: identity.PodSelectors("shop", "payments")},
+			},
+		},
+		"a pod on a node not known yet, or no pod: no entry": {
+			in: Inputs{
+				Services: []Service{{Namespace: "shop", Name: "payments", Identity: payments}, {Namespace: "shop", Name: "idle", Identity: "spiffe://aether.internal/ns/shop/sa/idle"}},
+				Pods:     []Pod{{Namespace: "shop", ServiceAccount: "payments", Node: "node-new"}},
+				Nodes:    nodes,
+			},
+			want: []Entry{aliasEntry, delegateEntry},
+		},
+		"agents named by node name": {
+			cfg: func(c *Config) { c.NodeSelectors, c.NodeAgentPath = nil, "/spire/agent/x509pop/{node-name}" },
+			in: Inputs{
+				Services: []Service{{Namespace: "shop", Name: "payments", Identity: payments}},
+				Pods:     []Pod{{Namespace: "shop", ServiceAccount: "payments", Node: "node-b"}},
+				Nodes:    nodes,
+			},
+			want: []Entry{delegateEntry, {SPIFFEID: id("/ns/shop/sa/payments"), Parent: id("/spire/agent/x509pop/node-b"), Selectors: identity.PodSelectors("shop", "payments")}},
 		},
 		"no node selectors: the alias is the user's": {
 			cfg:  func(c *Config) { c.NodeSelectors = nil },
-			want: []Entry{{SPIFFEID: delegate, Parent: alias, Selectors: identity.PodSelectors("aether-operator-system", "aether-operator-agent")}},
+			want: []Entry{delegateEntry},
+		},
+		"a node whose agent ID cannot be formed is named, the others kept": {
+			in: Inputs{
+				Services: []Service{{Namespace: "shop", Name: "payments", Identity: payments}},
+				Pods:     []Pod{{Namespace: "shop", ServiceAccount: "payments", Node: "node-a"}, {Namespace: "shop", ServiceAccount: "payments", Node: "bad"}},
+				Nodes:    append(slices.Clone(nodes), Node{Name: "bad", UID: "Not/Valid"}),
+			},
+			want: []Entry{aliasEntry, delegateEntry, {SPIFFEID: id("/ns/shop/sa/payments"), Parent: agentA, Selectors: identity.PodSelectors("shop", "payments")}},
+			errs: []string{`node bad: its SPIRE agent's ID (--spire-node-agent-path /spire/agent/k8s_psat/aether/{node-uid}): "Not/Valid" is not one path segment`},
 		},
 		"identities that cannot be registered are named, the others kept": {
 			cfg: func(c *Config) { c.NodeSelectors = nil },
-			services: []Service{
-				{Namespace: "shop", Name: "a", Identity: "not a spiffe id"},
-				{Namespace: "shop", Name: "b", Identity: "spiffe://other.domain/ns/shop/sa/b"},
-				{Namespace: "shop", Name: "c", Identity: "spiffe://aether.internal/ns/bank/sa/c"},
-				{Namespace: "shop", Name: "d", Identity: "spiffe://aether.internal/ns/shop/sa/d/extra"},
-				{Namespace: "shop", Name: "e", Identity: "spiffe://aether.internal/ns/shop/sa/e"},
+			in: Inputs{
+				Services: []Service{
+					{Namespace: "shop", Name: "a", Identity: "not a spiffe id"},
+					{Namespace: "shop", Name: "b", Identity: "spiffe://other.domain/ns/shop/sa/b"},
+					{Namespace: "shop", Name: "c", Identity: "spiffe://aether.internal/ns/bank/sa/c"},
+					{Namespace: "shop", Name: "d", Identity: "spiffe://aether.internal/ns/shop/sa/d/extra"},
+					{Namespace: "shop", Name: "e", Identity: "spiffe://aether.internal/ns/shop/sa/e"},
+				},
+				Pods:  []Pod{{Namespace: "shop", ServiceAccount: "e", Node: "node-a"}},
+				Nodes: nodes,
 			},
-			want: []Entry{
-				{SPIFFEID: delegate, Parent: alias, Selectors: identity.PodSelectors("aether-operator-system", "aether-operator-agent")},
-				{SPIFFEID: id("/ns/shop/sa/e"), Parent: alias, Selectors: identity.PodSelectors("shop", "e")},
-			},
+			want: []Entry{delegateEntry, {SPIFFEID: id("/ns/shop/sa/e"), Parent: agentA, Selectors: identity.PodSelectors("shop", "e")}},
 			errs: []string{
 				`MeshService shop/a: status.identity "not a spiffe id" is not a SPIFFE ID`,
 				`MeshService shop/b: status.identity "spiffe://other.domain/ns/shop/sa/b" is in trust domain "other.domain", not the mesh's "aether.internal"`,
@@ -120,9 +166,13 @@ func TestDesired(t *testing.T) {
 			if tc.cfg != nil {
 				tc.cfg(&cfg)
 			}
-			got, errs := Desired(cfg, tc.services)
-			for i := range tc.want {
-				tc.want[i].ID = EntryID(tc.want[i].SPIFFEID)
+			got, errs := Desired(cfg, tc.in)
+			for i, w := range tc.want {
+				if w.Parent == alias || w.Parent == ServerID(testTD) {
+					tc.want[i].ID = EntryID(w.SPIFFEID)
+				} else {
+					tc.want[i].ID = NodeEntryID(w.SPIFFEID, w.Parent)
+				}
 			}
 			if !slices.EqualFunc(got, tc.want, Entry.equal) || !slices.EqualFunc(got, tc.want, func(a, b Entry) bool { return a.ID == b.ID }) {
 				t.Errorf("entries:\n got %v\nwant %v", got, tc.want)
@@ -136,6 +186,19 @@ func TestDesired(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNodeEntryID: one identity's entries on two nodes have two IDs, both marked; the same
+// (identity, node) always the same.
+func TestNodeEntryID(t *testing.T) {
+	x, a, b := id("/ns/shop/sa/x"), id("/spire/agent/k8s_psat/aether/uid-a"), id("/spire/agent/k8s_psat/aether/uid-b")
+	again := id("/ns/shop/sa/x")
+	if NodeEntryID(x, a) == NodeEntryID(x, b) || NodeEntryID(x, a) != NodeEntryID(again, a) || NodeEntryID(x, a) == EntryID(x) {
+		t.Errorf("NodeEntryID is not a function of the identity and the node: %s %s %s", NodeEntryID(x, a), NodeEntryID(x, b), EntryID(x))
+	}
+	if !Owned(Entry{ID: NodeEntryID(x, a)}) {
+		t.Errorf("%s is not marked", NodeEntryID(x, a))
 	}
 }
 

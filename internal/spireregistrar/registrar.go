@@ -12,11 +12,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	bundlev1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/bundle/v1"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -31,12 +34,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 )
 
 const (
 	// DefaultResync is how often the full diff runs when nothing changed (--spire-resync): it
 	// repairs entries changed or deleted behind the registrar's back. A reconcile that finds
-	// nothing to do costs four ListEntries calls (two listings of two pages) and no write.
+	// nothing to do costs one GetBundle (the server's trust domain) and one listing of every
+	// entry (ListEntries, 500 a page, and the empty page that ends it), and no write.
 	DefaultResync = 5 * time.Minute
 	// LeaderElectionID is the lease of the registrar-only mode (a sidecar of the SPIRE server),
 	// apart from the manager's own: each mode elects its own leader.
@@ -77,7 +82,8 @@ type Registrar struct {
 
 // SetupWithManager registers the registrar. It reconciles once at start (the alias and
 // delegate entries are desired even without MeshServices), whenever a MeshService comes, goes or
-// changes identity, and every Resync.
+// changes identity, a mesh pod is bound to a node, finishes or goes, a node comes or goes, and
+// every Resync.
 func (r *Registrar) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Resync <= 0 {
 		r.Resync = DefaultResync
@@ -92,6 +98,8 @@ func (r *Registrar) SetupWithManager(mgr ctrl.Manager) error {
 			return nil
 		})).
 		Watches(&meshv1alpha1.MeshService{}, all, builder.WithPredicates(identityChanged)).
+		Watches(&corev1.Pod{}, all, builder.WithPredicates(placementChanged)).
+		WatchesMetadata(&corev1.Node{}, all, builder.WithPredicates(nodeCameOrWent)).
 		WithOptions(controller.Options{
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryMin, retryMax),
 		}).
@@ -107,6 +115,30 @@ var identityChanged = predicate.Funcs{
 	},
 }
 
+// placementChanged passes the pod events that change which node must hold which identity: a
+// pod bound to a node appears, is bound (spec.nodeName set: the registrar writes the node's entry
+// at once, before the kubelet runs the pod's identity gate), finishes or goes.
+var placementChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return bound(e.Object) },
+	DeleteFunc: func(e event.DeleteEvent) bool { return bound(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*corev1.Pod)
+		updated, okNew := e.ObjectNew.(*corev1.Pod)
+		return !okOld || !okNew || needsIdentity(old) != needsIdentity(updated) || old.Spec.NodeName != updated.Spec.NodeName
+	},
+}
+
+func bound(o client.Object) bool {
+	pod, ok := o.(*corev1.Pod)
+	return !ok || pod.Spec.NodeName != ""
+}
+
+// nodeCameOrWent passes nodes' creations and deletions: a node's name and UID, all its agent's
+// ID is made of, never change.
+var nodeCameOrWent = predicate.Funcs{
+	UpdateFunc: func(event.UpdateEvent) bool { return false },
+}
+
 // Reconcile runs the full diff. A failure is retried with backoff (retryMin to retryMax) by the
 // workqueue; a success comes back after Resync.
 func (r *Registrar) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
@@ -116,18 +148,19 @@ func (r *Registrar) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	return reconcile.Result{RequeueAfter: r.Resync}, nil
 }
 
-// Sync makes SPIRE's entries of the registrar equal to the desired ones: it lists the
-// MeshServices (the cache) and the candidate entries (two ListEntries calls, paged), and writes
-// the plan, at most one Batch call of each kind per batchSize entries. It returns the plan.
-// SPIRE ends a paged listing with an empty page, so a reconcile with nothing to write makes four
-// ListEntries calls and no other.
+// Sync makes SPIRE's entries of the registrar equal to the desired ones: it reads the
+// MeshServices, the mesh's pods and the nodes (the cache), checks the server's trust domain
+// (GetBundle) and reads every entry (ListEntries, paged), and writes the plan, at most one Batch
+// call of each kind per batchSize entries. It returns the plan. SPIRE ends a paged listing with
+// an empty page, so a reconcile with nothing to write makes one GetBundle call, one ListEntries
+// call per 500 entries plus one, and no other.
 func (r *Registrar) Sync(ctx context.Context) (Plan, error) {
 	logger := log.FromContext(ctx).WithName(ControllerName)
-	services, err := r.services(ctx)
+	in, err := r.inputs(ctx)
 	if err != nil {
 		return Plan{}, err
 	}
-	desired, invalid := Desired(r.Config, services)
+	desired, invalid := Desired(r.Config, in)
 	for _, err := range invalid {
 		errorsCounter.WithLabelValues(reasonIdentity).Inc()
 		logger.Error(err, "Identity not registered in SPIRE")
@@ -135,8 +168,11 @@ func (r *Registrar) Sync(ctx context.Context) (Plan, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	api := spire{entries: entryv1.NewEntryClient(r.Conn)}
-	existing, err := api.candidates(ctx, r.Config.TrustDomain)
+	api := spire{entries: entryv1.NewEntryClient(r.Conn), bundles: bundlev1.NewBundleClient(r.Conn)}
+	if err := api.checkTrustDomain(ctx, r.Config.TrustDomain); err != nil {
+		return Plan{}, r.failed(logger, err)
+	}
+	existing, err := api.candidates(ctx)
 	if err != nil {
 		return Plan{}, r.failed(logger, err)
 	}
@@ -167,16 +203,46 @@ func (r *Registrar) Sync(ctx context.Context) (Plan, error) {
 	return plan, nil
 }
 
-func (r *Registrar) services(ctx context.Context) ([]Service, error) {
-	list := &meshv1alpha1.MeshServiceList{}
-	if err := r.Reader.List(ctx, list); err != nil {
-		return nil, fmt.Errorf("listing MeshServices: %w", err)
+// inputs reads the MeshServices, the mesh's pods and the nodes from the cache.
+func (r *Registrar) inputs(ctx context.Context) (Inputs, error) {
+	services := &meshv1alpha1.MeshServiceList{}
+	if err := r.Reader.List(ctx, services); err != nil {
+		return Inputs{}, fmt.Errorf("listing MeshServices: %w", err)
 	}
-	out := make([]Service, 0, len(list.Items))
-	for _, ms := range list.Items {
-		out = append(out, Service{Namespace: ms.Namespace, Name: ms.Name, Identity: ms.Status.Identity})
+	pods := &corev1.PodList{}
+	if err := r.Reader.List(ctx, pods, client.MatchingLabels{registration.LabelManaged: registration.ManagedValue}); err != nil {
+		return Inputs{}, fmt.Errorf("listing the mesh's pods: %w", err)
 	}
-	return out, nil
+	nodes := &metav1.PartialObjectMetadataList{}
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	if err := r.Reader.List(ctx, nodes); err != nil {
+		return Inputs{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	var in Inputs
+	for _, ms := range services.Items {
+		in.Services = append(in.Services, Service{Namespace: ms.Namespace, Name: ms.Name, Identity: ms.Status.Identity})
+	}
+	for _, p := range pods.Items {
+		if needsIdentity(&p) {
+			in.Pods = append(in.Pods, Pod{Namespace: p.Namespace, ServiceAccount: serviceAccountOf(&p), Node: p.Spec.NodeName})
+		}
+	}
+	for _, n := range nodes.Items {
+		in.Nodes = append(in.Nodes, Node{Name: n.Name, UID: string(n.UID)})
+	}
+	return in, nil
+}
+
+// needsIdentity reports whether pod's node must hold its identity: it is bound to a node and
+// has not finished.
+func needsIdentity(pod *corev1.Pod) bool {
+	return pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
+// serviceAccountOf is the ServiceAccount pod runs as: "default" when the spec names none (the
+// API server's admission fills it in; a pod read before that runs as "default" all the same).
+func serviceAccountOf(pod *corev1.Pod) string {
+	return cmp.Or(pod.Spec.ServiceAccountName, "default")
 }
 
 // failed records a SPIRE call that failed as a whole and returns the error the workqueue logs
@@ -207,11 +273,24 @@ func (r *Registrar) reached(logger logr.Logger) {
 }
 
 // CacheOptions is the registrar-only manager's cache: MeshServices trimmed to their identity,
-// the only field the registrar reads (a status's dial surface alone may hold 521 rows).
+// the only field the registrar reads (a status's dial surface alone may hold 521 rows), and the
+// mesh's pods trimmed as the manager's cache holds them (the label and registration.Trim), so
+// both modes read the same. Nodes are watched as metadata only.
 func CacheOptions() cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&meshv1alpha1.MeshService{}: {Transform: keepIdentity},
+		&corev1.Pod{}: {
+			Label:     labels.SelectorFromSet(labels.Set{registration.LabelManaged: registration.ManagedValue}),
+			Transform: trimPod,
+		},
 	}}
+}
+
+func trimPod(o any) (any, error) {
+	if pod, ok := o.(*corev1.Pod); ok {
+		return registration.Trim(pod), nil
+	}
+	return o, nil
 }
 
 func keepIdentity(o any) (any, error) {

@@ -22,16 +22,19 @@ import (
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
-// TestRegistration: a MeshService with an identity gets its entry (parent the node alias,
-// selectors k8s:ns and k8s:sa), beside the alias's and the delegate's; the SPIRE agent then
-// issues its SVID to the delegate for those selectors, with the identity as URI SAN; deleting
-// the MeshService deletes the entry.
+// TestRegistration: the alias's and the delegate's entries; a MeshService identity gets one
+// entry per node that runs a mesh pod of its ServiceAccount, parented to that node's SPIRE agent
+// (k8s_psat's ID, of the node's UID), and none on any other node: a pod not yet bound and a pod
+// outside the mesh add none, a bound pod adds its node's, a node keeps it while one of its pods
+// of it runs and loses it when the last finishes or goes, or when the node goes; deleting the
+// MeshService deletes the rest.
 func TestRegistration(t *testing.T) {
 	r := newRig(t, DefaultResync, "")
 	alias := Entry{ID: EntryID(r.spire.NodeAlias), SPIFFEID: r.spire.NodeAlias, Parent: ServerID(r.spire.TrustDomain),
@@ -42,25 +45,80 @@ func TestRegistration(t *testing.T) {
 	r.waitEntry(t, alias)
 	r.waitEntry(t, delegate)
 
-	ms, payments := r.service(t, "payments")
-	r.waitEntry(t, payments)
-	svid := waitSVID(t, r.spire, payments.SPIFFEID, identity.PodSelectors(r.ns, "payments"))
-	if len(svid.URIs) != 1 || svid.URIs[0].String() != ms.Status.Identity {
-		t.Fatalf("the SVID's URI SANs are %v, want [%s]", svid.URIs, ms.Status.Identity)
-	}
+	a, b, c := node(t), node(t), node(t)
+	ms, onA := r.service(t, "payments", a)
+	onB, onC := r.entryOn(t, onA.SPIFFEID, "payments", b), r.entryOn(t, onA.SPIFFEID, "payments", c)
+	r.meshPod(t, "pending", "payments", nil)     // not scheduled: no node holds it for this pod
+	pod(t, r.ns, "outsider", "payments", c, nil) // not the mesh's: c gets nothing
+	first := r.meshPod(t, "payments-1", "payments", a)
+	r.waitOnly(t, onA.SPIFFEID, onA)
 
+	second := r.meshPod(t, "payments-2", "payments", a)
+	onBPod := r.meshPod(t, "payments-3", "payments", b)
+	r.waitOnly(t, onA.SPIFFEID, onA, onB)
+
+	// The pod on b finishes: b loses the identity.
+	onBPod.Status.Phase = corev1.PodSucceeded
+	if err := env.Client.Status().Update(testContext(t), onBPod); err != nil {
+		t.Fatal(err)
+	}
+	r.waitOnly(t, onA.SPIFFEID, onA)
+
+	// One of a's two pods goes: a keeps it. The pod informer delivers events in order, so once
+	// the registrar has written c's entry for a pod created after the deletion, it has seen the
+	// deletion too.
+	deletePod(t, first)
+	r.meshPod(t, "payments-4", "payments", c)
+	r.waitOnly(t, onA.SPIFFEID, onA, onC)
+	// a's last pod goes: a loses it.
+	deletePod(t, second)
+	r.waitOnly(t, onA.SPIFFEID, onC)
+	// Node c goes (its pods with it, in a cluster): its agent's entry goes.
+	if err := env.Client.Delete(testContext(t), c); err != nil {
+		t.Fatal(err)
+	}
+	r.waitOnly(t, onA.SPIFFEID)
+
+	r.meshPod(t, "payments-5", "payments", b)
+	r.waitOnly(t, onA.SPIFFEID, onB)
 	r.deleteService(t, ms)
-	r.waitGone(t, payments.ID)
+	r.waitOnly(t, onA.SPIFFEID)
 	r.waitEntry(t, alias) // the others stay
 	r.waitEntry(t, delegate)
 }
 
-// waitSVID asks the SPIRE agent's Delegated Identity API, as the node agent does (this process is
+// waitOnly polls until SPIRE's entries for SPIFFE ID id are exactly want.
+func (r *rig) waitOnly(t *testing.T, id spiffeid.ID, want ...Entry) {
+	t.Helper()
+	var parents []string
+	for _, w := range want {
+		parents = append(parents, w.Parent.String())
+	}
+	testenv.Eventually(t, fmt.Sprintf("the entries of %s exactly under %v", id, parents), func() error {
+		var got []Entry
+		for _, e := range r.entries(t) {
+			if e.SPIFFEID == id {
+				got = append(got, e)
+			}
+		}
+		if len(got) != len(want) {
+			return fmt.Errorf("%d entries: %v", len(got), got)
+		}
+		for _, w := range want {
+			if !slices.ContainsFunc(got, func(e Entry) bool { return e.ID == w.ID && e.equal(w) }) {
+				return fmt.Errorf("no entry %+v among %v", w, got)
+			}
+		}
+		return nil
+	})
+}
+
+// waitSVID asks the Delegated Identity API on admin, as the node agent does (this process is
 // the authorized delegate), for the X.509 SVID of selectors, until it holds one for want, and
 // returns its leaf after checking it chains to the agent's bundle.
-func waitSVID(t *testing.T, spire *spiretest.Env, want spiffeid.ID, selectors []identity.Selector) *x509.Certificate {
+func waitSVID(t *testing.T, spire *spiretest.Env, admin string, want spiffeid.ID, selectors []identity.Selector) *x509.Certificate {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+spire.AdminSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+admin, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,15 +203,19 @@ func TestOwnership(t *testing.T) {
 	start := writes(t)
 	r := newRig(t, time.Second, "")
 	td := r.spire.TrustDomain
-	ms, payments := r.service(t, "payments")
-	_, billing := r.service(t, "billing")
+	a := node(t)
+	ms, payments := r.service(t, "payments", a)
+	_, billing := r.service(t, "billing", a)
+	r.meshPod(t, "payments", "payments", a)
+	r.meshPod(t, "billing", "billing", a)
 	foreign := []Entry{
 		// The same SPIFFE ID as the registrar's, under another parent.
 		r.handMade(t, Entry{SPIFFEID: payments.SPIFFEID, Parent: spiffeid.RequireFromPath(td, "/other-agents"), Selectors: payments.Selectors}),
-		// Under the alias, without the mark.
+		// Under the alias and under a's agent, without the mark.
 		r.handMade(t, Entry{SPIFFEID: spiffeid.RequireFromPath(td, "/ns/"+r.ns+"/sa/tool"), Parent: r.spire.NodeAlias, Selectors: identity.PodSelectors(r.ns, "tool")}),
+		r.handMade(t, Entry{SPIFFEID: spiffeid.RequireFromPath(td, "/ns/"+r.ns+"/sa/tool"), Parent: r.agentOf(t, a), Selectors: identity.PodSelectors(r.ns, "tool")}),
 		// The user's own registration of billing's identity, exactly as the registrar's would be.
-		r.handMade(t, Entry{SPIFFEID: billing.SPIFFEID, Parent: r.spire.NodeAlias, Selectors: billing.Selectors}),
+		r.handMade(t, Entry{SPIFFEID: billing.SPIFFEID, Parent: billing.Parent, Selectors: billing.Selectors}),
 	}
 	foreign = append(foreign,
 		r.findBySPIFFEID(t, r.spire.Delegate), // spiretest's delegate entry, under the alias
@@ -170,7 +232,7 @@ func TestOwnership(t *testing.T) {
 	}
 	for _, e := range r.entries(t) {
 		if e.ID == billing.ID {
-			t.Errorf("the registrar created %s for %s, which the user's entry %s already provides", e.ID, e.SPIFFEID, foreign[2].ID)
+			t.Errorf("the registrar created %s for %s, which the user's entry %s already provides", e.ID, e.SPIFFEID, foreign[3].ID)
 		}
 	}
 
@@ -184,16 +246,16 @@ func TestOwnership(t *testing.T) {
 		t.Errorf("aether_spire_registrar_writes_total went from %v to %v over resyncs with nothing to do", written, now)
 	}
 
-	// Nothing differs now: a reconcile lists (under the alias, then the alias's own: two pages
-	// each, as SPIRE ends a paged listing with an empty page) and writes nothing; the user's
+	// Nothing differs now: a reconcile reads the server's trust domain, lists every entry (two
+	// pages, as SPIRE ends a paged listing with an empty page) and writes nothing; the user's
 	// entry provides billing.
 	quiet, counter := r.counted(t)
 	plan, err := quiet.Sync(testContext(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := counter.snapshot(); plan.Writes() != 0 || len(got) != 1 || got["ListEntries"] != 4 {
-		t.Errorf("a reconcile with nothing to do made the calls %v (plan: %d writes), want only ListEntries, 4 times", got, plan.Writes())
+	if got := counter.snapshot(); plan.Writes() != 0 || len(got) != 2 || got["GetBundle"] != 1 || got["ListEntries"] != 2 {
+		t.Errorf("a reconcile with nothing to do made the calls %v (plan: %d writes), want only GetBundle once and ListEntries twice", got, plan.Writes())
 	}
 	if len(plan.Provided) != 1 || plan.Provided[0].SPIFFEID != billing.SPIFFEID {
 		t.Errorf("provided by others: %v, want billing's identity", plan.Provided)
@@ -274,7 +336,9 @@ func survived(entries, want []Entry) error {
 // behind its back is put back, by the periodic resync alone (no MeshService changes).
 func TestResync(t *testing.T) {
 	r := newRig(t, time.Second, "")
-	_, web := r.service(t, "web")
+	a := node(t)
+	_, web := r.service(t, "web", a)
+	r.meshPod(t, "web", "web", a)
 	r.waitEntry(t, web)
 
 	ctx := testContext(t)
@@ -346,7 +410,9 @@ func TestUnreachable(t *testing.T) {
 // by SPIRE; the error says so and names the flag, and SPIRE counts as reachable.
 func TestTrustDomainMismatch(t *testing.T) {
 	r := newRig(t, DefaultResync, "")
-	_, web := r.service(t, "web")
+	a := node(t)
+	_, web := r.service(t, "web", a)
+	r.meshPod(t, "web", "web", a)
 	r.waitEntry(t, web)
 	wrong, _ := r.counted(t)
 	wrong.Config.TrustDomain = spiffeid.RequireTrustDomainFromString("other.domain")

@@ -9,11 +9,13 @@ import (
 	"slices"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	bundlev1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/bundle/v1"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/aether-mesh/aether-operator/internal/identity"
 )
@@ -32,24 +34,31 @@ func Dial(path string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	return grpc.NewClient("unix://"+path, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 }
 
-// spire is the registrar's side of the entry API.
+// spire is the registrar's side of the entry and bundle APIs.
 type spire struct {
 	entries entryv1.EntryClient
+	bundles bundlev1.BundleClient
 }
 
-// candidates lists the entries that may be the registrar's: those under the node alias and the
-// alias's own (parent: the server). Ownership is decided by the caller, by the mark.
-func (s spire) candidates(ctx context.Context, td spiffeid.TrustDomain) ([]Entry, error) {
-	alias := apiID(identity.NodeAlias(td))
-	under, err := s.list(ctx, &entryv1.ListEntriesRequest_Filter{ByParentId: alias})
+// checkTrustDomain refuses, as SPIRE refuses a request, a server of another trust domain than
+// td: listing every entry names no trust domain, so SPIRE itself would refuse only the entries,
+// one by one.
+func (s spire) checkTrustDomain(ctx context.Context, td spiffeid.TrustDomain) error {
+	b, err := s.bundles.GetBundle(ctx, &bundlev1.GetBundleRequest{OutputMask: &types.BundleMask{}})
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("reading the server's trust domain: %w", err)
 	}
-	self, err := s.list(ctx, &entryv1.ListEntriesRequest_Filter{BySpiffeId: alias})
-	if err != nil {
-		return nil, err
+	if b.GetTrustDomain() != td.Name() {
+		return status.Errorf(codes.InvalidArgument, "the server's trust domain is %q, not %q", b.GetTrustDomain(), td.Name())
 	}
-	return append(under, self...), nil
+	return nil
+}
+
+// candidates lists every entry: the registrar's are under the alias, the server (the alias's
+// own) and every node's agent, including nodes gone since (whose entries must go too), so no
+// filter of SPIRE's selects them all. Ownership is decided by the caller, by the mark.
+func (s spire) candidates(ctx context.Context) ([]Entry, error) {
+	return s.list(ctx, nil)
 }
 
 // list reads every page of the entries filter selects.

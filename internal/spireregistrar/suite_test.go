@@ -15,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -28,6 +30,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/identity"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
@@ -60,10 +63,16 @@ type rig struct {
 // empty).
 func newRig(t *testing.T, resync time.Duration, socket string) *rig {
 	t.Helper()
-	r := &rig{spire: spiretest.Start(t, spiretest.Options{TrustDomain: "aether.internal"})}
+	return newRigWith(t, resync, socket, spiretest.Options{TrustDomain: "aether.internal"})
+}
+
+// newRigWith is newRig with SPIRE started with opts.
+func newRigWith(t *testing.T, resync time.Duration, socket string, opts spiretest.Options) *rig {
+	t.Helper()
+	r := &rig{spire: spiretest.Start(t, opts)}
 	r.api = entryv1.NewEntryClient(r.spire.ServerConn(t))
 	r.cfg = Config{TrustDomain: r.spire.TrustDomain, NodeSelectors: []identity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}},
-		DelegateNamespace: delegateNamespace, DelegateServiceAccount: DefaultDelegateServiceAccount}
+		DelegateNamespace: delegateNamespace, DelegateServiceAccount: DefaultDelegateServiceAccount, NodeAgentPath: DefaultNodeAgentPath}
 	ns, err := env.Namespace(testContext(t), "registrar")
 	if err != nil {
 		t.Fatal(err)
@@ -202,13 +211,17 @@ func (r *rig) handMade(t *testing.T, e Entry) Entry {
 }
 
 // service creates MeshService name in the rig's namespace with identity
-// spiffe://aether.internal/ns/<ns>/sa/<name>, as the MeshService controller writes it, and
-// returns the registrar's entry for it.
-func (r *rig) service(t *testing.T, name string) (*meshv1alpha1.MeshService, Entry) {
+// spiffe://aether.internal/ns/<ns>/sa/<name>, as the MeshService controller writes it, and the
+// ServiceAccount of that name, and returns the registrar's entry for it on node (whose pods of
+// it the test makes).
+func (r *rig) service(t *testing.T, name string, node *corev1.Node) (*meshv1alpha1.MeshService, Entry) {
 	t.Helper()
 	ctx := testContext(t)
 	ms := &meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: name}}
 	if err := env.Client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: name}}); err != nil {
 		t.Fatal(err)
 	}
 	id, err := identity.ServiceAccountID(r.spire.TrustDomain, r.ns, name)
@@ -219,7 +232,67 @@ func (r *rig) service(t *testing.T, name string) (*meshv1alpha1.MeshService, Ent
 	if err := env.Client.Status().Update(ctx, ms); err != nil {
 		t.Fatalf("setting the identity of MeshService %s: %v", name, err)
 	}
-	return ms, Entry{ID: EntryID(id), SPIFFEID: id, Parent: r.spire.NodeAlias, Selectors: identity.PodSelectors(r.ns, name)}
+	return ms, r.entryOn(t, id, name, node)
+}
+
+// entryOn is the registrar's entry of identity id (ServiceAccount sa of the rig's namespace) on
+// node.
+func (r *rig) entryOn(t *testing.T, id spiffeid.ID, sa string, node *corev1.Node) Entry {
+	t.Helper()
+	agent := r.agentOf(t, node)
+	return Entry{ID: NodeEntryID(id, agent), SPIFFEID: id, Parent: agent, Selectors: identity.PodSelectors(r.ns, sa)}
+}
+
+// agentOf is node's SPIRE agent ID, as k8s_psat makes it: of the node's UID.
+func (r *rig) agentOf(t *testing.T, node *corev1.Node) spiffeid.ID {
+	t.Helper()
+	agent, err := r.cfg.NodeAgent(Node{Name: node.Name, UID: string(node.UID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return agent
+}
+
+// node creates a node (a Node object; no kubelet) and removes it when the test ends.
+func node(t *testing.T) *corev1.Node {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: "node-"}}
+	if err := env.Client.Create(testContext(t), n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
+	return n
+}
+
+// pod creates a mesh pod (labelled aether.io/managed=true) of ServiceAccount sa in namespace ns,
+// bound to node as the scheduler binds it (spec.nodeName; none when node is nil).
+func pod(t *testing.T, ns, name, sa string, node *corev1.Node, labels map[string]string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{ServiceAccountName: sa, AutomountServiceAccountToken: new(false),
+			Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+	}
+	if node != nil {
+		p.Spec.NodeName = node.Name
+	}
+	if err := env.Client.Create(testContext(t), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// meshPod is pod in the rig's namespace, labelled as the mesh's.
+func (r *rig) meshPod(t *testing.T, name, sa string, node *corev1.Node) *corev1.Pod {
+	t.Helper()
+	return pod(t, r.ns, name, sa, node, map[string]string{registration.LabelManaged: registration.ManagedValue})
+}
+
+func deletePod(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	if err := env.Client.Delete(testContext(t), p, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
 }
 
 func (r *rig) deleteService(t *testing.T, ms *meshv1alpha1.MeshService) {

@@ -17,6 +17,11 @@
 //
 // Entries with k8s selectors (k8s:ns:<ns>, k8s:sa:<sa>) parented to the alias are what the
 // Delegated Identity API hands out for those selectors: no kubelet is needed for that.
+//
+// With Options.PSAT the server also admits agents by k8s_psat, as in a cluster, against a real
+// API server (TokenReview, then the token's pod and its node): StartNodeAgent runs one more agent
+// per node, whose SPIFFE ID is spiffe://<td>/spire/agent/k8s_psat/<cluster>/<node UID>, so that a
+// test tells nodes apart as SPIRE does.
 package spiretest
 
 import (
@@ -55,6 +60,26 @@ type Options struct {
 	// SVIDTTL is the X.509 SVIDs' lifetime (default 1h); short values exercise rotation (SPIRE
 	// rotates at half of it). SPIRE refuses less than its CA's rotation allows, about a minute.
 	SVIDTTL time.Duration
+	// PSAT, when set, makes the server attest agents by k8s_psat too (StartNodeAgent).
+	PSAT *PSAT
+}
+
+// PSAT is the k8s_psat cluster the server admits.
+type PSAT struct {
+	// Cluster is the cluster's name in SPIRE's configuration (the agent's and the server's).
+	Cluster string
+	// Kubeconfig reaches the cluster's API server, for TokenReviews and reading pods and nodes.
+	Kubeconfig string
+	// ServiceAccount (namespace:name) is the only one whose pods' tokens may attest an agent.
+	ServiceAccount string
+}
+
+// Agent is a SPIRE agent StartNodeAgent runs.
+type Agent struct {
+	// ID is the agent's SPIFFE ID.
+	ID spiffeid.ID
+	// WorkloadSocket is its Workload API and AdminSocket its Delegated Identity API (paths).
+	WorkloadSocket, AdminSocket string
 }
 
 // Env is a running SPIRE.
@@ -72,6 +97,10 @@ type Env struct {
 	Delegate spiffeid.ID
 	// Dir holds the configurations, data and logs (server.log, agent.log).
 	Dir string
+
+	bin         string
+	port        int
+	psatCluster string
 }
 
 // Binaries returns the directory holding spire-server and spire-agent: $AETHER_SPIRE_BIN when
@@ -132,15 +161,56 @@ func Start(t testing.TB, o Options) *Env {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 
-	port := freePort(t)
-	e.startServer(t, bin, port, o.SVIDTTL)
-	e.waitHealthy(ctx, t, bin, "spire-server", e.ServerSocket)
-	token := e.joinToken(ctx, t, bin)
-	e.startAgent(t, bin, port, token)
-	e.waitHealthy(ctx, t, bin, "spire-agent", e.WorkloadSocket)
-	e.CreateEntry(t, e.Delegate, e.NodeAlias, "unix:uid:"+strconv.Itoa(os.Getuid()))
-	e.waitDelegate(ctx, t)
+	e.bin, e.port = bin, freePort(t)
+	e.startServer(t, o.SVIDTTL, o.PSAT)
+	e.waitHealthy(ctx, t, "spire-server", e.ServerSocket)
+	token := e.joinToken(ctx, t)
+	e.startAgent(t, "spire-agent", "agent-data", e.WorkloadSocket, e.AdminSocket, `NodeAttestor "join_token" {
+    plugin_data {}
+  }`, fmt.Sprintf("join_token = %q", token))
+	e.waitHealthy(ctx, t, "spire-agent", e.WorkloadSocket)
+	e.CreateEntry(t, e.Delegate, e.NodeAlias, e.delegateSelector())
+	e.waitDelegate(ctx, t, e.WorkloadSocket)
 	return e
+}
+
+// delegateSelector selects this test process on an agent's Workload API (unix attestor).
+func (e *Env) delegateSelector() string { return "unix:uid:" + strconv.Itoa(os.Getuid()) }
+
+// StartNodeAgent runs, until the test ends, one more agent, called name, attested by k8s_psat
+// (Options.PSAT) with token: a ServiceAccount token bound to a pod of PSAT.ServiceAccount,
+// audience spire-server, as the kubelet projects it into a SPIRE agent's pod. The server makes
+// the agent's ID of the pod's node: id must be that ID (the test knows the node's UID). It
+// registers Delegate under id and returns once the agent serves it: its Delegated Identity API
+// then accepts this process, and the agent's ID is id.
+func (e *Env) StartNodeAgent(t testing.TB, name, token string, id spiffeid.ID) *Agent {
+	t.Helper()
+	if e.psatCluster == "" {
+		t.Fatal("spiretest: StartNodeAgent needs Options.PSAT: the server admits no k8s_psat agent")
+	}
+	dir := filepath.Join(e.Dir, name)
+	a := &Agent{ID: id, WorkloadSocket: filepath.Join(dir, "workload", "agent.sock"), AdminSocket: filepath.Join(dir, "admin", "admin.sock")}
+	for _, d := range []string{"workload", "admin", "data"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokenPath := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenPath, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.startAgent(t, name, filepath.Join(name, "data"), a.WorkloadSocket, a.AdminSocket, fmt.Sprintf(`NodeAttestor "k8s_psat" {
+    plugin_data {
+      cluster = %q
+      token_path = %q
+    }
+  }`, e.psatCluster, tokenPath), "")
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	e.waitHealthy(ctx, t, "spire-agent", a.WorkloadSocket)
+	e.CreateEntry(t, e.Delegate, id, e.delegateSelector())
+	e.waitDelegate(ctx, t, a.WorkloadSocket)
+	return a
 }
 
 func freePort(t testing.TB) int {
@@ -153,7 +223,22 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func (e *Env) startServer(t testing.TB, bin string, port int, svidTTL time.Duration) {
+func (e *Env) startServer(t testing.TB, svidTTL time.Duration, psat *PSAT) {
+	psatPlugin := ""
+	if psat != nil {
+		e.psatCluster = psat.Cluster
+		psatPlugin = fmt.Sprintf(`
+  NodeAttestor "k8s_psat" {
+    plugin_data {
+      clusters = {
+        %q = {
+          service_account_allow_list = [%q]
+          kube_config_file = %q
+        }
+      }
+    }
+  }`, psat.Cluster, psat.ServiceAccount, psat.Kubeconfig)
+	}
 	conf := fmt.Sprintf(`server {
   bind_address = "127.0.0.1"
   bind_port = "%d"
@@ -175,14 +260,16 @@ plugins {
   }
   NodeAttestor "join_token" {
     plugin_data {}
-  }
+  }%s
 }
-`, port, e.ServerSocket, e.TrustDomain.Name(), filepath.Join(e.Dir, "server-data"), svidTTL.String(),
-		filepath.Join(e.Dir, "server-data", "datastore.sqlite3"))
-	e.run(t, bin, "spire-server", conf)
+`, e.port, e.ServerSocket, e.TrustDomain.Name(), filepath.Join(e.Dir, "server-data"), svidTTL.String(),
+		filepath.Join(e.Dir, "server-data", "datastore.sqlite3"), psatPlugin)
+	e.run(t, "spire-server", "spire-server", conf)
 }
 
-func (e *Env) startAgent(t testing.TB, bin string, port int, token string) {
+// startAgent runs an agent called name with its node attestor's plugin block and extra agent
+// settings, its data under <Dir>/<data> and its sockets at workload and admin.
+func (e *Env) startAgent(t testing.TB, name, data, workload, admin, attestor, extra string) {
 	conf := fmt.Sprintf(`agent {
   data_dir = %q
   log_level = "INFO"
@@ -192,13 +279,11 @@ func (e *Env) startAgent(t testing.TB, bin string, port int, token string) {
   admin_socket_path = %q
   trust_domain = %q
   insecure_bootstrap = true
-  join_token = %q
+  %s
   authorized_delegates = [%q]
 }
 plugins {
-  NodeAttestor "join_token" {
-    plugin_data {}
-  }
+  %s
   KeyManager "memory" {
     plugin_data {}
   }
@@ -206,13 +291,13 @@ plugins {
     plugin_data {}
   }
 }
-`, filepath.Join(e.Dir, "agent-data"), port, e.WorkloadSocket, e.AdminSocket, e.TrustDomain.Name(), token, e.Delegate.String())
-	e.run(t, bin, "spire-agent", conf)
+`, filepath.Join(e.Dir, data), e.port, workload, admin, e.TrustDomain.Name(), extra, e.Delegate.String(), attestor)
+	e.run(t, "spire-agent", name, conf)
 }
 
-// run starts name with conf until the test ends; its log is <Dir>/<name>.log, printed when the
-// test fails.
-func (e *Env) run(t testing.TB, bin, name, conf string) {
+// run starts binary as name with conf until the test ends; its log is <Dir>/<name>.log, printed
+// when the test fails.
+func (e *Env) run(t testing.TB, binary, name, conf string) {
 	t.Helper()
 	confPath := filepath.Join(e.Dir, name+".conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
@@ -223,7 +308,7 @@ func (e *Env) run(t testing.TB, bin, name, conf string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(bin, name), "run", "-config", confPath)
+	cmd := exec.Command(filepath.Join(e.bin, binary), "run", "-config", confPath)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("spiretest: starting %s: %v", name, err)
@@ -248,11 +333,11 @@ func tail(b []byte, n int) []byte {
 }
 
 // waitHealthy polls `<name> healthcheck` on socket until it answers healthy.
-func (e *Env) waitHealthy(ctx context.Context, t testing.TB, bin, name, socket string) {
+func (e *Env) waitHealthy(ctx context.Context, t testing.TB, name, socket string) {
 	t.Helper()
 	var last []byte
 	for {
-		out, err := exec.CommandContext(ctx, filepath.Join(bin, name), "healthcheck", "-socketPath", socket).CombinedOutput()
+		out, err := exec.CommandContext(ctx, filepath.Join(e.bin, name), "healthcheck", "-socketPath", socket).CombinedOutput()
 		if err == nil {
 			return
 		}
@@ -266,9 +351,9 @@ func (e *Env) waitHealthy(ctx context.Context, t testing.TB, bin, name, socket s
 }
 
 // joinToken makes a one-use join token whose agent gets the alias NodeAlias.
-func (e *Env) joinToken(ctx context.Context, t testing.TB, bin string) string {
+func (e *Env) joinToken(ctx context.Context, t testing.TB) string {
 	t.Helper()
-	out, err := exec.CommandContext(ctx, filepath.Join(bin, "spire-server"), "token", "generate",
+	out, err := exec.CommandContext(ctx, filepath.Join(e.bin, "spire-server"), "token", "generate",
 		"-socketPath", e.ServerSocket, "-spiffeID", e.NodeAlias.String(), "-ttl", "600").CombinedOutput()
 	if err != nil {
 		t.Fatalf("spiretest: spire-server token generate: %v\n%s", err, out)
@@ -280,12 +365,12 @@ func (e *Env) joinToken(ctx context.Context, t testing.TB, bin string) string {
 	return token
 }
 
-// waitDelegate waits until the agent hands this process its delegate SVID: from then on, the
-// Delegated Identity API accepts this process.
-func (e *Env) waitDelegate(ctx context.Context, t testing.TB) {
+// waitDelegate waits until the agent on workload hands this process its delegate SVID: from
+// then on, that agent's Delegated Identity API accepts this process.
+func (e *Env) waitDelegate(ctx context.Context, t testing.TB, workload string) {
 	t.Helper()
 	for {
-		svid, err := workloadapi.FetchX509SVID(ctx, workloadapi.WithAddr("unix://"+e.WorkloadSocket))
+		svid, err := workloadapi.FetchX509SVID(ctx, workloadapi.WithAddr("unix://"+workload))
 		if err == nil && svid.ID == e.Delegate {
 			return
 		}

@@ -135,8 +135,11 @@ func run(dir, nodeName, nodeIP, serviceIP string) error {
 		"apiserver": server("kube-apiserver", []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local", "localhost"}, "127.0.0.1", nodeIP, serviceIP),
 		"apiserver-kubelet-client": client("kube-apiserver-kubelet-client", "system:masters"),
-		"kubelet-serving":          server(nodeName, []string{nodeName}, nodeIP),
-		"sa":                       client("service-accounts"),
+		// Signed by the cluster CA, with the node's name and IP: the SPIRE agent verifies it when it
+		// asks the kubelet at status.hostIP for a caller's pod (config/spire's kubelet_ca_path is
+		// the pods' ca.crt, this CA: lib.sh's --root-ca-file). A self-signed one would be refused.
+		"kubelet-serving": server(nodeName, []string{nodeName}, nodeIP),
+		"sa":              client("service-accounts"),
 	}
 	issued := map[string]*keyPair{}
 	for name, tmpl := range certs {

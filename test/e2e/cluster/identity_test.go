@@ -128,7 +128,12 @@ var _ = Describe("Workload identities from SPIRE", Ordered, func() {
 		}
 	})
 
-	It("registers one entry per MeshService identity, marked as the registrar's and parented to the node agents' alias", func() {
+	It("registers one entry per MeshService identity and node running its pods, marked as the registrar's and parented to that node's SPIRE agent only", func() {
+		node := &corev1.Node{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "node-a"}, node)).To(Succeed())
+		// k8s_psat's ID of node-a's agent (config/spire's cluster "aether"): not the node agents'
+		// alias, which every node's agent holds.
+		agent := "spiffe://" + trustDomain + "/spire/agent/k8s_psat/aether/" + string(node.UID)
 		for _, sa := range []string{"web", "db"} {
 			ms := &meshv1alpha1.MeshService{}
 			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: sa}, ms)).To(Succeed())
@@ -136,7 +141,7 @@ var _ = Describe("Workload identities from SPIRE", Ordered, func() {
 			entry := spireServer("entry", "show", "-spiffeID", ms.Status.Identity)
 			Expect(regexp.MustCompile(`(?m)^Entry ID\s*:`).FindAllString(entry, -1)).To(HaveLen(1), entry)
 			Expect(entry).To(MatchRegexp(`(?m)^Entry ID\s*: aether-operator\.[0-9a-f]{32}$`))
-			Expect(entry).To(MatchRegexp(`(?m)^Parent ID\s*: ` + regexp.QuoteMeta("spiffe://"+trustDomain+"/aether/node-agents") + `$`))
+			Expect(entry).To(MatchRegexp(`(?m)^Parent ID\s*: ` + regexp.QuoteMeta(agent) + `$`))
 			Expect(entry).To(MatchRegexp(`(?m)^Selector\s*: k8s:ns:` + ns + `$`))
 			Expect(entry).To(MatchRegexp(`(?m)^Selector\s*: k8s:sa:` + sa + `$`))
 		}

@@ -30,7 +30,8 @@ import (
 // SPIRE on the real node, deployed from config/spire (hack/cluster/deploy.sh): the node's SPIRE
 // agent attested by k8s_psat (its projected ServiceAccount token, checked by the server with a
 // TokenReview), and the k8s workload attestor, through the real kubelet, telling a pod's
-// ServiceAccount apart: an entry made by hand for one ServiceAccount, parented to the node
+// ServiceAccount apart (the kubelet's serving certificate verified against the cluster CA): an
+// entry made by hand for one ServiceAccount, parented to the node
 // agents' alias (which selects every agent of the cluster by k8s_psat:cluster), gives that
 // ServiceAccount's pod its X.509 SVID over the Workload API socket on the node, with the URI SAN
 // spiffe://<td>/ns/<ns>/sa/<sa>; a pod of another ServiceAccount on the same socket gets none.
@@ -70,7 +71,7 @@ var _ = Describe("SPIRE on a real node", Ordered, func() {
 		Expect(out).To(MatchRegexp(`(?m)^\s*SPIFFE ID\s*: ` + regexp.QuoteMeta("spiffe://"+trustDomain+"/spire/agent/k8s_psat/"+psatCluster+"/"+string(node.UID)) + `$`))
 	})
 
-	It("gives the pod of a registered ServiceAccount its SVID over the Workload API, and a pod of another none", func() {
+	It("gives the pod of a registered ServiceAccount its SVID over the Workload API, the kubelet's certificate verified, and a pod of another none", func() {
 		// The node agents' alias: made here (and removed after) unless the registrar made it.
 		if !strings.Contains(spireServer("entry", "show", "-spiffeID", alias), "Entry ID") {
 			entryIDs = append(entryIDs, createdEntry(spireServer("entry", "create", "-node", "-spiffeID", alias,
@@ -111,6 +112,12 @@ var _ = Describe("SPIRE on a real node", Ordered, func() {
 		Expect(k8s.Create(ctx, workload)).To(Succeed())
 		Expect(finished(workload)).To(Equal(corev1.PodSucceeded), "the workload's log:\n%s", podLog(ctx, workload))
 		Expect(podLog(ctx, workload)).To(ContainSubstring(testapp.SVIDPrefix + " " + want + "\n"))
+		// The agent found the pod through the kubelet, whose serving certificate (issued by the
+		// cluster CA, hack/cluster/pki) it verified: the deployed configuration never skips that.
+		agentConf := &corev1.ConfigMap{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "spire-system", Name: "spire-agent"}, agentConf)).To(Succeed())
+		Expect(agentConf.Data["agent.conf"]).NotTo(ContainSubstring("skip_kubelet_verification"))
+		Expect(agentConf.Data["agent.conf"]).To(ContainSubstring(`kubelet_ca_path = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"`))
 
 		// Same node, same socket, attested as well (the agent found its pod through the kubelet),
 		// and started only now, so that every one of its 10 s of attempts finds the agent holding
