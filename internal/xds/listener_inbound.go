@@ -13,6 +13,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	connectionlimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/connection_limit/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -47,6 +48,12 @@ const (
 	// listener facing untrusted peers, so a thousand slow readers hold 32 MiB, not 1 GiB. Above it
 	// Envoy stops reading from the other side until the buffer drains: back-pressure, not loss.
 	InboundBufferLimit = 32 << 10
+	// InboundChainConnections is how many connections each chain of an inbound listener (one per
+	// port of the pod, and the floor) holds at once (the connection_limit filter, first on every
+	// chain; Envoy counts per chain); more are closed at once. Mesh peers pool their connections
+	// (one per source pod and port), so 4 096 leaves room for thousands of callers while one
+	// pod's listener cannot take the node's whole budget (the overload manager's cap).
+	InboundChainConnections = 4096
 )
 
 // inboundListenerAddress is where pod p's inbound listener listens, in its netns: every address
@@ -78,6 +85,9 @@ func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.L
 		}
 	}
 	slices.SortFunc(chains, func(a, b *listenerv3.FilterChain) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	for _, c := range append(slices.Clip(chains), floor) {
+		b.limitConnections(c)
+	}
 	return &listenerv3.Listener{
 		Name:                          InboundListener(pod),
 		Address:                       inboundListenerAddress(p),
@@ -131,3 +141,16 @@ func (b *builder) inboundTCPChain(name string, match *listenerv3.FilterChainMatc
 	chain.TransportSocketConnectTimeout = durationpb.New(InboundHandshakeTimeout)
 	return chain
 }
+
+// limitConnections puts the connection_limit filter first in chain c (an inbound chain): at most
+// InboundChainConnections at once, counted for that chain.
+func (b *builder) limitConnections(c *listenerv3.FilterChain) {
+	if c == nil {
+		return
+	}
+	limit := &connectionlimitv3.ConnectionLimit{StatPrefix: c.GetName(), MaxConnections: wrapperspb.UInt64(InboundChainConnections)}
+	c.Filters = append([]*listenerv3.Filter{b.networkFilter(ConnectionLimitFilter, c.GetName(), limit)}, c.Filters...)
+}
+
+// ConnectionLimitFilter is the network filter that bounds a chain's connections.
+const ConnectionLimitFilter = "envoy.filters.network.connection_limit"

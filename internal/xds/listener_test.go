@@ -31,12 +31,13 @@ import (
 func fxChainTarget(t testing.TB, ch *listenerv3.FilterChain) string {
 	t.Helper()
 	filters := ch.GetFilters()
-	// A capture chain starts with the filter that makes its upstream leave from the pod.
-	if len(filters) == 2 && filters[0].GetName() == xds.SetFilterStateFilter {
+	// A capture chain starts with the filter that makes its upstream leave from the pod, an
+	// inbound chain with its connection limit.
+	if len(filters) == 2 && (filters[0].GetName() == xds.SetFilterStateFilter || filters[0].GetName() == xds.ConnectionLimitFilter) {
 		filters = filters[1:]
 	}
 	if len(filters) != 1 {
-		t.Fatalf("chain %s has filters %v, want one (after set_filter_state on a capture chain)", ch.GetName(), filters)
+		t.Fatalf("chain %s has filters %v, want one (after set_filter_state or connection_limit)", ch.GetName(), filters)
 	}
 	f := filters[0]
 	switch f.GetName() {

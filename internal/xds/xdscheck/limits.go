@@ -10,6 +10,8 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	connectionlimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/connection_limit/v3"
 	downstreamconnectionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
 
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -26,13 +28,17 @@ const (
 	// maxInboundWait is the longest a silent or trickling peer may hold a connection before its
 	// TLS handshake completes (listener filters, then the handshake).
 	maxInboundWait = 30 * time.Second
+	// maxChainConnections is the most connections one inbound chain may hold at once: a tenth of
+	// a node's cap of 50 000 at most, so that one pod's port cannot take the node's budget.
+	maxChainConnections = 5000
 	// globalConnectionsMonitor is the overload manager's connection cap (Envoy's documentation,
 	// "Limiting active connections").
 	globalConnectionsMonitor = "envoy.resource_monitors.global_downstream_max_connections"
 )
 
 // InboundLimits checks that every inbound listener (traffic_direction INBOUND: it faces every peer
-// of the mesh) bounds what one connection may hold: per_connection_buffer_limit_bytes set and at
+// of the mesh) bounds how many connections each chain holds (connection_limit first, at most
+// 5 000) and what one connection may hold: per_connection_buffer_limit_bytes set and at
 // most 64 KiB; listener_filters_timeout set, non-zero and without continue (a connection whose
 // ClientHello never comes is closed); every chain that terminates TLS, the default chain too, with
 // a transport_socket_connect_timeout (the handshake), the two waits together at most 30 s; and
@@ -69,10 +75,13 @@ func InboundLimits(res xds.Resources) []string {
 			chains = append(slices.Clip(chains), d)
 		}
 		for _, fc := range chains {
+			chainAt := fmt.Sprintf("%s chain %q", at, fc.GetName())
+			if why := limitsConnections(fc.GetFilters()); why != "" {
+				out = append(out, chainAt+": "+why)
+			}
 			if fc.GetTransportSocket() == nil {
 				continue
 			}
-			chainAt := fmt.Sprintf("%s chain %q", at, fc.GetName())
 			handshake := fc.GetTransportSocketConnectTimeout().AsDuration()
 			switch {
 			case fc.GetTransportSocketConnectTimeout() == nil || handshake <= 0:
@@ -84,6 +93,19 @@ func InboundLimits(res xds.Resources) []string {
 		}
 	}
 	return out
+}
+
+// limitsConnections says what is wrong with a chain's connection bound, "" when its first filter is
+// connection_limit with a positive max_connections of at most maxChainConnections.
+func limitsConnections(filters []*listenerv3.Filter) string {
+	limit := &connectionlimitv3.ConnectionLimit{}
+	if len(filters) < 2 || !unpackAs(filters[0].GetTypedConfig(), limit) {
+		return "no connection_limit filter first: one chain may hold every connection the node allows"
+	}
+	if n := limit.GetMaxConnections().GetValue(); n == 0 || n > maxChainConnections {
+		return fmt.Sprintf("connection_limit max_connections %d, want 1..%d", n, maxChainConnections)
+	}
+	return ""
 }
 
 // BootstrapLimits checks that the bootstrap caps the node's downstream connections: the overload

@@ -63,6 +63,12 @@ func TestInboundLimitsRejectBrokenCopies(t *testing.T) {
 		"a handshake of a minute": {func(l *listenerv3.Listener) {
 			l.GetFilterChains()[0].TransportSocketConnectTimeout = durationpb.New(time.Minute)
 		}, "want at most 30s"},
+		"no connection limit on a port's chain": {func(l *listenerv3.Listener) {
+			l.GetFilterChains()[0].Filters = l.GetFilterChains()[0].Filters[1:]
+		}, "no connection_limit filter first"},
+		"no connection limit on the floor": {func(l *listenerv3.Listener) {
+			l.GetDefaultFilterChain().Filters = l.GetDefaultFilterChain().Filters[1:]
+		}, `chain "in_floor": no connection_limit filter first`},
 		"outside the connection cap": {func(l *listenerv3.Listener) { l.IgnoreGlobalConnLimit = true }, "ignore_global_conn_limit"},
 	} {
 		t.Run(name, func(t *testing.T) {

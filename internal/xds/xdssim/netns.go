@@ -11,6 +11,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	setfilterstatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/set_filter_state/v3"
+	connectionlimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/connection_limit/v3"
 	netsetfilterstatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/set_filter_state/v3"
 	filterstateoverridev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/local_address_selectors/filter_state_override/v3"
 )
@@ -55,10 +56,16 @@ type stateObject struct {
 var formatOperator = regexp.MustCompile(`%[A-Z_]+(\([^)]*\))?%`)
 
 // applyNetworkFilters runs the chain's filters before its terminal one on the connection's
-// filter state; only set_filter_state is modelled.
+// filter state; only set_filter_state and connection_limit (which one walked connection passes)
+// are modelled.
 func applyNetworkFilters(fc *listenerv3.FilterChain, state filterState) error {
 	filters := fc.GetFilters()
 	for _, f := range filters[:max(len(filters)-1, 0)] {
+		// connection_limit closes a connection beyond its count; one connection walked alone is
+		// within it, and it changes nothing of where the connection lands.
+		if tc := f.GetTypedConfig(); tc != nil && unpack(tc, &connectionlimitv3.ConnectionLimit{}) {
+			continue
+		}
 		config := &netsetfilterstatev3.Config{}
 		if tc := f.GetTypedConfig(); tc == nil || !unpack(tc, config) {
 			return fmt.Errorf("%w: chain %q has network filter %q before its terminal filter", ErrUnsupported, fc.GetName(), f.GetName())
