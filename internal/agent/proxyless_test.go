@@ -687,9 +687,9 @@ func TestProxylessRefusesAnotherPodsNodeID(t *testing.T) {
 	t.Cleanup(func() { _ = conn.Close() })
 	impostorClient := &proxylessClient{conn: conn, node: victimID}
 	testenv.Eventually(t, "the refusal logged, naming the claimed ID and the impostor's pod", func() error {
-		if l := a.serverLogs.with("claims another pod's node ID", `"claimed"="`+victimID+`"`, `"pod"="`+impostorID+`"`); len(l) == 0 {
+		if l := a.serverLogs.With("claims another pod's node ID", `"claimed"="`+victimID+`"`, `"pod"="`+impostorID+`"`); len(l) == 0 {
 			_, _ = impostorClient.call(ctx) // the channel connects on its first RPC
-			return fmt.Errorf("no such line in %q", a.serverLogs.with("Refusing"))
+			return fmt.Errorf("no such line in %q", a.serverLogs.With("Refusing"))
 		}
 		return nil
 	})

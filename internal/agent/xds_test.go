@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,7 +21,6 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/client-go/util/retry"
@@ -37,6 +35,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/testlog"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
@@ -58,7 +57,7 @@ type xdsAgent struct {
 	// caller is the pod the test's processes run as, for the proxyless socket (actAs); serverLogs
 	// are the xDS server's log lines.
 	caller     *actingPod
-	serverLogs *testLogs
+	serverLogs *testlog.Lines
 }
 
 // actingPod is the pod UID the proxyless socket reads for every process of the test (the test
@@ -80,31 +79,6 @@ func (a *actingPod) podOf(int32) (string, error) {
 func (a *xdsAgent) actAs(pod *corev1.Pod) {
 	uid := string(pod.UID)
 	a.caller.uid.Store(&uid)
-}
-
-// testLogs collects a logger's lines.
-type testLogs struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *testLogs) write(prefix, args string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, prefix+" "+args)
-}
-
-// with are the lines that contain every one of parts.
-func (l *testLogs) with(parts ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
-			out = append(out, line)
-		}
-	}
-	return out
 }
 
 // startXDSAgent creates a node of the test's own (so no other test's pods are on it) and runs an
@@ -134,9 +108,9 @@ func startXDSAgentServing(t *testing.T, ns string, proxyless bool, configure ...
 		}
 		return listener
 	}
-	caller, serverLogs := &actingPod{}, &testLogs{}
+	caller, serverLogs := &actingPod{}, &testlog.Lines{}
 	serverOptions := xdsserver.Options{Listener: listen("xds.sock"), PodOfProcess: caller.podOf,
-		Log: funcr.New(serverLogs.write, funcr.Options{Verbosity: 1}).WithName("xds-" + ns)}
+		Log: serverLogs.Logger(1).WithName("xds-" + ns)}
 	if proxyless {
 		serverOptions.ProxylessListener = listen("proxyless/xds.sock")
 	}

@@ -11,12 +11,10 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
@@ -25,41 +23,17 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/testlog"
 )
 
 // domain is the tests' trust domain (the mesh's domain in the agent's tests).
 const domain = "aether.internal"
 
-// logLines collects a logger's lines for a test to read.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) write(prefix, args string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, prefix+" "+args)
-}
-
-// with are the lines that contain every one of parts.
-func (l *logLines) with(parts ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 // startSource runs a source of socket until the test ends, wanting ids; its lines go to logs.
-func startSource(t *testing.T, socket string, logs *logLines, ids ...svid.Identity) *svid.Source {
+func startSource(t *testing.T, socket string, logs *testlog.Lines, ids ...svid.Identity) *svid.Source {
 	t.Helper()
 	src, err := svid.New(svid.Options{Socket: socket, TrustDomain: spiffeid.RequireTrustDomainFromString(domain),
-		Log: funcr.New(logs.write, funcr.Options{Verbosity: 1}), RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond})
+		Log: logs.Logger(1), RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +135,7 @@ func TestSourceFollowsSPIRE(t *testing.T) {
 	namespaceWide := spiffeid.RequireFromPath(webID.TrustDomain(), "/ns/shop/any-workload")
 	env.CreateEntry(t, namespaceWide, env.NodeAlias, "k8s:ns:shop")
 
-	logs := &logLines{}
+	logs := &testlog.Lines{}
 	src := startSource(t, env.AdminSocket, logs, web, db, orphan, web) // web twice: one subscription
 	var got svid.Secrets
 	waitFor(t, time.Minute, "the SVIDs of web and db and the bundle", func() error {
@@ -188,8 +162,8 @@ func TestSourceFollowsSPIRE(t *testing.T) {
 		t.Errorf("pending %q, want [%s]: its selectors match only %s's entry", got.Pending, orphan.ID, namespaceWide)
 	}
 	waitFor(t, 30*time.Second, "SPIRE returning the namespace-wide SVID for the orphan's selectors", func() error {
-		if lines := logs.with("none of the identity itself", orphan.ID, namespaceWide.String()); len(lines) != 1 {
-			return fmt.Errorf("%d lines say SPIRE returned %s for %s: %q", len(lines), namespaceWide, orphan.ID, logs.with("none of the identity"))
+		if lines := logs.With("none of the identity itself", orphan.ID, namespaceWide.String()); len(lines) != 1 {
+			return fmt.Errorf("%d lines say SPIRE returned %s for %s: %q", len(lines), namespaceWide, orphan.ID, logs.With("none of the identity"))
 		}
 		return nil
 	})
@@ -219,8 +193,8 @@ func TestSourceFollowsSPIRE(t *testing.T) {
 		t.Errorf("the rotated SVID expires at %s, not after the previous one's %s", after.NotAfter, before.NotAfter)
 	}
 	verify(t, after, webID, src.Secrets().BundlePEM)
-	if len(logs.with("SVID rotated", web.ID, after.Serial)) != 1 {
-		t.Errorf("no line says web's SVID rotated to %s: %q", after.Serial, logs.with("SVID"))
+	if len(logs.With("SVID rotated", web.ID, after.Serial)) != 1 {
+		t.Errorf("no line says web's SVID rotated to %s: %q", after.Serial, logs.With("SVID"))
 	}
 
 	// db's and the orphan's pods go: their streams end and db's SVID is dropped.
@@ -240,7 +214,7 @@ func TestSourceFollowsSPIRE(t *testing.T) {
 		}
 		return nil
 	})
-	for _, line := range logs.with("PRIVATE KEY") {
+	for _, line := range logs.With("PRIVATE KEY") {
 		t.Errorf("a log line carries a private key: %q", line)
 	}
 }
@@ -263,7 +237,7 @@ func TestSourceReopensStreams(t *testing.T) {
 	register(t, env, web)
 	p := &socketProxy{path: env.Dir + "/proxy.sock", target: env.AdminSocket}
 	p.start(t)
-	logs := &logLines{}
+	logs := &testlog.Lines{}
 	src := startSource(t, p.path, logs, web)
 	waitFor(t, time.Minute, "web's SVID and the bundle", func() error {
 		if s := src.Secrets(); len(s.SVIDs) != 1 || s.BundlePEM == nil {
@@ -293,7 +267,7 @@ func TestSourceReopensStreams(t *testing.T) {
 		}
 		return nil
 	})
-	if lines := logs.with("Delegated Identity API stream failed"); len(lines) != 2 {
+	if lines := logs.With("Delegated Identity API stream failed"); len(lines) != 2 {
 		t.Errorf("%d lines report the outage after %v failures, want 2 (one per stream): %q", len(lines), failures()-before, lines)
 	}
 	if s := src.Secrets(); len(s.SVIDs) != 1 || string(s.SVIDs[0].ChainPEM) != string(held.SVIDs[0].ChainPEM) || string(s.BundlePEM) != string(held.BundlePEM) {
@@ -302,12 +276,12 @@ func TestSourceReopensStreams(t *testing.T) {
 
 	p.start(t)
 	waitFor(t, 30*time.Second, "both streams re-opened", func() error {
-		if lines := logs.with("Delegated Identity API stream re-opened"); len(lines) != 2 {
+		if lines := logs.With("Delegated Identity API stream re-opened"); len(lines) != 2 {
 			return fmt.Errorf("%d lines say a stream re-opened: %q", len(lines), lines)
 		}
 		return nil
 	})
-	if lines := logs.with("Delegated Identity API stream failed"); len(lines) != 2 {
+	if lines := logs.With("Delegated Identity API stream failed"); len(lines) != 2 {
 		t.Errorf("%d lines report an outage, want 2: %q", len(lines), lines)
 	}
 	s := src.Secrets()
