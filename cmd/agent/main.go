@@ -16,11 +16,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/go-logr/logr"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -109,28 +107,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
 	}
-	if *captureResync <= 0 {
-		fmt.Fprintf(os.Stderr, "agent: --capture-resync is %s; it must be positive, e.g. %s\n", *captureResync, agent.DefaultCaptureResync)
-		os.Exit(2)
-	}
-	var proxyUID *uint32
-	switch uid := *captureUID; {
-	case uid == -1:
-	case uid < 0 || uid > math.MaxUint32:
-		fmt.Fprintf(os.Stderr, "agent: --capture-exclude-uid is %d; want a user ID (0..%d) or -1 for none\n", uid, uint32(math.MaxUint32))
-		os.Exit(2)
-	default:
-		proxyUID = new(uint32(uid))
-	}
-	never, err := parseCaptureNever(*captureNever)
+	captureOpts, err := captureOptions(*captureResync, *captureUID, *captureNever)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
-	}
-	nodeAddrs, err := hostAddresses()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
-		os.Exit(1)
 	}
 	netns, err := agent.ParseNetNSPathTemplate(*netnsTemplate)
 	if err != nil {
@@ -209,7 +189,7 @@ func main() {
 		options.XDS = &agent.XDSOptions{
 			Server:     xdsserver.New(serverOptions),
 			MeshDomain: meshDomain, Issuer: issuer, CaptureMode: mode, NetNS: registry, NetNSPathTemplate: netns,
-			Capture: &agent.CaptureOptions{Resync: *captureResync, ProxyUID: proxyUID, Never: slices.Concat(nodeAddrs, never)},
+			Capture: captureOpts,
 		}
 		options.XDS.Identities = identities
 	}

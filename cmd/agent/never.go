@@ -5,10 +5,42 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/aether-mesh/aether-operator/internal/agent"
 )
+
+// captureOptions reads the capture flags (--capture-resync, --capture-exclude-uid,
+// --capture-never) and the node's own addresses into the agent's capture options; a bad flag is
+// refused naming it, its value and what it wants.
+func captureOptions(resync time.Duration, uid int64, never string) (*agent.CaptureOptions, error) {
+	if resync <= 0 {
+		return nil, fmt.Errorf("--capture-resync is %s; it must be positive, e.g. %s", resync, agent.DefaultCaptureResync)
+	}
+	opts := &agent.CaptureOptions{Resync: resync}
+	switch {
+	case uid == -1:
+	case uid < 0 || uid > math.MaxUint32:
+		return nil, fmt.Errorf("--capture-exclude-uid is %d; want a user ID (0..%d) or -1 for none", uid, uint32(math.MaxUint32))
+	default:
+		opts.ProxyUID = new(uint32(uid))
+	}
+	cidrs, err := parseCaptureNever(never)
+	if err != nil {
+		return nil, err
+	}
+	nodeAddrs, err := hostAddresses()
+	if err != nil {
+		return nil, err
+	}
+	opts.Never = slices.Concat(nodeAddrs, cidrs)
+	return opts, nil
+}
 
 // parseCaptureNever reads --capture-never: comma-separated CIDRs (or bare addresses) that capture
 // never redirects, in any mode. A bad entry is refused naming it and the form wanted.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestParseCaptureNever: --capture-never's CIDRs and bare addresses; a bad entry is refused naming
@@ -41,6 +42,29 @@ func TestHostAddresses(t *testing.T) {
 	for _, p := range got {
 		if !p.IsSingleIP() {
 			t.Errorf("%s is not a single address", p)
+		}
+	}
+}
+
+// TestCaptureOptions: the capture flags read together; each bad one refused naming it.
+func TestCaptureOptions(t *testing.T) {
+	opts, err := captureOptions(time.Second, 1337, "203.0.113.0/24")
+	if err != nil || *opts.ProxyUID != 1337 || !slices.Contains(opts.Never, netip.MustParsePrefix("203.0.113.0/24")) ||
+		!slices.Contains(opts.Never, netip.MustParsePrefix("127.0.0.1/32")) {
+		t.Errorf("captureOptions = %+v, %v; want uid 1337, the CIDR and the node's addresses", opts, err)
+	}
+	for _, tc := range []struct {
+		resync time.Duration
+		uid    int64
+		never  string
+		want   string
+	}{
+		{0, -1, "", "--capture-resync is 0s"},
+		{time.Second, -2, "", "--capture-exclude-uid is -2"},
+		{time.Second, -1, "10.0.0.1/8", "--capture-never"},
+	} {
+		if _, err := captureOptions(tc.resync, tc.uid, tc.never); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("captureOptions(%s, %d, %q) = %v, want an error starting %q", tc.resync, tc.uid, tc.never, err, tc.want)
 		}
 	}
 }

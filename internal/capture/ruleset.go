@@ -34,9 +34,10 @@ const (
 	// SetSurface4 and SetSurface6 hold the (VIP, port) pairs surface mode redirects, by family.
 	SetSurface4 = "surface4"
 	SetSurface6 = "surface6"
-	// SetMeshAddrs4 and SetMeshAddrs6 hold the mesh's addresses all mode redirects, by family:
-	// every VIP and every meshed pod address.
+	// SetMeshAddrs4 holds the mesh's IPv4 addresses, which all and scoped mode redirect: every
+	// VIP and every meshed pod address.
 	SetMeshAddrs4 = "mesh_addrs4"
+	// SetMeshAddrs6 holds the mesh's IPv6 addresses.
 	SetMeshAddrs6 = "mesh_addrs6"
 )
 
@@ -57,8 +58,9 @@ const (
 	TypeIPv4Port SetType = "ipv4_addr . inet_service"
 	// TypeIPv6Port is an IPv6 destination address and port, concatenated.
 	TypeIPv6Port SetType = "ipv6_addr . inet_service"
-	// TypeIPv4 and TypeIPv6 are a destination address alone.
+	// TypeIPv4 is an IPv4 destination address alone.
 	TypeIPv4 SetType = "ipv4_addr"
+	// TypeIPv6 is an IPv6 destination address alone.
 	TypeIPv6 SetType = "ipv6_addr"
 )
 

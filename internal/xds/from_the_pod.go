@@ -72,7 +72,6 @@ func (b *builder) fromThePodFilter() *listenerv3.Filter {
 				Specifier: &corev3.DataSource_InlineString{InlineString: fromThePodFormat},
 			}},
 		}},
-		ReadOnly:           true,
 		SharedWithUpstream: setfilterstatev3.FilterStateValue_ONCE,
 	}}}
 	b.shared.fromThePod = b.networkFilter(SetFilterStateFilter, "the capture chains", config)

@@ -70,7 +70,7 @@ func fromThePod(t testing.TB) *listenerv3.Filter {
 		Value: &setfilterstatev3.FilterStateValue_FormatString{FormatString: &corev3.SubstitutionFormatString{
 			Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{
 				Specifier: &corev3.DataSource_InlineString{InlineString: "%FILTER_STATE(" + xds.ListenerNetnsKey + ":PLAIN)%"}}}}},
-		ReadOnly: true, SharedWithUpstream: setfilterstatev3.FilterStateValue_ONCE,
+		SharedWithUpstream: setfilterstatev3.FilterStateValue_ONCE,
 	}}}
 	return &listenerv3.Filter{Name: xds.SetFilterStateFilter, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: pack(t, config)}}
 }

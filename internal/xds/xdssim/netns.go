@@ -39,8 +39,6 @@ const (
 	ListenerNetnsKey = "envoy.network.network_namespace"
 	// UpstreamNetnsKey is the object the filter-state local address selector reads.
 	UpstreamNetnsKey = "envoy.network.upstream_bind_override.network_namespace"
-	// setFilterStateName is the network filter's name.
-	setFilterStateName = "envoy.filters.network.set_filter_state"
 )
 
 // filterState is a connection's filter state: each object's value and whether it is shared with
@@ -48,8 +46,10 @@ const (
 type filterState map[string]stateObject
 
 type stateObject struct {
-	value            string
-	shared, readOnly bool
+	value  string
+	shared bool
+	// readOnly: Envoy keeps the object and refuses a later write (the listener's own are so).
+	readOnly bool
 }
 
 // formatOperator matches one command of a substitution format string.
@@ -87,11 +87,8 @@ func setObject(v *setfilterstatev3.FilterStateValue, state filterState) error {
 	key := v.GetObjectKey()
 	format := v.GetFormatString()
 	text := format.GetTextFormatSource().GetInlineString()
-	if text == "" {
-		text = format.GetTextFormat()
-	}
-	if key == "" || format == nil || format.GetJsonFormat() != nil || len(format.GetFormatters()) > 0 {
-		return fmt.Errorf("%w: set_filter_state value of key %q is not an object key with a text format", ErrUnsupported, key)
+	if key == "" || format.GetTextFormatSource().GetInlineString() == "" || len(format.GetFormatters()) > 0 {
+		return fmt.Errorf("%w: set_filter_state value of key %q is not an object key with an inline text format", ErrUnsupported, key)
 	}
 	var unsupported error
 	value := formatOperator.ReplaceAllStringFunc(text, func(op string) string {
@@ -111,7 +108,7 @@ func setObject(v *setfilterstatev3.FilterStateValue, state filterState) error {
 	if old, set := state[key]; set && old.readOnly {
 		return nil // Envoy refuses to overwrite a read-only object (logged), keeping the old one
 	}
-	state[key] = stateObject{value: value, shared: v.GetSharedWithUpstream() != setfilterstatev3.FilterStateValue_NONE, readOnly: v.GetReadOnly()}
+	state[key] = stateObject{value: value, shared: v.GetSharedWithUpstream() != setfilterstatev3.FilterStateValue_NONE}
 	return nil
 }
 
