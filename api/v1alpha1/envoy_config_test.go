@@ -172,8 +172,9 @@ func envoyProblems(ds *appsv1.DaemonSet, line string) []string {
 	switch {
 	case sc == nil || sc.Capabilities == nil:
 		report("Envoy has no securityContext capabilities")
-	case !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"SYS_ADMIN"}):
-		report("Envoy's capabilities are drop %v add %v: want drop [ALL] add [SYS_ADMIN] (setns into the pods' network namespaces)", sc.Capabilities.Drop, sc.Capabilities.Add)
+	case !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"SYS_ADMIN", "NET_ADMIN"}):
+		report("Envoy's capabilities are drop %v add %v: want drop [ALL] add [SYS_ADMIN NET_ADMIN] (setns into the pods' network namespaces; SO_MARK on the sockets it opens there)",
+			sc.Capabilities.Drop, sc.Capabilities.Add)
 	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
 		report("Envoy's root filesystem is writable")
 	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Privileged != nil && *sc.Privileged:
@@ -234,10 +235,14 @@ func TestEnvoyComponent(t *testing.T) {
 	}{
 		"another line":   {func(s *corev1.PodSpec) { container(s, "envoy").Image = envoyImageRepo + ":v1.39.2" }, "on the line of the protos"},
 		"a floating tag": {func(s *corev1.PodSpec) { container(s, "envoy").Image = envoyImageRepo + ":latest" }, "on the line of the protos"},
-		"NET_ADMIN too": {func(s *corev1.PodSpec) {
+		"NET_RAW too": {func(s *corev1.PodSpec) {
 			c := container(s, "envoy")
-			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, "NET_ADMIN")
-		}, "want drop [ALL] add [SYS_ADMIN]"},
+			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, "NET_RAW")
+		}, "want drop [ALL] add [SYS_ADMIN NET_ADMIN]"},
+		"no NET_ADMIN (no SO_MARK: the proxy's own upstream would be captured again)": {func(s *corev1.PodSpec) {
+			c := container(s, "envoy")
+			c.SecurityContext.Capabilities.Add = []corev1.Capability{"SYS_ADMIN"}
+		}, "want drop [ALL] add [SYS_ADMIN NET_ADMIN]"},
 		"no propagation":       {func(s *corev1.PodSpec) { mountAt(container(s, "envoy"), "/var/run/netns").MountPropagation = nil }, "HostToContainer"},
 		"a writable bootstrap": {func(s *corev1.PodSpec) { mountAt(container(s, "envoy"), "/etc/envoy").ReadOnly = false }, "read-only for Envoy"},
 		"no bootstrap flag":    {func(s *corev1.PodSpec) { container(s, "agent").Args = container(s, "agent").Args[:1] }, "no --envoy-bootstrap"},

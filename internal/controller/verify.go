@@ -297,6 +297,9 @@ func verificationInputsChanged(before, after client.Object) bool {
 	}
 	a, b := registration.Trim(old), registration.Trim(updated)
 	a.ResourceVersion, b.ResourceVersion = "", ""
+	// Trim keeps the phase for the SPIRE registrar (a finished pod leaves its node); the verdict
+	// does not read it, and every pod's start would otherwise re-verify its endpoint.
+	a.Status.Phase, b.Status.Phase = "", ""
 	return !equality.Semantic.DeepEqual(a, b)
 }
 
