@@ -274,31 +274,24 @@ func TestRolloutRetypingAPort(t *testing.T) {
 func TestOwnedServiceConverges(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespaceWithSA(t, ctx, "orders")
-	ms := &meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}}
-	if err := env.Client.Create(ctx, ms); err != nil {
-		t.Fatal(err)
-	}
-	old := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders", OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: meshv1alpha1.GroupVersion.String(), Kind: "MeshService", Name: "orders", UID: ms.UID, Controller: new(true),
-		}}},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "mesh", Port: 18081}}},
-	}
-	// The controller may have made the Service already (the MeshService lives while its
-	// ServiceAccount does): then it is put back to what an older version left.
+	// The controller makes the MeshService and its Service (the endpoint keeps them, whatever
+	// its cache knows of the ServiceAccount yet); the test then puts the Service back to what an
+	// older version left: one port, no annotations, the same owner. (A MeshService the test made
+	// itself could be removed by a controller whose cache had not seen the ServiceAccount yet, and
+	// a Service owned by that removed MeshService is no longer the mesh's.)
+	endpoint(t, ctx, ns, "orders-0", "orders", healthy, 8080, 8080, "HTTP", 9000, "TCP")
+	old := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}}
 	testenv.Eventually(t, "the Service an older version made", func() error {
-		err := env.Client.Create(ctx, old.DeepCopy())
-		if !apierrors.IsAlreadyExists(err) {
-			return err
-		}
 		live := &corev1.Service{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), live); err != nil {
 			return err
 		}
-		live.Annotations, live.Spec.Ports = nil, old.Spec.Ports
+		if metav1.GetControllerOf(live) == nil || metav1.GetControllerOf(live).Kind != "MeshService" {
+			return fmt.Errorf("the Service has no MeshService owner yet: %v", live.OwnerReferences)
+		}
+		live.Annotations, live.Spec.Ports = nil, []corev1.ServicePort{{Name: "mesh", Port: 18081}}
 		return env.Client.Update(ctx, live)
 	})
-	endpoint(t, ctx, ns, "orders-0", "orders", healthy, 8080, 8080, "HTTP", 9000, "TCP")
 	testenv.Eventually(t, "the old Service converges", func() error {
 		svc := &corev1.Service{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), svc); err != nil {
