@@ -10,13 +10,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -267,10 +271,11 @@ func eventRegarding(events []eventsv1.Event, uid types.UID, reason string) *even
 	return nil
 }
 
-// listenerSet is what an ADS client holds of the listeners: their version and names.
+// listenerSet is what an ADS client holds of the listeners: their version, names and content.
 type listenerSet struct {
-	Version string
-	Names   []string
+	Version   string
+	Names     []string
+	Resources map[string]proto.Message
 }
 
 // dialXDS opens an ADS stream to agent's xDS socket as the node's Envoy (node ID node-a).
@@ -292,16 +297,33 @@ func awaitListeners(c *xdstest.Client) listenerSet {
 			return fmt.Errorf("no listeners yet")
 		}
 		got.Version = s.Versions[xdstest.Listeners]
-		got.Names = slices.Sorted(func(yield func(string) bool) {
-			for name := range s.Resources[xdstest.Listeners] {
-				if !yield(name) {
-					return
-				}
-			}
-		})
+		got.Resources = maps.Clone(s.Resources[xdstest.Listeners])
+		got.Names = slices.Sorted(maps.Keys(got.Resources))
 		return nil
 	})).To(Succeed())
 	return got
+}
+
+// listenerChanges says how after differs from before: the listeners added and removed, and for
+// each one changed the difference of its content (so a failure names what moved, not only that
+// the version did).
+func listenerChanges(before, after listenerSet) string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(before.Resources)) {
+		if _, ok := after.Resources[name]; !ok {
+			fmt.Fprintf(&b, "removed: %s\n", name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(after.Resources)) {
+		old, ok := before.Resources[name]
+		switch {
+		case !ok:
+			fmt.Fprintf(&b, "added: %s\n", name)
+		case !proto.Equal(old, after.Resources[name]):
+			fmt.Fprintf(&b, "changed: %s\n%s\n", name, cmp.Diff(old, after.Resources[name], protocmp.Transform()))
+		}
+	}
+	return b.String()
 }
 
 // dialLine is one line of the test server's dial loop: when it was logged, and the answer.
