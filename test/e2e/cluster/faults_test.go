@@ -25,6 +25,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/routes"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
 	"github.com/aether-mesh/aether-operator/test/invariant"
@@ -363,14 +364,24 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		// No load here: the listeners must not change, so nothing in the mesh does.
 		agent := agentPod()
 		restarts := containerRestarts(agent, "agent")
-		// The mesh settles first: the earlier specs' pods may still be terminating, and each one
-		// that goes changes the listeners. Settled: no pod of the namespace is terminating and
+		// The mesh settles first: the earlier specs' pods may still be terminating, starting, or
+		// re-registering after their last annotation change, and each of those changes the
+		// listeners when it completes. Settled: every pod of the namespace is Ready and none is
+		// terminating, every meshed one has its MeshEndpoint Verified for its current spec, and
 		// the served listeners' version holds for 3 s.
 		Eventually(func(g Gomega) {
 			var pods corev1.PodList
 			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
 			for _, p := range pods.Items {
 				g.Expect(p.DeletionTimestamp).To(BeNil(), "pod %s is terminating", p.Name)
+				g.Expect(podReady(&p)).To(BeTrue(), "pod %s is not Ready", p.Name)
+				if p.Labels[registration.LabelManaged] != registration.ManagedValue {
+					continue
+				}
+				var ep meshv1alpha1.MeshEndpoint
+				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(&p), &ep)).To(Succeed(), "pod %s has no MeshEndpoint", p.Name)
+				g.Expect(ep.Spec.PodUID == string(p.UID) && registration.Verified(&ep)).To(BeTrue(),
+					"the MeshEndpoint of pod %s is not Verified for its current spec", p.Name)
 			}
 		}, 2*time.Minute, time.Second).Should(Succeed())
 		ads := dialXDS(agent)

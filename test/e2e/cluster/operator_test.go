@@ -231,6 +231,16 @@ func containerReady(pod *corev1.Pod, name string) bool {
 	return false
 }
 
+// podReady reports whether pod's Ready condition is True.
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // accountToken is a token of ServiceAccount account of the operator's namespace; bound to pod
 // when not nil, as the kubelet's projected tokens are (with the
 // authentication.kubernetes.io/node-name claim of the pod's node).
