@@ -44,8 +44,8 @@ import (
 //
 //   - cap_tcp_<svc> (<VIP>/32, port 18082) and cap_tcp_<svc>_<p> (<VIP>/32, port p, p TCP): every
 //     byte to that (VIP, port) is the TCP port's. A service without a VIP gets none.
-//   - cap_http (no port, no IP): HTTP, by the inspectors' verdict (raw_buffer; http/1.1 or h2c),
-//     routed by its Host header (CaptureRoutes).
+//   - cap_http (no port, no IP): HTTP, by the inspectors' verdict (raw_buffer; http/1.0,
+//     http/1.1 or h2c), routed by its Host header (CaptureRoutes).
 //   - cap_http_<p>, one per port some chain above claims (port p, any IP): the same HCM. Without
 //     it, HTTP to another service's VIP on p (or to :18082 of a service with no TCP port) would
 //     match port p, miss every /32 of p and fall to the passthrough instead of the Host rule.
@@ -110,7 +110,9 @@ const websocketUpgrade = "websocket"
 //     an h2c client's own WebSocket.
 //   - HTTP/1.0 on the capture HCMs (acceptHTTP10): without accept_http_10 Envoy answers 426.
 //     A request without a Host gets Envoy's 400 (no default_host_for_http_10: the Host is what
-//     routes). Envoy has no HTTP/1.0 upstream: it goes on as HTTP/1.1.
+//     routes). Envoy has no HTTP/1.0 upstream: it goes on as HTTP/1.1. So HTTP/1.0 to an address
+//     that is not the mesh's (capture mode all) takes the catch-all to its original destination
+//     as HTTP/1.1, no longer as raw bytes, and a Host-less one is answered 400 there too.
 //   - gRPC-Web is plain HTTP (a POST of content-type application/grpc-web), routed as any
 //     request and delivered as sent: the mesh does not translate it to gRPC (no grpc_web
 //     filter), so a gRPC-Web client needs a server that speaks gRPC-Web, as without the mesh.

@@ -169,7 +169,7 @@ var (
 	ErrCodec             = errors.New("the HTTP connection manager's codec does not speak the client's HTTP version")
 	ErrBadRequest        = errors.New("the request is malformed")
 	ErrHTTP10            = errors.New("HTTP/1.0 and http_protocol_options.accept_http_10 is off: Envoy answers 426 Upgrade Required and closes")
-	ErrUpgradeRejected   = errors.New("the upgrade is allowed neither by the route's nor by the HTTP connection manager's upgrade_configs: Envoy answers 403")
+	ErrUpgradeRejected   = errors.New("the upgrade is not allowed (the route's upgrade_configs entry for its type decides, else the HTTP connection manager's; with neither it is refused): Envoy answers 403")
 	ErrExtendedConnect   = errors.New("an extended CONNECT (RFC 8441) to an HTTP connection manager whose http2_protocol_options.allow_connect is off (it never advertised SETTINGS_ENABLE_CONNECT_PROTOCOL): the stream is reset")
 	ErrNoRouteConfig     = errors.New("the route configuration is not among the resources")
 	ErrNoVirtualHost     = errors.New("no virtual host matches the Host")
