@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
@@ -21,8 +20,8 @@ import (
 )
 
 // firstHCM repacks the HTTP connection manager of the first chain of direction's listeners
-// that has one, and returns the chain.
-func firstHCM(t testing.TB, res xds.Resources, direction corev3.TrafficDirection, change func(*hcmv3.HttpConnectionManager)) *listenerv3.FilterChain {
+// that has one.
+func firstHCM(t testing.TB, res xds.Resources, direction corev3.TrafficDirection, change func(*hcmv3.HttpConnectionManager)) {
 	t.Helper()
 	for _, l := range res.Listeners {
 		if l.GetTrafficDirection() != direction {
@@ -32,13 +31,12 @@ func firstHCM(t testing.TB, res xds.Resources, direction corev3.TrafficDirection
 			for _, f := range fc.GetFilters() {
 				if f.GetTypedConfig().MessageIs(&hcmv3.HttpConnectionManager{}) {
 					repack(t, f.GetTypedConfig(), func(m proto.Message) { change(m.(*hcmv3.HttpConnectionManager)) })
-					return fc
+					return
 				}
 			}
 		}
 	}
 	t.Fatalf("no %s listener has an HTTP connection manager", direction)
-	return nil
 }
 
 // clusterOptions repacks the HTTP protocol options of the cluster named name.

@@ -162,7 +162,8 @@ func TestHTTP10(t *testing.T) {
 	wantForwarded(t, "accept_http_10", httpWorld(rc, acceptHTTP10("")).Dial(http10("a")), "")
 	wantRefused(t, "accept_http_10, no Host", httpWorld(rc, acceptHTTP10("")).Dial(http10("")), 400, xdssim.ErrBadRequest)
 	out := httpWorld(rc, acceptHTTP10("a")).Dial(http10(""))
-	if wantForwarded(t, "default_host_for_http_10", out, ""); out.VirtualHost != "a" {
+	wantForwarded(t, "default_host_for_http_10", out, "")
+	if out.VirtualHost != "a" {
 		t.Errorf("the default host routes: %s", out)
 	}
 	// HTTP/1.1 is untouched by both.
