@@ -162,7 +162,11 @@ func onlyHealthyHosts() *clusterv3.Cluster_CommonLbConfig {
 
 // passthroughCluster sends a connection to its original destination: the capture listener's
 // default chain, for a captured connection no mesh chain claims (a mesh address's undeclared
-// port), from the pod's namespace, as if there were no mesh.
+// port), from the pod's namespace, as if there were no mesh. The capture HCM's catch-all
+// (route_capture.go) sends it HTTP too: a Host no mesh service holds. There the router speaks
+// the client's own protocol upstream (use_downstream_protocol_config): HTTP/2 to an h2c client's
+// destination, HTTP/1.1 otherwise (HTTP/1.0 too: Envoy has no HTTP/1.0 upstream). Without it,
+// an h2c request went out as HTTP/1.1. tcp_proxy (the default chain) reads no protocol options.
 func (b *builder) passthroughCluster() *clusterv3.Cluster {
 	c := &clusterv3.Cluster{
 		Name:                 PassthroughCluster,
@@ -172,6 +176,13 @@ func (b *builder) passthroughCluster() *clusterv3.Cluster {
 		UpstreamBindConfig:   b.podBindConfig(),
 	}
 	b.check("cluster "+PassthroughCluster, c)
+	what := about{kind: "cluster", name: PassthroughCluster}
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: b.packAbout(what.part("HTTP protocol options"),
+		&httpv3.HttpProtocolOptions{UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{
+			UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
+				HttpProtocolOptions: &corev3.Http1ProtocolOptions{}, Http2ProtocolOptions: http2Options(),
+			},
+		}})}
 	return c
 }
 
@@ -239,8 +250,10 @@ func (b *builder) httpOptions(what about, protocol meshv1alpha1.Protocol) map[st
 		},
 	}
 	if protocol == meshv1alpha1.ProtocolHTTP2 {
+		// allow_connect: a WebSocket goes to an HTTP/2 upstream as an extended CONNECT
+		// (listener_capture.go, upgradeConfigs), as Envoy's own WebSocket tests configure it.
 		explicit.ProtocolConfig = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
-			Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+			Http2ProtocolOptions: http2Options(),
 		}
 	}
 	opts := &httpv3.HttpProtocolOptions{

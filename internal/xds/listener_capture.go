@@ -44,8 +44,8 @@ import (
 //
 //   - cap_tcp_<svc> (<VIP>/32, port 18082) and cap_tcp_<svc>_<p> (<VIP>/32, port p, p TCP): every
 //     byte to that (VIP, port) is the TCP port's. A service without a VIP gets none.
-//   - cap_http (no port, no IP): HTTP, by the inspectors' verdict (raw_buffer; http/1.1 or h2c),
-//     routed by its Host header (CaptureRoutes).
+//   - cap_http (no port, no IP): HTTP, by the inspectors' verdict (raw_buffer; http/1.0,
+//     http/1.1 or h2c), routed by its Host header (CaptureRoutes).
 //   - cap_http_<p>, one per port some chain above claims (port p, any IP): the same HCM. Without
 //     it, HTTP to another service's VIP on p (or to :18082 of a service with no TCP port) would
 //     match port p, miss every /32 of p and fall to the passthrough instead of the Host rule.
@@ -88,9 +88,49 @@ const (
 )
 
 // httpInspectorProtocols are the application protocols http_inspector reports for cleartext HTTP
-// the HCM serves (codec AUTO). HTTP/1.0 (reported as http/1.0) is left to the TCP chains and the
-// passthrough: the HCM refuses HTTP/1.0 by default, and a non-mesh HTTP/1.0 server keeps working.
-var httpInspectorProtocols = []string{"http/1.1", "h2c"}
+// the HCM serves (codec AUTO): http/1.0 for any request line that is not HTTP/1.1, http/1.1, and
+// h2c for the HTTP/2 preface. HTTP/1.0 is served (acceptHTTP10): left out, it matched no chain and
+// took the passthrough, where a mesh VIP resets it.
+var httpInspectorProtocols = []string{"http/1.0", "http/1.1", "h2c"}
+
+// websocketUpgrade is the upgrade type of WebSocket (RFC 6455), as upgrade_configs names it.
+const websocketUpgrade = "websocket"
+
+// What every HCM of the node serves beyond plain requests:
+//   - WebSocket (upgradeConfigs): without an upgrade_configs entry Envoy answers 403 to
+//     Upgrade: websocket. No other upgrade is allowed: Envoy ignores an HTTP/1.1 Upgrade: h2c
+//     itself (the codec drops it and serves the request as HTTP/1.1, which RFC 7540 allows), so an
+//     h2c client keeps HTTP/1.1 unless it speaks HTTP/2 with prior knowledge, which the capture
+//     chains serve as h2c. CONNECT is not allowed (the mesh is not an HTTP proxy for tunnels).
+//   - extended CONNECT over HTTP/2 (http2Options, RFC 8441): every mesh hop is HTTP/2, so a
+//     WebSocket crosses it as a CONNECT stream with :protocol websocket, and the receiving HCM
+//     must advertise SETTINGS_ENABLE_CONNECT_PROTOCOL (allow_connect) for the sender to use it;
+//     the destination's inbound HCM turns it back into an HTTP/1.1 Upgrade for the application
+//     (an HTTP/2 application port gets the extended CONNECT). A capture HCM allows it too, for
+//     an h2c client's own WebSocket.
+//   - HTTP/1.0 on the capture HCMs (acceptHTTP10): without accept_http_10 Envoy answers 426.
+//     A request without a Host gets Envoy's 400 (no default_host_for_http_10: the Host is what
+//     routes). Envoy has no HTTP/1.0 upstream: it goes on as HTTP/1.1. So HTTP/1.0 to an address
+//     that is not the mesh's (capture mode all) takes the catch-all to its original destination
+//     as HTTP/1.1, no longer as raw bytes, and a Host-less one is answered 400 there too.
+//   - gRPC-Web is plain HTTP (a POST of content-type application/grpc-web), routed as any
+//     request and delivered as sent: the mesh does not translate it to gRPC (no grpc_web
+//     filter), so a gRPC-Web client needs a server that speaks gRPC-Web, as without the mesh.
+
+// upgradeConfigs are every HCM's upgrade_configs: WebSocket.
+func upgradeConfigs() []*hcmv3.HttpConnectionManager_UpgradeConfig {
+	return []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: websocketUpgrade}}
+}
+
+// http2Options are every HCM's HTTP/2 options: extended CONNECT allowed.
+func http2Options() *corev3.Http2ProtocolOptions {
+	return &corev3.Http2ProtocolOptions{AllowConnect: true}
+}
+
+// acceptHTTP10 are the capture HCMs' HTTP/1 options: HTTP/1.0 accepted.
+func acceptHTTP10() *corev3.Http1ProtocolOptions {
+	return &corev3.Http1ProtocolOptions{AcceptHttp_10: true}
+}
 
 // listeners renders, per valid local pod, its capture and inbound listeners, sorted by name.
 func (b *builder) listeners() []*listenerv3.Listener {
@@ -234,6 +274,9 @@ func (b *builder) captureHTTPChain(name string, vip netip.Prefix, port int32, id
 		}},
 		HttpFilters:          b.routerFilters(),
 		StripTrailingHostDot: true,
+		UpgradeConfigs:       upgradeConfigs(),
+		HttpProtocolOptions:  acceptHTTP10(),
+		Http2ProtocolOptions: http2Options(),
 	}
 	return &listenerv3.FilterChain{
 		Name:             name,

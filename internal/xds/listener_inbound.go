@@ -109,7 +109,8 @@ func (b *builder) inboundFloorChain(primary meshv1alpha1.PortProtocol, domain, i
 }
 
 // inboundHTTPChain terminates mTLS (ALPN h2) and serves HTTP (codec AUTO) to cluster, the app's
-// port: every request, whatever its Host (the source already routed it by Host).
+// port: every request, whatever its Host (the source already routed it by Host), WebSocket
+// included.
 func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMatch, domain, identity, cluster string) *listenerv3.FilterChain {
 	routes := &routev3.RouteConfiguration{
 		Name: name,
@@ -124,6 +125,10 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 		CodecType:      hcmv3.HttpConnectionManager_AUTO,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: routes},
 		HttpFilters:    b.routerFilters(),
+		// A WebSocket arrives as an extended CONNECT over the mesh's HTTP/2 hop
+		// (listener_capture.go, upgradeConfigs).
+		UpgradeConfigs:       upgradeConfigs(),
+		Http2ProtocolOptions: http2Options(),
 	}
 	return &listenerv3.FilterChain{
 		Name:                          name,

@@ -230,8 +230,8 @@ func TestCaptureNoBacktracking(t *testing.T) {
 	}
 	port9000 := l.GetFilterChains()[slices.Index(want, xds.CaptureHTTPPortChain(9000))].GetFilterChainMatch()
 	if port9000.GetDestinationPort().GetValue() != 9000 || len(port9000.GetPrefixRanges()) != 0 ||
-		port9000.GetTransportProtocol() != "raw_buffer" || !slices.Equal(port9000.GetApplicationProtocols(), []string{"http/1.1", "h2c"}) {
-		t.Errorf("cap_http_9000 matches %v, want port 9000, any IP, raw_buffer, http/1.1 or h2c", port9000)
+		port9000.GetTransportProtocol() != "raw_buffer" || !slices.Equal(port9000.GetApplicationProtocols(), []string{"http/1.0", "http/1.1", "h2c"}) {
+		t.Errorf("cap_http_9000 matches %v, want port 9000, any IP, raw_buffer, http/1.0, http/1.1 or h2c", port9000)
 	}
 	land := func(l *listenerv3.Listener, c fxConn) string {
 		ch, err := fxSelectChain(l, c)

@@ -21,6 +21,9 @@
 //   - Names: each list sorted by name, each name once (a duplicate hides in a snapshot's map);
 //   - InboundLimits: every inbound listener bounds a connection's buffers, its wait for the
 //     ClientHello and its TLS handshake, and counts against the node-wide connection cap;
+//   - Upgrades: every HTTP connection manager allows the websocket upgrade and extended CONNECT
+//     over HTTP/2 (allow_connect), no route disables websocket, every HTTP/2 upstream allows
+//     extended CONNECT, and every chain that takes http_inspector's http/1.0 accepts it;
 //   - BootstrapLimits (over the bootstrap, not the resources): the overload manager caps the
 //     node's downstream connections;
 //   - ListenersAndRoutesEqual: the stability gate (an endpoint-only change leaves every

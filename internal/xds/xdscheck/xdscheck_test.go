@@ -155,6 +155,8 @@ func hcmChain(t testing.TB) *listenerv3.FilterChain {
 			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: pack(t, &routerv3.Router{})}}},
 		AccessLog: []*accesslogv3.AccessLog{{Name: "envoy.access_loggers.file",
 			ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: pack(t, &fileaccesslogv3.FileAccessLog{Path: "/dev/stdout"})}}},
+		UpgradeConfigs:       []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}},
+		Http2ProtocolOptions: &corev3.Http2ProtocolOptions{AllowConnect: true},
 	}
 	return &listenerv3.FilterChain{
 		Name:             xds.CaptureHTTPChain,

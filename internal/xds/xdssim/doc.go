@@ -31,7 +31,8 @@
 //   - Listener filters: original_dst (use_original_dst or the filter) restores the dialled
 //     destination, else a redirected connection's destination is the listener's own address;
 //     tls_inspector sets transport "tls", the SNI (lower-cased) and the ALPN of a TLS client;
-//     http_inspector sets "http/1.1" or "h2c" for cleartext HTTP; the transport is "raw_buffer"
+//     http_inspector sets "h2c" for the HTTP/2 preface, "http/1.1" for an HTTP/1.1 request line
+//     and "http/1.0" for any other version (Request.HTTP10); the transport is "raw_buffer"
 //     when nothing set it. Nothing is injected: a listener without tls_inspector sees no SNI.
 //     filter_disabled by destination port; listener_filters_timeout and
 //     continue_on_listener_filters_timeout for a server-first client.
@@ -61,6 +62,19 @@
 //     configuration with their append actions and most_specific_header_mutations_wins) and
 //     redirect (status only); Envoy's own 400, 404 and 503 answers. CheckRoutes rejects what
 //     Envoy rejects (duplicate domains, two "*", a direct response body over the limit).
+//   - HTTP versions and upgrades (upgrade.go): HTTP/1.0 is answered 426 unless
+//     http_protocol_options.accept_http_10, a Host-less one takes default_host_for_http_10 (else
+//     400); an HTTP/1.1 Upgrade: h2c is dropped by the codec and the request served as HTTP/1.1;
+//     an HTTP/2 extended CONNECT (RFC 8441, Request.Upgrade with HTTP2) is reset unless the HCM's
+//     http2_protocol_options.allow_connect, else it is an upgrade like HTTP/1.1's; an upgrade
+//     (Request.Upgrade) is allowed by the route's upgrade_configs entry for its type when there is
+//     one, else by the HCM's (enabled by default, types compared case-insensitively), else Envoy
+//     answers 403 once a route is found (no virtual host or route: 404; a direct response or
+//     redirect has no per-route entry and leaves it to the HCM); the router asks the upstream for
+//     the same upgrade (Target.Upgrade), as an extended CONNECT when it speaks HTTP/2. The
+//     protocol a cluster speaks upstream follows its HttpProtocolOptions: explicit, auto, or the
+//     downstream's (use_downstream_protocol_config: h2 for an HTTP/2 client, HTTP/1.1 for
+//     HTTP/1.x, HTTP/1.0 included), HTTP/1.1 without options.
 //   - Clusters: STATIC, STRICT_DNS and LOGICAL_DNS (their inline load assignment, names not
 //     resolved), EDS (service_name, else the cluster name, looked up among the load assignments;
 //     a missing one is an error), ORIGINAL_DST (passthrough to the original destination, nothing
@@ -85,7 +99,11 @@
 // # What it does not model
 //
 // Listener hand-off to another listener bound to the original destination (reported as
-// ErrHandoff), the filter_chain_matcher API, any network or HTTP filter other than set_filter_state,
+// ErrHandoff), the filter_chain_matcher API, the CONNECT method (not extended CONNECT: Envoy's
+// CONNECT upgrade, connect_matcher, a route's connect_config), an HCM's own upgrade filter
+// chains, the HTTP/2 upstream's own allow_connect (RFC 8441 makes the receiver's SETTINGS
+// decide, which Arrive models), the upgraded stream after its headers (the 101 or 200, the
+// bytes), HTTP/1.0 keep-alive, any network or HTTP filter other than set_filter_state,
 // tcp_proxy, the HTTP connection manager and the router (reported as ErrUnsupported, never silently
 // passed), the deprecated header-matcher forms (exact_match and kin: use string_match), path
 // normalization and merge_slashes, header formatters (%...% stays literal), the

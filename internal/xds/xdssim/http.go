@@ -33,18 +33,24 @@ func (s *Sim) serveHTTP(out *Outcome, hcm *hcmv3.HttpConnectionManager, req *Req
 		*out = out.fail(Closed, err)
 		return
 	}
+	// The codec's verdicts come first: they are reached before the connection manager routes.
+	target, verdict, answer, err := decodeRequest(hcm, requestTarget(req, hcm))
+	if err != nil {
+		*out = out.fail(verdict, err)
+		out.Response = answer
+		return
+	}
 	rc, err := s.routeConfiguration(out, hcm)
 	if err != nil {
 		*out = out.fail(verdictFor(err, Closed), err)
 		return
 	}
-	target := requestTarget(req, hcm)
 	if status, err := checkRequest(target); err != nil {
 		*out = out.fail(Answered, err)
 		out.Response = localReply(status)
 		return
 	}
-	s.route(out, rc, requestHeaders(target, hcm, local.Port(), tls), &target, local, tls)
+	s.route(out, hcm, rc, requestHeaders(target, hcm, local.Port(), tls), &target, local, tls)
 }
 
 // requestTarget is the request as the codec hands it to the HCM. An HTTP/1 request whose target
@@ -75,7 +81,7 @@ func requestTarget(req *Request, hcm *hcmv3.HttpConnectionManager) Request {
 func checkRequest(r Request) (int, error) {
 	switch {
 	case r.Host == "":
-		return 400, fmt.Errorf("%w: no Host (HTTP/1.1 requires one)", ErrBadRequest)
+		return 400, fmt.Errorf("%w: no Host (HTTP/1.1 requires one; HTTP/1.0 takes default_host_for_http_10 when set)", ErrBadRequest)
 	case strings.ContainsFunc(r.Host, func(c rune) bool { return !isAuthorityChar(c) }):
 		return 400, fmt.Errorf("%w: the Host %q has a character an authority cannot carry", ErrBadRequest, r.Host)
 	case !strings.HasPrefix(r.Path, "/"):
@@ -215,7 +221,7 @@ func portStart(host string) int {
 }
 
 // route walks the route configuration for one request.
-func (s *Sim) route(out *Outcome, rc *routev3.RouteConfiguration, h map[string]string, req *Request, local netip.AddrPort, tls bool) {
+func (s *Sim) route(out *Outcome, hcm *hcmv3.HttpConnectionManager, rc *routev3.RouteConfiguration, h map[string]string, req *Request, local netip.AddrPort, tls bool) {
 	vh, err := findVirtualHost(rc, h)
 	if err != nil {
 		*out = out.fail(Unmodelled, err)
@@ -228,6 +234,9 @@ func (s *Sim) route(out *Outcome, rc *routev3.RouteConfiguration, h map[string]s
 	}
 	out.VirtualHost = vh.GetName()
 	if vh.GetRequireTls() == routev3.VirtualHost_ALL && !tls {
+		if refuseUpgrade(out, hcm, nil, req) {
+			return
+		}
 		out.Verdict, out.Response = Answered, &Response{Status: 301}
 		return
 	}
@@ -242,6 +251,9 @@ func (s *Sim) route(out *Outcome, rc *routev3.RouteConfiguration, h map[string]s
 		return
 	}
 	out.Route = routeName(r, i)
+	if refuseUpgrade(out, hcm, r.GetRoute(), req) {
+		return
+	}
 	s.act(out, rc, vh, r, req, local)
 }
 
@@ -339,6 +351,9 @@ func (s *Sim) forward(out *Outcome, ra *routev3.RouteAction, req *Request, local
 	default:
 		*out = out.fail(Unmodelled, fmt.Errorf("%w: route %s chooses its cluster by %T", ErrUnsupported, out.Route, spec))
 		return
+	}
+	for i := range out.Targets {
+		out.Targets[i].Upgrade = req.Upgrade
 	}
 	status := 503
 	if ra.GetClusterNotFoundResponseCode() == routev3.RouteAction_NOT_FOUND {

@@ -204,10 +204,15 @@ func inspect(l *listenerv3.Listener, c Conn, port uint16) (detected, Verdict, er
 	return d, "", nil
 }
 
-// inspected is the application protocol http_inspector reports for the request's preface.
+// inspected is the application protocol http_inspector reports for the request's preface: h2c
+// for the HTTP/2 preface, http/1.1 for an HTTP/1.1 request line, http/1.0 for any other version
+// (Filter::parseHttpHeader, Filter::done).
 func (r *Request) inspected() string {
-	if r.HTTP2 {
+	switch {
+	case r.HTTP2:
 		return "h2c"
+	case r.HTTP10:
+		return "http/1.0"
 	}
 	return "http/1.1"
 }

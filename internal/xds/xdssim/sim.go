@@ -104,6 +104,13 @@ type Request struct {
 	Headers map[string]string
 	// HTTP2 says the client speaks HTTP/2 (with prior knowledge when cleartext).
 	HTTP2 bool
+	// HTTP10 says the client speaks HTTP/1.0 (its request line says so, as ab's does); HTTP2
+	// wins when both are set.
+	HTTP10 bool
+	// Upgrade is the protocol the client asks to switch to ("websocket", "h2c"): over HTTP/1.x
+	// the Upgrade header (with Connection: upgrade); over HTTP/2 an extended CONNECT (RFC 8441)
+	// whose :protocol it is. "" for a plain request.
+	Upgrade string
 }
 
 func (r *Request) path() string {
@@ -161,6 +168,9 @@ var (
 	ErrNotHTTP           = errors.New("the HTTP connection manager receives bytes that are not HTTP")
 	ErrCodec             = errors.New("the HTTP connection manager's codec does not speak the client's HTTP version")
 	ErrBadRequest        = errors.New("the request is malformed")
+	ErrHTTP10            = errors.New("HTTP/1.0 and http_protocol_options.accept_http_10 is off: Envoy answers 426 Upgrade Required and closes")
+	ErrUpgradeRejected   = errors.New("the upgrade is not allowed (the route's upgrade_configs entry for its type decides, else the HTTP connection manager's; with neither it is refused): Envoy answers 403")
+	ErrExtendedConnect   = errors.New("an extended CONNECT (RFC 8441) to an HTTP connection manager whose http2_protocol_options.allow_connect is off (it never advertised SETTINGS_ENABLE_CONNECT_PROTOCOL): the stream is reset")
 	ErrNoRouteConfig     = errors.New("the route configuration is not among the resources")
 	ErrNoVirtualHost     = errors.New("no virtual host matches the Host")
 	ErrNoRoute           = errors.New("no route of the virtual host matches")
@@ -242,6 +252,10 @@ type Target struct {
 	TLS *TLS
 	// UpstreamHTTP lists what the router may speak upstream (HTTP only): [h2], [http/1.1] or both.
 	UpstreamHTTP []string
+	// Upgrade is the upgrade the router asks of the upstream (HTTP only): the request's, as an
+	// Upgrade header to HTTP/1.1, as an extended CONNECT (:protocol) to HTTP/2
+	// (transformUpgradeRequestFromH1toH2); "" for a plain request.
+	Upgrade string
 	// Endpoints are the membership, each with its health and whether it receives traffic.
 	Endpoints []Endpoint
 	// Passthrough is the original destination an ORIGINAL_DST cluster connects to.
