@@ -20,6 +20,7 @@ import (
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -139,8 +140,8 @@ func (b *builder) captureListener(p model.LocalPod, chains []*listenerv3.FilterC
 		// otherwise take a connection whose destination port is 18008.
 		ListenerFilters: []*listenerv3.ListenerFilter{
 			b.listenerFilter(wellknown.OriginalDestination, &originaldstv3.OriginalDst{}),
-			b.listenerFilter(wellknown.TLSInspector, &tlsinspectorv3.TlsInspector{}),
-			b.listenerFilter(wellknown.HTTPInspector, &httpinspectorv3.HttpInspector{}),
+			b.inspector(wellknown.TLSInspector, &tlsinspectorv3.TlsInspector{}, chains),
+			b.inspector(wellknown.HTTPInspector, &httpinspectorv3.HttpInspector{}, chains),
 		},
 		ListenerFiltersTimeout:           durationpb.New(listenerFiltersTimeout),
 		ContinueOnListenerFiltersTimeout: true,
@@ -176,14 +177,25 @@ func (b *builder) captureChains(services []meshService, identity string, scoped 
 			chains = append(chains, b.captureTCPPortChains(s, vip, p.Number, identity)...)
 		}
 	}
+	for _, s := range services {
+		for _, port := range httpDialPorts(s) {
+			claimed[port] = true
+			chains = append(chains, b.uninspectedHTTPChain(CaptureHTTPServicePortChain(s.key, port),
+				netip.PrefixFrom(s.vip, s.vip.BitLen()), port, identity))
+		}
+	}
 	if scoped {
 		claimed[meshv1alpha1.MeshTCPPort] = true
 		chains = append(chains, b.tcpChain(CaptureBlackholeChain,
-			chainMatch(netip.Prefix{}, meshv1alpha1.MeshTCPPort, transportRawBuffer, nil), BlackholeCluster))
+			chainMatch(netip.Prefix{}, meshv1alpha1.MeshTCPPort, "", nil), BlackholeCluster))
 	}
+	uninspected := uninspectedPorts(chains)
 	for _, port := range slices.Sorted(maps.Keys(claimed)) {
-		chains = append(chains, b.captureHTTPChain(CaptureHTTPPortChain(port), netip.Prefix{}, port, identity))
+		if !uninspected[port] {
+			chains = append(chains, b.captureHTTPChain(CaptureHTTPPortChain(port), netip.Prefix{}, port, identity))
+		}
 	}
+	chains = append(chains, b.uninspectedHTTPChain(CaptureHTTPPortChain(meshv1alpha1.MeshHTTPPort), netip.Prefix{}, meshv1alpha1.MeshHTTPPort, identity))
 	chains = append(chains, b.captureHTTPChain(CaptureHTTPChain, netip.Prefix{}, 0, identity))
 	slices.SortFunc(chains, func(a, b *listenerv3.FilterChain) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	b.leaveFromThePod(chains...)
@@ -205,6 +217,88 @@ func (b *builder) captureTCPPortChains(s meshService, vip netip.Prefix, port int
 		b.weightedTCPChain(name, chainMatch(vip, port, transportRawBuffer, nil), target),
 		b.weightedTCPChain(CaptureTCPPortTLSChain(s.key, port), chainMatch(vip, port, transportTLS, nil), target),
 	}, sniChains...)
+}
+
+// httpDialPorts are the ports of s's VIP whose every cleartext byte is HTTP: its HTTP-class
+// ports, and 80 unless declared TCP (http://<name>/ dials it, and the mesh answers it). None
+// without a VIP.
+func httpDialPorts(s meshService) []int32 {
+	if !s.vip.IsValid() {
+		return nil
+	}
+	var ports []int32
+	if _, declared := s.ports.Lookup(resolve.HTTPPort); !declared {
+		ports = append(ports, resolve.HTTPPort)
+	}
+	for _, p := range s.ports.Ports {
+		if p.Protocol.IsHTTP() {
+			ports = append(ports, p.Number)
+		}
+	}
+	return ports
+}
+
+// uninspectedHTTPChain is captureHTTPChain for cleartext whatever http_inspector found: HTTP
+// whose first request came after the listener filters' timeout (a pooled client), or HTTP/1.0,
+// is still HTTP where only HTTP is served. It asks for transport raw_buffer only, so TLS, which
+// tls_inspector reports at once, still never reaches the HCM.
+func (b *builder) uninspectedHTTPChain(name string, vip netip.Prefix, port int32, identity string) *listenerv3.FilterChain {
+	c := b.captureHTTPChain(name, vip, port, identity)
+	c.FilterChainMatch.ApplicationProtocols = nil
+	return c
+}
+
+// uninspectedPorts are the destination ports whose chains all take a connection whatever the
+// inspectors find (no transport, server name or application protocol in their match): the
+// inspectors can be skipped there (inspectorsDisabled), so a server-first client of the port is
+// not held for listenerFiltersTimeout.
+func uninspectedPorts(chains []*listenerv3.FilterChain) map[int32]bool {
+	out := map[int32]bool{}
+	inspected := map[int32]bool{}
+	for _, c := range chains {
+		m := c.GetFilterChainMatch()
+		port := int32(m.GetDestinationPort().GetValue())
+		if port == 0 {
+			continue
+		}
+		if m.GetTransportProtocol() != "" || len(m.GetServerNames()) > 0 || len(m.GetApplicationProtocols()) > 0 {
+			inspected[port] = true
+		}
+		out[port] = true
+	}
+	for port := range inspected {
+		delete(out, port)
+	}
+	return out
+}
+
+// inspectorsDisabled is the filter_disabled of the capture listener's inspectors: the ports
+// whose chains need no inspection (uninspectedPorts), as ranges. Envoy evaluates it on the
+// destination port when the inspector's turn comes, which is the dialled one: original_dst runs
+// first. It can name ports only, not (VIP, port) pairs (ListenerFilterChainMatchPredicate has no
+// destination IP), so a port some service declares HTTP, or where a TLSRoute reads the SNI, keeps
+// its inspectors for every VIP: there a server-first client still waits the timeout.
+func inspectorsDisabled(chains []*listenerv3.FilterChain) *listenerv3.ListenerFilterChainMatchPredicate {
+	ports := slices.Sorted(maps.Keys(uninspectedPorts(chains)))
+	var rules []*listenerv3.ListenerFilterChainMatchPredicate
+	for i := 0; i < len(ports); {
+		j := i + 1
+		for j < len(ports) && ports[j] == ports[j-1]+1 {
+			j++
+		}
+		rules = append(rules, &listenerv3.ListenerFilterChainMatchPredicate{
+			Rule: &listenerv3.ListenerFilterChainMatchPredicate_DestinationPortRange{
+				DestinationPortRange: &typev3.Int32Range{Start: ports[i], End: ports[j-1] + 1}}})
+		i = j
+	}
+	switch len(rules) {
+	case 0:
+		return nil
+	case 1:
+		return rules[0]
+	}
+	return &listenerv3.ListenerFilterChainMatchPredicate{Rule: &listenerv3.ListenerFilterChainMatchPredicate_OrMatch{
+		OrMatch: &listenerv3.ListenerFilterChainMatchPredicate_MatchSet{Rules: rules}}}
 }
 
 // tlsRouteChains are the SNI chains of the TLSRoutes on (vip, port), whose TCP chain is base:
@@ -305,6 +399,14 @@ func (b *builder) listenerFilter(name string, config proto.Message) *listenerv3.
 		Name:       name,
 		ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: b.pack(name, config)},
 	}
+}
+
+// inspector is the listener filter named name with config, skipped on the ports where chains
+// need no inspection (inspectorsDisabled).
+func (b *builder) inspector(name string, config proto.Message, chains []*listenerv3.FilterChain) *listenerv3.ListenerFilter {
+	f := b.listenerFilter(name, config)
+	f.FilterDisabled = inspectorsDisabled(chains)
+	return f
 }
 
 // netnsAddress is address:port in the network namespace at path netns.

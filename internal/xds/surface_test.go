@@ -118,10 +118,70 @@ func TestDialSurfaceWalkCatchesDisagreement(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := &recorder{TB: t}
 			fake.walk(m, tc.build)
-			if len(fake.failures) == 0 {
-				t.Fatal("the walk passed; it must fail")
+			caught := caughtFailures(fake.failures, "")
+			if len(caught) == 0 {
+				t.Fatalf("the walk passed (failures: %d, none of them this control's); it must fail", len(fake.failures))
 			}
-			t.Logf("caught (%d failures), e.g. %s", len(fake.failures), fake.failures[0])
+			t.Logf("caught (%d failures), e.g. %s", len(caught), caught[0])
+		})
+	}
+}
+
+// caughtFailures are the failures a negative control caused: not the shapes the simulator
+// cannot send (they fail whatever the builder does) nor the per-shape summary; of shape sh only,
+// when set.
+func caughtFailures(failures []string, sh shape) []string {
+	var out []string
+	for _, f := range failures {
+		switch {
+		case strings.Contains(f, errNotSendable.Error()), strings.HasPrefix(f, "shapes that fail: "):
+		case sh != "" && !strings.Contains(f, ", shape "+string(sh)+" ("):
+		default:
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// The negative controls of the corpus' slow shapes: a builder that inspects every port holds a
+// server-first client of a TCP port; one whose HTTP chains need http_inspector's verdict resets a
+// late HTTP client. Each must fail the walk on its own shape.
+func TestDialSurfaceWalkCatchesSlowClients(t *testing.T) {
+	m := xdstest.All()["mixed-http-primary"]
+	for _, tc := range []struct {
+		name  string
+		build func(model.Mesh) (xds.Resources, error)
+		shape shape
+	}{
+		{"the inspectors never skipped, so a server-first client of a TCP port waits", func(m model.Mesh) (xds.Resources, error) {
+			res, err := xds.Build(m)
+			for _, l := range res.Listeners {
+				for _, f := range l.GetListenerFilters() {
+					f.FilterDisabled = nil
+				}
+			}
+			return res, err
+		}, shapeServerFirst},
+		{"the HTTP ports' chains asking for http_inspector's verdict, which a late client never gets", func(m model.Mesh) (xds.Resources, error) {
+			res, err := xds.Build(m)
+			for _, l := range res.Listeners {
+				for _, fc := range l.GetFilterChains() {
+					if m := fc.GetFilterChainMatch(); strings.HasPrefix(fc.GetName(), "cap_http_") && m.GetTransportProtocol() == "raw_buffer" {
+						m.ApplicationProtocols = []string{"http/1.1", "h2c"}
+					}
+				}
+			}
+			return res, err
+		}, shapeLate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &recorder{TB: t}
+			fake.walk(m, tc.build)
+			caught := caughtFailures(fake.failures, tc.shape)
+			if len(caught) == 0 {
+				t.Fatalf("no %s connection failed the walk (failures: %d); it must", tc.shape, len(fake.failures))
+			}
+			t.Logf("caught (%d failures), e.g. %s", len(caught), caught[0])
 		})
 	}
 }
