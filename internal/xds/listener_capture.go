@@ -47,9 +47,16 @@ import (
 //     byte to that (VIP, port) is the TCP port's. A service without a VIP gets none.
 //   - cap_http (no port, no IP): HTTP, by the inspectors' verdict (raw_buffer; http/1.1 or h2c),
 //     routed by its Host header (CaptureRoutes).
+//   - cap_http_<svc>_<p> (<VIP>/32, port p, p HTTP-class, and 80 unless declared TCP) and
+//     cap_http_18081 (any IP): the same HCM for every cleartext byte, whatever http_inspector
+//     found. Only HTTP is served there, and the inspectors' verdict comes late or never: a pooled
+//     client whose first request comes after listenerFiltersTimeout continues as raw_buffer with
+//     no application protocol, and on a chain that asked for http/1.1 or h2c it fell to the
+//     passthrough, which the selectorless VIP refuses.
 //   - cap_http_<p>, one per port some chain above claims (port p, any IP): the same HCM. Without
-//     it, HTTP to another service's VIP on p (or to :18082 of a service with no TCP port) would
-//     match port p, miss every /32 of p and fall to the passthrough instead of the Host rule.
+//     it, HTTP to another address on p would match port p, miss every /32 of p and fall to the
+//     passthrough instead of the Host rule. None on a port whose inspectors are off (below):
+//     nothing would be detected there to match it.
 //   - port 80 declared TCP: http://<name>/ dials port 80 and resolve answers it 421 (port 80 is
 //     not HTTP), while a TCP connection to <name>:80 reaches the port. So that (VIP, 80) has three
 //     chains: cap_http_<svc>_80 (HTTP bytes → the HCM), cap_tcp_<svc>_80 (other cleartext) and
@@ -62,13 +69,20 @@ import (
 //     blackhole cluster (tcpRouting), and no TLSRoute chain: raw TCP rides mTLS only, so a dial of
 //     a mesh VIP's TCP port is closed, never passed through in plaintext (the passthrough would
 //     take it without those chains). The HTTP chains are as ever.
-//   - scoped mode: cap_tcp_blackhole (port 18082, any IP, cleartext): what no service claims is
-//     closed. TLS to such a :18082 takes the passthrough, which kube-proxy refuses (the Service's
-//     18082 has no endpoints).
+//   - scoped mode: cap_tcp_blackhole (port 18082, any IP, any bytes): what no service claims is
+//     closed, TLS included (no inspection is needed to tell it apart).
 //   - the default chain: the passthrough (the original destination, untouched).
 //
 // The HCM chains require transport protocol raw_buffer: tls_inspector reports a TLS client's
 // ALPN (often http/1.1) as its application protocols, and TLS must never reach the HCM.
+//
+// The inspectors (tls_inspector, http_inspector) are skipped on the destination ports whose
+// chains all take any bytes (uninspectedPorts: the TCP ports no service declares HTTP-class and
+// no TLSRoute reads the SNI of, and 18082 likewise): the mesh knows what those bytes are, so a
+// server-first client (MySQL, SMTP), which sends nothing, is not held listenerFiltersTimeout.
+// filter_disabled names destination ports only, and a port is shared by every VIP: a TCP port
+// that another service declares HTTP keeps its inspectors (there TLS must be told from HTTP),
+// and its server-first clients still wait the timeout.
 // No two chains share a match: the TCP chains are keyed by (VIP, port), each VIP held by one
 // service, the TLSRoute chains by (VIP, port, server name), each name on a port held by one
 // route, and the HCM chains by port.
@@ -78,7 +92,8 @@ import (
 const captureListenerAddress = "127.0.0.1"
 
 // listenerFiltersTimeout bounds how long the inspectors wait for a client's first bytes; a
-// server-first protocol (the client sends nothing) then continues with what is known (TCP).
+// server-first protocol (the client sends nothing) then continues with what is known (TCP), and
+// a late HTTP client with nothing detected (the HTTP ports' chains serve it all the same).
 const listenerFiltersTimeout = time.Second
 
 // Transport protocols as Envoy's filter chain match names them: tls_inspector sets "tls"; a

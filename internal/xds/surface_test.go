@@ -29,7 +29,10 @@ import (
 // routes, clusters and load assignments (xdssim, which follows Envoy's matching order) lands on
 // exactly the (port, protocol) resolve says, or on the refusal or 421 it says. A Reaches row is
 // followed to the destination when the destination pod is on this node: its inbound listener must
-// hand the connection to the application's port the row names (the SNI rule, both ends).
+// hand the connection to the application's port the row names (the SNI rule, both ends). Each row
+// is sent as every shape of the traffic corpus (corpus_test.go: HTTP/1.1, HTTP/1.0, h2c, TLS with
+// and without SNI and ALPN, WebSocket, a late first byte, a server-first client), and what each
+// shape should get there is the corpus' table, not resolve's.
 //
 // Rows are walked where the pod's capture mode captures them: every row in surface and all mode;
 // in scoped mode only what is dialled on the mesh ports 18081 and 18082 (nothing else is
