@@ -192,11 +192,14 @@ func (b *builder) captureChains(services []meshService, identity string, scoped 
 			chains = append(chains, b.captureTCPPortChains(s, vip, p.Number, identity)...)
 		}
 	}
+	// The chains of the HTTP ports share cap_http's HCM (its config and its stats): a chain per
+	// port of every service must not cost a configuration and a stats scope each.
+	portless := b.captureHTTPChain(CaptureHTTPChain, netip.Prefix{}, 0, identity)
 	for _, s := range services {
 		for _, port := range httpDialPorts(s) {
 			claimed[port] = true
-			chains = append(chains, b.uninspectedHTTPChain(CaptureHTTPServicePortChain(s.key, port),
-				netip.PrefixFrom(s.vip, s.vip.BitLen()), port, identity))
+			chains = append(chains, uninspectedHTTPChain(CaptureHTTPServicePortChain(s.key, port),
+				netip.PrefixFrom(s.vip, s.vip.BitLen()), port, portless))
 		}
 	}
 	if scoped {
@@ -210,8 +213,8 @@ func (b *builder) captureChains(services []meshService, identity string, scoped 
 			chains = append(chains, b.captureHTTPChain(CaptureHTTPPortChain(port), netip.Prefix{}, port, identity))
 		}
 	}
-	chains = append(chains, b.uninspectedHTTPChain(CaptureHTTPPortChain(meshv1alpha1.MeshHTTPPort), netip.Prefix{}, meshv1alpha1.MeshHTTPPort, identity))
-	chains = append(chains, b.captureHTTPChain(CaptureHTTPChain, netip.Prefix{}, 0, identity))
+	chains = append(chains, uninspectedHTTPChain(CaptureHTTPPortChain(meshv1alpha1.MeshHTTPPort), netip.Prefix{}, meshv1alpha1.MeshHTTPPort, portless))
+	chains = append(chains, portless)
 	slices.SortFunc(chains, func(a, b *listenerv3.FilterChain) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	b.leaveFromThePod(chains...)
 	return chains
@@ -253,14 +256,17 @@ func httpDialPorts(s meshService) []int32 {
 	return ports
 }
 
-// uninspectedHTTPChain is captureHTTPChain for cleartext whatever http_inspector found: HTTP
-// whose first request came after the listener filters' timeout (a pooled client), or HTTP/1.0,
-// is still HTTP where only HTTP is served. It asks for transport raw_buffer only, so TLS, which
-// tls_inspector reports at once, still never reaches the HCM.
-func (b *builder) uninspectedHTTPChain(name string, vip netip.Prefix, port int32, identity string) *listenerv3.FilterChain {
-	c := b.captureHTTPChain(name, vip, port, identity)
-	c.FilterChainMatch.ApplicationProtocols = nil
-	return c
+// uninspectedHTTPChain is a chain named name with the filters of the HCM chain http, for
+// cleartext to vip (any when invalid) and port whatever http_inspector found: HTTP whose first
+// request came after the listener filters' timeout (a pooled client), or HTTP/1.0, is still HTTP
+// where only HTTP is served. It asks for transport raw_buffer, so TLS, which tls_inspector reports
+// at once, still never reaches the HCM.
+func uninspectedHTTPChain(name string, vip netip.Prefix, port int32, http *listenerv3.FilterChain) *listenerv3.FilterChain {
+	return &listenerv3.FilterChain{
+		Name:             name,
+		FilterChainMatch: chainMatch(vip, port, transportRawBuffer, nil),
+		Filters:          slices.Clip(http.GetFilters()),
+	}
 }
 
 // uninspectedPorts are the destination ports whose chains all take a connection whatever the
