@@ -20,6 +20,7 @@ import (
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -46,9 +47,16 @@ import (
 //     byte to that (VIP, port) is the TCP port's. A service without a VIP gets none.
 //   - cap_http (no port, no IP): HTTP, by the inspectors' verdict (raw_buffer; http/1.0,
 //     http/1.1 or h2c), routed by its Host header (CaptureRoutes).
+//   - cap_http_<svc>_<p> (<VIP>/32, port p, p HTTP-class, and 80 unless declared TCP) and
+//     cap_http_18081 (any IP): the same HCM for every cleartext byte, whatever http_inspector
+//     found. Only HTTP is served there, and the inspectors' verdict comes late or never: a pooled
+//     client whose first request comes after listenerFiltersTimeout continues as raw_buffer with
+//     no application protocol, and on a chain that asked for http/1.1 or h2c it fell to the
+//     passthrough, which the selectorless VIP refuses.
 //   - cap_http_<p>, one per port some chain above claims (port p, any IP): the same HCM. Without
-//     it, HTTP to another service's VIP on p (or to :18082 of a service with no TCP port) would
-//     match port p, miss every /32 of p and fall to the passthrough instead of the Host rule.
+//     it, HTTP to another address on p would match port p, miss every /32 of p and fall to the
+//     passthrough instead of the Host rule. None on a port whose inspectors are off (below):
+//     nothing would be detected there to match it.
 //   - port 80 declared TCP: http://<name>/ dials port 80 and resolve answers it 421 (port 80 is
 //     not HTTP), while a TCP connection to <name>:80 reaches the port. So that (VIP, 80) has three
 //     chains: cap_http_<svc>_80 (HTTP bytes → the HCM), cap_tcp_<svc>_80 (other cleartext) and
@@ -61,13 +69,20 @@ import (
 //     blackhole cluster (tcpRouting), and no TLSRoute chain: raw TCP rides mTLS only, so a dial of
 //     a mesh VIP's TCP port is closed, never passed through in plaintext (the passthrough would
 //     take it without those chains). The HTTP chains are as ever.
-//   - scoped mode: cap_tcp_blackhole (port 18082, any IP, cleartext): what no service claims is
-//     closed. TLS to such a :18082 takes the passthrough, which kube-proxy refuses (the Service's
-//     18082 has no endpoints).
+//   - scoped mode: cap_tcp_blackhole (port 18082, any IP, any bytes): what no service claims is
+//     closed, TLS included (no inspection is needed to tell it apart).
 //   - the default chain: the passthrough (the original destination, untouched).
 //
 // The HCM chains require transport protocol raw_buffer: tls_inspector reports a TLS client's
 // ALPN (often http/1.1) as its application protocols, and TLS must never reach the HCM.
+//
+// The inspectors (tls_inspector, http_inspector) are skipped on the destination ports whose
+// chains all take any bytes (uninspectedPorts: the TCP ports no service declares HTTP-class and
+// no TLSRoute reads the SNI of, and 18082 likewise): the mesh knows what those bytes are, so a
+// server-first client (MySQL, SMTP), which sends nothing, is not held listenerFiltersTimeout.
+// filter_disabled names destination ports only, and a port is shared by every VIP: a TCP port
+// that another service declares HTTP keeps its inspectors (there TLS must be told from HTTP),
+// and its server-first clients still wait the timeout.
 // No two chains share a match: the TCP chains are keyed by (VIP, port), each VIP held by one
 // service, the TLSRoute chains by (VIP, port, server name), each name on a port held by one
 // route, and the HCM chains by port.
@@ -77,7 +92,8 @@ import (
 const captureListenerAddress = "127.0.0.1"
 
 // listenerFiltersTimeout bounds how long the inspectors wait for a client's first bytes; a
-// server-first protocol (the client sends nothing) then continues with what is known (TCP).
+// server-first protocol (the client sends nothing) then continues with what is known (TCP), and
+// a late HTTP client with nothing detected (the HTTP ports' chains serve it all the same).
 const listenerFiltersTimeout = time.Second
 
 // Transport protocols as Envoy's filter chain match names them: tls_inspector sets "tls"; a
@@ -179,8 +195,8 @@ func (b *builder) captureListener(p model.LocalPod, chains []*listenerv3.FilterC
 		// otherwise take a connection whose destination port is 18008.
 		ListenerFilters: []*listenerv3.ListenerFilter{
 			b.listenerFilter(wellknown.OriginalDestination, &originaldstv3.OriginalDst{}),
-			b.listenerFilter(wellknown.TLSInspector, &tlsinspectorv3.TlsInspector{}),
-			b.listenerFilter(wellknown.HTTPInspector, &httpinspectorv3.HttpInspector{}),
+			b.inspector(wellknown.TLSInspector, &tlsinspectorv3.TlsInspector{}, chains),
+			b.inspector(wellknown.HTTPInspector, &httpinspectorv3.HttpInspector{}, chains),
 		},
 		ListenerFiltersTimeout:           durationpb.New(listenerFiltersTimeout),
 		ContinueOnListenerFiltersTimeout: true,
@@ -216,15 +232,29 @@ func (b *builder) captureChains(services []meshService, identity string, scoped 
 			chains = append(chains, b.captureTCPPortChains(s, vip, p.Number, identity)...)
 		}
 	}
+	// The chains of the HTTP ports share cap_http's HCM (its config and its stats): a chain per
+	// port of every service must not cost a configuration and a stats scope each.
+	portless := b.captureHTTPChain(CaptureHTTPChain, netip.Prefix{}, 0, identity)
+	for _, s := range services {
+		for _, port := range httpDialPorts(s) {
+			claimed[port] = true
+			chains = append(chains, uninspectedHTTPChain(CaptureHTTPServicePortChain(s.key, port),
+				netip.PrefixFrom(s.vip, s.vip.BitLen()), port, portless))
+		}
+	}
 	if scoped {
 		claimed[meshv1alpha1.MeshTCPPort] = true
 		chains = append(chains, b.tcpChain(CaptureBlackholeChain,
-			chainMatch(netip.Prefix{}, meshv1alpha1.MeshTCPPort, transportRawBuffer, nil), BlackholeCluster))
+			chainMatch(netip.Prefix{}, meshv1alpha1.MeshTCPPort, "", nil), BlackholeCluster))
 	}
+	uninspected := uninspectedPorts(chains)
 	for _, port := range slices.Sorted(maps.Keys(claimed)) {
-		chains = append(chains, b.captureHTTPChain(CaptureHTTPPortChain(port), netip.Prefix{}, port, identity))
+		if !uninspected[port] {
+			chains = append(chains, b.captureHTTPChain(CaptureHTTPPortChain(port), netip.Prefix{}, port, identity))
+		}
 	}
-	chains = append(chains, b.captureHTTPChain(CaptureHTTPChain, netip.Prefix{}, 0, identity))
+	chains = append(chains, uninspectedHTTPChain(CaptureHTTPPortChain(meshv1alpha1.MeshHTTPPort), netip.Prefix{}, meshv1alpha1.MeshHTTPPort, portless))
+	chains = append(chains, portless)
 	slices.SortFunc(chains, func(a, b *listenerv3.FilterChain) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	b.leaveFromThePod(chains...)
 	return chains
@@ -245,6 +275,91 @@ func (b *builder) captureTCPPortChains(s meshService, vip netip.Prefix, port int
 		b.weightedTCPChain(name, chainMatch(vip, port, transportRawBuffer, nil), target),
 		b.weightedTCPChain(CaptureTCPPortTLSChain(s.key, port), chainMatch(vip, port, transportTLS, nil), target),
 	}, sniChains...)
+}
+
+// httpDialPorts are the ports of s's VIP whose every cleartext byte is HTTP: its HTTP-class
+// ports, and 80 unless declared TCP (http://<name>/ dials it, and the mesh answers it). None
+// without a VIP.
+func httpDialPorts(s meshService) []int32 {
+	if !s.vip.IsValid() {
+		return nil
+	}
+	var ports []int32
+	if _, declared := s.ports.Lookup(resolve.HTTPPort); !declared {
+		ports = append(ports, resolve.HTTPPort)
+	}
+	for _, p := range s.ports.Ports {
+		if p.Protocol.IsHTTP() {
+			ports = append(ports, p.Number)
+		}
+	}
+	return ports
+}
+
+// uninspectedHTTPChain is a chain named name with the filters of the HCM chain http, for
+// cleartext to vip (any when invalid) and port whatever http_inspector found: HTTP whose first
+// request came after the listener filters' timeout (a pooled client), or HTTP/1.0, is still HTTP
+// where only HTTP is served. It asks for transport raw_buffer, so TLS, which tls_inspector reports
+// at once, still never reaches the HCM.
+func uninspectedHTTPChain(name string, vip netip.Prefix, port int32, http *listenerv3.FilterChain) *listenerv3.FilterChain {
+	return &listenerv3.FilterChain{
+		Name:             name,
+		FilterChainMatch: chainMatch(vip, port, transportRawBuffer, nil),
+		Filters:          slices.Clip(http.GetFilters()),
+	}
+}
+
+// uninspectedPorts are the destination ports whose chains all take a connection whatever the
+// inspectors find (no transport, server name or application protocol in their match): the
+// inspectors can be skipped there (inspectorsDisabled), so a server-first client of the port is
+// not held for listenerFiltersTimeout.
+func uninspectedPorts(chains []*listenerv3.FilterChain) map[int32]bool {
+	out := map[int32]bool{}
+	inspected := map[int32]bool{}
+	for _, c := range chains {
+		m := c.GetFilterChainMatch()
+		port := int32(m.GetDestinationPort().GetValue())
+		if port == 0 {
+			continue
+		}
+		if m.GetTransportProtocol() != "" || len(m.GetServerNames()) > 0 || len(m.GetApplicationProtocols()) > 0 {
+			inspected[port] = true
+		}
+		out[port] = true
+	}
+	for port := range inspected {
+		delete(out, port)
+	}
+	return out
+}
+
+// inspectorsDisabled is the filter_disabled of the capture listener's inspectors: the ports
+// whose chains need no inspection (uninspectedPorts), as ranges. Envoy evaluates it on the
+// destination port when the inspector's turn comes, which is the dialled one: original_dst runs
+// first. It can name ports only, not (VIP, port) pairs (ListenerFilterChainMatchPredicate has no
+// destination IP), so a port some service declares HTTP, or where a TLSRoute reads the SNI, keeps
+// its inspectors for every VIP: there a server-first client still waits the timeout.
+func inspectorsDisabled(chains []*listenerv3.FilterChain) *listenerv3.ListenerFilterChainMatchPredicate {
+	ports := slices.Sorted(maps.Keys(uninspectedPorts(chains)))
+	var rules []*listenerv3.ListenerFilterChainMatchPredicate
+	for i := 0; i < len(ports); {
+		j := i + 1
+		for j < len(ports) && ports[j] == ports[j-1]+1 {
+			j++
+		}
+		rules = append(rules, &listenerv3.ListenerFilterChainMatchPredicate{
+			Rule: &listenerv3.ListenerFilterChainMatchPredicate_DestinationPortRange{
+				DestinationPortRange: &typev3.Int32Range{Start: ports[i], End: ports[j-1] + 1}}})
+		i = j
+	}
+	switch len(rules) {
+	case 0:
+		return nil
+	case 1:
+		return rules[0]
+	}
+	return &listenerv3.ListenerFilterChainMatchPredicate{Rule: &listenerv3.ListenerFilterChainMatchPredicate_OrMatch{
+		OrMatch: &listenerv3.ListenerFilterChainMatchPredicate_MatchSet{Rules: rules}}}
 }
 
 // tlsRouteChains are the SNI chains of the TLSRoutes on (vip, port), whose TCP chain is base:
@@ -348,6 +463,14 @@ func (b *builder) listenerFilter(name string, config proto.Message) *listenerv3.
 		Name:       name,
 		ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: b.pack(name, config)},
 	}
+}
+
+// inspector is the listener filter named name with config, skipped on the ports where chains
+// need no inspection (inspectorsDisabled).
+func (b *builder) inspector(name string, config proto.Message, chains []*listenerv3.FilterChain) *listenerv3.ListenerFilter {
+	f := b.listenerFilter(name, config)
+	f.FilterDisabled = inspectorsDisabled(chains)
+	return f
 }
 
 // netnsAddress is address:port in the network namespace at path netns.

@@ -86,43 +86,61 @@ func TestCaptureListener(t *testing.T) {
 		services []model.Service
 		capture  model.CaptureMode
 		chains   []string
-		dials    []dial
+		// uninspected are the ports where the inspectors are off (filter_disabled).
+		uninspected []int32
+		dials       []dial
 	}{
 		"mixed: HTTP primary, an h2 port, a TCP port": {
 			services: []model.Service{fxService(t, "shop", "payments", vip, 8080, "8080/HTTP", "9090/HTTP2", "9000/TCP")},
-			chains:   []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18082), xds.CaptureHTTPPortChain(9000), xds.CaptureTCPChain("payments.shop"), xds.CaptureTCPPortChain("payments.shop", 9000)},
+			chains: []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18081), xds.CaptureHTTPPortChain(80), xds.CaptureHTTPPortChain(8080),
+				xds.CaptureHTTPPortChain(9090), xds.CaptureHTTPServicePortChain("payments.shop", 80), xds.CaptureHTTPServicePortChain("payments.shop", 8080),
+				xds.CaptureHTTPServicePortChain("payments.shop", 9090), xds.CaptureTCPChain("payments.shop"), xds.CaptureTCPPortChain("payments.shop", 9000)},
+			uninspected: []int32{9000, 18082},
 			dials: []dial{
 				{fxRaw(vip, 9000), xds.CaptureTCPPortChain("payments.shop", 9000), tcp(xds.TCPCluster(fqdn("payments"), 9000))},
 				// The destination port decides on a TCP port, whatever the bytes.
 				{fxHTTP(vip, 9000), xds.CaptureTCPPortChain("payments.shop", 9000), tcp(xds.TCPCluster(fqdn("payments"), 9000))},
 				{fxTLS(vip, 9000), xds.CaptureTCPPortChain("payments.shop", 9000), tcp(xds.TCPCluster(fqdn("payments"), 9000))},
 				{fxRaw(vip, 18082), xds.CaptureTCPChain("payments.shop"), tcp(xds.TCPDefaultCluster(fqdn("payments")))},
-				{fxHTTP(vip, 8080), xds.CaptureHTTPChain, hcm},
-				{fxHTTP(vip, 18081), xds.CaptureHTTPChain, hcm},
-				{fxHTTP(vip, 80), xds.CaptureHTTPChain, hcm},
+				{fxHTTP(vip, 8080), xds.CaptureHTTPServicePortChain("payments.shop", 8080), hcm},
+				// A request that came after the inspectors' timeout (nothing detected) is HTTP all
+				// the same on an HTTP port; TLS never reaches the HCM.
+				{fxRaw(vip, 8080), xds.CaptureHTTPServicePortChain("payments.shop", 8080), hcm},
+				{fxTLS(vip, 8080), xds.CapturePassthroughChain, passthrough},
+				{fxHTTP(vip, 18081), xds.CaptureHTTPPortChain(18081), hcm},
+				{fxRaw(vip, 18081), xds.CaptureHTTPPortChain(18081), hcm},
+				{fxHTTP(vip, 80), xds.CaptureHTTPServicePortChain("payments.shop", 80), hcm},
+				{fxRaw(vip, 80), xds.CaptureHTTPServicePortChain("payments.shop", 80), hcm},
 				{fxTLS(vip, 443), xds.CapturePassthroughChain, passthrough},
 				{fxRaw(vip, 7777), xds.CapturePassthroughChain, passthrough},
-				// Another service's VIP on a port the TCP chains claim: still the HCM.
-				{fxHTTP(otherVIP, 18082), xds.CaptureHTTPPortChain(18082), hcm},
-				{fxHTTP(otherVIP, 9000), xds.CaptureHTTPPortChain(9000), hcm},
+				// Another address on an HTTP port some VIP claims: the Host rule.
+				{fxHTTP(otherVIP, 8080), xds.CaptureHTTPPortChain(8080), hcm},
+				// 9000 and 18082 need no inspection (their chains take any bytes), so the inspectors
+				// are off there and nothing, HTTP included, is detected: another address on them is
+				// the passthrough (kube-proxy refuses a port the Service does not expose).
 				{fxRaw(otherVIP, 9000), xds.CapturePassthroughChain, passthrough},
+				{fxRaw(otherVIP, 18082), xds.CapturePassthroughChain, passthrough},
 			},
 		},
 		"pure TCP": {
 			services: []model.Service{fxService(t, "shop", "db", vip, 5432, "5432/TCP")},
-			chains:   []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18082), xds.CaptureHTTPPortChain(5432), xds.CaptureTCPChain("db.shop"), xds.CaptureTCPPortChain("db.shop", 5432)},
+			chains: []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18081), xds.CaptureHTTPPortChain(80), xds.CaptureHTTPServicePortChain("db.shop", 80),
+				xds.CaptureTCPChain("db.shop"), xds.CaptureTCPPortChain("db.shop", 5432)},
+			uninspected: []int32{5432, 18082},
 			dials: []dial{
 				{fxRaw(vip, 18082), xds.CaptureTCPChain("db.shop"), tcp(xds.TCPDefaultCluster(fqdn("db")))},
 				{fxRaw(vip, 5432), xds.CaptureTCPPortChain("db.shop", 5432), tcp(xds.TCPCluster(fqdn("db"), 5432))},
-				{fxHTTP(vip, 80), xds.CaptureHTTPChain, hcm}, // Host db.shop: 421 no-http-port
+				{fxHTTP(vip, 80), xds.CaptureHTTPServicePortChain("db.shop", 80), hcm}, // Host db.shop: 421 no-http-port
+				{fxRaw(vip, 80), xds.CaptureHTTPServicePortChain("db.shop", 80), hcm},
 				{fxRaw(vip, 9999), xds.CapturePassthroughChain, passthrough},
 			},
 		},
 		"pure HTTP": {
 			services: []model.Service{fxService(t, "shop", "api", vip, 8080, "8080/HTTP")},
-			chains:   []string{xds.CaptureHTTPChain},
+			chains: []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18081), xds.CaptureHTTPPortChain(80), xds.CaptureHTTPPortChain(8080),
+				xds.CaptureHTTPServicePortChain("api.shop", 80), xds.CaptureHTTPServicePortChain("api.shop", 8080)},
 			dials: []dial{
-				{fxHTTP(vip, 8080), xds.CaptureHTTPChain, hcm},
+				{fxHTTP(vip, 8080), xds.CaptureHTTPServicePortChain("api.shop", 8080), hcm},
 				{fxHTTP(vip, 18082), xds.CaptureHTTPChain, hcm},
 				{fxRaw(vip, 18082), xds.CapturePassthroughChain, passthrough}, // kube-proxy refuses it
 			},
@@ -130,20 +148,24 @@ func TestCaptureListener(t *testing.T) {
 		"scoped": {
 			services: []model.Service{fxService(t, "shop", "api", vip, 8080, "8080/HTTP")},
 			capture:  model.CaptureScoped,
-			chains:   []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18082), xds.CaptureBlackholeChain},
+			chains: []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18081), xds.CaptureHTTPPortChain(80), xds.CaptureHTTPPortChain(8080),
+				xds.CaptureHTTPServicePortChain("api.shop", 80), xds.CaptureHTTPServicePortChain("api.shop", 8080), xds.CaptureBlackholeChain},
+			uninspected: []int32{18082},
 			dials: []dial{
+				// Every byte to a :18082 no service claims is closed, TLS too: nothing is
+				// inspected there.
 				{fxRaw(vip, 18082), xds.CaptureBlackholeChain, "tcp:" + xds.BlackholeCluster},
 				{fxRaw(otherVIP, 18082), xds.CaptureBlackholeChain, "tcp:" + xds.BlackholeCluster},
-				{fxHTTP(vip, 18082), xds.CaptureHTTPPortChain(18082), hcm},
-				{fxTLS(vip, 18082), xds.CapturePassthroughChain, passthrough},
-				{fxHTTP(vip, 18081), xds.CaptureHTTPChain, hcm},
+				{fxTLS(vip, 18082), xds.CaptureBlackholeChain, "tcp:" + xds.BlackholeCluster},
+				{fxHTTP(vip, 18081), xds.CaptureHTTPPortChain(18081), hcm},
 			},
 		},
 		"scoped with a TCP service": {
 			services: []model.Service{fxService(t, "shop", "db", vip, 5432, "5432/TCP")},
 			capture:  model.CaptureScoped,
-			chains: []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18082), xds.CaptureHTTPPortChain(5432), xds.CaptureBlackholeChain,
-				xds.CaptureTCPChain("db.shop"), xds.CaptureTCPPortChain("db.shop", 5432)},
+			chains: []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18081), xds.CaptureHTTPPortChain(80), xds.CaptureHTTPServicePortChain("db.shop", 80),
+				xds.CaptureBlackholeChain, xds.CaptureTCPChain("db.shop"), xds.CaptureTCPPortChain("db.shop", 5432)},
+			uninspected: []int32{5432, 18082},
 			dials: []dial{
 				{fxRaw(vip, 18082), xds.CaptureTCPChain("db.shop"), tcp(xds.TCPDefaultCluster(fqdn("db")))},
 				{fxRaw(otherVIP, 18082), xds.CaptureBlackholeChain, "tcp:" + xds.BlackholeCluster},
@@ -151,8 +173,11 @@ func TestCaptureListener(t *testing.T) {
 		},
 		"port 80 declared TCP": {
 			services: []model.Service{fxService(t, "shop", "web", vip, 8080, "8080/HTTP", "80/TCP")},
-			chains: []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18082), xds.CaptureHTTPPortChain(80), xds.CaptureHTTPServicePortChain("web.shop", 80),
+			chains: []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18081), xds.CaptureHTTPPortChain(80), xds.CaptureHTTPPortChain(8080),
+				xds.CaptureHTTPServicePortChain("web.shop", 80), xds.CaptureHTTPServicePortChain("web.shop", 8080),
 				xds.CaptureTCPChain("web.shop"), xds.CaptureTCPPortChain("web.shop", 80), xds.CaptureTCPPortTLSChain("web.shop", 80)},
+			// Port 80 keeps its inspectors: its chains tell HTTP (421) from TCP and TLS.
+			uninspected: []int32{18082},
 			dials: []dial{
 				// http://web.shop/ is resolve's 421 (port 80 is not HTTP): the HCM answers it.
 				{fxHTTP(vip, 80), xds.CaptureHTTPServicePortChain("web.shop", 80), hcm},
@@ -163,7 +188,7 @@ func TestCaptureListener(t *testing.T) {
 		},
 		"no VIP: no TCP chains": {
 			services: []model.Service{fxService(t, "shop", "db", "", 5432, "5432/TCP")},
-			chains:   []string{xds.CaptureHTTPChain},
+			chains:   []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18081)},
 		},
 	}
 	for name, tc := range tests {
@@ -176,6 +201,9 @@ func TestCaptureListener(t *testing.T) {
 			l := fxListener(t, res, xds.CaptureListener(xds.PodKey(pod.Namespace, pod.Name)))
 			if got := fxNames(l.GetFilterChains()); !slices.Equal(got, tc.chains) {
 				t.Errorf("chains %v, want %v", got, tc.chains)
+			}
+			if got := fxDisabledPorts(t, l); !slices.Equal(got, tc.uninspected) {
+				t.Errorf("inspectors off on ports %v, want %v", got, tc.uninspected)
 			}
 			if l.GetDefaultFilterChain().GetName() != xds.CapturePassthroughChain {
 				t.Errorf("default chain %q, want %q", l.GetDefaultFilterChain().GetName(), xds.CapturePassthroughChain)
@@ -213,18 +241,22 @@ func fxCheckHCMChainsCleartext(t testing.TB, l *listenerv3.Listener) {
 	}
 }
 
-// The no-backtracking case: payments declares 9000 TCP, ledger 9000 HTTP. HTTP to ledger's VIP on
-// 9000 matches destination port 9000 first (payments' chain), misses payments' /32, and Envoy
-// does not fall back to the port-less cap_http: without cap_http_9000 it would take the
-// passthrough. The negative control removes cap_http_9000 and shows exactly that.
+// The no-backtracking case: payments declares 9000 TCP, ledger 9000 HTTP. HTTP to another address
+// on 9000 (one no service declares 9000 on) matches destination port 9000 first (payments'
+// chain), misses payments' and ledger's /32, and Envoy does not fall back to the port-less
+// cap_http: without cap_http_9000 it would take the passthrough. The negative control removes
+// cap_http_9000 and shows exactly that. Ledger's own VIP has its own HCM chain.
 func TestCaptureNoBacktracking(t *testing.T) {
 	client := fxClient(t)
-	const paymentsVIP, ledgerVIP = "10.96.0.10", "10.96.0.11"
+	const paymentsVIP, ledgerVIP, elsewhere = "10.96.0.10", "10.96.0.11", "10.96.0.99"
 	res := fxBuild(t, fxMesh([]model.LocalPod{client},
 		fxService(t, "shop", "payments", paymentsVIP, 8080, "8080/HTTP", "9000/TCP"),
 		fxService(t, "shop", "ledger", ledgerVIP, 9000, "9000/HTTP")))
 	l := fxListener(t, res, xds.CaptureListener(xds.PodKey(client.Namespace, client.Name)))
-	want := []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18082), xds.CaptureHTTPPortChain(9000), xds.CaptureTCPChain("payments.shop"), xds.CaptureTCPPortChain("payments.shop", 9000)}
+	want := []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18081), xds.CaptureHTTPPortChain(80), xds.CaptureHTTPPortChain(8080),
+		xds.CaptureHTTPPortChain(9000), xds.CaptureHTTPServicePortChain("ledger.shop", 80), xds.CaptureHTTPServicePortChain("ledger.shop", 9000),
+		xds.CaptureHTTPServicePortChain("payments.shop", 80), xds.CaptureHTTPServicePortChain("payments.shop", 8080),
+		xds.CaptureTCPChain("payments.shop"), xds.CaptureTCPPortChain("payments.shop", 9000)}
 	if got := fxNames(l.GetFilterChains()); !slices.Equal(got, want) {
 		t.Fatalf("chains %v, want %v", got, want)
 	}
@@ -240,8 +272,11 @@ func TestCaptureNoBacktracking(t *testing.T) {
 		}
 		return ch.GetName()
 	}
-	if got := land(l, fxHTTP(ledgerVIP, 9000)); got != xds.CaptureHTTPPortChain(9000) {
-		t.Errorf("HTTP to ledger:9000 lands on %s, want cap_http_9000 (the HCM)", got)
+	if got := land(l, fxHTTP(ledgerVIP, 9000)); got != xds.CaptureHTTPServicePortChain("ledger.shop", 9000) {
+		t.Errorf("HTTP to ledger:9000 lands on %s, want cap_http_ledger.shop_9000 (the HCM)", got)
+	}
+	if got := land(l, fxHTTP(elsewhere, 9000)); got != xds.CaptureHTTPPortChain(9000) {
+		t.Errorf("HTTP to %s:9000 lands on %s, want cap_http_9000 (the HCM)", elsewhere, got)
 	}
 	if got := land(l, fxRaw(paymentsVIP, 9000)); got != xds.CaptureTCPPortChain("payments.shop", 9000) {
 		t.Errorf("TCP to payments:9000 lands on %s, want cap_tcp_payments.shop_9000", got)
@@ -252,10 +287,10 @@ func TestCaptureNoBacktracking(t *testing.T) {
 	broken.FilterChains = slices.DeleteFunc(broken.FilterChains, func(ch *listenerv3.FilterChain) bool {
 		return ch.GetName() == xds.CaptureHTTPPortChain(9000)
 	})
-	if got := land(broken, fxHTTP(ledgerVIP, 9000)); got != xds.CapturePassthroughChain {
-		t.Errorf("negative control: without cap_http_9000, HTTP to ledger:9000 lands on %s; want the passthrough", got)
+	if got := land(broken, fxHTTP(elsewhere, 9000)); got != xds.CapturePassthroughChain {
+		t.Errorf("negative control: without cap_http_9000, HTTP to %s:9000 lands on %s; want the passthrough", elsewhere, got)
 	} else {
-		t.Logf("negative control: without cap_http_9000, HTTP to ledger:9000 lands on %s", got)
+		t.Logf("negative control: without cap_http_9000, HTTP to %s:9000 lands on %s", elsewhere, got)
 	}
 }
 
@@ -737,4 +772,37 @@ func fxHeldVIPs(m model.Mesh) []model.Service {
 		out = append(out, s)
 	}
 	return out
+}
+
+// fxDisabledPorts are the destination ports the capture listener's inspectors are off on: the
+// filter_disabled of tls_inspector, which http_inspector must share.
+func fxDisabledPorts(t testing.TB, l *listenerv3.Listener) []int32 {
+	t.Helper()
+	var ports []int32
+	var pred *listenerv3.ListenerFilterChainMatchPredicate
+	for i, f := range l.GetListenerFilters() {
+		switch {
+		case f.GetName() == wellknown.TLSInspector:
+			pred = f.GetFilterDisabled()
+		case f.GetName() == wellknown.HTTPInspector && !proto.Equal(f.GetFilterDisabled(), pred):
+			t.Errorf("listener filter %d (%s) is disabled on %v, tls_inspector on %v: they must agree", i, f.GetName(), f.GetFilterDisabled(), pred)
+		}
+	}
+	rules := []*listenerv3.ListenerFilterChainMatchPredicate{pred}
+	if or := pred.GetOrMatch(); or != nil {
+		rules = or.GetRules()
+	}
+	for _, r := range rules {
+		if r == nil {
+			continue
+		}
+		pr := r.GetDestinationPortRange()
+		if pr == nil {
+			t.Fatalf("filter_disabled rule %v is not a destination port range", r)
+		}
+		for p := pr.GetStart(); p < pr.GetEnd(); p++ {
+			ports = append(ports, p)
+		}
+	}
+	return ports
 }

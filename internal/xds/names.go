@@ -106,9 +106,10 @@ func CaptureTCPPortChain(svcKey string, port int32) string {
 // service on that port still reaches the HCM.
 func CaptureHTTPPortChain(port int32) string { return "cap_http_" + itoa(port) }
 
-// CaptureHTTPServicePortChain is the HCM chain for <VIP>:<p> when p is a TCP port of the service
-// and an HTTP dial of p has an HTTP answer (port 80: http://<name>/ is 421 when 80 is TCP):
-// cap_http_<svc>_<p>.
+// CaptureHTTPServicePortChain is the HCM chain for <VIP>:<p>: every cleartext byte when p is an
+// HTTP-class port of the service, or 80 undeclared (http://<name>/ is answered there); HTTP bytes
+// when p is a TCP port an HTTP dial of which has an HTTP answer (port 80: http://<name>/ is 421
+// when 80 is TCP): cap_http_<svc>_<p>.
 func CaptureHTTPServicePortChain(svcKey string, port int32) string {
 	return "cap_http_" + svcKey + "_" + itoa(port)
 }

@@ -29,7 +29,10 @@ import (
 // routes, clusters and load assignments (xdssim, which follows Envoy's matching order) lands on
 // exactly the (port, protocol) resolve says, or on the refusal or 421 it says. A Reaches row is
 // followed to the destination when the destination pod is on this node: its inbound listener must
-// hand the connection to the application's port the row names (the SNI rule, both ends).
+// hand the connection to the application's port the row names (the SNI rule, both ends). Each row
+// is sent as every shape of the traffic corpus (corpus_test.go: HTTP/1.1, HTTP/1.0, h2c, TLS with
+// and without SNI and ALPN, WebSocket, a late first byte, a server-first client), and what each
+// shape should get there is the corpus' table, not resolve's.
 //
 // Rows are walked where the pod's capture mode captures them: every row in surface and all mode;
 // in scoped mode only what is dialled on the mesh ports 18081 and 18082 (nothing else is
@@ -118,10 +121,69 @@ func TestDialSurfaceWalkCatchesDisagreement(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := &recorder{TB: t}
 			fake.walk(m, tc.build)
-			if len(fake.failures) == 0 {
-				t.Fatal("the walk passed; it must fail")
+			caught := caughtFailures(fake.failures, "")
+			if len(caught) == 0 {
+				t.Fatalf("the walk passed (failures: %d, none of them this control's); it must fail", len(fake.failures))
 			}
-			t.Logf("caught (%d failures), e.g. %s", len(fake.failures), fake.failures[0])
+			t.Logf("caught (%d failures), e.g. %s", len(caught), caught[0])
+		})
+	}
+}
+
+// caughtFailures are the failures a negative control caused, but the per-shape summary; of
+// shape sh only, when set.
+func caughtFailures(failures []string, sh shape) []string {
+	var out []string
+	for _, f := range failures {
+		switch {
+		case strings.HasPrefix(f, "shapes that fail: "):
+		case sh != "" && !strings.Contains(f, ", shape "+string(sh)+" ("):
+		default:
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// The negative controls of the corpus' slow shapes: a builder that inspects every port holds a
+// server-first client of a TCP port; one whose HTTP chains need http_inspector's verdict resets a
+// late HTTP client. Each must fail the walk on its own shape.
+func TestDialSurfaceWalkCatchesSlowClients(t *testing.T) {
+	m := xdstest.All()["mixed-http-primary"]
+	for _, tc := range []struct {
+		name  string
+		build func(model.Mesh) (xds.Resources, error)
+		shape shape
+	}{
+		{"the inspectors never skipped, so a server-first client of a TCP port waits", func(m model.Mesh) (xds.Resources, error) {
+			res, err := xds.Build(m)
+			for _, l := range res.Listeners {
+				for _, f := range l.GetListenerFilters() {
+					f.FilterDisabled = nil
+				}
+			}
+			return res, err
+		}, shapeServerFirst},
+		{"the HTTP ports' chains asking for http_inspector's verdict, which a late client never gets", func(m model.Mesh) (xds.Resources, error) {
+			res, err := xds.Build(m)
+			for _, l := range res.Listeners {
+				for _, fc := range l.GetFilterChains() {
+					if m := fc.GetFilterChainMatch(); strings.HasPrefix(fc.GetName(), "cap_http_") && m.GetTransportProtocol() == "raw_buffer" {
+						m.ApplicationProtocols = []string{"http/1.1", "h2c"}
+					}
+				}
+			}
+			return res, err
+		}, shapeLate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &recorder{TB: t}
+			fake.walk(m, tc.build)
+			caught := caughtFailures(fake.failures, tc.shape)
+			if len(caught) == 0 {
+				t.Fatalf("no %s connection failed the walk (failures: %d); it must", tc.shape, len(fake.failures))
+			}
+			t.Logf("caught (%d failures), e.g. %s", len(caught), caught[0])
 		})
 	}
 }
@@ -173,7 +235,9 @@ func swapTCPClusters(res xds.Resources) {
 }
 
 // walkSurfaces walks every surface row of m (see TestDialSurfaceLandsWhereStatusSays) through
-// what build makes of m, reporting disagreements on t, and returns how many connections it walked.
+// what build makes of m, each row with every shape of the traffic corpus (corpus.go's table),
+// reporting what differs on t, and returns how many connections it walked. A failure names the
+// client, the row, the shape, what the table wants and what the data plane does.
 func walkSurfaces(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resources, error)) int {
 	res, err := build(m)
 	if err != nil {
@@ -193,6 +257,8 @@ func walkSurfaces(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resour
 	for _, p := range m.Pods {
 		local[p.Address] = p
 	}
+	shared := sharedPorts(m)
+	failing := map[shape]int{}
 	walked := 0
 	for _, client := range m.Pods {
 		for _, svc := range m.Services {
@@ -206,27 +272,63 @@ func walkSurfaces(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resour
 					row := template.For(name)
 					// The 421 bodies name the mesh name's spellings, whichever name the client
 					// used (one answer per authority keeps the route configuration small).
-					want := template.For(fqdn).Result
+					row.Result = template.For(fqdn).Result
 					for _, conn := range connections(row, name, svc.VIP, set, client.Capture) {
 						conn.Listener = xds.CaptureListener(xds.PodKey(client.Namespace, client.Name))
-						walked++
-						out := sim.Dial(conn)
-						if err := xdssim.Agrees(out, want, fqdn); err != nil {
-							t.Errorf("%s dials %q (%s): %v", client.Name, row.Address, describe(conn), err)
-							continue
-						}
-						if err := fromThePod(out, client); err != nil {
-							t.Errorf("%s dials %q (%s): %v", client.Name, row.Address, describe(conn), err)
-						}
-						if row.Outcome == resolve.Reaches {
-							arrive(t, sim, out, row, conn, local)
+						for _, sh := range corpus {
+							walked++
+							if err := walkShape(t, sim, walk{row: row, canonical: conn, shape: sh, name: name, fqdn: fqdn,
+								client: client, local: local, shared: shared}); err != nil {
+								failing[sh]++
+								t.Errorf("%s dials %q, shape %s (%s): %v", client.Name, row.Address, sh, describe(shapeConn(conn, sh, name)), err)
+							}
 						}
 					}
 				}
 			}
 		}
 	}
+	if len(failing) > 0 {
+		var counts []string
+		for _, sh := range corpus {
+			if failing[sh] > 0 {
+				counts = append(counts, fmt.Sprintf("%s: %d", sh, failing[sh]))
+			}
+		}
+		t.Errorf("shapes that fail: %s", strings.Join(counts, "; "))
+	}
 	return walked
+}
+
+// walk is one connection of the corpus: a surface row, the connection that row's canonical
+// client makes, and the shape the walk sends instead.
+type walk struct {
+	row       resolve.Dial
+	canonical xdssim.Conn
+	shape     shape
+	// name is the name the row spells; fqdn the service's mesh name.
+	name, fqdn string
+	client     model.LocalPod
+	local      map[string]model.LocalPod
+	// shared are the ports where the mesh cannot skip its inspectors (sharedPorts).
+	shared map[uint32]bool
+}
+
+// walkShape sends w's shape and says how its outcome differs from the table's.
+func walkShape(t testing.TB, sim *xdssim.Sim, w walk) error {
+	conn := shapeConn(w.canonical, w.shape, w.name)
+	want := expected(w.row, w.shape, uint16(conn.DstPort), w.shared[conn.DstPort])
+	out := sim.Dial(conn)
+	if err := want.check(out, w.row.Result, w.fqdn); err != nil {
+		return fmt.Errorf("want %s; %w", want, err)
+	}
+	if err := fromThePod(out, w.client); err != nil {
+		return err
+	}
+	if want.reaches() {
+		arrive(t, sim, out, w.row, want.protocol(w.row.Result), conn, w.local)
+	}
+	return nil
 }
 
 // fromThePod says whether every upstream connection out opens leaves from client's network
@@ -312,7 +414,7 @@ func undeclaredPort(set interface {
 
 // arrive follows a Reaches row to each receiving endpoint on this node: the inbound listener must
 // hand it to the application port the row names, in the row's protocol.
-func arrive(t testing.TB, sim *xdssim.Sim, out xdssim.Outcome, row resolve.Dial, conn xdssim.Conn, local map[string]model.LocalPod) {
+func arrive(t testing.TB, sim *xdssim.Sim, out xdssim.Outcome, row resolve.Dial, protocol xdssim.Protocol, conn xdssim.Conn, local map[string]model.LocalPod) {
 	for _, target := range out.Targets {
 		for _, ep := range target.Receiving() {
 			pod, ok := local[ep.Address]
@@ -325,8 +427,8 @@ func arrive(t testing.TB, sim *xdssim.Sim, out xdssim.Outcome, row resolve.Dial,
 			if in.Verdict != xdssim.Forwarded || len(in.Targets) != 1 || in.Targets[0].Cluster != want {
 				t.Errorf("%q reaches pod %s with SNI %q: the inbound gives %s; want %s", row.Address, key, target.TLS.SNI, in, want)
 			}
-			if wantProtocol := protocolOf(row.Protocol); in.Protocol != wantProtocol {
-				t.Errorf("%q reaches pod %s as %s; want %s", row.Address, key, in.Protocol, wantProtocol)
+			if in.Protocol != protocol {
+				t.Errorf("%q reaches pod %s as %s; want %s", row.Address, key, in.Protocol, protocol)
 			}
 		}
 	}
@@ -342,10 +444,19 @@ func protocolOf(p meshv1alpha1.Protocol) xdssim.Protocol {
 func describe(c xdssim.Conn) string {
 	s := fmt.Sprintf("%s:%d", c.DstIP, c.DstPort)
 	if c.TLS {
-		s += " TLS sni=" + c.SNI
+		s += fmt.Sprintf(" TLS sni=%q alpn=%v", c.SNI, c.ALPN)
 	}
 	if c.HTTP != nil {
 		s += " HTTP Host=" + c.HTTP.Host
+		if c.HTTP.HTTP2 {
+			s += " (h2c)"
+		}
+	}
+	if c.FirstBytesAfter > 0 {
+		s += fmt.Sprintf(", first bytes after %s", c.FirstBytesAfter)
+	}
+	if c.ServerFirst {
+		s += ", server-first"
 	}
 	return s
 }

@@ -34,8 +34,14 @@
 //     http_inspector sets "h2c" for the HTTP/2 preface, "http/1.1" for an HTTP/1.1 request line
 //     and "http/1.0" for any other version (Request.HTTP10); the transport is "raw_buffer"
 //     when nothing set it. Nothing is injected: a listener without tls_inspector sees no SNI.
-//     filter_disabled by destination port; listener_filters_timeout and
-//     continue_on_listener_filters_timeout for a server-first client.
+//     The filters run in Envoy's order, the original_dst that use_original_dst adds last;
+//     filter_disabled (destination port ranges, and/or/not, any) sees the port as it is at the
+//     filter's turn: the listener's own until original_dst has run. One timer,
+//     listener_filters_timeout (15 s unset, none at 0), bounds them: a client whose first bytes
+//     come later (Conn.FirstBytesAfter, a pooled HTTP client) or never (Conn.ServerFirst) is
+//     closed, or continues with nothing detected (continue_on_listener_filters_timeout), or
+//     waits; Outcome.FiltersWaited says how long the filters held the connection. A server-first
+//     client on an HTTP connection manager's chain waits, unanswered (Stalled).
 //   - Filter-chain selection exactly as FilterChainManagerImpl::findFilterChain (Envoy
 //     source/common/listener_manager/filter_chain_manager_impl.cc): destination port, destination
 //     IP (longest prefix), server name (exact, then the longest "*." wildcard, then none),
@@ -111,4 +117,6 @@
 // runtime keys and fractions, retries, outlier detection, active health checks, zone-aware
 // routing, subsets, drop_overloads, DNS resolution, and ORIGINAL_DST beyond "the original
 // destination". An unmodelled feature in the path of a connection gives ErrUnsupported.
+// Nor first bytes that arrive in pieces: when the listener filters' timer fires, a client's
+// whole first flight (ClientHello, request line and headers) is there or none of it is.
 package xdssim

@@ -52,7 +52,12 @@ func (s *Sim) accept(out *Outcome, l *listenerv3.Listener, c Conn, local, remote
 		*out = out.fail(Unmodelled, fmt.Errorf("%w: listener %q", ErrHandoff, other))
 		return
 	}
-	d, verdict, err := inspect(l, c, local.Port())
+	own := local.Port()
+	if a, err := listenerAddress(l); err == nil {
+		own = a.Port()
+	}
+	d, waited, verdict, err := inspect(l, c, own, local.Port())
+	out.FiltersWaited = waited
 	if err != nil {
 		*out = out.fail(verdict, err)
 		return
@@ -159,17 +164,25 @@ func remoteAddr(ip string, port uint32) (netip.AddrPort, error) {
 	return addrPort(ip, port)
 }
 
-// inspect runs the listener filters (tls_inspector, http_inspector, original_dst) on c. A
-// server-first client sends nothing: an inspector waits for listener_filters_timeout, then the
-// connection closes, or continues with nothing detected (continue_on_listener_filters_timeout),
-// or never proceeds (timeout 0).
-func inspect(l *listenerv3.Listener, c Conn, port uint16) (detected, Verdict, error) {
-	var d detected
+// inspect runs the listener filters (tls_inspector, http_inspector, original_dst) on c, in
+// Envoy's order: the configured ones, then the original_dst use_original_dst adds
+// (ListenerImpl::buildOriginalDstListenerFilter appends it). A filter's filter_disabled sees the
+// destination port as it is when the filter's turn comes (GenericListenerFilter::onAccept): the
+// listener's own port until original_dst has restored the dialled one.
+//
+// One timer, listener_filters_timeout, bounds them all (ActiveTcpSocket::startTimer). A client
+// whose first bytes come in time is inspected; one that sends them later, or a server-first client
+// that sends nothing, meets the timer: the connection closes, or continues with nothing detected
+// (continue_on_listener_filters_timeout: ActiveTcpSocket::onTimeout, then newConnection sets
+// raw_buffer), or, with a timeout of 0, waits for the first bytes, forever for a server-first
+// client. waited is how long the filters held the connection.
+func inspect(l *listenerv3.Listener, c Conn, own, restored uint16) (d detected, waited time.Duration, v Verdict, err error) {
+	port := own
 	waits := false
-	for _, f := range l.GetListenerFilters() {
+	for _, f := range listenerFilters(l) {
 		disabled, err := filterDisabled(f.GetFilterDisabled(), port)
 		if err != nil {
-			return d, Unmodelled, err
+			return d, 0, Unmodelled, err
 		}
 		if disabled {
 			continue
@@ -177,31 +190,62 @@ func inspect(l *listenerv3.Listener, c Conn, port uint16) (detected, Verdict, er
 		switch {
 		case listenerFilterIs(f, &tlsinspectorv3.TlsInspector{}, "envoy.filters.listener.tls_inspector"):
 			waits = true
-			if c.TLS && !c.ServerFirst {
+			if c.TLS {
 				d.transport, d.sni, d.alpn = transportTLS, strings.ToLower(c.SNI), c.ALPN
 			}
 		case listenerFilterIs(f, &httpinspectorv3.HttpInspector{}, "envoy.filters.listener.http_inspector"):
 			// http_inspector leaves a connection another filter found to be TLS alone, and finds
 			// nothing in TLS bytes either.
 			waits = true
-			if !c.TLS && !c.ServerFirst && c.HTTP != nil && (d.transport == "" || d.transport == transportRaw) {
+			if !c.TLS && c.HTTP != nil && (d.transport == "" || d.transport == transportRaw) {
 				d.alpn = []string{c.HTTP.inspected()}
 			}
 		case listenerFilterIs(f, &originaldstv3.OriginalDst{}, "envoy.filters.listener.original_dst"):
+			port = restored
 		default:
-			return d, Unmodelled, fmt.Errorf("%w: listener %q has listener filter %q", ErrUnsupported, l.GetName(), f.GetName())
+			return d, 0, Unmodelled, fmt.Errorf("%w: listener %q has listener filter %q", ErrUnsupported, l.GetName(), f.GetName())
 		}
 	}
-	if waits && c.ServerFirst {
-		if v, err := filtersTimeout(l); err != nil {
-			return d, v, err
+	if waits {
+		waited = c.FirstBytesAfter
+		if c.ServerFirst || late(l, c) {
+			// The timer fires before the first byte: nothing was detected.
+			d = detected{}
+			waited, v, err = filtersTimeout(l, c)
+			if err != nil {
+				return d, waited, v, err
+			}
 		}
 	}
 	if d.transport == "" {
 		// ActiveTcpSocket::newConnection: the default when no listener filter set one.
 		d.transport = transportRaw
 	}
-	return d, "", nil
+	return d, waited, "", nil
+}
+
+// listenerFilters are l's listener filters in the order Envoy runs them: the configured ones,
+// then the original_dst filter use_original_dst adds.
+func listenerFilters(l *listenerv3.Listener) []*listenerv3.ListenerFilter {
+	filters := l.GetListenerFilters()
+	if l.GetUseOriginalDst().GetValue() {
+		filters = append(slices.Clip(filters), &listenerv3.ListenerFilter{Name: "envoy.filters.listener.original_dst"})
+	}
+	return filters
+}
+
+// late says c's first bytes come after l's listener_filters_timeout (never, when it is 0).
+func late(l *listenerv3.Listener, c Conn) bool {
+	timeout := listenerFiltersTimeout(l)
+	return timeout > 0 && c.FirstBytesAfter >= timeout
+}
+
+// listenerFiltersTimeout is l's listener_filters_timeout (0: none).
+func listenerFiltersTimeout(l *listenerv3.Listener) time.Duration {
+	if t := l.GetListenerFiltersTimeout(); t != nil {
+		return t.AsDuration()
+	}
+	return defaultListenerFiltersTimeout
 }
 
 // inspected is the application protocol http_inspector reports for the request's preface: h2c
@@ -217,19 +261,17 @@ func (r *Request) inspected() string {
 	return "http/1.1"
 }
 
-// filtersTimeout is what happens when the inspectors wait for a server-first client.
-func filtersTimeout(l *listenerv3.Listener) (Verdict, error) {
-	timeout := defaultListenerFiltersTimeout
-	if t := l.GetListenerFiltersTimeout(); t != nil {
-		timeout = t.AsDuration()
-	}
+// filtersTimeout is what happens when the inspectors wait for a server-first or late client, and
+// how long they held it.
+func filtersTimeout(l *listenerv3.Listener, c Conn) (time.Duration, Verdict, error) {
+	timeout := listenerFiltersTimeout(l)
 	switch {
 	case timeout == 0:
-		return Stalled, fmt.Errorf("%w: listener_filters_timeout is 0, so the inspectors wait forever", ErrListenerFilters)
+		return 0, Stalled, fmt.Errorf("%w: listener_filters_timeout is 0, so the inspectors wait forever", ErrListenerFilters)
 	case !l.GetContinueOnListenerFiltersTimeout():
-		return Closed, fmt.Errorf("%w: after %s the connection is closed (continue_on_listener_filters_timeout is false)", ErrListenerFilters, timeout)
+		return timeout, Closed, fmt.Errorf("%w: after %s the connection is closed (continue_on_listener_filters_timeout is false)", ErrListenerFilters, timeout)
 	}
-	return "", nil
+	return timeout, "", nil
 }
 
 // filterDisabled evaluates a ListenerFilterChainMatchPredicate on the destination port.

@@ -46,6 +46,12 @@ func (s *Sim) serve(out *Outcome, fc *listenerv3.FilterChain, c Conn, local neti
 		out.Protocol = HTTP
 		// The HCM reads HTTP when the bytes it gets are HTTP: cleartext HTTP on a plaintext
 		// chain, or HTTP inside TLS the chain terminates. TLS bytes on a plaintext chain are not.
+		if c.ServerFirst {
+			// The codec reads nothing, so nothing is answered: the client waits for a greeting
+			// and the HCM for a request, until its idle timeout closes the connection.
+			*out = out.fail(Stalled, fmt.Errorf("%w (chain %q)", ErrAwaitsRequest, fc.GetName()))
+			return
+		}
 		var req *Request
 		if c.HTTP != nil && c.TLS == terminates {
 			req = c.HTTP

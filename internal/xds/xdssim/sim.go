@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -90,6 +91,10 @@ type Conn struct {
 	HTTP *Request
 	// ServerFirst says the client sends nothing until the server speaks (MySQL, SMTP, ...).
 	ServerFirst bool
+	// FirstBytesAfter is how long after connecting the client sends its first bytes (0: at
+	// once): a pooled HTTP client whose first request comes later, say. The listener filters
+	// wait for them up to listener_filters_timeout.
+	FirstBytesAfter time.Duration
 }
 
 // Request is an HTTP request.
@@ -140,7 +145,9 @@ const (
 	Answered Verdict = "Answered"
 	// Closed means Envoy closed the connection, or never accepted it: Err says why.
 	Closed Verdict = "Closed"
-	// Stalled means Envoy waits, forever, for bytes a server-first client never sends.
+	// Stalled means Envoy waits for bytes a server-first client never sends: forever in the
+	// listener filters (listener_filters_timeout 0), or in the HTTP connection manager until an
+	// idle timeout closes the connection.
 	Stalled Verdict = "Stalled"
 	// Unmodelled means the path uses what this simulator does not model: Err (ErrUnsupported or
 	// ErrHandoff) names it.
@@ -163,6 +170,7 @@ var (
 	ErrRejected          = errors.New("rejected: Envoy refuses this configuration, so it is never active")
 	ErrNoChain           = errors.New("no filter chain matches and the listener has no default chain: Envoy closes the connection")
 	ErrListenerFilters   = errors.New("the listener filters wait for bytes the client does not send")
+	ErrAwaitsRequest     = errors.New("the HTTP connection manager waits for a request the server-first client never sends")
 	ErrHandshake         = errors.New("the chain terminates TLS and the client does not speak TLS: the handshake fails")
 	ErrNoFilter          = errors.New("the chain has no network filter: Envoy closes the connection")
 	ErrNotHTTP           = errors.New("the HTTP connection manager receives bytes that are not HTTP")
@@ -192,6 +200,10 @@ type Outcome struct {
 	Transport    string
 	ServerName   string
 	AppProtocols []string
+	// FiltersWaited is how long the listener filters held the connection before a chain was
+	// chosen: 0 when nothing inspects it or its first bytes came at once, the client's delay when
+	// they came within listener_filters_timeout, the timeout when it fired.
+	FiltersWaited time.Duration
 	// Chain is the matched filter chain's name; DefaultChain says it is the listener's default.
 	Chain        string
 	DefaultChain bool

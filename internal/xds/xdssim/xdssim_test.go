@@ -512,6 +512,105 @@ func TestServerFirst(t *testing.T) {
 	}
 }
 
+// A late first byte: the inspectors' one timer (listener_filters_timeout) fires before a pooled
+// HTTP client's first request, and the connection continues as raw_buffer with no application
+// protocol: a chain that needs http_inspector's verdict is missed. Within the timeout, or with no
+// timeout, the request is inspected once it comes.
+func TestLateFirstByte(t *testing.T) {
+	for name, tc := range map[string]struct {
+		after   time.Duration
+		timeout *durationpb.Duration
+		cont    bool
+		chain   string
+		verdict xdssim.Verdict
+		waited  time.Duration
+	}{
+		"prompt":              {0, durationpb.New(time.Second), true, "h1", xdssim.Forwarded, 0},
+		"within the timeout":  {500 * time.Millisecond, durationpb.New(time.Second), true, "h1", xdssim.Forwarded, 500 * time.Millisecond},
+		"after the timeout":   {3 * time.Second, durationpb.New(time.Second), true, "passthrough", xdssim.Passthrough, time.Second},
+		"at the timeout":      {time.Second, durationpb.New(time.Second), true, "passthrough", xdssim.Passthrough, time.Second},
+		"closed at timeout":   {3 * time.Second, durationpb.New(time.Second), false, "", xdssim.Closed, time.Second},
+		"no timeout":          {time.Minute, durationpb.New(0), true, "h1", xdssim.Forwarded, time.Minute},
+		"Envoy's default 15s": {3 * time.Second, nil, true, "h1", xdssim.Forwarded, 3 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := capture(defaultChain(passthroughChain), chains(chain("h1", tcpProxy("a"), appProtocols("http/1.1"))))
+			l.ListenerFiltersTimeout, l.ContinueOnListenerFiltersTimeout = tc.timeout, tc.cont
+			c := httpTo(vipA, 8080, "a")
+			c.FirstBytesAfter = tc.after
+			out := world([]*listenerv3.Listener{l}).Dial(c)
+			if out.Chain != tc.chain || out.Verdict != tc.verdict || out.FiltersWaited != tc.waited {
+				t.Errorf("chain %q verdict %s after %s, want %q %s after %s: %s", out.Chain, out.Verdict, out.FiltersWaited,
+					tc.chain, tc.verdict, tc.waited, out)
+			}
+			if late := tc.after >= time.Second && tc.timeout.AsDuration() > 0; late && len(out.AppProtocols) > 0 {
+				t.Errorf("the timer fired first, yet %v was detected", out.AppProtocols)
+			}
+		})
+	}
+}
+
+// filter_disabled skips an inspector for a destination port range, so a server-first client
+// there is not held for listener_filters_timeout. It sees the port as it is at the filter's turn:
+// after an original_dst filter listed before it, the dialled port; with use_original_dst, whose
+// original_dst Envoy appends after the configured filters, the listener's own port.
+func TestFilterDisabled(t *testing.T) {
+	mysql := &listenerv3.ListenerFilterChainMatchPredicate{Rule: &listenerv3.ListenerFilterChainMatchPredicate_DestinationPortRange{
+		DestinationPortRange: &typev3.Int32Range{Start: 3306, End: 3307}}}
+	disabledOn := func(p *listenerv3.ListenerFilterChainMatchPredicate) listenerOpt {
+		return func(l *listenerv3.Listener) {
+			for _, f := range l.ListenerFilters {
+				f.FilterDisabled = p
+			}
+		}
+	}
+	explicitOriginalDst := func(l *listenerv3.Listener) {
+		l.ListenerFilters = append([]*listenerv3.ListenerFilter{{Name: "envoy.filters.listener.original_dst"}}, l.ListenerFilters...)
+	}
+	tcpChains := chains(chain("mysql", tcpProxy("a"), prefix(vipA, 32), dport(3306)), chain("other", tcpProxy("b"), prefix(vipA, 32), dport(3307)))
+	timeout := func(l *listenerv3.Listener) {
+		l.ListenerFiltersTimeout, l.ContinueOnListenerFiltersTimeout = durationpb.New(time.Second), true
+	}
+	serverFirst := func(port uint32) xdssim.Conn {
+		c := tcpTo(vipA, port)
+		c.ServerFirst = true
+		return c
+	}
+	for name, tc := range map[string]struct {
+		l      *listenerv3.Listener
+		port   uint32
+		waited time.Duration
+	}{
+		"original_dst first, disabled port": {listener("capture", "127.0.0.1", 18001, explicitOriginalDst, inspectors(true, true), disabledOn(mysql), tcpChains, timeout), 3306, 0},
+		"original_dst first, other port":    {listener("capture", "127.0.0.1", 18001, explicitOriginalDst, inspectors(true, true), disabledOn(mysql), tcpChains, timeout), 3307, time.Second},
+		"use_original_dst: its own port":    {capture(disabledOn(mysql), tcpChains, timeout), 3306, time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := world([]*listenerv3.Listener{tc.l}).Dial(serverFirst(tc.port))
+			if out.Verdict != xdssim.Forwarded || out.FiltersWaited != tc.waited {
+				t.Errorf("verdict %s after %s, want Forwarded after %s: %s", out.Verdict, out.FiltersWaited, tc.waited, out)
+			}
+		})
+	}
+	// With the inspectors off, nothing is detected: TLS is raw_buffer to the chains.
+	l := listener("capture", "127.0.0.1", 18001, explicitOriginalDst, inspectors(true, true), disabledOn(mysql),
+		chains(chain("tls", tcpProxy("a"), dport(3306), transport("tls")), chain("raw", tcpProxy("b"), dport(3306), transport("raw_buffer"))))
+	wantChain(t, world([]*listenerv3.Listener{l}), tlsTo(vipA, 3306, "db.test"), "raw")
+}
+
+// A server-first client on an HTTP connection manager's chain: the codec waits for a request that
+// never comes, and the client for a greeting; nothing is answered.
+func TestServerFirstOnHTTP(t *testing.T) {
+	l := capture(chains(chain("http", httpManager("routes"))))
+	l.ListenerFiltersTimeout, l.ContinueOnListenerFiltersTimeout = durationpb.New(time.Second), true
+	c := tcpTo(vipA, 8080)
+	c.ServerFirst = true
+	out := world([]*listenerv3.Listener{l}, routeConfig("routes", vhost("all", []string{"*"}, toCluster("", "a", byPrefix("/"))))).Dial(c)
+	if out.Verdict != xdssim.Stalled || !errors.Is(out.Err, xdssim.ErrAwaitsRequest) || out.Response != nil {
+		t.Errorf("a server-first client on the HCM: %s; want Stalled, nothing answered", out)
+	}
+}
+
 // ---- Envoy's rejections: the Check gate and its negative controls ----
 
 func TestCheck(t *testing.T) {

@@ -209,6 +209,21 @@ func noIssuer() Scenario {
 	return s
 }
 
+// SharedPort is the mesh where one port is TCP on one VIP and HTTP on another: payments
+// declares 8080 (primary) and 9000=tcp, catalog serves HTTP on 9000. A listener filter is skipped
+// by destination port only, so 9000 keeps the inspectors for both VIPs: a late HTTP client of
+// catalog:9000 is served by catalog's own HCM chain, and a server-first client of payments:9000
+// waits the inspectors' timeout, as on no port the mesh knows as TCP alone.
+func SharedPort() model.Mesh { return sharedPort().Mesh() }
+
+func sharedPort() Scenario {
+	s := simple("8080", "8080,9000=tcp", "")
+	s.Services = append(s.Services, ServiceDecl{shop, catalogService, "10.96.0.11"})
+	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: "catalog-0", Node: SameRegion,
+		Address: "10.244.2.11", Port: "9000", Health: healthy, Created: at(9)})
+	return s
+}
+
 // Scenarios are every scenario as data, by the name of its golden directory.
 func Scenarios() map[string]Scenario {
 	return map[string]Scenario{
@@ -224,6 +239,7 @@ func Scenarios() map[string]Scenario {
 		"routes":                     routes(),
 		"tls-routes":                 tlsRoutes(),
 		"no-issuer":                  noIssuer(),
+		"shared-port":                sharedPort(),
 	}
 }
 
