@@ -133,33 +133,51 @@ func TestDialSurfaceWalkCatchesDisagreement(t *testing.T) {
 	}
 }
 
-// The reachability check's negative control: the dual-stack mesh with each capture listener on
-// 127.0.0.1:18001 alone (its additional addresses stripped), while the pods' capture rules
-// redirect IPv6 to [::1]:18001: every pod's rules and every IPv6 dial must be reported refused.
+// The reachability checks' negative controls, on the dual-stack mesh: each capture listener on
+// 127.0.0.1:18001 alone (its additional addresses stripped) while the pods' capture rules redirect
+// IPv6 to [::1]:18001, so every pod's rules and every IPv6 dial are refused; and payments-0's
+// inbound listener on 0.0.0.0 alone, so the peers' dials of its IPv6 address find nothing.
 func TestDialSurfaceWalkCatchesAnUnboundFamily(t *testing.T) {
 	m := xdstest.All()["dual-stack-mesh"]
-	fake := &recorder{TB: t}
-	fake.walk(m, func(m model.Mesh) (xds.Resources, error) {
-		res, err := xds.Build(m)
-		for _, l := range res.Listeners {
+	for _, tc := range []struct {
+		name     string
+		breakIt  func(m model.Mesh, l *listenerv3.Listener)
+		everyOne string // what every failure names
+	}{
+		{"the capture listeners on 127.0.0.1 alone", func(m model.Mesh, l *listenerv3.Listener) {
 			for _, p := range m.Pods {
 				if l.GetName() == xds.CaptureListener(xds.PodKey(p.Namespace, p.Name)) {
 					l.AdditionalAddresses = nil
 				}
 			}
-		}
-		return res, err
-	})
-	refused := 0
-	for _, f := range fake.failures {
-		if strings.Contains(f, xdssim.ErrNotListening.Error()) && strings.Contains(f, "[::1]:18001") {
-			refused++
-		}
+		}, "where no listener is bound (listener \"capture_"},
+		{"an IPv6 pod's inbound listener on 0.0.0.0 alone", func(_ model.Mesh, l *listenerv3.Listener) {
+			if l.GetName() == xds.InboundListener("shop/payments-0") {
+				l.Address.GetSocketAddress().Address, l.Address.GetSocketAddress().Ipv4Compat = "0.0.0.0", false
+			}
+		}, "reaches pod shop/payments-0 at [fd00:10:244:1::10]:18008: the listener bound there in its namespace is \"\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &recorder{TB: t}
+			fake.walk(m, func(m model.Mesh) (xds.Resources, error) {
+				res, err := xds.Build(m)
+				for _, l := range res.Listeners {
+					tc.breakIt(m, l)
+				}
+				return res, err
+			})
+			named := 0
+			for _, f := range fake.failures {
+				if strings.Contains(f, tc.everyOne) {
+					named++
+				}
+			}
+			if named == 0 || named != len(fake.failures) {
+				t.Fatalf("%d of %d failures name %q; want every one, and some: %v", named, len(fake.failures), tc.everyOne, fake.failures)
+			}
+			t.Logf("caught (%d failures), e.g. %s", named, fake.failures[0])
+		})
 	}
-	if refused == 0 || refused != len(fake.failures) {
-		t.Fatalf("%d of %d failures name the unbound [::1]:18001; want every one, and some: %v", refused, len(fake.failures), fake.failures)
-	}
-	t.Logf("caught (%d failures), e.g. %s", refused, fake.failures[0])
 }
 
 // recorder is a testing.TB that keeps the failures a negative control expects.

@@ -101,7 +101,7 @@ func (s *Sim) CaptureRedirects(netns string, rs capture.Ruleset) ([]Redirect, er
 // Capture is where a TCP connection an application in netns opens to dst goes, by rs: the
 // listener that receives it when a redirect rule matches, "" when a return rule or no rule does
 // (the connection goes to dst itself). A redirect to where no listener is bound is
-// ErrNotListening.
+// ErrNotListening. rs is taken as valid (CaptureRedirects checks it).
 func (s *Sim) Capture(netns string, rs capture.Ruleset, dst netip.AddrPort) (string, error) {
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	sets := setContents(rs)
