@@ -14,7 +14,9 @@ import (
 	"strings"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/proto"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/capture"
@@ -135,35 +137,46 @@ func TestDialSurfaceWalkCatchesDisagreement(t *testing.T) {
 
 // The reachability checks' negative controls, on the dual-stack mesh: each capture listener on
 // 127.0.0.1:18001 alone (its additional addresses stripped) while the pods' capture rules redirect
-// IPv6 to [::1]:18001, so every pod's rules and every IPv6 dial are refused; and payments-0's
-// inbound listener on 0.0.0.0 alone, so the peers' dials of its IPv6 address find nothing.
+// IPv6 to [::1]:18001, so every pod's rules and every IPv6 dial are refused; payments-0's inbound
+// listener on 0.0.0.0 alone, so the peers' dials of its IPv6 address find nothing; and the
+// clusters' upstream sockets bound to 0.0.0.0 alone, so no connection to an IPv6 endpoint leaves.
 func TestDialSurfaceWalkCatchesAnUnboundFamily(t *testing.T) {
 	m := xdstest.All()["dual-stack-mesh"]
 	for _, tc := range []struct {
 		name     string
-		breakIt  func(m model.Mesh, l *listenerv3.Listener)
+		breakIt  func(m model.Mesh, res xds.Resources)
 		everyOne string // what every failure names
 	}{
-		{"the capture listeners on 127.0.0.1 alone", func(m model.Mesh, l *listenerv3.Listener) {
-			for _, p := range m.Pods {
-				if l.GetName() == xds.CaptureListener(xds.PodKey(p.Namespace, p.Name)) {
-					l.AdditionalAddresses = nil
+		{"the capture listeners on 127.0.0.1 alone", func(m model.Mesh, res xds.Resources) {
+			for _, l := range res.Listeners {
+				for _, p := range m.Pods {
+					if l.GetName() == xds.CaptureListener(xds.PodKey(p.Namespace, p.Name)) {
+						l.AdditionalAddresses = nil
+					}
 				}
 			}
 		}, "where no listener is bound (listener \"capture_"},
-		{"an IPv6 pod's inbound listener on 0.0.0.0 alone", func(_ model.Mesh, l *listenerv3.Listener) {
-			if l.GetName() == xds.InboundListener("shop/payments-0") {
-				l.Address.GetSocketAddress().Address, l.Address.GetSocketAddress().Ipv4Compat = "0.0.0.0", false
+		{"an IPv6 pod's inbound listener on 0.0.0.0 alone", func(_ model.Mesh, res xds.Resources) {
+			for _, l := range res.Listeners {
+				if l.GetName() == xds.InboundListener("shop/payments-0") {
+					l.Address.GetSocketAddress().Address, l.Address.GetSocketAddress().Ipv4Compat = "0.0.0.0", false
+				}
 			}
 		}, "reaches pod shop/payments-0 at [fd00:10:244:1::10]:18008: the listener bound there in its namespace is \"\""},
+		{"the upstream sockets bound to 0.0.0.0 alone", func(_ model.Mesh, res xds.Resources) {
+			for _, c := range res.Clusters {
+				if bind := c.GetUpstreamBindConfig(); bind != nil {
+					c.UpstreamBindConfig = proto.Clone(bind).(*corev3.BindConfig)
+					c.UpstreamBindConfig.ExtraSourceAddresses = nil
+				}
+			}
+		}, xdssim.ErrSourceFamily.Error()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := &recorder{TB: t}
 			fake.walk(m, func(m model.Mesh) (xds.Resources, error) {
 				res, err := xds.Build(m)
-				for _, l := range res.Listeners {
-					tc.breakIt(m, l)
-				}
+				tc.breakIt(m, res)
 				return res, err
 			})
 			named := 0

@@ -231,3 +231,46 @@ func TestCheckAddresses(t *testing.T) {
 		})
 	}
 }
+
+// The upstream socket's source family: the default selector binds the source address of the
+// endpoint's family, from source_address and extra_source_addresses; with none of that family
+// the connection fails (ErrSourceFamily). Without a bind config the kernel picks.
+func TestUpstreamSourceFamily(t *testing.T) {
+	source := func(ips ...string) *corev3.BindConfig {
+		if len(ips) == 0 {
+			return nil
+		}
+		b := &corev3.BindConfig{SourceAddress: &corev3.SocketAddress{Address: ips[0], PortSpecifier: &corev3.SocketAddress_PortValue{}}}
+		for _, ip := range ips[1:] {
+			b.ExtraSourceAddresses = append(b.ExtraSourceAddresses, &corev3.ExtraSourceAddress{
+				Address: &corev3.SocketAddress{Address: ip, PortSpecifier: &corev3.SocketAddress_PortValue{}}})
+		}
+		return b
+	}
+	for name, tc := range map[string]struct {
+		endpoint string
+		bind     *corev3.BindConfig
+		fails    bool
+	}{
+		"IPv6 endpoint, 0.0.0.0 alone":    {endpoint: "fd00::10", bind: source("0.0.0.0"), fails: true},
+		"IPv6 endpoint, 0.0.0.0 and [::]": {endpoint: "fd00::10", bind: source("0.0.0.0", "::")},
+		"IPv4 endpoint, [::] alone":       {endpoint: "10.0.0.10", bind: source("::"), fails: true},
+		"IPv4 endpoint, 0.0.0.0 alone":    {endpoint: "10.0.0.10", bind: source("0.0.0.0")},
+		"IPv6 endpoint, no bind config":   {endpoint: "fd00::10"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cluster := staticCluster("c", tc.endpoint, 18008)
+			cluster.UpstreamBindConfig = tc.bind
+			res := base()
+			res.Clusters = append(res.Clusters, cluster)
+			res.Listeners = []*listenerv3.Listener{listener("l", "127.0.0.1", 18001, defaultChain(chain("to_c", tcpProxy("c"))))}
+			out := xdssim.New(res).Dial(xdssim.Conn{Listener: "l", DstIP: "127.0.0.1", DstPort: 18001})
+			if got := errors.Is(out.Err, xdssim.ErrSourceFamily); got != tc.fails {
+				t.Fatalf("%s; want the source family to fail: %t", out, tc.fails)
+			}
+			if tc.fails {
+				t.Logf("caught: %v", out.Err)
+			}
+		})
+	}
+}

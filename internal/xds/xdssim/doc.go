@@ -74,7 +74,10 @@
 //     sets objects, shared with the upstream or not; a cluster's upstream_bind_config with a
 //     source address and the filter_state_override local address selector creates the socket in
 //     the namespace the shared envoy.network.upstream_bind_override.network_namespace names, and
-//     SO_MARK marks it (Target.Netns, Target.Mark).
+//     SO_MARK marks it (Target.Netns, Target.Mark); the source address is the one of the
+//     endpoint's family among source_address and extra_source_addresses
+//     (DefaultUpstreamLocalAddressSelector), and an endpoint none serves breaks the target
+//     (ErrSourceFamily).
 //   - Reachability (capture.go): a pod's capture ruleset (internal/capture's Ruleset, as data)
 //     read as the kernel evaluates its nat output chain: rules in order, the first match decides,
 //     an inet table's rule without an address match sees both families, a set match holds what
