@@ -75,8 +75,8 @@ func inboundListenerAddress(p model.LocalPod, ipv6 bool) (*corev3.Address, []*li
 	return address, []*listenerv3.AdditionalAddress{{Address: netnsAddress("::", meshv1alpha1.ProxyInboundPort, p.NetNS)}}
 }
 
-// inboundListener is pod p's inbound listener: 0.0.0.0:18008 (and [::]:18008), or [::]:18008, in its netns. p passed podProblem:
-// its ports are listed once each, the primary among them.
+// inboundListener is pod p's inbound listener: 0.0.0.0:18008 (and [::]:18008), or [::]:18008, in
+// its netns. p passed podProblem: its ports are listed once each, the primary among them.
 func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.Listener {
 	pod := PodKey(p.Namespace, p.Name)
 	chains := make([]*listenerv3.FilterChain, 0, len(p.Ports))
