@@ -79,15 +79,18 @@ func elements(s capture.Set) string {
 
 // TestSurfaceHoldsTheDialSurface reads each service's dial surface row by row, by the notation of
 // its addresses (http:// is port 80, https:// 443, <name>:<p> port p), and checks that the surface
-// set holds (VIP, port) exactly for the rows that are not refused.
+// sets (surface4 or surface6, by the VIP's family) hold (VIP, port) exactly for the rows that are
+// not refused.
 func TestSurfaceHoldsTheDialSurface(t *testing.T) {
 	for name, m := range xdstest.All() {
 		t.Run(name, func(t *testing.T) {
 			r := capture.Build(m, clientPod(t, m, model.CaptureSurface), capture.Options{})
-			set, _ := r.Set(capture.SetSurface4)
 			held := map[capture.Element]bool{}
-			for _, e := range set.Elements {
-				held[e] = true
+			for _, name := range []string{capture.SetSurface4, capture.SetSurface6} {
+				set, _ := r.Set(name)
+				for _, e := range set.Elements {
+					held[e] = true
+				}
 			}
 			want := map[capture.Element]bool{}
 			for _, s := range m.Services {
@@ -105,7 +108,7 @@ func TestSurfaceHoldsTheDialSurface(t *testing.T) {
 				}
 			}
 			if !reflect.DeepEqual(held, want) {
-				t.Errorf("surface4 holds %v\nthe dial surfaces' rows that are not refused dial %v", held, want)
+				t.Errorf("surface4 and surface6 hold %v\nthe dial surfaces' rows that are not refused dial %v", held, want)
 			}
 		})
 	}

@@ -11,7 +11,8 @@
 //     service's dial surface (sets surface4 and surface6: each VIP with resolve.DialPorts);
 //   - all: all outbound TCP;
 //
-// each redirected to the proxy's capture port 127.0.0.1:18001 (the proxy reads SO_ORIGINAL_DST),
+// each redirected to the proxy's capture port 18001 on the loopback address of the connection's
+// family, 127.0.0.1 or [::1] (a redirect keeps the family; the proxy reads SO_ORIGINAL_DST),
 // and in every mode none of: loopback destinations, the proxy's own user's sockets (an option,
 // off by default: see Options.ProxyUID), the proxy's own ports and the pod's
 // aether.io/exclude-outbound-ports (set excluded_ports). A mode's rules never depend on the

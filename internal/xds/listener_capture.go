@@ -88,8 +88,14 @@ import (
 // route, and the HCM chains by port.
 
 // captureListenerAddress is where a pod's capture listener listens, in the pod's netns: the
-// nftables redirect's target.
-const captureListenerAddress = "127.0.0.1"
+// nftables redirect's target for IPv4. A redirect keeps the family (on the output hook the kernel
+// rewrites the destination to the loopback address of the connection's own family), so IPv6 is
+// redirected to captureListenerAddressIPv6, where the listener listens too (an additional
+// address) when the mesh uses IPv6 (listenerInputs.ipv6).
+const (
+	captureListenerAddress     = "127.0.0.1"
+	captureListenerAddressIPv6 = "::1"
+)
 
 // listenerFiltersTimeout bounds how long the inspectors wait for a client's first bytes; a
 // server-first protocol (the client sends nothing) then continues with what is known (TCP), and
@@ -182,13 +188,19 @@ func (b *builder) fail(err error) {
 	}
 }
 
-// captureListener is pod p's capture listener: 127.0.0.1:18001 in its netns.
+// captureListener is pod p's capture listener: 127.0.0.1:18001 in its netns, and [::1]:18001
+// when the mesh uses IPv6.
 func (b *builder) captureListener(p model.LocalPod, chains []*listenerv3.FilterChain) *listenerv3.Listener {
 	passthrough := b.tcpChain(CapturePassthroughChain, nil, PassthroughCluster)
 	b.leaveFromThePod(passthrough)
+	var ipv6 []*listenerv3.AdditionalAddress
+	if b.in.ipv6 {
+		ipv6 = []*listenerv3.AdditionalAddress{{Address: netnsAddress(captureListenerAddressIPv6, meshv1alpha1.ProxyCapturePort, p.NetNS)}}
+	}
 	return &listenerv3.Listener{
-		Name:    CaptureListener(PodKey(p.Namespace, p.Name)),
-		Address: netnsAddress(captureListenerAddress, meshv1alpha1.ProxyCapturePort, p.NetNS),
+		Name:                CaptureListener(PodKey(p.Namespace, p.Name)),
+		Address:             netnsAddress(captureListenerAddress, meshv1alpha1.ProxyCapturePort, p.NetNS),
+		AdditionalAddresses: ipv6,
 		// original_dst restores the destination the nftables redirect rewrote, for chain matching
 		// and the passthrough. The listener's use_original_dst (hand-off to a listener bound to
 		// that destination) stays off: a 0.0.0.0:18008 inbound listener of another pod could
@@ -487,6 +499,8 @@ type listenerInputs struct {
 	domain   string
 	pods     []model.LocalPod
 	services []meshService
+	// ipv6 says the mesh uses IPv6 (usesIPv6): the listeners listen on IPv6 too.
+	ipv6 bool
 	// skipped says what was left out and why (Skipped).
 	skipped []error
 }
@@ -526,7 +540,7 @@ func selectInputs(m model.Mesh) (listenerInputs, error) {
 		return listenerInputs{}, fmt.Errorf("xds: the mesh domain is empty: set the agent's mesh domain (the default is %s)",
 			resolve.DefaultMeshDomain)
 	}
-	in := listenerInputs{domain: m.Domain}
+	in := listenerInputs{domain: m.Domain, ipv6: usesIPv6(m)}
 	in.pods, in.skipped = selectPods(m.Domain, m.Pods)
 	var skipped []error
 	in.services, skipped = selectServices(m.Domain, m.Services)
@@ -535,6 +549,22 @@ func selectInputs(m model.Mesh) (listenerInputs, error) {
 		in.skipped = append(in.skipped, withoutRawTCP(in.services)...)
 	}
 	return in, nil
+}
+
+// usesIPv6 says a VIP of the mesh (any service's, as the capture rules read them) or a local
+// pod's address is IPv6. Then the pods' capture rules redirect IPv6 (to [::1]) and the pods have
+// IPv6, so the listeners listen on IPv6 beside IPv4. Otherwise they do not: a socket Envoy cannot
+// bind (a namespace without IPv6, whose lo has no ::1) fails the whole listener, IPv4 with it.
+// Endpoint addresses are not read: an endpoint-only change leaves the listeners as they are (the
+// stability gate), and a mesh whose endpoints are IPv6 has IPv6 VIPs (a generated Service takes
+// the cluster's first family, as its pods' addresses do).
+func usesIPv6(m model.Mesh) bool {
+	is6 := func(s string) bool {
+		a, err := netip.ParseAddr(s)
+		return err == nil && a.Unmap().Is6()
+	}
+	return slices.ContainsFunc(m.Services, func(s model.Service) bool { return is6(s.VIP) }) ||
+		slices.ContainsFunc(m.Pods, func(p model.LocalPod) bool { return is6(p.Address) })
 }
 
 // withoutRawTCP names each service with a TCP port, in a mesh without a workload-identity issuer:

@@ -57,18 +57,26 @@ const (
 )
 
 // inboundListenerAddress is where pod p's inbound listener listens, in its netns: every address
-// of the pod, so peers reach <pod IP>:18008. An IPv6 pod gets "::", which takes IPv4 too.
-func inboundListenerAddress(p model.LocalPod) *corev3.Address {
+// of the pod, so peers reach <pod IP>:18008 (the address its MeshEndpoint carries, the one
+// address peers dial: a pod's status.podIP, of the cluster's first family). An IPv6 pod gets "::"
+// with IPv4 compatibility, which takes IPv4 too; an IPv4 pod 0.0.0.0, and [::] beside it (an
+// additional address, IPv6 only) when the mesh uses IPv6, so that a dual-stack pod answers on
+// both of its addresses (see usesIPv6 for why not always).
+func inboundListenerAddress(p model.LocalPod, ipv6 bool) (*corev3.Address, []*listenerv3.AdditionalAddress) {
 	address := netnsAddress("0.0.0.0", meshv1alpha1.ProxyInboundPort, p.NetNS)
 	if ip, err := netip.ParseAddr(p.Address); err == nil && ip.Is6() && !ip.Is4In6() {
 		address.GetSocketAddress().Address = "::"
 		address.GetSocketAddress().Ipv4Compat = true
+		return address, nil
 	}
-	return address
+	if !ipv6 {
+		return address, nil
+	}
+	return address, []*listenerv3.AdditionalAddress{{Address: netnsAddress("::", meshv1alpha1.ProxyInboundPort, p.NetNS)}}
 }
 
-// inboundListener is pod p's inbound listener: 0.0.0.0:18008 (or [::]:18008) in its netns. p passed podProblem:
-// its ports are listed once each, the primary among them.
+// inboundListener is pod p's inbound listener: 0.0.0.0:18008 (and [::]:18008), or [::]:18008, in
+// its netns. p passed podProblem: its ports are listed once each, the primary among them.
 func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.Listener {
 	pod := PodKey(p.Namespace, p.Name)
 	chains := make([]*listenerv3.FilterChain, 0, len(p.Ports))
@@ -88,9 +96,11 @@ func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.L
 	for _, c := range append(slices.Clip(chains), floor) {
 		b.limitConnections(c)
 	}
+	address, also := inboundListenerAddress(p, b.in.ipv6)
 	return &listenerv3.Listener{
 		Name:                          InboundListener(pod),
-		Address:                       inboundListenerAddress(p),
+		Address:                       address,
+		AdditionalAddresses:           also,
 		ListenerFilters:               []*listenerv3.ListenerFilter{b.listenerFilter(wellknown.TLSInspector, &tlsinspectorv3.TlsInspector{})},
 		ListenerFiltersTimeout:        durationpb.New(InboundListenerFiltersTimeout),
 		PerConnectionBufferLimitBytes: wrapperspb.UInt32(InboundBufferLimit),

@@ -427,6 +427,44 @@ func TestInboundListenerIPv6(t *testing.T) {
 	}
 }
 
+// The listeners listen on IPv6 exactly when the mesh uses it (a VIP or a local pod's address is
+// IPv6): the capture listener on [::1]:18001 beside 127.0.0.1:18001 (where the capture rules
+// redirect IPv6), an IPv4 pod's inbound listener on [::]:18008 (IPv6 only) beside 0.0.0.0:18008,
+// every address in the pod's netns. In a mesh of IPv4 alone they bind IPv4 alone: binding IPv6 in
+// a namespace without it would fail the whole listener.
+func TestListenersListenOnIPv6WhenTheMeshUsesIt(t *testing.T) {
+	pod := fxClient(t)
+	extra := func(m model.Mesh, name string) []string {
+		var out []string
+		for _, a := range fxListener(t, fxBuild(t, m), name).GetAdditionalAddresses() {
+			sa := a.GetAddress().GetSocketAddress()
+			out = append(out, fmt.Sprintf("%s:%d %s compat=%t", sa.GetAddress(), sa.GetPortValue(), sa.GetNetworkNamespaceFilepath(), sa.GetIpv4Compat()))
+		}
+		return out
+	}
+	capture, inbound := xds.CaptureListener("shop/web-0"), xds.InboundListener("shop/web-0")
+	ipv4 := fxMesh([]model.LocalPod{pod}, fxService(t, "shop", "payments", "10.96.0.10", 8080, "8080/HTTP"))
+	dual := fxMesh([]model.LocalPod{pod}, fxService(t, "shop", "payments", "fd00:10:96::10", 8080, "8080/HTTP"))
+	ipv6Pod := pod
+	ipv6Pod.Address = "fd00:10:244::20"
+	for _, tc := range []struct {
+		name, listener string
+		mesh           model.Mesh
+		want           []string
+	}{
+		{"IPv4 mesh, capture", capture, ipv4, nil},
+		{"IPv4 mesh, inbound", inbound, ipv4, nil},
+		{"an IPv6 VIP, capture", capture, dual, []string{"::1:18001 /var/run/netns/cni-web-0 compat=false"}},
+		{"an IPv6 VIP, the IPv4 pod's inbound", inbound, dual, []string{":::18008 /var/run/netns/cni-web-0 compat=false"}},
+		{"an IPv6 pod, capture", capture, fxMesh([]model.LocalPod{ipv6Pod}, ipv4.Services...), []string{"::1:18001 /var/run/netns/cni-web-0 compat=false"}},
+		{"an IPv6 pod, its inbound ([::] with IPv4 compatibility takes both)", inbound, fxMesh([]model.LocalPod{ipv6Pod}, ipv4.Services...), nil},
+	} {
+		if got := extra(tc.mesh, tc.listener); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: additional addresses %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 // The inbound gate: one chain per server name. Negative control: a second chain for the TCP
 // port's server name (the HCM twin proposal 037's risk 3 describes) is caught.
 func TestInboundOneChainPerServerName(t *testing.T) {

@@ -7,14 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/proto"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/capture"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -36,7 +41,11 @@ import (
 //
 // Rows are walked where the pod's capture mode captures them: every row in surface and all mode;
 // in scoped mode only what is dialled on the mesh ports 18081 and 18082 (nothing else is
-// redirected to the proxy, DESIGN section 8). Services a Gateway API route attaches to are left
+// redirected to the proxy, DESIGN section 8). Each client's capture rules (capture.Build) are read
+// too: every family they redirect must reach a listener bound in the client's network namespace
+// (xdssim.CaptureRedirects), and each connection goes to the listener its redirect reaches, by
+// the family of the address dialled (IPv6 in the dual-stack scenario); a Reaches row arrives at
+// the listener bound at the endpoint's address in the destination pod's namespace. Services a Gateway API route attaches to are left
 // to the route tests: a route sends their traffic elsewhere on purpose.
 func TestDialSurfaceLandsWhereStatusSays(t *testing.T) {
 	scenarios := xdstest.All()
@@ -188,6 +197,65 @@ func TestDialSurfaceWalkCatchesSlowClients(t *testing.T) {
 	}
 }
 
+// The reachability checks' negative controls, on the dual-stack mesh: each capture listener on
+// 127.0.0.1:18001 alone (its additional addresses stripped) while the pods' capture rules redirect
+// IPv6 to [::1]:18001, so every pod's rules and every IPv6 dial are refused; payments-0's inbound
+// listener on 0.0.0.0 alone, so the peers' dials of its IPv6 address find nothing; and the
+// clusters' upstream sockets bound to 0.0.0.0 alone, so no connection to an IPv6 endpoint leaves.
+func TestDialSurfaceWalkCatchesAnUnboundFamily(t *testing.T) {
+	m := xdstest.All()["dual-stack-mesh"]
+	for _, tc := range []struct {
+		name     string
+		breakIt  func(m model.Mesh, res xds.Resources)
+		everyOne string // what every failure names
+	}{
+		{"the capture listeners on 127.0.0.1 alone", func(m model.Mesh, res xds.Resources) {
+			for _, l := range res.Listeners {
+				for _, p := range m.Pods {
+					if l.GetName() == xds.CaptureListener(xds.PodKey(p.Namespace, p.Name)) {
+						l.AdditionalAddresses = nil
+					}
+				}
+			}
+		}, "where no listener is bound (listener \"capture_"},
+		{"an IPv6 pod's inbound listener on 0.0.0.0 alone", func(_ model.Mesh, res xds.Resources) {
+			for _, l := range res.Listeners {
+				if l.GetName() == xds.InboundListener("shop/payments-0") {
+					l.Address.GetSocketAddress().Address, l.Address.GetSocketAddress().Ipv4Compat = "0.0.0.0", false
+				}
+			}
+		}, "reaches pod shop/payments-0 at [fd00:10:244:1::10]:18008: the listener bound there in its namespace is \"\""},
+		{"the upstream sockets bound to 0.0.0.0 alone", func(_ model.Mesh, res xds.Resources) {
+			for _, c := range res.Clusters {
+				if bind := c.GetUpstreamBindConfig(); bind != nil {
+					c.UpstreamBindConfig = proto.Clone(bind).(*corev3.BindConfig)
+					c.UpstreamBindConfig.ExtraSourceAddresses = nil
+				}
+			}
+		}, xdssim.ErrSourceFamily.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &recorder{TB: t}
+			fake.walk(m, func(m model.Mesh) (xds.Resources, error) {
+				res, err := xds.Build(m)
+				tc.breakIt(m, res)
+				return res, err
+			})
+			caught := caughtFailures(fake.failures, "")
+			named := 0
+			for _, f := range caught {
+				if strings.Contains(f, tc.everyOne) {
+					named++
+				}
+			}
+			if named == 0 || named != len(caught) {
+				t.Fatalf("%d of %d failures name %q; want every one, and some: %v", named, len(caught), tc.everyOne, caught)
+			}
+			t.Logf("caught (%d failures), e.g. %s", named, caught[0])
+		})
+	}
+}
+
 // recorder is a testing.TB that keeps the failures a negative control expects.
 type recorder struct {
 	testing.TB
@@ -261,6 +329,10 @@ func walkSurfaces(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resour
 	failing := map[shape]int{}
 	walked := 0
 	for _, client := range m.Pods {
+		rules := capture.Build(m, client, capture.Options{})
+		if _, err := sim.CaptureRedirects(client.NetNS, rules); err != nil {
+			t.Errorf("%s's capture rules: %v", client.Name, err)
+		}
 		for _, svc := range m.Services {
 			if svc.VIP == "" || svc.Identity == "" || routed[svc.Namespace+"/"+svc.Name] {
 				continue
@@ -274,7 +346,13 @@ func walkSurfaces(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resour
 					// used (one answer per authority keeps the route configuration small).
 					row.Result = template.For(fqdn).Result
 					for _, conn := range connections(row, name, svc.VIP, set, client.Capture) {
-						conn.Listener = xds.CaptureListener(xds.PodKey(client.Namespace, client.Name))
+						listener, err := capturedBy(sim, client, rules, conn)
+						if err != nil {
+							walked++
+							t.Errorf("%s dials %q (%s): %v", client.Name, row.Address, describe(conn), err)
+							continue
+						}
+						conn.Listener = listener
 						for _, sh := range corpus {
 							walked++
 							if err := walkShape(t, sim, walk{row: row, canonical: conn, shape: sh, name: name, fqdn: fqdn,
@@ -329,6 +407,30 @@ func walkShape(t testing.TB, sim *xdssim.Sim, w walk) error {
 		arrive(t, sim, out, w.row, want.protocol(w.row.Result), conn, w.local)
 	}
 	return nil
+}
+
+// capturedBy is the listener a connection conn of client's reaches: the one the client's capture
+// rules redirect it to, bound in the client's network namespace at the loopback address of the
+// connection's family, which must be client's capture listener. A connection the rules leave
+// alone (a row connections() walks that the mode does not redirect, such as a port the service
+// does not declare) is walked through the capture listener as ever: its outcome (refused) is
+// the same whether the VIP or the passthrough refuses it.
+func capturedBy(sim *xdssim.Sim, client model.LocalPod, rules capture.Ruleset, conn xdssim.Conn) (string, error) {
+	own := xds.CaptureListener(xds.PodKey(client.Namespace, client.Name))
+	dst, err := netip.ParseAddr(conn.DstIP)
+	if err != nil {
+		return "", err
+	}
+	listener, err := sim.Capture(client.NetNS, rules, netip.AddrPortFrom(dst, uint16(conn.DstPort)))
+	switch {
+	case err != nil:
+		return "", err
+	case listener == "":
+		return own, nil
+	case listener != own:
+		return "", fmt.Errorf("the capture rules redirect it to listener %q, not the pod's capture listener %q", listener, own)
+	}
+	return listener, nil
 }
 
 // fromThePod says whether every upstream connection out opens leaves from client's network
@@ -422,6 +524,13 @@ func arrive(t testing.TB, sim *xdssim.Sim, out xdssim.Outcome, row resolve.Dial,
 				continue
 			}
 			key := xds.PodKey(pod.Namespace, pod.Name)
+			// The peer dials the endpoint's address, in the destination pod's namespace.
+			at := netip.AddrPortFrom(netip.MustParseAddr(ep.Address), uint16(ep.Port))
+			if inbound, ok := sim.ListenerAt(pod.NetNS, at); !ok || inbound != xds.InboundListener(key) {
+				t.Errorf("%q reaches pod %s at %s: the listener bound there in its namespace is %q; want %q",
+					row.Address, key, at, inbound, xds.InboundListener(key))
+				continue
+			}
 			in := sim.Arrive(xds.InboundListener(key), target.TLS.SNI, target.TLS.ALPN, conn.HTTP)
 			want := xds.AppCluster(key, row.Port)
 			if in.Verdict != xdssim.Forwarded || len(in.Targets) != 1 || in.Targets[0].Cluster != want {
@@ -442,7 +551,7 @@ func protocolOf(p meshv1alpha1.Protocol) xdssim.Protocol {
 }
 
 func describe(c xdssim.Conn) string {
-	s := fmt.Sprintf("%s:%d", c.DstIP, c.DstPort)
+	s := net.JoinHostPort(c.DstIP, strconv.Itoa(int(c.DstPort)))
 	if c.TLS {
 		s += fmt.Sprintf(" TLS sni=%q alpn=%v", c.SNI, c.ALPN)
 	}

@@ -18,6 +18,9 @@
 //   - Domains: no virtual host domain spells the TCP mesh port 18082;
 //   - FromThePod: every capture chain names its listener's network namespace (the pod's) as its
 //     upstream's, and every cluster it reaches binds there, with the proxy's mark;
+//   - Families: every address of a listener is bound in its namespace, and a listener that
+//     restores redirected destinations has a socket of each family its chains match (a redirect
+//     keeps the family);
 //   - Names: each list sorted by name, each name once (a duplicate hides in a snapshot's map);
 //   - InboundLimits: every inbound listener bounds a connection's buffers, its wait for the
 //     ClientHello and its TLS handshake, and counts against the node-wide connection cap;

@@ -38,7 +38,7 @@ func All(res xds.Resources) []string {
 	}{
 		{"names", Names}, {"references", References}, {"chains", Chains}, {"pinning", Pinning},
 		{"consistency", Consistency}, {"validation", Validation}, {"domains", Domains}, {"from the pod", FromThePod},
-		{"inbound limits", InboundLimits}, {"upgrades", Upgrades},
+		{"inbound limits", InboundLimits}, {"upgrades", Upgrades}, {"families", Families},
 	} {
 		for _, v := range gate.check(res) {
 			out = append(out, gate.name+": "+v)

@@ -30,6 +30,9 @@ const defaultMaxDirectResponseBody = 4096
 // (addFilterChainForSourcePorts: "multiple filter chains with overlapping matching rules"). A
 // listener that fails is never active: Envoy NACKs it. The error names the chains and the fix.
 func Check(l *listenerv3.Listener) error {
+	if err := checkAddresses(l); err != nil {
+		return err
+	}
 	if len(l.GetFilterChains()) == 0 && l.GetDefaultFilterChain() == nil {
 		return fmt.Errorf("listener %q: no filter chains specified: Envoy rejects the listener; give it a chain or a default chain", l.GetName())
 	}
@@ -70,6 +73,40 @@ func Check(l *listenerv3.Listener) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkAddresses is what ListenerImpl checks of a listener's addresses: every additional address
+// has the address's socket type (TCP or UDP), and ipv4_compat is set only where the address (the
+// listener's own address, also when the flag is an additional address's:
+// checkIpv4CompatAddress is given the first address for each) is :: or an IPv4-mapped IPv6
+// address.
+func checkAddresses(l *listenerv3.Listener) error {
+	primary := l.GetAddress().GetSocketAddress()
+	if primary == nil {
+		return nil
+	}
+	compat := func(flag bool) error {
+		a, err := netip.ParseAddr(primary.GetAddress())
+		if !flag || err != nil || a.Is6() && (a.IsUnspecified() || a.Is4In6()) {
+			return nil
+		}
+		return fmt.Errorf("listener %q: ipv4_compat is set while the listener's address is %s: Envoy accepts it only with the address :: or an IPv4-mapped IPv6 address (\"Only IPv6 address '::' or valid IPv4-mapped IPv6 address can set ipv4_compat\"); clear it, or bind :: as the listener's address",
+			l.GetName(), primary.GetAddress())
+	}
+	if err := compat(primary.GetIpv4Compat()); err != nil {
+		return err
+	}
+	for i, extra := range l.GetAdditionalAddresses() {
+		sa := extra.GetAddress().GetSocketAddress()
+		if sa.GetProtocol() != primary.GetProtocol() {
+			return fmt.Errorf("listener %q: additional_addresses[%d] is %s while the address is %s: Envoy supports one socket type for all the addresses",
+				l.GetName(), i, sa.GetProtocol(), primary.GetProtocol())
+		}
+		if err := compat(sa.GetIpv4Compat()); err != nil {
+			return fmt.Errorf("additional_addresses[%d]: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // checkNamedChains is setupFilterChainMatcher's rule when filter_chain_matcher is used: every

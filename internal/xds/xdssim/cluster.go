@@ -61,7 +61,7 @@ func (s *Sim) resolve(t *Target, cl *clusterv3.Cluster, up upstream) error {
 	switch cl.GetType() {
 	case clusterv3.Cluster_ORIGINAL_DST:
 		t.Passthrough = up.local.String()
-		return nil
+		return sourceFamilies(cl, []string{up.local.Addr().String()})
 	case clusterv3.Cluster_EDS:
 		t.LoadAssignment = cl.GetEdsClusterConfig().GetServiceName()
 		if t.LoadAssignment == "" {
@@ -83,7 +83,11 @@ func (s *Sim) resolve(t *Target, cl *clusterv3.Cluster, up upstream) error {
 	if len(t.Receiving()) == 0 {
 		return fmt.Errorf("%w: cluster %q has %d endpoints and none is routable", ErrNoHealthyUpstream, cl.GetName(), len(t.Endpoints))
 	}
-	return nil
+	var addrs []string
+	for _, e := range t.Receiving() {
+		addrs = append(addrs, e.Address)
+	}
+	return sourceFamilies(cl, addrs)
 }
 
 // members flattens a load assignment into its endpoints.

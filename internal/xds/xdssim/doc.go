@@ -9,7 +9,8 @@
 // Envoy 1.40 would walk it, and the Outcome says where it lands or why it does not.
 //
 // It is test support: pure (no I/O), it imports the go-control-plane protos, internal/xds (the
-// Resources type and the names) and internal/resolve (Agrees), never the builder's internals. A
+// Resources type and the names), internal/resolve (Agrees) and internal/capture (the Ruleset
+// type, the capture rules as data), never the builder's internals. A
 // test of package xds that uses it must be an external test (package xds_test): xdssim imports
 // xds.
 //
@@ -93,7 +94,25 @@
 //     sets objects, shared with the upstream or not; a cluster's upstream_bind_config with a
 //     source address and the filter_state_override local address selector creates the socket in
 //     the namespace the shared envoy.network.upstream_bind_override.network_namespace names, and
-//     SO_MARK marks it (Target.Netns, Target.Mark).
+//     SO_MARK marks it (Target.Netns, Target.Mark); the source address is the one of the
+//     endpoint's family among source_address and extra_source_addresses
+//     (DefaultUpstreamLocalAddressSelector), and an endpoint none serves breaks the target
+//     (ErrSourceFamily).
+//   - Reachability (capture.go): a pod's capture ruleset (internal/capture's Ruleset, as data)
+//     read as the kernel evaluates its nat output chain: rules in order, the first match decides,
+//     an inet table's rule without an address match sees both families, a set match holds what
+//     the set holds (an empty set matches nothing), an application's socket carries no mark and is
+//     not the proxy's user's; a redirect goes to the loopback address of the connection's own
+//     family (127.0.0.1 or ::1) at the rule's port. CaptureRedirects checks that every family the
+//     ruleset redirects reaches a listener bound in the pod's network namespace (ErrNotListening:
+//     the kernel refuses the connection); Capture follows one connection. The listening socket is
+//     found as the kernel finds it (ListenerAt): in the connection's namespace, the exact address
+//     before the wildcard of its family, a :: with ipv4_compat taking IPv4 too; every address of a
+//     listener counts, its address and each of additional_addresses, each in the namespace it
+//     names, and a listener Envoy rejects binds nothing. Check rejects what ListenerImpl rejects
+//     of the addresses (ipv4_compat on an address other than ::, an additional address of another
+//     socket type); a redirected connection's local address is the listener's socket of its
+//     family; the use_original_dst hand-off finds a listener by any of its addresses.
 //   - Load balancing as LoadBalancerBase (load_balancer_impl.cc): EDS health (HEALTHY and
 //     UNKNOWN healthy; DEGRADED degraded; UNHEALTHY and TIMEOUT unhealthy; DRAINING unhealthy
 //     and excluded, Envoy's default since exclude_host_in_eds_status_draining), priority load
@@ -116,7 +135,13 @@
 // content-type and body of Envoy's own answers, local_reply_config, the redirect's Location,
 // runtime keys and fractions, retries, outlier detection, active health checks, zone-aware
 // routing, subsets, drop_overloads, DNS resolution, and ORIGINAL_DST beyond "the original
-// destination". An unmodelled feature in the path of a connection gives ErrUnsupported.
-// Nor first bytes that arrive in pieces: when the listener filters' timer fires, a client's
-// whole first flight (ClientHello, request line and headers) is there or none of it is.
+// destination". Nor first bytes that arrive in pieces: when the listener filters' timer fires,
+// a client's whole first flight (ClientHello, request line and headers) is there or none of it
+// is. Of capture: chains other than nat output (a prerouting redirect goes to the
+// incoming interface's address), conntrack (a connection's first packet decides; a later change
+// of the rules does not move it), routing (an IPv6 dial from a namespace without an IPv6 route fails
+// before the rules), whether a namespace can bind an address at all (a netns without IPv6 has
+// no ::1: Envoy would refuse the listener), two listeners on one address (Envoy's duplicate
+// check), and rules matching the proxy's mark or user (the walked connections are an
+// application's). An unmodelled feature in the path of a connection gives ErrUnsupported.
 package xdssim

@@ -97,9 +97,10 @@ func restoresDestination(l *listenerv3.Listener) bool {
 }
 
 // localAddress is the destination the listener matches chains on, for a connection the client
-// dialled to dst: dst when the listener restores it or when dst is the listener's own address;
-// otherwise the connection was redirected to the listener, and its local address is the
-// listener's.
+// dialled to dst: dst when the listener restores it or when one of the listener's sockets (its
+// address or an additional address) is bound to dst or to the wildcard that takes it; otherwise
+// the connection was redirected to the listener, and its local address is the listener's socket
+// of dst's family (a redirect keeps the family), else its address.
 func localAddress(l *listenerv3.Listener, dst netip.AddrPort) netip.AddrPort {
 	if restoresDestination(l) {
 		return dst
@@ -108,33 +109,43 @@ func localAddress(l *listenerv3.Listener, dst netip.AddrPort) netip.AddrPort {
 	if err != nil {
 		return dst
 	}
-	if own.Port() == dst.Port() && (own.Addr().IsUnspecified() || own.Addr() == dst.Addr()) {
-		return dst
+	sockets := boundAddresses(l)
+	for _, b := range sockets {
+		if b.receives(dst) > 0 {
+			return dst
+		}
+	}
+	for _, b := range sockets {
+		if b.addr.Addr().Is6() == dst.Addr().Is6() {
+			return b.addr
+		}
 	}
 	return own
 }
 
-// handoffTarget is the listener Envoy hands a restored connection to (use_original_dst): one
-// bound to the original destination, exactly or on the wildcard address of its port
-// (ConnectionHandlerImpl::getBalancedHandlerByAddress). "" when there is none.
+// handoffTarget is the listener Envoy hands a restored connection to (use_original_dst), as
+// ConnectionHandlerImpl::getBalancedHandlerByAddress finds it: a socket bound to the original
+// destination exactly, else the wildcard of its family on its port, where a :: socket without
+// IPV6_V6ONLY (ipv4_compat) is also IPv4's wildcard. Every socket of every listener counts, the
+// additional addresses too; Envoy's map is keyed by address and port alone, whatever namespace
+// a socket is bound in. "" when there is none.
 func (s *Sim) handoffTarget(l *listenerv3.Listener, local netip.AddrPort) string {
 	if !l.GetUseOriginalDst().GetValue() {
 		return ""
 	}
+	best, rank := "", 0
 	for _, name := range sortedKeys(s.listeners) {
 		other := s.listeners[name]
 		if other == l {
 			continue
 		}
-		a, err := listenerAddress(other)
-		if err != nil || a.Port() != local.Port() {
-			continue
-		}
-		if a.Addr() == local.Addr() || a.Addr().IsUnspecified() && a.Addr().Is4() == local.Addr().Is4() {
-			return name
+		for _, b := range boundAddresses(other) {
+			if r := b.receives(local); r > rank {
+				best, rank = name, r
+			}
 		}
 	}
-	return ""
+	return best
 }
 
 // listenerAddress is the socket address the listener binds.

@@ -4,8 +4,11 @@
 package xdssim
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -31,6 +34,13 @@ import (
 //     (UpstreamNetnsKey; an empty value is Envoy's own); without a source address the selector has
 //     nothing to override (it acts on the default selector's address). A SOL_SOCKET/SO_MARK
 //     socket option sets the socket's mark.
+//
+// The source address's family: the default selector (DefaultUpstreamLocalAddressSelector, which
+// the filter-state selector overrides the namespace of) takes, for each endpoint, the first of
+// source_address and extra_source_addresses of the endpoint's family, else source_address; a
+// socket bound to an address of the other family cannot connect, so a receiving endpoint (or the
+// passthrough's original destination) no source address of its family serves breaks the target
+// (ErrSourceFamily).
 //
 // Anything else on that path (another network filter, another selector, other format operators)
 // is ErrUnsupported.
@@ -139,6 +149,43 @@ func upstreamSource(cl *clusterv3.Cluster, state filterState) (netns string, mar
 		netns = o.value
 	}
 	return netns, mark, nil
+}
+
+// ErrSourceFamily is an upstream an upstream_bind_config has no source address of its family for.
+var ErrSourceFamily = errors.New("the upstream socket would be bound to a source address of the other family: the connection fails")
+
+// sourceFamilies checks that cl's upstream_bind_config has a source address of the family of
+// each of addrs (IP addresses; others are not read). Without a source address the kernel picks
+// one of the right family.
+func sourceFamilies(cl *clusterv3.Cluster, addrs []string) error {
+	bind := cl.GetUpstreamBindConfig()
+	if bind.GetSourceAddress() == nil {
+		return nil
+	}
+	has := map[bool]bool{} // by IPv6
+	sources := []string{bind.GetSourceAddress().GetAddress()}
+	for _, extra := range bind.GetExtraSourceAddresses() {
+		sources = append(sources, extra.GetAddress().GetAddress())
+	}
+	for _, extra := range bind.GetAdditionalSourceAddresses() {
+		sources = append(sources, extra.GetAddress())
+	}
+	for _, src := range sources {
+		if a, err := netip.ParseAddr(src); err == nil {
+			has[a.Unmap().Is6()] = true
+		}
+	}
+	var missing []string
+	for _, addr := range addrs {
+		if a, err := netip.ParseAddr(addr); err == nil && !has[a.Unmap().Is6()] && !slices.Contains(missing, addr) {
+			missing = append(missing, addr)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: cluster %q binds its upstream sockets to %s (upstream_bind_config) and connects to %s: add a source address of that family to extra_source_addresses",
+		ErrSourceFamily, cl.GetName(), strings.Join(sources, ", "), strings.Join(missing, ", "))
 }
 
 // listenerNetns is the namespace a listener's socket is bound in ("" for Envoy's own).

@@ -224,6 +224,22 @@ func sharedPort() Scenario {
 	return s
 }
 
+// DualStack is the mesh of a dual-stack cluster where payments (HTTP 8080, h2 9090, TCP 9000) is
+// IPv6: its Service's VIP and its pods' addresses (what their MeshEndpoints carry), while frontend
+// is IPv4. Each local pod's capture rules redirect both families, IPv4 to 127.0.0.1:18001 and
+// IPv6 to [::1]:18001, so its capture listener listens on both; payments' pods are dialled by
+// their IPv6 addresses, frontend's by its IPv4 one, and each inbound listener takes both families.
+func DualStack() model.Mesh { return dualStack().Mesh() }
+
+func dualStack() Scenario {
+	s := simple("8080", "8080,9090=h2,9000=tcp", "")
+	s.Services[0].VIP = "fd00:10:96::10"
+	for i, address := range []string{"fd00:10:244:1::10", "fd00:10:244:2::10", "fd00:10:244:3::10"} {
+		s.Workloads[i].Address = address
+	}
+	return s
+}
+
 // Scenarios are every scenario as data, by the name of its golden directory.
 func Scenarios() map[string]Scenario {
 	return map[string]Scenario{
@@ -240,6 +256,7 @@ func Scenarios() map[string]Scenario {
 		"tls-routes":                 tlsRoutes(),
 		"no-issuer":                  noIssuer(),
 		"shared-port":                sharedPort(),
+		"dual-stack-mesh":            dualStack(),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -58,8 +59,8 @@ func checkMesh(t testing.TB, name string, m model.Mesh) {
 // workload joins its service (each is a verified endpoint).
 func TestScenariosAreValid(t *testing.T) {
 	scenarios := xdstest.Scenarios()
-	if len(scenarios) != 13 {
-		t.Errorf("%d scenarios, want the 10 of the table, tls-routes, no-issuer and shared-port", len(scenarios))
+	if len(scenarios) != 14 {
+		t.Errorf("%d scenarios, want the 10 of the table, tls-routes, no-issuer, shared-port and dual-stack-mesh", len(scenarios))
 	}
 	for name, m := range xdstest.All() {
 		checkMesh(t, name, m)
@@ -105,6 +106,31 @@ func describe(s model.Service) string {
 	return out
 }
 
+// ipv6Addresses counts the mesh's IPv6 service VIPs and member addresses.
+func ipv6Addresses(m model.Mesh) int {
+	n := 0
+	is6 := func(s string) bool { a, err := netip.ParseAddr(s); return err == nil && a.Is6() }
+	for _, s := range m.Services {
+		if is6(s.VIP) {
+			n++
+		}
+		members := map[string]bool{}
+		for _, p := range s.Ports {
+			for _, pr := range p.Pairs {
+				for _, mb := range pr.Members {
+					members[mb.Address] = true
+				}
+			}
+		}
+		for a := range members {
+			if is6(a) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 func service(t testing.TB, m model.Mesh, ns, name string) model.Service {
 	t.Helper()
 	i := slices.IndexFunc(m.Services, func(s model.Service) bool { return s.Namespace == ns && s.Name == name })
@@ -131,6 +157,7 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		"tls-routes":                 "primary 8080; 443/TCP 8080/HTTP; http default none; tcp default 443",
 		"no-issuer":                  "primary 8080; 443/TCP 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 443",
 		"shared-port":                "primary 8080; 8080/HTTP 9000/TCP; http default none; tcp default 9000",
+		"dual-stack-mesh":            "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 	}
 	all := xdstest.All()
 	for name, m := range all {
@@ -147,6 +174,9 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		}
 		if issues := m.Issuer.Issues(); issues != (name != "no-issuer") {
 			t.Errorf("%s: the mesh has an identity issuer: %v", name, issues)
+		}
+		if v6 := ipv6Addresses(m); v6 != map[string]int{"dual-stack-mesh": 4}[name] {
+			t.Errorf("%s: %d IPv6 addresses (payments' VIP and its three pods in dual-stack-mesh, none elsewhere)", name, v6)
 		}
 	}
 	// The rollout's local pod serves 9000 as HTTP while the service routes it as TCP.
