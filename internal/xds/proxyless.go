@@ -32,7 +32,8 @@ import (
 // every service:
 //
 //   - an API listener per name of resolve.Names the service holds, <name>:<p> (what grpc-go asks
-//     for when it dials xds:///<name>:<p>), whose HCM (router filter last) takes its routes by
+//     for when it dials xds:///<name>:<p>), and its bare name's for a client of its namespace
+//     (namesFor), whose HCM (router filter last) takes its routes by
 //     RDS; the same HCM sits in the listener's one filter chain, where go-control-plane's
 //     Consistent() finds the RDS name (it does not read api_listener; grpc-go ignores a client
 //     listener's filter chains, and its own test resources do the same);
@@ -138,7 +139,7 @@ func (p *proxylessBuilder) build() Resources {
 			continue // every name is another service's (Skipped says so): nothing dials this port
 		}
 		res.Routes = append(res.Routes, p.routeConfiguration(sp.service, sp.port))
-		for _, name := range sp.service.names {
+		for _, name := range p.namesFor(sp.service) {
 			res.Listeners = append(res.Listeners, p.apiListener(ProxylessListener(name, sp.port), ProxylessRoutes(sp.service.fqdn, sp.port)))
 		}
 	}
@@ -291,8 +292,9 @@ func (p *proxylessBuilder) apiListener(name, routes string) *listenerv3.Listener
 // the port's listener names (grpc-go matches the target it dials, <name>:<p>, against them).
 func (p *proxylessBuilder) routeConfiguration(s *meshService, port int32) *routev3.RouteConfiguration {
 	name := ProxylessRoutes(s.fqdn, port)
-	domains := make([]string, len(s.names))
-	for i, n := range s.names {
+	names := p.namesFor(s)
+	domains := make([]string, len(names))
+	for i, n := range names {
 		domains[i] = ProxylessListener(n, port)
 	}
 	routes := p.httpPortRoutes(s, port, p.client.Identity)
@@ -302,6 +304,15 @@ func (p *proxylessBuilder) routeConfiguration(s *meshService, port int32) *route
 	rc := &routev3.RouteConfiguration{Name: name, VirtualHosts: []*routev3.VirtualHost{{Name: name, Domains: domains, Routes: routes}}}
 	p.check("route configuration "+name, rc)
 	return rc
+}
+
+// namesFor are the names of s the client dials it by: those it holds (resolve.Names), and its bare
+// name (resolve.LocalName) when the client is of its namespace and s holds it (holdLocalNames).
+func (p *proxylessBuilder) namesFor(s *meshService) []string {
+	if s.localName == "" || identityNamespace(p.client.Identity) != s.Namespace {
+		return s.names
+	}
+	return append(slices.Clip(s.names), s.localName)
 }
 
 // forGRPC is r as grpc-go reads it: a path_separated_prefix (an HTTPRoute's PathPrefix) as the
