@@ -241,3 +241,27 @@ func TestProxylessBareName(t *testing.T) {
 		}
 	}
 }
+
+// TestWalkCatchesAMissingBareName is the negative control of the surface walk for the bare name:
+// the route configurations without their bare-name domains (today's configuration before the
+// bare name) must fail the walk, which dials the bare names from the service's namespace.
+func TestWalkCatchesAMissingBareName(t *testing.T) {
+	withoutBareNames := func(m model.Mesh) (xds.Resources, error) {
+		res, err := xds.Build(m)
+		for _, rc := range res.Routes {
+			for _, vh := range rc.GetVirtualHosts() {
+				vh.Domains = slices.DeleteFunc(slices.Clone(vh.GetDomains()), func(d string) bool {
+					host, _, _ := strings.Cut(d, ":")
+					return host != "*" && !strings.Contains(host, ".")
+				})
+			}
+		}
+		return res, err
+	}
+	fake := &recorder{TB: t}
+	fake.walk(xdstest.MixedHTTPPrimary(), withoutBareNames)
+	if len(fake.failures) == 0 {
+		t.Fatal("the walk passed without the bare names; it must fail")
+	}
+	t.Logf("caught (%d failures), e.g. %s", len(fake.failures), fake.failures[0])
+}
