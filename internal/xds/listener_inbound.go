@@ -37,9 +37,11 @@ import (
 //   - a proxyless gRPC client that does not send SNI (grpc-go without GRPC_EXPERIMENTAL_XDS_SNI):
 //     it is served only the service's primary, and only by the pods whose own primary that is
 //     (proxyless.go), since the floor is the pod's primary, not the service's.
-// Envoy's server-name match cannot tell "no SNI" from "an SNI no chain names" (both take the
-// catch-all entry), so a connection naming a port the pod does not serve lands on the floor too;
-// a mesh client names only ports of its load assignment, which lists the pods that declare them.
+// Envoy's server-name match cannot tell "no SNI" from "an SNI no chain names": both fall through
+// the exact and wildcard lookups to the entry of chains without server_names, or, with none, to the
+// default chain (FilterChainManagerImpl::findFilterChainForServerName). So a connection naming a
+// port the pod does not serve lands on the floor too; a mesh client names only ports of its load
+// assignment, which lists the pods that declare them.
 
 // What one connection may hold of the inbound listener: the listener faces every peer of the
 // mesh (any node's proxy, and anything that reaches the pod's IP), so a peer that opens
