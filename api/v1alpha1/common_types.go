@@ -57,6 +57,8 @@ const (
 	// MaxNameLength is the length limit of one of status.names: a ServiceAccount name (253), a
 	// namespace (63) and a mesh domain (253, a DNS subdomain) joined by two dots.
 	MaxNameLength = 253 + 1 + 63 + 1 + 253
+	// MaxLocalNameLength is the length limit of status.localName: a ServiceAccount name.
+	MaxLocalNameLength = 253
 )
 
 // Ports of the mesh itself: the one home of these numbers. No workload may declare them

@@ -287,6 +287,7 @@ func TestLimitsMatchTheCRDs(t *testing.T) {
 		{"MaxNames", service, "status.names", "maxItems", meshv1alpha1.MaxNames},
 		{"len(resolve.Names)", service, "status.names", "maxItems", len(resolve.Names("s", "n", resolve.DefaultMeshDomain))},
 		{"MaxNameLength", service, "status.names.[]", "maxLength", meshv1alpha1.MaxNameLength},
+		{"MaxLocalNameLength", service, "status.localName", "maxLength", meshv1alpha1.MaxLocalNameLength},
 	} {
 		if got := limit(t, c.schema, c.path, c.word); got != c.want {
 			t.Errorf("%s is %d, the CRD's %s %s is %d", c.what, c.want, c.path, c.word, got)

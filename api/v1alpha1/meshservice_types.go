@@ -249,11 +249,20 @@ type MeshServiceStatus struct {
 	// +optional
 	Names []string `json:"names,omitempty"`
 
+	// localName is the service's name without a namespace, <service> (Host: <service>:8080): it
+	// reaches the service, by the same dial surface as names, from pods of the service's own
+	// namespace only, as the cluster's DNS search makes it; from another namespace it names that
+	// namespace's service of the name, if there is one. Absent when a Service of the service's
+	// name is not the mesh's (ServiceReady=False, NameConflict).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	LocalName string `json:"localName,omitempty"`
+
 	// dialSurface lists every address spelling of the service once, written for any of its
-	// names as <name>, and what it reaches: http://<name>/, <name>:18081, the HTTP requests by
-	// Host header (no port, each declared port, 18081, 18082, any other), https://<name>/,
-	// <name>:18082, each declared port and any other port: 2 × ports + 9 rows, at most
-	// 2 × 256 + 9 = 521.
+	// names (and, from the service's own namespace, its localName) as <name>, and what it
+	// reaches: http://<name>/, <name>:18081, the HTTP requests by Host header (no port, each
+	// declared port, 18081, 18082, any other), https://<name>/, <name>:18082, each declared port
+	// and any other port: 2 × ports + 9 rows, at most 2 × 256 + 9 = 521.
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=521
 	// +optional

@@ -120,7 +120,8 @@ func runClientProcess(t *testing.T, ctx context.Context, order clientOrder, env 
 // GRPC_EXPERIMENTAL_XDS_SNI) is served the primary only: 9091 has no listener for it, so its RPCs
 // fail rather than land on the destination's primary. A client that announces it and runs with
 // GRPC_EXPERIMENTAL_XDS_SNI=true is served 9091 too, and its handshakes send SNI "9091", which
-// selects port 9091's chain on the destination's inbound; to the primary it sends none.
+// selects port 9091's chain on the destination's inbound; to the primary they send "9090" (every
+// hop names its port, the primary too).
 func TestProxylessSNI(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespace(t, ctx)
@@ -165,7 +166,7 @@ func TestProxylessSNI(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := len(b.SNIs())
-	for port, wantSNI := range map[int32]string{9091: "9091", grpcPort: ""} {
+	for port, wantSNI := range map[int32]string{9091: "9091", grpcPort: strconv.Itoa(grpcPort)} {
 		report := runClientProcess(t, ctx, clientOrder{Bootstrap: bootstrap, Target: "xds:///" + ourxds.ProxylessListener(fqdn, port), RPCs: 20},
 			proxyless.EnvSNI+"=true")
 		if report.Err != "" || report.Answered[b.ip] != 20 {

@@ -112,7 +112,10 @@ func Translate(in Input) (Output, error) {
 	st.Names = resolve.Names(in.Name, in.Namespace, in.MeshDomain)
 	if in.Service.Exists && !in.Service.Owned {
 		// The Kubernetes names reach someone else's Service: only the mesh name is the mesh's.
+		// So does the bare name, which the cluster's DNS completes to one of them.
 		st.Names = st.Names[:1]
+	} else {
+		st.LocalName = resolve.LocalName(in.Name)
 	}
 	st.DialSurface = dialSurface(set, in.Issuer)
 

@@ -89,6 +89,9 @@ type Member struct {
 	Metadata map[string]string
 	// AppProtocol is what the endpoint declares the port speaks within the protocol (grpc or empty).
 	AppProtocol meshv1alpha1.AppProtocol
+	// Primary is the port the endpoint itself declares primary, which may not be the service's
+	// (a rollout that moves the primary): what a connection without SNI reaches on its inbound.
+	Primary int32
 	// Created is the endpoint's creation time, which the votes' tie-breaks read.
 	Created time.Time
 }
@@ -134,7 +137,7 @@ func BuildService(in Input) Service {
 		}
 		m := Member{Namespace: ep.Namespace, Name: ep.Name, Address: ep.Spec.Address, Node: ep.Spec.NodeName,
 			Health: ep.Status.Health, Weight: ep.Spec.Weight, Locality: ep.Spec.Locality,
-			Metadata: maps.Clone(ep.Spec.Metadata), Created: ep.CreationTimestamp.Time}
+			Metadata: maps.Clone(ep.Spec.Metadata), Created: ep.CreationTimestamp.Time, Primary: ep.Spec.PrimaryPort}
 		for _, p := range ep.Spec.Ports {
 			if pairs[p.Port] == nil {
 				pairs[p.Port] = map[meshv1alpha1.Protocol]*Pair{}

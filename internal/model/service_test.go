@@ -62,7 +62,8 @@ func TestMembership(t *testing.T) {
 
 	wantA := model.Member{Namespace: "shop", Name: "payments-a", Address: "10.244.1.11", Node: "node-a", Health: healthy,
 		Weight: 7, Locality: meshv1alpha1.Locality{Region: "eu-west", Zone: "eu-west-1a"},
-		Metadata: map[string]string{"version": "v1"}, AppProtocol: meshv1alpha1.AppProtocolGRPC, Created: a.CreationTimestamp.Time}
+		Metadata: map[string]string{"version": "v1"}, AppProtocol: meshv1alpha1.AppProtocolGRPC, Created: a.CreationTimestamp.Time,
+		Primary: 8080}
 	if got := port(t, svc, 9090).Pairs[0].Members[0]; !reflect.DeepEqual(got, wantA) {
 		t.Errorf("9090/HTTP2 member\n got %+v\nwant %+v", got, wantA)
 	}
@@ -72,6 +73,10 @@ func TestMembership(t *testing.T) {
 	}
 	if got := port(t, svc, 8080).Pairs[0].Members[1]; got.Address != "10.244.2.12" || got.Node != "node-b" || got.Health != draining {
 		t.Errorf("8080/HTTP member b: %+v", got)
+	}
+	// Each member carries its own primary, whatever the service's vote (8080): c declares 9000.
+	if got := port(t, svc, 9000).Pairs[0].Members[1]; got.Name != "payments-c" || got.Primary != 9000 {
+		t.Errorf("9000/TCP member c: %+v, want its own primary 9000", got)
 	}
 
 	// The model owns its metadata: a later change to the cache's object does not reach it.

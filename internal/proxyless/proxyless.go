@@ -17,7 +17,8 @@ const (
 	MetadataProxyless = "AETHER_PROXYLESS"
 	// MetadataSNI, "true", says the client sends the SNI its clusters name: the pod runs with
 	// EnvSNI=true (gRFC A101). Without it the client sends no SNI, and a connection lands on the
-	// destination's floor chain (its primary port), so only primary ports are served to it.
+	// destination's floor chain (that pod's own primary port), so only primary ports are served
+	// to it, each by the pods whose own primary it is.
 	MetadataSNI = "AETHER_XDS_SNI"
 	// MetadataTrue is the value of both.
 	MetadataTrue = "true"

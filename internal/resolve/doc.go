@@ -15,7 +15,8 @@
 //     and a body naming the HTTP spellings that work; a malformed authority is 400.
 //   - Names and DialSurface: the names a service is dialled by, listed once, and the surface's
 //     rows, each spelling once, written relative to any of the names (NamePlaceholder). The
-//     surface has SurfaceLen(len(ports)) = 2×ports + 9 rows.
+//     surface has SurfaceLen(len(ports)) = 2×ports + 9 rows. LocalName, the bare name, holds the
+//     same surface from the service's own namespace only (NamesFrom).
 //   - DialPorts: the ports of the surface's rows that dial one and are not refused, which the
 //     node's capture takes on the service's VIP (internal/capture), so that the surface holds.
 //   - The issuer (internal/meshidentity) is the surface's other input: without one, every raw-TCP
@@ -34,7 +35,9 @@
 //	<name>:9000             a connection to port 9000, in its declared protocol
 //	<name>:*                a connection to any other port
 //
-// where <name> is any of Names(service, namespace, meshDomain); Dial.For writes a row for one.
+// where <name> is any of Names(service, namespace, meshDomain), and, from a client in the
+// service's own namespace, its bare name, LocalName(service) (NamesFrom says which hold for a
+// client); Dial.For writes a row for one.
 //
 // This package is pure: no Kubernetes client code, no I/O. It imports only internal/portspec (the
 // port set), internal/meshidentity (the issuer) and api/v1alpha1 (the protocols and the mesh's ports,

@@ -13,15 +13,32 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
-// Names are the names that reach service in namespace, each resolving the same way: the mesh
-// name first, then the Kubernetes names of the generated Service. (A name without a namespace
-// means the caller's namespace, as the cluster's DNS search makes it.)
+// Names are the names that reach service in namespace from anywhere, each resolving the same
+// way: the mesh name first, then the Kubernetes names of the generated Service. The bare name
+// reaches it too, from its own namespace only (LocalName, NamesFrom).
 func Names(service, namespace, meshDomain string) []string {
 	return []string{
 		service + "." + namespace + "." + meshDomain,
 		service + "." + namespace + ".svc.cluster.local",
 		service + "." + namespace,
 	}
+}
+
+// LocalName is the service's name without a namespace, its bare name (Host: payments:8080). The
+// workload page: "a name without a namespace is my-svc in the caller's own namespace, as the
+// cluster's DNS search makes it". So from a client in the service's own namespace it reaches the
+// service, resolving as Names do (the same dial surface, row for row); from any other namespace it
+// is that namespace's service of the name, or no mesh service at all.
+func LocalName(service string) string { return service }
+
+// NamesFrom are the names that reach service in namespace from a client in callerNamespace, each
+// resolving the same way: Names, then LocalName when the client is in the service's namespace.
+func NamesFrom(service, namespace, callerNamespace, meshDomain string) []string {
+	names := Names(service, namespace, meshDomain)
+	if callerNamespace == namespace {
+		names = append(names, LocalName(service))
+	}
+	return names
 }
 
 // The notation of a surface row's Address (see the package comment).

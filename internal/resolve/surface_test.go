@@ -464,3 +464,22 @@ func TestDialPortsWithoutIssuer(t *testing.T) {
 		})
 	}
 }
+
+// TestNamesFrom: the bare name reaches a service from its own namespace only (the workload page:
+// "a name without a namespace (Host: my-svc:8080) is my-svc in the caller's own namespace"),
+// after the names that hold from anywhere.
+func TestNamesFrom(t *testing.T) {
+	everywhere := []string{"payments.shop.aether.internal", "payments.shop.svc.cluster.local", "payments.shop"}
+	for caller, want := range map[string][]string{
+		"shop": append(slices.Clone(everywhere), "payments"),
+		"web":  everywhere,
+		"":     everywhere,
+	} {
+		if got := resolve.NamesFrom("payments", "shop", caller, resolve.DefaultMeshDomain); !slices.Equal(got, want) {
+			t.Errorf("NamesFrom(payments, shop, %q) = %q; want %q", caller, got, want)
+		}
+	}
+	if got := resolve.LocalName("payments"); got != "payments" {
+		t.Errorf("LocalName(payments) = %q; want payments", got)
+	}
+}

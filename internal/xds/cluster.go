@@ -146,7 +146,7 @@ func (b *builder) upstreamCluster(u upstream, source, base string, port int32, h
 	c.EdsClusterConfig = b.edsConfig(what, u.fqdn, port)
 	c.CommonLbConfig = b.healthyOnlyConfig(what)
 	c.TransportSocket = b.upstreamTLS(what, hop{
-		source: source, destination: u.svc.Identity, sni: SNI(port, u.svc.Primary), http: http,
+		source: source, destination: u.svc.Identity, sni: ServerName(port), http: http,
 	})
 	return c
 }

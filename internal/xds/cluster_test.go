@@ -222,7 +222,7 @@ func clMixedMesh(t testing.TB) model.Mesh {
 
 // TestUpstreamClusters: a mixed and a pure-TCP service give exactly the clusters of the naming
 // scheme, each of the right kind: EDS on its port's load assignment, mTLS with the source's
-// certificate, SAN-pinned to the destination, SNI empty for the primary and the port otherwise,
+// certificate, SAN-pinned to the destination, SNI the port (the primary's too),
 // ALPN h2 and HTTP/2 options on HTTP clusters only, panic mode off.
 func TestUpstreamClusters(t *testing.T) {
 	res := clBuild(t, clMixedMesh(t))
@@ -247,14 +247,14 @@ func TestUpstreamClusters(t *testing.T) {
 		service                   string
 		http                      bool
 	}{
-		{HTTPCluster(pay, 8080), LoadAssignment(pay, 8080), "", "payments", true},
+		{HTTPCluster(pay, 8080), LoadAssignment(pay, 8080), "8080", "payments", true}, // the primary
 		{HTTPCluster(pay, 9090), LoadAssignment(pay, 9090), "9090", "payments", true},
 		{TCPCluster(pay, 9000), LoadAssignment(pay, 9000), "9000", "payments", false},
 		// The default TCP port of a service with an HTTP primary is not the primary: SNI 9000.
 		{TCPDefaultCluster(pay), LoadAssignment(pay, 9000), "9000", "payments", false},
-		{TCPCluster(led, 5432), LoadAssignment(led, 5432), "", "ledger", false},
+		{TCPCluster(led, 5432), LoadAssignment(led, 5432), "5432", "ledger", false}, // the primary
 		{TCPCluster(led, 6432), LoadAssignment(led, 6432), "6432", "ledger", false},
-		{TCPDefaultCluster(led), LoadAssignment(led, 5432), "", "ledger", false},
+		{TCPDefaultCluster(led), LoadAssignment(led, 5432), "5432", "ledger", false},
 	} {
 		t.Run(tc.base, func(t *testing.T) {
 			c := clCluster(t, res, SourceCluster(tc.base, source))
@@ -331,7 +331,7 @@ func TestEachSourceHasItsOwnClusters(t *testing.T) {
 	}
 	for _, sa := range []string{"batch", "web"} {
 		c := clCluster(t, res, SourceCluster(HTTPCluster(pay, 8080), clIdentity(sa)))
-		clCheckUpstreamTLS(t, c, clIdentity(sa), clIdentity("payments"), "", true)
+		clCheckUpstreamTLS(t, c, clIdentity(sa), clIdentity("payments"), "8080", true)
 	}
 	// Both copies read the one load assignment.
 	if len(res.Endpoints) != 1 || res.Endpoints[0].ClusterName != LoadAssignment(pay, 8080) {

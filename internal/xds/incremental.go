@@ -392,7 +392,7 @@ func listeningInputs(in listenerInputs) listenerInputs {
 // compares exactly the fields the projection keeps. TestProjectsToSeesEveryField changes each
 // field of a service, one at a time, and checks that projectsTo and the projection agree.
 func projectsTo(s, p meshService) bool {
-	return s.key == p.key && s.fqdn == p.fqdn && s.vip == p.vip && slices.Equal(s.names, p.names) &&
+	return s.key == p.key && s.fqdn == p.fqdn && s.vip == p.vip && slices.Equal(s.names, p.names) && s.localName == p.localName &&
 		s.ports.Primary == p.ports.Primary && slices.Equal(s.ports.Ports, p.ports.Ports) &&
 		s.Namespace == p.Namespace && s.Name == p.Name && s.Identity == p.Identity && s.VIP == p.VIP &&
 		s.Primary == p.Primary && slices.Equal(s.LeftOut, p.LeftOut) && slices.EqualFunc(s.Ports, p.Ports, portProjectsTo)

@@ -516,6 +516,10 @@ type meshService struct {
 	// names are the names of resolve.Names the service holds, lower-cased: the mesh name, the
 	// Kubernetes names, minus those another service holds.
 	names []string
+	// localName is its bare name (resolve.LocalName), lower-cased, which holds from its own
+	// namespace only: the capture routes of that namespace's identities carry it. Empty when
+	// another service holds it as one of its names (holdNames).
+	localName string
 }
 
 // What Build leaves out of the node's configuration, and why (Resources.Skipped, one sentence each). Build does not fail for these (one pod's or service's bad facts must not take
@@ -529,7 +533,8 @@ type meshService struct {
 //   - a service VIP that is not an IP address, or that an earlier service (by namespace and name)
 //     holds: no TCP capture chains for the service (its HTTP still routes by Host);
 //   - a name (resolve.Names) that a service earlier in the order (mesh names first, then the
-//     Kubernetes names; by namespace and name) holds: no virtual hosts for it;
+//     Kubernetes names; by namespace and name) holds: no virtual hosts for it; a bare name
+//     (resolve.LocalName) that is any service's name of resolve.Names: no domains for it;
 //   - without a workload-identity issuer (model.Mesh.Issuer), a service's raw TCP: no raw-TCP
 //     clusters, its TCP capture chains closed (withoutRawTCP).
 //
@@ -746,6 +751,28 @@ func holdNames(domain string, services []meshService) (skipped []error) {
 					name, services[i].Namespace, services[i].Name, services[h].Namespace, services[h].Name))
 			}
 		}
+	}
+	return append(skipped, holdLocalNames(services, holder)...)
+}
+
+// holdLocalNames gives each service that holds names its bare name (resolve.LocalName), unless a
+// service holds it as one of its names (holder): a name that spells a namespace keeps its meaning
+// everywhere, and a domain is one virtual host's. Two services of one namespace have two bare
+// names, and the bare names of two namespaces are in two route configurations (one per source
+// identity, so per namespace: captureRoutes), so bare names never collide with each other.
+func holdLocalNames(services []meshService, holder map[string]int) (skipped []error) {
+	for i := range services {
+		s := &services[i]
+		if len(s.names) == 0 {
+			continue // a service without virtual hosts has no bare-name domains to join
+		}
+		name := strings.ToLower(resolve.LocalName(s.Name))
+		if h, taken := holder[name]; taken {
+			skipped = append(skipped, fmt.Errorf("xds: no virtual hosts for bare name %q of service %s/%s (from namespace %s): it is a name of service %s/%s, which keeps it",
+				name, s.Namespace, s.Name, s.Namespace, services[h].Namespace, services[h].Name))
+			continue
+		}
+		s.localName = name
 	}
 	return skipped
 }

@@ -25,9 +25,23 @@ import (
 
 // The inbound listener (proposal 037 design (e)): where peers' mesh mTLS arrives for the pod's own
 // ports. The SNI selects the port (server_names [p], one chain per served port: an HCM for an
-// HTTP-class port, a tcp_proxy for a TCP one, never both); a connection without SNI, or with one
-// the pod does not serve, takes the default chain, the floor: the pod's primary, in its protocol
-// (the SNI rule sends the primary with an empty SNI). Every chain terminates mTLS (downstreamTLS).
+// HTTP-class port, a tcp_proxy for a TCP one, never both). Every chain terminates mTLS
+// (downstreamTLS).
+//
+// Every mesh hop names its port (ServerName), the primary too, so a proxy of this release never
+// needs the default chain, the floor: the pod's own primary, in its protocol. It stays for the
+// peers that send no SNI, which reach the pod's own primary as they always did:
+//   - a node proxy of a release before SNI on every hop, while the mesh is being upgraded: it
+//     sends none for the service's primary; without the floor each such connection would be
+//     closed until every node is upgraded;
+//   - a proxyless gRPC client that does not send SNI (grpc-go without GRPC_EXPERIMENTAL_XDS_SNI):
+//     it is served only the service's primary, and only by the pods whose own primary that is
+//     (proxyless.go), since the floor is the pod's primary, not the service's.
+// Envoy's server-name match cannot tell "no SNI" from "an SNI no chain names": both fall through
+// the exact and wildcard lookups to the entry of chains without server_names, or, with none, to the
+// default chain (FilterChainManagerImpl::findFilterChainForServerName). So a connection naming a
+// port the pod does not serve lands on the floor too; a mesh client names only ports of its load
+// assignment, which lists the pods that declare them.
 
 // What one connection may hold of the inbound listener: the listener faces every peer of the
 // mesh (any node's proxy, and anything that reaches the pod's IP), so a peer that opens

@@ -165,7 +165,8 @@ func InboundHTTPChain(port int32) string { return "in_" + itoa(port) }
 // InboundTCPChain is the tcp_proxy chain for TCP port p (server_names [p]): in_tcp_<p>.
 func InboundTCPChain(port int32) string { return "in_tcp_" + itoa(port) }
 
-// InboundFloorChain is the default chain (no SNI): the pod's primary port.
+// InboundFloorChain is the default chain, for a peer that sends no SNI: the pod's own primary
+// port (see listener_inbound.go for who sends none).
 const InboundFloorChain = "in_floor"
 
 // InboundVirtualHost is the one virtual host of an inbound HCM chain's inline route configuration
@@ -187,17 +188,12 @@ const (
 // one cluster the node's Envoy knows before ADS tells it the rest (Bootstrap).
 const XDSCluster = "aether-xds"
 
-// SNI is what an upstream TLS context sends for port: empty for the service's primary port (it
-// lands on the destination's floor chain), the port's number otherwise (proposal 037 (c)).
-func SNI(port, primary int32) string {
-	if port == primary {
-		return ""
-	}
-	return ServerName(port)
-}
-
 // ServerName is the SNI that selects port p's chain on an inbound listener (server_names [p]):
-// the port's number.
+// the port's number. Every mesh hop sends it, for every port, the service's primary too (DESIGN
+// section 8, superseding proposal 037 (c)'s empty SNI for the primary): a cluster is built from
+// the service's voted primary, and a pod's own primary, what the floor serves, may differ from it
+// (a rollout that moves the primary, or pods that disagree), so only the port's own name lands a
+// hop on the port its cluster is for.
 func ServerName(port int32) string { return itoa(port) }
 
 func itoa(p int32) string { return strconv.Itoa(int(p)) }

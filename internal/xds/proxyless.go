@@ -32,7 +32,8 @@ import (
 // every service:
 //
 //   - an API listener per name of resolve.Names the service holds, <name>:<p> (what grpc-go asks
-//     for when it dials xds:///<name>:<p>), whose HCM (router filter last) takes its routes by
+//     for when it dials xds:///<name>:<p>), and its bare name's for a client of its namespace
+//     (namesFor), whose HCM (router filter last) takes its routes by
 //     RDS; the same HCM sits in the listener's one filter chain, where go-control-plane's
 //     Consistent() finds the RDS name (it does not read api_listener; grpc-go ignores a client
 //     listener's filter chains, and its own test resources do the same);
@@ -45,8 +46,8 @@ import (
 //
 // Where the client connects is where the node's Envoy would: the destination pod's inbound,
 // <pod IP>:18008, over mTLS with the client's certificate, the server pinned to the destination's
-// SPIFFE ID, SNI the port when it is not the primary. A proxyless client and a sidecar-fronted
-// server interoperate.
+// SPIFFE ID, SNI the port (ServerName, the primary too, as every mesh hop). A proxyless client and
+// a sidecar-fronted server interoperate.
 //
 // What grpc-go v1.85 reads differs from Envoy (internal/xds/xdsclient/xdsresource/unmarshal_cds.go):
 //
@@ -56,9 +57,11 @@ import (
 //   - the SAN pin: it reads match_subject_alt_names (exact, against every SAN of the leaf) and
 //     ignores match_typed_subject_alt_names, so the pin is the former, an exact SPIFFE ID;
 //   - SNI: it sends UpstreamTlsContext.sni only with GRPC_EXPERIMENTAL_XDS_SNI=true (gRFC A101),
-//     otherwise none, and a connection without SNI lands on the destination's floor chain, its
-//     primary port. So a client that does not announce it (proxyless.MetadataSNI) is served the
-//     services' primary ports only: another port would silently reach the primary;
+//     otherwise none, and a connection without SNI lands on the destination's floor chain: that
+//     pod's own primary port, which during a rollout that moves the primary is not the
+//     service's. So a client that does not announce it (proxyless.MetadataSNI) is served the
+//     services' primary ports only, each by the pods whose own primary it is (noSNIMembers):
+//     another port, or another pod, would silently reach another port;
 //   - clusters: EDS, LOGICAL_DNS or aggregate only (no STATIC): the blackhole a route's invalid
 //     backend keeps its share on is an EDS cluster whose load assignment is empty (its RPCs fail
 //     UNAVAILABLE);
@@ -126,7 +129,7 @@ func (p *proxylessBuilder) build() Resources {
 				continue
 			}
 			res.Clusters = append(res.Clusters, p.cluster(s, port.Number))
-			res.Endpoints = append(res.Endpoints, p.loadAssignment(LoadAssignment(s.fqdn, port.Number), port.Pairs[0].Members))
+			res.Endpoints = append(res.Endpoints, p.loadAssignment(LoadAssignment(s.fqdn, port.Number), p.members(s, port)))
 			served = append(served, proxylessPort{s, port.Number})
 		}
 	}
@@ -136,7 +139,7 @@ func (p *proxylessBuilder) build() Resources {
 			continue // every name is another service's (Skipped says so): nothing dials this port
 		}
 		res.Routes = append(res.Routes, p.routeConfiguration(sp.service, sp.port))
-		for _, name := range sp.service.names {
+		for _, name := range p.namesFor(sp.service) {
 			res.Listeners = append(res.Listeners, p.apiListener(ProxylessListener(name, sp.port), ProxylessRoutes(sp.service.fqdn, sp.port)))
 		}
 	}
@@ -166,12 +169,41 @@ func (p *proxylessBuilder) serves(s *meshService, port model.Port) bool {
 		return false
 	}
 	if !p.client.SNI && port.Number != s.Primary {
-		p.skip(fmt.Sprintf("xds: proxyless: %s:%d is not served to a client that sends no SNI: its connections would land on the "+
-			"destination's primary port %d (run the client with %s=true and announce %s)",
+		p.skip(fmt.Sprintf("xds: proxyless: %s:%d is not served to a client that sends no SNI: its connections would land on each "+
+			"destination pod's own primary port, the service's being %d (run the client with %s=true and announce %s)",
 			s.fqdn, port.Number, s.Primary, proxyless.EnvSNI, proxyless.MetadataSNI))
 		return false
 	}
 	return true
+}
+
+// members are the endpoints of port of s the client is given: the port's load assignment, the
+// same as the node's Envoy reads, for a client that sends SNI; for one that sends none, only the
+// members whose own primary is the port (noSNIMembers).
+func (p *proxylessBuilder) members(s *meshService, port model.Port) []model.Member {
+	if p.client.SNI {
+		return port.Pairs[0].Members
+	}
+	return p.noSNIMembers(s, port)
+}
+
+// noSNIMembers are the members of port of s whose own primary is the port. A connection without
+// SNI takes the destination's floor chain, the pod's own primary: a pod that declares another
+// primary (a rollout that moves the primary) would serve the client's RPCs on that other port,
+// so it is left out, and Skipped says so.
+func (p *proxylessBuilder) noSNIMembers(s *meshService, port model.Port) []model.Member {
+	members := port.Pairs[0].Members
+	kept := make([]model.Member, 0, len(members))
+	for _, m := range members {
+		if m.Primary == port.Number {
+			kept = append(kept, m)
+			continue
+		}
+		p.skip(fmt.Sprintf("xds: proxyless: endpoint %s/%s is not served to a client that sends no SNI for %s:%d: its own primary is %d, "+
+			"where such a client's connections would land (run the client with %s=true and announce %s)",
+			m.Namespace, m.Name, s.fqdn, port.Number, m.Primary, proxyless.EnvSNI, proxyless.MetadataSNI))
+	}
+	return kept
 }
 
 // cluster is the EDS cluster that reaches port of s for the client: its hosts the port's load
@@ -181,7 +213,7 @@ func (p *proxylessBuilder) cluster(s *meshService, port int32) *clusterv3.Cluste
 	p.clusters[name] = true
 	sni := ""
 	if p.client.SNI {
-		sni = SNI(port, s.Primary)
+		sni = ServerName(port)
 	}
 	c := &clusterv3.Cluster{
 		Name:                 name,
@@ -260,8 +292,9 @@ func (p *proxylessBuilder) apiListener(name, routes string) *listenerv3.Listener
 // the port's listener names (grpc-go matches the target it dials, <name>:<p>, against them).
 func (p *proxylessBuilder) routeConfiguration(s *meshService, port int32) *routev3.RouteConfiguration {
 	name := ProxylessRoutes(s.fqdn, port)
-	domains := make([]string, len(s.names))
-	for i, n := range s.names {
+	names := p.namesFor(s)
+	domains := make([]string, len(names))
+	for i, n := range names {
 		domains[i] = ProxylessListener(n, port)
 	}
 	routes := p.httpPortRoutes(s, port, p.client.Identity)
@@ -271,6 +304,15 @@ func (p *proxylessBuilder) routeConfiguration(s *meshService, port int32) *route
 	rc := &routev3.RouteConfiguration{Name: name, VirtualHosts: []*routev3.VirtualHost{{Name: name, Domains: domains, Routes: routes}}}
 	p.check("route configuration "+name, rc)
 	return rc
+}
+
+// namesFor are the names of s the client dials it by: those it holds (resolve.Names), and its bare
+// name (resolve.LocalName) when the client is of its namespace and s holds it (holdLocalNames).
+func (p *proxylessBuilder) namesFor(s *meshService) []string {
+	if s.localName == "" || identityNamespace(p.client.Identity) != s.Namespace {
+		return s.names
+	}
+	return append(slices.Clip(s.names), s.localName)
 }
 
 // forGRPC is r as grpc-go reads it: a path_separated_prefix (an HTTPRoute's PathPrefix) as the

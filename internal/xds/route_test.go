@@ -84,7 +84,7 @@ func fxResolveAnswer(t testing.TB, m model.Mesh, identity, host string) (string,
 	t.Helper()
 	name, port, hasPort := strings.Cut(strings.ToLower(host), ":")
 	for _, s := range m.Services {
-		if !slices.Contains(resolve.Names(s.Name, s.Namespace, m.Domain), name) {
+		if !slices.Contains(resolve.NamesFrom(s.Name, s.Namespace, fxNamespaceOf(identity), m.Domain), name) {
 			continue
 		}
 		ps := s.PortSet()
@@ -114,9 +114,16 @@ func fxResolveAnswer(t testing.TB, m model.Mesh, identity, host string) (string,
 	return "", false
 }
 
+// fxNamespaceOf is the namespace of identity, spiffe://<domain>/ns/<ns>/sa/<sa>.
+func fxNamespaceOf(identity string) string {
+	namespace, _, _ := strings.Cut(xds.SourceKey(identity), "/")
+	return namespace
+}
+
 // Every domain of every virtual host answers what resolve says for that Host, word for word in
 // the words of the mesh name (the wildcard: the dial surface's "Host: <name>:*" row); every name of every service has its
-// portless domain, one per declared port, :18081 and the wildcard.
+// portless domain, one per declared port, :18081 and the wildcard. The names are those that hold
+// from the route configuration's identity's namespace (resolve.NamesFrom): a bare name only there.
 func TestCaptureRoutesAnswerLikeResolve(t *testing.T) {
 	m := fxMixedMesh(t)
 	res := fxBuild(t, m)
@@ -152,7 +159,7 @@ func TestCaptureRoutesAnswerLikeResolve(t *testing.T) {
 			}
 		}
 		for _, s := range m.Services {
-			for _, name := range resolve.Names(s.Name, s.Namespace, m.Domain) {
+			for _, name := range resolve.NamesFrom(s.Name, s.Namespace, fxNamespaceOf(identity), m.Domain) {
 				want := []string{name, name + ":18081", name + ":*"}
 				for _, p := range s.Ports {
 					want = append(want, fmt.Sprintf("%s:%d", name, p.Number))

@@ -29,7 +29,7 @@ import (
 
 // TestDialSurfaceLandsWhereStatusSays is the test that keeps status and data plane from ever
 // disagreeing (issue 12, Deliver 5): for every golden scenario, every local pod as the client,
-// every service, every name of it and every row of its dial surface (resolve.DialSurface, what
+// every service, every name of it that holds from the client's namespace and every row of its dial surface (resolve.DialSurface, what
 // MeshService.status.dialSurface says), a connection simulated through the generated listeners,
 // routes, clusters and load assignments (xdssim, which follows Envoy's matching order) lands on
 // exactly the (port, protocol) resolve says, or on the refusal or 421 it says. A Reaches row is
@@ -339,7 +339,8 @@ func walkSurfaces(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resour
 			}
 			set := svc.PortSet()
 			fqdn := xds.FQDN(svc.Name, svc.Namespace, m.Domain)
-			for _, name := range resolve.Names(svc.Name, svc.Namespace, m.Domain) {
+			// The bare name too, from the service's own namespace (resolve.NamesFrom).
+			for _, name := range resolve.NamesFrom(svc.Name, svc.Namespace, client.Namespace, m.Domain) {
 				for _, template := range resolve.DialSurface(set, m.Issuer) {
 					row := template.For(name)
 					// The 421 bodies name the mesh name's spellings, whichever name the client

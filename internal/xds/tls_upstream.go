@@ -23,7 +23,7 @@ type hop struct {
 	source string
 	// destination is the SPIFFE ID the server's certificate must carry as a URI SAN.
 	destination string
-	// sni selects the destination's inbound chain: SNI(port, primary).
+	// sni selects the destination's inbound chain: ServerName(port), for every port.
 	sni string
 	// http offers ALPN h2; a TCP hop offers no ALPN (proposal 037: "nothing means TCP").
 	http bool

@@ -66,7 +66,8 @@ func PureHTTP() model.Mesh { return pureHTTP().Mesh() }
 func pureHTTP() Scenario { return simple("8080", "8080,8081", "") }
 
 // PureTCP is the mesh where payments serves one TCP port, 5432, its primary: :18082 and :5432
-// reach it with no SNI (the primary); http:// is 421 no-http-port.
+// reach it with SNI "5432" (every hop names its port, the primary too); http:// is 421
+// no-http-port.
 func PureTCP() model.Mesh { return pureTCP().Mesh() }
 
 func pureTCP() Scenario { return simple("5432", "", "tcp") }
@@ -83,14 +84,14 @@ func mixedHTTPPrimary() Scenario {
 }
 
 // TCPPrimaryHTTPSecondary is the mesh where payments' primary is TCP 9000, with HTTP 8080
-// beside it (protocol tcp, ports 9000,8080=h1): :18082 reaches 9000 with no SNI; :8080 is
+// beside it (protocol tcp, ports 9000,8080=h1): :18082 reaches 9000 with SNI "9000"; :8080 is
 // HTTP; http:// is 421 port-not-declared.
 func TCPPrimaryHTTPSecondary() model.Mesh { return tcpPrimaryHTTPSecondary().Mesh() }
 
 func tcpPrimaryHTTPSecondary() Scenario { return simple("9000", "9000,8080=h1", "tcp") }
 
 // NoHTTPPort is the mesh where payments serves TCP 5432 and 6379 (primary 6379, the default
-// TCP port): http:// is 421 no-http-port; :5432 carries SNI "5432", :6379 and :18082 none.
+// TCP port): http:// is 421 no-http-port; :5432 carries SNI "5432", :6379 and :18082 "6379".
 func NoHTTPPort() model.Mesh { return noHTTPPort().Mesh() }
 
 func noHTTPPort() Scenario { return simple("6379", "5432,6379", "tcp") }
@@ -133,6 +134,19 @@ func RolloutConflict() model.Mesh { return rolloutConflict().Mesh() }
 func rolloutConflict() Scenario {
 	s := simple("8080", "8080,9000=tcp", "")
 	s.Workloads[0].Ports, s.Workloads[0].Created = "8080,9000", at(11)
+	return s
+}
+
+// PrimaryRollout is the mesh where payments is moving its primary from HTTP 8080 to TCP 9000:
+// every pod serves both ports, the two older pods (other nodes) still declare 8080 primary, the
+// newer pod on this node declares 9000. The vote makes 8080 the service's primary, while this
+// node's pod's own primary, what its inbound's default chain serves, is 9000. Every hop names its
+// port by SNI, so 8080 reaches 8080 on every pod, this one included.
+func PrimaryRollout() model.Mesh { return primaryRollout().Mesh() }
+
+func primaryRollout() Scenario {
+	s := simple("8080", "8080,9000=tcp", "")
+	s.Workloads[0].Port, s.Workloads[0].Created = "9000", at(11)
 	return s
 }
 
@@ -252,6 +266,7 @@ func Scenarios() map[string]Scenario {
 		"https-443-tcp":              https443TCP(),
 		"scoped":                     scoped(),
 		"rollout-conflict":           rolloutConflict(),
+		"primary-rollout":            primaryRollout(),
 		"routes":                     routes(),
 		"tls-routes":                 tlsRoutes(),
 		"no-issuer":                  noIssuer(),
