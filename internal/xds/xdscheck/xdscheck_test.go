@@ -434,22 +434,28 @@ func TestGatesRejectBrokenCopies(t *testing.T) {
 			res.Clusters[0], res.Clusters[1] = res.Clusters[1], res.Clusters[0]
 		}, `cluster "passthrough" comes after "payments.shop.aether.internal:8080|web/frontend": the list must be sorted by name`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			base := valid(t)
-			broken := clone(base)
-			tc.breakCopy(t, &broken)
-			got := tc.gate(broken)
-			for _, v := range got {
-				t.Logf("violation: %s", v)
-			}
-			if !containsLine(got, tc.want) {
-				t.Errorf("the gate did not report\n  %s\nit reported:\n  %s", tc.want, strings.Join(got, "\n  "))
-			}
-			if v := xdscheck.All(base); v != nil {
-				t.Fatalf("breaking the copy broke the original:\n%s", strings.Join(v, "\n"))
-			}
-		})
+		tc.run(t)
 	}
+}
+
+// run breaks a copy of the valid resources as tc says and requires its gate to report tc.want,
+// and the valid original to pass still.
+func (tc negative) run(t *testing.T) {
+	t.Run(tc.name, func(t *testing.T) {
+		base := valid(t)
+		broken := clone(base)
+		tc.breakCopy(t, &broken)
+		got := tc.gate(broken)
+		for _, v := range got {
+			t.Logf("violation: %s", v)
+		}
+		if !containsLine(got, tc.want) {
+			t.Errorf("the gate did not report\n  %s\nit reported:\n  %s", tc.want, strings.Join(got, "\n  "))
+		}
+		if v := xdscheck.All(base); v != nil {
+			t.Fatalf("breaking the copy broke the original:\n%s", strings.Join(v, "\n"))
+		}
+	})
 }
 
 // TestStabilityGate: the stability gate reports a listener or route that changed, was added or
