@@ -21,6 +21,9 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
 
+// kindCluster names a cluster in the build's errors and notes (about.kind).
+const kindCluster = "cluster"
+
 // connectTimeout bounds every connection attempt of every cluster Build emits: 1 s. Each upstream
 // is a pod on the cluster network (a peer's inbound, or a local pod's own port), where a live peer
 // answers within milliseconds; waiting longer only delays the next attempt on another host.
@@ -93,7 +96,7 @@ func (b *builder) clusters() []*clusterv3.Cluster {
 	for _, pod := range b.in.pods {
 		out = append(out, b.podAppClusters(pod)...)
 	}
-	return sortByName(b, "cluster", out, (*clusterv3.Cluster).GetName, b.memo.sortedClusters())
+	return sortByName(b, kindCluster, out, (*clusterv3.Cluster).GetName, b.memo.sortedClusters())
 }
 
 // serviceClusters are u's clusters as source dials them: one per listed port (HTTPCluster for an
@@ -129,7 +132,7 @@ func (b *builder) serviceClusters(u upstream, source string) []*clusterv3.Cluste
 // own protocol: the destination's inbound speaks the port's protocol to the application.
 func (b *builder) upstreamCluster(u upstream, source, base string, port int32, http bool) *clusterv3.Cluster {
 	name := b.sourceCluster(base, source)
-	what := about{kind: "cluster", name: name}
+	what := about{kind: kindCluster, name: name}
 	c := &clusterv3.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: b.edsClusterType(),
@@ -176,7 +179,7 @@ func (b *builder) passthroughCluster() *clusterv3.Cluster {
 		UpstreamBindConfig:   b.podBindConfig(),
 	}
 	b.check("cluster "+PassthroughCluster, c)
-	what := about{kind: "cluster", name: PassthroughCluster}
+	what := about{kind: kindCluster, name: PassthroughCluster}
 	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: b.packAbout(what.part("HTTP protocol options"),
 		&httpv3.HttpProtocolOptions{UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{
 			UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
@@ -228,7 +231,7 @@ func (b *builder) appClusters(pod model.LocalPod) []*clusterv3.Cluster {
 			},
 		}
 		if p.Protocol.IsHTTP() {
-			c.TypedExtensionProtocolOptions = b.httpOptions(about{kind: "cluster", name: name}, p.Protocol)
+			c.TypedExtensionProtocolOptions = b.httpOptions(about{kind: kindCluster, name: name}, p.Protocol)
 		}
 		b.check("cluster "+name, c)
 		out = append(out, c)

@@ -53,10 +53,6 @@ func (s shape) speaksHTTP() bool {
 	return s == shapeHTTP11 || s == shapeHTTP10 || s == shapeH2C || s == shapeWebSocket
 }
 
-func (s shape) tls() bool {
-	return s == shapeTLSSNIALPN || s == shapeTLSSNI || s == shapeTLSALPN || s == shapeTLS
-}
-
 // shapeConn is the connection of shape sh to where canonical (the row's own client) connects.
 // An HTTP client sends the Host the row's client sends (name:port when that one sends bytes);
 // a TLS client names the row's name and offers h2 and http/1.1, as browsers and gRPC do.

@@ -155,7 +155,7 @@ func (p *proxylessBuilder) build() Resources {
 	})
 	slices.SortFunc(res.Listeners, func(x, y *listenerv3.Listener) int { return cmp.Compare(x.GetName(), y.GetName()) })
 	slices.SortFunc(res.Routes, func(x, y *routev3.RouteConfiguration) int { return cmp.Compare(x.GetName(), y.GetName()) })
-	requireUnique(p.builder, "cluster", res.Clusters, (*clusterv3.Cluster).GetName)
+	requireUnique(p.builder, kindCluster, res.Clusters, (*clusterv3.Cluster).GetName)
 	requireUnique(p.builder, "load assignment", res.Endpoints, (*endpointv3.ClusterLoadAssignment).GetClusterName)
 	requireUnique(p.builder, "listener", res.Listeners, (*listenerv3.Listener).GetName)
 	requireUnique(p.builder, "route configuration", res.Routes, (*routev3.RouteConfiguration).GetName)

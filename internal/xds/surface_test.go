@@ -544,13 +544,6 @@ func arrive(t testing.TB, sim *xdssim.Sim, out xdssim.Outcome, row resolve.Dial,
 	}
 }
 
-func protocolOf(p meshv1alpha1.Protocol) xdssim.Protocol {
-	if p.IsHTTP() {
-		return xdssim.HTTP
-	}
-	return xdssim.TCP
-}
-
 func describe(c xdssim.Conn) string {
 	s := net.JoinHostPort(c.DstIP, strconv.Itoa(int(c.DstPort)))
 	if c.TLS {

@@ -222,7 +222,7 @@ func inspect(l *listenerv3.Listener, c Conn, own, restored uint16) (d detected, 
 		if c.ServerFirst || late(l, c) {
 			// The timer fires before the first byte: nothing was detected.
 			d = detected{}
-			waited, v, err = filtersTimeout(l, c)
+			waited, v, err = filtersTimeout(l)
 			if err != nil {
 				return d, waited, v, err
 			}
@@ -274,7 +274,7 @@ func (r *Request) inspected() string {
 
 // filtersTimeout is what happens when the inspectors wait for a server-first or late client, and
 // how long they held it.
-func filtersTimeout(l *listenerv3.Listener, c Conn) (time.Duration, Verdict, error) {
+func filtersTimeout(l *listenerv3.Listener) (time.Duration, Verdict, error) {
 	timeout := listenerFiltersTimeout(l)
 	switch {
 	case timeout == 0:

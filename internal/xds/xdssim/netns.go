@@ -167,7 +167,9 @@ func sourceFamilies(cl *clusterv3.Cluster, addrs []string) error {
 	for _, extra := range bind.GetExtraSourceAddresses() {
 		sources = append(sources, extra.GetAddress().GetAddress())
 	}
-	for _, extra := range bind.GetAdditionalSourceAddresses() {
+	// Envoy 1.40 still binds by the deprecated field too: read it, or a config using it would
+	// look unable to reach the other family.
+	for _, extra := range bind.GetAdditionalSourceAddresses() { //nolint:staticcheck // see above
 		sources = append(sources, extra.GetAddress())
 	}
 	for _, src := range sources {

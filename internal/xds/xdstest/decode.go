@@ -28,7 +28,7 @@ var (
 		meshv1alpha1.HealthUnhealthy, meshv1alpha1.HealthDraining}
 	fuzzNodes    = [3]string{ThisNode, SameRegion, OtherRegion}
 	fuzzServices = [4]ServiceDecl{{shop, paymentsService, "10.96.0.10"}, {web, frontendService, "10.96.0.20"},
-		{shop, catalogService, "10.96.0.11"}, {shop, "ledger", "10.96.0.12"}}
+		{shop, catalogService, catalogVIP}, {shop, "ledger", "10.96.0.12"}}
 	fuzzCapture = [4]model.CaptureMode{model.CaptureSurface, model.CaptureScoped, model.CaptureAll, model.CaptureSurface}
 	fuzzKinds   = [4]model.RouteKind{model.HTTPRoute, model.GRPCRoute, model.TCPRoute, model.TLSRoute}
 )

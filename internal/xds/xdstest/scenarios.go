@@ -25,8 +25,9 @@ const (
 	// The services of the scenarios (and of the fuzz decoder).
 	frontendService, paymentsService, catalogService = "frontend", "payments", "catalog"
 	canaryService                                    = "payments-canary"
-	// canaryVIP is payments-canary's VIP in the routed scenarios.
-	canaryVIP = "10.96.0.12"
+	// canaryVIP is payments-canary's VIP in the routed scenarios; catalogVIP is catalog's.
+	canaryVIP  = "10.96.0.12"
+	catalogVIP = "10.96.0.11"
 )
 
 // at is hh:00 on Day.
@@ -114,7 +115,7 @@ func Scoped() model.Mesh { return scoped().Mesh() }
 
 func scoped() Scenario {
 	s := mixedHTTPPrimary()
-	s.Services = append(s.Services, ServiceDecl{shop, catalogService, "10.96.0.11"})
+	s.Services = append(s.Services, ServiceDecl{shop, catalogService, catalogVIP})
 	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: "catalog-0", Node: SameRegion,
 		Address: "10.244.2.11", Port: "8080", Health: healthy, Created: at(9)})
 	for i := range s.Workloads {
@@ -232,7 +233,7 @@ func SharedPort() model.Mesh { return sharedPort().Mesh() }
 
 func sharedPort() Scenario {
 	s := simple("8080", "8080,9000=tcp", "")
-	s.Services = append(s.Services, ServiceDecl{shop, catalogService, "10.96.0.11"})
+	s.Services = append(s.Services, ServiceDecl{shop, catalogService, catalogVIP})
 	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: "catalog-0", Node: SameRegion,
 		Address: "10.244.2.11", Port: "9000", Health: healthy, Created: at(9)})
 	return s
