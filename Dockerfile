@@ -7,6 +7,9 @@ ARG GO_IMAGE=golang:1.26
 FROM ${GO_IMAGE} AS builder
 ARG TARGETOS
 ARG TARGETARCH
+# What --version prints (internal/version); make docker-build passes git's.
+ARG VERSION=unknown
+ARG COMMIT=unknown
 WORKDIR /workspace
 # Modules first, so a source change does not re-download them.
 COPY go.mod go.sum ./
@@ -15,10 +18,11 @@ COPY api/ api/
 COPY cmd/ cmd/
 COPY internal/ internal/
 ENV CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH}
-RUN go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager && \
-    go build -trimpath -ldflags="-s -w" -o /out/agent ./cmd/agent && \
-    go build -trimpath -ldflags="-s -w" -o /out/aether-cni ./cmd/cni && \
-    go build -trimpath -ldflags="-s -w" -o /out/aether-identity ./cmd/identity
+RUN ldflags="-s -w -X github.com/aether-mesh/aether-operator/internal/version.version=${VERSION} -X github.com/aether-mesh/aether-operator/internal/version.commit=${COMMIT}" && \
+    go build -trimpath -ldflags="$ldflags" -o /out/manager ./cmd/manager && \
+    go build -trimpath -ldflags="$ldflags" -o /out/agent ./cmd/agent && \
+    go build -trimpath -ldflags="$ldflags" -o /out/aether-cni ./cmd/cni && \
+    go build -trimpath -ldflags="$ldflags" -o /out/aether-identity ./cmd/identity
 
 # Static binaries on distroless, as a non-root user.
 FROM gcr.io/distroless/static:nonroot

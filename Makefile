@@ -6,6 +6,12 @@ IMG ?= aether-operator:dev
 # v1.13.3: change both together).
 SPIRE_VERSION ?= v1.13.3
 export SPIRE_VERSION
+# What the binaries print for --version (internal/version): git's description of the commit
+# (a tag when there is one, "-dirty" with uncommitted changes) and the commit itself.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION_LDFLAGS = -X github.com/aether-mesh/aether-operator/internal/version.version=$(VERSION) \
+	-X github.com/aether-mesh/aether-operator/internal/version.commit=$(COMMIT)
 # Packages under test: everything but the end-to-end tier.
 UNIT_PKGS = $(shell go list ./... | grep -v /test/e2e)
 
@@ -142,11 +148,12 @@ bench-convergence: binaries ## The manager binary against the real API server: f
 ##@ Build
 
 .PHONY: build
-build: manifests generate ## Build the manager, agent, CNI plugin and kubectl plugin binaries into bin/.
-	go build -o bin/manager ./cmd/manager
-	go build -o bin/agent ./cmd/agent
-	go build -o bin/aether-cni ./cmd/cni
-	go build -o bin/kubectl-aether ./cmd/kubectl-aether
+build: manifests generate ## Build the manager, agent, CNI plugin, identity and kubectl plugin binaries into bin/, version-stamped (--version).
+	go build -ldflags="$(VERSION_LDFLAGS)" -o bin/manager ./cmd/manager
+	go build -ldflags="$(VERSION_LDFLAGS)" -o bin/agent ./cmd/agent
+	go build -ldflags="$(VERSION_LDFLAGS)" -o bin/aether-cni ./cmd/cni
+	go build -ldflags="$(VERSION_LDFLAGS)" -o bin/aether-identity ./cmd/identity
+	go build -ldflags="$(VERSION_LDFLAGS)" -o bin/kubectl-aether ./cmd/kubectl-aether
 
 # Where install-plugin puts kubectl-aether: go install's directory ($GOBIN, else $GOPATH/bin),
 # which must be on the PATH for kubectl to find the plugin. PLUGIN_DIR=/usr/local/bin overrides.
@@ -154,7 +161,7 @@ PLUGIN_DIR ?= $(or $(shell go env GOBIN),$(shell go env GOPATH)/bin)
 
 .PHONY: install-plugin
 install-plugin: ## Install the kubectl plugin kubectl-aether into PLUGIN_DIR (default: go install's bin; must be on PATH).
-	GOBIN="$(PLUGIN_DIR)" go install ./cmd/kubectl-aether
+	GOBIN="$(PLUGIN_DIR)" go install -ldflags="$(VERSION_LDFLAGS)" ./cmd/kubectl-aether
 	@case ":$$PATH:" in *":$(PLUGIN_DIR):"*) echo "installed $(PLUGIN_DIR)/kubectl-aether: try kubectl aether --help";; \
 	  *) echo "installed $(PLUGIN_DIR)/kubectl-aether; $(PLUGIN_DIR) is not on PATH: add it (export PATH=\"$(PLUGIN_DIR):\$$PATH\") for kubectl to find the plugin";; esac
 
@@ -164,7 +171,7 @@ run: manifests binaries ## Run the whole system locally: a real kube-apiserver a
 
 .PHONY: docker-build
 docker-build: ## Build the image (needs a Docker engine).
-	docker build -t $(IMG) .
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMG) .
 
 ##@ Cluster tier (hack/cluster)
 
@@ -187,10 +194,10 @@ cluster-down: ## Remove the cluster: processes, mounts, network namespaces, stat
 .PHONY: images
 images: $(LOCALBIN) ## Write OCI archives (for ctr import) of the operator, the test server, pause, spire-server and spire-agent, without Docker.
 	mkdir -p "$(CLUSTER_IMAGES)/bin"
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/manager" ./cmd/manager
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/agent" ./cmd/agent
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/aether-cni" ./cmd/cni
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/aether-identity" ./cmd/identity
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o "$(CLUSTER_IMAGES)/bin/manager" ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o "$(CLUSTER_IMAGES)/bin/agent" ./cmd/agent
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o "$(CLUSTER_IMAGES)/bin/aether-cni" ./cmd/cni
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o "$(CLUSTER_IMAGES)/bin/aether-identity" ./cmd/identity
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/testserver" ./hack/cluster/testserver
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/pause" ./hack/cluster/pause
 	go run ./hack/cluster/ociimage -name docker.io/aether/operator:dev -o "$(CLUSTER_IMAGES)/operator.tar" -entrypoint /manager \

@@ -52,12 +52,19 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/aether-mesh/aether-operator/internal/cni"
+	aetherversion "github.com/aether-mesh/aether-operator/internal/version"
 )
 
 // errPluginNotAvailable is STATUS's "cannot service ADD requests" (CNI spec 1.1).
 const errPluginNotAvailable uint = 50
 
 func main() {
+	// The container runtime calls the plugin with CNI_COMMAND set and no arguments; --version is
+	// for people (CNI's own VERSION command reports the spec versions it supports instead).
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-version") {
+		fmt.Println(aetherversion.Line("aether-cni"))
+		return
+	}
 	skel.PluginMainFuncs(skel.CNIFuncs{Add: cmdAdd, Del: cmdDel, Check: cmdCheck, Status: cmdStatus},
 		version.All, "aether-cni: hands each pod to the Aether mesh's node agent (a chained plugin, last in the conflist)")
 }

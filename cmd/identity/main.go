@@ -32,6 +32,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/aether-mesh/aether-operator/internal/version"
 )
 
 func main() {
@@ -52,6 +54,7 @@ const usage = `usage:
   aether-identity wait  [--socket ADDR] [--timeout DURATION]  wait until SPIRE issues this pod's X.509 SVID
   aether-identity files [--socket ADDR] [--dir DIR]           keep svid.pem, svid_key.pem and bundle.pem current in DIR
   aether-identity probe [--dir DIR]                           exit 0 when DIR's files parse, match and chain
+  aether-identity --version                                   print the version, the commit and the Go version
 `
 
 // run runs the subcommand args[0] and returns the process's exit code.
@@ -62,6 +65,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := log.New(stderr, "aether-identity "+args[0]+": ", log.LstdFlags|log.LUTC|log.Lmsgprefix)
 	switch args[0] {
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, version.Line("aether-identity"))
+		return exitOK
 	case "wait":
 		return waitCommand(ctx, args[1:], logger)
 	case "files":

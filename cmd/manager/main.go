@@ -34,6 +34,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/spireregistrar"
+	"github.com/aether-mesh/aether-operator/internal/version"
 	"github.com/aether-mesh/aether-operator/internal/webhook"
 )
 
@@ -62,7 +63,12 @@ func main() {
 	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
 	logOpts := zap.Options{}
 	logOpts.BindFlags(flag.CommandLine)
+	printVersion := flag.Bool("version", false, "Print the version, the commit and the Go version of this binary, and exit.")
 	flag.Parse()
+	if *printVersion {
+		fmt.Println(version.Line("aether-manager"))
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&logOpts)))
 	log := ctrl.Log.WithName("setup")
 

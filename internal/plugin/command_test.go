@@ -6,6 +6,8 @@ package plugin
 import (
 	"strings"
 	"testing"
+
+	"github.com/aether-mesh/aether-operator/internal/version"
 )
 
 // TestHelpAndCompletion: each command's --help shows it as `kubectl aether` with its examples and
@@ -37,5 +39,21 @@ func TestHelpAndCompletion(t *testing.T) {
 	}
 	if out, code := run(t, "", "__complete", "dial", "x", "-o", ""); code != 0 || !strings.Contains(out, "json\nyaml\n") {
 		t.Errorf("completing -o: exit status %d, got %q", code, out)
+	}
+}
+
+// TestVersion: `kubectl aether version` prints the plugin's build, as text and as data.
+func TestVersion(t *testing.T) {
+	info := version.Get()
+	out, code := run(t, "", "version")
+	if want := "kubectl-aether " + info.String() + "\n"; code != 0 || out != want {
+		t.Errorf("version: exit status %d, got %q, want %q", code, out, want)
+	}
+	out, code = run(t, "", "version", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"goVersion": "`+info.GoVersion+`"`) {
+		t.Errorf("version -o json: exit status %d, got %q", code, out)
+	}
+	if _, code = run(t, "", "version", "-o", "xml"); code != ExitUsage {
+		t.Errorf("version -o xml: exit status %d, want %d", code, ExitUsage)
 	}
 }
