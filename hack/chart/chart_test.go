@@ -479,6 +479,8 @@ func TestValues(t *testing.T) {
 		{"capture mode", []string{"agent.captureMode=all"}, flagOf("DaemonSet", "agent", "--capture-mode"), "all"},
 		{"manager image", []string{"manager.image.repository=r.example/op", "manager.image.tag=v9", "manager.image.pullPolicy=Always"},
 			image("Deployment", "manager"), "r.example/op:v9 Always"},
+		{"manager image: the identity containers the webhook injects", []string{"manager.image.repository=r.example/op", "manager.image.tag=v9"},
+			flagOf("Deployment", "manager", "--identity-image"), "r.example/op:v9"},
 		{"agent image: the agent", []string{"agent.image.repository=r.example/ag", "agent.image.tag=v8", "agent.image.pullPolicy=Never"},
 			image("DaemonSet", "agent"), "r.example/ag:v8 Never"},
 		{"agent image: install-cni", []string{"agent.image.repository=r.example/ag", "agent.image.tag=v8", "agent.image.pullPolicy=Never"},

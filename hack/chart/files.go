@@ -15,9 +15,12 @@ import (
 // chartVersion is the chart's own version; appVersion is the image tag config/ deploys.
 const chartVersion = "0.1.0"
 
-// minKubeVersion is the oldest Kubernetes the operator runs on: the agent's per-node write
-// authority (config/admission) needs the node-name claim of bound service-account tokens (1.32).
-const minKubeVersion = ">= 1.32.0-0"
+// minKubeVersion is the oldest Kubernetes the chart installs on: the agent's per-node write
+// authority (config/admission) needs the node-name claim of bound service-account tokens (1.32),
+// and the SPIRE agent the chart installs by default is allowed to read its kubelet's pods by
+// nodes/pods alone (config/spire/agent-rbac.yaml), which the kubelet honours from 1.33 on
+// (KubeletFineGrainedAuthz); an older kubelet would demand nodes/proxy.
+const minKubeVersion = ">= 1.33.0-0"
 
 func (g *generator) chartFile() string {
 	return fmt.Sprintf(`# %s

@@ -117,7 +117,10 @@ func (g *generator) manager(dep chartObject) error {
 		return err
 	}
 	g.values.ManagerImage, g.values.ManagerResources = c.image, c.resources
-	if err := g.flags(dep, managerContainer, "--identity-issuer="+identityIssuer, "--ignored-namespaces="+g.ignoredFlag()); err != nil {
+	// The pod webhook injects the identity containers from the manager's own image: one value.
+	identityImage := "{{ .Values.manager.image.repository }}:{{ .Values.manager.image.tag }}"
+	if err := g.flags(dep, managerContainer, "--identity-issuer="+identityIssuer, "--ignored-namespaces="+g.ignoredFlag(),
+		"--identity-image="+identityImage); err != nil {
 		return err
 	}
 	secret, err := find(dep.node, webhookCertVolume)
