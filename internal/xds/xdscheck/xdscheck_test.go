@@ -23,8 +23,8 @@ import (
 	netsetfilterstatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/set_filter_state/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	filterstateoverridev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/local_address_selectors/filter_state_override/v3"
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -195,19 +195,19 @@ func valid(t testing.TB) xds.Resources {
 	}
 	routes := &routev3.RouteConfiguration{Name: routeName, ResponseHeadersToRemove: []string{xds.OutcomeHeader},
 		RequestHeadersToRemove: []string{xds.OutcomeHeader}, VirtualHosts: []*routev3.VirtualHost{{
-		Name:    fqdn + ":8080",
-		Domains: []string{fqdn + ":8080", "payments.shop:8080"},
-		Routes: []*routev3.Route{
-			{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/v2"}},
-				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{
-					WeightedClusters: &routev3.WeightedCluster{Clusters: []*routev3.WeightedCluster_ClusterWeight{
-						{Name: httpCluster, Weight: wrapperspb.UInt32(1)}}}},
-					RetryPolicy: retryPolicy(t, "unreachable", "app-503", "refused-stream")}}},
-			{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: httpCluster},
-					RetryPolicy: retryPolicy(t, "unreachable", "app-503", "refused-stream")}}},
-		},
-	}}}
+			Name:    fqdn + ":8080",
+			Domains: []string{fqdn + ":8080", "payments.shop:8080"},
+			Routes: []*routev3.Route{
+				{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/v2"}},
+					Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{
+						WeightedClusters: &routev3.WeightedCluster{Clusters: []*routev3.WeightedCluster_ClusterWeight{
+							{Name: httpCluster, Weight: wrapperspb.UInt32(1)}}}},
+						RetryPolicy: retryPolicy(t, "unreachable", "app-503", "refused-stream")}}},
+				{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+					Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: httpCluster},
+						RetryPolicy: retryPolicy(t, "unreachable", "app-503", "refused-stream")}}},
+			},
+		}}}
 	passthroughCluster := &clusterv3.Cluster{
 		Name:                 xds.PassthroughCluster,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST},
