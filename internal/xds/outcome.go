@@ -73,7 +73,8 @@ import (
 // not retried; and never envoy-ratelimited, so a response carrying x-envoy-ratelimited is not
 // retried (Envoy checks that header first). The capture route configuration removes the header
 // from every response after the router has decided (Envoy decides on the upstream headers, then
-// finalizes them), and from every request.
+// finalizes them), and from every request, with the headers by which a client could ask the
+// router for retries of its own (RetryRequestHeaders).
 //
 // A gRPC call is a POST: rows 1, 2, 3 and 5 hold for it as for any POST. The destination's proxy
 // answers a gRPC request's local reply as grpc-status UNAVAILABLE, with the same header; the
@@ -250,11 +251,19 @@ func methodsOf(m *routev3.RouteMatch) methodSet {
 	return anyMethod
 }
 
+// RetryRequestHeaders are the request headers by which a client asks Envoy's router for retries
+// of its own: they would widen the table (x-envoy-retry-on: 5xx replays a POST the application
+// had received). The router reads them after the route's request headers are finalized, so
+// removing them there leaves the route's policy alone in force.
+var RetryRequestHeaders = []string{"x-envoy-max-retries", "x-envoy-retriable-header-names", "x-envoy-retriable-status-codes",
+	"x-envoy-retry-grpc-on", "x-envoy-retry-on"}
+
 // outboundOutcomeHeaders makes a capture route configuration remove the outcome header from
-// every response it forwards (after the retry decision) and every request (no client sends it).
+// every response it forwards (after the retry decision) and every request (no client sends it),
+// and the client's own retry headers from every request.
 func outboundOutcomeHeaders(rc *routev3.RouteConfiguration) {
 	rc.ResponseHeadersToRemove = []string{OutcomeHeader}
-	rc.RequestHeadersToRemove = []string{OutcomeHeader}
+	rc.RequestHeadersToRemove = append([]string{OutcomeHeader}, RetryRequestHeaders...)
 }
 
 // inboundOutcome makes an inbound route configuration stamp every response with the outcome

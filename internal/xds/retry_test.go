@@ -118,7 +118,9 @@ func walkRetry(t *testing.T, sim *xdssim.Sim, m model.Mesh, client, server model
 	host := xds.FQDN("payments", "shop", m.Domain) + ":" + strconv.Itoa(int(port))
 	req.Host = host
 	// What a client may send that the mesh must not pass on.
-	forged := map[string]string{xds.OutcomeHeader: "unreachable", "x-forwarded-client-cert": "URI=spiffe://aether.internal/ns/evil/sa/mallory"}
+	// x-envoy-retry-on: 5xx would have the router replay every 5xx, POST included.
+	forged := map[string]string{xds.OutcomeHeader: "unreachable", "x-forwarded-client-cert": "URI=spiffe://aether.internal/ns/evil/sa/mallory",
+		"x-envoy-retry-on": "5xx,reset", "x-envoy-max-retries": "5"}
 	if req.Headers == nil {
 		req.Headers = map[string]string{}
 	}

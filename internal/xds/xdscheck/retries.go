@@ -29,6 +29,9 @@ var (
 	// outcomeValues are the outcome header values a caller may retry on, with whether the page
 	// allows them for every method (false: the idempotent ones only).
 	outcomeValues = map[string]bool{"unreachable": true, "app-503": true, "refused-stream": true, "app-reset": false}
+	// clientRetryHeaders are the request headers Envoy's router reads for retries.
+	clientRetryHeaders = []string{"x-envoy-retry-on", "x-envoy-retry-grpc-on", "x-envoy-max-retries",
+		"x-envoy-retriable-status-codes", "x-envoy-retriable-header-names"}
 	// idempotent are the methods the page lets be replayed after the application received them.
 	idempotent = []string{"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"}
 )
@@ -55,7 +58,8 @@ const (
 //     GET, HEAD, OPTIONS, TRACE, PUT or DELETE;
 //
 // and the route configuration removes x-aether-outcome from the responses it forwards and from
-// the requests.
+// the requests, and the request headers by which a client asks Envoy's router for more retries
+// (x-envoy-retry-on and kin: Envoy's router documentation, "HTTP headers consumed").
 func Retries(res xds.Resources) []string {
 	var out []string
 	for _, rc := range res.Routes {
@@ -65,6 +69,11 @@ func Retries(res xds.Resources) []string {
 		}
 		if !slices.Contains(rc.GetRequestHeadersToRemove(), outcomeHeader) {
 			out = append(out, fmt.Sprintf("%s: does not remove %s from requests", at, outcomeHeader))
+		}
+		for _, h := range clientRetryHeaders {
+			if !slices.Contains(rc.GetRequestHeadersToRemove(), h) {
+				out = append(out, fmt.Sprintf("%s: does not remove %s from requests: a client can ask for retries the table does not allow", at, h))
+			}
 		}
 		for _, vh := range rc.GetVirtualHosts() {
 			for i, r := range vh.GetRoutes() {

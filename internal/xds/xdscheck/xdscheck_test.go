@@ -194,7 +194,8 @@ func valid(t testing.TB) xds.Resources {
 		DefaultFilterChain: passthrough,
 	}
 	routes := &routev3.RouteConfiguration{Name: routeName, ResponseHeadersToRemove: []string{xds.OutcomeHeader},
-		RequestHeadersToRemove: []string{xds.OutcomeHeader}, VirtualHosts: []*routev3.VirtualHost{{
+		RequestHeadersToRemove: []string{xds.OutcomeHeader, "x-envoy-retry-on", "x-envoy-retry-grpc-on", "x-envoy-max-retries",
+			"x-envoy-retriable-status-codes", "x-envoy-retriable-header-names"}, VirtualHosts: []*routev3.VirtualHost{{
 			Name:    fqdn + ":8080",
 			Domains: []string{fqdn + ":8080", "payments.shop:8080"},
 			Routes: []*routev3.Route{
@@ -523,6 +524,9 @@ func TestGatesRejectBrokenCopies(t *testing.T) {
 		{"retries: a retry may land on the endpoint that failed", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
 			res.Routes[0].GetVirtualHosts()[0].GetRoutes()[1].GetRoute().GetRetryPolicy().RetryHostPredicate = nil
 		}, `virtual_hosts[payments.shop.aether.internal:8080].routes[1]: no envoy.retry_host_predicates.previous_hosts predicate: a retry may pick the endpoint that just failed`},
+		{"retries: a client may ask for retries of its own", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
+			res.Routes[0].RequestHeadersToRemove = res.Routes[0].RequestHeadersToRemove[:1]
+		}, `route configuration "capture|web/frontend": does not remove x-envoy-retry-on from requests: a client can ask for retries the table does not allow`},
 		{"retries: the outcome header reaches the client", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
 			res.Routes[0].ResponseHeadersToRemove = nil
 		}, `route configuration "capture|web/frontend": does not remove x-aether-outcome from responses: it reaches the client application`},

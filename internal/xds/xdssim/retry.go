@@ -97,12 +97,22 @@ func (o Outcome) Retried(a Attempt) (Retry, error) {
 	out.OtherEndpoint = slices.ContainsFunc(p.GetRetryHostPredicate(), func(h *routev3.RetryPolicy_RetryHostPredicate) bool {
 		return h.GetName() == "envoy.retry_host_predicates.previous_hosts"
 	})
-	if out.NumRetries == 0 {
-		return out, nil
-	}
-	on, err := retryOn(p.GetRetryOn())
+	// The request's own retry headers, as the router reads them (after the route's request
+	// headers are finalized): x-envoy-retry-on and x-envoy-retry-grpc-on add conditions,
+	// x-envoy-max-retries replaces num_retries.
+	sent := o.Sends()
+	conditions := strings.Join([]string{p.GetRetryOn(), sent["x-envoy-retry-on"], sent["x-envoy-retry-grpc-on"]}, ",")
+	on, err := retryOn(conditions)
 	if err != nil {
 		return Retry{}, err
+	}
+	if v, ok := sent["x-envoy-max-retries"]; ok {
+		if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+			out.NumRetries = uint32(n)
+		}
+	}
+	if out.NumRetries == 0 {
+		return out, nil
 	}
 	if hs := p.GetRetriableRequestHeaders(); len(hs) > 0 {
 		matched := false
