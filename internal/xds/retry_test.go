@@ -4,6 +4,7 @@
 package xds_test
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,9 +125,7 @@ func walkRetry(t *testing.T, sim *xdssim.Sim, m model.Mesh, client, server model
 	if req.Headers == nil {
 		req.Headers = map[string]string{}
 	}
-	for k, v := range forged {
-		req.Headers[k] = v
-	}
+	maps.Copy(req.Headers, forged)
 	caller := sim.Dial(xdssim.Conn{Listener: xds.CaptureListener(xds.PodKey(client.Namespace, client.Name)), DstIP: vipOf(m, "payments"),
 		DstPort: uint32(port), HTTP: req})
 	if caller.Verdict != xdssim.Forwarded || len(caller.Targets) != 1 || caller.Targets[0].TLS == nil {

@@ -5,6 +5,7 @@ package xdssim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,13 +57,13 @@ type Attempt struct {
 type Reset string
 
 const (
-	// ResetConnectFailure: the connection to the endpoint was not established.
+	// ResetConnectFailure is a connect failure: the connection to the endpoint was not established.
 	ResetConnectFailure Reset = "connect failure"
-	// ResetRefusedStream: the endpoint refused the HTTP/2 or HTTP/3 stream (REFUSED_STREAM).
+	// ResetRefusedStream is a refused stream: the endpoint refused the HTTP/2 or HTTP/3 stream (REFUSED_STREAM).
 	ResetRefusedStream Reset = "refused stream"
-	// ResetBeforeRequest: the connection or stream was reset before the request was sent whole.
+	// ResetBeforeRequest is a reset before the request: the connection or stream was reset before the request was sent whole.
 	ResetBeforeRequest Reset = "reset before request"
-	// ResetAfterRequest: it was reset after the request was sent, before any response.
+	// ResetAfterRequest is a reset after the request: it was reset after the request was sent, before any response.
 	ResetAfterRequest Reset = "reset after request"
 )
 
@@ -143,7 +144,7 @@ var retryConditions = []string{"5xx", "gateway-error", "reset", "reset-before-re
 // retryOn parses retry_on; a condition Envoy does not know is an error (Envoy refuses the route).
 func retryOn(s string) (map[string]bool, error) {
 	on := map[string]bool{}
-	for _, c := range strings.Split(s, ",") {
+	for c := range strings.SplitSeq(s, ",") {
 		c = strings.TrimSpace(c)
 		if c == "" {
 			continue
@@ -405,10 +406,7 @@ func (o Outcome) Sends() map[string]string {
 	if o.routed == nil || o.routed.route.GetRoute() == nil {
 		return nil
 	}
-	h := make(map[string]string, len(o.routed.request))
-	for k, v := range o.routed.request {
-		h[k] = v
-	}
+	h := maps.Clone(o.routed.request)
 	for _, names := range [][]string{o.routed.route.GetRequestHeadersToRemove(), o.routed.vh.GetRequestHeadersToRemove(), o.routed.rc.GetRequestHeadersToRemove()} {
 		for _, name := range names {
 			delete(h, strings.ToLower(name))
