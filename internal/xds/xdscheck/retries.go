@@ -111,8 +111,11 @@ func retryPolicy(at string, match *routev3.RouteMatch, p *routev3.RetryPolicy) [
 			out = append(out, fmt.Sprintf("%s: retriable_status_codes has %d: only 503 may be", at, code))
 		}
 	}
-	if n := p.GetNumRetries(); n == nil || n.GetValue() != wantRetries {
-		out = append(out, fmt.Sprintf("%s: num_retries %v, want %d", at, n, wantRetries))
+	switch n := p.GetNumRetries(); {
+	case n == nil:
+		out = append(out, fmt.Sprintf("%s: num_retries unset (Envoy's default, 1), want %d", at, wantRetries))
+	case n.GetValue() != wantRetries:
+		out = append(out, fmt.Sprintf("%s: num_retries %d, want %d", at, n.GetValue(), wantRetries))
 	}
 	if b := p.GetRetryBackOff(); b.GetBaseInterval().AsDuration() != wantBaseInterval || b.GetMaxInterval().AsDuration() != wantMaxInterval {
 		out = append(out, fmt.Sprintf("%s: retry back-off %s–%s, want %s–%s", at,

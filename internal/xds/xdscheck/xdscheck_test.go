@@ -520,7 +520,7 @@ func TestGatesRejectBrokenCopies(t *testing.T) {
 		}, `virtual_hosts[payments.shop.aether.internal:8080].routes[1]: retriable header x-envoy-ratelimited: only x-aether-outcome may make a response retriable`},
 		{"retries: three retries", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
 			res.Routes[0].GetVirtualHosts()[0].GetRoutes()[1].GetRoute().GetRetryPolicy().NumRetries = wrapperspb.UInt32(3)
-		}, `virtual_hosts[payments.shop.aether.internal:8080].routes[1]: num_retries value:3, want 2`},
+		}, `virtual_hosts[payments.shop.aether.internal:8080].routes[1]: num_retries 3, want 2`},
 		{"retries: a retry may land on the endpoint that failed", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
 			res.Routes[0].GetVirtualHosts()[0].GetRoutes()[1].GetRoute().GetRetryPolicy().RetryHostPredicate = nil
 		}, `virtual_hosts[payments.shop.aether.internal:8080].routes[1]: no envoy.retry_host_predicates.previous_hosts predicate: a retry may pick the endpoint that just failed`},
