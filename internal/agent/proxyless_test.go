@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/xds"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -76,6 +77,20 @@ type backend struct {
 	// snis are the server names the stand-in's handshakes asked for, in order.
 	mu   sync.Mutex
 	snis []string
+	// fails is the status code the stand-in answers every RPC with while it is not OK (the
+	// application, or the destination's proxy, failing the call); calls counts the RPCs that
+	// reached it.
+	fails atomic.Uint32
+	calls atomic.Int64
+}
+
+// failing answers every RPC to the inbound stand-in with b.fails while it is not OK.
+func (b *backend) failing(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	b.calls.Add(1)
+	if code := codes.Code(b.fails.Load()); code != codes.OK {
+		return nil, status.Errorf(code, "the stand-in at %s fails the call with %v", b.ip, code)
+	}
+	return handler(ctx, req)
 }
 
 // startBackend serves pod ip as identity until the test ends.
@@ -99,7 +114,7 @@ func startBackend(t *testing.T, ca *spiffetest.CA, ip, identity string) *backend
 		ClientCAs:             ca.Pool(),
 		VerifyPeerCertificate: anyIdentityOfTheDomain,
 		NextProtos:            []string{"h2"},
-	})))
+	})), grpc.UnaryInterceptor(b.failing))
 	healthpb.RegisterHealthServer(inbound, b.health)
 	serve(t, inbound, net.JoinHostPort(ip, strconv.Itoa(int(meshv1alpha1.ProxyInboundPort))))
 	return b
@@ -733,4 +748,68 @@ func TestProxylessRefusesAnotherPodsNodeID(t *testing.T) {
 	}); err != nil {
 		t.Errorf("the victim's own stream: %v", err)
 	}
+}
+
+// TestProxylessRetriesUnavailable: the proxyless routes' retry policy, as a real grpc-go client
+// applies it. While one of the two pods of payments' =grpc port answers UNAVAILABLE (what the
+// destination's proxy answers a gRPC caller for a call it could not deliver), every call still
+// succeeds: grpc-go retries it on the other pod. While that pod answers INTERNAL instead (a status
+// the application returned after running the call), the calls it gets fail, each after one
+// attempt: not retried. grpc-go reads only the status: it retries an UNAVAILABLE the application
+// returned itself just the same, which the workload page says the mesh does not (the README says
+// so).
+func TestProxylessRetriesUnavailable(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	before := nacks(t)
+	a := startXDSAgentServing(t, ns, true)
+	ca, err := spiffetest.NewCA("aether.internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backends []*backend
+	for i := range 2 {
+		ip := newPodIP()
+		backends = append(backends, startBackend(t, ca, ip, spiffeID(ns, "payments")))
+		createPod(t, ctx, ns, "payments-"+strconv.Itoa(i), a.node, ip, true, grpcAnnotations)
+	}
+	for i := range backends {
+		healthIs(t, ns, "payments-"+strconv.Itoa(i), meshv1alpha1.HealthHealthy)
+	}
+	fqdn := ourxds.FQDN("payments", ns, "aether.internal")
+	caller := dialProxyless(t, ctx, a, ca, ns, "client", "client", "xds:///"+ourxds.ProxylessListener(fqdn, grpcPort))
+	awaitSpread(t, ctx, caller, []string{backends[0].ip, backends[1].ip}, nil)
+
+	const calls = 20
+	failing, other := backends[0], backends[1]
+	failing.fails.Store(uint32(codes.Unavailable))
+	reached := failing.calls.Load()
+	counts, err := caller.spread(ctx, calls)
+	if err != nil {
+		t.Fatalf("a call failed while one pod answers UNAVAILABLE (grpc-go did not retry it on the other): %v (answered so far: %v)", err, counts)
+	}
+	if counts[other.ip] != calls || failing.calls.Load() == reached {
+		t.Fatalf("answered by %v, and %d attempts reached the failing pod: want every call answered by %s after some attempts failed at %s",
+			counts, failing.calls.Load()-reached, other.ip, failing.ip)
+	}
+	t.Logf("UNAVAILABLE: %d calls answered by the other pod; %d attempts failed at %s and were retried", calls, failing.calls.Load()-reached, failing.ip)
+
+	failing.fails.Store(uint32(codes.Internal))
+	reached, answered := failing.calls.Load(), other.calls.Load()
+	var failed int64
+	for range calls {
+		if _, err := caller.call(ctx); err != nil {
+			if status.Code(err) != codes.Internal {
+				t.Fatalf("a call failed with %v, want INTERNAL from %s", err, failing.ip)
+			}
+			failed++
+		}
+	}
+	attempts, succeeded := failing.calls.Load()-reached, other.calls.Load()-answered
+	if failed == 0 || attempts != failed || succeeded != calls-failed {
+		t.Fatalf("INTERNAL: %d calls failed, %d attempts reached %s, %d calls answered by %s: want each failed call one attempt, never retried",
+			failed, attempts, failing.ip, succeeded, other.ip)
+	}
+	t.Logf("INTERNAL: %d calls failed after one attempt each, none retried", failed)
+	noNACK(t, before)
 }

@@ -12,6 +12,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -90,6 +91,10 @@ type builder struct {
 	typeURLs map[protoreflect.FullName]string
 	// shared are the sub-messages the build's resources share (shared.go).
 	shared shared
+	// retries are the outbound routes' retry policies and localReplies the inbound connection
+	// managers' local reply mappers, made once per build (outcome.go).
+	retries      retryPolicies
+	localReplies *hcmv3.LocalReplyConfig
 	// memo holds what the last builds made, to reuse, and records what this one makes; nil for
 	// a build afresh that keeps nothing (Build).
 	memo *memo

@@ -134,7 +134,8 @@ func (b *builder) inboundFloorChain(primary meshv1alpha1.PortProtocol, domain, i
 
 // inboundHTTPChain terminates mTLS (ALPN h2) and serves HTTP (codec AUTO) to cluster, the app's
 // port: every request, whatever its Host (the source already routed it by Host), WebSocket
-// included.
+// included. It tells the app the caller's SPIFFE ID (callerIdentity) and the caller's proxy the
+// outcome of each request (inboundOutcome, inboundLocalReplies).
 func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMatch, domain, identity, cluster string) *listenerv3.FilterChain {
 	routes := &routev3.RouteConfiguration{
 		Name: name,
@@ -144,6 +145,7 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 			Routes:  []*routev3.Route{routeTo(cluster)},
 		}},
 	}
+	inboundOutcome(routes)
 	hcm := &hcmv3.HttpConnectionManager{
 		StatPrefix:     name,
 		CodecType:      hcmv3.HttpConnectionManager_AUTO,
@@ -153,7 +155,11 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 		// (listener_capture.go, upgradeConfigs).
 		UpgradeConfigs:       upgradeConfigs(),
 		Http2ProtocolOptions: http2Options(),
+		// The destination's side of the retry table (outcome.go): which row applied, for the
+		// caller's proxy.
+		LocalReplyConfig: b.inboundLocalReplies(),
 	}
+	callerIdentity(hcm)
 	return &listenerv3.FilterChain{
 		Name:                          name,
 		FilterChainMatch:              match,

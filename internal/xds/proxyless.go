@@ -19,6 +19,7 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
@@ -111,6 +112,8 @@ type proxylessBuilder struct {
 	clusters map[string]bool
 	// blackhole is set when a route sends a share to BlackholeCluster.
 	blackhole bool
+	// grpcRetries is the routes' retry policy, made once (grpcRetryPolicy).
+	grpcRetries *routev3.RetryPolicy
 }
 
 // proxylessPort is a port the client is served.
@@ -327,6 +330,7 @@ func (p *proxylessBuilder) forGRPC(routes string, r *routev3.Route) *routev3.Rou
 		r.Match = match
 	}
 	if action := r.GetRoute(); action != nil {
+		action.RetryPolicy = p.grpcRetryPolicy()
 		if c := action.GetCluster(); c != "" {
 			action.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: p.reachable(routes, c)}
 		}
@@ -346,6 +350,29 @@ func (p *proxylessBuilder) forGRPC(routes string, r *routev3.Route) *routev3.Rou
 	p.check("a route of route configuration "+routes, r)
 	return r
 }
+
+// grpcRetryPolicy is the retry policy of a proxyless client's routes, as grpc-go reads it (gRFC
+// A44): UNAVAILABLE retried twice, 25–250 ms apart. grpc-go knows the status codes only: it cannot
+// read the outcome header, so it cannot tell the destination's UNAVAILABLE for a call it could not
+// deliver from the application's own (see the README, "What the mesh retries"). A call that never
+// left the client, or that a server refused before processing it (REFUSED_STREAM, GOAWAY), grpc-go
+// retries transparently, without a policy (gRFC A6).
+func (p *proxylessBuilder) grpcRetryPolicy() *routev3.RetryPolicy {
+	if p.grpcRetries == nil {
+		p.grpcRetries = &routev3.RetryPolicy{
+			RetryOn:    GRPCRetryOn,
+			NumRetries: wrapperspb.UInt32(Retries),
+			RetryBackOff: &routev3.RetryPolicy_RetryBackOff{
+				BaseInterval: durationpb.New(RetryBaseInterval), MaxInterval: durationpb.New(RetryMaxInterval),
+			},
+		}
+		p.check("the proxyless retry policy", p.grpcRetries)
+	}
+	return p.grpcRetries
+}
+
+// GRPCRetryOn is the retry_on of the proxyless routes: the one gRPC status the mesh retries.
+const GRPCRetryOn = "unavailable"
 
 // reachable is cluster if the client has it, else the blackhole (and why, in Skipped).
 func (p *proxylessBuilder) reachable(routes, cluster string) string {

@@ -333,6 +333,18 @@ func TestProxylessGateControls(t *testing.T) {
 			},
 			want: "matches path_separated_prefix, which grpc-go NACKs",
 		},
+		"a route that retries INTERNAL (a status the application returned after running the call)": {
+			mutate: func(res xds.Resources) {
+				p := proto.Clone(res.Routes[0].VirtualHosts[0].Routes[0].GetRoute().GetRetryPolicy()).(*routev3.RetryPolicy)
+				p.RetryOn = "unavailable,internal"
+				res.Routes[0].VirtualHosts[0].Routes[0].GetRoute().RetryPolicy = p
+			},
+			want: `route 0: retry_on "unavailable,internal", want "unavailable" alone`,
+		},
+		"a route without a retry policy": {
+			mutate: func(res xds.Resources) { res.Routes[0].VirtualHosts[0].Routes[0].GetRoute().RetryPolicy = nil },
+			want:   "route 0: no retry policy: a call the destination's proxy could not deliver (UNAVAILABLE) is not retried",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			res := good()

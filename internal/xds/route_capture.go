@@ -107,7 +107,7 @@ func (b *builder) captureRoutes(plan []plannedVirtualHost, identity string) *rou
 			vhosts = append(vhosts, withDomains(v.built, domains))
 			continue
 		}
-		routes := b.httpPortRoutes(v.service, v.port, identity)
+		routes := b.withRetries(b.httpPortRoutes(v.service, v.port, identity))
 		for _, r := range routes {
 			b.check("a route of virtual host "+v.name, r)
 		}
@@ -125,6 +125,7 @@ func (b *builder) captureRoutes(plan []plannedVirtualHost, identity string) *rou
 		// configuration for a cluster it has not yet received.
 		ValidateClusters: wrapperspb.Bool(false),
 	}
+	outboundOutcomeHeaders(rc)
 	b.check("route configuration "+rc.GetName(), rc)
 	rc.VirtualHosts = vhosts
 	return rc

@@ -9,6 +9,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -47,7 +48,8 @@ func Proxyless(res xds.Resources) []string {
 //     the server by an exact SPIFFE ID in match_subject_alt_names (the typed matchers are not
 //     read). Only a cluster whose load assignment is empty (the blackhole) may carry no TLS;
 //   - a route matches its path by prefix, exact path or regular expression (grpc-go NACKs a
-//     path_separated_prefix).
+//     path_separated_prefix), and a route to clusters retries UNAVAILABLE alone, twice, 25–250 ms
+//     apart (grpcRetries).
 func GRPC(res xds.Resources) []string {
 	var out []string
 	for _, l := range res.Listeners {
@@ -67,10 +69,33 @@ func GRPC(res xds.Resources) []string {
 					out = append(out, fmt.Sprintf("%s: virtual host %q: route %d matches path_separated_prefix, which grpc-go NACKs",
 						resourceAt("route configuration", rc.GetName()), vh.GetName(), i))
 				}
+				if a := r.GetRoute(); a != nil {
+					out = append(out, grpcRetries(fmt.Sprintf("%s: virtual host %q: route %d", resourceAt("route configuration", rc.GetName()), vh.GetName(), i),
+						a.GetRetryPolicy())...)
+				}
 			}
 		}
 	}
 	return out
+}
+
+// grpcRetries checks a proxyless route's retry policy: grpc-go reads the gRPC status codes of
+// retry_on only (gRFC A44), so the page's rows reach it as UNAVAILABLE, retried twice 25–250 ms
+// apart, and no other status: DEADLINE_EXCEEDED, INTERNAL and the others are statuses an
+// application returns after it ran the call.
+func grpcRetries(at string, p *routev3.RetryPolicy) []string {
+	switch {
+	case p == nil:
+		return []string{at + ": no retry policy: a call the destination's proxy could not deliver (UNAVAILABLE) is not retried"}
+	case p.GetRetryOn() != "unavailable":
+		return []string{fmt.Sprintf("%s: retry_on %q, want \"unavailable\" alone", at, p.GetRetryOn())}
+	case p.GetNumRetries().GetValue() != wantRetries:
+		return []string{fmt.Sprintf("%s: num_retries %d, want %d", at, p.GetNumRetries().GetValue(), wantRetries)}
+	case p.GetRetryBackOff().GetBaseInterval().AsDuration() != wantBaseInterval || p.GetRetryBackOff().GetMaxInterval().AsDuration() != wantMaxInterval:
+		return []string{fmt.Sprintf("%s: retry back-off %s–%s, want %s–%s", at, p.GetRetryBackOff().GetBaseInterval().AsDuration(),
+			p.GetRetryBackOff().GetMaxInterval().AsDuration(), wantBaseInterval, wantMaxInterval)}
+	}
+	return nil
 }
 
 // grpcListener checks one listener.

@@ -23,6 +23,7 @@ import (
 	netsetfilterstatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/set_filter_state/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	filterstateoverridev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/local_address_selectors/filter_state_override/v3"
+	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
@@ -34,6 +35,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdscheck"
+	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
 )
 
 // The hand-built configuration every gate test starts from: frontend (web) on this node dials
@@ -191,18 +193,22 @@ func valid(t testing.TB) xds.Resources {
 		},
 		DefaultFilterChain: passthrough,
 	}
-	routes := &routev3.RouteConfiguration{Name: routeName, VirtualHosts: []*routev3.VirtualHost{{
-		Name:    fqdn + ":8080",
-		Domains: []string{fqdn + ":8080", "payments.shop:8080"},
-		Routes: []*routev3.Route{
-			{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/v2"}},
-				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{
-					WeightedClusters: &routev3.WeightedCluster{Clusters: []*routev3.WeightedCluster_ClusterWeight{
-						{Name: httpCluster, Weight: wrapperspb.UInt32(1)}}}}}}},
-			{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: httpCluster}}}},
-		},
-	}}}
+	routes := &routev3.RouteConfiguration{Name: routeName, ResponseHeadersToRemove: []string{xds.OutcomeHeader},
+		RequestHeadersToRemove: []string{xds.OutcomeHeader, "x-envoy-retry-on", "x-envoy-retry-grpc-on", "x-envoy-max-retries",
+			"x-envoy-retriable-status-codes", "x-envoy-retriable-header-names"}, VirtualHosts: []*routev3.VirtualHost{{
+			Name:    fqdn + ":8080",
+			Domains: []string{fqdn + ":8080", "payments.shop:8080"},
+			Routes: []*routev3.Route{
+				{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/v2"}},
+					Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{
+						WeightedClusters: &routev3.WeightedCluster{Clusters: []*routev3.WeightedCluster_ClusterWeight{
+							{Name: httpCluster, Weight: wrapperspb.UInt32(1)}}}},
+						RetryPolicy: retryPolicy(t, "unreachable", "app-503", "refused-stream")}}},
+				{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+					Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: httpCluster},
+						RetryPolicy: retryPolicy(t, "unreachable", "app-503", "refused-stream")}}},
+			},
+		}}}
 	passthroughCluster := &clusterv3.Cluster{
 		Name:                 xds.PassthroughCluster,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST},
@@ -216,6 +222,59 @@ func valid(t testing.TB) xds.Resources {
 		Endpoints: []*endpointv3.ClusterLoadAssignment{loadAssignment(httpEDSName, "10.244.1.10"), loadAssignment(tcpEDSName, "10.244.1.10")},
 		Listeners: []*listenerv3.Listener{capture},
 		Routes:    []*routev3.RouteConfiguration{routes},
+	}
+}
+
+// retryPolicy is the page's retry policy (written out here, not taken from the builder) retrying
+// the outcome values.
+func retryPolicy(t testing.TB, values ...string) *routev3.RetryPolicy {
+	p := &routev3.RetryPolicy{
+		RetryOn:    "connect-failure,refused-stream,reset-before-request,retriable-headers",
+		NumRetries: wrapperspb.UInt32(2),
+		RetryHostPredicate: []*routev3.RetryPolicy_RetryHostPredicate{{Name: "envoy.retry_host_predicates.previous_hosts",
+			ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: pack(t, &previoushostsv3.PreviousHostsPredicate{})}}},
+		RetryBackOff: &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(25 * time.Millisecond), MaxInterval: durationpb.New(250 * time.Millisecond)},
+	}
+	for _, v := range values {
+		p.RetriableHeaders = append(p.RetriableHeaders, &routev3.HeaderMatcher{Name: xds.OutcomeHeader,
+			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+				MatchPattern: &matcherv3.StringMatcher_Exact{Exact: v}}}})
+	}
+	return p
+}
+
+// inboundHCM edits the HCM of the chain named chain of the first inbound listener of res.
+func inboundHCM(t testing.TB, res *xds.Resources, chain string, change func(*hcmv3.HttpConnectionManager)) {
+	t.Helper()
+	for _, l := range res.Listeners {
+		if l.GetTrafficDirection() != corev3.TrafficDirection_INBOUND {
+			continue
+		}
+		for _, fc := range append(l.GetFilterChains(), l.GetDefaultFilterChain()) {
+			if fc.GetName() == chain {
+				repack(t, terminal(fc).GetTypedConfig(), func(m proto.Message) { change(m.(*hcmv3.HttpConnectionManager)) })
+				return
+			}
+		}
+	}
+	t.Fatalf("no inbound chain %q", chain)
+}
+
+// onBuilt breaks a build of a scenario's mesh instead of the valid configuration, which has no
+// inbound listener: pure HTTP (the pod's inbound chains in_8080, in_8081 and the floor), checked
+// to pass every gate before it is broken.
+func onBuilt(breakCopy func(testing.TB, *xds.Resources)) func(testing.TB, *xds.Resources) {
+	return func(t testing.TB, res *xds.Resources) {
+		t.Helper()
+		built, err := xds.Build(xdstest.PureHTTP())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := xdscheck.All(built); v != nil {
+			t.Fatalf("the build fails before it is broken:\n%s", strings.Join(v, "\n"))
+		}
+		*res = built
+		breakCopy(t, res)
 	}
 }
 
@@ -430,6 +489,68 @@ func TestGatesRejectBrokenCopies(t *testing.T) {
 		{"names: two owners of one load assignment", xdscheck.Names, func(_ testing.TB, res *xds.Resources) {
 			res.Endpoints = append(res.Endpoints, loadAssignment(tcpEDSName, "10.244.1.12"))
 		}, `load assignment "payments.shop.aether.internal:9000": two resources are named "payments.shop.aether.internal:9000"`},
+		{"retries: a route without a retry policy", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
+			res.Routes[0].GetVirtualHosts()[0].GetRoutes()[1].GetRoute().RetryPolicy = nil
+		}, `route configuration "capture|web/frontend": virtual_hosts[payments.shop.aether.internal:8080].routes[1]: no retry policy: a connect failure or an unreachable application fails the request`},
+		{"retries: 5xx retries a delivered POST on its status alone", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
+			res.Routes[0].GetVirtualHosts()[0].GetRoutes()[1].GetRoute().GetRetryPolicy().RetryOn += ",5xx"
+		}, `route configuration "capture|web/frontend": virtual_hosts[payments.shop.aether.internal:8080].routes[1]: retry_on "connect-failure,refused-stream,reset-before-request,retriable-headers,5xx" has 5xx, which the page's table does not allow`},
+		{"retries: envoy-ratelimited retries a rate-limited response", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
+			res.Routes[0].GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetRetryPolicy().RetryOn += ",envoy-ratelimited"
+		}, `has envoy-ratelimited, which the page's table does not allow`},
+		{"retries: reset-before-request missing", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
+			res.Routes[0].GetVirtualHosts()[0].GetRoutes()[1].GetRoute().GetRetryPolicy().RetryOn = "connect-failure,refused-stream,retriable-headers"
+		}, `virtual_hosts[payments.shop.aether.internal:8080].routes[1]: retry_on "connect-failure,refused-stream,retriable-headers" lacks reset-before-request`},
+		{"retries: a retriable status code beyond 503", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
+			res.Routes[0].GetVirtualHosts()[0].GetRoutes()[1].GetRoute().GetRetryPolicy().RetriableStatusCodes = []uint32{503, 500}
+		}, `virtual_hosts[payments.shop.aether.internal:8080].routes[1]: retriable_status_codes has 500: only 503 may be`},
+		{"retries: the application's reset retried for every method (a POST run twice)", xdscheck.Retries, func(t testing.TB, res *xds.Resources) {
+			res.Routes[0].GetVirtualHosts()[0].GetRoutes()[1].GetRoute().RetryPolicy = retryPolicy(t, "unreachable", "app-503", "refused-stream", "app-reset")
+		}, `virtual_hosts[payments.shop.aether.internal:8080].routes[1]: retries x-aether-outcome "app-reset" for a method that is not idempotent: a request the application received is run again`},
+		{"retries: a method regex that admits POST", xdscheck.Retries, func(t testing.TB, res *xds.Resources) {
+			r := res.Routes[0].GetVirtualHosts()[0].GetRoutes()[1]
+			r.GetRoute().RetryPolicy = retryPolicy(t, "app-reset")
+			r.Match.Headers = []*routev3.HeaderMatcher{{Name: ":method", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+				MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: "GET|POST"}}}}}}
+		}, `virtual_hosts[payments.shop.aether.internal:8080].routes[1]: retries x-aether-outcome "app-reset" for a method that is not idempotent`},
+		{"retries: a retriable x-envoy-ratelimited header", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
+			p := res.Routes[0].GetVirtualHosts()[0].GetRoutes()[1].GetRoute().GetRetryPolicy()
+			p.RetriableHeaders = append(p.RetriableHeaders, &routev3.HeaderMatcher{Name: "x-envoy-ratelimited",
+				HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}})
+		}, `virtual_hosts[payments.shop.aether.internal:8080].routes[1]: retriable header x-envoy-ratelimited: only x-aether-outcome may make a response retriable`},
+		{"retries: three retries", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
+			res.Routes[0].GetVirtualHosts()[0].GetRoutes()[1].GetRoute().GetRetryPolicy().NumRetries = wrapperspb.UInt32(3)
+		}, `virtual_hosts[payments.shop.aether.internal:8080].routes[1]: num_retries 3, want 2`},
+		{"retries: a retry may land on the endpoint that failed", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
+			res.Routes[0].GetVirtualHosts()[0].GetRoutes()[1].GetRoute().GetRetryPolicy().RetryHostPredicate = nil
+		}, `virtual_hosts[payments.shop.aether.internal:8080].routes[1]: no envoy.retry_host_predicates.previous_hosts predicate: a retry may pick the endpoint that just failed`},
+		{"retries: a client may ask for retries of its own", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
+			res.Routes[0].RequestHeadersToRemove = res.Routes[0].RequestHeadersToRemove[:1]
+		}, `route configuration "capture|web/frontend": does not remove x-envoy-retry-on from requests: a client can ask for retries the table does not allow`},
+		{"retries: the outcome header reaches the client", xdscheck.Retries, func(_ testing.TB, res *xds.Resources) {
+			res.Routes[0].ResponseHeadersToRemove = nil
+		}, `route configuration "capture|web/frontend": does not remove x-aether-outcome from responses: it reaches the client application`},
+		{"inbound http: a client's x-forwarded-client-cert passed on", xdscheck.InboundHTTP, onBuilt(func(t testing.TB, res *xds.Resources) {
+			inboundHCM(t, res, "in_8080", func(h *hcmv3.HttpConnectionManager) {
+				h.ForwardClientCertDetails = hcmv3.HttpConnectionManager_APPEND_FORWARD
+			})
+		}), `listener "inbound_shop/payments-0" chain "in_8080": forward_client_cert_details APPEND_FORWARD, want SANITIZE_SET: the application may see a caller's claimed identity`},
+		{"inbound http: the caller's SPIFFE ID not set", xdscheck.InboundHTTP, onBuilt(func(t testing.TB, res *xds.Resources) {
+			inboundHCM(t, res, "in_floor", func(h *hcmv3.HttpConnectionManager) { h.SetCurrentClientCertDetails = nil })
+		}), `listener "inbound_shop/payments-0" chain "in_floor": set_current_client_cert_details without uri: the application is not told the caller's SPIFFE ID`},
+		{"inbound http: the application's outcome header appended to, not overwritten", xdscheck.InboundHTTP, onBuilt(func(t testing.TB, res *xds.Resources) {
+			inboundHCM(t, res, "in_8080", func(h *hcmv3.HttpConnectionManager) {
+				h.GetRouteConfig().GetResponseHeadersToAdd()[0].AppendAction = corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD
+			})
+		}), `listener "inbound_shop/payments-0" chain "in_8080": its routes do not overwrite x-aether-outcome on responses: the application's own value would reach the caller's proxy`},
+		{"inbound http: a proxy's reply left with the application's row", xdscheck.InboundHTTP, onBuilt(func(t testing.TB, res *xds.Resources) {
+			inboundHCM(t, res, "in_8080", func(h *hcmv3.HttpConnectionManager) {
+				h.LocalReplyConfig.Mappers = h.LocalReplyConfig.Mappers[:len(h.LocalReplyConfig.Mappers)-1]
+			})
+		}), `listener "inbound_shop/payments-0" chain "in_8080": no last local reply mapper overwrites x-aether-outcome on every reply: a reply of the proxy may carry the application's row`},
+		{"inbound http: a request's outcome header reaches the application", xdscheck.InboundHTTP, onBuilt(func(t testing.TB, res *xds.Resources) {
+			inboundHCM(t, res, "in_8080", func(h *hcmv3.HttpConnectionManager) { h.GetRouteConfig().RequestHeadersToRemove = nil })
+		}), `listener "inbound_shop/payments-0" chain "in_8080": its routes do not remove x-aether-outcome from requests`},
 		{"names: clusters out of order", xdscheck.Names, func(_ testing.TB, res *xds.Resources) {
 			res.Clusters[0], res.Clusters[1] = res.Clusters[1], res.Clusters[0]
 		}, `cluster "passthrough" comes after "payments.shop.aether.internal:8080|web/frontend": the list must be sorted by name`},

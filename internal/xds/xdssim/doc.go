@@ -120,6 +120,18 @@
 //     healthy_panic_threshold (all hosts of the level, draining ones included), total panic,
 //     fail_traffic_on_panic, and locality_weighted_lb_config (a locality of weight 0 receives
 //     nothing). Endpoint.Receives says which endpoints get traffic; not how much.
+//   - Retries (retry.go), one attempt at a time: Outcome.Retried is the caller's router's
+//     decision on an attempt (RetryStateImpl: retriable_request_headers, x-envoy-ratelimited,
+//     the retry_on conditions, retriable status codes and headers, a reset by its reason;
+//     num_retries and the previous_hosts predicate reported); Outcome.Respond is what the
+//     destination's connection manager sends back for what the application did: the route
+//     configuration's response headers (the formatter %RESP(:STATUS)% only) on the application's
+//     response and on a local reply, then the first local_reply_config mapper whose filter
+//     matches (response flags, and/or, not_health_check, Envoy's CEL filter evaluated by cel-go
+//     over response.code, code_details and flags). Outcome.Sends is the request headers that go
+//     upstream (request_headers_to_remove; x-forwarded-client-cert by
+//     forward_client_cert_details, its URI field only), Outcome.Delivers the response headers
+//     the client receives.
 //
 // # What it does not model
 //
@@ -131,9 +143,11 @@
 // bytes), HTTP/1.0 keep-alive, any network or HTTP filter other than set_filter_state,
 // tcp_proxy, the HTTP connection manager and the router (reported as ErrUnsupported, never silently
 // passed), the deprecated header-matcher forms (exact_match and kin: use string_match), path
-// normalization and merge_slashes, header formatters (%...% stays literal), the
-// content-type and body of Envoy's own answers, local_reply_config, the redirect's Location,
-// runtime keys and fractions, retries, outlier detection, active health checks, zone-aware
+// normalization and merge_slashes, header formatters other than %RESP(:STATUS)% in Respond
+// (elsewhere %...% stays literal), the content-type and body of Envoy's own answers,
+// local_reply_config's bodies and formats, the redirect's Location, runtime keys and fractions,
+// retry budgets, per-try timeouts and the back-off's timing, which failure Envoy meets (the
+// caller says: Attempt, Upstream), outlier detection, active health checks, zone-aware
 // routing, subsets, drop_overloads, DNS resolution, and ORIGINAL_DST beyond "the original
 // destination". Nor first bytes that arrive in pieces: when the listener filters' timer fires,
 // a client's whole first flight (ClientHello, request line and headers) is there or none of it

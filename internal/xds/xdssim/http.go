@@ -177,7 +177,41 @@ func requestHeaders(req Request, hcm *hcmv3.HttpConnectionManager, localPort uin
 		scheme = "https"
 	}
 	h[":authority"], h[":path"], h[":method"], h[":scheme"] = host, req.path(), req.method(), scheme
+	clientCert(h, hcm, tls, req.ClientCertURI)
 	return h
+}
+
+// xfcc is the header by which Envoy tells the upstream the client's certificate.
+const xfcc = "x-forwarded-client-cert"
+
+// clientCert is ConnectionManagerUtility::mutateXfccRequestHeader: by
+// forward_client_cert_details, a client's x-forwarded-client-cert is removed (SANITIZE, the
+// default), kept (FORWARD_ONLY, ALWAYS_FORWARD_ONLY), or, on mTLS, appended to (APPEND_FORWARD)
+// or replaced (SANITIZE_SET) with the fields set_current_client_cert_details asks for. Only the
+// URI field is modelled (By and Hash, which Envoy always adds, are not).
+func clientCert(h map[string]string, hcm *hcmv3.HttpConnectionManager, tls bool, uri string) {
+	mode := hcm.GetForwardClientCertDetails()
+	mtls := tls && uri != ""
+	switch {
+	case mode == hcmv3.HttpConnectionManager_FORWARD_ONLY || mode == hcmv3.HttpConnectionManager_ALWAYS_FORWARD_ONLY:
+		return
+	case mode == hcmv3.HttpConnectionManager_SANITIZE || !mtls:
+		delete(h, xfcc)
+		return
+	}
+	var current string
+	if hcm.GetSetCurrentClientCertDetails().GetUri() {
+		current = "URI=" + uri
+	}
+	switch {
+	case mode == hcmv3.HttpConnectionManager_APPEND_FORWARD && h[xfcc] != "" && current != "":
+		h[xfcc] += "," + current
+	case mode == hcmv3.HttpConnectionManager_APPEND_FORWARD && current == "":
+	case current == "":
+		delete(h, xfcc)
+	default:
+		h[xfcc] = current
+	}
 }
 
 // stripTrailingHostDot is HeaderUtility::stripTrailingHostDot: "a.b." and "a.b.:80" lose the dot.
@@ -251,6 +285,7 @@ func (s *Sim) route(out *Outcome, hcm *hcmv3.HttpConnectionManager, rc *routev3.
 		return
 	}
 	out.Route = routeName(r, i)
+	out.routed = &routed{hcm: hcm, rc: rc, vh: vh, route: r, request: h}
 	if refuseUpgrade(out, hcm, r.GetRoute(), req) {
 		return
 	}

@@ -116,6 +116,9 @@ type Request struct {
 	// the Upgrade header (with Connection: upgrade); over HTTP/2 an extended CONNECT (RFC 8441)
 	// whose :protocol it is. "" for a plain request.
 	Upgrade string
+	// ClientCertURI is the URI SAN of the certificate the client presented on a TLS connection
+	// (a mesh peer's SPIFFE ID); "" when it presented none.
+	ClientCertURI string
 }
 
 func (r *Request) path() string {
@@ -227,6 +230,8 @@ type Outcome struct {
 	Err error
 	// state is the connection's filter state (netns.go).
 	state filterState
+	// routed is how an HTTP request was routed (retry.go).
+	routed *routed
 }
 
 // Response is an HTTP answer Envoy sends itself.
