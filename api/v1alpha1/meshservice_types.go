@@ -168,6 +168,13 @@ const (
 	// ServiceReasonNameConflict means a Service of this name exists that the controller does not own;
 	// it is never modified.
 	ServiceReasonNameConflict = "NameConflict"
+	// ServiceReasonExistingService means a Service of this name that the controller does not own
+	// selects exactly this service's pods (a ClusterIP Service made before the workload joined the
+	// mesh): its cluster IP is the VIP, and it is never modified (ServiceReady=True).
+	ServiceReasonExistingService = "ExistingService"
+	// ServiceReasonExistingServiceDeleted is the reason of the Event emitted when the Service the
+	// mesh used read-only is deleted and the controller generates its own, with a new VIP.
+	ServiceReasonExistingServiceDeleted = "ExistingServiceDeleted"
 	// ServiceReasonAllPortsListed means every port the endpoints declare is in the status.
 	ServiceReasonAllPortsListed = "AllPortsListed"
 	// ServiceReasonTooManyPorts means the endpoints declare more than MaxServicePorts distinct
