@@ -49,14 +49,14 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 			g.Expect(p.Status.PodIP).NotTo(BeEmpty())
 		}, 2*time.Minute, time.Second).Should(Succeed())
 	}
-	// logSays waits until the container's log holds line.
+	// logSays waits until the container's log holds a line starting with line.
 	logSays := func(p *corev1.Pod, container, line string) {
 		GinkgoHelper()
 		logs := clientset().CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: container})
 		Eventually(func(g Gomega) {
 			out, err := logs.DoRaw(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(string(out)).To(ContainSubstring(line + "\n"))
+			g.Expect("\n" + string(out)).To(ContainSubstring("\n" + line))
 		}, time.Minute, time.Second).Should(Succeed())
 	}
 	// outsider is an unmeshed pod (ServiceAccount default, no label) dialling target every second.
@@ -104,7 +104,9 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 		before := outsider("outsider-before", users.Spec.ClusterIP+":8080")
 		Expect(k8s.Create(ctx, before)).To(Succeed())
 		running(before)
-		logSays(before, "client", users.Spec.ClusterIP+":8080 peer "+before.Status.PodIP)
+		// Only the application answers "peer <the caller's address>" (kube-proxy may rewrite the
+		// caller's address, so it is not compared).
+		logSays(before, "client", users.Spec.ClusterIP+":8080 peer ")
 	})
 
 	It("adopts the Service read-only once the pod template is labelled managed: its cluster IP is the VIP", func() {
@@ -144,14 +146,22 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 		}
 		Expect(k8s.Create(ctx, meshed)).To(Succeed())
 		running(meshed)
-		logSays(meshed, "client", target+" original-dst "+target)
+		logSays(meshed, "client", target+" original-dst "+target+"\n")
 	})
 
 	It("still serves a client outside the mesh through kube-proxy, straight to the pods", func() {
+		// The rollout is over: the Service selects meshed pods only.
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": "web"})).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(1))
+			g.Expect(pods.Items[0].Labels).To(HaveKeyWithValue("aether.io/managed", "true"))
+			g.Expect(pods.Items[0].Status.Phase).To(Equal(corev1.PodRunning))
+		}, 2*time.Minute, time.Second).Should(Succeed())
 		after := outsider("outsider-after", users.Spec.ClusterIP+":8080")
 		Expect(k8s.Create(ctx, after)).To(Succeed())
 		running(after)
-		logSays(after, "client", users.Spec.ClusterIP+":8080 peer "+after.Status.PodIP)
+		logSays(after, "client", users.Spec.ClusterIP+":8080 peer ")
 	})
 
 	AfterAll(func() {
