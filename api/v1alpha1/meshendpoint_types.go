@@ -151,6 +151,9 @@ const (
 	EndpointReasonRegistered = "Registered"
 	// EndpointReasonInvalidAnnotation means the pod's annotations were edited into an invalid state.
 	EndpointReasonInvalidAnnotation = "InvalidAnnotation"
+	// EndpointReasonDefaultServiceAccount means the pod runs as the `default` ServiceAccount,
+	// which no meshed pod may (its service would be called "default").
+	EndpointReasonDefaultServiceAccount = "DefaultServiceAccount"
 
 	// EndpointConditionVerified is the controller's verdict on whether the endpoint is a real
 	// pod (DESIGN section 7, NodeRestriction's idea): a pod of that name, UID, node, IP and

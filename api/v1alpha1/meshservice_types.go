@@ -140,7 +140,7 @@ const (
 	// message are those of the condition that is pending.
 	ServiceConditionReconciling = "Reconciling"
 	// ServiceConditionStalled is True when the service cannot settle until a user acts: a Service
-	// of its name that is not the mesh's (NameConflict), a refused Service write
+	// of its name that is not the mesh's and cannot be adopted (NameConflict), a refused Service write
 	// (ServiceWriteFailed), a refused status (StatusInvalid) or too many ports (TooManyPorts).
 	// kstatus reads it as Failed, the Argo CD health check as Degraded; its reason and message
 	// are those of the blocking condition. Stalled wins over Reconciling: at most one is True.
@@ -165,9 +165,17 @@ const (
 	ServiceReasonProtocolConflict = "ProtocolConflict"
 	// ServiceReasonServiceApplied means the generated Service carries the dial surface.
 	ServiceReasonServiceApplied = "ServiceApplied"
-	// ServiceReasonNameConflict means a Service of this name exists that the controller does not own;
-	// it is never modified.
+	// ServiceReasonNameConflict means a Service of this name exists that the controller does not own
+	// and cannot adopt (ServiceReasonExistingService); the message says why and how to fix it. It is
+	// never modified.
 	ServiceReasonNameConflict = "NameConflict"
+	// ServiceReasonExistingService means a Service of this name that the controller does not own
+	// selects exactly this service's pods (a ClusterIP Service made before the workload joined the
+	// mesh): its cluster IP is the VIP, and it is never modified (ServiceReady=True).
+	ServiceReasonExistingService = "ExistingService"
+	// ServiceReasonExistingServiceDeleted is the reason of the Event emitted when the Service the
+	// mesh used read-only is deleted and the controller generates its own, with a new VIP.
+	ServiceReasonExistingServiceDeleted = "ExistingServiceDeleted"
 	// ServiceReasonAllPortsListed means every port the endpoints declare is in the status.
 	ServiceReasonAllPortsListed = "AllPortsListed"
 	// ServiceReasonTooManyPorts means the endpoints declare more than MaxServicePorts distinct
@@ -241,8 +249,10 @@ type MeshServiceStatus struct {
 
 	// names are the names that reach the service, each listed once and each resolving the same
 	// way: the mesh name <service>.<namespace>.<mesh domain>, then the generated Service's
-	// <service>.<namespace>.svc.cluster.local and <service>.<namespace>. Only the mesh name when
-	// a Service of the service's name is not the mesh's (ServiceReady=False, NameConflict).
+	// <service>.<namespace>.svc.cluster.local and <service>.<namespace> (of the generated Service,
+	// or of a user's Service adopted read-only: ExistingService). Only the mesh name when a
+	// Service of the service's name is not the mesh's and cannot be adopted (ServiceReady=False,
+	// NameConflict).
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=3
 	// +kubebuilder:validation:items:MaxLength=571
@@ -253,7 +263,7 @@ type MeshServiceStatus struct {
 	// reaches the service, by the same dial surface as names, from pods of the service's own
 	// namespace only, as the cluster's DNS search makes it; from another namespace it names that
 	// namespace's service of the name, if there is one. Absent when a Service of the service's
-	// name is not the mesh's (ServiceReady=False, NameConflict).
+	// name is not the mesh's and cannot be adopted (ServiceReady=False, NameConflict).
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	LocalName string `json:"localName,omitempty"`
@@ -268,7 +278,8 @@ type MeshServiceStatus struct {
 	// +optional
 	DialSurface []Dial `json:"dialSurface,omitempty"`
 
-	// vip is the generated Service's ClusterIP.
+	// vip is the cluster IP of the generated Service, or of a user's Service of the service's name
+	// adopted read-only (ServiceReady=True, ExistingService).
 	// +kubebuilder:validation:MaxLength=45
 	// +optional
 	VIP string `json:"vip,omitempty"`

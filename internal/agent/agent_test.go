@@ -99,17 +99,21 @@ func refusals(t *testing.T, kind portspec.Kind) float64 {
 }
 
 func podEvent(t *testing.T, ns, pod, message string) error {
+	return podEventOf(t, ns, pod, ReasonInvalidAnnotation, message)
+}
+
+func podEventOf(t *testing.T, ns, pod, reason, message string) error {
 	var events corev1.EventList
 	if err := env.Client.List(testContext(t), &events, client.InNamespace(ns)); err != nil {
 		return err
 	}
 	for _, e := range events.Items {
 		if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == pod && e.Type == corev1.EventTypeWarning &&
-			e.Reason == ReasonInvalidAnnotation && e.Message == message {
+			e.Reason == reason && e.Message == message {
 			return nil
 		}
 	}
-	return fmt.Errorf("no Warning %s Event on pod %s with message %q among %d events", ReasonInvalidAnnotation, pod, message, len(events.Items))
+	return fmt.Errorf("no Warning %s Event on pod %s with message %q among %d events", reason, pod, message, len(events.Items))
 }
 
 // TestRefusal: a pod whose annotations do not parse gets no MeshEndpoint but an Event with the

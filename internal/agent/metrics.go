@@ -16,11 +16,12 @@ import (
 // resultLabel is the label of the agent's counters that say how something ended.
 const resultLabel = "result"
 
-// refusedPods counts pods the agent refused to register, by the parser's error kind. Every kind
+// refusedPods counts pods the agent refused to register, by the parser's error kind (or
+// DefaultServiceAccount for a pod running as the default ServiceAccount). Every kind
 // is exported at zero so a dashboard or alert sees the series before the first refusal.
 var refusedPods = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "aether_agent_refused_pods_total",
-	Help: "Managed pods the node agent refused to register because their annotations do not parse, by error kind.",
+	Help: "Managed pods the node agent refused to register, by the parser's error kind, or DefaultServiceAccount for a pod running as the default ServiceAccount.",
 }, []string{"reason"})
 
 // viewObjects is how many objects the running View holds, by kind: it reaches the API server's
@@ -98,4 +99,5 @@ func init() {
 	for _, kind := range portspec.AllKinds() {
 		refusedPods.WithLabelValues(string(kind))
 	}
+	refusedPods.WithLabelValues(ReasonDefaultServiceAccount)
 }

@@ -32,8 +32,13 @@ import (
 // FieldManager is the field manager of everything the agent writes.
 const FieldManager = "aether-agent"
 
-// ReasonInvalidAnnotation is the reason of the Warning Event on a refused pod.
-const ReasonInvalidAnnotation = meshv1alpha1.EndpointReasonInvalidAnnotation
+// Reasons of the Warning Event on a refused pod (and of its endpoint's Registered=False).
+const (
+	// ReasonInvalidAnnotation: the pod's annotations do not parse.
+	ReasonInvalidAnnotation = meshv1alpha1.EndpointReasonInvalidAnnotation
+	// ReasonDefaultServiceAccount: the pod runs as the `default` ServiceAccount.
+	ReasonDefaultServiceAccount = meshv1alpha1.EndpointReasonDefaultServiceAccount
+)
 
 // PodReconciler keeps one MeshEndpoint per managed pod of its node.
 type PodReconciler struct {
@@ -139,11 +144,16 @@ func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 		}
 		node = nil // no locality until the Node is seen
 	}
+	// The webhook denies such a pod; one admitted while it was down is refused here, in the
+	// same words, before its annotations are read.
+	if err := registration.CheckServiceAccount(pod); err != nil {
+		return r.refuse(ctx, pod, ep, defaultServiceAccount(err))
+	}
 	spec, err := registration.Registration(pod, node)
 	var invalid portspec.ErrorList
 	switch {
 	case errors.As(err, &invalid):
-		return r.refuse(ctx, pod, ep, invalid)
+		return r.refuse(ctx, pod, ep, invalidAnnotations(invalid))
 	case errors.Is(err, registration.ErrNoAddress):
 		return nil // registered when the pod gets its IP (a pod update)
 	case err != nil:

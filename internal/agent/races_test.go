@@ -62,19 +62,20 @@ func TestRefusalEventName(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid)}}
 	}
 	long := strings.Repeat("a", 230) + "-" + strings.Repeat("b", 22) // 253 bytes, the most a name holds
-	base := refusalEventName(pod("web-0", "u1"), "note", "")
+	base := refusalEventName(pod("web-0", "u1"), ReasonInvalidAnnotation, "note", "")
 	for name, tc := range map[string]struct {
 		got      string
 		same     bool
 		wantHead string
 	}{
-		"deterministic":          {refusalEventName(pod("web-0", "u1"), "note", ""), true, "web-0."},
-		"another pod (UID)":      {refusalEventName(pod("web-0", "u2"), "note", ""), false, "web-0."},
-		"another note":           {refusalEventName(pod("web-0", "u1"), "note 2", ""), false, "web-0."},
-		"refused again later":    {refusalEventName(pod("web-0", "u1"), "note", "2026-11-30T08:00:00Z/2"), false, "web-0."},
-		"a name of 253 bytes":    {refusalEventName(pod(long, "u1"), "note", ""), false, strings.Repeat("a", 230) + "-bbbbb."},
-		"a cut ending in a dash": {refusalEventName(pod(strings.Repeat("a", 235)+"-"+strings.Repeat("c", 17), "u1"), "note", ""), false, strings.Repeat("a", 235) + "."},
-		"a cut ending in a dot":  {refusalEventName(pod(strings.Repeat("a", 235)+"."+strings.Repeat("c", 17), "u1"), "note", ""), false, strings.Repeat("a", 235) + "."},
+		"deterministic":          {refusalEventName(pod("web-0", "u1"), ReasonInvalidAnnotation, "note", ""), true, "web-0."},
+		"another pod (UID)":      {refusalEventName(pod("web-0", "u2"), ReasonInvalidAnnotation, "note", ""), false, "web-0."},
+		"another reason":         {refusalEventName(pod("web-0", "u1"), ReasonDefaultServiceAccount, "note", ""), false, "web-0."},
+		"another note":           {refusalEventName(pod("web-0", "u1"), ReasonInvalidAnnotation, "note 2", ""), false, "web-0."},
+		"refused again later":    {refusalEventName(pod("web-0", "u1"), ReasonInvalidAnnotation, "note", "2026-11-30T08:00:00Z/2"), false, "web-0."},
+		"a name of 253 bytes":    {refusalEventName(pod(long, "u1"), ReasonInvalidAnnotation, "note", ""), false, strings.Repeat("a", 230) + "-bbbbb."},
+		"a cut ending in a dash": {refusalEventName(pod(strings.Repeat("a", 235)+"-"+strings.Repeat("c", 17), "u1"), ReasonInvalidAnnotation, "note", ""), false, strings.Repeat("a", 235) + "."},
+		"a cut ending in a dot":  {refusalEventName(pod(strings.Repeat("a", 235)+"."+strings.Repeat("c", 17), "u1"), ReasonInvalidAnnotation, "note", ""), false, strings.Repeat("a", 235) + "."},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if (tc.got == base) != tc.same {

@@ -19,6 +19,7 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
@@ -236,5 +237,41 @@ func TestRefusalSaidOnceAcrossRestarts(t *testing.T) {
 			// The restart counts nothing again; the canary is counted once.
 			countIs("refusals counted across the restart: the canary's alone", 2)
 		})
+	}
+}
+
+// TestDefaultServiceAccountRefused: a managed pod running as the `default` ServiceAccount (named
+// or unset), admitted while the webhook was down (this suite runs none), gets no MeshEndpoint but
+// a Warning Event in registration.DefaultServiceAccountError's words, the webhook's denial, and a
+// count. The control, the same pod with its own ServiceAccount, is registered.
+func TestDefaultServiceAccountRefused(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	ports := map[string]string{portspec.AnnotationPorts: "8080"}
+	before := refusals(t, portspec.Kind(ReasonDefaultServiceAccount))
+	for name, sa := range map[string]string{"unset": "", "named": registration.DefaultServiceAccount} {
+		pod := createPodAs(t, ctx, ns, name, sa, testNode, newPodIP(), true, ports)
+		want := registration.CheckServiceAccount(pod)
+		if want == nil {
+			t.Fatalf("pod %s runs as %q, yet CheckServiceAccount finds nothing wrong", name, pod.Spec.ServiceAccountName)
+		}
+		testenv.Eventually(t, "the refusal Event of "+name, func() error {
+			return podEventOf(t, ns, name, ReasonDefaultServiceAccount, want.Error())
+		})
+	}
+	testenv.Eventually(t, "the refusals counted", func() error {
+		if got := refusals(t, portspec.Kind(ReasonDefaultServiceAccount)) - before; got != 2 {
+			return fmt.Errorf("refusals counted: %v, want 2", got)
+		}
+		return nil
+	})
+	// The agent reconciles its node's pods in the order their changes came: once a pod created
+	// after these has its MeshEndpoint, these were judged with their IPs.
+	createPodAs(t, ctx, ns, "control", "web", testNode, newPodIP(), true, ports)
+	testenv.Eventually(t, "the control's MeshEndpoint", func() error { _, err := getEndpoint(ctx, ns, "control"); return err })
+	for _, name := range []string{"unset", "named"} {
+		if _, err := getEndpoint(ctx, ns, name); !apierrors.IsNotFound(err) {
+			t.Errorf("pod %s running as default got a MeshEndpoint (%v)", name, err)
+		}
 	}
 }

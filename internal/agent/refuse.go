@@ -29,25 +29,49 @@ const ReportingController = "aether-agent"
 // ActionRegister is the action of the agent's Events: what it was doing.
 const ActionRegister = "Register"
 
-// refuse handles a pod whose annotations do not parse: no new registration, the last valid one
+// refusal is why the agent does not register a pod: the Event's (and the endpoint condition's)
+// reason, what the Event says, and the refused-pods counter's label.
+type refusal struct {
+	reason string
+	text   string
+	kind   string
+	// lead opens the Registered=False message of an endpoint registered before the refusal.
+	lead string
+}
+
+// invalidAnnotations is the refusal of a pod whose annotations do not parse.
+func invalidAnnotations(invalid portspec.ErrorList) refusal {
+	// Rendered once: its length is the parser's to bound, not ours.
+	return refusal{reason: ReasonInvalidAnnotation, text: invalid.Error(), kind: string(invalid[0].Kind),
+		lead: "the pod's annotations no longer parse"}
+}
+
+// defaultServiceAccount is the refusal of a managed pod running as the `default` ServiceAccount,
+// in registration.DefaultServiceAccountError's words: the webhook's denial, when it was down.
+func defaultServiceAccount(err error) refusal {
+	return refusal{reason: ReasonDefaultServiceAccount, text: err.Error(), kind: ReasonDefaultServiceAccount,
+		lead: "the pod runs as the default ServiceAccount"}
+}
+
+// refuse handles a pod the agent does not register: no new registration, the last valid one
 // (if any) stays in service with Registered=False, and the pod gets one Warning Event.
 //
 // The refusal is recorded (the refused map, the refusedPods counter) only after every write
 // succeeded, so a failed write is retried by the next reconcile instead of being forgotten.
-func (r *PodReconciler) refuse(ctx context.Context, pod *corev1.Pod, ep *meshv1alpha1.MeshEndpoint, invalid portspec.ErrorList) error {
-	text := invalid.Error() // rendered once: its length is the parser's to bound, not ours
+func (r *PodReconciler) refuse(ctx context.Context, pod *corev1.Pod, ep *meshv1alpha1.MeshEndpoint, why refusal) error {
+	text := why.text
 	if ep != nil {
 		// Written on every refusal (setStatus writes only a difference, and cuts the message to
 		// the API's limit), so a condition someone else changed is restored too.
 		if err := r.setStatus(ctx, ep, metav1.Condition{Type: meshv1alpha1.EndpointConditionRegistered, Status: metav1.ConditionFalse,
-			Reason:  meshv1alpha1.EndpointReasonInvalidAnnotation,
-			Message: "the pod's annotations no longer parse; the last valid registration stays in service: " + text}); err != nil {
+			Reason:  why.reason,
+			Message: why.lead + "; the last valid registration stays in service: " + text}); err != nil {
 			return err
 		}
 	}
 
 	note := conditions.Truncate(text, conditions.MaxEventNote)
-	event := refusalEvent(pod, note, refusedSince(ep), r.reportingInstance())
+	event := refusalEvent(pod, why.reason, note, refusedSince(ep), r.reportingInstance())
 	key := client.ObjectKeyFromObject(pod)
 	if said, seen := r.refused.Load(key); seen && said == event.Name {
 		return nil // this process already said it
@@ -60,10 +84,10 @@ func (r *PodReconciler) refuse(ctx context.Context, pod *corev1.Pod, ep *meshv1a
 	// An Event of that name already exists when an earlier run of the agent (or an earlier
 	// reconcile whose answer was lost) said the same thing about the same pod: not said twice.
 	if created {
-		refusedPods.WithLabelValues(string(invalid[0].Kind)).Inc()
+		refusedPods.WithLabelValues(why.kind).Inc()
 	}
 	r.refused.Store(key, event.Name)
-	log.FromContext(ctx).Info("Refusing pod: its annotations do not parse", "errors", len(invalid), "error", note,
+	log.FromContext(ctx).Info("Refusing pod", "reason", why.reason, "error", note,
 		"event", event.Name, "eventAlreadyExisted", !created)
 	return nil
 }
@@ -90,14 +114,14 @@ func refusedSince(ep *meshv1alpha1.MeshEndpoint) string {
 // a refusal still standing is said again once, on the next restart; and a pod whose errors go
 // from A to B and back to A while it stays refused is not told A again while A's first Event
 // lives.
-func refusalEvent(pod *corev1.Pod, note, since, reportingInstance string) *eventsv1.Event {
+func refusalEvent(pod *corev1.Pod, reason, note, since, reportingInstance string) *eventsv1.Event {
 	return &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Namespace: pod.Namespace, Name: refusalEventName(pod, note, since)},
+		ObjectMeta:          metav1.ObjectMeta{Namespace: pod.Namespace, Name: refusalEventName(pod, reason, note, since)},
 		EventTime:           metav1.NewMicroTime(time.Now()),
 		ReportingController: ReportingController,
 		ReportingInstance:   reportingInstance,
 		Action:              ActionRegister,
-		Reason:              ReasonInvalidAnnotation,
+		Reason:              reason,
 		Type:                corev1.EventTypeWarning,
 		Regarding:           podReference(pod),
 		Note:                note,
@@ -114,8 +138,8 @@ func podReference(pod *corev1.Pod) corev1.ObjectReference {
 
 // refusalEventName is "<pod>.<digest of the pod's UID, the reason, since and the note>", cut to
 // fit an object name (253 bytes; a pod name may use all of them).
-func refusalEventName(pod *corev1.Pod, note, since string) string {
-	return podEventName(pod, ReasonInvalidAnnotation, since, note)
+func refusalEventName(pod *corev1.Pod, reason, note, since string) string {
+	return podEventName(pod, reason, since, note)
 }
 
 // podEventName is "<pod>.<digest of the pod's UID and what the Event says>", cut to fit an

@@ -57,6 +57,9 @@ func TestGitOpsReadersAgree(t *testing.T) {
 		// (DESIGN section 4): InProgress, not Failed, so Flux does not fail every such rollout.
 		{"protocol conflict", status.InProgressStatus, conflictFixture(t, ctx)},
 		{"name conflict", status.FailedStatus, nameConflictFixture(t, ctx)},
+		// A user's Service of the name that selects exactly the service's pods is adopted
+		// read-only: nothing waits on a user, so Current.
+		{"existing service adopted", status.CurrentStatus, adoptedFixture(t, ctx)},
 		{"service write refused", status.FailedStatus, writeRefusedFixture(t, ctx)},
 	}
 	script, err := os.ReadFile(healthScript)
@@ -256,6 +259,18 @@ func nameConflictFixture(t *testing.T, ctx context.Context) *unstructured.Unstru
 	endpoint(t, ctx, ns, "billing-0", "billing", healthy, 8080, 8080, "HTTP")
 	return readMeshService(t, ctx, ns, "billing", "ServiceReady=False NameConflict, Ready", func(ms *meshv1alpha1.MeshService) bool {
 		return has(meshv1alpha1.ServiceConditionServiceReady, metav1.ConditionFalse, meshv1alpha1.ServiceReasonNameConflict)(ms) &&
+			has(meshv1alpha1.ServiceConditionReady, metav1.ConditionTrue, meshv1alpha1.ServiceReasonEndpointsReady)(ms)
+	})
+}
+
+func adoptedFixture(t *testing.T, ctx context.Context) *unstructured.Unstructured {
+	ns := namespaceWithSA(t, ctx, "web")
+	if err := env.Client.Create(ctx, usersService(ns, "web", "web")); err != nil {
+		t.Fatal(err)
+	}
+	appEndpoint(t, ctx, ns, "web-0", "web", "web")
+	return readMeshService(t, ctx, ns, "web", "ServiceReady=True ExistingService, Ready", func(ms *meshv1alpha1.MeshService) bool {
+		return has(meshv1alpha1.ServiceConditionServiceReady, metav1.ConditionTrue, meshv1alpha1.ServiceReasonExistingService)(ms) &&
 			has(meshv1alpha1.ServiceConditionReady, metav1.ConditionTrue, meshv1alpha1.ServiceReasonEndpointsReady)(ms)
 	})
 }

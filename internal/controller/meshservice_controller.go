@@ -111,6 +111,9 @@ func (r *MeshServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{RequeueAfter: wait}, nil // its inputs are still changing (BatchWindow)
 	}
 	err := r.reconcile(ctx, req)
+	if errors.Is(err, errRecheckForeign) {
+		return ctrl.Result{RequeueAfter: foreignRecheck}, nil
+	}
 	if race, ok := expectedRace(err); ok {
 		log.FromContext(ctx).V(1).Info("Requeueing after a race with another writer", "race", race, "detail", err.Error())
 		racesRequeued.WithLabelValues("meshservice", race).Inc()
@@ -155,7 +158,11 @@ func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request)
 		return err
 	}
 
-	out, err := Translate(ms, endpoints.Items, live, r.MeshDomain, r.Issuer)
+	selected, err := r.selectedPods(ctx, ms, live)
+	if err != nil {
+		return err
+	}
+	out, err := Translate(ms, endpoints.Items, live, selected, r.MeshDomain, r.Issuer)
 	if err != nil {
 		return err
 	}
@@ -169,19 +176,74 @@ func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request)
 			return r.serviceWriteFailed(ctx, ms, out.Status, err)
 		}
 		out.Status.VIP = written.Spec.ClusterIP
+		r.announceAdoptedGone(ms, out.Status.VIP)
 	}
 
-	return r.writeStatus(ctx, ms, out.Status)
+	if err := r.writeStatus(ctx, ms, out.Status); err != nil {
+		return err
+	}
+	if live != nil && out.Service == nil {
+		// A user's Service: the pods it selects are not all watched (the cache holds managed pods
+		// only), so the verdict on it is looked at again now and then as well as on every change
+		// of the Service, the MeshService or its endpoints.
+		return errRecheckForeign
+	}
+	return nil
+}
+
+// errRecheckForeign asks Reconcile to look at a service whose name a user's Service holds again
+// after foreignRecheck.
+var errRecheckForeign = errors.New("recheck the Service of the service's name")
+
+// foreignRecheck is how often the verdict on a user's Service of a service's name is re-read
+// without a change of its own: a pod outside the mesh that its selector starts selecting (or
+// stops) changes that verdict, and such pods are not watched.
+const foreignRecheck = 2 * time.Minute
+
+// selectedPods are the pods of ms's namespace that live selects, when live is a Service that is
+// not the mesh's and has a selector (nil otherwise): read from the API server, not the cache,
+// which holds only managed pods, and the pods a user's Service selects need not be.
+func (r *MeshServiceReconciler) selectedPods(ctx context.Context, ms *meshv1alpha1.MeshService, live *corev1.Service) ([]corev1.Pod, error) {
+	if live == nil || len(live.Spec.Selector) == 0 || meshservice.IsGenerated(live, ms.UID, FieldManager) {
+		return nil, nil
+	}
+	var pods corev1.PodList
+	if err := r.apiReader().List(ctx, &pods, client.InNamespace(ms.Namespace), client.MatchingLabels(live.Spec.Selector)); err != nil {
+		return nil, err
+	}
+	return pods.Items, nil
+}
+
+// announceAdoptedGone emits a Warning Event (ExistingServiceDeleted) when ms's status says the
+// mesh used a user's Service as its VIP and the controller just generated its own: that Service
+// was deleted, and the VIP moves to vip.
+func (r *MeshServiceReconciler) announceAdoptedGone(ms *meshv1alpha1.MeshService, vip string) {
+	c := conditions.Find(ms.Status.Conditions, meshv1alpha1.ServiceConditionServiceReady)
+	if r.Recorder == nil || c == nil || c.Reason != meshv1alpha1.ServiceReasonExistingService {
+		return
+	}
+	r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, meshv1alpha1.ServiceReasonExistingServiceDeleted, "Reconcile",
+		"Service %s/%s, which the mesh used read-only, was deleted: the mesh generated its own Service of that name, and the VIP "+
+			"moved from %s to %s (clients holding the old address, outside the mesh, must resolve the name again)",
+		ms.Namespace, ms.Name, ms.Status.VIP, vip)
 }
 
 // Translate is meshservice.Translate of the MeshService ms given its counted endpoints (those
 // EndpointVerdict verifies) and live, the Service of its name (nil when none exists): what a
 // reconcile writes, before the Service's write fills in the VIP of a new Service. The reconciler
 // calls it; test/invariant calls it on what the cluster holds, to see that it holds this.
-func Translate(ms *meshv1alpha1.MeshService, counted []meshv1alpha1.MeshEndpoint, live *corev1.Service, meshDomain string, issuer meshidentity.Issuer) (meshservice.Output, error) {
+//
+// pods are the pods of the namespace (or any subset holding them) that live selects, when live is
+// a Service that is not the mesh's: whether the mesh can use it read-only depends on them
+// (meshservice.Adoptable).
+func Translate(ms *meshv1alpha1.MeshService, counted []meshv1alpha1.MeshEndpoint, live *corev1.Service, pods []corev1.Pod,
+	meshDomain string, issuer meshidentity.Issuer) (meshservice.Output, error) {
 	facts := meshservice.ServiceFacts{}
 	if live != nil {
 		facts = meshservice.ServiceFacts{Exists: true, Owned: meshservice.IsGenerated(live, ms.UID, FieldManager), ClusterIP: live.Spec.ClusterIP}
+		if !facts.Owned {
+			facts.Existing = meshservice.ExistingServiceOf(live, pods)
+		}
 	}
 	return meshservice.Translate(meshservice.Input{
 		Namespace: ms.Namespace, Name: ms.Name, UID: ms.UID, MeshDomain: meshDomain, Issuer: issuer,

@@ -50,8 +50,30 @@ type ServiceFacts struct {
 	// Owned is true when that Service is the mesh's own (IsGenerated: an owner reference to the
 	// MeshService, or the generated label together with the controller's field manager).
 	Owned bool `json:"owned"`
-	// ClusterIP is its cluster IP, the VIP, when it is ours.
+	// ClusterIP is its cluster IP, the VIP, when it is ours or adopted.
 	ClusterIP string `json:"clusterIP,omitempty"`
+	// Existing is what the controller read of it when it is not ours (see Adoptable); nil when
+	// it is ours or there is none.
+	Existing *ExistingService `json:"existing,omitempty"`
+}
+
+// adoption is the verdict on a Service of the service's name that is not the mesh's: adopted
+// (used read-only, its cluster IP the VIP), or why not.
+type adoption struct {
+	foreign bool   // a Service of the name exists and is not the mesh's
+	adopted bool   // … and the mesh uses it read-only
+	problem string // … or why it cannot (Adoptable)
+}
+
+func adoptionOf(in Input) adoption {
+	if !in.Service.Exists || in.Service.Owned {
+		return adoption{}
+	}
+	if in.Service.Existing == nil {
+		return adoption{foreign: true, problem: "the controller could not read it"}
+	}
+	problem := Adoptable(in.Name, in.Service.Existing, in.Endpoints)
+	return adoption{foreign: true, adopted: problem == "", problem: problem}
 }
 
 // Output is what the controller writes.
@@ -71,7 +93,8 @@ func Translate(in Input) (Output, error) {
 		return Output{}, err
 	}
 	st := meshv1alpha1.MeshServiceStatus{Identity: identity, VIP: in.Service.ClusterIP}
-	if in.Service.Exists && !in.Service.Owned {
+	adopt := adoptionOf(in)
+	if adopt.foreign && !adopt.adopted {
 		st.VIP = ""
 	}
 	svc := model.BuildService(model.Input{Namespace: in.Namespace, Name: in.Name, Identity: identity, VIP: st.VIP,
@@ -110,7 +133,7 @@ func Translate(in Input) (Output, error) {
 		st.DefaultTCPPort = &port
 	}
 	st.Names = resolve.Names(in.Name, in.Namespace, in.MeshDomain)
-	if in.Service.Exists && !in.Service.Owned {
+	if adopt.foreign && !adopt.adopted {
 		// The Kubernetes names reach someone else's Service: only the mesh name is the mesh's.
 		// So does the bare name, which the cluster's DNS completes to one of them.
 		st.Names = st.Names[:1]
@@ -122,13 +145,13 @@ func Translate(in Input) (Output, error) {
 	st.Conditions = []metav1.Condition{
 		readyCondition(st),
 		portsConsistentCondition(st.Ports),
-		serviceReadyCondition(in),
+		serviceReadyCondition(in, adopt, st.DialSurface),
 		portsCompleteCondition(len(st.Ports)+len(svc.LeftOut), svc.LeftOut),
 	}
 	st.Conditions = WithSummary(st.Conditions)
 
 	out := Output{Status: st}
-	if !in.Service.Exists || in.Service.Owned {
+	if !adopt.foreign {
 		out.Service = generatedService(in, set)
 	}
 	return out, nil
@@ -257,12 +280,17 @@ func portsConsistentCondition(ports []meshv1alpha1.ServicePort) metav1.Condition
 		strings.Join(conflicts, "; "))
 }
 
-func serviceReadyCondition(in Input) metav1.Condition {
-	if in.Service.Exists && !in.Service.Owned {
+func serviceReadyCondition(in Input, adopt adoption, surface []meshv1alpha1.Dial) metav1.Condition {
+	switch {
+	case adopt.adopted:
+		return portCondition(meshv1alpha1.ServiceConditionServiceReady, true, meshv1alpha1.ServiceReasonExistingService,
+			adoptedMessage(in.Namespace, in.Name, in.Service.Existing, surface))
+	case adopt.foreign:
 		return portCondition(meshv1alpha1.ServiceConditionServiceReady, false, meshv1alpha1.ServiceReasonNameConflict,
-			fmt.Sprintf("Service %s/%s exists and is not the mesh's (no owner reference to this MeshService): it is left untouched, "+
-				"so the Kubernetes names %s.%s and %s.%s.svc.cluster.local do not reach the mesh; rename or delete that Service",
-				in.Namespace, in.Name, in.Name, in.Namespace, in.Name, in.Namespace))
+			fmt.Sprintf("Service %s/%s exists and is not the mesh's (no owner reference to this MeshService), and the mesh cannot "+
+				"use it read-only: %s. It is left untouched, so the Kubernetes names %s.%s and %s.%s.svc.cluster.local do not reach "+
+				"the mesh; fix it as said, or rename or delete that Service",
+				in.Namespace, in.Name, adopt.problem, in.Name, in.Namespace, in.Name, in.Namespace))
 	}
 	return portCondition(meshv1alpha1.ServiceConditionServiceReady, true, meshv1alpha1.ServiceReasonServiceApplied,
 		fmt.Sprintf("Service %s/%s carries the dial surface", in.Namespace, in.Name))

@@ -15,10 +15,13 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 )
 
 // Stdin is the file name that means standard input (kustomize build . | kubectl aether check -f -).
@@ -79,11 +82,15 @@ type PodTemplate struct {
 	Name        string
 	Labels      map[string]string
 	Annotations map[string]string
+	// ServiceAccount is the template's spec.serviceAccountName ("" when it names none).
+	ServiceAccount string
 }
 
 // Judge is the webhook's rule on one pod template, as on a CREATE: without the label, not judged;
 // labelled with a value other than "true", not judged but warned (portspec.NotManagedWarning);
-// else portspec.Warnings as warnings and portspec.Parse's error as the denial.
+// else a template running as the default ServiceAccount is denied
+// (registration.CheckServiceAccount), then portspec.Warnings as warnings and portspec.Parse's
+// error as the denial.
 func Judge(t PodTemplate) []Finding {
 	finding := func(severity, msg string) Finding {
 		return Finding{File: t.File, Document: t.Document, Item: t.Item, Kind: t.Kind, Namespace: t.Namespace,
@@ -97,13 +104,30 @@ func Judge(t PodTemplate) []Finding {
 		return []Finding{finding(SeverityWarning, portspec.NotManagedWarning(value))}
 	}
 	var out []Finding
-	if _, err := portspec.Parse(t.Annotations); err != nil {
+	if err := registration.CheckServiceAccount(t.pod()); err != nil {
+		// The webhook's first denial: its annotations are not judged until this is fixed.
+		out = append(out, finding(SeverityError, err.Error()))
+	} else if _, err := portspec.Parse(t.Annotations); err != nil {
 		out = append(out, finding(SeverityError, err.Error()))
 	}
 	for _, w := range portspec.Warnings(t.Annotations) {
 		out = append(out, finding(SeverityWarning, w))
 	}
 	return out
+}
+
+// pod is the pod the template makes, as far as the webhook's ServiceAccount rule reads it: a Pod
+// keeps its name; a workload's pods are named after it (web-*).
+func (t PodTemplate) pod() *corev1.Pod {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name},
+		Spec: corev1.PodSpec{ServiceAccountName: t.ServiceAccount}}
+	if pod.Namespace == "" {
+		pod.Namespace = "<namespace>"
+	}
+	if t.Kind != "Pod" {
+		pod.Name, pod.GenerateName = "", t.Name+"-"
+	}
+	return pod
 }
 
 // Check reads every manifest in paths (files; directories' *.yaml, *.yml and *.json files, their
@@ -205,6 +229,23 @@ type object struct {
 	Spec     *templateHolder `json:"spec"`
 }
 
+// podSpec is the part of a pod's spec Check reads. serviceAccount is the deprecated spelling the
+// API server still copies into serviceAccountName when that is unset.
+type podSpec struct {
+	ServiceAccountName string `json:"serviceAccountName"`
+	ServiceAccount     string `json:"serviceAccount"`
+}
+
+func (s *podSpec) serviceAccount() string {
+	if s == nil {
+		return ""
+	}
+	if s.ServiceAccountName != "" {
+		return s.ServiceAccountName
+	}
+	return s.ServiceAccount
+}
+
 type anyMap = map[string]any
 
 type metadata struct {
@@ -217,8 +258,10 @@ type metadata struct {
 // templateHolder is a workload's spec: its template (Deployment, StatefulSet, DaemonSet,
 // ReplicaSet, Job) or its job template (CronJob).
 type templateHolder struct {
+	podSpec  `json:",inline"`
 	Template *struct {
 		Metadata metadata `json:"metadata"`
+		Spec     *podSpec `json:"spec"`
 	} `json:"template"`
 	JobTemplate *struct {
 		Spec *templateHolder `json:"spec"`
@@ -239,6 +282,7 @@ func templatesIn(raw []byte, where PodTemplate) ([]PodTemplate, error) {
 	}
 	where.Kind, where.Namespace, where.Name = o.Kind, o.Metadata.Namespace, o.Metadata.Name
 	var meta *metadata
+	var spec *podSpec
 	switch {
 	case strings.HasSuffix(o.Kind, "List") && where.Item == 0:
 		var out []PodTemplate
@@ -256,15 +300,18 @@ func templatesIn(raw []byte, where PodTemplate) ([]PodTemplate, error) {
 		return out, nil
 	case o.Kind == "Pod":
 		meta = &o.Metadata
+		if o.Spec != nil {
+			spec = &o.Spec.podSpec
+		}
 	case slices.Contains(workloads, o.Kind) && o.Spec != nil && o.Spec.Template != nil:
-		meta = &o.Spec.Template.Metadata
+		meta, spec = &o.Spec.Template.Metadata, o.Spec.Template.Spec
 	case o.Kind == "CronJob" && o.Spec != nil && o.Spec.JobTemplate != nil && o.Spec.JobTemplate.Spec != nil &&
 		o.Spec.JobTemplate.Spec.Template != nil:
-		meta = &o.Spec.JobTemplate.Spec.Template.Metadata
+		meta, spec = &o.Spec.JobTemplate.Spec.Template.Metadata, o.Spec.JobTemplate.Spec.Template.Spec
 	default:
 		return nil, nil
 	}
-	where.Labels, where.Annotations = meta.Labels, meta.Annotations
+	where.Labels, where.Annotations, where.ServiceAccount = meta.Labels, meta.Annotations, spec.serviceAccount()
 	return []PodTemplate{where}, nil
 }
 

@@ -17,7 +17,6 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -168,11 +167,10 @@ func scheme(t *testing.T) *runtime.Scheme {
 // admissionRequest is the CREATE the API server sends for a pod made from tmpl.
 func admissionRequest(t *testing.T, tmpl PodTemplate) admission.Request {
 	t.Helper()
-	pod := &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: tmpl.Name, Namespace: tmpl.Namespace, Labels: tmpl.Labels,
-			Annotations: tmpl.Annotations},
-	}
+	// The pod the template makes (a workload's pods are named after it), with its ServiceAccount.
+	pod := tmpl.pod()
+	pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	pod.Labels, pod.Annotations = tmpl.Labels, tmpl.Annotations
 	raw, err := json.Marshal(pod)
 	if err != nil {
 		t.Fatal(err)

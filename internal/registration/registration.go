@@ -5,6 +5,7 @@ package registration
 
 import (
 	"errors"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -85,4 +86,43 @@ func ports(spec portspec.Spec) []meshv1alpha1.PortProtocol {
 		out = append(out, meshv1alpha1.PortProtocol{Port: p.Number, Protocol: p.Protocol, AppProtocol: p.AppProtocol})
 	}
 	return out
+}
+
+// DefaultServiceAccountError is the one explanation, given by the pod webhook (as its denial)
+// and by the node agent (as its refusal, when the webhook was down), of why a managed pod running
+// as the namespace's `default` ServiceAccount is not meshed: its service would be named
+// `default`, shared by every workload that forgot to name its own. Pod is "<namespace>/<name>",
+// or the namespace alone for a pod whose name the API server has not generated yet.
+type DefaultServiceAccountError struct {
+	Pod string
+	// Named is true when the pod names `default` itself (spec.serviceAccountName), false when it
+	// names none and gets it by default.
+	Named bool
+}
+
+func (e *DefaultServiceAccountError) Error() string {
+	how := `names no ServiceAccount, so it runs as "default"`
+	if e.Named {
+		how = `runs as ServiceAccount "default"`
+	}
+	return fmt.Sprintf("pod %s is managed (label %s=%q) but %s, and a meshed pod's ServiceAccount is its service's name: "+
+		`it would join a service called "default" with every other workload that names none. Create a ServiceAccount named after `+
+		"the service (kubectl create serviceaccount <service>) and set spec.serviceAccountName: <service> in the pod template, "+
+		"or remove the label %s", e.Pod, LabelManaged, ManagedValue, how, LabelManaged)
+}
+
+// CheckServiceAccount returns a *DefaultServiceAccountError when pod runs as the `default`
+// ServiceAccount (named or unset), else nil. Whether the pod is managed is the caller's to know.
+func CheckServiceAccount(pod *corev1.Pod) error {
+	if ServiceAccount(pod) != DefaultServiceAccount {
+		return nil
+	}
+	name := pod.Namespace + "/" + pod.Name
+	if pod.Name == "" {
+		name = "in namespace " + pod.Namespace
+		if pod.GenerateName != "" {
+			name = pod.Namespace + "/" + pod.GenerateName + "*"
+		}
+	}
+	return &DefaultServiceAccountError{Pod: name, Named: pod.Spec.ServiceAccountName != ""}
 }

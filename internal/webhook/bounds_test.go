@@ -100,6 +100,7 @@ metadata:
   annotations:
     endpoint.aether.io/ports: "`+strings.Repeat(",", size)+`"
 spec:
+  serviceAccountName: app
   containers: [{name: app, image: registry.example/app:1}]
 `), 0o600); err != nil {
 		t.Fatal(err)

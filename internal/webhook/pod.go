@@ -34,7 +34,9 @@ const JudgeDeadline = 2 * time.Second
 //   - aether.io/managed: "true" — the pod is in the mesh: its annotations are parsed by
 //     internal/portspec and a pod whose annotations do not parse is denied with the parser's
 //     error, verbatim (it names the annotation, the token and the fix, and for the reserved
-//     ports explains what they are). Annotation keys that look like a misspelling of the
+//     ports explains what they are). A pod running as the `default` ServiceAccount (named or
+//     unset) is denied first, with registration.DefaultServiceAccountError: its service would be
+//     called "default". Annotation keys that look like a misspelling of the
 //     grammar's are returned as warnings; warnings never deny.
 //   - any other value ("True", "yes", "1") — the pod is not in the mesh (the agent selects
 //     "true" only): it is admitted with a warning that says so, and its annotations are not
@@ -96,6 +98,9 @@ func review(ctx context.Context, pod, old *corev1.Pod) admission.Response {
 	}
 	if old != nil && portspec.IsManaged(old.Labels) && equalOn(old.Annotations, pod.Annotations, portspec.IsGrammarKey) {
 		return admission.Allowed("mesh annotations unchanged").WithWarnings(warnings...)
+	}
+	if err := registration.CheckServiceAccount(pod); err != nil {
+		return admission.Denied(err.Error()).WithWarnings(warnings...)
 	}
 	if err := judge(ctx, JudgeDeadline, func() error { _, err := portspec.Parse(pod.Annotations); return err }); err != nil {
 		return admission.Denied(err.Error()).WithWarnings(warnings...)

@@ -46,7 +46,9 @@ func pod(ns string, managed bool, annotations map[string]string) *corev1.Pod {
 	podCount++
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("app-%d", podCount), Annotations: annotations},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+		// Every pod runs as its service's ServiceAccount, so that labelling one managed is judged
+		// on its annotations ("default" is denied: TestDefaultServiceAccountDenied).
+		Spec: corev1.PodSpec{ServiceAccountName: "app", Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
 	}
 	if managed {
 		p.Labels = map[string]string{"aether.io/managed": "true"}
@@ -314,6 +316,7 @@ metadata:
   annotations:
     endpoint.aether.io/ports: "8080,18082=tcp"
 spec:
+  serviceAccountName: payments
   containers: [{name: app, image: registry.example/payments:1}]
 `), 0o600); err != nil {
 		t.Fatal(err)
@@ -330,4 +333,45 @@ spec:
 			t.Errorf("kubectl's stderr lacks %q:\n%s", want, stderr)
 		}
 	}
+}
+
+// TestDefaultServiceAccountDenied: a managed pod running as the `default` ServiceAccount, named
+// or unset, is denied with registration.DefaultServiceAccountError's text, word for word, on
+// CREATE and when the label turns "true"; the same pod unmanaged, and a managed one with its own
+// ServiceAccount, are admitted (the controls).
+func TestDefaultServiceAccountDenied(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	want := func(name string, named bool) string {
+		how := `names no ServiceAccount, so it runs as "default"`
+		if named {
+			how = `runs as ServiceAccount "default"`
+		}
+		return denied + "pod " + ns + "/" + name + ` is managed (label aether.io/managed="true") but ` + how +
+			`, and a meshed pod's ServiceAccount is its service's name: it would join a service called "default" with every ` +
+			`other workload that names none. Create a ServiceAccount named after the service (kubectl create serviceaccount ` +
+			`<service>) and set spec.serviceAccountName: <service> in the pod template, or remove the label aether.io/managed`
+	}
+	for _, sa := range []string{"", "default"} {
+		p := pod(ns, true, map[string]string{portspec.AnnotationPorts: "8080"})
+		p.Spec.ServiceAccountName = sa
+		err := env.Client.Create(ctx, p)
+		if err == nil {
+			t.Fatalf("a managed pod with serviceAccountName %q was admitted", sa)
+		}
+		if got := err.Error(); !strings.HasSuffix(got, want(p.Name, sa != "")) {
+			t.Errorf("serviceAccountName %q: denial\n%s\nwant it to end with\n%s", sa, got, want(p.Name, sa != ""))
+		}
+	}
+
+	plain := pod(ns, false, map[string]string{portspec.AnnotationPorts: "8080"})
+	plain.Spec.ServiceAccountName = ""
+	if err := env.Client.Create(ctx, plain); err != nil {
+		t.Fatalf("control: an unmanaged pod running as default was refused: %v", err)
+	}
+	if err := env.Client.Create(ctx, pod(ns, true, map[string]string{portspec.AnnotationPorts: "8080"})); err != nil {
+		t.Fatalf("control: a managed pod with its own ServiceAccount was refused: %v", err)
+	}
+	update(t, ctx, plain, `labelling "true"`, func(p *corev1.Pod) { p.Labels = map[string]string{portspec.LabelManaged: "true"} },
+		want(plain.Name, false))
 }

@@ -44,7 +44,7 @@ func checkMeshServices(s snapshot, opts Options, now time.Time) []Violation {
 				Want: "none: neither its ServiceAccount nor any verified endpoint exists, so the controller removes it", Got: "a MeshService"})
 			continue
 		}
-		out = append(out, checkMeshService(ms, s.kubeServices[key], counted[key], opts, now)...)
+		out = append(out, checkMeshService(ms, s.kubeServices[key], counted[key], s.pods, opts, now)...)
 	}
 	for key, eps := range counted {
 		if !kept[key] {
@@ -57,8 +57,9 @@ func checkMeshServices(s snapshot, opts Options, now time.Time) []Violation {
 
 // checkMeshService compares ms and live, the Service of its name (nil when none exists), with
 // the controller's translation of counted, its verified endpoints.
-func checkMeshService(ms *meshv1alpha1.MeshService, live *corev1.Service, counted []meshv1alpha1.MeshEndpoint, opts Options, now time.Time) []Violation {
-	out, err := controller.Translate(ms, counted, live, opts.MeshDomain, opts.Issuer)
+func checkMeshService(ms *meshv1alpha1.MeshService, live *corev1.Service, counted []meshv1alpha1.MeshEndpoint, pods []corev1.Pod,
+	opts Options, now time.Time) []Violation {
+	out, err := controller.Translate(ms, counted, live, pods, opts.MeshDomain, opts.Issuer)
 	if err != nil {
 		return []Violation{{Check: CheckMeshServices, Kind: kindMeshService, Namespace: ms.Namespace, Name: ms.Name, Field: subresourceStatus,
 			Want: "a translation of its endpoints", Got: "the translation failed: " + err.Error()}}

@@ -54,6 +54,8 @@ var _ = Describe("the CNI plugin on a real node", Ordered, func() {
 			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
 		}, 2*time.Minute, time.Second).Should(BeTrue())
 		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		// A managed pod runs as its service's ServiceAccount: "default" is denied at admission.
+		Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "meshed"}})).To(Succeed())
 	})
 
 	It("is installed by the agent's DaemonSet: chained last into the node's conflist, its binary in the CNI bin dir", func() {
@@ -113,6 +115,7 @@ var _ = Describe("the CNI plugin on a real node", Ordered, func() {
 			}
 		}
 		meshed = pod("meshed", map[string]string{"aether.io/managed": "true"})
+		meshed.Spec.ServiceAccountName = "meshed"
 		plain = pod("plain", nil)
 		for _, p := range []*corev1.Pod{meshed, plain} {
 			Expect(k8s.Create(ctx, p)).To(Succeed())
