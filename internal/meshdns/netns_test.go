@@ -105,7 +105,7 @@ func (r *testResolver) last() resolverQuery {
 func (r *testResolver) count() int { return int(r.udp.Load() + r.tcp.Load()) }
 
 // startResolver serves r on resolverDNS in ns.
-func startResolver(t *testing.T, ns *nstest.NS, r *testResolver) {
+func startResolver(t testing.TB, ns *nstest.NS, r *testResolver) {
 	t.Helper()
 	var pc net.PacketConn
 	var ln net.Listener
@@ -156,7 +156,14 @@ func (o *outcomes) get(outcome string) int {
 	return o.n[outcome]
 }
 
-func newMeshPod(t *testing.T, meshDNS bool) *meshPod {
+func newMeshPod(t testing.TB, meshDNS bool) *meshPod {
+	t.Helper()
+	return newMeshPodWith(t, meshDNS, meshdns.Config{})
+}
+
+// newMeshPodWith is newMeshPod with the server's cache size and rate as cfg says (its table,
+// mark and observer are the pod's).
+func newMeshPodWith(t testing.TB, meshDNS bool, cfg meshdns.Config) *meshPod {
 	t.Helper()
 	mesh := xdstest.MixedHTTPPrimary()
 	pod := nstest.NewNamed(t, "dns")
@@ -186,8 +193,9 @@ func newMeshPod(t *testing.T, meshDNS bool) *meshPod {
 		p.table.Set(s.Namespace, s.Name, []string{s.VIP})
 	}
 	if meshDNS {
-		server, err := meshdns.Serve(pod.Path, meshdns.Config{Table: p.table, Mark: model.ProxySocketMark,
-			Observe: func(outcome string, _ time.Duration) { p.outcomes.observe(outcome) }})
+		cfg.Table, cfg.Mark = p.table, model.ProxySocketMark
+		cfg.Observe = func(outcome string, _ time.Duration) { p.outcomes.observe(outcome) }
+		server, err := meshdns.Serve(pod.Path, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +241,7 @@ func (p *meshPod) exchange(t *testing.T, network string, m *dns.Msg) *dns.Msg {
 	return reply
 }
 
-func payments(t *testing.T, m model.Mesh) model.Service {
+func payments(t testing.TB, m model.Mesh) model.Service {
 	t.Helper()
 	for _, s := range m.Services {
 		if s.Name == "payments" {

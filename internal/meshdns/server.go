@@ -57,6 +57,8 @@ const (
 	tcpIdle = 10 * time.Second
 	// maxInFlight bounds one pod's queries in progress (each holds a goroutine and a buffer).
 	maxInFlight = 256
+	// spareSockets is how many fresh upstream sockets each pod's server keeps ready.
+	spareSockets = 8
 )
 
 // Config is what every pod's server shares.
@@ -232,6 +234,10 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// spare are fresh UDP sockets for IPv4 queries, opened in the namespace ahead of need (a new
+	// socket, so a new source port, per forwarded query, without a trip to the namespace's thread
+	// on the query's path).
+	spare chan *net.UDPConn
 }
 
 // Serve starts the mesh DNS in the network namespace at netns: it listens on 127.0.0.1:Port and,
@@ -241,7 +247,7 @@ func Serve(netns string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{thread: thread}
+	s := &Server{thread: thread, spare: make(chan *net.UDPConn, spareSockets)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.h = newHandler(cfg, s)
 	var openErr error
@@ -276,6 +282,7 @@ func Serve(netns string, cfg Config) (*Server, error) {
 	for _, u := range s.udp {
 		s.wg.Go(func() { s.serveUDP(u) })
 	}
+	s.wg.Go(s.refill)
 	for _, l := range s.tcp {
 		s.wg.Go(func() { s.serveTCP(l) })
 	}
@@ -297,6 +304,10 @@ func (s *Server) Close() {
 		l.Close()
 	}
 	s.wg.Wait()
+	close(s.spare)
+	for u := range s.spare {
+		u.Close()
+	}
 	if s.ct != nil {
 		s.ct.Close()
 	}
@@ -407,55 +418,128 @@ func writeFrame(w io.Writer, msg []byte) error {
 	return err
 }
 
+// refill keeps s.spare full of fresh marked UDP sockets opened in the namespace, until Close.
+func (s *Server) refill() {
+	for s.ctx.Err() == nil {
+		var u *net.UDPConn
+		var err error
+		s.thread.do(func() {
+			var pc net.PacketConn
+			if pc, err = s.listenConfig().ListenPacket(s.ctx, "udp4", "0.0.0.0:0"); err == nil {
+				u = pc.(*net.UDPConn)
+			}
+		})
+		if err != nil {
+			select { // the namespace is going, or out of ports: queries dial their own meanwhile
+			case <-s.ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		select {
+		case s.spare <- u:
+		case <-s.ctx.Done():
+			u.Close()
+		}
+	}
+}
+
+// listenConfig and dialer open sockets carrying the configured mark.
+func (s *Server) listenConfig() *net.ListenConfig { return &net.ListenConfig{Control: s.mark} }
+
+func (s *Server) dialer() *net.Dialer { return &net.Dialer{Control: s.mark} }
+
+func (s *Server) mark(_, _ string, raw syscall.RawConn) error {
+	if s.h.cfg.Mark == 0 {
+		return nil
+	}
+	var optErr error
+	if err := raw.Control(func(fd uintptr) {
+		optErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(s.h.cfg.Mark))
+	}); err != nil {
+		return err
+	}
+	return optErr
+}
+
+// exchangeSpare sends an IPv4 UDP query from a spare socket; ok is false when none is ready.
+func (s *Server) exchangeSpare(ctx context.Context, query []byte, dst netip.AddrPort) (answer []byte, ok bool, err error) {
+	var u *net.UDPConn
+	select {
+	case u = <-s.spare:
+	default:
+		return nil, false, nil
+	}
+	defer u.Close()
+	answer, err = readAnswer(ctx, u, query, func(buf []byte) (int, netip.AddrPort, error) {
+		return u.ReadFromUDPAddrPort(buf)
+	}, func() error { _, err := u.WriteToUDPAddrPort(query, dst); return err }, dst)
+	return answer, true, err
+}
+
+// readAnswer writes query with write, then reads datagrams until one from dst answers it (its
+// ID); others are not ours.
+func readAnswer(ctx context.Context, c net.Conn, query []byte, read func([]byte) (int, netip.AddrPort, error), write func() error, dst netip.AddrPort) ([]byte, error) {
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(deadline)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	if err := write(); err != nil {
+		return nil, err
+	}
+	bp := buffers.Get().(*[]byte)
+	defer buffers.Put(bp)
+	buf := *bp
+	for {
+		n, from, err := read(buf)
+		if err != nil {
+			return nil, err
+		}
+		if from.Addr().Unmap() == dst.Addr().Unmap() && from.Port() == dst.Port() && n >= 2 && len(query) >= 2 &&
+			buf[0] == query[0] && buf[1] == query[1] {
+			return append([]byte(nil), buf[:n]...), nil
+		}
+	}
+}
+
+// buffers hold a UDP answer of any size while it is read: 64 KiB per forwarded query would
+// otherwise be garbage the collector chases at every query rate.
+var buffers = sync.Pool{New: func() any { b := make([]byte, dns.MaxMsgSize); return &b }}
+
 // exchange forwards query to dst from a new socket in the pod's namespace (a fresh source port
 // per query), marked, over UDP or TCP as the pod sent it.
 func (s *Server) exchange(ctx context.Context, query []byte, dst netip.AddrPort, tcp bool) ([]byte, error) {
-	dialer := net.Dialer{Control: func(_, _ string, raw syscall.RawConn) error {
-		if s.h.cfg.Mark == 0 {
-			return nil
+	if !tcp && dst.Addr().Unmap().Is4() {
+		if answer, ok, err := s.exchangeSpare(ctx, query, dst); ok {
+			return answer, err
 		}
-		var optErr error
-		if err := raw.Control(func(fd uintptr) {
-			optErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(s.h.cfg.Mark))
-		}); err != nil {
-			return err
-		}
-		return optErr
-	}}
+	}
 	network := "udp"
 	if tcp {
 		network = "tcp"
 	}
 	var c net.Conn
 	var err error
-	s.thread.do(func() { c, err = dialer.DialContext(ctx, network, dst.String()) })
+	s.thread.do(func() { c, err = s.dialer().DialContext(ctx, network, dst.String()) })
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(deadline)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-	defer stop()
 	if tcp {
+		if deadline, ok := ctx.Deadline(); ok {
+			_ = c.SetDeadline(deadline)
+		}
+		stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+		defer stop()
 		if err := writeFrame(c, query); err != nil {
 			return nil, err
 		}
 		return readFrame(c)
 	}
-	if _, err := c.Write(query); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, dns.MaxMsgSize)
-	for {
+	// The connected socket takes datagrams from dst only.
+	return readAnswer(ctx, c, query, func(buf []byte) (int, netip.AddrPort, error) {
 		n, err := c.Read(buf)
-		if err != nil {
-			return nil, err
-		}
-		// The connected socket takes datagrams from dst only; one with another ID is not ours.
-		if n >= 2 && len(query) >= 2 && buf[0] == query[0] && buf[1] == query[1] {
-			return append([]byte(nil), buf[:n]...), nil
-		}
-	}
+		return n, dst, err
+	}, func() error { _, err := c.Write(query); return err }, dst)
 }
