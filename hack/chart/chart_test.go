@@ -477,6 +477,7 @@ func TestValues(t *testing.T) {
 	}{
 		{"replicas", []string{"manager.replicas=3"}, func(o []obj) any { return get(dep(o), "spec", "replicas") }, 3},
 		{"capture mode", []string{"agent.captureMode=all"}, flagOf("DaemonSet", "agent", "--capture-mode"), "all"},
+		{"mesh DNS", []string{"agent.meshDNS=false"}, flagOf("DaemonSet", "agent", "--mesh-dns"), "false"},
 		{"manager image", []string{"manager.image.repository=r.example/op", "manager.image.tag=v9", "manager.image.pullPolicy=Always"},
 			image("Deployment", "manager"), "r.example/op:v9 Always"},
 		{"agent image: the agent", []string{"agent.image.repository=r.example/ag", "agent.image.tag=v8", "agent.image.pullPolicy=Never"},
