@@ -25,7 +25,7 @@ import (
 // and a mesh name answered by the mesh DNS. Each iteration sends one of each; the metrics are
 // each kind's queries per second (one client, one at a time) and 99th percentile latency.
 func BenchmarkQueries(b *testing.B) {
-	p := newMeshPodWith(b, true, meshdns.Config{CacheSize: -1, Rate: 1e9, Burst: 1 << 30})
+	p := newMeshPodWith(b, true, true, meshdns.Config{CacheSize: -1, Rate: 1e9, Burst: 1 << 30})
 	svc := payments(b, p.mesh)
 	kinds := []struct {
 		name string

@@ -4,13 +4,17 @@
 package meshdns_test
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
 	"github.com/aether-mesh/aether-operator/internal/capture/apply/nstest"
+	"github.com/aether-mesh/aether-operator/internal/meshdns"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 )
 
@@ -140,5 +144,39 @@ func TestOptedOutPodUntouched(t *testing.T) {
 	}
 	if n := p.resolver.count(); n == 0 {
 		t.Error("the pod's resolver was not asked")
+	}
+}
+
+// TestUnmarkedForwardIsCapturedAgain is the negative control of the mark: a server whose forwarded
+// queries carry another mark than the one capture returns has them redirected back to itself, and
+// no other name resolves.
+func TestUnmarkedForwardIsCapturedAgain(t *testing.T) {
+	p := newMeshPodWith(t, true, true, meshdns.Config{Mark: 0x1, UpstreamTimeout: 200 * time.Millisecond})
+	if out, code := p.getent(t, "hosts", strings.TrimSuffix(externalName, ".")); code == 0 {
+		t.Fatalf("getent hosts %s resolved (%q) though the forwarded query is not marked", externalName, out)
+	}
+	if n := p.resolver.count(); n != 0 {
+		t.Errorf("the resolver was asked %d queries; want none", n)
+	}
+}
+
+// TestNoServerRefusedAtOnce: while no server listens (the agent restarting), a pod's query is
+// refused at once (the kernel's port unreachable, through the redirect), not left to time out.
+func TestNoServerRefusedAtOnce(t *testing.T) {
+	p := newMeshPodWith(t, true, false, meshdns.Config{})
+	q := new(dns.Msg)
+	q.SetQuestion(externalName, dns.TypeA)
+	var err error
+	if doErr := p.ns.Do(func() {
+		c := &dns.Client{Timeout: time.Minute}
+		_, _, err = c.Exchange(q, resolverDNS)
+	}); doErr != nil {
+		t.Fatal(doErr)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("a query with no server behind the redirect: %v; want connection refused", err)
+	}
+	if n := p.resolver.count(); n != 0 {
+		t.Errorf("the resolver was asked %d queries; want none (the redirect holds while no server runs)", n)
 	}
 }

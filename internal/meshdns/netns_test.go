@@ -4,6 +4,7 @@
 package meshdns_test
 
 import (
+	"cmp"
 	"net"
 	"os"
 	"os/exec"
@@ -158,12 +159,13 @@ func (o *outcomes) get(outcome string) int {
 
 func newMeshPod(t testing.TB, meshDNS bool) *meshPod {
 	t.Helper()
-	return newMeshPodWith(t, meshDNS, meshdns.Config{})
+	return newMeshPodWith(t, meshDNS, meshDNS, meshdns.Config{})
 }
 
-// newMeshPodWith is newMeshPod with the server's cache size and rate as cfg says (its table,
-// mark and observer are the pod's).
-func newMeshPodWith(t testing.TB, meshDNS bool, cfg meshdns.Config) *meshPod {
+// newMeshPodWith is newMeshPod with the DNS rules as rules says, a server or none as serve says,
+// with the cache size, rate and mark cfg says (the mark model.ProxySocketMark if zero; its table
+// and observer are the pod's).
+func newMeshPodWith(t testing.TB, rules, serve bool, cfg meshdns.Config) *meshPod {
 	t.Helper()
 	mesh := xdstest.MixedHTTPPrimary()
 	pod := nstest.NewNamed(t, "dns")
@@ -181,7 +183,7 @@ func newMeshPodWith(t testing.TB, meshDNS bool, cfg meshdns.Config) *meshPod {
 		t.Fatal(err)
 	}
 
-	local := model.LocalPod{Namespace: "web", Name: "frontend-0", NetNS: pod.Path, Capture: model.CaptureSurface, MeshDNS: meshDNS}
+	local := model.LocalPod{Namespace: "web", Name: "frontend-0", NetNS: pod.Path, Capture: model.CaptureSurface, MeshDNS: rules}
 	applier := apply.New()
 	if _, err := applier.Sync(pod.Path, capture.Build(mesh, local, capture.Options{})); err != nil {
 		t.Fatalf("programming capture: %v", err)
@@ -192,8 +194,8 @@ func newMeshPodWith(t testing.TB, meshDNS bool, cfg meshdns.Config) *meshPod {
 	for _, s := range mesh.Services {
 		p.table.Set(s.Namespace, s.Name, []string{s.VIP})
 	}
-	if meshDNS {
-		cfg.Table, cfg.Mark = p.table, model.ProxySocketMark
+	if serve {
+		cfg.Table, cfg.Mark = p.table, cmp.Or(cfg.Mark, model.ProxySocketMark)
 		cfg.Observe = func(outcome string, _ time.Duration) { p.outcomes.observe(outcome) }
 		server, err := meshdns.Serve(pod.Path, cfg)
 		if err != nil {
