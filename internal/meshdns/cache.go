@@ -94,17 +94,17 @@ func (c *cache) put(key string, q *dns.Msg, answer []byte, now time.Time) {
 		!strings.EqualFold(m.Question[0].Name, q.Question[0].Name) || m.Question[0].Qtype != q.Question[0].Qtype {
 		return
 	}
-	ttl, any := uint32(MaxCacheTTL/time.Second), false
+	ttl, records := uint32(MaxCacheTTL/time.Second), false
 	for _, section := range [][]dns.RR{m.Answer, m.Ns} {
 		for _, rr := range section {
-			any = true
+			records = true
 			ttl = min(ttl, rr.Header().Ttl)
 			if soa, ok := rr.(*dns.SOA); ok {
 				ttl = min(ttl, soa.Minttl)
 			}
 		}
 	}
-	if !any || ttl == 0 {
+	if !records || ttl == 0 {
 		return
 	}
 	c.mu.Lock()
