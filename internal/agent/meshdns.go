@@ -133,14 +133,6 @@ func (d *dnsServers) stop(uid types.UID) {
 	}
 }
 
-// serving reports whether pod uid's server runs.
-func (d *dnsServers) serving(uid types.UID) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, ok := d.servers[uid]
-	return ok
-}
-
 // stopAll stops every server (the agent is stopping).
 func (d *dnsServers) stopAll() {
 	d.mu.Lock()

@@ -119,4 +119,3 @@ func TestMeshDNS(t *testing.T) {
 		}
 	})
 }
-

@@ -84,14 +84,14 @@ func (t *Table) keys(namespace, name string) (key, ns string) {
 type Answer int
 
 const (
-	// NotMesh: the name is not under the mesh domain (forward it).
+	// NotMesh is a name not under the mesh domain (forward it).
 	NotMesh Answer = iota
-	// Service: a service's name; its VIPs answer.
+	// Service is a service's name: its VIPs answer.
 	Service
-	// Empty: the domain itself or a namespace of services (an empty non-terminal): NOERROR, no
+	// Empty is the domain itself or a namespace of services (an empty non-terminal): NOERROR, no
 	// records.
 	Empty
-	// NoSuchName: under the mesh domain, and no service's: NXDOMAIN.
+	// NoSuchName is a name under the mesh domain that is no service's: NXDOMAIN.
 	NoSuchName
 )
 

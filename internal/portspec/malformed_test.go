@@ -37,9 +37,9 @@ const (
 		"the destination; it is not a port of any service " + reservedFix
 	reserved18082 = "port 18082 is reserved: it is the mesh's TCP port, which reaches a service's default TCP " +
 		"port; it is not a port of any service " + reservedFix
-	reserved18001 = "port 18001 is reserved: the mesh proxy receives captured outbound traffic on it inside every pod " + reservedFix
-	reserved18008 = "port 18008 is reserved: the mesh proxy receives inbound mTLS traffic on it inside every pod " + reservedFix
-	reserved18054 = "port 18054 is reserved: the mesh DNS answers the pod's DNS queries on it inside every pod " + reservedFix
+	reserved18001  = "port 18001 is reserved: the mesh proxy receives captured outbound traffic on it inside every pod " + reservedFix
+	reserved18008  = "port 18008 is reserved: the mesh proxy receives inbound mTLS traffic on it inside every pod " + reservedFix
+	reserved18054  = "port 18054 is reserved: the mesh DNS answers the pod's DNS queries on it inside every pod " + reservedFix
 	meshDNSFixText = `(want "false" (the pod's DNS queries go to its resolver untouched, and mesh names such as ` +
 		`<service>.<namespace>.aether.internal do not resolve) or "true" (the default: the mesh DNS answers mesh names ` +
 		`and forwards every other query)`

@@ -7,6 +7,7 @@ package cluster
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,9 +45,7 @@ var _ = Describe("mesh DNS on a real node", Ordered, func() {
 
 	pod := func(name string, labels, annotations map[string]string, containers ...corev1.Container) *corev1.Pod {
 		a := map[string]string{"endpoint.aether.io/ports": "9000=tcp"}
-		for k, v := range annotations {
-			a[k] = v
-		}
+		maps.Copy(a, annotations)
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, Annotations: a},
 			Spec:       corev1.PodSpec{ServiceAccountName: "payments", TerminationGracePeriodSeconds: new(int64(1))},
