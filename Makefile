@@ -134,6 +134,7 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 60s) each.
 	go test ./internal/resolve -run '^$$' -fuzz FuzzSurface -fuzztime $(or $(FUZZTIME),60s)
 	go test ./internal/resolve -run '^$$' -fuzz FuzzHTTPRequest -fuzztime $(or $(FUZZTIME),60s)
 	go test ./internal/meshservice -run '^$$' -fuzz FuzzTranslate -fuzztime $(or $(FUZZTIME),60s)
+	go test ./internal/meshdns -run '^$$' -fuzz FuzzQuery -fuzztime $(or $(FUZZTIME),60s)
 
 .PHONY: bench
 bench: ## Run the benchmarks (medians over -count runs; compare with benchstat), then bench-convergence. internal/agent's start an API server of their own and fill it with 1 000 MeshServices × 10 MeshEndpoints first (minutes).

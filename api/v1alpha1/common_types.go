@@ -74,6 +74,9 @@ const (
 	ProxyCapturePort int32 = 18001
 	// ProxyInboundPort is where the mesh proxy receives mTLS traffic for the pod's own ports.
 	ProxyInboundPort int32 = 18008
+	// MeshDNSPort is where the mesh DNS answers a pod's DNS queries (capture redirects them
+	// there) inside every pod.
+	MeshDNSPort int32 = 18054
 )
 
 // AppProtocol names what a port speaks within its protocol, when the mesh must know more than
@@ -90,11 +93,11 @@ const AppProtocolGRPC AppProtocol = "grpc"
 // PortProtocol is one declared port and its protocol.
 // +kubebuilder:validation:XValidation:rule="!has(self.appProtocol) || self.protocol == 'HTTP2'",message="appProtocol grpc is valid only on an HTTP2 port: set protocol HTTP2 or remove appProtocol",fieldPath=".appProtocol"
 type PortProtocol struct {
-	// port is the application port, 1..65535. The mesh's own ports (18001, 18008, 18081,
-	// 18082) are refused.
+	// port is the application port, 1..65535. The mesh's own ports (18001, 18008, 18054,
+	// 18081, 18082) are refused.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
-	// +kubebuilder:validation:XValidation:rule="!(self in [18001, 18008, 18081, 18082])",message="ports 18001, 18008, 18081 and 18082 are the mesh's own and cannot be declared by a workload"
+	// +kubebuilder:validation:XValidation:rule="!(self in [18001, 18008, 18054, 18081, 18082])",message="ports 18001, 18008, 18054, 18081 and 18082 are the mesh's own and cannot be declared by a workload"
 	// +required
 	Port int32 `json:"port"`
 

@@ -31,7 +31,7 @@ func TestAPIAgreesWithPortspec(t *testing.T) {
 	if meshv1alpha1.MaxPorts != portspec.MaxPorts {
 		t.Errorf("MaxPorts: API %d, portspec %d", meshv1alpha1.MaxPorts, portspec.MaxPorts)
 	}
-	apiReserved := []int32{meshv1alpha1.MeshHTTPPort, meshv1alpha1.MeshTCPPort, meshv1alpha1.ProxyCapturePort, meshv1alpha1.ProxyInboundPort}
+	apiReserved := []int32{meshv1alpha1.MeshHTTPPort, meshv1alpha1.MeshTCPPort, meshv1alpha1.ProxyCapturePort, meshv1alpha1.ProxyInboundPort, meshv1alpha1.MeshDNSPort}
 	reserved := slices.Sorted(maps.Keys(portspec.Reserved))
 	if !slices.Equal(reserved, slices.Sorted(slices.Values(apiReserved))) {
 		t.Errorf("reserved ports: API %v, portspec %v", apiReserved, reserved)

@@ -38,6 +38,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/agent/svid"
 	"github.com/aether-mesh/aether-operator/internal/identity"
+	"github.com/aether-mesh/aether-operator/internal/meshdns"
 	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
@@ -71,6 +72,9 @@ func main() {
 	captureResync := flag.Duration("capture-resync", agent.DefaultCaptureResync, "With xDS serving, the period of the cheap check of every meshed pod's capture table (table inet aether in its network namespace, programmed when the CNI plugin hands the pod over): a table deleted, flushed or edited by hand is repaired within one period.")
 	captureNever := flag.String("capture-never", "", "Comma-separated CIDRs (or addresses) that capture never redirects to the proxy, in any mode, beside loopback, link-local (169.254.0.0/16, fe80::/10: a cloud's metadata service) and the node's own addresses, which it never redirects either: e.g. a cloud's IPv6 metadata address fd00:ec2::254, or a range of the node network's services.")
 	captureUID := flag.Int64("capture-exclude-uid", -1, "A user ID whose sockets capture never redirects, for a proxy of your own that opens its upstream connections inside the pods' namespaces without the mesh's socket mark; -1: none. The node's Envoy (config/envoy) marks its sockets instead (capture returns the mark first) and runs as user 0: leave it at -1, as excluding 0 would exempt every container running as root.")
+	meshDNS := flag.Bool("mesh-dns", true, "With capture, serve the mesh DNS in every captured pod (127.0.0.1:18054 and [::1]:18054 in its network namespace) and redirect its DNS queries (UDP and TCP to port 53) there: <service>.<namespace>.<mesh domain> answers the service's VIP, another name under the mesh domain NXDOMAIN, and every other query goes to the resolver the pod addressed, unchanged. A pod with dnsPolicy None, or annotated aether.io/mesh-dns: \"false\", is left alone. false: no pod's DNS is touched.")
+	meshDNSRate := flag.Float64("mesh-dns-rate", meshdns.DefaultRate, "With --mesh-dns, each pod's DNS query rate (queries per second, a token bucket of --mesh-dns-burst): a query over it is answered REFUSED and counted.")
+	meshDNSBurst := flag.Int("mesh-dns-burst", meshdns.DefaultBurst, "With --mesh-dns, the burst of each pod's DNS query rate.")
 	netnsTemplate := flag.String("netns-path-template", "", "Where no CNI plugin hands each pod's network namespace over (make run): a Go template of a pod's netns path over .Namespace, .Name and .UID, e.g. /var/run/netns/aether-{{.Namespace}}-{{.Name}}, used for a pod the plugin did not hand over. Empty: a pod whose netns was not handed over gets no listeners.")
 	var cniOpts cniFlags
 	cniOpts.bind(flag.CommandLine, "", "/host/opt/cni/bin")
@@ -114,6 +118,9 @@ func main() {
 		os.Exit(2)
 	}
 	captureOpts, err := captureOptions(*captureResync, *captureUID, *captureNever)
+	if err == nil {
+		captureOpts.DNS, err = dnsOptions(*meshDNS, *meshDNSRate, *meshDNSBurst)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/aether-operator/internal/agent"
+	"github.com/aether-mesh/aether-operator/internal/meshdns"
 )
 
 // captureOptions reads the capture flags (--capture-resync, --capture-exclude-uid,
@@ -90,4 +91,17 @@ func hostAddresses() ([]netip.Prefix, error) {
 		out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
 	}
 	return out, nil
+}
+
+// dnsOptions are the mesh DNS's options (--mesh-dns, --mesh-dns-rate, --mesh-dns-burst); nil when
+// it is off.
+func dnsOptions(on bool, rate float64, burst int) (*agent.DNSOptions, error) {
+	if !on {
+		return nil, nil
+	}
+	if rate <= 0 || burst <= 0 {
+		return nil, fmt.Errorf("--mesh-dns-rate is %v and --mesh-dns-burst %d; both must be positive, e.g. %d and %d (or --mesh-dns=false)",
+			rate, burst, meshdns.DefaultRate, meshdns.DefaultBurst)
+	}
+	return &agent.DNSOptions{Rate: rate, Burst: burst}, nil
 }

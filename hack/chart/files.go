@@ -92,6 +92,11 @@ agent:
   # {{.CaptureModes}}. scoped: only the mesh ports 18081 and 18082; surface: every dial
   # surface's VIP and port; all: all outbound TCP but loopback and exclusions.
   captureMode: {{.V.CaptureMode}}
+  # meshDNS serves the mesh DNS in every meshed pod (the agent's --mesh-dns): its DNS queries are
+  # redirected to the agent on 127.0.0.1:18054 in the pod, which answers
+  # <service>.<namespace>.<mesh domain> with the service's VIP and forwards every other query to
+  # the pod's resolver unchanged. false: no pod's DNS is touched.
+  meshDNS: {{.V.MeshDNS}}
   # resources of the agent's container.
   resources:
 {{indent 4 .V.AgentResources}}

@@ -45,6 +45,7 @@ type defaults struct {
 	ManagerImage, AgentImage, EnvoyImage                            image
 	ManagerResources, AgentResources, InstallCNIResources, EnvoyRes string
 	CaptureMode                                                     string
+	MeshDNS                                                         bool
 	CNIBinDir, CNIConfDir                                           string
 	IgnoredNamespaces                                               []string
 	CertSecretName                                                  string
@@ -148,8 +149,10 @@ func (g *generator) agent(ds chartObject) error {
 	}
 	g.values.InstallCNIResources = install.resources
 	g.values.CaptureMode = string(model.CaptureSurface)
+	g.values.MeshDNS = true // cmd/agent's --mesh-dns default
 	if err := g.flags(ds, agentContainer, "--identity-issuer="+identityIssuer, "--ignored-namespaces="+g.ignoredFlag(),
-		`--capture-mode={{ include "`+g.chartName+`.captureMode" $ }}`); err != nil {
+		`--capture-mode={{ include "`+g.chartName+`.captureMode" $ }}`,
+		`--mesh-dns={{ if .Values.agent.meshDNS }}true{{ else }}false{{ end }}`); err != nil {
 		return err
 	}
 	if err := g.flags(ds, installCNIContainer, "--ignored-namespaces="+g.ignoredFlag()); err != nil {

@@ -69,6 +69,9 @@ type CaptureOptions struct {
 	Never []netip.Prefix
 	// Applier programs the namespaces; apply.New() if nil.
 	Applier *apply.Applier
+	// DNS, when set, serves the mesh DNS in every captured pod whose DNS is the mesh's, and
+	// redirects its DNS queries there (meshdns.go). Nil: pods' DNS is left alone.
+	DNS *DNSOptions
 }
 
 // captureSyncs counts the capture's syncs and checks, per namespace, by result.
@@ -113,6 +116,8 @@ type capturer struct {
 	failed map[types.UID]string
 	// warned is, per service, the ports of the scoped warning it was told (once per service).
 	warned map[types.NamespacedName]string
+	// dns serves the mesh DNS in the pods; nil without CaptureOptions.DNS.
+	dns *dnsServers
 }
 
 // capturePod is a pod capture programs: its facts as a LocalPod, and its reference for Events.
@@ -127,9 +132,13 @@ func newCapturer(o CaptureOptions, p *publisher) *capturer {
 	if applier == nil {
 		applier = apply.New()
 	}
-	return &capturer{applier: applier, options: capture.Options{ProxyUID: o.ProxyUID, Never: o.Never}, resync: cmp.Or(o.Resync, DefaultCaptureResync),
+	c := &capturer{applier: applier, options: capture.Options{ProxyUID: o.ProxyUID, Never: o.Never}, resync: cmp.Or(o.Resync, DefaultCaptureResync),
 		mode: p.opts.CaptureMode, issuer: p.opts.Issuer, node: p.node, client: p.client, view: p.view, netns: p.opts.NetNS, log: p.log.WithName("capture"),
 		programmed: map[types.UID]capturePod{}, failed: map[types.UID]string{}, warned: map[types.NamespacedName]string{}}
+	if o.DNS != nil {
+		c.dns = newDNSServers(*o.DNS, p.opts.MeshDomain, p.log)
+	}
+	return c
 }
 
 // capturePods are the node's meshed pods whose namespace the CNI plugin handed over (the NetNS
@@ -147,7 +156,7 @@ func (c *capturer) capturePods(pods []corev1.Pod, node string, ignored registrat
 		case !ignored.InMesh(pod):
 			left = append(left, pod.UID)
 		default:
-			in = append(in, newCapturePod(pod, path, mode(pod)))
+			in = append(in, newCapturePod(pod, path, mode(pod), c.dns != nil))
 		}
 	}
 	slices.SortFunc(in, func(a, b capturePod) int {
@@ -156,9 +165,10 @@ func (c *capturer) capturePods(pods []corev1.Pod, node string, ignored registrat
 	return in, left
 }
 
-// newCapturePod is pod as capture reads it.
-func newCapturePod(pod *corev1.Pod, netns string, mode model.CaptureMode) capturePod {
-	local := model.LocalPod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), NetNS: netns, Capture: mode}
+// newCapturePod is pod as capture reads it; meshDNS says whether the agent serves the mesh DNS.
+func newCapturePod(pod *corev1.Pod, netns string, mode model.CaptureMode, meshDNS bool) capturePod {
+	local := model.LocalPod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), NetNS: netns, Capture: mode,
+		MeshDNS: meshDNS && wantsMeshDNS(pod)}
 	local.ExcludeOutboundPorts, local.Upstreams = captureFacts(pod)
 	meta := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}}
 	return capturePod{local: local, pod: meta}
@@ -216,7 +226,7 @@ func (c *capturer) sync(ctx context.Context, m model.Mesh, pods []capturePod, le
 
 // rulesetKey is what of a pod its ruleset depends on, beyond the mesh.
 func rulesetKey(p model.LocalPod) string {
-	return fmt.Sprint(p.Capture, p.ExcludeOutboundPorts)
+	return fmt.Sprint(p.Capture, p.ExcludeOutboundPorts, p.MeshDNS)
 }
 
 // program syncs pod p's namespace to rs, counts the result and tells a failure.
@@ -226,6 +236,18 @@ func (c *capturer) program(ctx context.Context, p capturePod, rs capture.Ruleset
 	c.programmed[types.UID(p.local.UID)] = p
 	c.mu.Unlock()
 	c.report(ctx, p, rep, err)
+	c.serveDNS(p)
+}
+
+// serveDNS starts or stops pod p's mesh DNS as its capture redirects its DNS or not.
+func (c *capturer) serveDNS(p capturePod) {
+	switch {
+	case c.dns == nil:
+	case p.local.MeshDNS:
+		c.dns.ensure(types.UID(p.local.UID), p.local.Namespace+"/"+p.local.Name, p.local.NetNS)
+	default:
+		c.dns.stop(types.UID(p.local.UID))
+	}
 }
 
 // drop forgets pod p's namespace; when the pod left the mesh, its table is deleted first.
@@ -243,6 +265,9 @@ func (c *capturer) drop(uid types.UID, p capturePod, left bool) {
 	delete(c.programmed, uid)
 	delete(c.failed, uid)
 	c.mu.Unlock()
+	if c.dns != nil {
+		c.dns.stop(uid)
+	}
 }
 
 // check is the periodic cheap check of every programmed namespace (apply.Applier.Check).
@@ -385,13 +410,14 @@ func (c *capturer) Program(ctx context.Context, pod *corev1.Pod, netns string) e
 	if err != nil {
 		mode = c.mode
 	}
-	p := newCapturePod(pod, netns, mode)
+	p := newCapturePod(pod, netns, mode, c.dns != nil)
 	rs := capture.Build(model.Mesh{Issuer: c.issuer, Services: services}, p.local, c.options)
 	rep, err := c.applier.Sync(netns, rs)
 	c.mu.Lock()
 	c.programmed[pod.UID] = p
 	c.mu.Unlock()
 	c.report(ctx, p, rep, err)
+	c.serveDNS(p)
 	return err
 }
 

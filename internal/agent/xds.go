@@ -160,6 +160,14 @@ func (p *publisher) Start(ctx context.Context) error {
 		return err
 	}
 	p.opts.NetNS.onChange(p.poke)
+	if p.capture != nil && p.capture.dns != nil {
+		// Registered before the caches sync: the table holds every service before the first
+		// rebuild starts the pods' servers.
+		if err := p.capture.dns.watchMeshServices(ctx, p.view); err != nil {
+			return err
+		}
+		defer p.capture.dns.stopAll()
+	}
 	if !p.cache.WaitForCacheSync(ctx) || !p.view.WaitForCacheSync(ctx) {
 		return nil // ctx ended
 	}

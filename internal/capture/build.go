@@ -44,6 +44,12 @@ var meshPorts = []uint16{uint16(meshv1alpha1.MeshHTTPPort), uint16(meshv1alpha1.
 // redirect is every capture rule's verdict: to the proxy's capture port.
 var redirect = Verdict{Kind: VerdictRedirect, Port: uint16(meshv1alpha1.ProxyCapturePort)}
 
+// dnsPort is DNS's port, whose queries (UDP and TCP, to any address) a pod with mesh DNS sends to
+// dnsRedirect: the mesh DNS, on 127.0.0.1 or [::1] (the query's family) port 18054.
+const dnsPort = 53
+
+var dnsRedirect = Verdict{Kind: VerdictRedirect, Port: uint16(meshv1alpha1.MeshDNSPort)}
+
 // Build is pod's table inet aether in the mesh m: the exclusions, then its mode's capture rules
 // (an empty or unknown mode is the default, surface). In surface mode the sets hold, for every
 // service of m whose VIP is an IP address, the VIP with each of resolve.DialPorts; a VIP two
@@ -63,6 +69,15 @@ func Build(m model.Mesh, pod model.LocalPod, opts Options) Ruleset {
 
 	// The proxy's own sockets first: it opens a pod's upstream connections inside the pod's netns.
 	rules := []Rule{{Match: Match{Kind: MatchMark, Mark: model.ProxySocketMark}, Verdict: Verdict{Kind: VerdictReturn}}}
+	// DNS next, before the returns of loopback, link-local and the node's addresses: a pod's
+	// resolver may well be one of those (a node-local cache on 169.254.20.10, none at all:
+	// 127.0.0.1). The mesh DNS forwards what is not a mesh name to the query's original
+	// destination, from a socket carrying the mark above.
+	if pod.MeshDNS {
+		for _, proto := range []string{"udp", "tcp"} {
+			rules = append(rules, Rule{Match: Match{Kind: MatchProtoDport, Proto: proto, Port: dnsPort}, Verdict: dnsRedirect})
+		}
+	}
 	for _, prefix := range neverRedirected(opts.Never) {
 		rules = append(rules, Rule{Match: Match{Kind: MatchDaddr, Prefix: prefix}, Verdict: Verdict{Kind: VerdictReturn}})
 	}

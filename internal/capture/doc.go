@@ -18,6 +18,11 @@
 // aether.io/exclude-outbound-ports (set excluded_ports). A mode's rules never depend on the
 // mesh: a service that comes or goes changes set elements only.
 //
+// A pod with mesh DNS (model.LocalPod.MeshDNS), in every mode, also has its DNS queries, UDP and
+// TCP to port 53 of any address, redirected to the mesh DNS on port 18054 (internal/meshdns):
+// right after the return of the node's own marked sockets, before every other return (a pod's
+// resolver may be a loopback or link-local address).
+//
 // ScopedGaps names the services whose TCP ports a scoped pod on the node cannot reach.
 //
 // The applier that programs a Ruleset over netlink is internal/capture/apply; this package is

@@ -49,7 +49,8 @@ func clientPod(t testing.TB, m model.Mesh, mode model.CaptureMode) model.LocalPo
 }
 
 // goldenCases are every xdstest scenario (the client in its own mode: surface, or scoped in the
-// scoped scenario), each mode on the mixed mesh, the exclusions, and a mesh with an IPv6 VIP.
+// scoped scenario), each mode on the mixed mesh, without and with mesh DNS, the exclusions, and a
+// mesh with an IPv6 VIP.
 func goldenCases(t testing.TB) map[string]goldenCase {
 	cases := map[string]goldenCase{}
 	for name, m := range xdstest.All() {
@@ -58,6 +59,9 @@ func goldenCases(t testing.TB) map[string]goldenCase {
 	mixed := xdstest.MixedHTTPPrimary()
 	for _, mode := range model.CaptureModes {
 		cases["mode-"+string(mode)] = goldenCase{mesh: mixed, pod: clientPod(t, mixed, mode)}
+		withDNS := clientPod(t, mixed, mode)
+		withDNS.MeshDNS = true
+		cases["mesh-dns-"+string(mode)] = goldenCase{mesh: mixed, pod: withDNS}
 	}
 	excluding := clientPod(t, mixed, model.CaptureSurface)
 	excluding.ExcludeOutboundPorts = []int32{5432, 6379}

@@ -139,6 +139,9 @@ const (
 	MatchDaddrSet MatchKind = "daddr-set"
 	// MatchMark matches a socket (so its packets) carrying mark Mark (meta mark).
 	MatchMark MatchKind = "mark"
+	// MatchProtoDport matches protocol Proto ("udp" or "tcp") to destination port Port, whatever
+	// the destination address (udp dport 53).
+	MatchProtoDport MatchKind = "proto-dport"
 )
 
 // Match is what a rule matches; the fields its Kind names are set, the others zero.
@@ -150,6 +153,8 @@ type Match struct {
 	Set    string
 	Ports  string
 	IPv6   bool
+	Proto  string
+	Port   uint16
 }
 
 // String spells the match as nft does.
@@ -186,6 +191,8 @@ func (m Match) String() string {
 		return text
 	case MatchMark:
 		return fmt.Sprintf("meta mark 0x%08x", m.Mark)
+	case MatchProtoDport:
+		return m.Proto + " dport " + strconv.Itoa(int(m.Port))
 	}
 	return "<match " + string(m.Kind) + ">"
 }
@@ -342,6 +349,10 @@ func (r Rule) validate(types map[string]SetType) error {
 			return fmt.Errorf("prefix %q is not a masked IPv4 or IPv6 prefix", m.Prefix)
 		}
 	case MatchOwner, MatchTCP, MatchMark:
+	case MatchProtoDport:
+		if (m.Proto != "udp" && m.Proto != "tcp") || m.Port == 0 {
+			return fmt.Errorf("protocol %q and port %d are not udp or tcp and a port", m.Proto, m.Port)
+		}
 	case MatchDport, MatchDaddrDport, MatchDaddrSet:
 		if typ, ok := types[m.Set]; !ok || typ != want[m.Kind] {
 			return fmt.Errorf("it looks up set %q, which the table does not have as a set of %s", m.Set, want[m.Kind])

@@ -72,6 +72,10 @@ type LocalPod struct {
 	// Upstreams are the services the pod calls (config.aether.io/upstreams: <name> in its own
 	// namespace, or <name>.<namespace>), sorted; none means it may call any.
 	Upstreams []string
+	// MeshDNS is true when capture redirects the pod's DNS queries (UDP and TCP to port 53) to
+	// the mesh DNS: the agent's --mesh-dns is on, the pod's dnsPolicy is not None and it does
+	// not opt out (aether.io/mesh-dns: "false").
+	MeshDNS bool `json:"meshDNS,omitempty"`
 }
 
 // Validate names the first field a data plane could not use.

@@ -23,7 +23,7 @@ const (
 	KindNotAPort Kind = "NotAPort"
 	// KindPortOutOfRange means a port is outside 1..65535.
 	KindPortOutOfRange Kind = "PortOutOfRange"
-	// KindReservedPort means a port is one of the mesh's own (18001, 18008, 18081, 18082).
+	// KindReservedPort means a port is one of the mesh's own (18001, 18008, 18054, 18081, 18082).
 	KindReservedPort Kind = "ReservedPort"
 	// KindUnknownSuffix means a port's protocol suffix is not h1, h2, http2, grpc or tcp.
 	KindUnknownSuffix Kind = "UnknownSuffix"
@@ -54,6 +54,8 @@ const (
 	KindUnknownProxyless Kind = "UnknownProxyless"
 	// KindInvalidIdentityGate means aether.io/identity-gate is neither "true" nor "false".
 	KindInvalidIdentityGate Kind = "InvalidIdentityGate"
+	// KindInvalidMeshDNS means aether.io/mesh-dns is neither "true" nor "false".
+	KindInvalidMeshDNS Kind = "InvalidMeshDNS"
 	// KindUnknownAnnotation means an endpoint.aether.io/ annotation this grammar does not define
 	// (most often a typo, which would otherwise be silently ignored).
 	KindUnknownAnnotation Kind = "UnknownAnnotation"
@@ -69,7 +71,7 @@ func AllKinds() []Kind {
 		KindEmpty, KindTooLong, KindNotAPort, KindPortOutOfRange, KindReservedPort, KindUnknownSuffix,
 		KindSuffixOnPrimary, KindProtocolConflict, KindTooManyPorts, KindUnknownProtocol, KindInvalidWeight,
 		KindInvalidHealthPath, KindUnknownHealthCheckMode, KindInvalidMetadataKey, KindInvalidMetadataValue,
-		KindTooManyMetadata, KindInvalidUpstream, KindUnknownProxyless, KindInvalidIdentityGate, KindUnknownAnnotation,
+		KindTooManyMetadata, KindInvalidUpstream, KindUnknownProxyless, KindInvalidIdentityGate, KindInvalidMeshDNS, KindUnknownAnnotation,
 		KindMoreErrors,
 	}
 }

@@ -60,5 +60,8 @@ func (s Spec) Annotations() map[string]string {
 	if s.NoIdentityGate {
 		a[AnnotationIdentityGate] = IdentityGateOff
 	}
+	if s.NoMeshDNS {
+		a[AnnotationMeshDNS] = MeshDNSOff
+	}
 	return a
 }

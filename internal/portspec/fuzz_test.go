@@ -226,6 +226,14 @@ func TestAnnotationsRoundTrip(t *testing.T) {
 				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds", AnnotationIdentityGate: "false",
 			},
 		},
+		"out of the mesh DNS": {
+			spec: Spec{PortSet: NewPortSet(8080, []Port{http1(8080)}), Weight: DefaultWeight,
+				HealthCheck: HealthCheck{Mode: DefaultHealthCheckMode, Path: DefaultHealthPath}, NoMeshDNS: true},
+			want: map[string]string{
+				AnnotationPort: "8080", AnnotationPorts: "8080=h1", AnnotationWeight: "1024",
+				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds", AnnotationMeshDNS: "false",
+			},
+		},
 		"a gRPC primary next to an h2 port": {
 			spec: spec(9090, grpc(9090), http2(9091), http1(8080)),
 			want: map[string]string{

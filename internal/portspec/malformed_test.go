@@ -37,8 +37,12 @@ const (
 		"the destination; it is not a port of any service " + reservedFix
 	reserved18082 = "port 18082 is reserved: it is the mesh's TCP port, which reaches a service's default TCP " +
 		"port; it is not a port of any service " + reservedFix
-	reserved18001 = "port 18001 is reserved: the mesh proxy receives captured outbound traffic on it inside every pod " + reservedFix
-	reserved18008 = "port 18008 is reserved: the mesh proxy receives inbound mTLS traffic on it inside every pod " + reservedFix
+	reserved18001  = "port 18001 is reserved: the mesh proxy receives captured outbound traffic on it inside every pod " + reservedFix
+	reserved18008  = "port 18008 is reserved: the mesh proxy receives inbound mTLS traffic on it inside every pod " + reservedFix
+	reserved18054  = "port 18054 is reserved: the mesh DNS answers the pod's DNS queries on it inside every pod " + reservedFix
+	meshDNSFixText = `(want "false" (the pod's DNS queries go to its resolver untouched, and mesh names such as ` +
+		`<service>.<namespace>.aether.internal do not resolve) or "true" (the default: the mesh DNS answers mesh names ` +
+		`and forwards every other query)`
 )
 
 // malformed is one set of annotations the grammar refuses.
@@ -331,6 +335,11 @@ func malformedRows() map[string]malformed {
 			annotations: one(AnnotationPort, "18001"),
 			kinds:       []Kind{KindReservedPort}, token: "18001",
 			full: `endpoint.aether.io/port: "18001": ` + reserved18001,
+		},
+		"port 18054": {
+			annotations: one(AnnotationPort, "18054"),
+			kinds:       []Kind{KindReservedPort}, token: "18054",
+			full: `endpoint.aether.io/port: "18054": ` + reserved18054,
 		},
 		"port 18008": {
 			annotations: one(AnnotationPort, "18008"),
@@ -732,6 +741,23 @@ func malformedRows() map[string]malformed {
 			text: []string{`the value is 65 bytes long, over the cap of 64 bytes, and is not parsed`},
 		},
 
+		// InvalidMeshDNS.
+		"mesh-dns False, did you mean false": {
+			annotations: one(AnnotationMeshDNS, "False"),
+			kinds:       []Kind{KindInvalidMeshDNS}, token: "False",
+			full: `aether.io/mesh-dns: "False": "False" is neither "true" nor "false" ` + meshDNSFixText + `; did you mean "false"?)`,
+		},
+		"mesh-dns off": {
+			annotations: one(AnnotationMeshDNS, "off"),
+			kinds:       []Kind{KindInvalidMeshDNS}, token: "off",
+			full: `aether.io/mesh-dns: "off": "off" is neither "true" nor "false" ` + meshDNSFixText + ")",
+		},
+		"mesh-dns empty": {
+			annotations: one(AnnotationMeshDNS, ""),
+			kinds:       []Kind{KindEmpty},
+			full:        `aether.io/mesh-dns: "": the value is empty ` + meshDNSFixText + ")",
+		},
+
 		// InvalidMetadataKey.
 		"metadata key uppercase": {
 			annotations: one(AnnotationMetadataPrefix+"Zone", "a"),
@@ -935,6 +961,12 @@ func malformedRows() map[string]malformed {
 			annotations: one(AnnotationExcludeOutboundPorts, "18008"),
 			kinds:       []Kind{KindReservedPort}, token: "18008",
 			text: []string{"port 18008 is the mesh proxy's own"},
+		},
+		"exclude-outbound-ports 18054": {
+			annotations: one(AnnotationExcludeOutboundPorts, "18054"),
+			kinds:       []Kind{KindReservedPort}, token: "18054",
+			full: `aether.io/exclude-outbound-ports: "18054": port 18054 is the mesh's own: the mesh DNS answers the pod's DNS ` +
+				`queries on it inside every pod (remove 18054; to leave the pod's DNS alone, set aether.io/mesh-dns: "false")`,
 		},
 		"exclude-outbound-ports too many": {
 			annotations: one(AnnotationExcludeOutboundPorts, portList(20000, MaxPorts+1, "")),

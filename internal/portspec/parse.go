@@ -64,11 +64,11 @@ func NotManagedWarning(value string) string {
 
 // IsGrammarKey reports whether Parse reads the annotation key: every key under
 // endpoint.aether.io/ (an unknown one is an error) or metadata.endpoint.aether.io/, and
-// config.aether.io/upstreams, aether.io/exclude-outbound-ports, aether.io/proxyless and
-// aether.io/identity-gate. A change to any other annotation cannot change what Parse returns.
+// config.aether.io/upstreams, aether.io/exclude-outbound-ports, aether.io/proxyless,
+// aether.io/identity-gate and aether.io/mesh-dns. A change to any other annotation cannot change what Parse returns.
 func IsGrammarKey(key string) bool {
 	return key == AnnotationUpstreams || key == AnnotationExcludeOutboundPorts || key == AnnotationProxyless ||
-		key == AnnotationIdentityGate ||
+		key == AnnotationIdentityGate || key == AnnotationMeshDNS ||
 		strings.HasPrefix(key, endpointPrefix) || strings.HasPrefix(key, AnnotationMetadataPrefix)
 }
 
@@ -115,6 +115,7 @@ var MaxLength = map[string]int{
 	AnnotationExcludeOutboundPorts: MaxPortsLength,
 	AnnotationProxyless:            MaxShortValue,
 	AnnotationIdentityGate:         MaxShortValue,
+	AnnotationMeshDNS:              MaxShortValue,
 }
 
 // Reserved maps each port the mesh keeps for itself to why. A workload can declare none of them,
@@ -124,6 +125,7 @@ var Reserved = map[int32]string{
 	meshv1alpha1.MeshTCPPort:      "it is the mesh's TCP port, which reaches a service's default TCP port; it is not a port of any service",
 	meshv1alpha1.ProxyCapturePort: "the mesh proxy receives captured outbound traffic on it inside every pod",
 	meshv1alpha1.ProxyInboundPort: "the mesh proxy receives inbound mTLS traffic on it inside every pod",
+	meshv1alpha1.MeshDNSPort:      "the mesh DNS answers the pod's DNS queries on it inside every pod",
 }
 
 // suffixes maps each protocol suffix of endpoint.aether.io/ports to its protocol.
@@ -192,6 +194,9 @@ type Spec struct {
 	// NoIdentityGate is true when the pod opts out of the identity gate (AnnotationIdentityGate
 	// "false"); false, the default, keeps it.
 	NoIdentityGate bool `json:"noIdentityGate,omitempty"`
+	// NoMeshDNS is true when the pod opts out of the mesh DNS (AnnotationMeshDNS "false");
+	// false, the default, keeps it.
+	NoMeshDNS bool `json:"noMeshDNS,omitempty"`
 }
 
 // Parse reads a pod's annotations. Annotations outside the grammar (IsGrammarKey) are ignored.
@@ -211,6 +216,7 @@ func Parse(annotations map[string]string) (Spec, error) {
 		ExcludeOutboundPorts: p.excludeOutboundPorts(),
 		Proxyless:            p.proxyless(),
 		NoIdentityGate:       p.identityGateOff(),
+		NoMeshDNS:            p.meshDNSOff(),
 	}
 	spec.PortSet = p.portSet()
 	p.unknownKeys()
@@ -551,6 +557,10 @@ func (p *parser) excludedPort(token string) (int32, bool) {
 	case meshv1alpha1.ProxyCapturePort, meshv1alpha1.ProxyInboundPort:
 		p.fail(key, token, KindReservedPort, fmt.Sprintf("remove %d: capture never takes the mesh proxy's own ports", port),
 			"port %d is the mesh proxy's own: %s", port, ownWords(Reserved[port]))
+		return 0, false
+	case meshv1alpha1.MeshDNSPort:
+		p.fail(key, token, KindReservedPort, fmt.Sprintf("remove %d; to leave the pod's DNS alone, set %s: %q", port, AnnotationMeshDNS, MeshDNSOff),
+			"port %d is the mesh's own: %s", port, ownWords(Reserved[port]))
 		return 0, false
 	}
 	return port, true

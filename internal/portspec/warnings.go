@@ -14,7 +14,7 @@ import (
 const MaxWarnings = 5
 
 // grammarKeys are the grammar's fixed keys, for the typo check.
-var grammarKeys = append(slices.Clone(knownEndpointKeys), AnnotationUpstreams, AnnotationExcludeOutboundPorts, AnnotationIdentityGate)
+var grammarKeys = append(slices.Clone(knownEndpointKeys), AnnotationUpstreams, AnnotationExcludeOutboundPorts, AnnotationIdentityGate, AnnotationMeshDNS)
 
 // Warnings names the annotations that look like a misspelling of the grammar's: a key within
 // two edits of one of its keys (endpoints.aether.io/ports, config.aether.io/upstream), or a key

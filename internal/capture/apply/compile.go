@@ -173,6 +173,17 @@ func matchExprs(m capture.Match) ([]expr.Any, error) {
 			&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binaryutil.NativeEndian.PutUint32(m.Mark)},
 		}, nil
+	case capture.MatchProtoDport:
+		proto := byte(unix.IPPROTO_UDP)
+		if m.Proto == "tcp" {
+			proto = unix.IPPROTO_TCP
+		}
+		return []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{proto}},
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: tcpDportOffset, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binaryutil.BigEndian.PutUint16(m.Port)},
+		}, nil
 	case capture.MatchDaddrSet:
 		family, offset, size := byte(unix.NFPROTO_IPV4), uint32(ipv4DaddrOffset), uint32(4)
 		if m.IPv6 {

@@ -43,7 +43,14 @@ type NS struct {
 // New creates a namespace with addrs on its loopback interface; it is deleted when t ends.
 func New(t testing.TB, addrs ...string) *NS {
 	t.Helper()
-	name := fmt.Sprintf("aecap-%d-%d", os.Getpid(), nsSeq.Add(1))
+	return NewNamed(t, "aecap", addrs...)
+}
+
+// NewNamed is New with the namespace's name starting with prefix (then this process's pid and a
+// sequence number): a package's tests keep their namespaces apart from other packages'.
+func NewNamed(t testing.TB, prefix string, addrs ...string) *NS {
+	t.Helper()
+	name := fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), nsSeq.Add(1))
 	ip(t, "netns", "add", name)
 	ns := &NS{Name: name, Path: "/var/run/netns/" + name}
 	t.Cleanup(func() {

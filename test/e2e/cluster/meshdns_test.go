@@ -1,0 +1,152 @@
+//go:build e2e
+
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/userdata"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/capture"
+	"github.com/aether-mesh/aether-operator/internal/cni"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+)
+
+// The mesh DNS on the real node: a meshed pod's container dials its service by its mesh name,
+// <service>.<namespace>.aether.internal:18082, with the test server's -dial (Go's resolver, which
+// reads the pod's resolv.conf: this cluster has no cluster DNS, so the kubelet's resolv.conf names
+// no nameserver and the resolver asks 127.0.0.1:53). Capture redirects the query to the agent's
+// mesh DNS in the pod's namespace, which answers the VIP; the dial to VIP:18082 is then captured
+// like any VIP dial (another container answers on 127.0.0.1:18001 with the original destination).
+// A meshed pod that opts out (aether.io/mesh-dns: "false") has capture but no DNS rule, and an
+// unmeshed pod no table at all: their DNS is untouched.
+var _ = Describe("mesh DNS on a real node", Ordered, func() {
+	const ns = "meshdns"
+	ctx := context.Background()
+	registry := filepath.Join(cni.DefaultRunDir, "netns.json")
+	var vip string
+	var caught, optedOut, plain *corev1.Pod
+
+	pod := func(name string, labels, annotations map[string]string, containers ...corev1.Container) *corev1.Pod {
+		a := map[string]string{"endpoint.aether.io/ports": "9000=tcp"}
+		maps.Copy(a, annotations)
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, Annotations: a},
+			Spec:       corev1.PodSpec{ServiceAccountName: "payments", TerminationGracePeriodSeconds: new(int64(1))},
+		}
+		for _, c := range containers {
+			c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
+			p.Spec.Containers = append(p.Spec.Containers, c)
+		}
+		return p
+	}
+	app := corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
+	managed := map[string]string{"aether.io/managed": "true"}
+
+	BeforeAll(func() {
+		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
+		}, 2*time.Minute, time.Second).Should(BeTrue())
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments"}})).To(Succeed())
+		Expect(k8s.Create(ctx, pod("seed", managed, nil, app))).To(Succeed())
+		ms := &meshv1alpha1.MeshService{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "payments"}, ms)).To(Succeed())
+			g.Expect(ms.Status.VIP).NotTo(BeEmpty())
+			g.Expect(ms.Status.DefaultTCPPort).To(HaveValue(Equal(int32(9000))))
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		vip = ms.Status.VIP
+	})
+
+	It("resolves the service's mesh name in a meshed pod, and the dial by that name is captured", func() {
+		target := "payments." + ns + ".aether.internal:18082"
+		proxy := corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}}
+		dialer := corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}}
+		caught = pod("caught", managed, nil, app, proxy, dialer)
+		optedOut = pod("opted-out", managed, map[string]string{portspec.AnnotationMeshDNS: portspec.MeshDNSOff}, app, proxy, dialer)
+		plain = pod("plain", nil, nil, app, dialer)
+		for _, p := range []*corev1.Pod{caught, optedOut, plain} {
+			Expect(k8s.Create(ctx, p)).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			for _, p := range []*corev1.Pod{caught, optedOut, plain} {
+				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+				g.Expect(p.Status.PodIP).NotTo(BeEmpty())
+			}
+		}, 2*time.Minute, time.Second).Should(Succeed())
+
+		logs := func(p *corev1.Pod) string {
+			out, err := clientset().CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: "client"}).DoRaw(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			return string(out)
+		}
+		want := target + " original-dst " + vip + ":18082\n"
+		Eventually(func() string { return logs(caught) }, time.Minute, time.Second).Should(ContainSubstring(want))
+		// The pods whose DNS is left alone cannot resolve the mesh name (no cluster DNS here):
+		// their dials fail to resolve, and never reach the VIP.
+		for _, p := range []*corev1.Pod{optedOut, plain} {
+			Eventually(func() string { return logs(p) }, time.Minute, time.Second).Should(ContainSubstring(target+" error"),
+				"pod %s", p.Name)
+			Expect(logs(p)).NotTo(ContainSubstring("original-dst"), "pod %s", p.Name)
+		}
+	})
+
+	It("has the DNS rules in the meshed pod's table only: none in the opted-out pod's, no table in the unmeshed pod's", func() {
+		recorded := readRegistry(registry)
+		Expect(recorded).To(HaveKey(caught.UID))
+		Expect(recorded).To(HaveKey(optedOut.UID))
+		Eventually(func() []string { return dnsRules(recorded[caught.UID].NetNS) }, 30*time.Second, time.Second).
+			Should(ConsistOf("udp dport 53 redirect to :18054", "tcp dport 53 redirect to :18054"))
+		Expect(aetherChains(recorded[optedOut.UID].NetNS)).To(ContainElement(capture.ChainOutput))
+		Expect(dnsRules(recorded[optedOut.UID].NetNS)).To(BeEmpty(), "the opted-out pod's DNS is redirected")
+
+		Expect(recorded).NotTo(HaveKey(plain.UID))
+		plainNetNS := netnsHolding(plain.Status.PodIP)
+		Expect(plainNetNS).NotTo(BeEmpty())
+		Expect(aetherChains(plainNetNS)).To(BeNil(), "an unmeshed pod's network namespace has table inet aether")
+	})
+
+	AfterAll(func() {
+		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+})
+
+// dnsRules are the rules of table inet aether's output chain, in the namespace pinned at path,
+// that redirect DNS (port 53), by their text (the comment capture keeps on each rule).
+func dnsRules(path string) []string {
+	GinkgoHelper()
+	f, err := os.Open(path)
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = f.Close() }()
+	conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	Expect(err).NotTo(HaveOccurred())
+	rules, err := conn.GetRules(&nftables.Table{Name: capture.TableName, Family: nftables.TableFamilyINet},
+		&nftables.Chain{Name: capture.ChainOutput})
+	Expect(err).NotTo(HaveOccurred())
+	out := []string{}
+	for _, r := range rules {
+		if text, _ := userdata.GetString(r.UserData, userdata.TypeComment); strings.Contains(text, "dport 53 ") {
+			out = append(out, text)
+		}
+	}
+	return out
+}
