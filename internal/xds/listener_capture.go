@@ -399,7 +399,7 @@ func (b *builder) captureHTTPChain(name string, vip netip.Prefix, port int32, id
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 			ConfigSource: adsSource(), RouteConfigName: CaptureRoutes(identity),
 		}},
-		HttpFilters:          b.routerFilters(),
+		HttpFilters:          b.captureFilters(),
 		StripTrailingHostDot: true,
 		UpgradeConfigs:       upgradeConfigs(),
 		HttpProtocolOptions:  acceptHTTP10(),
