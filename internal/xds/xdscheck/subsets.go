@@ -26,10 +26,12 @@ const (
 	pinPodHeader   = "x-aether-pod"
 	subsetPrefix   = "x-aether-subset-"
 	maxCombineKeys = 4
+	ipKey          = "ip"
+	podKey         = "pod"
 )
 
 // pins are the pin headers and the envoy.lb key each sets.
-var pins = map[string]string{pinIPHeader: "ip", pinPodHeader: "pod"}
+var pins = map[string]string{pinIPHeader: ipKey, pinPodHeader: podKey}
 
 // Subsets checks subset routing:
 //   - no host publishes a reserved key (portspec: ip, pod, cluster, namespace) but ip, its own
@@ -55,9 +57,9 @@ func Subsets(res xds.Resources) []string {
 				address := h.GetEndpoint().GetAddress().GetSocketAddress().GetAddress()
 				for k, v := range fields {
 					switch {
-					case k == "ip" && v.GetStringValue() != address:
+					case k == ipKey && v.GetStringValue() != address:
 						out = append(out, fmt.Sprintf("%s: host %s says ip %q: a pin to it would land elsewhere", at, address, v.GetStringValue()))
-					case k == "ip" || k == "pod":
+					case k == ipKey || k == podKey:
 					case portspec.ReservedMetadataKey(k):
 						out = append(out, fmt.Sprintf("%s: host %s publishes the reserved key %q", at, address, k))
 					default:
@@ -83,7 +85,7 @@ func Subsets(res xds.Resources) []string {
 		out = append(out, subsetConfig(at, sc, keys)...)
 		for _, s := range sc.GetSubsetSelectors() {
 			for _, k := range s.GetKeys() {
-				if k != "ip" && k != "pod" && !slices.Contains(selectorKeys[c.GetName()], k) {
+				if k != ipKey && k != podKey && !slices.Contains(selectorKeys[c.GetName()], k) {
 					selectorKeys[c.GetName()] = append(selectorKeys[c.GetName()], k)
 				}
 			}
@@ -125,9 +127,9 @@ func subsetConfig(at string, sc *clusterv3.Cluster_LbSubsetConfig, keys []string
 		}
 		for _, k := range s.GetKeys() {
 			switch {
-			case (k == "ip" || k == "pod") && len(s.GetKeys()) > 1:
+			case (k == ipKey || k == podKey) && len(s.GetKeys()) > 1:
 				out = append(out, fmt.Sprintf("%s combines the pin %q with other keys: pins are exclusive", sat, k))
-			case k != "ip" && k != "pod" && portspec.ReservedMetadataKey(k):
+			case k != ipKey && k != podKey && portspec.ReservedMetadataKey(k):
 				out = append(out, fmt.Sprintf("%s selects on the reserved key %q", sat, k))
 			}
 		}
@@ -135,7 +137,7 @@ func subsetConfig(at string, sc *clusterv3.Cluster_LbSubsetConfig, keys []string
 			alone[s.GetKeys()[0]] = true
 		}
 	}
-	for _, k := range append([]string{"ip", "pod"}, keys...) {
+	for _, k := range append([]string{ipKey, podKey}, keys...) {
 		if !alone[k] {
 			out = append(out, fmt.Sprintf("%s: no selector holds %q alone: a request selecting it alone would balance over the whole service", at, k))
 		}

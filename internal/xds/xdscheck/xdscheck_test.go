@@ -296,6 +296,20 @@ func onSubsets(breakCopy func(testing.TB, *xds.Resources)) func(testing.TB, *xds
 	}
 }
 
+// inboundTCPProxy lets change edit the tcp_proxy of chain in listener.
+func inboundTCPProxy(t testing.TB, res *xds.Resources, listener, chain string, change func(*tcpproxyv3.TcpProxy)) {
+	t.Helper()
+	for _, l := range res.Listeners {
+		for _, fc := range l.GetFilterChains() {
+			if l.GetName() == listener && fc.GetName() == chain {
+				repack(t, terminal(fc).GetTypedConfig(), func(m proto.Message) { change(m.(*tcpproxyv3.TcpProxy)) })
+				return
+			}
+		}
+	}
+	t.Fatalf("no chain %q in listener %q", chain, listener)
+}
+
 // subsetCluster is frontend's cluster of payments' port 8080 in the subsets scenario.
 func subsetCluster(t testing.TB, res *xds.Resources) *clusterv3.Cluster {
 	t.Helper()
@@ -619,6 +633,12 @@ func TestGatesRejectBrokenCopies(t *testing.T) {
 		{"subsets: a virtual host without its keys", xdscheck.Subsets, onSubsets(func(t testing.TB, res *xds.Resources) {
 			subsetVirtualHost(t, res).TypedPerFilterConfig = nil
 		}), `route configuration "capture|web/frontend": virtual_hosts[payments.shop.aether.internal:8080] maps the subset keys []; its clusters select on ["shard" "version"]`},
+		{"tcp stats: an inbound TCP port counted under its chain's name", xdscheck.TCPStats, onSubsets(func(t testing.TB, res *xds.Resources) {
+			inboundTCPProxy(t, res, "inbound_shop/payments-0", "in_tcp_9000", func(p *tcpproxyv3.TcpProxy) { p.StatPrefix = "in_tcp_9000" })
+		}), `listener "inbound_shop/payments-0" chain "in_tcp_9000": tcp_proxy stat_prefix "in_tcp_9000", want "tcp_shop/payments_9000": the port's bytes and connections are not counted per service port`},
+		{"tcp stats: a dot in the prefix", xdscheck.TCPStats, onSubsets(func(t testing.TB, res *xds.Resources) {
+			inboundTCPProxy(t, res, "inbound_shop/payments-0", "in_tcp_9000", func(p *tcpproxyv3.TcpProxy) { p.StatPrefix = "tcp_payments.shop_9000" })
+		}), `listener "inbound_shop/payments-0" chain "in_tcp_9000": tcp_proxy stat_prefix "tcp_payments.shop_9000", want "tcp_shop/payments_9000": the port's bytes and connections are not counted per service port`},
 		{"names: clusters out of order", xdscheck.Names, func(_ testing.TB, res *xds.Resources) {
 			res.Clusters[0], res.Clusters[1] = res.Clusters[1], res.Clusters[0]
 		}, `cluster "passthrough" comes after "payments.shop.aether.internal:8080|web/frontend": the list must be sorted by name`},

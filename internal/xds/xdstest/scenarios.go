@@ -68,9 +68,10 @@ func Subsets() model.Mesh { return subsets().Mesh() }
 
 func subsets() Scenario {
 	s := simple("8080", "8080,9000=tcp", "")
-	s.Workloads[0].Metadata = map[string]string{"version": "v1"}
-	s.Workloads[1].Metadata = map[string]string{"version": "v2", "shard": "s1"}
-	s.Workloads[2].Metadata = map[string]string{"version": "v2", "shard": "s2"}
+	const version, shard = "version", "shard"
+	s.Workloads[0].Metadata = map[string]string{version: "v1"}
+	s.Workloads[1].Metadata = map[string]string{version: "v2", shard: "s1"}
+	s.Workloads[2].Metadata = map[string]string{version: "v2", shard: "s2"}
 	return s
 }
 
