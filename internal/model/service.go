@@ -10,6 +10,7 @@ import (
 	"time"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
 // MaxServicePorts is how many ports a Service lists at most (the API's limit on a MeshService).
@@ -43,6 +44,11 @@ type Service struct {
 	Ports []Port
 	// LeftOut are the declared ports the cap left out, sorted.
 	LeftOut []int32
+	// SubsetKeys are the metadata keys the service's endpoints publish
+	// (metadata.endpoint.aether.io/<key>), sorted, each once: the vocabulary clients select
+	// subsets with (x-aether-subset-<key>). A reserved key never appears (portspec refuses it; a
+	// MeshEndpoint written by other means that carries one is not published under it).
+	SubsetKeys []string
 }
 
 // Port is one listed port of a service.
@@ -138,6 +144,11 @@ func BuildService(in Input) Service {
 		m := Member{Namespace: ep.Namespace, Name: ep.Name, Address: ep.Spec.Address, Node: ep.Spec.NodeName,
 			Health: ep.Status.Health, Weight: ep.Spec.Weight, Locality: ep.Spec.Locality,
 			Metadata: maps.Clone(ep.Spec.Metadata), Created: ep.CreationTimestamp.Time, Primary: ep.Spec.PrimaryPort}
+		for key := range ep.Spec.Metadata {
+			if !portspec.ReservedMetadataKey(key) && !slices.Contains(svc.SubsetKeys, key) {
+				svc.SubsetKeys = append(svc.SubsetKeys, key)
+			}
+		}
 		for _, p := range ep.Spec.Ports {
 			if pairs[p.Port] == nil {
 				pairs[p.Port] = map[meshv1alpha1.Protocol]*Pair{}
@@ -157,6 +168,7 @@ func BuildService(in Input) Service {
 			}
 		}
 	}
+	slices.Sort(svc.SubsetKeys)
 	if len(endpoints) == 0 {
 		return svc
 	}

@@ -277,3 +277,20 @@ func reversed[T any](s []T) []T {
 	slices.Reverse(out)
 	return out
 }
+
+// TestSubsetKeys: a service publishes the sorted union of its endpoints' metadata keys, each
+// once, whatever their health; a reserved key a MeshEndpoint carries anyway is not published.
+func TestSubsetKeys(t *testing.T) {
+	a := endpoint(t, "a", "09:00", 8080, healthy, "8080/HTTP")
+	a.Spec.Metadata = map[string]string{"version": "v1", "shard": "s1"}
+	b := endpoint(t, "b", "09:01", 8080, draining, "8080/HTTP")
+	b.Spec.Metadata = map[string]string{"version": "v2", "canary": "yes", "namespace": "x", "pod": "y"}
+	c := endpoint(t, "c", "09:02", 8080, healthy, "8080/HTTP")
+	svc := build(t, input(a, b, c))
+	if want := []string{"canary", "shard", "version"}; !slices.Equal(svc.SubsetKeys, want) {
+		t.Errorf("subset keys %q, want %q", svc.SubsetKeys, want)
+	}
+	if none := build(t, input(c)); none.SubsetKeys != nil {
+		t.Errorf("a service without metadata publishes %q", none.SubsetKeys)
+	}
+}

@@ -453,6 +453,10 @@ func (p *parser) healthCheckMode() string {
 	return v
 }
 
+// ReservedMetadataKey reports whether key is one of the mesh's own routing keys (ip, pod, cluster,
+// namespace), which no endpoint may publish as metadata.
+func ReservedMetadataKey(key string) bool { return slices.Contains(reservedMetaKey, key) }
+
 func (p *parser) metadata() map[string]string {
 	var meta map[string]string
 	for _, key := range p.keys(func(key string) bool { return strings.HasPrefix(key, AnnotationMetadataPrefix) }) {
@@ -462,7 +466,7 @@ func (p *parser) metadata() map[string]string {
 		case !dnsLabel.MatchString(name):
 			p.fail(key, name, KindInvalidMetadataKey, "use lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit",
 				"metadata key %q is not a DNS label", name)
-		case slices.Contains(reservedMetaKey, name):
+		case ReservedMetadataKey(name):
 			p.fail(key, name, KindInvalidMetadataKey, "choose another key: ip, pod, cluster and namespace are the mesh's own routing keys",
 				"metadata key %q is reserved", name)
 		case len(value) > MaxMetadataValue:

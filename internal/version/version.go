@@ -35,16 +35,19 @@ type Info struct {
 	GoVersion string `json:"goVersion"`
 }
 
+// unknown is what a field says when the build does not tell it.
+const unknown = "unknown"
+
 // Get reads the running binary's build.
 func Get() Info {
 	info := Info{Version: version, Commit: commit}
 	build, ok := debug.ReadBuildInfo()
 	if !ok {
 		if info.Version == "" {
-			info.Version = "unknown"
+			info.Version = unknown
 		}
 		if info.Commit == "" {
-			info.Commit = "unknown"
+			info.Commit = unknown
 		}
 		return info
 	}
@@ -73,7 +76,7 @@ func fromBuild(info Info, build *debug.BuildInfo) Info {
 	switch {
 	case info.Commit != "":
 	case revision == "":
-		info.Commit = "unknown"
+		info.Commit = unknown
 	case modified:
 		info.Commit = revision + "-dirty"
 	default:

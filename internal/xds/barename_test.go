@@ -180,7 +180,8 @@ func TestBareNameNeverDuplicatesADomain(t *testing.T) {
 	t.Logf("control: %v", err)
 }
 
-// TestBuiltVirtualHostsCopyWhole: the capture virtual hosts set a name, domains and routes only,
+// TestBuiltVirtualHostsCopyWhole: the capture virtual hosts set a name, domains, routes and
+// per-filter configs only,
 // so the copy that adds the bare name's domains for an identity of the service's namespace
 // (withDomains) keeps all of a shared answer. A field added to them later fails here: copy it
 // there too. The negative control sets one more field.
@@ -189,7 +190,7 @@ func TestBuiltVirtualHostsCopyWhole(t *testing.T) {
 		for _, rc := range build(t, m).Routes {
 			for _, vh := range rc.GetVirtualHosts() {
 				if extra := extraVirtualHostFields(vh); len(extra) > 0 {
-					t.Errorf("%s: %s, virtual host %s sets %q besides its name, domains and routes: copy them in withDomains",
+					t.Errorf("%s: %s, virtual host %s sets %q besides its name, domains, routes and per-filter configs: copy them in withDomains",
 						name, rc.GetName(), vh.GetName(), extra)
 				}
 			}
@@ -205,7 +206,7 @@ func TestBuiltVirtualHostsCopyWhole(t *testing.T) {
 func extraVirtualHostFields(vh *routev3.VirtualHost) []string {
 	var extra []string
 	vh.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		if n := string(fd.Name()); n != "name" && n != "domains" && n != "routes" {
+		if n := string(fd.Name()); n != "name" && n != "domains" && n != "routes" && n != "typed_per_filter_config" {
 			extra = append(extra, n)
 		}
 		return true

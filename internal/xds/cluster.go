@@ -148,6 +148,10 @@ func (b *builder) upstreamCluster(u upstream, source, base string, port int32, h
 	c.UpstreamBindConfig = b.podBindConfig()
 	c.EdsClusterConfig = b.edsConfig(what, u.fqdn, port)
 	c.CommonLbConfig = b.healthyOnlyConfig(what)
+	if http {
+		// Subset routing (subset.go) is HTTP's: a raw-TCP connection carries no headers.
+		c.LbSubsetConfig = b.subsetConfigOf(what, u.svc.SubsetKeys)
+	}
 	c.TransportSocket = b.upstreamTLS(what, hop{
 		source: source, destination: u.svc.Identity, sni: ServerName(port), http: http,
 	})

@@ -118,7 +118,7 @@ func (b *builder) localityGroups(what about, kept []*model.Member) []localityGro
 		start := len(all)
 		for _, m := range kept {
 			if m.Locality == groups[i].locality {
-				all = append(all, b.host(what, m.Address, m.Health, m.Weight))
+				all = append(all, b.host(what, m))
 			}
 		}
 		groups[i].hosts = all[start:len(all):len(all)]

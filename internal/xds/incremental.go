@@ -25,9 +25,9 @@ import (
 // from, compared whole:
 //
 //   - a service's upstream clusters, per source: the source, the service's FQDN, identity,
-//     primary, default TCP port and ports with their protocols;
+//     primary, default TCP port, ports with their protocols and published subset keys;
 //   - a port's load assignment: the service's FQDN, the port and, per member, namespace, name,
-//     address, health, weight and locality; and the node's locality;
+//     address, health, weight, locality and metadata; and the node's locality;
 //   - a pod's app clusters: its namespace, name, address and ports;
 //   - the listeners and route configurations, together: the mesh without its endpoints
 //     (listening). They are built from that projection alone, so they cannot read what the key
@@ -208,6 +208,7 @@ type upstreamMemo struct {
 	primary    int32
 	defaultTCP int32
 	ports      []portShape
+	subsetKeys []string
 	clusters   []*clusterv3.Cluster
 }
 
@@ -220,9 +221,9 @@ type portShape struct {
 // derivesFrom reports whether the clusters of e derive from u as they stand.
 func (e *upstreamMemo) derivesFrom(u upstream) bool {
 	return e.identity == u.svc.Identity && e.primary == u.svc.Primary && e.defaultTCP == u.defaultTCP &&
-		slices.EqualFunc(e.ports, u.svc.Ports, func(s portShape, p model.Port) bool {
-			return s.number == p.Number && s.protocol == p.Protocol
-		})
+		slices.Equal(e.subsetKeys, u.svc.SubsetKeys) && slices.EqualFunc(e.ports, u.svc.Ports, func(s portShape, p model.Port) bool {
+		return s.number == p.Number && s.protocol == p.Protocol
+	})
 }
 
 // reusedClusters are the clusters of u for source that the last build made from the same
@@ -249,7 +250,7 @@ func (b *builder) recordClusters(u upstream, source string, clusters []*clusterv
 		ports[i] = portShape{p.Number, p.Protocol}
 	}
 	b.memo.upstreams[sourceServiceKey{source, u.fqdn}] = &upstreamMemo{gen: b.memo.gen, identity: u.svc.Identity,
-		primary: u.svc.Primary, defaultTCP: u.defaultTCP, ports: ports, clusters: clusters}
+		primary: u.svc.Primary, defaultTCP: u.defaultTCP, ports: ports, subsetKeys: u.svc.SubsetKeys, clusters: clusters}
 }
 
 // loadAssignmentMemo is one load assignment, what it derives from, and the notes its build
@@ -267,6 +268,8 @@ type memberShape struct {
 	health                   meshv1alpha1.Health
 	weight                   int32
 	locality                 meshv1alpha1.Locality
+	// metadata is the member's (read only, shared with the model).
+	metadata map[string]string
 }
 
 // reusedLoadAssignment is port's load assignment of the service fqdn that the last build made
@@ -294,7 +297,7 @@ func sameMembers(shapes []memberShape, members []model.Member) bool {
 		// What a health change changes first.
 		m, s := &members[i], &shapes[i]
 		if m.Health != s.health || m.Address != s.address || m.Weight != s.weight || m.Locality != s.locality ||
-			m.Name != s.name || m.Namespace != s.namespace {
+			m.Name != s.name || m.Namespace != s.namespace || !maps.Equal(m.Metadata, s.metadata) {
 			return false
 		}
 	}
@@ -311,7 +314,7 @@ func (b *builder) recordLoadAssignment(fqdn string, port int32, members []model.
 	for i := range members {
 		m := &members[i]
 		shapes[i] = memberShape{namespace: m.Namespace, name: m.Name, address: m.Address, health: m.Health, weight: m.Weight,
-			locality: m.Locality}
+			locality: m.Locality, metadata: maps.Clone(m.Metadata)}
 	}
 	b.memo.loadAssignments[servicePortKey{fqdn, port}] = &loadAssignmentMemo{gen: b.memo.gen, members: shapes, cla: cla,
 		skipped: slices.Clone(skipped)}
@@ -395,7 +398,7 @@ func projectsTo(s, p meshService) bool {
 	return s.key == p.key && s.fqdn == p.fqdn && s.vip == p.vip && slices.Equal(s.names, p.names) && s.localName == p.localName &&
 		s.ports.Primary == p.ports.Primary && slices.Equal(s.ports.Ports, p.ports.Ports) &&
 		s.Namespace == p.Namespace && s.Name == p.Name && s.Identity == p.Identity && s.VIP == p.VIP &&
-		s.Primary == p.Primary && slices.Equal(s.LeftOut, p.LeftOut) && slices.EqualFunc(s.Ports, p.Ports, portProjectsTo)
+		s.Primary == p.Primary && slices.Equal(s.LeftOut, p.LeftOut) && slices.Equal(s.SubsetKeys, p.SubsetKeys) && slices.EqualFunc(s.Ports, p.Ports, portProjectsTo)
 }
 
 // portProjectsTo reports whether port s projects to p (withoutEndpoints).
@@ -412,10 +415,12 @@ func pairProjectsTo(s, p model.Pair) bool {
 	return len(p.Members) == 0 || p.Members[0].AppProtocol == s.Members[0].AppProtocol
 }
 
-// withoutEndpoints is s without its members and counts (see listening).
+// withoutEndpoints is s without its members and counts (see listening). It keeps the published
+// subset keys: the capture virtual hosts map each to its header (subset.go). A key set changes
+// when a key is first or last published, not with the values, so the routes change rarely.
 func withoutEndpoints(s model.Service) model.Service {
 	out := model.Service{Namespace: s.Namespace, Name: s.Name, Identity: s.Identity, VIP: s.VIP, Primary: s.Primary,
-		LeftOut: s.LeftOut, Ports: make([]model.Port, len(s.Ports))}
+		LeftOut: s.LeftOut, SubsetKeys: s.SubsetKeys, Ports: make([]model.Port, len(s.Ports))}
 	count := 0
 	for _, p := range s.Ports {
 		count += len(p.Pairs)

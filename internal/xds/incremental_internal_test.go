@@ -82,19 +82,20 @@ func TestProjectsToSeesEveryField(t *testing.T) {
 // key without health would: each kept member takes the health m gives it. The negative control
 // of the Builder's tests (a stale load assignment must be caught).
 func (bl *Builder) ForgetHealth(m model.Mesh) {
-	health := map[memberShape]meshv1alpha1.Health{}
+	type member struct{ namespace, name, address string }
+	health := map[member]meshv1alpha1.Health{}
 	for _, s := range m.Services {
 		for _, p := range s.Ports {
 			for _, pr := range p.Pairs {
 				for _, mb := range pr.Members {
-					health[memberShape{namespace: mb.Namespace, name: mb.Name, address: mb.Address}] = mb.Health
+					health[member{namespace: mb.Namespace, name: mb.Name, address: mb.Address}] = mb.Health
 				}
 			}
 		}
 	}
 	for _, e := range bl.memo.loadAssignments {
 		for i, s := range e.members {
-			if h, ok := health[memberShape{namespace: s.namespace, name: s.name, address: s.address}]; ok {
+			if h, ok := health[member{namespace: s.namespace, name: s.name, address: s.address}]; ok {
 				e.members[i].health = h
 			}
 		}

@@ -399,7 +399,7 @@ func (b *builder) captureHTTPChain(name string, vip netip.Prefix, port int32, id
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 			ConfigSource: adsSource(), RouteConfigName: CaptureRoutes(identity),
 		}},
-		HttpFilters:          b.routerFilters(),
+		HttpFilters:          b.captureFilters(),
 		StripTrailingHostDot: true,
 		UpgradeConfigs:       upgradeConfigs(),
 		HttpProtocolOptions:  acceptHTTP10(),
@@ -428,7 +428,12 @@ func (b *builder) tcpChain(name string, match *listenerv3.FilterChainMatch, clus
 // weightedTCPChain is a chain named name that proxies what match selects to the clusters of
 // target (full names), by weight: a TCPRoute's or TLSRoute's backends, or one cluster.
 func (b *builder) weightedTCPChain(name string, match *listenerv3.FilterChainMatch, target []weightedBase) *listenerv3.FilterChain {
-	proxy := &tcpproxyv3.TcpProxy{StatPrefix: name}
+	return b.countedTCPChain(name, name, match, target)
+}
+
+// countedTCPChain is weightedTCPChain with its bytes and connections counted under statPrefix.
+func (b *builder) countedTCPChain(name, statPrefix string, match *listenerv3.FilterChainMatch, target []weightedBase) *listenerv3.FilterChain {
+	proxy := &tcpproxyv3.TcpProxy{StatPrefix: statPrefix}
 	if len(target) == 1 {
 		proxy.ClusterSpecifier = &tcpproxyv3.TcpProxy_Cluster{Cluster: target[0].base}
 	} else {

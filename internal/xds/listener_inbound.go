@@ -100,10 +100,11 @@ func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.L
 		if pp.Protocol.IsHTTP() {
 			chains = append(chains, b.inboundHTTPChain(InboundHTTPChain(pp.Port), match, domain, p.Identity, AppCluster(pod, pp.Port)))
 		} else {
-			chains = append(chains, b.inboundTCPChain(InboundTCPChain(pp.Port), match, domain, p.Identity, AppCluster(pod, pp.Port)))
+			chains = append(chains, b.inboundTCPChain(InboundTCPChain(pp.Port), TCPPortStatPrefix(p.Namespace, p.Service, pp.Port), match, domain,
+				p.Identity, AppCluster(pod, pp.Port)))
 		}
 		if pp.Port == p.Primary {
-			floor = b.inboundFloorChain(pp, domain, p.Identity, AppCluster(pod, pp.Port))
+			floor = b.inboundFloorChain(pp, TCPPortStatPrefix(p.Namespace, p.Service, pp.Port), domain, p.Identity, AppCluster(pod, pp.Port))
 		}
 	}
 	slices.SortFunc(chains, func(a, b *listenerv3.FilterChain) int { return cmp.Compare(a.GetName(), b.GetName()) })
@@ -124,12 +125,13 @@ func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.L
 	}
 }
 
-// inboundFloorChain is the default chain: the primary port, in its protocol.
-func (b *builder) inboundFloorChain(primary meshv1alpha1.PortProtocol, domain, identity, cluster string) *listenerv3.FilterChain {
+// inboundFloorChain is the default chain: the primary port, in its protocol; a TCP primary's bytes
+// are counted under the port's statPrefix, with its in_tcp_<p> chain's.
+func (b *builder) inboundFloorChain(primary meshv1alpha1.PortProtocol, statPrefix, domain, identity, cluster string) *listenerv3.FilterChain {
 	if primary.Protocol.IsHTTP() {
 		return b.inboundHTTPChain(InboundFloorChain, nil, domain, identity, cluster)
 	}
-	return b.inboundTCPChain(InboundFloorChain, nil, domain, identity, cluster)
+	return b.inboundTCPChain(InboundFloorChain, statPrefix, nil, domain, identity, cluster)
 }
 
 // inboundHTTPChain terminates mTLS (ALPN h2) and serves HTTP (codec AUTO) to cluster, the app's
@@ -169,9 +171,10 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 	}
 }
 
-// inboundTCPChain terminates mTLS (no ALPN) and proxies the bytes to cluster, the app's port.
-func (b *builder) inboundTCPChain(name string, match *listenerv3.FilterChainMatch, domain, identity, cluster string) *listenerv3.FilterChain {
-	chain := b.tcpChain(name, match, cluster)
+// inboundTCPChain terminates mTLS (no ALPN) and proxies the bytes to cluster, the app's port,
+// counting them under statPrefix (TCPPortStatPrefix: tcp.<statPrefix>.* in Envoy's stats).
+func (b *builder) inboundTCPChain(name, statPrefix string, match *listenerv3.FilterChainMatch, domain, identity, cluster string) *listenerv3.FilterChain {
+	chain := b.countedTCPChain(name, statPrefix, match, []weightedBase{{base: cluster, weight: 1}})
 	chain.TransportSocket = b.downstreamTLS(domain, identity, nil)
 	chain.TransportSocketConnectTimeout = durationpb.New(InboundHandshakeTimeout)
 	return chain

@@ -92,6 +92,17 @@ func CaptureRoutes(sourceIdentity string) string { return "capture|" + SourceKey
 // ServiceKey is how chain names spell a service.
 func ServiceKey(name, namespace string) string { return name + "." + namespace }
 
+// TCPPortStatPrefix is the tcp_proxy stat prefix of a local pod's raw-TCP port p on its inbound
+// (in_<p>, and the floor when p is the primary): tcp_<ns>/<svc>_<p>, so Envoy counts each
+// service's TCP port apart (tcp.tcp_<ns>/<svc>_<p>.downstream_cx_total, ..._rx_bytes_total,
+// summed over the node's pods of the service). Envoy splits stat names at dots, and its tag
+// extractor takes a tcp_proxy prefix up to the first one, so a dot of the service's name (a
+// ServiceAccount name may hold dots) is spelled '_', which such a name never holds otherwise;
+// '/' is an ordinary character of a stat name (a namespace holds no dot).
+func TCPPortStatPrefix(namespace, service string, p int32) string {
+	return "tcp_" + namespace + "/" + strings.ReplaceAll(service, ".", "_") + "_" + itoa(p)
+}
+
 // CaptureTCPChain is the chain for <VIP>:18082: cap_tcp_<svc>.
 func CaptureTCPChain(svcKey string) string { return "cap_tcp_" + svcKey }
 

@@ -8,9 +8,11 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/model"
 )
 
 // shared are the sub-messages the upstream clusters and load assignments of a build point to in
@@ -51,6 +53,10 @@ type shared struct {
 	// hosts are the load assignments' hosts, by what a host says: a member of three ports is one
 	// host in each of their load assignments.
 	hosts map[hostKey]*endpointv3.LbEndpoint
+	// subsets are the HTTP clusters' subset configs, by the service's published keys, joined.
+	subsets map[string]*clusterv3.Cluster_LbSubsetConfig
+	// headerConfigs are the virtual hosts' header-to-metadata configs, by published keys, joined.
+	headerConfigs map[string]map[string]*anypb.Any
 	// localities are the load assignments' localities, by value.
 	localities map[meshv1alpha1.Locality]*corev3.Locality
 	// fromThePod is the capture chains' first filter and podBind the bind config of the
@@ -65,11 +71,12 @@ type servicePortKey struct {
 	port int32
 }
 
-// hostKey is what a load assignment's host derives from.
+// hostKey is what a load assignment's host derives from (hostMetadata: its pod's name and its
+// metadata, spelled by metadataKey).
 type hostKey struct {
-	address string
-	health  meshv1alpha1.Health
-	weight  int32
+	address, name, metadata string
+	health                  meshv1alpha1.Health
+	weight                  int32
 }
 
 // adsConfig is the build's config source "over the ADS stream" (adsSource), validated once.
@@ -130,14 +137,15 @@ func (b *builder) sourceCluster(base, source string) string {
 	return qualifiedBySourceKey(base, key)
 }
 
-// host is the host of a member at address with health and weight (lbEndpoint), validated once
-// and shared by every load assignment the member is in.
-func (b *builder) host(what about, address string, health meshv1alpha1.Health, weight int32) *endpointv3.LbEndpoint {
-	k := hostKey{address, health, weight}
+// host is the host of member m (lbEndpoint, with its subset metadata), validated once and shared
+// by every load assignment the member is in.
+func (b *builder) host(what about, m *model.Member) *endpointv3.LbEndpoint {
+	k := hostKey{m.Address, m.Name, metadataKey(m.Metadata), m.Health, m.Weight}
 	if e, ok := b.shared.hosts[k]; ok {
 		return e
 	}
-	e := lbEndpoint(address, health, weight)
+	e := lbEndpoint(m.Address, m.Health, m.Weight)
+	e.Metadata = hostMetadata(m)
 	b.checkAbout(what.part("host"), e)
 	b.shared.hosts = store(b.shared.hosts, k, e)
 	return e

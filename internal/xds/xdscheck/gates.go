@@ -39,7 +39,7 @@ func All(res xds.Resources) []string {
 		{"names", Names}, {"references", References}, {"chains", Chains}, {"pinning", Pinning},
 		{"consistency", Consistency}, {"validation", Validation}, {"domains", Domains}, {"from the pod", FromThePod},
 		{"inbound limits", InboundLimits}, {"upgrades", Upgrades}, {"families", Families},
-		{"retries", Retries}, {"inbound http", InboundHTTP},
+		{"retries", Retries}, {"inbound http", InboundHTTP}, {"subsets", Subsets}, {"tcp stats", TCPStats},
 	} {
 		for _, v := range gate.check(res) {
 			out = append(out, gate.name+": "+v)

@@ -16,6 +16,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	fileaccesslogv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	setfilterstatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/set_filter_state/v3"
+	h2mv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_to_metadata/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	httpinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
@@ -276,6 +277,63 @@ func onBuilt(breakCopy func(testing.TB, *xds.Resources)) func(testing.TB, *xds.R
 		*res = built
 		breakCopy(t, res)
 	}
+}
+
+// onSubsets breaks a build of the subsets scenario (payments' pods publish version and shard),
+// checked to pass every gate before it is broken.
+func onSubsets(breakCopy func(testing.TB, *xds.Resources)) func(testing.TB, *xds.Resources) {
+	return func(t testing.TB, res *xds.Resources) {
+		t.Helper()
+		built, err := xds.Build(xdstest.Subsets())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := xdscheck.All(built); v != nil {
+			t.Fatalf("the build fails before it is broken:\n%s", strings.Join(v, "\n"))
+		}
+		*res = clone(built)
+		breakCopy(t, res)
+	}
+}
+
+// inboundTCPProxy lets change edit the tcp_proxy of chain in listener.
+func inboundTCPProxy(t testing.TB, res *xds.Resources, listener, chain string, change func(*tcpproxyv3.TcpProxy)) {
+	t.Helper()
+	for _, l := range res.Listeners {
+		for _, fc := range l.GetFilterChains() {
+			if l.GetName() == listener && fc.GetName() == chain {
+				repack(t, terminal(fc).GetTypedConfig(), func(m proto.Message) { change(m.(*tcpproxyv3.TcpProxy)) })
+				return
+			}
+		}
+	}
+	t.Fatalf("no chain %q in listener %q", chain, listener)
+}
+
+// subsetCluster is frontend's cluster of payments' port 8080 in the subsets scenario.
+func subsetCluster(t testing.TB, res *xds.Resources) *clusterv3.Cluster {
+	t.Helper()
+	for _, c := range res.Clusters {
+		if c.GetName() == "payments.shop.aether.internal:8080|web/frontend" {
+			return c
+		}
+	}
+	t.Fatal("no cluster payments.shop.aether.internal:8080|web/frontend")
+	return nil
+}
+
+// subsetVirtualHost is frontend's virtual host of payments' port 8080 in the subsets scenario.
+func subsetVirtualHost(t testing.TB, res *xds.Resources) *routev3.VirtualHost {
+	t.Helper()
+	for _, rc := range res.Routes {
+		for _, vh := range rc.GetVirtualHosts() {
+			if rc.GetName() == "capture|web/frontend" && vh.GetName() == "payments.shop.aether.internal:8080" {
+				return vh
+			}
+		}
+	}
+	t.Fatal("no virtual host payments.shop.aether.internal:8080 in capture|web/frontend")
+	return nil
 }
 
 // clone deep-copies resources, so that a broken copy leaves the valid one alone.
@@ -551,6 +609,36 @@ func TestGatesRejectBrokenCopies(t *testing.T) {
 		{"inbound http: a request's outcome header reaches the application", xdscheck.InboundHTTP, onBuilt(func(t testing.TB, res *xds.Resources) {
 			inboundHCM(t, res, "in_8080", func(h *hcmv3.HttpConnectionManager) { h.GetRouteConfig().RequestHeadersToRemove = nil })
 		}), `listener "inbound_shop/payments-0" chain "in_8080": its routes do not remove x-aether-outcome from requests`},
+		{"subsets: a selector that spills", xdscheck.Subsets, onSubsets(func(t testing.TB, res *xds.Resources) {
+			subsetCluster(t, res).GetLbSubsetConfig().GetSubsetSelectors()[2].FallbackPolicy = clusterv3.Cluster_LbSubsetConfig_LbSubsetSelector_ANY_ENDPOINT
+		}), `cluster "payments.shop.aether.internal:8080|web/frontend": subset_selectors[2] ["shard"] falls back ANY_ENDPOINT, not NO_FALLBACK: a pin or subset without endpoints would spill onto the rest of the service`},
+		{"subsets: a pin combined", xdscheck.Subsets, onSubsets(func(t testing.TB, res *xds.Resources) {
+			s := subsetCluster(t, res).GetLbSubsetConfig().GetSubsetSelectors()[0]
+			s.Keys = append(s.Keys, "version")
+		}), `cluster "payments.shop.aether.internal:8080|web/frontend": subset_selectors[0] ["ip" "version"] combines the pin "ip" with other keys: pins are exclusive`},
+		{"subsets: a host publishing a reserved key", xdscheck.Subsets, onSubsets(func(t testing.TB, res *xds.Resources) {
+			for _, cla := range res.Endpoints {
+				if cla.GetClusterName() == "payments.shop.aether.internal:8080" {
+					fields := cla.GetEndpoints()[0].GetLbEndpoints()[0].GetMetadata().GetFilterMetadata()["envoy.lb"].GetFields()
+					fields["namespace"] = structpb.NewStringValue("shop")
+				}
+			}
+		}), `load assignment "payments.shop.aether.internal:8080": host 10.244.1.10 publishes the reserved key "namespace"`},
+		{"subsets: a reserved key's header mapped", xdscheck.Subsets, onSubsets(func(t testing.TB, res *xds.Resources) {
+			vh := subsetVirtualHost(t, res)
+			repack(t, vh.GetTypedPerFilterConfig()[xds.HeaderToMetadataFilter], func(m proto.Message) {
+				m.(*h2mv3.Config).GetRequestRules()[2].Header = "x-aether-subset-cluster"
+			})
+		}), `header-to-metadata maps "x-aether-subset-cluster": only x-aether-ip, x-aether-pod and x-aether-subset-<key> (a key not reserved) are mapped`},
+		{"subsets: a virtual host without its keys", xdscheck.Subsets, onSubsets(func(t testing.TB, res *xds.Resources) {
+			subsetVirtualHost(t, res).TypedPerFilterConfig = nil
+		}), `route configuration "capture|web/frontend": virtual_hosts[payments.shop.aether.internal:8080] maps the subset keys []; its clusters select on ["shard" "version"]`},
+		{"tcp stats: an inbound TCP port counted under its chain's name", xdscheck.TCPStats, onSubsets(func(t testing.TB, res *xds.Resources) {
+			inboundTCPProxy(t, res, "inbound_shop/payments-0", "in_tcp_9000", func(p *tcpproxyv3.TcpProxy) { p.StatPrefix = "in_tcp_9000" })
+		}), `listener "inbound_shop/payments-0" chain "in_tcp_9000": tcp_proxy stat_prefix "in_tcp_9000", want "tcp_shop/payments_9000": the port's bytes and connections are not counted per service port`},
+		{"tcp stats: a dot in the prefix", xdscheck.TCPStats, onSubsets(func(t testing.TB, res *xds.Resources) {
+			inboundTCPProxy(t, res, "inbound_shop/payments-0", "in_tcp_9000", func(p *tcpproxyv3.TcpProxy) { p.StatPrefix = "tcp_payments.shop_9000" })
+		}), `listener "inbound_shop/payments-0" chain "in_tcp_9000": tcp_proxy stat_prefix "tcp_payments.shop_9000", want "tcp_shop/payments_9000": the port's bytes and connections are not counted per service port`},
 		{"names: clusters out of order", xdscheck.Names, func(_ testing.TB, res *xds.Resources) {
 			res.Clusters[0], res.Clusters[1] = res.Clusters[1], res.Clusters[0]
 		}, `cluster "passthrough" comes after "payments.shop.aether.internal:8080|web/frontend": the list must be sorted by name`},

@@ -12,6 +12,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	h2mv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_to_metadata/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 )
@@ -95,17 +96,20 @@ func isAuthorityChar(c rune) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune("-._~!$&'()*+,;=:@[]%", c)
 }
 
-// checkHTTPFilters accepts the router as the only HTTP filter: any other could answer or deny a
-// request, which this simulator would not see.
+// checkHTTPFilters accepts the router, last, after header-to-metadata filters: any other filter
+// could answer or deny a request, which this simulator would not see. Header-to-metadata only
+// writes the request's metadata, which the subset decision (subset.go) reads; it never answers.
 func checkHTTPFilters(hcm *hcmv3.HttpConnectionManager) error {
 	filters := hcm.GetHttpFilters()
-	switch {
-	case len(filters) == 0:
+	if len(filters) == 0 {
 		return fmt.Errorf("%w: the HTTP connection manager has no HTTP filter; Envoy requires the router last", ErrUnsupported)
-	case len(filters) > 1:
-		return fmt.Errorf("%w: HTTP filter %q (only the router is modelled)", ErrUnsupported, filters[0].GetName())
 	}
-	f := filters[0]
+	for _, f := range filters[:len(filters)-1] {
+		if tc := f.GetTypedConfig(); tc == nil || !unpack(tc, &h2mv3.Config{}) {
+			return fmt.Errorf("%w: HTTP filter %q (only header-to-metadata and the router are modelled)", ErrUnsupported, f.GetName())
+		}
+	}
+	f := filters[len(filters)-1]
 	if tc := f.GetTypedConfig(); tc != nil && unpack(tc, &routerv3.Router{}) || tc == nil && f.GetName() == "envoy.filters.http.router" {
 		return nil
 	}

@@ -59,6 +59,22 @@ func simple(port, ports, protocol string) Scenario {
 	return Scenario{Services: cast(), Workloads: append(payments(port, ports, protocol), frontend(model.CaptureSurface))}
 }
 
+// Subsets is the mesh where payments serves HTTP 8080 (primary) and TCP 9000, and its pods
+// publish subset metadata: payments-0 version v1, payments-1 version v2 and shard s1,
+// payments-2 version v2 and shard s2. Its HTTP clusters select by ip, pod, version, shard and
+// both; its TCP clusters carry no subset config; frontend's routes to it map the x-aether-*
+// headers to the envoy.lb metadata.
+func Subsets() model.Mesh { return subsets().Mesh() }
+
+func subsets() Scenario {
+	s := simple("8080", "8080,9000=tcp", "")
+	const version, shard = "version", "shard"
+	s.Workloads[0].Metadata = map[string]string{version: "v1"}
+	s.Workloads[1].Metadata = map[string]string{version: "v2", shard: "s1"}
+	s.Workloads[2].Metadata = map[string]string{version: "v2", shard: "s2"}
+	return s
+}
+
 // PureHTTP is the mesh where payments serves HTTP only, on 8080 (primary) and 8081:
 // http://payments/ is 421 port-not-declared (no 80); :8080 and :8081 are HTTP; :18082 is
 // refused (no TCP port).
@@ -273,6 +289,7 @@ func Scenarios() map[string]Scenario {
 		"no-issuer":                  noIssuer(),
 		"shared-port":                sharedPort(),
 		"dual-stack-mesh":            dualStack(),
+		"subsets":                    subsets(),
 	}
 }
 

@@ -67,6 +67,8 @@ type Workload struct {
 	Created time.Time
 	// Capture is the pod's capture mode when it runs on this node (empty: surface).
 	Capture model.CaptureMode
+	// Metadata are the metadata.endpoint.aether.io/<key> annotations, by key.
+	Metadata map[string]string
 }
 
 // Pod is the managed pod the workload is.
@@ -77,6 +79,9 @@ func (w Workload) Pod() *corev1.Pod {
 		if value != "" {
 			annotations[key] = value
 		}
+	}
+	for key, value := range w.Metadata {
+		annotations[portspec.AnnotationMetadataPrefix+key] = value
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, UID: types.UID("uid-" + w.Name),
