@@ -13,7 +13,6 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,14 +68,7 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 	}
 
 	BeforeAll(func() {
-		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-		Eventually(func() bool {
-			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
-		}, 2*time.Minute, time.Second).Should(BeTrue())
-		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-		for _, sa := range []string{"web", "client"} {
-			Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}})).To(Succeed())
-		}
+		freshNamespace(ctx, ns, "web", "client")
 		users = &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
 			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},

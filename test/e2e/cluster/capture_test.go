@@ -17,7 +17,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -57,12 +56,7 @@ var _ = Describe("capture on a real node", Ordered, func() {
 	managed := map[string]string{"aether.io/managed": "true"}
 
 	BeforeAll(func() {
-		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-		Eventually(func() bool {
-			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
-		}, 2*time.Minute, time.Second).Should(BeTrue())
-		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-		Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "capture"}})).To(Succeed())
+		freshNamespace(ctx, ns, "capture")
 
 		// A first pod of the service gives it a VIP, which the pod under test is then told to dial.
 		// 9000=tcp is its default TCP port, so 18082 reaches something: the VIP's 18082 is in the

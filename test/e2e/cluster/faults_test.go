@@ -61,14 +61,7 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		if name := os.Getenv(breakEnv); name != "" {
 			Expect(breaks).To(HaveKey(name), "%s=%s names no break", breakEnv, name)
 		}
-		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-		Eventually(func() bool {
-			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
-		}, 2*time.Minute, time.Second).Should(BeTrue())
-		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-		for _, sa := range append([]string{"steady", "canary"}, defaultLoad.Accounts...) {
-			Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}})).To(Succeed())
-		}
+		freshNamespace(ctx, ns, append([]string{"steady", "canary"}, defaultLoad.Accounts...)...)
 		for _, name := range []string{"steady-0", "steady-1"} {
 			Expect(k8s.Create(ctx, managedPod(ns, name, "steady", portsHTTPTCP))).To(Succeed())
 		}

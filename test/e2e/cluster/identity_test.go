@@ -50,14 +50,7 @@ var _ = Describe("Workload identities from SPIRE", Ordered, func() {
 	idOf := func(sa string) string { return "spiffe://" + trustDomain + "/ns/" + ns + "/sa/" + sa }
 
 	BeforeAll(func() {
-		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-		Eventually(func() bool {
-			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
-		}, 2*time.Minute, time.Second).Should(BeTrue())
-		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-		for _, sa := range []string{"web", "db"} {
-			Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}})).To(Succeed())
-		}
+		freshNamespace(ctx, ns, "web", "db")
 	})
 	AfterAll(func() {
 		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})

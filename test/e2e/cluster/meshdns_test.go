@@ -18,7 +18,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,12 +59,7 @@ var _ = Describe("mesh DNS on a real node", Ordered, func() {
 	managed := map[string]string{"aether.io/managed": "true"}
 
 	BeforeAll(func() {
-		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-		Eventually(func() bool {
-			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
-		}, 2*time.Minute, time.Second).Should(BeTrue())
-		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-		Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments"}})).To(Succeed())
+		freshNamespace(ctx, ns, "payments")
 		Expect(k8s.Create(ctx, pod("seed", managed, nil, app))).To(Succeed())
 		ms := &meshv1alpha1.MeshService{}
 		Eventually(func(g Gomega) {
