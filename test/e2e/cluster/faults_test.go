@@ -56,6 +56,9 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		steady[ns+"/"+name] = true
 	}
 	var dialTarget string // the steady service's VIP on the mesh's TCP port, which the dialer dials
+	// nameTarget is the same port by the service's mesh name, which the dialer's name-client dials:
+	// each dial resolves it through the mesh DNS the agent serves in the pod.
+	nameTarget := "steady." + ns + ".aether.internal:18082"
 
 	BeforeAll(func() {
 		if name := os.Getenv(breakEnv); name != "" {
@@ -81,6 +84,7 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		for _, c := range []corev1.Container{
 			{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
 			{Name: "client", Args: []string{"-dial", dialTarget, "-dial-every", "200ms"}},
+			{Name: "name-client", Args: []string{"-dial", nameTarget, "-dial-every", "200ms"}},
 		} {
 			c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
 			dialer.Spec.Containers = append(dialer.Spec.Containers, c)
@@ -386,6 +390,13 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		}, 2*time.Minute, time.Second).Should(Succeed())
 		ads.Close()
 		inputs := meshObjects()
+		// The mesh name resolves (the agent's mesh DNS answers in the dialer's namespace) before
+		// the kill, so that the gap measured below is the restart's.
+		Eventually(func(g Gomega) {
+			names := containerDialLog(g, ns, "steady-dialer", "name-client", time.Now().Add(-2*time.Second))
+			g.Expect(names).NotTo(BeEmpty())
+			g.Expect(names[len(names)-1].Answer).To(Equal("original-dst " + dialTarget))
+		}, time.Minute, time.Second).Should(Succeed())
 
 		killed := killContainer(agent, "agent")
 		if breaking("capture") {
@@ -426,8 +437,14 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 			}
 			captured++
 		}
-		record("agent crash (kill -9 of its process, container restarted): ready again %s after the kill; %d dials of %s from 2 s before the kill to 5 s after, all captured; listeners version %s (%d listeners) before and after",
-			ready.Sub(killed).Round(time.Millisecond), captured, dialTarget, listeners.Version, len(listeners.Names))
+		// The pod's mesh DNS: down from the kill until the new agent serves it again (queries are
+		// refused at once meanwhile, never left to time out). Bound: the agent's restart to Ready,
+		// plus 2 s (its View's sync and the DNS table's first build follow its readiness).
+		dnsLost := dnsOutage(ns, "steady-dialer", "name-client", "original-dst "+dialTarget, killed, until)
+		Expect(dnsLost).To(BeNumerically("<", ready.Sub(killed)+2*time.Second),
+			"the mesh name %s went unanswered for %s across the agent's restart (Ready %s after the kill)", nameTarget, dnsLost, ready.Sub(killed))
+		record("agent crash (kill -9 of its process, container restarted): ready again %s after the kill; %d dials of %s from 2 s before the kill to 5 s after, all captured; listeners version %s (%d listeners) before and after; the mesh name %s unanswered for at most %s",
+			ready.Sub(killed).Round(time.Millisecond), captured, dialTarget, listeners.Version, len(listeners.Names), nameTarget, dnsLost.Round(time.Millisecond))
 		holds()
 	})
 
@@ -633,4 +650,30 @@ func objectChanges(before, after map[string]string) string {
 	}
 	slices.Sort(changed)
 	return strings.Join(changed, "\n")
+}
+
+// dnsOutage is the longest time, from killed until the dial log of the pod's container reaches
+// until, between two of its dials answered want (a dial by name answers only once the name
+// resolved): how long the pod's DNS was lost.
+func dnsOutage(ns, pod, container, want string, killed, until time.Time) time.Duration {
+	GinkgoHelper()
+	var dials []dialLine
+	Eventually(func(g Gomega) {
+		dials = containerDialLog(g, ns, pod, container, killed.Add(-2*time.Second))
+		g.Expect(dials).NotTo(BeEmpty())
+		g.Expect(dials[len(dials)-1].At).To(BeTemporally(">", until))
+	}, time.Minute, time.Second).Should(Succeed())
+	var longest time.Duration
+	var last time.Time
+	for _, d := range dials {
+		if d.Answer != want {
+			continue
+		}
+		if !last.IsZero() && d.At.Sub(last) > longest {
+			longest = d.At.Sub(last)
+		}
+		last = d.At
+	}
+	Expect(last).To(BeTemporally(">", killed), "no dial of %s/%s by name was answered after the agent's restart", pod, container)
+	return longest
 }

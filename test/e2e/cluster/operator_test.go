@@ -345,7 +345,12 @@ type dialLine struct {
 // dialLog reads the dial loop of pod ns/name's container client since since (the kubelet's
 // timestamps), each line "<target> <answer>".
 func dialLog(g Gomega, ns, name string, since time.Time) []dialLine {
-	opts := &corev1.PodLogOptions{Container: "client", Timestamps: true, SinceTime: &metav1.Time{Time: since.Add(-time.Second)}}
+	return containerDialLog(g, ns, name, "client", since)
+}
+
+// containerDialLog is dialLog of the pod's container named container.
+func containerDialLog(g Gomega, ns, name, container string, since time.Time) []dialLine {
+	opts := &corev1.PodLogOptions{Container: container, Timestamps: true, SinceTime: &metav1.Time{Time: since.Add(-time.Second)}}
 	raw, err := clientset().CoreV1().Pods(ns).GetLogs(name, opts).DoRaw(context.Background())
 	g.Expect(err).NotTo(HaveOccurred())
 	var out []dialLine
