@@ -328,7 +328,7 @@ func TestOnlyTheLeaderReconciles(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reserved",
 			Labels:      map[string]string{registration.LabelManaged: registration.ManagedValue},
 			Annotations: map[string]string{portspec.AnnotationPorts: "18081"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+		Spec: corev1.PodSpec{ServiceAccountName: "reserved", Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
 	}
 	err := env.Client.Create(ctx, bad)
 	if err == nil || !strings.Contains(err.Error(), "18081") {
