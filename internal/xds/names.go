@@ -87,6 +87,11 @@ func InboundListener(podKey string) string { return "inbound_" + podKey }
 // share it.
 func CaptureRoutes(sourceIdentity string) string { return "capture|" + SourceKey(sourceIdentity) }
 
+// ProxyRoutes is the RDS name of the route configuration of the mesh's HTTP proxy port (18081):
+// the capture one's virtual hosts, and a 404 for a Host that names no mesh service. Per source
+// identity, as CaptureRoutes.
+func ProxyRoutes(sourceIdentity string) string { return "proxy|" + SourceKey(sourceIdentity) }
+
 // Capture filter chains. <svc> is "<name>.<ns>".
 
 // ServiceKey is how chain names spell a service.
@@ -153,6 +158,9 @@ const (
 	// CaptureCatchAllVirtualHost is the capture route configuration's virtual host for a Host that
 	// names no mesh service: the request goes to its original destination, untouched.
 	CaptureCatchAllVirtualHost = "cap_catch_all"
+	// ProxyNotMeshVirtualHost is the proxy route configuration's virtual host for a Host that
+	// names no mesh service: 404 not-mesh-name.
+	ProxyNotMeshVirtualHost = "proxy_not_mesh"
 )
 
 // Gateway API routes in a capture virtual host (route_gateway.go).
