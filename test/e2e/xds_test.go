@@ -80,7 +80,7 @@ func checkXDS(t *testing.T, ctx context.Context, address string, kubectl kubectl
 	for pod := range samplePods {
 		listeners = append(listeners, xds.CaptureListener(xds.PodKey("shop", pod)), xds.InboundListener(xds.PodKey("shop", pod)))
 	}
-	routes := []string{xds.CaptureRoutes(identity)}
+	routes := []string{xds.CaptureRoutes(identity), xds.ProxyRoutes(identity)}
 	first, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := c.Await(first, func(s xdstest.State) error {
