@@ -183,7 +183,7 @@ func (b *builder) listeners() []*listenerv3.Listener {
 			chains = b.captureChains(in.services, set.identity, set.scoped)
 			shared[set] = chains
 		}
-		out = append(out, b.captureListener(p, chains), b.inboundListener(p, in.domain))
+		out = append(out, b.captureListener(p, chains), b.proxyListener(p, chains), b.inboundListener(p, in.domain))
 	}
 	slices.SortFunc(out, func(a, b *listenerv3.Listener) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	for _, l := range out {
@@ -226,6 +226,33 @@ func (b *builder) captureListener(p model.LocalPod, chains []*listenerv3.FilterC
 		FilterChains:                     chains,
 		DefaultFilterChain:               passthrough,
 		TrafficDirection:                 corev3.TrafficDirection_OUTBOUND,
+	}
+}
+
+// proxyListener is pod p's proxy listener: the mesh's HTTP proxy port on loopback in its netns,
+// 127.0.0.1:18081 (and [::1]:18081 when the mesh uses IPv6), what an application sets as
+// HTTP_PROXY. Capture never redirects loopback, so without it nothing would listen there. Its one
+// chain is the capture listener's proxy port chain (chains holds it): the same HCM and routes as
+// a captured connection to <name>:18081. It has no listener filters and no default chain: every
+// byte there is HTTP, and nothing is passed through (the original destination is itself).
+func (b *builder) proxyListener(p model.LocalPod, chains []*listenerv3.FilterChain) *listenerv3.Listener {
+	i := slices.IndexFunc(chains, func(c *listenerv3.FilterChain) bool {
+		return c.GetName() == CaptureHTTPPortChain(meshv1alpha1.MeshHTTPPort)
+	})
+	if i < 0 {
+		b.fail(fmt.Errorf("xds: pod %s/%s: no chain %s for its proxy listener", p.Namespace, p.Name, CaptureHTTPPortChain(meshv1alpha1.MeshHTTPPort)))
+		return &listenerv3.Listener{Name: ProxyListener(PodKey(p.Namespace, p.Name))}
+	}
+	var ipv6 []*listenerv3.AdditionalAddress
+	if b.in.ipv6 {
+		ipv6 = []*listenerv3.AdditionalAddress{{Address: netnsAddress(captureListenerAddressIPv6, meshv1alpha1.MeshHTTPPort, p.NetNS)}}
+	}
+	return &listenerv3.Listener{
+		Name:                ProxyListener(PodKey(p.Namespace, p.Name)),
+		Address:             netnsAddress(captureListenerAddress, meshv1alpha1.MeshHTTPPort, p.NetNS),
+		AdditionalAddresses: ipv6,
+		FilterChains:        []*listenerv3.FilterChain{chains[i]},
+		TrafficDirection:    corev3.TrafficDirection_OUTBOUND,
 	}
 }
 

@@ -618,8 +618,8 @@ func TestListenersAndRoutesDeterministic(t *testing.T) {
 			t.Errorf("route configuration %s differs between two orders of the same mesh", a.Routes[i].GetName())
 		}
 	}
-	if len(a.Listeners) != 6 || len(a.Routes) != 4 {
-		t.Errorf("%d listeners and %d route configurations, want 6 (three pods) and 4 (two identities, capture and proxy each): %v %v",
+	if len(a.Listeners) != 9 || len(a.Routes) != 4 {
+		t.Errorf("%d listeners and %d route configurations, want 9 (three pods: capture, proxy, inbound) and 4 (two identities, capture and proxy each): %v %v",
 			len(a.Listeners), len(a.Routes), fxNames(a.Listeners), fxNames(a.Routes))
 	}
 	if !slices.IsSortedFunc(a.Listeners, func(x, y *listenerv3.Listener) int { return strings.Compare(x.GetName(), y.GetName()) }) {
@@ -649,7 +649,7 @@ func TestSkipped(t *testing.T) {
 		fxService(t, "shop", "reserved", "10.96.0.20", 8080, "8080/HTTP", "18082/TCP"))
 	res := fxBuild(t, m)
 	// shop/c-0 shares shop/web-0's netns and sorts first: it keeps it. Every other pod is invalid.
-	if got, want := fxNames(res.Listeners), []string{xds.CaptureListener("shop/c-0"), xds.InboundListener("shop/c-0")}; !slices.Equal(got, want) {
+	if got, want := fxNames(res.Listeners), []string{xds.CaptureListener("shop/c-0"), xds.InboundListener("shop/c-0"), xds.ProxyListener("shop/c-0")}; !slices.Equal(got, want) {
 		t.Fatalf("listeners %v, want %v", got, want)
 	}
 	l := res.Listeners[0]

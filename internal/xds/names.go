@@ -79,6 +79,10 @@ func PodKey(namespace, name string) string { return namespace + "/" + name }
 // CaptureListener is the name of a pod's capture listener (127.0.0.1:18001 in its netns).
 func CaptureListener(podKey string) string { return "capture_" + podKey }
 
+// ProxyListener is the name of a pod's proxy listener (127.0.0.1:18081 in its netns: the mesh's
+// HTTP proxy port, what the pod's applications set as HTTP_PROXY).
+func ProxyListener(podKey string) string { return "proxy_" + podKey }
+
 // InboundListener is the name of a pod's inbound listener (0.0.0.0:18008 in its netns).
 func InboundListener(podKey string) string { return "inbound_" + podKey }
 

@@ -4,6 +4,7 @@
 package xds_test
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -19,9 +20,26 @@ import (
 // expectations are written from those sentences (clusters by their names, statuses and
 // x-aether-error values as literals), not read from internal/resolve or the builder.
 func TestProxyPortAsHTTPProxy(t *testing.T) {
-	sim := xdssim.New(build(t, bareNameMesh(false)))
+	m := bareNameMesh(false)
+	sim := xdssim.New(build(t, m))
 	if err := sim.Check(); err != nil {
 		t.Fatalf("Envoy would reject the configuration: %v", err)
+	}
+	// Two ways in: HTTP_PROXY=http://127.0.0.1:18081, whatever listens there in the client's
+	// network namespace, and a captured connection to a mesh name's port 18081.
+	netns := ""
+	for _, p := range m.Pods {
+		if xds.PodKey(p.Namespace, p.Name) == webClient {
+			netns = p.NetNS
+		}
+	}
+	loopback, ok := sim.ListenerAt(netns, netip.MustParseAddrPort("127.0.0.1:18081"))
+	if !ok {
+		t.Fatalf("nothing listens at 127.0.0.1:18081 in %s's network namespace %q: HTTP_PROXY=http://127.0.0.1:18081 is refused", webClient, netns)
+	}
+	ways := []xdssim.Conn{
+		{Listener: loopback, DstIP: "127.0.0.1", DstPort: 18081, SrcIP: "127.0.0.1", SrcPort: 40000},
+		{Listener: xds.CaptureListener(webClient), DstIP: shopVIP, DstPort: 18081},
 	}
 	const mesh = "payments.shop.aether.internal"
 	for _, c := range []struct {
@@ -56,16 +74,21 @@ func TestProxyPortAsHTTPProxy(t *testing.T) {
 		{name: "CONNECT to another host", req: xdssim.Request{Method: "CONNECT", Host: "example.com:443"}, status: 403},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			req := c.req
-			out := sim.Dial(xdssim.Conn{Listener: xds.CaptureListener(webClient), DstIP: shopVIP, DstPort: 18081, HTTP: &req})
-			if c.cluster != "" {
-				if out.Verdict != xdssim.Forwarded || len(out.Targets) != 1 || out.Targets[0].Cluster != c.cluster || out.Path != c.path {
-					t.Errorf("%s %s (Host %q): %s, path %q; want cluster %s, path %q", req.Method, req.Path, req.Host, out, out.Path, c.cluster, c.path)
+			for _, conn := range ways {
+				req := c.req
+				conn.HTTP = &req
+				out := sim.Dial(conn)
+				if c.cluster != "" {
+					if out.Verdict != xdssim.Forwarded || len(out.Targets) != 1 || out.Targets[0].Cluster != c.cluster || out.Path != c.path {
+						t.Errorf("%s %s (Host %q) to %s:%d: %s, path %q; want cluster %s, path %q", req.Method, req.Path, req.Host,
+							conn.DstIP, conn.DstPort, out, out.Path, c.cluster, c.path)
+					}
+					continue
 				}
-				return
-			}
-			if out.Verdict != xdssim.Answered || out.Response.Status != c.status || out.Response.Header("x-aether-error") != c.meshErr {
-				t.Errorf("%s %s (Host %q): %s; want %d with x-aether-error %q", req.Method, req.Path, req.Host, out, c.status, c.meshErr)
+				if out.Verdict != xdssim.Answered || out.Response.Status != c.status || out.Response.Header("x-aether-error") != c.meshErr {
+					t.Errorf("%s %s (Host %q) to %s:%d: %s; want %d with x-aether-error %q", req.Method, req.Path, req.Host,
+						conn.DstIP, conn.DstPort, out, c.status, c.meshErr)
+				}
 			}
 		})
 	}

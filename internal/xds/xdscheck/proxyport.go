@@ -5,6 +5,7 @@ package xdscheck
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -21,6 +22,8 @@ const connectUpgrade = "CONNECT"
 
 // ProxyPort checks that the mesh's HTTP proxy port (18081) serves a client that sets it as
 // HTTP_PROXY:
+//   - in every network namespace with an outbound listener, a listener binds port 18081 (the
+//     pod's 127.0.0.1:18081);
 //   - every outbound listener with an HTTP connection manager has a chain for port 18081;
 //   - the HCM of each such chain sets http_protocol_options.allow_absolute_url: an HTTP proxy
 //     client sends absolute-form requests (GET http://<name>:<port>/x), routed by the URL's
@@ -36,6 +39,22 @@ func ProxyPort(res xds.Resources) []string {
 		routes[rc.GetName()] = rc
 	}
 	var out []string
+	outbound, proxied := map[string]string{}, map[string]bool{} // network namespace → a listener; bound at 18081
+	for _, l := range res.Listeners {
+		netns := l.GetAddress().GetSocketAddress().GetNetworkNamespaceFilepath()
+		if l.GetTrafficDirection() == corev3.TrafficDirection_OUTBOUND && outbound[netns] == "" {
+			outbound[netns] = l.GetName()
+		}
+		if l.GetAddress().GetSocketAddress().GetPortValue() == uint32(meshv1alpha1.MeshHTTPPort) {
+			proxied[netns] = true
+		}
+	}
+	for _, netns := range slices.Sorted(maps.Keys(outbound)) {
+		if !proxied[netns] {
+			out = append(out, fmt.Sprintf("%s: no listener binds port %d in its network namespace %q: HTTP_PROXY=http://127.0.0.1:%d is refused",
+				resourceAt("listener", outbound[netns]), meshv1alpha1.MeshHTTPPort, netns, meshv1alpha1.MeshHTTPPort))
+		}
+	}
 	for _, l := range res.Listeners {
 		at := resourceAt("listener", l.GetName())
 		hasHCM, hasProxy := false, false

@@ -78,6 +78,9 @@ func TestProxyPortRejectsBrokenCopies(t *testing.T) {
 			l := res.Listeners[0]
 			l.FilterChains = slices.DeleteFunc(l.FilterChains, func(c *listenerv3.FilterChain) bool { return c.GetName() == proxyChain })
 		}), `listener "capture_shop/payments-0": no chain for the proxy port 18081: a client using it as HTTP_PROXY is not served`},
+		{"proxy port: nothing listens at 127.0.0.1:18081", xdscheck.ProxyPort, onBuilt(func(t testing.TB, res *xds.Resources) {
+			res.Listeners = slices.DeleteFunc(res.Listeners, func(l *listenerv3.Listener) bool { return l.GetName() == xds.ProxyListener("shop/payments-0") })
+		}), `listener "capture_shop/payments-0": no listener binds port 18081 in its network namespace "/var/run/netns/cni-shop-payments-0": HTTP_PROXY=http://127.0.0.1:18081 is refused`},
 	} {
 		tc.run(t)
 	}
