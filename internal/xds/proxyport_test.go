@@ -7,8 +7,10 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdssim"
+	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
 )
 
 // The mesh's HTTP proxy port as HTTP_PROXY. The workload page: apps "can instead use the mesh's
@@ -88,6 +90,12 @@ func TestProxyPortAsHTTPProxy(t *testing.T) {
 				if out.Verdict != xdssim.Answered || out.Response.Status != c.status || out.Response.Header("x-aether-error") != c.meshErr {
 					t.Errorf("%s %s (Host %q) to %s:%d: %s; want %d with x-aether-error %q", req.Method, req.Path, req.Host,
 						conn.DstIP, conn.DstPort, out, c.status, c.meshErr)
+				}
+				// The 404's words are resolve's, as every answer of the mesh's.
+				if c.status == 404 {
+					if err := xdssim.Agrees(out, resolve.NotMeshName(xdstest.Domain), ""); err != nil {
+						t.Errorf("%s %s (Host %q): %v", req.Method, req.Path, req.Host, err)
+					}
 				}
 			}
 		})
