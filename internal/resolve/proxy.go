@@ -18,9 +18,10 @@ import (
 //   - an authority naming no mesh service: 404 not-mesh-name. The proxy port is the mesh's
 //     only; a client sends other hosts direct (NO_PROXY). (A captured connection is different:
 //     a name that is not the mesh's passes through to the address dialled.)
-//   - CONNECT: refused. The proxy port carries plain HTTP and the mesh originates the TLS of
-//     every hop itself, so there is nothing to tunnel: an https:// URL is not the mesh's
-//     (HTTPS_PROXY must not name the proxy port).
+//   - CONNECT: refused, 403. The proxy port carries plain HTTP and the mesh originates the TLS
+//     of every hop itself, so there is nothing to tunnel: an https:// URL is not the mesh's
+//     (HTTPS_PROXY must not name the proxy port). Envoy gives that answer itself, before any
+//     route (no upgrade_configs entry allows CONNECT), so it has no words of this package.
 
 // NotMeshName is what the proxy port answers a request whose authority names no mesh service
 // (none of Names or LocalName of a service the caller can see), in the mesh whose domain is
@@ -33,11 +34,3 @@ func NotMeshName(meshDomain string) Result {
 		Reason: fmt.Sprintf("%s: answered %d with %s: %s; %s", problem, NotMesh.HTTPStatus(), ErrorHeader, NotAMeshName, works),
 		Body:   problem + ".\n" + works + ".\n"}
 }
-
-// ConnectMethod is the request method that asks a proxy for a tunnel.
-const ConnectMethod = "CONNECT"
-
-// ConnectStatus is the status Envoy answers a CONNECT with when no upgrade_configs entry allows
-// it (403, response code details upgrade_failed): the mesh's refusal of a tunnel. No mesh
-// answer replaces it: Envoy refuses the upgrade before any route could.
-const ConnectStatus = 403
