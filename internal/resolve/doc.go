@@ -13,6 +13,8 @@
 //   - HTTPRequest: what an HTTP request with a given authority (Host header, host[:port]) reaches:
 //     the port when declared HTTP-class; else HTTP 421 with an x-aether-error value (MeshError)
 //     and a body naming the HTTP spellings that work; a malformed authority is 400.
+//   - NotMeshName: what the mesh's HTTP proxy port answers a request whose host names no mesh
+//     service (404 not-mesh-name; proxy.go says how the port takes absolute-form requests).
 //   - Names and DialSurface: the names a service is dialled by, listed once, and the surface's
 //     rows, each spelling once, written relative to any of the names (NamePlaceholder). The
 //     surface has SurfaceLen(len(ports)) = 2×ports + 9 rows. LocalName, the bare name, holds the

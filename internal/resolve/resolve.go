@@ -59,16 +59,22 @@ const (
 	// is not a decimal number in 1..65535, an unbracketed IPv6 address): the mesh answers HTTP
 	// 400 with x-aether-error: bad-authority. No surface row has it.
 	BadRequest Outcome = "BadRequest"
+	// NotMesh means a request on the mesh's HTTP proxy port whose authority names no mesh
+	// service: the mesh answers HTTP 404 with x-aether-error: not-mesh-name (NotMeshName). No
+	// surface row has it.
+	NotMesh Outcome = "NotMesh"
 )
 
 // HTTPStatus is the status code of the answer the mesh sends itself for o: 421 for Misdirected,
-// 400 for BadRequest, 0 for the outcomes that are not an HTTP answer of the mesh.
+// 400 for BadRequest, 404 for NotMesh, 0 for the outcomes that are not an HTTP answer of the mesh.
 func (o Outcome) HTTPStatus() int {
 	switch o {
 	case Misdirected:
 		return 421
 	case BadRequest:
 		return 400
+	case NotMesh:
+		return 404
 	}
 	return 0
 }
@@ -90,11 +96,14 @@ const (
 	PortNotHTTP MeshError = "port-not-http"
 	// BadAuthority answers a request whose authority is malformed (with 400).
 	BadAuthority MeshError = "bad-authority"
+	// NotAMeshName answers a request on the proxy port whose authority names no mesh service
+	// (with 404).
+	NotAMeshName MeshError = "not-mesh-name"
 )
 
 // MeshErrors are every x-aether-error value, for tests and metrics that export each at zero.
 func MeshErrors() []MeshError {
-	return []MeshError{NoHTTPPort, PortNotDeclared, PortNotHTTP, BadAuthority}
+	return []MeshError{NoHTTPPort, PortNotDeclared, PortNotHTTP, BadAuthority, NotAMeshName}
 }
 
 // MaxBodyLength bounds Result.Body, in bytes: the body names at most a few ports and spellings,
@@ -109,7 +118,7 @@ type Result struct {
 	// request (http://, :18081, a Host header) whatever the port's HTTP class, TCP for https://
 	// and :18082, the declared protocol for :<port>; empty for a port nobody declared.
 	Protocol meshv1alpha1.Protocol `json:"protocol,omitempty"`
-	// Outcome is Reaches, Misdirected, Refused, HostDecides or BadRequest.
+	// Outcome is Reaches, Misdirected, Refused, HostDecides, BadRequest or NotMesh.
 	Outcome Outcome `json:"outcome"`
 	// Error is the x-aether-error value of a Misdirected or BadRequest answer; empty otherwise.
 	Error MeshError `json:"error,omitempty"`

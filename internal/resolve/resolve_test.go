@@ -351,7 +351,7 @@ func TestHTTPRequestBodyBounded(t *testing.T) {
 
 // TestMeshErrors pins the x-aether-error values: clients and dashboards match them as text.
 func TestMeshErrors(t *testing.T) {
-	want := []string{"no-http-port", "port-not-declared", "port-not-http", "bad-authority"}
+	want := []string{"no-http-port", "port-not-declared", "port-not-http", "bad-authority", "not-mesh-name"}
 	var got []string
 	for _, e := range resolve.MeshErrors() {
 		got = append(got, string(e))
@@ -363,7 +363,7 @@ func TestMeshErrors(t *testing.T) {
 		t.Errorf("ErrorHeader = %q", resolve.ErrorHeader)
 	}
 	statuses := map[resolve.Outcome]int{resolve.Reaches: 0, resolve.Refused: 0, resolve.HostDecides: 0,
-		resolve.Misdirected: 421, resolve.BadRequest: 400}
+		resolve.Misdirected: 421, resolve.BadRequest: 400, resolve.NotMesh: 404}
 	for o, want := range statuses {
 		if got := o.HTTPStatus(); got != want {
 			t.Errorf("%s.HTTPStatus() = %d; want %d", o, got, want)

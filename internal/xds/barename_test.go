@@ -89,13 +89,14 @@ func TestBareNameFromItsNamespace(t *testing.T) {
 
 // TestBareNameFromAnotherNamespace: from another namespace the bare name is not that service:
 // with no service of the name in the caller's namespace it is no mesh service (the original
-// destination); with one, it is that one.
+// destination of a captured connection; 404 not-mesh-name on the proxy port); with one, it is
+// that one.
 func TestBareNameFromAnotherNamespace(t *testing.T) {
 	t.Run("no service of the name in the caller's namespace", func(t *testing.T) {
 		checkBareDials(t, bareNameMesh(false), []bareDial{
-			{name: "proxy port, Host payments:8080", client: webClient, port: 18081, vip: shopVIP, host: "payments:8080", passthru: true},
+			{name: "proxy port, Host payments:8080", client: webClient, port: 18081, vip: shopVIP, host: "payments:8080", status: 404, meshErr: "not-mesh-name"},
 			{name: "captured, Host payments:8080", client: webClient, port: 8080, vip: shopVIP, host: "payments:8080", passthru: true},
-			{name: "proxy port, Host payments", client: webClient, port: 18081, vip: shopVIP, host: "payments", passthru: true},
+			{name: "proxy port, Host payments", client: webClient, port: 18081, vip: shopVIP, host: "payments", status: 404, meshErr: "not-mesh-name"},
 		})
 	})
 	t.Run("a service of the name in each namespace", func(t *testing.T) {

@@ -47,9 +47,10 @@ import (
 //     byte to that (VIP, port) is the TCP port's. A service without a VIP gets none.
 //   - cap_http (no port, no IP): HTTP, by the inspectors' verdict (raw_buffer; http/1.0,
 //     http/1.1 or h2c), routed by its Host header (CaptureRoutes).
-//   - cap_http_<svc>_<p> (<VIP>/32, port p, p HTTP-class, and 80 unless declared TCP) and
-//     cap_http_18081 (any IP): the same HCM for every cleartext byte, whatever http_inspector
-//     found. Only HTTP is served there, and the inspectors' verdict comes late or never: a pooled
+//   - cap_http_<svc>_<p> (<VIP>/32, port p, p HTTP-class, and 80 unless declared TCP): the same
+//     HCM for every cleartext byte, whatever http_inspector found; cap_http_18081 (any IP) the
+//     proxy port's HCM (ProxyRoutes: absolute-form requests, 404 for a host that is not the
+//     mesh's) likewise. Only HTTP is served there, and the inspectors' verdict comes late or never: a pooled
 //     client whose first request comes after listenerFiltersTimeout continues as raw_buffer with
 //     no application protocol, and on a chain that asked for http/1.1 or h2c it fell to the
 //     passthrough, which the selectorless VIP refuses.
@@ -154,6 +155,16 @@ func acceptHTTP10() *corev3.Http1ProtocolOptions {
 	return &corev3.Http1ProtocolOptions{AcceptHttp_10: true}
 }
 
+// proxyHTTP1Options are the proxy port's HTTP/1 options: HTTP/1.0 accepted, and absolute-form
+// requests (GET http://payments.shop.aether.internal:8080/x HTTP/1.1, what a client with
+// HTTP_PROXY sends) normalised by the codec into :authority (the URL's, whatever Host says: RFC
+// 9112 section 3.2.2) and an origin-form path, so the route's authority match picks the mesh
+// service and the upstream request is origin-form. Envoy's default is the same; it is spelled
+// out because the proxy port is useless as HTTP_PROXY without it.
+func proxyHTTP1Options() *corev3.Http1ProtocolOptions {
+	return &corev3.Http1ProtocolOptions{AcceptHttp_10: true, AllowAbsoluteUrl: wrapperspb.Bool(true)}
+}
+
 // listeners renders, per valid local pod, its capture and inbound listeners, sorted by name.
 func (b *builder) listeners() []*listenerv3.Listener {
 	in := b.in
@@ -172,7 +183,7 @@ func (b *builder) listeners() []*listenerv3.Listener {
 			chains = b.captureChains(in.services, set.identity, set.scoped)
 			shared[set] = chains
 		}
-		out = append(out, b.captureListener(p, chains), b.inboundListener(p, in.domain))
+		out = append(out, b.captureListener(p, chains), b.proxyListener(p, chains), b.inboundListener(p, in.domain))
 	}
 	slices.SortFunc(out, func(a, b *listenerv3.Listener) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	for _, l := range out {
@@ -215,6 +226,33 @@ func (b *builder) captureListener(p model.LocalPod, chains []*listenerv3.FilterC
 		FilterChains:                     chains,
 		DefaultFilterChain:               passthrough,
 		TrafficDirection:                 corev3.TrafficDirection_OUTBOUND,
+	}
+}
+
+// proxyListener is pod p's proxy listener: the mesh's HTTP proxy port on loopback in its netns,
+// 127.0.0.1:18081 (and [::1]:18081 when the mesh uses IPv6), what an application sets as
+// HTTP_PROXY. Capture never redirects loopback, so without it nothing would listen there. Its one
+// chain is the capture listener's proxy port chain (chains holds it): the same HCM and routes as
+// a captured connection to <name>:18081. It has no listener filters and no default chain: every
+// byte there is HTTP, and nothing is passed through (the original destination is itself).
+func (b *builder) proxyListener(p model.LocalPod, chains []*listenerv3.FilterChain) *listenerv3.Listener {
+	i := slices.IndexFunc(chains, func(c *listenerv3.FilterChain) bool {
+		return c.GetName() == CaptureHTTPPortChain(meshv1alpha1.MeshHTTPPort)
+	})
+	if i < 0 {
+		b.fail(fmt.Errorf("xds: pod %s/%s: no chain %s for its proxy listener", p.Namespace, p.Name, CaptureHTTPPortChain(meshv1alpha1.MeshHTTPPort)))
+		return &listenerv3.Listener{Name: ProxyListener(PodKey(p.Namespace, p.Name))}
+	}
+	var ipv6 []*listenerv3.AdditionalAddress
+	if b.in.ipv6 {
+		ipv6 = []*listenerv3.AdditionalAddress{{Address: netnsAddress(captureListenerAddressIPv6, meshv1alpha1.MeshHTTPPort, p.NetNS)}}
+	}
+	return &listenerv3.Listener{
+		Name:                ProxyListener(PodKey(p.Namespace, p.Name)),
+		Address:             netnsAddress(captureListenerAddress, meshv1alpha1.MeshHTTPPort, p.NetNS),
+		AdditionalAddresses: ipv6,
+		FilterChains:        []*listenerv3.FilterChain{chains[i]},
+		TrafficDirection:    corev3.TrafficDirection_OUTBOUND,
 	}
 }
 
@@ -265,7 +303,7 @@ func (b *builder) captureChains(services []meshService, identity string, scoped 
 			chains = append(chains, b.captureHTTPChain(CaptureHTTPPortChain(port), netip.Prefix{}, port, identity))
 		}
 	}
-	chains = append(chains, uninspectedHTTPChain(CaptureHTTPPortChain(meshv1alpha1.MeshHTTPPort), netip.Prefix{}, meshv1alpha1.MeshHTTPPort, portless))
+	chains = append(chains, b.proxyHTTPChain(CaptureHTTPPortChain(meshv1alpha1.MeshHTTPPort), identity))
 	chains = append(chains, portless)
 	slices.SortFunc(chains, func(a, b *listenerv3.FilterChain) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	b.leaveFromThePod(chains...)
@@ -391,25 +429,42 @@ func (b *builder) tlsRouteChains(base string, vip netip.Prefix, port int32, snis
 // captureHTTPChain is an HCM chain named name for cleartext HTTP to vip (any when invalid) and
 // port (any when 0), routed by RDS CaptureRoutes(identity) over the ADS stream.
 func (b *builder) captureHTTPChain(name string, vip netip.Prefix, port int32, identity string) *listenerv3.FilterChain {
+	return &listenerv3.FilterChain{
+		Name:             name,
+		FilterChainMatch: chainMatch(vip, port, transportRawBuffer, httpInspectorProtocols),
+		Filters:          []*listenerv3.Filter{b.httpManager(name, CaptureRoutes(identity), acceptHTTP10())},
+	}
+}
+
+// proxyHTTPChain is the HCM chain named name of the mesh's HTTP proxy port (18081, any IP): every
+// cleartext byte is HTTP there (uninspectedHTTPChain), routed by RDS ProxyRoutes(identity), and
+// a request may be in absolute form (proxyHTTP1Options).
+func (b *builder) proxyHTTPChain(name string, identity string) *listenerv3.FilterChain {
+	return &listenerv3.FilterChain{
+		Name:             name,
+		FilterChainMatch: chainMatch(netip.Prefix{}, meshv1alpha1.MeshHTTPPort, transportRawBuffer, nil),
+		Filters:          []*listenerv3.Filter{b.httpManager(name, ProxyRoutes(identity), proxyHTTP1Options())},
+	}
+}
+
+// httpManager is an outbound HCM filter named name, routed by RDS routes over the ADS stream,
+// with the HTTP/1 options http1.
+func (b *builder) httpManager(name, routes string, http1 *corev3.Http1ProtocolOptions) *listenerv3.Filter {
 	// No strip_any_host_port: the port in the Host header is the port (DESIGN section 5).
 	// A trailing dot is stripped (payments.shop. is payments.shop).
 	hcm := &hcmv3.HttpConnectionManager{
 		StatPrefix: name,
 		CodecType:  hcmv3.HttpConnectionManager_AUTO,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
-			ConfigSource: adsSource(), RouteConfigName: CaptureRoutes(identity),
+			ConfigSource: adsSource(), RouteConfigName: routes,
 		}},
 		HttpFilters:          b.captureFilters(),
 		StripTrailingHostDot: true,
 		UpgradeConfigs:       upgradeConfigs(),
-		HttpProtocolOptions:  acceptHTTP10(),
+		HttpProtocolOptions:  http1,
 		Http2ProtocolOptions: http2Options(),
 	}
-	return &listenerv3.FilterChain{
-		Name:             name,
-		FilterChainMatch: chainMatch(vip, port, transportRawBuffer, httpInspectorProtocols),
-		Filters:          []*listenerv3.Filter{b.networkFilter(wellknown.HTTPConnectionManager, name, hcm)},
-	}
+	return b.networkFilter(wellknown.HTTPConnectionManager, name, hcm)
 }
 
 // routerFilters are an HCM's HTTP filters: the router, last (and alone until routes add filters).

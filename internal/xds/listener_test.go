@@ -75,6 +75,7 @@ func TestCaptureListener(t *testing.T) {
 	fqdn := func(svc string) string { return xds.FQDN(svc, "shop", fxDomain) }
 	tcp := func(base string) string { return "tcp:" + xds.SourceCluster(base, id) }
 	hcm := "hcm:" + xds.CaptureRoutes(id)
+	proxy := "hcm:" + xds.ProxyRoutes(id) // the proxy port's routes: 404 for a host not the mesh's
 	passthrough := "tcp:" + xds.PassthroughCluster
 
 	type dial struct {
@@ -107,8 +108,8 @@ func TestCaptureListener(t *testing.T) {
 				// the same on an HTTP port; TLS never reaches the HCM.
 				{fxRaw(vip, 8080), xds.CaptureHTTPServicePortChain("payments.shop", 8080), hcm},
 				{fxTLS(vip, 8080), xds.CapturePassthroughChain, passthrough},
-				{fxHTTP(vip, 18081), xds.CaptureHTTPPortChain(18081), hcm},
-				{fxRaw(vip, 18081), xds.CaptureHTTPPortChain(18081), hcm},
+				{fxHTTP(vip, 18081), xds.CaptureHTTPPortChain(18081), proxy},
+				{fxRaw(vip, 18081), xds.CaptureHTTPPortChain(18081), proxy},
 				{fxHTTP(vip, 80), xds.CaptureHTTPServicePortChain("payments.shop", 80), hcm},
 				{fxRaw(vip, 80), xds.CaptureHTTPServicePortChain("payments.shop", 80), hcm},
 				{fxTLS(vip, 443), xds.CapturePassthroughChain, passthrough},
@@ -157,7 +158,7 @@ func TestCaptureListener(t *testing.T) {
 				{fxRaw(vip, 18082), xds.CaptureBlackholeChain, "tcp:" + xds.BlackholeCluster},
 				{fxRaw(otherVIP, 18082), xds.CaptureBlackholeChain, "tcp:" + xds.BlackholeCluster},
 				{fxTLS(vip, 18082), xds.CaptureBlackholeChain, "tcp:" + xds.BlackholeCluster},
-				{fxHTTP(vip, 18081), xds.CaptureHTTPPortChain(18081), hcm},
+				{fxHTTP(vip, 18081), xds.CaptureHTTPPortChain(18081), proxy},
 			},
 		},
 		"scoped with a TCP service": {
@@ -617,8 +618,8 @@ func TestListenersAndRoutesDeterministic(t *testing.T) {
 			t.Errorf("route configuration %s differs between two orders of the same mesh", a.Routes[i].GetName())
 		}
 	}
-	if len(a.Listeners) != 6 || len(a.Routes) != 2 {
-		t.Errorf("%d listeners and %d route configurations, want 6 (three pods) and 2 (two identities): %v %v",
+	if len(a.Listeners) != 9 || len(a.Routes) != 4 {
+		t.Errorf("%d listeners and %d route configurations, want 9 (three pods: capture, proxy, inbound) and 4 (two identities, capture and proxy each): %v %v",
 			len(a.Listeners), len(a.Routes), fxNames(a.Listeners), fxNames(a.Routes))
 	}
 	if !slices.IsSortedFunc(a.Listeners, func(x, y *listenerv3.Listener) int { return strings.Compare(x.GetName(), y.GetName()) }) {
@@ -648,7 +649,7 @@ func TestSkipped(t *testing.T) {
 		fxService(t, "shop", "reserved", "10.96.0.20", 8080, "8080/HTTP", "18082/TCP"))
 	res := fxBuild(t, m)
 	// shop/c-0 shares shop/web-0's netns and sorts first: it keeps it. Every other pod is invalid.
-	if got, want := fxNames(res.Listeners), []string{xds.CaptureListener("shop/c-0"), xds.InboundListener("shop/c-0")}; !slices.Equal(got, want) {
+	if got, want := fxNames(res.Listeners), []string{xds.CaptureListener("shop/c-0"), xds.InboundListener("shop/c-0"), xds.ProxyListener("shop/c-0")}; !slices.Equal(got, want) {
 		t.Fatalf("listeners %v, want %v", got, want)
 	}
 	l := res.Listeners[0]

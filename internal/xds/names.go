@@ -79,6 +79,10 @@ func PodKey(namespace, name string) string { return namespace + "/" + name }
 // CaptureListener is the name of a pod's capture listener (127.0.0.1:18001 in its netns).
 func CaptureListener(podKey string) string { return "capture_" + podKey }
 
+// ProxyListener is the name of a pod's proxy listener (127.0.0.1:18081 in its netns: the mesh's
+// HTTP proxy port, what the pod's applications set as HTTP_PROXY).
+func ProxyListener(podKey string) string { return "proxy_" + podKey }
+
 // InboundListener is the name of a pod's inbound listener (0.0.0.0:18008 in its netns).
 func InboundListener(podKey string) string { return "inbound_" + podKey }
 
@@ -86,6 +90,11 @@ func InboundListener(podKey string) string { return "inbound_" + podKey }
 // source identity only (the clusters it names are qualified by it), so pods of one identity
 // share it.
 func CaptureRoutes(sourceIdentity string) string { return "capture|" + SourceKey(sourceIdentity) }
+
+// ProxyRoutes is the RDS name of the route configuration of the mesh's HTTP proxy port (18081):
+// the capture one's virtual hosts, and a 404 for a Host that names no mesh service. Per source
+// identity, as CaptureRoutes.
+func ProxyRoutes(sourceIdentity string) string { return "proxy|" + SourceKey(sourceIdentity) }
 
 // Capture filter chains. <svc> is "<name>.<ns>".
 
@@ -153,6 +162,9 @@ const (
 	// CaptureCatchAllVirtualHost is the capture route configuration's virtual host for a Host that
 	// names no mesh service: the request goes to its original destination, untouched.
 	CaptureCatchAllVirtualHost = "cap_catch_all"
+	// ProxyNotMeshVirtualHost is the proxy route configuration's virtual host for a Host that
+	// names no mesh service: 404 not-mesh-name.
+	ProxyNotMeshVirtualHost = "proxy_not_mesh"
 )
 
 // Gateway API routes in a capture virtual host (route_gateway.go).

@@ -59,8 +59,15 @@ import (
 // VIP with a foreign Host is refused by kube-proxy as it would be without the mesh. A 404 there
 // would break every captured non-mesh HTTP client.
 
-// routes renders the capture route configuration of each distinct identity of the valid local
-// pods, sorted by name.
+// The proxy route configuration (ProxyRoutes) is the capture one with another catch-all: the
+// mesh's HTTP proxy port (18081) is what a client sets as HTTP_PROXY, and what it sends there is
+// meant for the mesh. A Host naming no mesh service is answered 404 not-mesh-name
+// (resolve.NotMeshName), never passed through: the original destination of a connection to the
+// proxy port is the proxy port itself. Both configurations share their other virtual hosts (the
+// same messages), so the proxy port decides a mesh name exactly as a captured request does.
+
+// routes renders the capture and the proxy route configurations of each distinct identity of the
+// valid local pods, sorted by name.
 func (b *builder) routes() []*routev3.RouteConfiguration {
 	in := b.in
 	plan := b.captureVirtualHosts(in.services)
@@ -69,9 +76,20 @@ func (b *builder) routes() []*routev3.RouteConfiguration {
 		identities = append(identities, p.Identity)
 	}
 	slices.Sort(identities)
-	out := make([]*routev3.RouteConfiguration, 0, len(identities))
+	catchAll := &routev3.VirtualHost{
+		Name: CaptureCatchAllVirtualHost, Domains: []string{"*"}, Routes: []*routev3.Route{routeTo(PassthroughCluster)},
+	}
+	b.check("virtual host "+catchAll.GetName(), catchAll)
+	notMesh := &routev3.VirtualHost{
+		Name: ProxyNotMeshVirtualHost, Domains: []string{"*"},
+		Routes: []*routev3.Route{meshAnswer(resolve.NotMesh.HTTPStatus(), resolve.NotMeshName(b.mesh.Domain))},
+	}
+	b.check("virtual host "+notMesh.GetName(), notMesh)
+	out := make([]*routev3.RouteConfiguration, 0, 2*len(identities))
 	for _, id := range slices.Compact(identities) {
-		out = append(out, b.captureRoutes(plan, id))
+		vhosts := b.captureVirtualHostsOf(plan, id)
+		out = append(out, b.routeConfiguration(CaptureRoutes(id), vhosts, catchAll),
+			b.routeConfiguration(ProxyRoutes(id), vhosts, notMesh))
 	}
 	slices.SortFunc(out, func(a, b *routev3.RouteConfiguration) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	return out
@@ -91,11 +109,12 @@ type plannedVirtualHost struct {
 	namespace    string
 }
 
-// captureRoutes is identity's capture route configuration. Its parts are validated one by one,
-// which covers every rule of the whole: the planned virtual hosts once in serviceVirtualHosts
-// (every identity shares their domains and 421 answers), each route to a cluster here, then the
-// configuration without its virtual hosts (RouteConfiguration sets no rule on the list).
-func (b *builder) captureRoutes(plan []plannedVirtualHost, identity string) *routev3.RouteConfiguration {
+// captureVirtualHostsOf are identity's virtual hosts of the mesh's names, without a catch-all.
+// Their parts are validated one by one, which covers every rule of a route configuration: the
+// planned virtual hosts once in serviceVirtualHosts (every identity shares their domains and 421
+// answers), each route to a cluster here, then the configuration without its virtual hosts
+// (routeConfiguration; RouteConfiguration sets no rule on the list).
+func (b *builder) captureVirtualHostsOf(plan []plannedVirtualHost, identity string) []*routev3.VirtualHost {
 	vhosts := make([]*routev3.VirtualHost, 0, len(plan)+1)
 	namespace := identityNamespace(identity)
 	for _, v := range plan {
@@ -114,21 +133,23 @@ func (b *builder) captureRoutes(plan []plannedVirtualHost, identity string) *rou
 		vhosts = append(vhosts, &routev3.VirtualHost{Name: v.name, Domains: domains, Routes: routes,
 			TypedPerFilterConfig: b.subsetHeaderConfig("virtual host "+v.name, v.service.SubsetKeys)})
 	}
-	catchAll := &routev3.VirtualHost{
-		Name: CaptureCatchAllVirtualHost, Domains: []string{"*"}, Routes: []*routev3.Route{routeTo(PassthroughCluster)},
-	}
-	b.check("virtual host "+catchAll.GetName(), catchAll)
-	vhosts = append(vhosts, catchAll)
-	slices.SortFunc(vhosts, func(a, b *routev3.VirtualHost) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	return vhosts
+}
+
+// routeConfiguration is the route configuration name: vhosts and catchAll (a virtual host of
+// domain "*"), sorted by name. vhosts is shared, not modified.
+func (b *builder) routeConfiguration(name string, vhosts []*routev3.VirtualHost, catchAll *routev3.VirtualHost) *routev3.RouteConfiguration {
+	all := append(slices.Clip(vhosts), catchAll)
+	slices.SortFunc(all, func(a, b *routev3.VirtualHost) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	rc := &routev3.RouteConfiguration{
-		Name: CaptureRoutes(identity),
+		Name: name,
 		// The clusters a route names arrive by CDS, which may lag RDS: Envoy must not refuse the
 		// configuration for a cluster it has not yet received.
 		ValidateClusters: wrapperspb.Bool(false),
 	}
 	outboundOutcomeHeaders(rc)
 	b.check("route configuration "+rc.GetName(), rc)
-	rc.VirtualHosts = vhosts
+	rc.VirtualHosts = all
 	return rc
 }
 

@@ -139,7 +139,7 @@ func TestCaptureRoutesAnswerLikeResolve(t *testing.T) {
 	for _, rc := range res.Routes {
 		identity := ""
 		for _, p := range m.Pods {
-			if xds.CaptureRoutes(p.Identity) == rc.GetName() {
+			if xds.CaptureRoutes(p.Identity) == rc.GetName() || xds.ProxyRoutes(p.Identity) == rc.GetName() {
 				identity = p.Identity
 			}
 		}
@@ -151,9 +151,16 @@ func TestCaptureRoutesAnswerLikeResolve(t *testing.T) {
 			for _, d := range v.GetDomains() {
 				domains[d] = true
 				if d == "*" {
-					if v.GetName() != xds.CaptureCatchAllVirtualHost || fxAnswer(t, v) != "route "+xds.PassthroughCluster {
-						t.Errorf("%s: the catch-all is %s answering %s, want %s to the passthrough", rc.GetName(), v.GetName(),
-							fxAnswer(t, v), xds.CaptureCatchAllVirtualHost)
+					// A captured request for no mesh name goes on to its destination; on the proxy
+					// port it is answered 404 (resolve.NotMeshName).
+					name, answer := xds.CaptureCatchAllVirtualHost, "route "+xds.PassthroughCluster
+					if strings.HasPrefix(rc.GetName(), "proxy|") {
+						nm := resolve.NotMeshName(m.Domain)
+						name, answer = xds.ProxyNotMeshVirtualHost, fmt.Sprintf("404 %s %s", nm.Error, nm.Body)
+					}
+					if v.GetName() != name || fxAnswer(t, v) != answer {
+						t.Errorf("%s: the catch-all is %s answering %q, want %s answering %q", rc.GetName(), v.GetName(),
+							fxAnswer(t, v), name, answer)
 					}
 					continue
 				}
@@ -319,20 +326,26 @@ func TestCaptureRoutesNameCollisions(t *testing.T) {
 	}
 }
 
-// One route configuration per distinct local identity; pods of one identity share it, and their
-// capture HCMs name it.
+// One capture and one proxy route configuration per distinct local identity; pods of one
+// identity share them, their capture HCMs name the capture one and the proxy port's HCM
+// (cap_http_18081) the proxy one.
 func TestCaptureRoutesPerIdentity(t *testing.T) {
 	m := fxMixedMesh(t) // web-0 and web-1 are web; payments-0 is payments
 	res := fxBuild(t, m)
-	want := []string{xds.CaptureRoutes(fxIdentity("shop", "payments")), xds.CaptureRoutes(fxIdentity("shop", "web"))}
+	want := []string{xds.CaptureRoutes(fxIdentity("shop", "payments")), xds.CaptureRoutes(fxIdentity("shop", "web")),
+		xds.ProxyRoutes(fxIdentity("shop", "payments")), xds.ProxyRoutes(fxIdentity("shop", "web"))}
 	if got := fxNames(res.Routes); !slices.Equal(got, want) {
 		t.Errorf("route configurations %v, want %v", got, want)
 	}
 	for _, p := range m.Pods {
 		l := fxListener(t, res, xds.CaptureListener(xds.PodKey(p.Namespace, p.Name)))
 		for _, ch := range l.GetFilterChains() {
-			if target := fxChainTarget(t, ch); strings.HasPrefix(target, "hcm:") && target != "hcm:"+xds.CaptureRoutes(p.Identity) {
-				t.Errorf("%s: chain %s routes by %s, want its identity's %s", l.GetName(), ch.GetName(), target, xds.CaptureRoutes(p.Identity))
+			want := "hcm:" + xds.CaptureRoutes(p.Identity)
+			if ch.GetName() == xds.CaptureHTTPPortChain(18081) {
+				want = "hcm:" + xds.ProxyRoutes(p.Identity)
+			}
+			if target := fxChainTarget(t, ch); strings.HasPrefix(target, "hcm:") && target != want {
+				t.Errorf("%s: chain %s routes by %s, want its identity's %s", l.GetName(), ch.GetName(), target, want)
 			}
 		}
 	}

@@ -78,9 +78,10 @@ func checkXDS(t *testing.T, ctx context.Context, address string, kubectl kubectl
 		assignments = append(assignments, xds.LoadAssignment(fqdn, p))
 	}
 	for pod := range samplePods {
-		listeners = append(listeners, xds.CaptureListener(xds.PodKey("shop", pod)), xds.InboundListener(xds.PodKey("shop", pod)))
+		listeners = append(listeners, xds.CaptureListener(xds.PodKey("shop", pod)), xds.ProxyListener(xds.PodKey("shop", pod)),
+			xds.InboundListener(xds.PodKey("shop", pod)))
 	}
-	routes := []string{xds.CaptureRoutes(identity)}
+	routes := []string{xds.CaptureRoutes(identity), xds.ProxyRoutes(identity)}
 	first, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := c.Await(first, func(s xdstest.State) error {

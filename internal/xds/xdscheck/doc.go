@@ -27,6 +27,9 @@
 //   - Upgrades: every HTTP connection manager allows the websocket upgrade and extended CONNECT
 //     over HTTP/2 (allow_connect), no route disables websocket, every HTTP/2 upstream allows
 //     extended CONNECT, and every chain that takes http_inspector's http/1.0 accepts it;
+//   - ProxyPort: every outbound listener serves the proxy port 18081 with an HCM that allows
+//     absolute-form requests (HTTP_PROXY clients), refuses CONNECT, and whose routes answer a
+//     host that is no mesh service 404, never passing it through;
 //   - BootstrapLimits (over the bootstrap, not the resources): the overload manager caps the
 //     node's downstream connections;
 //   - ListenersAndRoutesEqual: the stability gate (an endpoint-only change leaves every

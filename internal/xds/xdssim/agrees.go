@@ -17,7 +17,8 @@ import (
 //   - Reaches (port p, protocol P): forwarded, by the HCM when P is HTTP-class (or the row is an
 //     HTTP request) and by tcp_proxy otherwise, every chosen target's membership being
 //     xds.LoadAssignment(fqdn, p).
-//   - Misdirected and BadRequest: answered with the status, x-aether-error and body of want.
+//   - Misdirected, BadRequest and NotMesh (the proxy port's 404): answered with the status,
+//     x-aether-error and body of want.
 //   - Refused: passed through to the original destination (which kube-proxy refuses: the
 //     generated Service does not expose an undeclared port), or closed because no chain matches
 //     or the chosen cluster has no endpoint (the blackhole). Closed for a broken configuration (a
@@ -31,7 +32,7 @@ func Agrees(out Outcome, want resolve.Result, fqdn string) error {
 	switch want.Outcome {
 	case resolve.Reaches:
 		return reaches(out, want, fqdn)
-	case resolve.Misdirected, resolve.BadRequest:
+	case resolve.Misdirected, resolve.BadRequest, resolve.NotMesh:
 		return answers(out, want)
 	case resolve.Refused:
 		return refused(out)

@@ -55,8 +55,9 @@
 //   - Downstream TLS: a TLS connection on a TLS-terminating chain is decrypted; plaintext on one
 //     fails the handshake; TLS bytes on a plaintext HCM chain are not HTTP (400).
 //   - tcp_proxy: cluster or weighted_clusters.
-//   - The HTTP connection manager: codec type, an HTTP/1 absolute-form target's authority
-//     (allow_absolute_url, on by default), Envoy's 400 for a missing Host or one with a character
+//   - The HTTP connection manager: codec type, an HTTP/1 absolute-form target's authority and
+//     origin-form path, replacing the Host (allow_absolute_url, on by default; Outcome.Authority
+//     and Outcome.Path are what was routed), Envoy's 400 for a missing Host or one with a character
 //     an authority cannot carry and 404 for a path that is not relative, strip_trailing_host_dot,
 //     strip_any_host_port and
 //     strip_matching_host_port, RDS (a missing route configuration is an error) or an inline
@@ -81,7 +82,10 @@
 //     the same upgrade (Target.Upgrade), as an extended CONNECT when it speaks HTTP/2. The
 //     protocol a cluster speaks upstream follows its HttpProtocolOptions: explicit, auto, or the
 //     downstream's (use_downstream_protocol_config: h2 for an HTTP/2 client, HTTP/1.1 for
-//     HTTP/1.x, HTTP/1.0 included), HTTP/1.1 without options.
+//     HTTP/1.x, HTTP/1.0 included), HTTP/1.1 without options. A CONNECT (the method, its Host
+//     the authority-form target) is answered 403 when neither the HCM's upgrade_configs allow
+//     CONNECT nor any route of its configuration has a connect_matcher (Envoy refuses the
+//     upgrade before a route could answer).
 //   - Clusters: STATIC, STRICT_DNS and LOGICAL_DNS (their inline load assignment, names not
 //     resolved), EDS (service_name, else the cluster name, looked up among the load assignments;
 //     a missing one is an error), ORIGINAL_DST (passthrough to the original destination, nothing
@@ -136,8 +140,8 @@
 // # What it does not model
 //
 // Listener hand-off to another listener bound to the original destination (reported as
-// ErrHandoff), the filter_chain_matcher API, the CONNECT method (not extended CONNECT: Envoy's
-// CONNECT upgrade, connect_matcher, a route's connect_config), an HCM's own upgrade filter
+// ErrHandoff), the filter_chain_matcher API, an allowed CONNECT method (not extended CONNECT:
+// Envoy's CONNECT upgrade, connect_matcher, a route's connect_config), an HCM's own upgrade filter
 // chains, the HTTP/2 upstream's own allow_connect (RFC 8441 makes the receiver's SETTINGS
 // decide, which Arrive models), the upgraded stream after its headers (the 101 or 200, the
 // bytes), HTTP/1.0 keep-alive, any network or HTTP filter other than set_filter_state,

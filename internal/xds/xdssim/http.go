@@ -46,6 +46,9 @@ func (s *Sim) serveHTTP(out *Outcome, hcm *hcmv3.HttpConnectionManager, req *Req
 		*out = out.fail(verdictFor(err, Closed), err)
 		return
 	}
+	if refuseConnect(out, hcm, rc, &target) {
+		return
+	}
 	if status, err := checkRequest(target); err != nil {
 		*out = out.fail(Answered, err)
 		out.Response = localReply(status)
@@ -260,6 +263,7 @@ func portStart(host string) int {
 
 // route walks the route configuration for one request.
 func (s *Sim) route(out *Outcome, hcm *hcmv3.HttpConnectionManager, rc *routev3.RouteConfiguration, h map[string]string, req *Request, local netip.AddrPort, tls bool) {
+	out.Authority, out.Path = h[":authority"], h[":path"]
 	vh, err := findVirtualHost(rc, h)
 	if err != nil {
 		*out = out.fail(Unmodelled, err)

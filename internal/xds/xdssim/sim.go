@@ -181,6 +181,7 @@ var (
 	ErrBadRequest        = errors.New("the request is malformed")
 	ErrHTTP10            = errors.New("HTTP/1.0 and http_protocol_options.accept_http_10 is off: Envoy answers 426 Upgrade Required and closes")
 	ErrUpgradeRejected   = errors.New("the upgrade is not allowed (the route's upgrade_configs entry for its type decides, else the HTTP connection manager's; with neither it is refused): Envoy answers 403")
+	ErrConnectRejected   = errors.New("a CONNECT (a tunnel, not an extended CONNECT) to an HTTP connection manager with no CONNECT upgrade_configs entry and no route with a connect_matcher: Envoy refuses the upgrade, 403")
 	ErrExtendedConnect   = errors.New("an extended CONNECT (RFC 8441) to an HTTP connection manager whose http2_protocol_options.allow_connect is off (it never advertised SETTINGS_ENABLE_CONNECT_PROTOCOL): the stream is reset")
 	ErrNoRouteConfig     = errors.New("the route configuration is not among the resources")
 	ErrNoVirtualHost     = errors.New("no virtual host matches the Host")
@@ -219,6 +220,11 @@ type Outcome struct {
 	RouteConfig string
 	VirtualHost string
 	Route       string
+	// Authority and Path are the request's :authority and :path as the connection manager routed
+	// them: from an absolute-form request target (GET http://host:port/x) the URL's authority and
+	// its origin-form path, which is what goes upstream.
+	Authority string
+	Path      string
 	// Response is Envoy's own answer when Verdict is Answered.
 	Response *Response
 	// Targets are the clusters the connection or request goes to: one, or the weighted choices.

@@ -32,10 +32,14 @@ const h2cUpgrade = "h2c"
 //     sendSettingsHelper); else the stream is reset. It arrives as an HTTP/1-style upgrade
 //     (ServerStreamImpl::decodeHeaders: transformUpgradeRequestFromH2toH1, method GET).
 //
-// An HTTP/1.1 or HTTP/2 CONNECT (the method, not an extended CONNECT) is not modelled.
+// An HTTP/1.1 or HTTP/2 CONNECT (the method, not an extended CONNECT) is modelled only where
+// Envoy refuses it (refuseConnect); a connection manager that allows the CONNECT upgrade is not
+// modelled.
 func decodeRequest(hcm *hcmv3.HttpConnectionManager, req Request) (Request, Verdict, *Response, error) {
-	if strings.EqualFold(req.method(), "CONNECT") && req.Upgrade == "" {
-		return req, Unmodelled, nil, fmt.Errorf("%w: a CONNECT request (Envoy's CONNECT upgrade, connect_matcher)", ErrUnsupported)
+	if isConnect(req) {
+		if allowed, err := upgradeAllowed(hcm, nil, connectMethod); err != nil || allowed {
+			return req, Unmodelled, nil, fmt.Errorf("%w: a CONNECT request to HCM %q, which allows the CONNECT upgrade", ErrUnsupported, hcm.GetStatPrefix())
+		}
 	}
 	if req.HTTP2 {
 		if req.Upgrade != "" && !hcm.GetHttp2ProtocolOptions().GetAllowConnect() {
@@ -108,4 +112,37 @@ func upgradeAllowed(hcm *hcmv3.HttpConnectionManager, ra *routev3.RouteAction, u
 		return u.GetEnabled() == nil || u.GetEnabled().GetValue(), nil
 	}
 	return false, nil
+}
+
+// connectMethod is the method of a tunnel request, and the upgrade type that allows one.
+const connectMethod = "CONNECT"
+
+// isConnect says req is a CONNECT (a tunnel to its Host, the authority-form request target), not
+// an extended CONNECT (an upgrade).
+func isConnect(req Request) bool {
+	return strings.EqualFold(req.method(), connectMethod) && req.Upgrade == ""
+}
+
+// refuseConnect answers a CONNECT 403 when the connection manager has no CONNECT upgrade
+// (decodeRequest left the others unmodelled) and no route of rc has a connect_matcher: only such
+// a route matches a CONNECT (a path matcher never does: it has no path), and without a route
+// entry the connection manager's upgrade_configs alone decide (FilterManager treats CONNECT as
+// an upgrade of type CONNECT; ActiveStream::decodeHeaders answers Forbidden, upgrade_failed).
+// It reports whether the walk ends here.
+func refuseConnect(out *Outcome, hcm *hcmv3.HttpConnectionManager, rc *routev3.RouteConfiguration, req *Request) bool {
+	if !isConnect(*req) || req.Host == "" { // no authority: the connection manager's 400 (checkRequest)
+		return false
+	}
+	for _, vh := range rc.GetVirtualHosts() {
+		for _, r := range vh.GetRoutes() {
+			if r.GetMatch().GetConnectMatcher() != nil {
+				*out = out.fail(Unmodelled, fmt.Errorf("%w: a CONNECT where route %q of virtual host %q has a connect_matcher",
+					ErrUnsupported, r.GetName(), vh.GetName()))
+				return true
+			}
+		}
+	}
+	*out = out.fail(Answered, fmt.Errorf("%w (HCM %q, CONNECT %s)", ErrConnectRejected, hcm.GetStatPrefix(), req.Host))
+	out.Response = localReply(403)
+	return true
 }

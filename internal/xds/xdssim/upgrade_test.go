@@ -202,3 +202,66 @@ func TestPassthroughUpstreamProtocol(t *testing.T) {
 		}
 	}
 }
+
+// A CONNECT (the method) is an upgrade of type CONNECT: with no upgrade_configs entry for it and
+// no connect_matcher route, Envoy answers 403 before any route answers, whatever the Host names
+// (a known virtual host, a direct response, none). Allowed, it is not modelled.
+func TestConnectMethod(t *testing.T) {
+	rc := routeConfig("routes", vhost("a", []string{"a:8080"}, toCluster("", "a", byPrefix("/"))),
+		vhost("rest", []string{"*"}, direct("", 404, "not the mesh's")))
+	connect := func(host string, http2 bool) xdssim.Conn {
+		c := httpTo(vipA, 8080, host)
+		c.HTTP.Method, c.HTTP.HTTP2 = "CONNECT", http2
+		return c
+	}
+	s := httpWorld(rc, allowConnect, upgrades([]string{"websocket"}))
+	wantRefused(t, "CONNECT to a known authority", s.Dial(connect("a:8080", false)), 403, xdssim.ErrConnectRejected)
+	wantRefused(t, "CONNECT over HTTP/2", s.Dial(connect("a:8080", true)), 403, xdssim.ErrConnectRejected)
+	wantRefused(t, "CONNECT to the catch-all's direct response", s.Dial(connect("example.com:443", false)), 403, xdssim.ErrConnectRejected)
+	if out := s.Dial(httpTo(vipA, 8080, "example.com")); out.Response == nil || out.Response.Status != 404 || out.Response.Local {
+		t.Errorf("the control, a GET to the catch-all: want its direct 404: %s", out)
+	}
+
+	allowed := httpWorld(rc, allowConnect, upgrades([]string{"websocket", "CONNECT"}))
+	if out := allowed.Dial(connect("a:8080", false)); out.Verdict != xdssim.Unmodelled || !errors.Is(out.Err, xdssim.ErrUnsupported) {
+		t.Errorf("an HCM allowing CONNECT: want unmodelled: %s", out)
+	}
+	matcher := routeConfig("routes", vhost("a", []string{"a:8080"}, &routev3.Route{
+		Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_ConnectMatcher_{ConnectMatcher: &routev3.RouteMatch_ConnectMatcher{}}},
+		Action: toCluster("", "a", byPrefix("/")).GetAction(),
+	}))
+	if out := httpWorld(matcher, allowConnect).Dial(connect("a:8080", false)); out.Verdict != xdssim.Unmodelled || !errors.Is(out.Err, xdssim.ErrUnsupported) {
+		t.Errorf("a connect_matcher route: want unmodelled: %s", out)
+	}
+}
+
+// An absolute-form target (what an HTTP proxy client sends) is routed by the URL's authority,
+// whatever the Host says, and goes on with the origin-form path; with allow_absolute_url off the
+// target stays a path that is not relative, which Envoy answers 404.
+func TestAbsoluteForm(t *testing.T) {
+	rc := routeConfig("routes", vhost("a", []string{"a:8080"}, toCluster("", "a", byPrefix("/"))),
+		vhost("rest", []string{"*"}, direct("", 404, "not the mesh's")))
+	req := func(host, target string) xdssim.Conn {
+		c := httpTo(vipA, 8080, host)
+		c.HTTP.Path = target
+		return c
+	}
+	s := httpWorld(rc)
+	for _, c := range []struct{ host, target, authority, path string }{
+		{"a:8080", "http://a:8080/x?q=1", "a:8080", "/x?q=1"},
+		{"example.com", "http://a:8080/x", "a:8080", "/x"},
+		{"", "http://a:8080", "a:8080", "/"},
+	} {
+		out := s.Dial(req(c.host, c.target))
+		if out.Verdict != xdssim.Forwarded || out.Authority != c.authority || out.Path != c.path {
+			t.Errorf("GET %s (Host %q): want forwarded as %s %s: %s (%s %s)", c.target, c.host, c.authority, c.path, out, out.Authority, out.Path)
+		}
+	}
+	if out := s.Dial(req("a:8080", "http://example.com/x")); out.Response == nil || out.Response.Status != 404 || out.VirtualHost != "rest" {
+		t.Errorf("the URL names another host than Host: want the catch-all's 404: %s", out)
+	}
+	off := httpWorld(rc, func(h *hcmv3.HttpConnectionManager) {
+		h.HttpProtocolOptions = &corev3.Http1ProtocolOptions{AllowAbsoluteUrl: wrapperspb.Bool(false)}
+	})
+	wantRefused(t, "allow_absolute_url off", off.Dial(req("a:8080", "http://a:8080/x")), 404, xdssim.ErrBadRequest)
+}
