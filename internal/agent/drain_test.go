@@ -184,10 +184,18 @@ func TestCloseAt(t *testing.T) {
 	}
 }
 
-// createTerminablePod creates a meshed pod on node at ip serving TCP on port, whose container
+// createTerminablePod creates a meshed pod of ServiceAccount payments on node at ip serving TCP
+// on port, whose container
 // sleeps preStop seconds in its preStop hook (none when 0) and whose grace period is grace
 // seconds (the default when 0).
 func createTerminablePod(t *testing.T, ctx context.Context, ns, name, node, ip string, port int, preStop, grace int64, finalizers ...string) *corev1.Pod {
+	t.Helper()
+	return createTerminablePodAnnotated(t, ctx, ns, name, node, ip,
+		map[string]string{portspec.AnnotationProtocol: "tcp", portspec.AnnotationPort: strconv.Itoa(port)}, preStop, grace, finalizers...)
+}
+
+// createTerminablePodAnnotated is createTerminablePod for a pod of these annotations.
+func createTerminablePodAnnotated(t *testing.T, ctx context.Context, ns, name, node, ip string, annotations map[string]string, preStop, grace int64, finalizers ...string) *corev1.Pod {
 	t.Helper()
 	container := corev1.Container{Name: "app", Image: "registry.example/app:1"}
 	if preStop > 0 {
@@ -195,7 +203,7 @@ func createTerminablePod(t *testing.T, ctx context.Context, ns, name, node, ip s
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: finalizers, Labels: map[string]string{LabelManaged: "true"},
-			Annotations: map[string]string{portspec.AnnotationProtocol: "tcp", portspec.AnnotationPort: strconv.Itoa(port)}},
+			Annotations: annotations},
 		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "payments", Containers: []corev1.Container{container}},
 	}
 	if grace > 0 {
