@@ -40,6 +40,11 @@ func TestTwoPhaseDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
+	// A pod beside them whose listener counts the prober's rounds: each round probes it once.
+	witnessIP := newPodIP()
+	witnessPort, probes, _ := listenTCPCounting(t, witnessIP)
+	createTerminablePod(t, ctx, ns, "witness", node, witnessIP, witnessPort, 0, 0)
+	healthIs(t, ns, "witness", meshv1alpha1.HealthHealthy)
 
 	for _, tc := range []struct {
 		name           string
@@ -85,6 +90,17 @@ func TestTwoPhaseDrain(t *testing.T) {
 			}
 			if got := conditionTime(closing, meshv1alpha1.EndpointConditionDraining); !got.Equal(conditionTime(draining, meshv1alpha1.EndpointConditionDraining)) {
 				t.Errorf("Draining's time moved at phase 2: %v", got)
+			}
+			// The prober leaves the endpoint alone in phase 2 too, though its port still answers:
+			// three whole rounds later nothing was written to it.
+			probeRounds(t, probes, 4)
+			after, err := getEndpoint(ctx, ns, tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.ResourceVersion != closing.ResourceVersion || after.Status.Health != meshv1alpha1.HealthUnhealthy {
+				t.Errorf("the prober wrote an endpoint in drain phase 2: resourceVersion %s → %s, health %q",
+					closing.ResourceVersion, after.ResourceVersion, after.Status.Health)
 			}
 			awaitEndpointGone(t, ctx, ns, tc.name, pod)
 		})
