@@ -83,7 +83,8 @@ func (r *PodReconciler) drain(ctx context.Context, pod *corev1.Pod, ep *meshv1al
 	}
 	now := r.clock().Now()
 	at, closeNow := closeAt(pod)
-	closing := closeNow || !now.Before(at)
+	// Once in phase 2, always: a clock stepped back (NTP) must not make the endpoint Draining again.
+	closing := closeNow || !now.Before(at) || isTrue(ep, meshv1alpha1.EndpointConditionClosing)
 	if closing {
 		r.timers.cancel(key)
 	} else {
@@ -114,7 +115,12 @@ func inDrain(ep *meshv1alpha1.MeshEndpoint) bool {
 	if ep.Status.Health == meshv1alpha1.HealthDraining || ep.DeletionTimestamp != nil {
 		return true
 	}
-	c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionDraining)
+	return isTrue(ep, meshv1alpha1.EndpointConditionDraining)
+}
+
+// isTrue reports whether ep's condition typ is True.
+func isTrue(ep *meshv1alpha1.MeshEndpoint, typ string) bool {
+	c := conditions.Find(ep.Status.Conditions, typ)
 	return c != nil && c.Status == metav1.ConditionTrue
 }
 
