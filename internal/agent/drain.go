@@ -78,7 +78,7 @@ func preStopSleep(pod *corev1.Pod) time.Duration {
 func (r *PodReconciler) drain(ctx context.Context, pod *corev1.Pod, ep *meshv1alpha1.MeshEndpoint) error {
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	if ep == nil {
-		r.timers.cancel(key)
+		r.drainTimers().cancel(key)
 		return nil
 	}
 	now := r.clock().Now()
@@ -86,9 +86,9 @@ func (r *PodReconciler) drain(ctx context.Context, pod *corev1.Pod, ep *meshv1al
 	// Once in phase 2, always: a clock stepped back (NTP) must not make the endpoint Draining again.
 	closing := closeNow || !now.Before(at) || isTrue(ep, meshv1alpha1.EndpointConditionClosing)
 	if closing {
-		r.timers.cancel(key)
+		r.drainTimers().cancel(key)
 	} else {
-		r.timers.arm(r.clock(), key, at, at.Sub(now))
+		r.drainTimers().arm(r.clock(), key, at, at.Sub(now))
 	}
 
 	desired := ep.Status.DeepCopy()
@@ -122,6 +122,11 @@ func inDrain(ep *meshv1alpha1.MeshEndpoint) bool {
 func isTrue(ep *meshv1alpha1.MeshEndpoint, typ string) bool {
 	c := conditions.Find(ep.Status.Conditions, typ)
 	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+func (r *PodReconciler) drainTimers() *drainTimers {
+	r.timersOnce.Do(func() { r.timers = newDrainTimers() })
+	return r.timers
 }
 
 func (r *PodReconciler) clock() clock.WithDelayedExecution {

@@ -56,8 +56,10 @@ type PodReconciler struct {
 	// Clock times drain phase 2 (tests step a fake one); the real clock when nil.
 	Clock clock.WithDelayedExecution
 
-	// timers fire each terminating pod's drain phase 2 (drain.go).
-	timers *drainTimers
+	// timers fire each terminating pod's drain phase 2 (drain.go); made on first use, so a
+	// reconciler built without SetupWithManager works too.
+	timers     *drainTimers
+	timersOnce sync.Once
 
 	// refused maps each refused pod (namespace/name) to the name of the Event that said why, so
 	// a resync neither repeats the Event nor counts it twice. An entry goes with its pod.
@@ -85,15 +87,12 @@ func (r *PodReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	})
-	if r.timers == nil {
-		r.timers = newDrainTimers()
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(r.controllerName, "agent-pods")).
 		For(&corev1.Pod{}).
 		Watches(&meshv1alpha1.MeshEndpoint{}, podOfEndpoint).
 		Watches(&corev1.Node{}, allPods, builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		WatchesRawSource(source.Channel(r.timers.fire, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.drainTimers().fire, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
 
@@ -135,7 +134,7 @@ func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	// Gone, moved off the mesh, or replaced by a new pod of the same name: the endpoint goes.
 	if pod == nil || pod.Spec.NodeName != r.NodeName || !r.Ignored.InMesh(pod) || (ep != nil && ep.Spec.PodUID != string(pod.UID)) {
 		r.refused.Delete(req.NamespacedName)
-		r.timers.cancel(req.NamespacedName)
+		r.drainTimers().cancel(req.NamespacedName)
 		if ep != nil {
 			logger.Info("Removing MeshEndpoint: its pod is gone or no longer managed")
 			return client.IgnoreNotFound(r.Delete(ctx, ep, client.Preconditions{UID: &ep.UID}))
