@@ -155,6 +155,19 @@ const (
 	// which no meshed pod may (its service would be called "default").
 	EndpointReasonDefaultServiceAccount = "DefaultServiceAccount"
 
+	// EndpointConditionDraining is True from the moment the agent sees its pod's deletion
+	// request (drain phase 1: health Draining, no new requests). Its lastTransitionTime is when.
+	EndpointConditionDraining = "Draining"
+	// EndpointConditionClosing is True from 1 s before the kubelet sends the pod SIGTERM (drain
+	// phase 2: health Unhealthy, clients close their idle connections before the application
+	// exits). Its lastTransitionTime is when.
+	EndpointConditionClosing = "Closing"
+
+	// EndpointReasonDeletionRequested is the reason of Draining=True.
+	EndpointReasonDeletionRequested = "DeletionRequested"
+	// EndpointReasonSigtermDue is the reason of Closing=True.
+	EndpointReasonSigtermDue = "SigtermDue"
+
 	// EndpointConditionVerified is the controller's verdict on whether the endpoint is a real
 	// pod (DESIGN section 7, NodeRestriction's idea): a pod of that name, UID, node, IP and
 	// ServiceAccount, whose annotations declare these ports. Only a Verified endpoint joins its

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,6 +65,9 @@ type Options struct {
 	// --cni-conf-dir is set: in the DaemonSet).
 	CNIInstall *CNIInstallOptions
 
+	// clock times drain phase 2; the real clock when nil (tests step a fake one).
+	clock clock.WithDelayedExecution
+
 	// controllerName replaces "agent-pods" as the controller's name in logs and metrics, for
 	// tests that run several agents in one process and count each one's reconciles.
 	controllerName string
@@ -79,6 +83,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		NodeName:       o.NodeName,
 		Ignored:        o.IgnoredNamespaces,
 		controllerName: o.controllerName,
+		Clock:          o.clock,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

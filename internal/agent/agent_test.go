@@ -274,15 +274,15 @@ func TestHealthFollowsARealListener(t *testing.T) {
 	})
 }
 
-// TestDraining: a pod held by a finalizer while being deleted is Draining at once; when the pod
-// is gone, so is its MeshEndpoint.
+// TestDraining: a pod held by a finalizer while being deleted, with a preStop sleep, is Draining
+// at once; when the pod is gone, so is its MeshEndpoint.
 func TestDraining(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespace(t, ctx)
 	ip := newPodIP()
 	port, _ := listenTCP(t, ip)
-	pod := createPod(t, ctx, ns, "leaving", testNode, ip, true,
-		map[string]string{portspec.AnnotationProtocol: "tcp", portspec.AnnotationPort: strconv.Itoa(port)}, "example.com/hold")
+	// A preStop sleep of 60 s keeps it in drain phase 1 (Draining) for 59 s (drain_test.go).
+	pod := createTerminablePod(t, ctx, ns, "leaving", testNode, ip, port, 60, 90, "example.com/hold")
 	healthIs(t, ns, "leaving", meshv1alpha1.HealthHealthy)
 	// A pod beside it whose listener counts the prober's rounds: each round probes it once.
 	witnessIP := newPodIP()

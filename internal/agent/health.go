@@ -100,7 +100,7 @@ func (p *Prober) round(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i := range endpoints {
 		ep := &endpoints[i]
-		if ep.Status.Health == meshv1alpha1.HealthDraining || ep.DeletionTimestamp != nil {
+		if inDrain(ep) {
 			continue
 		}
 		wg.Go(func() { results[i] = p.probe(ctx, ep) })
@@ -111,7 +111,7 @@ func (p *Prober) round(ctx context.Context) {
 	for i := range endpoints {
 		ep := &endpoints[i]
 		seen[ep.UID] = true
-		if ep.Status.Health == meshv1alpha1.HealthDraining || ep.DeletionTimestamp != nil {
+		if inDrain(ep) {
 			continue
 		}
 		st := p.states[ep.UID]

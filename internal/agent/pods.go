@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
@@ -50,6 +52,14 @@ type PodReconciler struct {
 
 	// controllerName names the controller in logs and metrics; "agent-pods" when empty.
 	controllerName string
+
+	// Clock times drain phase 2 (tests step a fake one); the real clock when nil.
+	Clock clock.WithDelayedExecution
+
+	// timers fire each terminating pod's drain phase 2 (drain.go); made on first use, so a
+	// reconciler built without SetupWithManager works too.
+	timers     *drainTimers
+	timersOnce sync.Once
 
 	// refused maps each refused pod (namespace/name) to the name of the Event that said why, so
 	// a resync neither repeats the Event nor counts it twice. An entry goes with its pod.
@@ -82,6 +92,7 @@ func (r *PodReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&corev1.Pod{}).
 		Watches(&meshv1alpha1.MeshEndpoint{}, podOfEndpoint).
 		Watches(&corev1.Node{}, allPods, builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.drainTimers().fire, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
 
@@ -123,6 +134,7 @@ func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	// Gone, moved off the mesh, or replaced by a new pod of the same name: the endpoint goes.
 	if pod == nil || pod.Spec.NodeName != r.NodeName || !r.Ignored.InMesh(pod) || (ep != nil && ep.Spec.PodUID != string(pod.UID)) {
 		r.refused.Delete(req.NamespacedName)
+		r.drainTimers().cancel(req.NamespacedName)
 		if ep != nil {
 			logger.Info("Removing MeshEndpoint: its pod is gone or no longer managed")
 			return client.IgnoreNotFound(r.Delete(ctx, ep, client.Preconditions{UID: &ep.UID}))
@@ -131,10 +143,7 @@ func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	}
 
 	if pod.DeletionTimestamp != nil {
-		if ep != nil && ep.Status.Health != meshv1alpha1.HealthDraining {
-			return r.patchStatus(ctx, ep, func(s *meshv1alpha1.MeshEndpointStatus) { s.Health = meshv1alpha1.HealthDraining })
-		}
-		return nil
+		return r.drain(ctx, pod, ep)
 	}
 
 	node := &corev1.Node{}

@@ -313,7 +313,9 @@ func firstChange(s xdstest.State, skip int, name string, before *endpointv3.Clus
 // =grpc port, reaching each at its inbound (<pod IP>:18008) over mTLS. When one is marked
 // Unhealthy (its gRPC health answers NOT_SERVING, the agent's probe says so), the first EDS update
 // of the port's load assignment after it already marks it unhealthy (one rebuild), and the client
-// stops sending to it; when another is deleted and Draining, likewise. No response is rejected.
+// stops sending to it; when another is deleted and Draining, likewise, and when that one reaches
+// drain phase 2 (Unhealthy, 1 s before its SIGTERM) the update says UNHEALTHY and RPCs still go
+// only to the healthy pod. No response is rejected.
 func TestProxylessSpreadsAndFollowsHealth(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespace(t, ctx)
@@ -327,7 +329,8 @@ func TestProxylessSpreadsAndFollowsHealth(t *testing.T) {
 	for i := range 3 {
 		ip := newPodIP()
 		backends = append(backends, startBackend(t, ca, ip, spiffeID(ns, "payments")))
-		createPod(t, ctx, ns, "payments-"+strconv.Itoa(i), a.node, ip, true, grpcAnnotations, "test.aether.io/hold")
+		// payments-2 sleeps 10 s in preStop: deleted, it is Draining for 9 s, then Unhealthy.
+		createTerminablePodAnnotated(t, ctx, ns, "payments-"+strconv.Itoa(i), a.node, ip, grpcAnnotations, int64(i/2*10), 30, "test.aether.io/hold")
 	}
 	for i := range backends {
 		healthIs(t, ns, "payments-"+strconv.Itoa(i), meshv1alpha1.HealthHealthy)
@@ -341,23 +344,31 @@ func TestProxylessSpreadsAndFollowsHealth(t *testing.T) {
 
 	watch := observe(t, ctx, a, caller.node)
 	assignment := ourxds.LoadAssignment(fqdn, grpcPort)
-	for i, step := range []struct {
+	var request time.Time // payments-2's deletion request
+	for _, step := range []struct {
 		what   string
+		pod    int
 		change func()
+		from   corev3.HealthStatus
 		health meshv1alpha1.Health
 		want   corev3.HealthStatus
 	}{
-		{"payments-1 Unhealthy", func() { backends[1].health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING) },
-			meshv1alpha1.HealthUnhealthy, corev3.HealthStatus_UNHEALTHY},
-		{"payments-2 Draining", func() { deletePod(t, ctx, ns, "payments-2") },
-			meshv1alpha1.HealthDraining, corev3.HealthStatus_DRAINING},
+		{"payments-1 Unhealthy", 1, func() { backends[1].health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING) },
+			corev3.HealthStatus_HEALTHY, meshv1alpha1.HealthUnhealthy, corev3.HealthStatus_UNHEALTHY},
+		{"payments-2 Draining", 2, func() {
+			a.clock.SetTime(time.Now())
+			request = deleteAndRequestTime(t, ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments-2"}}, nil)
+		}, corev3.HealthStatus_HEALTHY, meshv1alpha1.HealthDraining, corev3.HealthStatus_DRAINING},
+		// Drain phase 2, 1 s before SIGTERM (10 s preStop sleep): Unhealthy, and still no RPC.
+		{"payments-2 Unhealthy (drain phase 2)", 2, func() { a.clock.SetTime(request.Add(9 * time.Second)) },
+			corev3.HealthStatus_DRAINING, meshv1alpha1.HealthUnhealthy, corev3.HealthStatus_UNHEALTHY},
 	} {
-		gone := backends[i+1].ip
+		gone := backends[step.pod].ip
 		var was *endpointv3.ClusterLoadAssignment
 		var skip int
 		if err := watch.Await(ctx, func(s xdstest.State) error {
 			was, skip = s.LoadAssignment(assignment), len(s.Received(xdstest.Endpoints))
-			if healthOf(was, gone) != corev3.HealthStatus_HEALTHY {
+			if healthOf(was, gone) != step.from {
 				return fmt.Errorf("%s is %v in %v", gone, healthOf(was, gone), was)
 			}
 			return nil
@@ -365,7 +376,7 @@ func TestProxylessSpreadsAndFollowsHealth(t *testing.T) {
 			t.Fatal(err)
 		}
 		step.change()
-		healthIs(t, ns, "payments-"+strconv.Itoa(i+1), step.health)
+		healthIs(t, ns, "payments-"+strconv.Itoa(step.pod), step.health)
 		if err := watch.Await(ctx, func(s xdstest.State) error {
 			changed := firstChange(s, skip, assignment, was)
 			if changed == nil {
@@ -407,14 +418,6 @@ func awaitSpread(t *testing.T, ctx context.Context, c *proxylessClient, want, go
 	}
 	testenv.Eventually(t, fmt.Sprintf("RPCs spread over %v and none to %v", want, gone), check)
 	if err := check(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// deletePod deletes pod ns/name (a finalizer holds it, so its endpoint is Draining).
-func deletePod(t *testing.T, ctx context.Context, ns, name string) {
-	t.Helper()
-	if err := env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/client-go/util/retry"
+	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -58,6 +59,8 @@ type xdsAgent struct {
 	// are the xDS server's log lines.
 	caller     *actingPod
 	serverLogs *testlog.Lines
+	// clock is the agent's clock, which times drain phase 2; the test steps it.
+	clock *clocktesting.FakeClock
 }
 
 // actingPod is the pod UID the proxyless socket reads for every process of the test (the test
@@ -123,7 +126,8 @@ func startXDSAgentServing(t *testing.T, ns string, proxyless bool, configure ...
 		t.Fatal(err)
 	}
 	server := xdsserver.New(serverOptions)
-	o := Options{NodeName: node, Health: testHealth, View: view, controllerName: "agent-" + ns, XDS: &XDSOptions{
+	fake := clocktesting.NewFakeClock(time.Now())
+	o := Options{NodeName: node, Health: testHealth, View: view, controllerName: "agent-" + ns, clock: fake, XDS: &XDSOptions{
 		Server: server, MeshDomain: "aether.internal", CaptureMode: model.CaptureSurface, NetNS: NewNetNS(), NetNSPathTemplate: template,
 	}}
 	for _, c := range configure {
@@ -145,7 +149,7 @@ func startXDSAgentServing(t *testing.T, ns string, proxyless bool, configure ...
 	}
 	t.Cleanup(stop)
 	return &xdsAgent{node: node, address: server.Address(), proxylessAddress: server.ProxylessAddress(), options: o, mgr: mgr,
-		caller: caller, serverLogs: serverLogs}
+		caller: caller, serverLogs: serverLogs, clock: fake}
 }
 
 // dial opens a real ADS stream to the agent as its node's Envoy, until the test ends.
