@@ -7,6 +7,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -99,6 +100,9 @@ var _ = Describe("draining a terminating pod in two phases", Ordered, func() {
 		Expect(closing.Sub(request)).To(And(BeNumerically(">=", 8*time.Second), BeNumerically("<=", 10500*time.Millisecond)),
 			"Closing stamped %v, %v after the deletion request %v (want 8–10.5 s)", closing, closing.Sub(request), request)
 		Expect(transition(ep, meshv1alpha1.EndpointConditionDraining)).To(Equal(draining), "Draining's stamp moved at phase 2")
+		AddReportEntry("two-phase drain", ReportEntryVisibilityAlways, fmt.Sprintf(
+			"preStop sleep 10 s, default grace: Draining stamped %v and Closing (Unhealthy) %v after the deletion request (whole-second stamps)",
+			draining.Sub(request), closing.Sub(request)))
 
 		Eventually(func() bool {
 			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(pod), &meshv1alpha1.MeshEndpoint{}))
