@@ -5,7 +5,6 @@ package xdscheck
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -49,10 +48,7 @@ func FromThePod(res xds.Resources) []string {
 		if l.GetAddress().GetSocketAddress().GetNetworkNamespaceFilepath() == "" {
 			out = append(out, at+": it is not bound in a pod's network namespace")
 		}
-		for _, fc := range append(slices.Clone(l.GetFilterChains()), l.GetDefaultFilterChain()) {
-			if fc == nil {
-				continue
-			}
+		for _, fc := range listenerChains(l) {
 			chainAt := fmt.Sprintf("%s chain %q", at, fc.GetName())
 			if why := namesThePodNetns(fc.GetFilters()); why != "" {
 				out = append(out, chainAt+": "+why)

@@ -139,10 +139,7 @@ func Chains(res xds.Resources) []string {
 		if l.GetFilterChainMatcher() != nil {
 			out = append(out, at+": uses filter_chain_matcher, which this gate does not read; match with filter_chain_match")
 		}
-		chains := l.GetFilterChains()
-		if d := l.GetDefaultFilterChain(); d != nil {
-			chains = append(slices.Clip(chains), d)
-		}
+		chains := listenerChains(l)
 		seen := map[string]bool{}
 		for i, c := range chains {
 			switch {
@@ -392,4 +389,14 @@ func sortedNames[T any](kind string, list []T, name func(T) string) []string {
 		}
 	}
 	return out
+}
+
+// listenerChains are a listener's filter chains, its default chain (when it has one) last: every
+// chain a connection can land on, which is what a gate of chains reads.
+func listenerChains(l *listenerv3.Listener) []*listenerv3.FilterChain {
+	chains := l.GetFilterChains()
+	if d := l.GetDefaultFilterChain(); d != nil {
+		chains = append(slices.Clip(chains), d)
+	}
+	return chains
 }

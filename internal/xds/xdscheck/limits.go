@@ -5,7 +5,6 @@ package xdscheck
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
@@ -70,10 +69,7 @@ func InboundLimits(res xds.Resources) []string {
 		if l.GetIgnoreGlobalConnLimit() {
 			out = append(out, fmt.Sprintf("%s: ignore_global_conn_limit: the node-wide connection cap does not count it", at))
 		}
-		chains := l.GetFilterChains()
-		if d := l.GetDefaultFilterChain(); d != nil {
-			chains = append(slices.Clip(chains), d)
-		}
+		chains := listenerChains(l)
 		for _, fc := range chains {
 			chainAt := fmt.Sprintf("%s chain %q", at, fc.GetName())
 			if why := limitsConnections(fc.GetFilters()); why != "" {

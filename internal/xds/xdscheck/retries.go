@@ -183,10 +183,7 @@ func InboundHTTP(res xds.Resources) []string {
 		if l.GetTrafficDirection() != corev3.TrafficDirection_INBOUND {
 			continue
 		}
-		chains := l.GetFilterChains()
-		if d := l.GetDefaultFilterChain(); d != nil {
-			chains = append(slices.Clip(chains), d)
-		}
+		chains := listenerChains(l)
 		for _, fc := range chains {
 			hcm := &hcmv3.HttpConnectionManager{}
 			if len(fc.GetFilters()) == 0 || !unpackAs(fc.GetFilters()[len(fc.GetFilters())-1].GetTypedConfig(), hcm) {

@@ -5,7 +5,6 @@ package xdscheck
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -27,10 +26,7 @@ func TCPStats(res xds.Resources) []string {
 		if l.GetTrafficDirection() != corev3.TrafficDirection_INBOUND {
 			continue
 		}
-		chains := l.GetFilterChains()
-		if d := l.GetDefaultFilterChain(); d != nil {
-			chains = append(slices.Clip(chains), d)
-		}
+		chains := listenerChains(l)
 		for _, fc := range chains {
 			at := fmt.Sprintf("%s chain %q", resourceAt("listener", l.GetName()), fc.GetName())
 			filters := fc.GetFilters()

@@ -55,7 +55,7 @@ func Upgrades(res xds.Resources) []string {
 		}
 	})
 	for _, l := range res.Listeners {
-		for _, fc := range append(slices.Clip(l.GetFilterChains()), l.GetDefaultFilterChain()) {
+		for _, fc := range listenerChains(l) {
 			out = append(out, http10Chain(resourceAt("listener", l.GetName()), fc)...)
 		}
 	}
