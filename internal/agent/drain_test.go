@@ -225,16 +225,7 @@ func createTerminablePodAnnotated(t *testing.T, ctx context.Context, ns, name, n
 	if grace > 0 {
 		pod.Spec.TerminationGracePeriodSeconds = &grace
 	}
-	if err := env.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Status.PodIP = ip
-	pod.Status.PodIPs = []corev1.PodIP{{IP: ip}}
-	pod.Status.Phase = corev1.PodRunning
-	if err := env.Client.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	return pod
+	return createRunning(t, ctx, pod, ip)
 }
 
 // deleteAndRequestTime deletes pod (with grace seconds when set) and returns the deletion

@@ -160,6 +160,13 @@ func createPodAs(t testing.TB, ctx context.Context, ns, name, sa, node, ip strin
 	if managed {
 		pod.Labels = map[string]string{LabelManaged: "true"}
 	}
+	return createRunning(t, ctx, pod, ip)
+}
+
+// createRunning creates pod and sets its IP and phase Running through the status subresource,
+// as a kubelet would.
+func createRunning(t testing.TB, ctx context.Context, pod *corev1.Pod, ip string) *corev1.Pod {
+	t.Helper()
 	if err := env.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
