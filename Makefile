@@ -104,6 +104,10 @@ test: verify-generated vet lint binaries spire-binaries chart-check ## Run every
 	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory test-faults
 
+.PHONY: test-unit
+test-unit: ## Unit and envtest tests alone, -short: no root, no cluster, a few minutes once the API server is built (tests on network namespaces and nftables need root and are skipped, saying so; make test runs them).
+	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test $(UNIT_PKGS) -short -count=1
+
 .PHONY: test-cluster
 test-cluster: ## The cluster tier: cluster-up, test-e2e, cluster-down (always, even when a test fails).
 	hack/cluster/down.sh >/dev/null 2>&1 || true

@@ -34,6 +34,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/cni"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/testroot"
 )
 
 // These tests drive the REAL plugin binary (built once, by TestMain) the way a container runtime
@@ -148,6 +149,7 @@ func (p *nsfsProgrammer) netns(uid types.UID) (string, bool) {
 // container runtime pins a pod sandbox's.
 func newNetNS(t *testing.T) string {
 	t.Helper()
+	testroot.Require(t, "a network namespace pinned by a bind mount")
 	path := filepath.Join(t.TempDir(), "netns")
 	if err := os.WriteFile(path, nil, 0o444); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/capture"
 	"github.com/aether-mesh/aether-operator/internal/golden"
 	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/testroot"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
 )
 
@@ -112,6 +113,7 @@ func TestGolden(t *testing.T) {
 // text is the kernel's ruleset language, not a look-alike. The negative control is a file with a
 // misspelt keyword, which nft must refuse.
 func TestGoldenIsNftSyntax(t *testing.T) {
+	testroot.Require(t, "nft -c in a network namespace of its own")
 	nft := nftBinary(t)
 	files, err := filepath.Glob(filepath.Join(goldenDir, "*"+goldenSuffix))
 	if err != nil || len(files) == 0 {

@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aether-mesh/aether-operator/internal/testroot"
 )
 
 // nsSeq numbers this process's namespaces.
@@ -50,6 +52,7 @@ func New(t testing.TB, addrs ...string) *NS {
 // sequence number): a package's tests keep their namespaces apart from other packages'.
 func NewNamed(t testing.TB, prefix string, addrs ...string) *NS {
 	t.Helper()
+	testroot.Require(t, "network namespaces and nftables")
 	name := fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), nsSeq.Add(1))
 	ip(t, "netns", "add", name)
 	ns := &NS{Name: name, Path: "/var/run/netns/" + name}
