@@ -25,6 +25,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/spiffetest"
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
+	"github.com/aether-mesh/aether-operator/internal/testroot"
 )
 
 // These tests run the REAL binary against a REAL SPIRE (internal/spiretest: spire-server and
@@ -66,6 +67,7 @@ const (
 // TestWorkloadAPI drives the three commands against one SPIRE whose SVIDs live a minute (SPIRE
 // rotates them at about half of that).
 func TestWorkloadAPI(t *testing.T) {
+	testroot.Require(t, "running the commands as other users")
 	env := spiretest.Start(t, spiretest.Options{SVIDTTL: time.Minute})
 	// The harness's directory is 0700 (os.MkdirTemp); a node's socket directory is a hostPath
 	// that non-root containers traverse.
