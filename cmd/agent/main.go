@@ -8,7 +8,8 @@
 //
 // Two subcommands install the CNI plugin, for the DaemonSet's init container: `agent install-cni`
 // copies the plugin binary into the node's CNI bin dir and chains it last into the node's
-// conflist; `agent uninstall-cni` takes it out again (the agent does so itself when it stops
+// conflist; `agent uninstall-cni` takes it out again. `agent uninstall` takes the mesh off the
+// node: the plugin, and every pod's capture table (the agent does both itself when it stops
 // because its DaemonSet is deleted).
 package main
 
@@ -51,7 +52,7 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && (os.Args[1] == "install-cni" || os.Args[1] == "uninstall-cni") {
+	if len(os.Args) > 1 && (os.Args[1] == "install-cni" || os.Args[1] == "uninstall-cni" || os.Args[1] == "uninstall") {
 		os.Exit(runCNISubcommand(os.Args[1], os.Args[2:], os.Stderr))
 	}
 	var nodeName, meshDomain, metricsAddr, probeAddr, envoyBootstrap string
@@ -219,7 +220,7 @@ func main() {
 		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {
-		uninstallIfRemoved(cfg, scheme, self, options.CNIInstall.SelfToken, cniOpts, ignored, netnsFile, log)
+		uninstallIfRemoved(cfg, scheme, self, options.CNIInstall.SelfToken, cniOpts, ignored, registry, netnsFile, log)
 	}
 	if err != nil {
 		log.Error(err, "Agent stopped")
