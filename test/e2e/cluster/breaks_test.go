@@ -51,6 +51,7 @@ var breaks = map[string]string{
 	"agent-rewrite": "a write of a steady MeshEndpoint's status, as the restarted agent: the rewrite bound sees it",
 	"capture":       "the dialer's table inet aether deleted while the agent restarts: its dials go uncaptured",
 	"fail-open":     "the pod webhook's failurePolicy set to Fail: with the manager down, the bad pod is not admitted",
+	"handover":      "the old proxy killed with SIGKILL instead of drained: the connections it holds are reset",
 }
 
 // breaking reports whether this spec's recovery is to be broken (break name).
