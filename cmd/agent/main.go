@@ -10,7 +10,9 @@
 // copies the plugin binary into the node's CNI bin dir and chains it last into the node's
 // conflist; `agent uninstall-cni` takes it out again. `agent uninstall` takes the mesh off the
 // node: the plugin, and every pod's capture table (the agent does both itself when it stops
-// because its DaemonSet is deleted).
+// because its DaemonSet is deleted). Two more serve the node Envoy's own pod (config/envoy),
+// whose image has no HTTP client: `agent envoy-helper` answers its readiness probe, and
+// `agent envoy-drain` drains it before it is stopped (envoy.go).
 package main
 
 import (
@@ -54,6 +56,9 @@ import (
 func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "install-cni" || os.Args[1] == "uninstall-cni" || os.Args[1] == "uninstall") {
 		os.Exit(runCNISubcommand(os.Args[1], os.Args[2:], os.Stderr))
+	}
+	if len(os.Args) > 1 && (os.Args[1] == "envoy-helper" || os.Args[1] == "envoy-drain") {
+		os.Exit(runEnvoySubcommand(os.Args[1], os.Args[2:], os.Stdout, os.Stderr))
 	}
 	var nodeName, meshDomain, metricsAddr, probeAddr, envoyBootstrap string
 	health := agent.DefaultHealthOptions

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,9 @@ func ListenReusePort(ctx context.Context, address string) (net.Listener, error) 
 type DrainingServer struct {
 	// Delay is how long each connection waits for its answer.
 	Delay time.Duration
+	// Log, when set, gets a line per connection accepted ("accepted connection <n>") and answered
+	// ("answered connection <n>"): a reader of the log sees what is in flight.
+	Log io.Writer
 
 	l        net.Listener
 	accepted atomic.Int64
@@ -61,12 +65,13 @@ func (s *DrainingServer) Serve() {
 		if err != nil {
 			return
 		}
-		s.accepted.Add(1)
+		n := s.accepted.Add(1)
 		s.mu.Lock()
 		s.conns[c] = true
 		s.inflight.Add(1)
 		s.mu.Unlock()
-		go s.answer(c)
+		s.logf("accepted connection %d", n)
+		go s.answer(c, n)
 	}
 }
 
@@ -80,8 +85,15 @@ func (s *DrainingServer) InFlight() int {
 	return len(s.conns)
 }
 
+// logf writes a line to Log, if set.
+func (s *DrainingServer) logf(format string, args ...any) {
+	if s.Log != nil {
+		_, _ = fmt.Fprintf(s.Log, format+"\n", args...)
+	}
+}
+
 // answer writes c's original destination after Delay, then closes it.
-func (s *DrainingServer) answer(c net.Conn) {
+func (s *DrainingServer) answer(c net.Conn, n int64) {
 	defer s.inflight.Done()
 	defer func() {
 		s.mu.Lock()
@@ -99,7 +111,9 @@ func (s *DrainingServer) answer(c net.Conn) {
 		}
 	}
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	_, _ = fmt.Fprintln(c, answer)
+	if _, err := fmt.Fprintln(c, answer); err == nil {
+		s.logf("answered connection %d", n)
+	}
 }
 
 // Drain stops accepting and waits until every connection in flight is answered, or ctx ends.

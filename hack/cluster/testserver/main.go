@@ -97,7 +97,9 @@ func main() {
 	if *originalDst != "" {
 		listen := func(address string) (net.Listener, error) { return net.Listen("tcp", address) }
 		if *reusePort {
-			listen = func(address string) (net.Listener, error) { return testapp.ListenReusePort(context.Background(), address) }
+			listen = func(address string) (net.Listener, error) {
+				return testapp.ListenReusePort(context.Background(), address)
+			}
 		}
 		l, err := listen(*originalDst)
 		if err != nil {
@@ -106,6 +108,7 @@ func main() {
 		}
 		if *answerDelay > 0 || *drain {
 			draining = testapp.NewDrainingServer(l, *answerDelay)
+			draining.Log = os.Stdout // what is in flight, for the handover's fault spec
 			go draining.Serve()
 		} else {
 			go testapp.ServeOriginalDst(l)

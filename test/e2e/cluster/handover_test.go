@@ -23,9 +23,10 @@ import (
 // The node proxy's handover on the real kernel, in a captured pod's own network namespace: two
 // processes of the test server stand in for the old and the new node proxy, both bound with
 // SO_REUSEPORT on 127.0.0.1:18001 (where capture redirects, and where the agent's listeners
-// bind with enable_reuse_port), each holding every connection 300 ms before it answers (requests
-// in flight). A container of the pod dials its service's VIP:18082 every 100 ms, captured into
-// either. The old one is drained (SIGTERM with -drain: it closes its listener, so the kernel
+// bind with enable_reuse_port), each holding every connection 1 s before it answers (requests in
+// flight; each logs what it accepts and answers). Three containers of the pod dial its service's
+// VIP:18082 in loops, captured into either. Once both have answered and the old one holds a
+// connection, the old one is drained (SIGTERM with -drain: it closes its listener, so the kernel
 // sends every new connection to the new one, answers what it holds, and exits) while the dials
 // go on: no dial fails. config/envoy's DaemonSet replaces the node's Envoy the same way (maxSurge
 // 1: the new pod binds beside the old; the old one's preStop drains its listeners).
@@ -38,9 +39,10 @@ var _ = Describe("node proxy handover under a dial loop", Label("faults"), Order
 	var target string
 	proxy := func(name string) corev1.Container {
 		return corev1.Container{Name: name, Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
-			Args: []string{"-original-dst", "127.0.0.1:18001", "-reuse-port", "-answer-delay", "300ms", "-drain"}}
+			Args: []string{"-original-dst", "127.0.0.1:18001", "-reuse-port", "-answer-delay", "1s", "-drain"}}
 	}
 	pod := &corev1.Pod{}
+	clients := []string{"client-0", "client-1", "client-2"}
 
 	BeforeAll(func() {
 		freshNamespace(ctx, ns, "handover")
@@ -56,14 +58,18 @@ var _ = Describe("node proxy handover under a dial loop", Label("faults"), Order
 		pod = managedPod(ns, "proxied", "handover", "9000=tcp")
 		// Never restarted: the old proxy, once stopped, stays stopped.
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
-		dialer := corev1.Container{Name: "client", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
-			Args: []string{"-dial", target, "-dial-every", "100ms"}}
-		pod.Spec.Containers = append(pod.Spec.Containers, proxy("proxy-old"), proxy("proxy-new"), dialer)
+		pod.Spec.Containers = append(pod.Spec.Containers, proxy("proxy-old"), proxy("proxy-new"))
+		for _, name := range clients {
+			pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: name, Image: "docker.io/aether/testserver:dev",
+				ImagePullPolicy: corev1.PullNever, Args: []string{"-dial", target, "-dial-every", "100ms"}})
+		}
 		Expect(k8s.Create(ctx, pod)).To(Succeed())
 		Eventually(func(g Gomega) {
-			dials := dialLog(g, ns, "proxied", time.Now().Add(-2*time.Second))
-			g.Expect(dials).NotTo(BeEmpty())
-			g.Expect(dials[len(dials)-1].Answer).To(Equal("original-dst "+target), "the pod's dials are captured")
+			for _, name := range clients {
+				dials := containerDialLog(g, ns, "proxied", name, time.Now().Add(-3*time.Second))
+				g.Expect(dials).NotTo(BeEmpty())
+				g.Expect(dials[len(dials)-1].Answer).To(Equal("original-dst "+target), "the pod's dials are captured")
+			}
 		}, 3*time.Minute, time.Second).Should(Succeed())
 	})
 
@@ -81,6 +87,15 @@ var _ = Describe("node proxy handover under a dial loop", Label("faults"), Order
 			signal = syscall.SIGKILL
 		}
 		pid := containerPID(pod, "proxy-old")
+		// Both serve (the kernel spreads the connections over the two sockets), and the old one
+		// holds a connection: the handover has something to lose.
+		Eventually(func(g Gomega) {
+			oldAccepted, oldAnswered := connectionLog(g, ns, pod.Name, "proxy-old")
+			newAccepted, _ := connectionLog(g, ns, pod.Name, "proxy-new")
+			g.Expect(oldAccepted).To(BeNumerically(">=", 2), "connections proxy-old accepted")
+			g.Expect(newAccepted).To(BeNumerically(">=", 2), "connections proxy-new accepted")
+			g.Expect(oldAccepted-oldAnswered).To(BeNumerically(">=", 1), "connections in flight in proxy-old")
+		}, time.Minute, 100*time.Millisecond).Should(Succeed())
 		stopped := time.Now()
 		Expect(syscall.Kill(pid, signal)).To(Succeed())
 		var old corev1.ContainerStateTerminated
@@ -98,27 +113,40 @@ var _ = Describe("node proxy handover under a dial loop", Label("faults"), Order
 
 		until := gone.Add(3 * time.Second)
 		var dials []dialLine
-		Eventually(func(g Gomega) {
-			dials = dialLog(g, ns, "proxied", stopped.Add(-2*time.Second))
-			g.Expect(dials).NotTo(BeEmpty())
-			g.Expect(dials[len(dials)-1].At).To(BeTemporally(">", until))
-		}, time.Minute, time.Second).Should(Succeed())
+		for _, name := range clients {
+			var these []dialLine
+			Eventually(func(g Gomega) {
+				these = containerDialLog(g, ns, "proxied", name, stopped.Add(-2*time.Second))
+				g.Expect(these).NotTo(BeEmpty())
+				g.Expect(these[len(these)-1].At).To(BeTemporally(">", until))
+			}, time.Minute, time.Second).Should(Succeed())
+			dials = append(dials, these...)
+		}
 		var failed []string
 		for _, d := range dials {
 			if d.Answer != "original-dst "+target {
 				failed = append(failed, d.At.Format(time.RFC3339Nano)+" "+d.Answer)
 			}
 		}
+		newAccepted, _ := connectionLog(Default, ns, pod.Name, "proxy-new")
 		Expect(failed).To(BeEmpty(), "%d of %d dials failed across the handover (signal %s to the old proxy, exit code %d):\n%s",
 			len(failed), len(dials), signal, old.ExitCode, strings.Join(failed, "\n"))
 		Expect(old.ExitCode).To(BeZero(), "the old proxy did not drain cleanly: %s", old.Message)
 		logs, err := clientset().CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "proxy-old"}).DoRaw(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(logs)).To(ContainSubstring("testserver: drained"))
-		record("node proxy handover (two test servers on 127.0.0.1:18001 with SO_REUSEPORT, 300 ms in flight each): the old one drained and exited %s after SIGTERM; %d dials of %s from 2 s before to 3 s after, none failed; the old one's log: %s",
-			gone.Sub(stopped).Round(time.Millisecond), len(dials), target, strings.TrimSpace(lastLine(string(logs))))
+		record("node proxy handover (two test servers on 127.0.0.1:18001 with SO_REUSEPORT, 1 s in flight each, three dial loops): the old one drained and exited %s after SIGTERM; %d dials of %s from 2 s before to 3 s after, none failed; the old one's last line: %s; the new one accepted %d connections",
+			gone.Sub(stopped).Round(time.Millisecond), len(dials), target, strings.TrimSpace(lastLine(string(logs))), newAccepted)
 	})
 })
+
+// connectionLog counts the lines "accepted connection" and "answered connection" in the log of
+// pod's container (a test server with -drain).
+func connectionLog(g Gomega, ns, pod, container string) (accepted, answered int) {
+	raw, err := clientset().CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	return strings.Count(string(raw), "accepted connection "), strings.Count(string(raw), "answered connection ")
+}
 
 // containerRunning says whether pod's container name runs.
 func containerRunning(pod *corev1.Pod, name string) bool {
