@@ -54,11 +54,8 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && (os.Args[1] == "install-cni" || os.Args[1] == "uninstall-cni" || os.Args[1] == "uninstall") {
-		os.Exit(runCNISubcommand(os.Args[1], os.Args[2:], os.Stderr))
-	}
-	if len(os.Args) > 1 && (os.Args[1] == "envoy-helper" || os.Args[1] == "envoy-drain") {
-		os.Exit(runEnvoySubcommand(os.Args[1], os.Args[2:], os.Stdout, os.Stderr))
+	if code, ok := runSubcommand(os.Args[1:]); ok {
+		os.Exit(code)
 	}
 	var nodeName, meshDomain, metricsAddr, probeAddr, envoyBootstrap string
 	health := agent.DefaultHealthOptions
@@ -231,6 +228,20 @@ func main() {
 		log.Error(err, "Agent stopped")
 		os.Exit(1)
 	}
+}
+
+// runSubcommand runs the subcommand args name, if they name one, and returns its exit code.
+func runSubcommand(args []string) (int, bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	switch args[0] {
+	case "install-cni", "uninstall-cni", "uninstall":
+		return runCNISubcommand(args[0], args[1:], os.Stderr), true
+	case "envoy-helper", "envoy-drain":
+		return runEnvoySubcommand(args[0], args[1:], os.Stdout, os.Stderr), true
+	}
+	return 0, false
 }
 
 // parseXDSAddresses parses --xds-address and --proxyless-xds-address; an empty flag is the zero
