@@ -30,6 +30,10 @@ import (
 // invariant holds: every MeshEndpoint and status), a captured pod's dials stay captured all
 // along (capture is never absent: the old agent leaves the tables, the new one adopts them), and
 // the new agent serves the node's listeners over xDS.
+//
+// Negative control: AETHER_FAULTS_BREAK=upgrade-capture deletes the dialer's table as the rollout
+// starts (what an agent that dropped the tables as it stopped would leave): its dials go
+// uncaptured until the new agent repairs it, and the spec fails.
 var _ = Describe("agent upgrade under load", Label("faults"), Ordered, func() {
 	const ns = "upgrade"
 	const upgraded = "docker.io/aether/operator:upgrade"
@@ -93,6 +97,9 @@ var _ = Describe("agent upgrade under load", Label("faults"), Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		started := time.Now()
 		Expect(k8s.Patch(ctx, ds, client.RawPatch(types.JSONPatchType, data))).To(Succeed())
+		if breaking("upgrade-capture") {
+			uncapture(ns, "dialer")
+		}
 
 		agent := agentPodOtherThan(old.UID)
 		Expect(agent.Spec.Containers[0].Image).To(Equal(upgraded))
