@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/aether-operator/internal/agent"
+	"github.com/aether-mesh/aether-operator/internal/capture"
 	"github.com/aether-mesh/aether-operator/internal/cni"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 )
@@ -97,8 +99,8 @@ func (f *cniFlags) check() error {
 	return nil
 }
 
-// runCNISubcommand runs `agent install-cni` or `agent uninstall-cni` with args, and returns the
-// process's exit code.
+// runCNISubcommand runs `agent install-cni`, `agent uninstall-cni` or `agent uninstall` with
+// args, and returns the process's exit code.
 func runCNISubcommand(name string, args []string, stderr io.Writer) int {
 	flags := flag.NewFlagSet("agent "+name, flag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -124,9 +126,12 @@ func runCNISubcommand(name string, args []string, stderr io.Writer) int {
 		defer cancel()
 	}
 	in := f.installer(ignored)
-	if name == "uninstall-cni" {
+	switch name {
+	case "uninstall":
+		err = uninstall(in, f, stderr)
+	case "uninstall-cni":
 		err = uninstallCNI(in, f.kubeconfig, stderr)
-	} else {
+	default:
 		err = installCNI(ctx, in, f.kubeconfig, f.serviceAccount, stderr)
 	}
 	if err != nil {
@@ -134,6 +139,39 @@ func runCNISubcommand(name string, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// uninstall is `agent uninstall`, the agent's own uninstall by hand, for a node whose agent
+// stopped without telling it was uninstalled (an unreachable API server, a force-deleted pod):
+// the CNI plugin first, so that no pod is handed over any more, then every pod's capture table
+// (the pods of the registry beside --cni-socket), so that their traffic goes directly to its
+// destinations again. Run it only once the agent is gone from the node: a running agent
+// programs the tables again.
+func uninstall(in cni.Installer, f cniFlags, out io.Writer) error {
+	if err := uninstallCNI(in, f.kubeconfig, out); err != nil {
+		return err
+	}
+	if f.socket == "" {
+		return errors.New("--cni-socket is empty: the registry of the pods' network namespaces is kept beside it, and no pod's capture table can be found without it")
+	}
+	file := filepath.Join(filepath.Dir(f.socket), "netns.json")
+	registry, dropped, err := agent.OpenNetNS(file)
+	if err != nil {
+		return err
+	}
+	if len(dropped) > 0 {
+		fmt.Fprintf(out, "pods whose network namespace is already gone: %s\n", strings.Join(dropped, ", "))
+	}
+	log := funcr.New(func(prefix, args string) { fmt.Fprintln(out, prefix, args) }, funcr.Options{})
+	count, err := agent.RemoveCapture(registry, log)
+	fmt.Fprintf(out, "capture tables (table %s %s) of the pods in %s: %s\n", capture.TableFamily, capture.TableName, file, count)
+	if err != nil {
+		return fmt.Errorf("some pods stay captured (run again, or recreate them): %w", err)
+	}
+	if err := os.Remove(file); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing the network namespace registry: %w", err)
+	}
+	return nil
 }
 
 // installCNI is install-cni: the plugin's kubeconfig first (the plugin may be called the moment
@@ -226,17 +264,18 @@ func learnSelf(c client.Reader, log logr.Logger) (agent.Self, string) {
 }
 
 // uninstallIfRemoved runs when the agent stops: if its DaemonSet is going away (agent.Uninstalling),
-// it takes the plugin off the node, with the network namespace registry; otherwise it leaves
-// both, so that a restarted or upgraded agent finds them. spare, when it holds a live token, reads
-// again if the API server refuses the pod's token.
-func uninstallIfRemoved(cfg *rest.Config, scheme *runtime.Scheme, self agent.Self, spare *agent.ServiceAccountToken, f cniFlags, ignored registration.IgnoredNamespaces, netnsFile string, log logr.Logger) {
+// it takes the mesh off the node: the plugin first, then every pod's capture table (registry's
+// pods), then the registry itself; otherwise it leaves all three, so that a restarted or upgraded
+// agent finds them and no meshed pod goes uncaptured meanwhile. spare, when it holds a live
+// token, reads again if the API server refuses the pod's token.
+func uninstallIfRemoved(cfg *rest.Config, scheme *runtime.Scheme, self agent.Self, spare *agent.ServiceAccountToken, f cniFlags, ignored registration.IgnoredNamespaces, registry *agent.NetNS, netnsFile string, log logr.Logger) {
 	if self.Pod.Namespace == "" || self.Pod.Name == "" {
-		log.Info("Leaving the CNI plugin installed: POD_NAMESPACE and POD_NAME (downward API) do not name the agent's pod, so an uninstall cannot be told from a restart")
+		log.Info("Leaving the CNI plugin installed and the pods captured: POD_NAMESPACE and POD_NAME (downward API) do not name the agent's pod, so an uninstall cannot be told from a restart")
 		return
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		log.Error(err, "Leaving the CNI plugin installed: no client to read the agent's DaemonSet")
+		log.Error(err, "Leaving the CNI plugin installed and the pods captured: no client to read the agent's DaemonSet")
 		return
 	}
 	var spareReader client.Reader
@@ -249,21 +288,13 @@ func uninstallIfRemoved(cfg *rest.Config, scheme *runtime.Scheme, self agent.Sel
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	removed, why, err := agent.Uninstalling(ctx, self, c, spareReader)
+	removePlugin := func() error { return uninstallCNI(f.installer(ignored), f.kubeconfig, io.Discard) }
+	removed, err := agent.UninstallIfRemoved(ctx, self, c, spareReader, registry, removePlugin, log)
 	if err != nil {
-		log.Error(err, "Leaving the CNI plugin installed: whether the agent's DaemonSet is deleted cannot be told; if it is, run `agent uninstall-cni` on the node (see config/agent)")
-		return
+		log.Error(err, "The mesh is not wholly off the node; run `agent uninstall` on the node (see config/agent), or recreate the pods left captured")
+		return // the registry stays, naming the pods left captured
 	}
-	if !removed {
-		log.Info("Leaving the CNI plugin installed: meshed pods fail to start until the next agent answers", "why", why)
-		return
-	}
-	if err := uninstallCNI(f.installer(ignored), f.kubeconfig, io.Discard); err != nil {
-		log.Error(err, "Could not remove the CNI plugin; run `agent uninstall-cni` on the node (see config/agent)", "why", why)
-		return
-	}
-	if netnsFile != "" {
+	if removed && netnsFile != "" {
 		_ = os.Remove(netnsFile)
 	}
-	log.Info("Removed the CNI plugin from the node: the agent's DaemonSet is going away", "why", why, "confDir", f.confDir, "binDir", f.binDir)
 }

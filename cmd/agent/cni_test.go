@@ -6,12 +6,19 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/aether-mesh/aether-operator/internal/agent"
+	"github.com/aether-mesh/aether-operator/internal/capture"
+	"github.com/aether-mesh/aether-operator/internal/capture/apply"
+	"github.com/aether-mesh/aether-operator/internal/capture/apply/nstest"
 	"github.com/aether-mesh/aether-operator/internal/cni"
+	"github.com/aether-mesh/aether-operator/internal/model"
 )
 
 // TestInstallCNISubcommand runs `agent install-cni` and `agent uninstall-cni` as the init
@@ -88,4 +95,54 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestUninstallSubcommand runs `agent uninstall` on a node whose agent is gone: the plugin
+// leaves the CNI directories, the capture table of the pod in the registry beside --cni-socket
+// leaves its (real) network namespace, another owner's table stays, and the registry goes.
+func TestUninstallSubcommand(t *testing.T) {
+	root := t.TempDir()
+	binDir, confDir, runDir := filepath.Join(root, "bin"), filepath.Join(root, "net.d"), filepath.Join(root, "run")
+	for _, d := range []string{binDir, confDir, runDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conflist := filepath.Join(confDir, "10-aether.conflist")
+	chained := `{"cniVersion":"1.0.0","name":"aether","plugins":[{"type":"bridge"},{"type":"aether-cni","agentSocket":"/run/aether/cni.sock"}]}`
+	if err := os.WriteFile(conflist, []byte(chained), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ns := nstest.NewNamed(t, "aeproxycmd")
+	if _, err := apply.New().Sync(ns.Path, capture.Build(model.Mesh{}, model.LocalPod{Namespace: "web", Name: "a", NetNS: ns.Path}, capture.Options{})); err != nil {
+		t.Fatal(err)
+	}
+	ns.Nft(t, "add", "table", "inet", "cni-owned")
+	file := filepath.Join(runDir, "netns.json")
+	registry, _, err := agent.OpenNetNS(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := registry.Record("pod-a", ns.Path); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("POD_NAMESPACE", "mesh-system")
+	args := []string{"--cni-bin-dir=" + binDir, "--cni-conf-dir=" + confDir, "--cni-socket=" + filepath.Join(runDir, "cni.sock"), "--cni-kubeconfig="}
+
+	var out bytes.Buffer
+	if code := runCNISubcommand("uninstall", args, &out); code != 0 {
+		t.Fatalf("uninstall exited %d: %s", code, out.String())
+	}
+	if want := "1 removed, 0 already absent, 0 failed"; !strings.Contains(out.String(), want) {
+		t.Errorf("uninstall said %q, want %q", out.String(), want)
+	}
+	if has, err := cni.HasPlugin(mustRead(t, conflist)); has || err != nil {
+		t.Errorf("after uninstall the conflist chains us: %v %v", has, err)
+	}
+	if got := ns.Nft(t, "list", "tables"); strings.Contains(got, "aether") || !strings.Contains(got, "table inet cni-owned") {
+		t.Errorf("after uninstall the pod's namespace holds tables %q, want inet cni-owned alone", got)
+	}
+	if _, err := os.Stat(file); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the registry %s is still there (%v)", file, err)
+	}
 }

@@ -8,8 +8,11 @@
 //
 // Two subcommands install the CNI plugin, for the DaemonSet's init container: `agent install-cni`
 // copies the plugin binary into the node's CNI bin dir and chains it last into the node's
-// conflist; `agent uninstall-cni` takes it out again (the agent does so itself when it stops
-// because its DaemonSet is deleted).
+// conflist; `agent uninstall-cni` takes it out again. `agent uninstall` takes the mesh off the
+// node: the plugin, and every pod's capture table (the agent does both itself when it stops
+// because its DaemonSet is deleted). Two more serve the node Envoy's own pod (config/envoy),
+// whose image has no HTTP client: `agent envoy-helper` answers its readiness probe, and
+// `agent envoy-drain` drains it before it is stopped (envoy.go).
 package main
 
 import (
@@ -51,8 +54,8 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && (os.Args[1] == "install-cni" || os.Args[1] == "uninstall-cni") {
-		os.Exit(runCNISubcommand(os.Args[1], os.Args[2:], os.Stderr))
+	if code, ok := runSubcommand(os.Args[1:]); ok {
+		os.Exit(code)
 	}
 	var nodeName, meshDomain, metricsAddr, probeAddr, envoyBootstrap string
 	health := agent.DefaultHealthOptions
@@ -219,12 +222,26 @@ func main() {
 		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {
-		uninstallIfRemoved(cfg, scheme, self, options.CNIInstall.SelfToken, cniOpts, ignored, netnsFile, log)
+		uninstallIfRemoved(cfg, scheme, self, options.CNIInstall.SelfToken, cniOpts, ignored, registry, netnsFile, log)
 	}
 	if err != nil {
 		log.Error(err, "Agent stopped")
 		os.Exit(1)
 	}
+}
+
+// runSubcommand runs the subcommand args name, if they name one, and returns its exit code.
+func runSubcommand(args []string) (int, bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	switch args[0] {
+	case "install-cni", "uninstall-cni", "uninstall":
+		return runCNISubcommand(args[0], args[1:], os.Stderr), true
+	case "envoy-helper", "envoy-drain":
+		return runEnvoySubcommand(args[0], args[1:], os.Stdout, os.Stderr), true
+	}
+	return 0, false
 }
 
 // parseXDSAddresses parses --xds-address and --proxyless-xds-address; an empty flag is the zero

@@ -245,19 +245,26 @@ func container(t *testing.T, objs []obj, kind, name string) obj {
 	return containerIn(t, objs, namespace, kind, name)
 }
 
-// containerIn is the container name of the one object of kind in namespace ns.
+// containerIn is the container name of the object of kind in namespace ns that runs it (the
+// agent's DaemonSet runs agent, the node Envoy's envoy).
 func containerIn(t *testing.T, objs []obj, ns, kind, name string) obj {
 	t.Helper()
-	for _, c := range containers(theOneIn(t, objs, ns, kind)) {
-		if c["name"] == name {
-			return c
+	for _, o := range objs {
+		if o["kind"] != kind || field(o, "metadata", "namespace") != ns {
+			continue
+		}
+		for _, c := range containers(o) {
+			if c["name"] == name {
+				return c
+			}
 		}
 	}
-	t.Fatalf("%s has no container %s", kind, name)
+	t.Fatalf("no %s in namespace %s has a container %s", kind, ns, name)
 	return nil
 }
 
-// theOne is the one object of kind in the release's namespace (the operator's, not SPIRE's).
+// theOne is the one object of kind in the release's namespace (the operator's, not SPIRE's); of
+// the DaemonSets, the node agent's (the node Envoy's is the other, with envoy.enabled).
 func theOne(t *testing.T, objs []obj, kind string) obj {
 	t.Helper()
 	return theOneIn(t, objs, namespace, kind)
@@ -267,7 +274,8 @@ func theOneIn(t *testing.T, objs []obj, ns, kind string) obj {
 	t.Helper()
 	var found []obj
 	for _, o := range objs {
-		if o["kind"] == kind && field(o, "metadata", "namespace") == ns {
+		if o["kind"] == kind && field(o, "metadata", "namespace") == ns &&
+			(kind != "DaemonSet" || strings.HasSuffix(field(o, "metadata", "name"), "-agent")) {
 			found = append(found, o)
 		}
 	}
@@ -376,9 +384,14 @@ func TestEnvoyOff(t *testing.T) {
 	objs := render(t, "--set", "envoy.enabled=false")
 	want := append(withoutNamespaceObject(kustomized(t, baseSpireDir)), kustomized(t, certManagerDir)...)
 	sameObjects(t, objs, want)
-	for _, c := range containers(theOne(t, objs, "DaemonSet")) {
-		if c["name"] == "envoy" {
-			t.Errorf("envoy.enabled=false still runs the container envoy")
+	for _, o := range objs {
+		if o["kind"] != "DaemonSet" {
+			continue
+		}
+		for _, c := range containers(o) {
+			if c["name"] == "envoy" {
+				t.Errorf("envoy.enabled=false still runs the container envoy (%s)", field(o, "metadata", "name"))
+			}
 		}
 	}
 }
@@ -489,6 +502,10 @@ func TestValues(t *testing.T) {
 			image("DaemonSet", "install-cni"), "r.example/ag:v8 Never"},
 		{"envoy image", []string{"envoy.image.repository=r.example/envoy", "envoy.image.tag=v1.40.1", "envoy.image.pullPolicy=Always"},
 			image("DaemonSet", "envoy"), "r.example/envoy:v1.40.1 Always"},
+		{"agent image: not the node Envoy's, which an agent upgrade leaves running", []string{"agent.image.repository=r.example/ag", "agent.image.tag=v8"},
+			image("DaemonSet", "envoy-helper"), "docker.io/aether/operator:dev IfNotPresent"},
+		{"envoy helper image", []string{"envoy.helper.image.repository=r.example/ag", "envoy.helper.image.tag=v8", "envoy.helper.image.pullPolicy=Never"},
+			image("DaemonSet", "envoy-helper"), "r.example/ag:v8 Never"},
 		{"manager resources", []string{"manager.resources.limits.memory=1Gi"}, limit("Deployment", "manager"), "1Gi"},
 		{"agent resources", []string{"agent.resources.limits.memory=2Gi"}, limit("DaemonSet", "agent"), "2Gi"},
 		{"install-cni resources", []string{"agent.installCNI.resources.limits.memory=3Gi"}, limit("DaemonSet", "install-cni"), "3Gi"},

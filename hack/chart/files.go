@@ -113,10 +113,11 @@ agent:
 {{indent 6 .V.InstallCNIResources}}
 
 envoy:
-  # enabled runs the node's Envoy beside each node's agent, which configures it over xDS
-  # (config/default, with the component config/envoy). false: the agent alone (config/base),
-  # for a cluster that cannot pull Envoy's image or that runs its own; the agent still serves
-  # xDS on its socket.
+  # enabled runs the node's Envoy on each node, in a DaemonSet of its own that the node's agent
+  # configures over xDS (config/default, with the component config/envoy): an agent upgrade
+  # leaves it running; an Envoy upgrade starts the new one beside the old (SO_REUSEPORT) and
+  # drains the old. false: the agent alone (config/base), for a cluster that cannot pull Envoy's
+  # image or that runs its own; the agent still serves xDS on its socket.
   enabled: true
   # image: the repository, tag and pullPolicy of the node's Envoy: the 1.40 line, which the
   # agent's xDS protos come from.
@@ -128,6 +129,18 @@ envoy:
   # limit, as throttling a proxy stalls every connection through it.
   resources:
 {{indent 4 .V.EnvoyRes}}
+  helper:
+    # image of envoy-helper, beside Envoy in its pod: it answers the readiness probe and drains
+    # Envoy before it stops (the agent's binary: envoy-helper, envoy-drain). A value of its own,
+    # not agent.image, so that an agent upgrade leaves the node's Envoy running; change it with
+    # envoy.image, when Envoy is to roll anyway.
+    image:
+      repository: {{.V.EnvoyHelperImage.Repository}}
+      tag: {{printf "%q" .V.EnvoyHelperImage.Tag}}
+      pullPolicy: {{.V.EnvoyHelperImage.PullPolicy}}
+    # resources of envoy-helper.
+    resources:
+{{indent 6 .V.EnvoyHelperRes}}
 
 # ignoredNamespaces are the namespaces the mesh never takes, whatever their pods' labels: the
 # manager's, the agent's and install-cni's --ignored-namespaces, and the namespaces the pod

@@ -17,10 +17,11 @@ import (
 // What the chart's values reach in the objects. A name here that config/ no longer has fails
 // the generation, naming it.
 const (
-	managerContainer    = "spec.template.spec.containers[name=manager]"
-	agentContainer      = "spec.template.spec.containers[name=agent]"
-	installCNIContainer = "spec.template.spec.initContainers[name=install-cni]"
-	envoyContainer      = "spec.template.spec.containers[name=envoy]"
+	managerContainer     = "spec.template.spec.containers[name=manager]"
+	agentContainer       = "spec.template.spec.containers[name=agent]"
+	installCNIContainer  = "spec.template.spec.initContainers[name=install-cni]"
+	envoyContainer       = "spec.template.spec.containers[name=envoy]"
+	envoyHelperContainer = "spec.template.spec.containers[name=envoy-helper]"
 	// webhookCertVolume is the manager's volume of the webhook's serving certificate.
 	webhookCertVolume = "spec.template.spec.volumes[name=webhook-certs].secret.secretName"
 	// cniBinVolume and cniConfVolume are the node's CNI directories, mounted into the agent.
@@ -42,8 +43,9 @@ type image struct{ Repository, Tag, PullPolicy string }
 // to a binary's flag default, from the Go constant the flag defaults to).
 type defaults struct {
 	Replicas                                                        string
-	ManagerImage, AgentImage, EnvoyImage                            image
+	ManagerImage, AgentImage, EnvoyImage, EnvoyHelperImage          image
 	ManagerResources, AgentResources, InstallCNIResources, EnvoyRes string
+	EnvoyHelperRes                                                  string
 	CaptureMode                                                     string
 	MeshDNS                                                         bool
 	CNIBinDir, CNIConfDir                                           string
@@ -66,7 +68,7 @@ func (g *generator) templateValues(all []chartObject) error {
 	if err != nil {
 		return err
 	}
-	ds, err := only(objs, "DaemonSet")
+	ds, err := named(objs, "DaemonSet", g.b.prefix+agentDaemonSet)
 	if err != nil {
 		return err
 	}
@@ -74,6 +76,7 @@ func (g *generator) templateValues(all []chartObject) error {
 	steps := []func() error{
 		func() error { return g.manager(dep) },
 		func() error { return g.agent(ds) },
+		func() error { return g.envoy(objs) },
 		func() error { return g.certificate(objs) },
 		// After the manager and the agent: the registrar runs the manager's image, and names the
 		// agent's ServiceAccount.
@@ -90,6 +93,23 @@ func (g *generator) templateValues(all []chartObject) error {
 		}
 	}
 	return nil
+}
+
+// The DaemonSets the chart templates, by name without config/base's prefix: the node agent's
+// (config/agent) and the node Envoy's (config/envoy, present with envoy.enabled only).
+const (
+	agentDaemonSet = "agent"
+	envoyDaemonSet = "envoy"
+)
+
+// named is the one object of kind named name.
+func named(objs []chartObject, kind, name string) (chartObject, error) {
+	for _, o := range objs {
+		if o.kind == kind && o.name == name {
+			return o, nil
+		}
+	}
+	return chartObject{}, fmt.Errorf("the chart templates %s %s, which config/ does not hold; hack/chart's values.go must say which", kind, name)
 }
 
 // only is the one object of kind.
@@ -169,11 +189,27 @@ func (g *generator) agent(ds chartObject) error {
 		*v.dflt = n.Value
 		*n = *g.t.value(".Values." + v.value)
 	}
+	return nil
+}
+
+// envoy templates the node Envoy's DaemonSet (config/envoy): Envoy's image and resources, and its
+// helper's. The helper runs the agent's binary, but from a value of its own (envoy.helper.image),
+// so that an agent upgrade (agent.image) leaves the node's Envoy running.
+func (g *generator) envoy(objs []chartObject) error {
+	ds, err := named(objs, "DaemonSet", g.b.prefix+envoyDaemonSet)
+	if err != nil {
+		return err
+	}
 	envoy, err := g.container(ds, envoyContainer, "envoy", "envoy.resources")
 	if err != nil {
 		return err
 	}
 	g.values.EnvoyImage, g.values.EnvoyRes = envoy.image, envoy.resources
+	helper, err := g.container(ds, envoyHelperContainer, "envoy.helper", "envoy.helper.resources")
+	if err != nil {
+		return err
+	}
+	g.values.EnvoyHelperImage, g.values.EnvoyHelperRes = helper.image, helper.resources
 	return nil
 }
 

@@ -212,6 +212,7 @@ func (b *builder) captureListener(p model.LocalPod, chains []*listenerv3.FilterC
 		Name:                CaptureListener(PodKey(p.Namespace, p.Name)),
 		Address:             netnsAddress(captureListenerAddress, meshv1alpha1.ProxyCapturePort, p.NetNS),
 		AdditionalAddresses: ipv6,
+		EnableReusePort:     reusePort(),
 		// original_dst restores the destination the nftables redirect rewrote, for chain matching
 		// and the passthrough. The listener's use_original_dst (hand-off to a listener bound to
 		// that destination) stays off: a 0.0.0.0:18008 inbound listener of another pod could
@@ -251,6 +252,7 @@ func (b *builder) proxyListener(p model.LocalPod, chains []*listenerv3.FilterCha
 		Name:                ProxyListener(PodKey(p.Namespace, p.Name)),
 		Address:             netnsAddress(captureListenerAddress, meshv1alpha1.MeshHTTPPort, p.NetNS),
 		AdditionalAddresses: ipv6,
+		EnableReusePort:     reusePort(),
 		FilterChains:        []*listenerv3.FilterChain{chains[i]},
 		TrafficDirection:    corev3.TrafficDirection_OUTBOUND,
 	}
@@ -836,3 +838,11 @@ func holdLocalNames(services []meshService, holder map[string]int) (skipped []er
 	}
 	return skipped
 }
+
+// reusePort is every listener's enable_reuse_port: true, set rather than left to Envoy's default
+// (true on Linux, unless a runtime flag turns it off). The node's proxy is replaced by a new one
+// that binds the same addresses in each pod's namespace beside the old one (SO_REUSEPORT) while
+// the old one drains (config/envoy): without the option the second bind fails, and a pod's
+// connections are refused until the old proxy lets go. Envoy rejects a listener update that
+// changes it, so it is the same on every listener from the first build on.
+func reusePort() *wrapperspb.BoolValue { return wrapperspb.Bool(true) }

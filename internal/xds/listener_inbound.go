@@ -116,6 +116,7 @@ func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.L
 		Name:                          InboundListener(pod),
 		Address:                       address,
 		AdditionalAddresses:           also,
+		EnableReusePort:               reusePort(),
 		ListenerFilters:               []*listenerv3.ListenerFilter{b.listenerFilter(wellknown.TLSInspector, &tlsinspectorv3.TlsInspector{})},
 		ListenerFiltersTimeout:        durationpb.New(InboundListenerFiltersTimeout),
 		PerConnectionBufferLimitBytes: wrapperspb.UInt32(InboundBufferLimit),

@@ -10,6 +10,7 @@
 //
 //	testserver -http 8080 -h2c 9090 -grpc 9091 -tcp 9000 -health-path /healthz
 //	testserver -original-dst 127.0.0.1:18001
+//	testserver -original-dst 127.0.0.1:18001 -reuse-port -answer-delay 300ms -drain
 //	testserver -peer :19099
 //	testserver -dial 10.96.0.10:18082 -dial-every 1s
 //
@@ -17,6 +18,12 @@
 // gRPC over mTLS with the pod's SVID (-identity-dir). In client mode, -proxyless-client
 // xds:///<name>:<port> is a proxyless gRPC client (its bootstrap from GRPC_XDS_BOOTSTRAP_CONFIG,
 // which the pod webhook injects) that a test drives over HTTP on -client-port: GET /spread?n=100.
+//
+// The node proxy's handover, played by two of these in one pod: -reuse-port binds -original-dst
+// with SO_REUSEPORT (so a second process binds the same address beside the first, as a new node
+// proxy binds beside the old one), -answer-delay holds each connection that long before its answer
+// (requests in flight), and -drain makes SIGTERM a drain: stop accepting (close the listener, so
+// new connections go to the other process), answer every connection in flight, then exit.
 //
 // -fetch-svid <socket> asks the SPIRE agent's Workload API at that unix socket path for the pod's
 // X.509 SVID, retrying for -fetch-timeout, prints "svid <SPIFFE ID>" (verified against the bundle
@@ -74,6 +81,9 @@ func main() {
 	clientPort := flag.Int("client-port", 8080, "client mode: the HTTP port of /spread?n=<count> and the health path")
 	fetchSVID := flag.String("fetch-svid", "", "path of a SPIRE agent's Workload API socket: print \"svid <SPIFFE ID>\" of the pod's X.509 SVID and exit, or exit 1 after -fetch-timeout")
 	fetchTimeout := flag.Duration("fetch-timeout", time.Minute, "with -fetch-svid: how long to keep asking")
+	reusePort := flag.Bool("reuse-port", false, "with -original-dst: bind it with SO_REUSEPORT, so that another process can bind the same address beside this one")
+	answerDelay := flag.Duration("answer-delay", 0, "with -original-dst: hold each connection this long before answering it (a request in flight)")
+	drain := flag.Bool("drain", false, "with -original-dst: on SIGTERM, stop accepting (close the listener), answer every connection in flight, then exit; without it SIGTERM exits at once")
 	flag.Parse()
 	if *fetchSVID != "" {
 		fetch(*fetchSVID, *fetchTimeout)
@@ -83,14 +93,27 @@ func main() {
 		dialLoop(*dial, *dialEvery)
 		return
 	}
+	var draining *testapp.DrainingServer
 	if *originalDst != "" {
-		l, err := net.Listen("tcp", *originalDst)
+		listen := func(address string) (net.Listener, error) { return net.Listen("tcp", address) }
+		if *reusePort {
+			listen = func(address string) (net.Listener, error) {
+				return testapp.ListenReusePort(context.Background(), address)
+			}
+		}
+		l, err := listen(*originalDst)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "testserver: %v\n", err)
 			os.Exit(1)
 		}
-		go testapp.ServeOriginalDst(l)
-		fmt.Printf("testserver: answering SO_ORIGINAL_DST on %s\n", l.Addr())
+		if *answerDelay > 0 || *drain {
+			draining = testapp.NewDrainingServer(l, *answerDelay)
+			draining.Log = os.Stdout // what is in flight, for the handover's fault spec
+			go draining.Serve()
+		} else {
+			go testapp.ServeOriginalDst(l)
+		}
+		fmt.Printf("testserver: answering SO_ORIGINAL_DST on %s (SO_REUSEPORT %v, answer delay %s, drain on SIGTERM %v)\n", l.Addr(), *reusePort, *answerDelay, *drain)
 	}
 	if *peer != "" {
 		l, err := net.Listen("tcp", *peer)
@@ -123,6 +146,17 @@ func main() {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
 	<-stop
+	if *drain && draining != nil {
+		fmt.Printf("testserver: draining: no longer accepting, %d connections in flight\n", draining.InFlight())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := draining.Drain(ctx)
+		cancel()
+		if err != nil {
+			fmt.Printf("testserver: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Printf("testserver: drained (%d connections accepted in all)\n", draining.Accepted())
+	}
 }
 
 // dialLoop prints one line per dial of address: what answered, or the error. With every zero it

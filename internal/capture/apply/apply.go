@@ -139,18 +139,29 @@ func (a *Applier) Remove(path string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.namespaces, path)
+	_, err := RemoveTable(path)
+	return err
+}
+
+// RemoveTable deletes table inet aether, and only it, from the network namespace at path, and
+// reports whether there was one: a namespace or table already gone is no error (false). Tables
+// of other owners in the namespace are left as they are. For an applier that knows the namespace,
+// Applier.Remove; this is for the agent's uninstall, when no applier runs.
+func RemoveTable(path string) (bool, error) {
 	c, err := dial(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return false, nil
 	} else if err != nil {
-		return err
+		return false, err
 	}
 	defer c.close()
 	c.nft.DelTable(table)
-	if err := c.nft.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("deleting table %s %s in %s: %w", capture.TableFamily, capture.TableName, path, err)
+	if err := c.nft.Flush(); errors.Is(err, unix.ENOENT) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("deleting table %s %s in %s: %w", capture.TableFamily, capture.TableName, path, err)
 	}
-	return nil
+	return true, nil
 }
 
 // Namespaces are the paths of the namespaces the applier knows, sorted.

@@ -30,6 +30,8 @@
 //   - ProxyPort: every outbound listener serves the proxy port 18081 with an HCM that allows
 //     absolute-form requests (HTTP_PROXY clients), refuses CONNECT, and whose routes answer a
 //     host that is no mesh service 404, never passing it through;
+//   - ReusePort: every listener bound to a socket sets enable_reuse_port, so a new node proxy
+//     binds beside the old one while the old one drains;
 //   - BootstrapLimits (over the bootstrap, not the resources): the overload manager caps the
 //     node's downstream connections;
 //   - ListenersAndRoutesEqual: the stability gate (an endpoint-only change leaves every

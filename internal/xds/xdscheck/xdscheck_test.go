@@ -180,9 +180,10 @@ func valid(t testing.TB) xds.Resources {
 	passthrough := tcpProxyChain(t, xds.CapturePassthroughChain, 0, xds.PassthroughCluster)
 	passthrough.FilterChainMatch = nil
 	capture := &listenerv3.Listener{
-		Name:           captureName,
-		Address:        listenerAddr,
-		UseOriginalDst: wrapperspb.Bool(true),
+		Name:            captureName,
+		Address:         listenerAddr,
+		UseOriginalDst:  wrapperspb.Bool(true),
+		EnableReusePort: wrapperspb.Bool(true),
 		ListenerFilters: []*listenerv3.ListenerFilter{
 			inspector("envoy.filters.listener.tls_inspector", &tlsinspectorv3.TlsInspector{}),
 			inspector("envoy.filters.listener.http_inspector", &httpinspectorv3.HttpInspector{}),
@@ -642,6 +643,12 @@ func TestGatesRejectBrokenCopies(t *testing.T) {
 		{"names: clusters out of order", xdscheck.Names, func(_ testing.TB, res *xds.Resources) {
 			res.Clusters[0], res.Clusters[1] = res.Clusters[1], res.Clusters[0]
 		}, `cluster "passthrough" comes after "payments.shop.aether.internal:8080|web/frontend": the list must be sorted by name`},
+		{"reuse port: unset", xdscheck.ReusePort, func(_ testing.TB, res *xds.Resources) {
+			res.Listeners[0].EnableReusePort = nil
+		}, `listener "capture_web/frontend-0": enable_reuse_port is not true (unset, Envoy's default, which a runtime flag turns off): a new node proxy cannot bind 127.0.0.1 beside the old one while it drains, and the pod's connections are refused in between; set enable_reuse_port: true`},
+		{"reuse port: false", xdscheck.ReusePort, func(_ testing.TB, res *xds.Resources) {
+			res.Listeners[0].EnableReusePort = wrapperspb.Bool(false)
+		}, `listener "capture_web/frontend-0": enable_reuse_port is not true (set false): a new node proxy cannot bind 127.0.0.1 beside the old one while it drains, and the pod's connections are refused in between; set enable_reuse_port: true`},
 	} {
 		tc.run(t)
 	}

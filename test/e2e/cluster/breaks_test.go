@@ -43,14 +43,16 @@ const breakEnv = "AETHER_FAULTS_BREAK"
 
 // breaks are the breaks, by name: what each does, and the spec it must fail.
 var breaks = map[string]string{
-	"node-policy":   "the per-node policy's binding deleted: the agent's token may write another node's MeshEndpoint",
-	"route-status":  "the steady route's status planted stale, as the controller: the failover spec sees it written",
-	"takeover":      "the managers run with --leader-elect=false: nobody holds the Lease, nobody takes over",
-	"reconnect":     "the agent taken off the node before the API server restarts, and kept off: it never watches again",
-	"write-storm":   "a write of the steady MeshService's status, as the manager, after the relist: the storm bound sees it",
-	"agent-rewrite": "a write of a steady MeshEndpoint's status, as the restarted agent: the rewrite bound sees it",
-	"capture":       "the dialer's table inet aether deleted while the agent restarts: its dials go uncaptured",
-	"fail-open":     "the pod webhook's failurePolicy set to Fail: with the manager down, the bad pod is not admitted",
+	"node-policy":     "the per-node policy's binding deleted: the agent's token may write another node's MeshEndpoint",
+	"route-status":    "the steady route's status planted stale, as the controller: the failover spec sees it written",
+	"takeover":        "the managers run with --leader-elect=false: nobody holds the Lease, nobody takes over",
+	"reconnect":       "the agent taken off the node before the API server restarts, and kept off: it never watches again",
+	"write-storm":     "a write of the steady MeshService's status, as the manager, after the relist: the storm bound sees it",
+	"agent-rewrite":   "a write of a steady MeshEndpoint's status, as the restarted agent: the rewrite bound sees it",
+	"capture":         "the dialer's table inet aether deleted while the agent restarts: its dials go uncaptured",
+	"fail-open":       "the pod webhook's failurePolicy set to Fail: with the manager down, the bad pod is not admitted",
+	"handover":        "the old proxy killed with SIGKILL instead of drained: the connections it holds are reset",
+	"upgrade-capture": "the dialer's table inet aether deleted as the agent's rollout starts: its dials go uncaptured",
 }
 
 // breaking reports whether this spec's recovery is to be broken (break name).

@@ -1,0 +1,212 @@
+//go:build e2e
+
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/cni"
+)
+
+// Uninstall under a dial loop (README "Uninstall"): an application web with its own Service
+// (ClusterIP, port 8080, answering "peer <caller>"), meshed, so its cluster IP is the VIP; two
+// meshed dialers dial that cluster IP every 200 ms, captured into the stand-in of the node's
+// proxy in their own pod (127.0.0.1:18001, answering "original-dst <destination>"). The agent's
+// DaemonSet is deleted, as the uninstall procedure's first step: each agent, stopping, takes table
+// inet aether out of every pod it captured. After that every formerly meshed pod's dial reaches
+// web directly (kube-proxy, "peer ..."), no dial fails on the way, and no network namespace of
+// the node holds table inet aether. The DaemonSet is created again when the spec ends (the pods
+// of this namespace stay uncaptured: they are deleted with it).
+//
+// Label faults: it takes the agent off the node, so it runs in the fault suite's own cluster.
+var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func() {
+	const ns = "uninstall"
+	ctx := context.Background()
+	registry := filepath.Join(cni.DefaultRunDir, "netns.json")
+	dialers := []string{"dialer-0", "dialer-1"}
+	var target string // web's cluster IP (the VIP) and port
+
+	image := func(c corev1.Container) corev1.Container {
+		c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
+		return c
+	}
+	meshed := func(name, sa string, labels map[string]string, ports string, containers ...corev1.Container) *corev1.Pod {
+		labels["aether.io/managed"] = "true"
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
+				Annotations: map[string]string{"endpoint.aether.io/ports": ports}},
+			Spec: corev1.PodSpec{ServiceAccountName: sa, TerminationGracePeriodSeconds: new(int64(1)), Containers: containers},
+		}
+	}
+
+	BeforeAll(func() {
+		freshNamespace(ctx, ns, "web", "client")
+		web := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+				Ports: []corev1.ServicePort{{Name: "tcp", Port: 8080, TargetPort: intstr.FromInt32(8080)}}},
+		}
+		Expect(k8s.Create(ctx, web)).To(Succeed())
+		target = web.Spec.ClusterIP + ":8080"
+		Expect(k8s.Create(ctx, meshed("web-0", "web", map[string]string{"app": "web"}, "8080=tcp",
+			image(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})))).To(Succeed())
+		for _, name := range dialers {
+			Expect(k8s.Create(ctx, meshed(name, "client", map[string]string{}, "9000=tcp",
+				image(corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}),
+				image(corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}}),
+				image(corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "200ms"}})))).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			ms := &meshv1alpha1.MeshService{}
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, ms)).To(Succeed())
+			g.Expect(ms.Status.VIP).To(Equal(web.Spec.ClusterIP), "web's VIP is its Service's cluster IP")
+		}, 3*time.Minute, time.Second).Should(Succeed())
+		// Captured: each dialer's latest dial was answered by the stand-in in its own pod.
+		Eventually(func(g Gomega) {
+			for _, name := range dialers {
+				dials := dialLog(g, ns, name, time.Now().Add(-2*time.Second))
+				g.Expect(dials).NotTo(BeEmpty(), "dialer %s", name)
+				g.Expect(dials[len(dials)-1].Answer).To(Equal("original-dst "+target), "dialer %s", name)
+			}
+		}, 3*time.Minute, time.Second).Should(Succeed())
+	})
+
+	AfterAll(func() {
+		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+
+	It("restores every meshed pod when the agent's DaemonSet is deleted: dials go directly, no table inet aether remains", func() {
+		// The meshed pods' namespaces, from the agent's registry, before it goes with the agent.
+		recorded := readRegistry(registry)
+		var pods corev1.PodList
+		Expect(k8s.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
+		netns := map[string]string{}
+		for _, p := range pods.Items {
+			Expect(recorded).To(HaveKey(p.UID), "pod %s was not handed over to the agent", p.Name)
+			netns[p.Name] = recorded[p.UID].NetNS
+			Expect(aetherChains(netns[p.Name])).NotTo(BeEmpty(), "pod %s is not captured before the uninstall", p.Name)
+		}
+
+		ds := &appsv1.DaemonSet{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: agentDaemonSet}, ds)).To(Succeed())
+		DeferCleanup(restoreDaemonSet, ds)
+		agent := agentPod()
+		agentLog := followLog(agent, "agent")
+
+		deleted := time.Now()
+		Expect(k8s.Delete(ctx, ds)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var agents corev1.PodList
+			g.Expect(k8s.List(ctx, &agents, client.InNamespace(operatorNamespace), agentPods)).To(Succeed())
+			g.Expect(agents.Items).To(BeEmpty(), "agent pods left")
+		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		gone := time.Now()
+
+		var log string
+		Eventually(agentLog, 30*time.Second, 200*time.Millisecond).Should(Receive(&log))
+		Expect(log).To(ContainSubstring("Removed the capture of the node's pods"), "the stopping agent's log:\n%s", tail(log, 20))
+
+		// No table inet aether in any pod's namespace of the node, meshed or not.
+		for name, path := range netns {
+			Expect(aetherChains(path)).To(BeNil(), "pod %s's network namespace %s still holds table inet aether", name, path)
+		}
+		entries, err := os.ReadDir("/var/run/netns")
+		Expect(err).NotTo(HaveOccurred())
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "cni-") {
+				Expect(aetherChains(filepath.Join("/var/run/netns", e.Name()))).To(BeNil(), "network namespace %s still holds table inet aether", e.Name())
+			}
+		}
+		_, err = os.Stat(registry)
+		Expect(errors.Is(err, fs.ErrNotExist)).To(BeTrue(), "the agent's registry %s is still there (%v)", registry, err)
+
+		// The dial loops, from before the delete until 3 s after the agent is gone: every dial
+		// answered (captured, then direct), none failed, and every one after the agent is gone
+		// reached web directly.
+		until := gone.Add(3 * time.Second)
+		var firstDirect []string
+		for _, name := range dialers {
+			var dials []dialLine
+			Eventually(func(g Gomega) {
+				dials = dialLog(g, ns, name, deleted.Add(-2*time.Second))
+				g.Expect(dials).NotTo(BeEmpty())
+				g.Expect(dials[len(dials)-1].At).To(BeTemporally(">", until))
+			}, time.Minute, time.Second).Should(Succeed())
+			Expect(dials[0].Answer).To(Equal("original-dst "+target), "dialer %s was not captured before the delete", name)
+			direct := time.Time{}
+			for _, d := range dials {
+				at := d.At.Format(time.RFC3339Nano)
+				Expect(d.Answer).To(Or(Equal("original-dst "+target), HavePrefix("peer ")), "dialer %s: the dial at %s failed", name, at)
+				if d.At.After(gone) {
+					Expect(d.Answer).To(HavePrefix("peer "), "dialer %s: the dial at %s, after the agent was gone, did not reach web directly", name, at)
+				}
+				if direct.IsZero() && strings.HasPrefix(d.Answer, "peer ") {
+					direct = d.At
+				}
+			}
+			firstDirect = append(firstDirect, name+" "+direct.Sub(deleted).Round(time.Millisecond).String())
+		}
+		record("agent DaemonSet deleted: its pod gone %s after the delete; every meshed pod's table inet aether removed (%d pods, none left on the node); first direct dial of %s after the delete (%s); no dial failed",
+			gone.Sub(deleted).Round(time.Millisecond), len(netns), target, strings.Join(firstDirect, ", "))
+	})
+})
+
+// restoreDaemonSet creates the agent's DaemonSet again as it was (ds, read before its deletion),
+// and waits for its agent to be ready: the next spec finds the node as the suite made it.
+func restoreDaemonSet(ds *appsv1.DaemonSet) {
+	GinkgoHelper()
+	ctx := context.Background()
+	Eventually(func() error {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(ds), &appsv1.DaemonSet{})
+		if err == nil {
+			return errors.New("the deleted DaemonSet is still there")
+		}
+		return client.IgnoreNotFound(err)
+	}, 2*time.Minute, time.Second).Should(Succeed())
+	again := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ds.Namespace, Name: ds.Name, Labels: ds.Labels,
+		Annotations: ds.Annotations}, Spec: ds.Spec}
+	Expect(k8s.Create(ctx, again)).To(Succeed())
+	agentPodOtherThan(types.UID(""))
+}
+
+// followLog streams the log of pod's container until the container ends, then sends it whole.
+func followLog(pod *corev1.Pod, container string) <-chan string {
+	GinkgoHelper()
+	stream, err := clientset().CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container, Follow: true}).
+		Stream(context.Background())
+	Expect(err).NotTo(HaveOccurred())
+	out := make(chan string, 1)
+	go func() {
+		defer GinkgoRecover()
+		defer func() { _ = stream.Close() }()
+		data, _ := io.ReadAll(stream)
+		out <- string(data)
+	}()
+	return out
+}
+
+// tail is s's last n lines.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -1,0 +1,139 @@
+//go:build e2e
+
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+)
+
+// An upgrade of the agent under load (README "Upgrade"): the agent's DaemonSet is changed as an
+// upgrade changes it, a new image tag (the same binaries under docker.io/aether/operator:upgrade)
+// and a changed value (--capture-resync), and rolls while the load creates, deletes and
+// re-annotates pods and the probe times changes through the mesh. Nothing is lost (the
+// invariant holds: every MeshEndpoint and status), a captured pod's dials stay captured all
+// along (capture is never absent: the old agent leaves the tables, the new one adopts them), and
+// the new agent serves the node's listeners over xDS.
+//
+// Negative control: AETHER_FAULTS_BREAK=upgrade-capture deletes the dialer's table as the rollout
+// starts (what an agent that dropped the tables as it stopped would leave): its dials go
+// uncaptured until the new agent repairs it, and the spec fails.
+var _ = Describe("agent upgrade under load", Label("faults"), Ordered, func() {
+	const ns = "upgrade"
+	const upgraded = "docker.io/aether/operator:upgrade"
+	ctx := context.Background()
+	var target string
+
+	BeforeAll(func() {
+		freshNamespace(ctx, ns, append([]string{"web", "client", "canary"}, defaultLoad.Accounts...)...)
+		web := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+				Ports: []corev1.ServicePort{{Name: "tcp", Port: 8080, TargetPort: intstr.FromInt32(8080)}}},
+		}
+		Expect(k8s.Create(ctx, web)).To(Succeed())
+		target = web.Spec.ClusterIP + ":8080"
+		image := func(c corev1.Container) corev1.Container {
+			c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
+			return c
+		}
+		webPod := managedPod(ns, "web-0", "web", "8080=tcp")
+		webPod.Labels["app"] = "web"
+		webPod.Spec.Containers = []corev1.Container{image(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})}
+		Expect(k8s.Create(ctx, webPod)).To(Succeed())
+		dialer := managedPod(ns, "dialer", "client", "9000=tcp")
+		dialer.Spec.Containers = []corev1.Container{image(corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}),
+			image(corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}}),
+			image(corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "200ms"}})}
+		Expect(k8s.Create(ctx, dialer)).To(Succeed())
+		Expect(k8s.Create(ctx, managedPod(ns, "canary", "canary", portsHTTP))).To(Succeed())
+		Eventually(func(g Gomega) {
+			ms := &meshv1alpha1.MeshService{}
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, ms)).To(Succeed())
+			g.Expect(ms.Status.VIP).To(Equal(web.Spec.ClusterIP))
+			dials := dialLog(g, ns, "dialer", time.Now().Add(-2*time.Second))
+			g.Expect(dials).NotTo(BeEmpty())
+			g.Expect(dials[len(dials)-1].Answer).To(Equal("original-dst "+target), "the dialer is captured")
+		}, 3*time.Minute, time.Second).Should(Succeed())
+		holds()
+	})
+
+	AfterAll(func() {
+		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+
+	It("rolls the agent to a new image and flags with nothing lost, capture never absent, xDS served after", func() {
+		l := startLoad(ns, defaultLoad, 9)
+		p := startProbe(ns, "canary", "canary")
+		Eventually(l.Done, time.Minute, 200*time.Millisecond).Should(BeNumerically(">=", 3))
+		old := agentPod()
+		ctr("images", "tag", "--force", "docker.io/aether/operator:dev", upgraded)
+
+		// What an upgrade changes: the image of the agent and of its installer, and a value.
+		ds := &appsv1.DaemonSet{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: agentDaemonSet}, ds)).To(Succeed())
+		patch := []map[string]any{
+			{"op": "replace", "path": "/spec/template/spec/initContainers/0/image", "value": upgraded},
+			{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": upgraded},
+			{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--capture-resync=20s"},
+		}
+		data, err := json.Marshal(patch)
+		Expect(err).NotTo(HaveOccurred())
+		started := time.Now()
+		Expect(k8s.Patch(ctx, ds, client.RawPatch(types.JSONPatchType, data))).To(Succeed())
+		if breaking("upgrade-capture") {
+			uncapture(ns, "dialer")
+		}
+
+		agent := agentPodOtherThan(old.UID)
+		Expect(agent.Spec.Containers[0].Image).To(Equal(upgraded))
+		Expect(agent.Spec.Containers[0].Args).To(ContainElement("--capture-resync=20s"))
+		ready := time.Now()
+		ads := dialXDS(agent)
+		listeners := awaitListeners(ads)
+		ads.Close()
+		served := time.Now()
+
+		Eventually(p.DoneAfter, reconnectBound, 200*time.Millisecond).WithArguments(ready).Should(BeNumerically(">=", 1))
+		Eventually(l.DoneAfter, time.Minute, 200*time.Millisecond).WithArguments(ready).Should(BeNumerically(">=", 5))
+		l.Stop()
+		p.Stop()
+		holds()
+
+		// Capture never absent: every dial from before the patch to 5 s after the new agent was
+		// ready went to the pod's capture listener.
+		until := ready.Add(5 * time.Second)
+		var dials []dialLine
+		Eventually(func(g Gomega) {
+			dials = dialLog(g, ns, "dialer", started.Add(-2*time.Second))
+			g.Expect(dials).NotTo(BeEmpty())
+			g.Expect(dials[len(dials)-1].At).To(BeTemporally(">", until))
+		}, time.Minute, time.Second).Should(Succeed())
+		var uncaptured []string
+		for _, d := range dials {
+			if d.Answer != "original-dst "+target {
+				uncaptured = append(uncaptured, d.At.Format(time.RFC3339Nano)+" "+d.Answer)
+			}
+		}
+		Expect(uncaptured).To(BeEmpty(), "dials not captured across the upgrade:\n%s", strings.Join(uncaptured, "\n"))
+		record("agent upgrade (image tag and --capture-resync changed, DaemonSet rolled): new agent ready %s after the patch, listeners served (%d, version %s) %s after it was ready; %d dials of %s all captured; %s; load: %s",
+			ready.Sub(started).Round(time.Millisecond), len(listeners.Names), listeners.Version, served.Sub(ready).Round(time.Millisecond),
+			len(dials), target, p.describe(started, ready), l.Summary())
+	})
+})
