@@ -89,6 +89,7 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.APIReader = mgr.GetAPIReader()
 	}
 	r.settling = newSettling(r.BatchWindow)
+	inventory.use(mgr.GetCache()) // aether_controller_meshservices and _meshendpoints (inventory.go)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(r.controllerName, "meshservice")).
 		Watches(&meshv1alpha1.MeshService{}, batched(&handler.EnqueueRequestForObject{}, r.settling, nil)).
