@@ -5,7 +5,8 @@ package controller
 
 import (
 	"context"
-	"sync/atomic"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,10 +30,12 @@ var (
 		[]string{"health"}, nil)
 )
 
-// inventoryCollector counts from the reader the MeshService controller was set up with; before
-// that (a process without the controller, the agent's) it exports nothing.
+// inventoryCollector counts from the cache of a running manager whose MeshService controller was
+// set up (the oldest still running: one in the binary; several in a test process, which start
+// and stop their own). Without one (the agent's process) it exports nothing.
 type inventoryCollector struct {
-	reader atomic.Pointer[client.Reader]
+	mu      sync.Mutex
+	readers []*client.Reader
 }
 
 var inventory = &inventoryCollector{}
@@ -42,8 +45,32 @@ const listTimeout = 5 * time.Second
 
 func init() { ctrlmetrics.Registry.MustRegister(inventory) }
 
-// use makes the collector count from r (the manager's cache).
-func (c *inventoryCollector) use(r client.Reader) { c.reader.Store(&r) }
+// countWhileRunning is a runnable of every replica, leader or not (their caches all run), that
+// makes the collector count from r while the manager runs.
+type countWhileRunning struct{ r client.Reader }
+
+func (c countWhileRunning) NeedLeaderElection() bool { return false }
+
+func (c countWhileRunning) Start(ctx context.Context) error {
+	p := &c.r
+	inventory.mu.Lock()
+	inventory.readers = append(inventory.readers, p)
+	inventory.mu.Unlock()
+	<-ctx.Done()
+	inventory.mu.Lock()
+	inventory.readers = slices.DeleteFunc(inventory.readers, func(q *client.Reader) bool { return q == p })
+	inventory.mu.Unlock()
+	return nil
+}
+
+func (c *inventoryCollector) reader() client.Reader {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.readers) == 0 {
+		return nil
+	}
+	return *c.readers[0]
+}
 
 func (c *inventoryCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- meshServicesDesc
@@ -53,15 +80,15 @@ func (c *inventoryCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect lists both kinds from the cache, without copying them (read only), and exports every
 // label value, at zero too, so an empty state is a series and not a gap.
 func (c *inventoryCollector) Collect(ch chan<- prometheus.Metric) {
-	p := c.reader.Load()
-	if p == nil {
+	r := c.reader()
+	if r == nil {
 		return
 	}
 	// Bounded: a kind whose informer cannot sync (its RBAC removed) must not hang the scrape.
 	ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
 	defer cancel()
 	var services meshv1alpha1.MeshServiceList
-	if err := (*p).List(ctx, &services, client.UnsafeDisableDeepCopy); err == nil {
+	if err := r.List(ctx, &services, client.UnsafeDisableDeepCopy); err == nil {
 		ready := map[string]float64{string(metav1.ConditionTrue): 0, string(metav1.ConditionFalse): 0, string(metav1.ConditionUnknown): 0}
 		for i := range services.Items {
 			status := string(metav1.ConditionUnknown)
@@ -75,7 +102,7 @@ func (c *inventoryCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	var endpoints meshv1alpha1.MeshEndpointList
-	if err := (*p).List(ctx, &endpoints, client.UnsafeDisableDeepCopy); err == nil {
+	if err := r.List(ctx, &endpoints, client.UnsafeDisableDeepCopy); err == nil {
 		const unknown = "Unknown"
 		health := map[string]float64{unknown: 0}
 		for _, h := range []meshv1alpha1.Health{meshv1alpha1.HealthPending, meshv1alpha1.HealthHealthy, meshv1alpha1.HealthUnhealthy, meshv1alpha1.HealthDraining} {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
@@ -53,10 +54,12 @@ func TestInventoryCountsByHealth(t *testing.T) {
 		}
 		var services meshv1alpha1.MeshServiceList
 		var endpoints meshv1alpha1.MeshEndpointList
-		if err := env.Client.List(ctx, &services); err != nil {
+		// What the manager's cache holds: everything outside the isolated namespaces.
+		inSight := client.MatchingFieldsSelector{Selector: outsideIsolated()}
+		if err := env.Client.List(ctx, &services, inSight); err != nil {
 			return err
 		}
-		if err := env.Client.List(ctx, &endpoints); err != nil {
+		if err := env.Client.List(ctx, &endpoints, inSight); err != nil {
 			return err
 		}
 		ready := 0

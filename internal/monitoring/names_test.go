@@ -28,10 +28,10 @@ import (
 	// loaded, as in the agent's binary (cmd/agent imports them).
 	_ "github.com/aether-mesh/aether-operator/internal/agent"
 	_ "github.com/aether-mesh/aether-operator/internal/agent/svid"
-	_ "github.com/aether-mesh/aether-operator/internal/xdsserver"
 	"github.com/aether-mesh/aether-operator/internal/manager"
 	_ "github.com/aether-mesh/aether-operator/internal/spireregistrar"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	_ "github.com/aether-mesh/aether-operator/internal/xdsserver"
 )
 
 // env is this package's real kube-apiserver and etcd, with config/webhook installed and pointed

@@ -73,7 +73,7 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 func headingAnchors(doc string) map[string]bool {
 	drop := regexp.MustCompile(`[^a-z0-9 _-]`)
 	out := map[string]bool{}
-	for _, line := range strings.Split(doc, "\n") {
+	for line := range strings.SplitSeq(doc, "\n") {
 		if !strings.HasPrefix(line, "#") {
 			continue
 		}
