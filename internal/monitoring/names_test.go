@@ -96,7 +96,7 @@ func startManager(t *testing.T) {
 	opts.Cache.DefaultNamespaces = map[string]cache.Config{ns: {}}
 	opts.LeaderElectionNamespace = ns
 	opts.Metrics = metricsserver.Options{BindAddress: "0"} // gathered from the registry directly
-	opts.Controller.SkipNameValidation = new(true) // go test -count=2 starts it again in this process
+	opts.Controller.SkipNameValidation = new(true)         // go test -count=2 starts it again in this process
 	opts.WebhookServer = crwebhook.NewServer(crwebhook.Options{Host: host, Port: port, CertDir: certDir})
 	mgr, err := ctrl.NewManager(env.Config, opts)
 	if err != nil {
