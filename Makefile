@@ -71,7 +71,7 @@ verify-chart: ## Generate the chart into a temporary directory; fail, with a dif
 
 # Each line a `helm template` of dist/chart: the defaults; SPIRE off, SPIRE used but not installed
 # (a cluster's own), each with Envoy off too; SPIRE's namespace, trust domain and cluster name
-# changed; cert-manager off; Envoy off.
+# changed; cert-manager off; Envoy off; the monitoring objects on.
 CHART_VARIANTS = "" \
 	"--set spire.enabled=false" \
 	"--set spire.enabled=false --set envoy.enabled=false" \
@@ -79,7 +79,8 @@ CHART_VARIANTS = "" \
 	"--set spire.install=false --set envoy.enabled=false" \
 	"--set spire.namespace=ids-system --set spire.trustDomain=example.org --set spire.clusterName=prod" \
 	"--set certManager.enabled=false --set webhook.certSecretName=webhook-tls --set webhook.caBundle=Q0EK" \
-	"--set envoy.enabled=false"
+	"--set envoy.enabled=false" \
+	"--set prometheus.serviceMonitor.enabled=true --set prometheus.rules.enabled=true --set prometheus.dashboard.enabled=true"
 .PHONY: chart-check
 chart-check: ## helm lint --strict and helm template of dist/chart (defaults; SPIRE off or not installed, its values; cert-manager, Envoy off), with helm from hack/build-helm.sh.
 	@helm="$$(hack/build-helm.sh)/helm"; \
@@ -88,6 +89,10 @@ chart-check: ## helm lint --strict and helm template of dist/chart (defaults; SP
 	  echo "helm template aether-operator dist/chart --namespace aether-operator-system $$args"; \
 	  "$$helm" template aether-operator dist/chart --namespace aether-operator-system $$args >/dev/null; \
 	done
+
+.PHONY: rules-check
+rules-check: ## promtool check rules and promtool test rules of config/prometheus (the alerts and their unit tests), with promtool from hack/build-promtool.sh.
+	hack/rules-check.sh
 
 .PHONY: binaries
 binaries: ## Build (or reuse from the cache) kube-apiserver, etcd and kubectl for tests and `make run`.
@@ -98,7 +103,7 @@ spire-binaries: ## Build (or reuse from the cache) spire-server and spire-agent 
 	@hack/build-spire.sh >/dev/null
 
 .PHONY: test
-test: verify-generated vet lint binaries spire-binaries chart-check ## Run every test: the chart's checks, unit, envtest, make run's e2e, the cluster tier (up, e2e, down), then the fault suite on a cluster of its own.
+test: verify-generated vet lint binaries spire-binaries chart-check rules-check ## Run every test: the chart's checks, unit, envtest, make run's e2e, the cluster tier (up, e2e, down), then the fault suite on a cluster of its own.
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test $(UNIT_PKGS) -count=1
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test -tags e2e ./test/e2e/ -count=1
 	$(MAKE) --no-print-directory test-cluster

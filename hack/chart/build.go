@@ -28,6 +28,10 @@ const (
 	// config/base and to config/default: spire.enabled (its patches of the node agent) and
 	// spire.install (its own objects).
 	spireDir = "config/spire"
+	// prometheusDir holds the ServiceMonitors, the alerts and the Grafana dashboard, built with
+	// config/base's namespace and name prefix: prometheus.serviceMonitor.enabled,
+	// prometheus.rules.enabled and prometheus.dashboard.enabled, by kind.
+	prometheusDir = "config/prometheus"
 )
 
 // An object is one Kubernetes object of a build.
@@ -40,14 +44,14 @@ type object struct {
 type builds struct {
 	// namespace and prefix are config/base's namespace and namePrefix, which the chart replaces
 	// by the release's namespace and the chart's full name.
-	namespace, prefix      string
-	base, def, certManager []object
+	namespace, prefix                  string
+	base, def, certManager, prometheus []object
 	// baseSpire and defSpire are config/base and config/default with the component config/spire.
 	baseSpire, defSpire []object
 }
 
-// kustomizeAll builds config/base, config/default and config/certmanager (under config/base's
-// namespace and prefix) from the repository at root.
+// kustomizeAll builds config/base, config/default, config/certmanager and config/prometheus (under
+// config/base's namespace and prefix) from the repository at root.
 func kustomizeAll(root string) (*builds, error) {
 	b := &builds{}
 	var err error
@@ -61,6 +65,9 @@ func kustomizeAll(root string) (*builds, error) {
 		return nil, err
 	}
 	if b.certManager, err = kustomizeUnder(root, certManagerDir, b.namespace, b.prefix); err != nil {
+		return nil, err
+	}
+	if b.prometheus, err = kustomizeUnder(root, prometheusDir, b.namespace, b.prefix); err != nil {
 		return nil, err
 	}
 	if b.baseSpire, err = kustomizeWith(root, baseDir, spireDir); err != nil {

@@ -32,6 +32,15 @@ const (
 	spireInstallOn = "and .Values.spire.enabled .Values.spire.install"
 )
 
+// prometheusOn is the value that turns on each kind of config/prometheus's objects: all off by
+// default, as each needs the Prometheus operator's CRDs or Grafana's sidecar in the cluster.
+var prometheusOn = map[string]string{
+	"ServiceMonitor": ".Values.prometheus.serviceMonitor.enabled",
+	"Service":        ".Values.prometheus.serviceMonitor.enabled", // the agents' metrics Service, for their ServiceMonitor
+	"PrometheusRule": ".Values.prometheus.rules.enabled",
+	"ConfigMap":      ".Values.prometheus.dashboard.enabled",
+}
+
 // A chartObject is an object of the chart: its tree, with tokens, and the condition under which
 // the chart renders it at all ("" for always).
 type chartObject struct {
@@ -41,6 +50,8 @@ type chartObject struct {
 	dir string
 	// spire: one of SPIRE's own objects (config/spire's resources), not the operator's.
 	spire bool
+	// prometheus: one of config/prometheus's objects (templates/prometheus/).
+	prometheus bool
 }
 
 // A generator turns the builds into the chart's files.
@@ -71,7 +82,7 @@ func generate(root string) (map[string]string, error) {
 		return nil, err
 	}
 	g := &generator{t: newTemplater(), b: b, chartName: strings.TrimSuffix(b.prefix, "-"), names: map[string]bool{}}
-	for _, objs := range [][]object{b.base, b.def, b.certManager, b.defSpire} {
+	for _, objs := range [][]object{b.base, b.def, b.certManager, b.prometheus, b.defSpire} {
 		for _, o := range objs {
 			g.names[o.name] = true
 		}
@@ -113,7 +124,7 @@ func generate(root string) (map[string]string, error) {
 // objects merges config/base and config/default into one set under envoy.enabled, twice: as
 // they are, and with the component config/spire; merges those two under spire.enabled (its
 // patches of the node agent); adds config/certmanager's objects under certManager.enabled and
-// config/spire's own under spire.install. The operator's Namespace is left out: helm install
+// config/spire's own under spire.install, config/prometheus's under prometheus.*.enabled. The operator's Namespace is left out: helm install
 // --create-namespace makes the release's namespace, which a chart cannot own and install into.
 // SPIRE's is kept (see spireObjects).
 func (g *generator) objects() ([]chartObject, error) {
@@ -136,6 +147,13 @@ func (g *generator) objects() ([]chartObject, error) {
 	}
 	for _, o := range g.b.certManager {
 		out = append(out, chartObject{object: o, cond: certManagerOn})
+	}
+	for _, o := range g.b.prometheus {
+		cond, ok := prometheusOn[o.kind]
+		if !ok {
+			return nil, fmt.Errorf("%s %s: %s has no value that turns on kind %s; add it to prometheusOn", o.kind, o.name, prometheusDir, o.kind)
+		}
+		out = append(out, chartObject{object: o, cond: cond, prometheus: true})
 	}
 	spire, err := g.spireObjects(defOwn)
 	if err != nil {
@@ -418,6 +436,9 @@ func assignDirs(objs []chartObject) error {
 func dirOf(o chartObject, webhookServices map[string]bool) (string, error) {
 	if o.spire {
 		return "spire", nil
+	}
+	if o.prometheus {
+		return "prometheus", nil
 	}
 	switch o.kind {
 	case kindCRD:

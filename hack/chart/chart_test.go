@@ -113,13 +113,13 @@ func decodeObjects(t *testing.T, data []byte) []obj {
 	}
 }
 
-// kustomized is `kustomize build` of a config/ directory (or, for config/certmanager, of it
-// under config/base's namespace and prefix), as objects.
+// kustomized is `kustomize build` of a config/ directory (or, for config/certmanager and
+// config/prometheus, of it under config/base's namespace and prefix), as objects.
 func kustomized(t *testing.T, dir string) []obj {
 	t.Helper()
 	var objs []object
 	var err error
-	if dir == certManagerDir {
+	if dir == certManagerDir || dir == prometheusDir {
 		objs, err = kustomizeUnder(root, dir, namespace, release+"-")
 	} else {
 		objs, err = kustomize(filepath.Join(root, dir))
@@ -393,6 +393,31 @@ func TestEnvoyOff(t *testing.T) {
 				t.Errorf("envoy.enabled=false still runs the container envoy (%s)", field(o, "metadata", "name"))
 			}
 		}
+	}
+}
+
+// TestPrometheusOn: each prometheus.*.enabled adds config/prometheus's objects of its kinds, as
+// kustomize builds them (the alerts' and the dashboard's "{{" included), and nothing else.
+func TestPrometheusOn(t *testing.T) {
+	defaults := append(withoutNamespaceObject(kustomized(t, defaultSpireDir)), kustomized(t, certManagerDir)...)
+	monitoring := kustomized(t, prometheusDir)
+	for value, kinds := range map[string][]string{
+		"prometheus.serviceMonitor.enabled": {"ServiceMonitor", "Service"},
+		"prometheus.rules.enabled":          {"PrometheusRule"},
+		"prometheus.dashboard.enabled":      {"ConfigMap"},
+	} {
+		t.Run(value, func(t *testing.T) {
+			want := slices.Clone(defaults)
+			for _, o := range monitoring {
+				if slices.Contains(kinds, o["kind"].(string)) {
+					want = append(want, o)
+				}
+			}
+			if len(want) == len(defaults) {
+				t.Fatalf("%s: config/prometheus has no object of kinds %v", value, kinds)
+			}
+			sameObjects(t, render(t, "--set", value+"=true"), want)
+		})
 	}
 }
 

@@ -220,6 +220,24 @@ webhook:
   # API server checks the webhooks' certificate with it. Required when certManager.enabled is
   # false, unused otherwise.
   caBundle: ""
+
+# prometheus: monitoring of the mesh with the Prometheus operator (its CRDs must be installed)
+# and Grafana (config/prometheus). Each part is off by default.
+prometheus:
+  serviceMonitor:
+    # enabled adds ServiceMonitors of the manager's and the node agents' metrics, and the agents'
+    # headless metrics Service (port 19090 on each node). Both serve HTTPS and authorize each
+    # scrape by its bearer token (TokenReview, SubjectAccessReview): bind the ClusterRole
+    # <fullname>-metrics-reader to Prometheus's ServiceAccount.
+    enabled: false
+  rules:
+    # enabled adds the mesh's alerts (a PrometheusRule), each with its runbook in
+    # docs/operations/runbooks.md.
+    enabled: false
+  dashboard:
+    # enabled adds the Grafana dashboard as a ConfigMap labelled grafana_dashboard: "1", which
+    # Grafana's dashboard sidecar loads.
+    enabled: false
 `
 
 func (g *generator) valuesFile() (string, error) {

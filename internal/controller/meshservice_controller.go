@@ -89,6 +89,10 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.APIReader = mgr.GetAPIReader()
 	}
 	r.settling = newSettling(r.BatchWindow)
+	// aether_controller_meshservices and _meshendpoints (inventory.go), from this manager's cache.
+	if err := mgr.Add(countWhileRunning{r: mgr.GetCache()}); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(r.controllerName, "meshservice")).
 		Watches(&meshv1alpha1.MeshService{}, batched(&handler.EnqueueRequestForObject{}, r.settling, nil)).
