@@ -28,16 +28,18 @@ import (
 
 // The node's Envoy starts from a bootstrap the agent writes (cmd/agent --envoy-bootstrap): who it
 // is (node ID = the node name, so the agent's snapshot for the node reaches it), where its xDS
-// server is (the agent, over a unix socket shared by the two containers) and its admin endpoint
-// (loopback only). Everything else, listeners and clusters, arrives over ADS.
+// server is (the agent, over a unix socket in a host directory both pods mount) and its admin
+// endpoint (loopback only). Everything else, listeners and clusters, arrives over ADS.
 
 const (
-	// DefaultXDSSocket is where the agent's xDS server listens and the node's Envoy connects: a
-	// unix socket in a volume the two containers share (config/agent, config/envoy).
+	// DefaultXDSSocket is where the agent's xDS server listens when nothing else is said; with the
+	// node's Envoy (config/envoy) the agent serves at /var/run/aether/proxy/xds.sock instead, a
+	// host directory the agent's and Envoy's pods both mount.
 	DefaultXDSSocket = "/var/run/aether/xds.sock"
-	// DefaultAdminAddress is the Envoy admin endpoint: loopback, as the agent's pod shares the
-	// node's network namespace (hostNetwork), and in the 19xxx block of the agent's own ports
-	// (metrics 19090, probes 19091), away from Envoy's customary 9901 another proxy may hold.
+	// DefaultAdminAddress is the Envoy admin endpoint: loopback of Envoy's own pod (not on the
+	// host network, so the two Envoys of a rolling update each have theirs; its helper container
+	// reaches it there), in the 19xxx block of the agent's own ports (metrics 19090, probes 19091),
+	// away from Envoy's customary 9901.
 	DefaultAdminAddress = "127.0.0.1:19000"
 	// DefaultEnvoyCluster is the node's service cluster (node.cluster): every node's Envoy is one
 	// instance of the same proxy. Envoy names its stats and logs after it.
