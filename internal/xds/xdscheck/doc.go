@@ -30,6 +30,9 @@
 //   - ProxyPort: every outbound listener serves the proxy port 18081 with an HCM that allows
 //     absolute-form requests (HTTP_PROXY clients), refuses CONNECT, and whose routes answer a
 //     host that is no mesh service 404, never passing it through;
+//   - AccessLogs: every HTTP connection manager and tcp_proxy of the node's Envoy logs every
+//     request and connection, unfiltered, to the node agent (Envoy's gRPC access logger over the
+//     bootstrap's xDS cluster), the HTTP ones with the response header x-aether-outcome;
 //   - BootstrapLimits (over the bootstrap, not the resources): the overload manager caps the
 //     node's downstream connections;
 //   - ListenersAndRoutesEqual: the stability gate (an endpoint-only change leaves every
