@@ -36,9 +36,17 @@ const (
 // rejectReasons are every reason, exported at zero.
 var rejectReasons = []string{RejectedNoIdentifier, RejectedWrongNode, RejectedOversized, RejectedTooManyEntries, RejectedMalformed}
 
-// Code classes, the values of the label code_class: the response's status class, or None when no
-// response was sent (the stream was reset).
+// None is the value of the label code_class when no response was sent (the stream was reset);
+// otherwise it is the response's status class, 1xx to 5xx.
 const None = "none"
+
+// The families' label names.
+const (
+	labelDirection = "direction"
+	labelService   = "service"
+	labelPort      = "port"
+	labelCaller    = "caller"
+)
 
 // metrics are the server's counters, and the callers each family names.
 type metrics struct {
@@ -58,28 +66,28 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aether_agent_requests_total",
 			Help: "HTTP requests the node's Envoy logged, by direction (inbound: a local pod served it; outbound: a local pod sent it), service (<namespace>/<name>, or unknown), port, caller (a SPIFFE ID of the trust domain, unknown, or other beyond the cap of callers) and code_class (1xx..5xx, or none: no response).",
-		}, []string{"direction", "service", "port", "caller", "code_class"}),
+		}, []string{labelDirection, labelService, labelPort, labelCaller, "code_class"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "aether_agent_request_duration_seconds",
 			Help:    "Duration of the HTTP requests the node's Envoy logged, from the first byte received to the last byte sent, by direction, service and port.",
 			Buckets: prometheus.DefBuckets,
-		}, []string{"direction", "service", "port"}),
+		}, []string{labelDirection, labelService, labelPort}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aether_agent_request_outcomes_total",
 			Help: "Inbound HTTP requests by the row of the retry table the destination's proxy answered in x-aether-outcome: unreachable, app-503, app-reset, refused-stream, proxy, app (any other status of the application), or other; by service and port.",
-		}, []string{"service", "port", "outcome"}),
+		}, []string{labelService, labelPort, "outcome"}),
 		connections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aether_agent_tcp_connections_total",
 			Help: "TCP connections the node's Envoy logged when they closed, by direction, service, port and caller (as aether_agent_requests_total).",
-		}, []string{"direction", "service", "port", "caller"}),
+		}, []string{labelDirection, labelService, labelPort, labelCaller}),
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aether_agent_received_bytes_total",
 			Help: "Bytes the node's Envoy received from the side that opened the connection or sent the request (HTTP: request headers and body; TCP: the connection's), by direction, service and port.",
-		}, []string{"direction", "service", "port"}),
+		}, []string{labelDirection, labelService, labelPort}),
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aether_agent_sent_bytes_total",
 			Help: "Bytes the node's Envoy sent back to the side that opened the connection or sent the request (HTTP: response headers and body; TCP: the connection's), by direction, service and port.",
-		}, []string{"direction", "service", "port"}),
+		}, []string{labelDirection, labelService, labelPort}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aether_agent_access_log_rejected_total",
 			Help: "Access-log streams the node agent refused, by reason: no_identifier (no node named), wrong_node (a node the agent does not serve), oversized, too_many_entries, malformed. Each ends its stream only.",
@@ -151,7 +159,7 @@ func (m *metrics) forget(d *directory) {
 			continue
 		}
 		delete(m.services, service)
-		match := prometheus.Labels{"service": service}
+		match := prometheus.Labels{labelService: service}
 		for _, vec := range []*prometheus.CounterVec{m.requests, m.outcomes, m.connections, m.received, m.sent} {
 			vec.DeletePartialMatch(match)
 		}

@@ -17,7 +17,6 @@ import (
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -73,10 +72,6 @@ func New(o Options) *Server {
 	}
 	return &Server{node: o.NodeID, log: o.Log, lines: o.Lines, metrics: m()}
 }
-
-// Register serves the AccessLogService on g (the agent's xDS server, where the node's Envoy
-// connects: its bootstrap's cluster carries the access log too).
-func (s *Server) Register(g *grpc.Server) { accesslogv3.RegisterAccessLogServiceServer(g, s) }
 
 // SetMesh makes m what the server knows: the services, ports, pods and identities a label may
 // name. Series of services m no longer holds are dropped.
@@ -204,7 +199,7 @@ func peerIdentity(domain string, cert *accesslogdatav3.TLSProperties_Certificate
 
 func (s *Server) http(d *directory, e *accesslogdatav3.HTTPAccessLogEntry) {
 	c := e.GetCommonProperties()
-	if c.GetIntermediateLogEntry() {
+	if !final(c.GetAccessLogType()) {
 		return // counted when the request ends
 	}
 	t, caller, elapsed := s.about(d, c)
@@ -231,8 +226,8 @@ func (s *Server) http(d *directory, e *accesslogdatav3.HTTPAccessLogEntry) {
 
 func (s *Server) tcp(d *directory, e *accesslogdatav3.TCPAccessLogEntry) {
 	c := e.GetCommonProperties()
-	if c.GetIntermediateLogEntry() {
-		return
+	if !final(c.GetAccessLogType()) {
+		return // counted when the connection closes
 	}
 	t, caller, elapsed := s.about(d, c)
 	received, sent := e.GetConnectionProperties().GetReceivedBytes(), e.GetConnectionProperties().GetSentBytes()
@@ -247,6 +242,22 @@ func (s *Server) tcp(d *directory, e *accesslogdatav3.TCPAccessLogEntry) {
 			"upstreamCluster", c.GetUpstreamCluster(), "upstreamHost", address(c.GetUpstreamRemoteAddress()),
 			"termination", c.GetConnectionTerminationDetails())
 	}
+}
+
+// final reports whether an entry of type t is the last of its request or connection: what the
+// rendered loggers send (DownstreamEnd, TcpConnectionEnd), or an older Envoy's entry without a
+// type. A start, periodic or upstream-ready entry (Envoy's flush options, which the mesh does not
+// set) is not counted, so nothing is counted twice.
+func final(t accesslogdatav3.AccessLogType) bool {
+	switch t {
+	case accesslogdatav3.AccessLogType_TcpUpstreamConnected, accesslogdatav3.AccessLogType_TcpPeriodic,
+		accesslogdatav3.AccessLogType_TcpConnectionStart, accesslogdatav3.AccessLogType_DownstreamStart,
+		accesslogdatav3.AccessLogType_DownstreamPeriodic, accesslogdatav3.AccessLogType_UpstreamPoolReady,
+		accesslogdatav3.AccessLogType_UpstreamPeriodic, accesslogdatav3.AccessLogType_DownstreamTunnelSuccessfullyEstablished,
+		accesslogdatav3.AccessLogType_UdpTunnelUpstreamConnected, accesslogdatav3.AccessLogType_UdpPeriodic:
+		return false
+	}
+	return true
 }
 
 // outcomeClass is the label value of an x-aether-outcome value: the retry table's rows by their

@@ -129,8 +129,11 @@ func TestCountsEntriesAsEnvoySendsThem(t *testing.T) {
 	fromFrontend := []string{frontend}
 	uf := &accesslogdatav3.ResponseFlags{UpstreamConnectionFailure: true}
 
+	periodic := accesslogtest.HTTP(accesslogtest.Hop{Cluster: inbound8080, PeerURIs: fromFrontend, Downstream: "10.244.1.20", Received: 7, Sent: 7},
+		"payments.shop.aether.internal:8080", "/stream", 200, "app-200", nil)
+	periodic.CommonProperties.AccessLogType = accesslogdatav3.AccessLogType_DownstreamPeriodic // counted at its end only
 	err := s.stream(t,
-		accesslogtest.HTTPLogs(accesslogtest.Identifier(node),
+		accesslogtest.HTTPLogs(accesslogtest.Identifier(node), periodic,
 			accesslogtest.HTTP(accesslogtest.Hop{Cluster: inbound8080, PeerURIs: fromFrontend, Downstream: "10.244.1.20", Upstream: "10.244.1.10", Received: 200, Sent: 100, Duration: 20 * time.Millisecond},
 				"payments.shop.aether.internal:8080", "/pay", 200, "app-200", nil),
 			accesslogtest.HTTP(accesslogtest.Hop{Cluster: inbound8080, PeerURIs: fromFrontend, Downstream: "10.244.1.20", Received: 200, Sent: 50, Duration: time.Second},

@@ -42,12 +42,13 @@ func Identifier(node string) *accesslogv3.StreamAccessLogsMessage_Identifier {
 	}
 }
 
-// HTTPLogs and TCPLogs are messages of entries; the first of a stream carries Identifier.
+// HTTPLogs is a message of HTTP entries; the first of a stream carries Identifier.
 func HTTPLogs(id *accesslogv3.StreamAccessLogsMessage_Identifier, entries ...*accesslogdatav3.HTTPAccessLogEntry) *accesslogv3.StreamAccessLogsMessage {
 	return &accesslogv3.StreamAccessLogsMessage{Identifier: id, LogEntries: &accesslogv3.StreamAccessLogsMessage_HttpLogs{
 		HttpLogs: &accesslogv3.StreamAccessLogsMessage_HTTPAccessLogEntries{LogEntry: entries}}}
 }
 
+// TCPLogs is a message of TCP entries; the first of a stream carries Identifier.
 func TCPLogs(id *accesslogv3.StreamAccessLogsMessage_Identifier, entries ...*accesslogdatav3.TCPAccessLogEntry) *accesslogv3.StreamAccessLogsMessage {
 	return &accesslogv3.StreamAccessLogsMessage{Identifier: id, LogEntries: &accesslogv3.StreamAccessLogsMessage_TcpLogs{
 		TcpLogs: &accesslogv3.StreamAccessLogsMessage_TCPAccessLogEntries{LogEntry: entries}}}
