@@ -38,6 +38,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/agent/svid"
 	"github.com/aether-mesh/aether-operator/internal/identity"
@@ -84,6 +85,7 @@ func main() {
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
 	proxylessAddress := flag.String("proxyless-xds-address", "", "Where the agent serves proxyless gRPC clients (pods annotated "+portspec.AnnotationProxyless+": \""+portspec.ProxylessGRPC+"\", which mount its directory): a unix socket, its directory created 0755 and the socket 0666, serving proxyless node IDs only, each stream the node ID of its caller's pod only (learned from the connection: the agent must run in the host's PID namespace); "+proxyless.DefaultNodeAddress+" in config/agent. Empty: none. Needs --xds-address.")
 	spireAdminSocket := flag.String("spire-admin-socket", "", "Path of the SPIRE agent's admin socket, its Delegated Identity API (this agent must be one of its authorized_delegates): the agent fetches from it the X.509 SVIDs of the identities its node's meshed pods hold, and the trust bundle of --mesh-domain, and serves them to the node's Envoy by SDS. "+identity.NodeAdminSocketDir+"/"+identity.AdminSocketName+" with config/spire. Empty: no SVIDs are served (the TLS contexts' secrets stay absent). Needs --xds-address.")
+	accessLogLines := flag.Bool("access-log-lines", true, "With xDS serving, write one line per request and per TCP connection the node's Envoy logs to the agent (its access log, streamed over --xds-address) to the agent's own log (kubectl logs). false: the access log is only counted (aether_agent_requests_total and the others).")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	printVersion := flag.Bool("version", false, "Print the version, the commit and the Go version of this binary, and exit.")
@@ -197,7 +199,8 @@ func main() {
 			log.Error(err, "Failed to listen for xDS", "address", xdsAddr.String())
 			os.Exit(1)
 		}
-		serverOptions := xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server")}
+		accessLog := accesslog.New(accesslog.Options{NodeID: nodeName, Log: ctrl.Log.WithName("access-log"), Lines: *accessLogLines})
+		serverOptions := xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server"), AccessLog: accessLog}
 		if serverOptions.ProxylessListener, err = listenForPods(proxylessAddr); err != nil {
 			log.Error(err, "Failed to listen for proxyless gRPC clients", "address", proxylessAddr.String())
 			os.Exit(1)
@@ -205,7 +208,7 @@ func main() {
 		options.XDS = &agent.XDSOptions{
 			Server:     xdsserver.New(serverOptions),
 			MeshDomain: meshDomain, Issuer: issuer, CaptureMode: mode, NetNS: registry, NetNSPathTemplate: netns,
-			Capture: captureOpts,
+			Capture: captureOpts, AccessLog: accessLog,
 		}
 		options.XDS.Identities = identities
 	}

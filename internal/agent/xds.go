@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/agent/svid"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/meshidentity"
@@ -67,6 +68,9 @@ type XDSOptions struct {
 	// node's Envoy by SDS (sds.go); Setup runs it. Nil: no secrets are served, and the TLS
 	// contexts' secrets stay absent (Envoy waits for them).
 	Identities *svid.Source
+	// AccessLog, when set, is told the mesh of every build (the services, ports, pods and
+	// identities its counters may name); Server must serve it (xdsserver.Options.AccessLog).
+	AccessLog *accesslog.Server
 }
 
 // publisher rebuilds the node's xDS configuration when an input changes, debounced, and publishes
@@ -221,6 +225,9 @@ func (p *publisher) rebuild(ctx context.Context) {
 	if listed && p.opts.Identities != nil {
 		// First: an identity new to the node is asked of SPIRE before its clusters are served.
 		p.opts.Identities.Want(podIdentities(m.Pods))
+	}
+	if listed && p.opts.AccessLog != nil {
+		p.opts.AccessLog.SetMesh(m)
 	}
 	if listed {
 		// Proxyless gRPC clients first: theirs does not wait on (or fail with) the node's Envoy's.

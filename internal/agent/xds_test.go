@@ -32,6 +32,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
@@ -112,8 +113,11 @@ func startXDSAgentServing(t *testing.T, ns string, proxyless bool, configure ...
 		return listener
 	}
 	caller, serverLogs := &actingPod{}, &testlog.Lines{}
+	// The access-log server as the agent binary wires it: on the xDS server, told every build's
+	// mesh, counting on the agent's registry.
+	accessLog := accesslog.New(accesslog.Options{NodeID: node, Log: serverLogs.Logger(0).WithName("access-log-" + ns), Lines: true})
 	serverOptions := xdsserver.Options{Listener: listen("xds.sock"), PodOfProcess: caller.podOf,
-		Log: serverLogs.Logger(1).WithName("xds-" + ns)}
+		Log: serverLogs.Logger(1).WithName("xds-" + ns), AccessLog: accessLog}
 	if proxyless {
 		serverOptions.ProxylessListener = listen("proxyless/xds.sock")
 	}
@@ -129,6 +133,7 @@ func startXDSAgentServing(t *testing.T, ns string, proxyless bool, configure ...
 	fake := clocktesting.NewFakeClock(time.Now())
 	o := Options{NodeName: node, Health: testHealth, View: view, controllerName: "agent-" + ns, clock: fake, XDS: &XDSOptions{
 		Server: server, MeshDomain: "aether.internal", CaptureMode: model.CaptureSurface, NetNS: NewNetNS(), NetNSPathTemplate: template,
+		AccessLog: accessLog,
 	}}
 	for _, c := range configure {
 		c(o.XDS)

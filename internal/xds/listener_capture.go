@@ -465,6 +465,7 @@ func (b *builder) httpManager(name, routes string, http1 *corev3.Http1ProtocolOp
 		UpgradeConfigs:       upgradeConfigs(),
 		HttpProtocolOptions:  http1,
 		Http2ProtocolOptions: http2Options(),
+		AccessLog:            b.httpAccessLog(),
 	}
 	return b.networkFilter(wellknown.HTTPConnectionManager, name, hcm)
 }
@@ -490,7 +491,7 @@ func (b *builder) weightedTCPChain(name string, match *listenerv3.FilterChainMat
 
 // countedTCPChain is weightedTCPChain with its bytes and connections counted under statPrefix.
 func (b *builder) countedTCPChain(name, statPrefix string, match *listenerv3.FilterChainMatch, target []weightedBase) *listenerv3.FilterChain {
-	proxy := &tcpproxyv3.TcpProxy{StatPrefix: statPrefix}
+	proxy := &tcpproxyv3.TcpProxy{StatPrefix: statPrefix, AccessLog: b.tcpAccessLog()}
 	if len(target) == 1 {
 		proxy.ClusterSpecifier = &tcpproxyv3.TcpProxy_Cluster{Cluster: target[0].base}
 	} else {

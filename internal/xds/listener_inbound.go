@@ -161,6 +161,7 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 		// The destination's side of the retry table (outcome.go): which row applied, for the
 		// caller's proxy.
 		LocalReplyConfig: b.inboundLocalReplies(),
+		AccessLog:        b.httpAccessLog(),
 	}
 	callerIdentity(hcm)
 	return &listenerv3.FilterChain{

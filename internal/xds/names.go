@@ -237,3 +237,103 @@ func ProxylessRoutes(fqdn string, port int32) string { return "proxyless|" + fqd
 // go-control-plane's Consistent() finds RDS names in filter chains, not in api_listener, and
 // grpc-go ignores a client listener's filter chains.
 const ProxylessRDSChain = "proxyless_rds"
+
+// Reading the names back. The node agent's access-log server (internal/accesslog) learns from
+// each entry's upstream cluster which service port a request or connection reached and, on the
+// caller's side, which local identity dialled it: the builder's names are the one vocabulary, so
+// their inverses live here, beside them, and are tested as exact inverses (names_test.go).
+
+// ClusterTarget is what an upstream cluster's name says.
+type ClusterTarget struct {
+	// Inbound is set for a pod's app cluster (AppCluster): Pod and Port are then the pod's key
+	// (PodKey) and its port.
+	Inbound bool
+	Pod     string
+	// FQDN is, for a mesh cluster (HTTPCluster, TCPCluster, TCPDefaultCluster qualified by
+	// SourceCluster), the destination's mesh name; Port its port, 0 for TCPDefaultCluster (what
+	// :18082 reaches: the service's default TCP port); TCP whether it is a raw-TCP cluster.
+	FQDN string
+	Port int32
+	TCP  bool
+	// SourceKey is a mesh cluster's source qualification (SourceKey of the identity that dials).
+	SourceKey string
+}
+
+// ParseCluster reads a cluster name the builder wrote: AppCluster, or SourceCluster of
+// HTTPCluster, TCPCluster or TCPDefaultCluster. Any other name (PassthroughCluster,
+// BlackholeCluster, a name of no shape) is not a target: ok is false.
+func ParseCluster(name string) (t ClusterTarget, ok bool) {
+	if rest, isApp := strings.CutPrefix(name, "app|"); isApp {
+		i := strings.LastIndexByte(rest, ':')
+		if i < 0 {
+			return ClusterTarget{}, false
+		}
+		port, ok := parsePort(rest[i+1:])
+		ns, pod, shaped := strings.Cut(rest[:i], "/")
+		if !ok || !shaped || ns == "" || pod == "" || strings.Contains(pod, "/") {
+			return ClusterTarget{}, false
+		}
+		return ClusterTarget{Inbound: true, Pod: rest[:i], Port: port}, true
+	}
+	i := strings.LastIndexByte(name, '|')
+	if i < 0 {
+		return ClusterTarget{}, false
+	}
+	base, key := name[:i], name[i+1:]
+	if ns, sa, shaped := strings.Cut(key, "/"); !shaped || ns == "" || sa == "" || strings.Contains(sa, "/") {
+		return ClusterTarget{}, false
+	}
+	t = ClusterTarget{SourceKey: key}
+	base, t.TCP = strings.CutPrefix(base, "tcp:")
+	j := strings.LastIndexByte(base, ':')
+	if j < 0 {
+		if !t.TCP || base == "" {
+			return ClusterTarget{}, false // an HTTP cluster always names its port
+		}
+		t.FQDN = base // TCPDefaultCluster
+		return t, true
+	}
+	if t.Port, ok = parsePort(base[j+1:]); !ok || j == 0 {
+		return ClusterTarget{}, false
+	}
+	t.FQDN = base[:j]
+	return t, true
+}
+
+// ParseFQDN reads FQDN's <svc>.<ns>.<domain> back: a namespace holds no dot, a service's name
+// may, so the namespace is the label before the domain and the service everything before it.
+func ParseFQDN(fqdn, domain string) (service, namespace string, ok bool) {
+	rest, inDomain := strings.CutSuffix(fqdn, "."+domain)
+	i := strings.LastIndexByte(rest, '.')
+	if !inDomain || i <= 0 || i == len(rest)-1 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+1:], true
+}
+
+// SourceIdentity is the mesh identity whose SourceKey is key, spiffe://<domain>/ns/<ns>/sa/<sa>;
+// ok is false for a key no mesh identity of domain has.
+func SourceIdentity(domain, key string) (identity string, ok bool) {
+	ns, sa, shaped := strings.Cut(key, "/")
+	if !shaped {
+		return "", false
+	}
+	identity = TrustBundleSecret(domain) + "/ns/" + ns + "/sa/" + sa
+	if !meshIdentity(domain, identity) || SourceKey(identity) != key {
+		return "", false
+	}
+	return identity, true
+}
+
+// MeshIdentity reports whether identity is a workload identity of the mesh's shape in trust
+// domain domain: spiffe://<domain>/ns/<ns>/sa/<sa>.
+func MeshIdentity(domain, identity string) bool { return meshIdentity(domain, identity) }
+
+// parsePort reads a port number as itoa writes it: 1..65535, no sign, no leading zero.
+func parsePort(s string) (int32, bool) {
+	p, err := strconv.ParseUint(s, 10, 16)
+	if err != nil || p == 0 || strconv.FormatUint(p, 10) != s {
+		return 0, false
+	}
+	return int32(p), true
+}

@@ -4,6 +4,7 @@
 package xds
 
 import (
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -63,6 +64,9 @@ type shared struct {
 	// clusters they reach (from_the_pod.go).
 	fromThePod *listenerv3.Filter
 	podBind    *corev3.BindConfig
+	// httpAccessLog and tcpAccessLog are every HCM's and every tcp_proxy's access log
+	// (accesslog.go).
+	httpAccessLog, tcpAccessLog []*accesslogv3.AccessLog
 }
 
 // servicePortKey is a port of a service, by the service's FQDN.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachetypes "github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -79,6 +80,10 @@ type Options struct {
 	PodOfProcess PodOfProcess
 	// Log receives the server's lines: connections, NACKs, refused snapshots.
 	Log logr.Logger
+	// AccessLog, when set, is served beside ADS on Listener, not on ProxylessListener: the node's
+	// Envoy streams its access log over the bootstrap's xDS cluster (internal/xds's loggers,
+	// internal/accesslog's server), so it needs no socket, cluster or permission of its own.
+	AccessLog accesslogv3.AccessLogServiceServer
 }
 
 // Server serves each node's latest published snapshot over ADS.
@@ -86,6 +91,7 @@ type Server struct {
 	listener          net.Listener
 	proxylessListener net.Listener
 	log               logr.Logger
+	accessLog         accesslogv3.AccessLogServiceServer
 	cache             cachev3.SnapshotCache
 	// proxylessCache holds the proxyless clients' snapshots (proxyless.go): not in ADS mode.
 	proxylessCache cachev3.SnapshotCache
@@ -136,6 +142,7 @@ func New(o Options) *Server {
 		listener:          o.Listener,
 		proxylessListener: o.ProxylessListener,
 		log:               o.Log,
+		accessLog:         o.AccessLog,
 		// ADS mode: responses go out in the order clusters, endpoints, listeners, routes.
 		cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, controlPlaneLogger(o.Log)),
 		// Not in ADS mode: an ADS-mode cache answers a request only when it names every resource
@@ -178,8 +185,13 @@ func (s *Server) Start(ctx context.Context) error {
 		g        *grpc.Server
 		listener net.Listener
 	}
-	all := []serving{{s.grpcServer(ctx, s.cache, s.streams, grpc.MaxConcurrentStreams(1000)), s.listener}}
+	envoy := s.grpcServer(ctx, s.cache, s.streams, grpc.MaxConcurrentStreams(1000))
+	all := []serving{{envoy, s.listener}}
 	s.log.Info("Serving xDS (ADS: state of the world and delta)", "address", s.Address())
+	if s.accessLog != nil {
+		accesslogv3.RegisterAccessLogServiceServer(envoy, s.accessLog)
+		s.log.Info("Serving the access log (AccessLogService) to the node's Envoy", "address", s.Address())
+	}
 	if s.proxylessListener != nil {
 		// Every pod may connect here: the caller is learned from the connection, and what one
 		// can make the agent hold is bounded (peer.go).

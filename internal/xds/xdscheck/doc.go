@@ -32,6 +32,9 @@
 //     host that is no mesh service 404, never passing it through;
 //   - ReusePort: every listener bound to a socket sets enable_reuse_port, so a new node proxy
 //     binds beside the old one while the old one drains;
+//   - AccessLogs: every HTTP connection manager and tcp_proxy of the node's Envoy logs every
+//     request and connection, unfiltered, to the node agent (Envoy's gRPC access logger over the
+//     bootstrap's xDS cluster), the HTTP ones with the response header x-aether-outcome;
 //   - BootstrapLimits (over the bootstrap, not the resources): the overload manager caps the
 //     node's downstream connections;
 //   - ListenersAndRoutesEqual: the stability gate (an endpoint-only change leaves every

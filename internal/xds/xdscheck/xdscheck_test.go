@@ -15,6 +15,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	fileaccesslogv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	grpcaccesslogv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	setfilterstatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/set_filter_state/v3"
 	h2mv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_to_metadata/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -139,8 +140,26 @@ func loadAssignment(name, address string) *endpointv3.ClusterLoadAssignment {
 	}}}
 }
 
+// toTheAgent is the common configuration of a gRPC access log to the node agent.
+func toTheAgent() *grpcaccesslogv3.CommonGrpcAccessLogConfig {
+	return &grpcaccesslogv3.CommonGrpcAccessLogConfig{LogName: "aether", TransportApiVersion: corev3.ApiVersion_V3,
+		GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xds.XDSCluster}}}}
+}
+
+// httpLog and tcpLog are an HCM's and a tcp_proxy's access log to the node agent.
+func httpLog(t testing.TB) *accesslogv3.AccessLog {
+	return &accesslogv3.AccessLog{Name: "envoy.access_loggers.http_grpc", ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: pack(t,
+		&grpcaccesslogv3.HttpGrpcAccessLogConfig{CommonConfig: toTheAgent(), AdditionalResponseHeadersToLog: []string{xds.OutcomeHeader}})}}
+}
+
+func tcpLog(t testing.TB) *accesslogv3.AccessLog {
+	return &accesslogv3.AccessLog{Name: "envoy.access_loggers.tcp_grpc", ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: pack(t,
+		&grpcaccesslogv3.TcpGrpcAccessLogConfig{CommonConfig: toTheAgent()})}}
+}
+
 func tcpProxyChain(t testing.TB, name string, port uint32, cluster string) *listenerv3.FilterChain {
-	proxy := &tcpproxyv3.TcpProxy{StatPrefix: name, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}
+	proxy := &tcpproxyv3.TcpProxy{StatPrefix: name, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster},
+		AccessLog: []*accesslogv3.AccessLog{tcpLog(t)}}
 	return &listenerv3.FilterChain{
 		Name: name,
 		FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(port),
@@ -157,7 +176,7 @@ func hcmChain(t testing.TB) *listenerv3.FilterChain {
 		HttpFilters: []*hcmv3.HttpFilter{{Name: "envoy.filters.http.router",
 			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: pack(t, &routerv3.Router{})}}},
 		AccessLog: []*accesslogv3.AccessLog{{Name: "envoy.access_loggers.file",
-			ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: pack(t, &fileaccesslogv3.FileAccessLog{Path: "/dev/stdout"})}}},
+			ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: pack(t, &fileaccesslogv3.FileAccessLog{Path: "/dev/stdout"})}}, httpLog(t)},
 		UpgradeConfigs:       []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}},
 		Http2ProtocolOptions: &corev3.Http2ProtocolOptions{AllowConnect: true},
 	}
