@@ -73,13 +73,6 @@ func cniProblems(ds *appsv1.DaemonSet) []string {
 		if name != "netns" && (mountAt(install, dir.container) == nil || mountAt(install, dir.container).Name != name) {
 			report("install-cni does not mount %s at %s", name, dir.container)
 		}
-		if envoy := container(spec, "envoy"); envoy != nil && strings.HasPrefix(name, "cni-") {
-			for _, m := range envoy.VolumeMounts {
-				if m.Name == name {
-					report("Envoy mounts %s: the agent's CNI directory holds its credentials and the hand-over socket", name)
-				}
-			}
-		}
 	}
 	if m := mountAt(agent, "/var/run/netns"); m != nil && (!m.ReadOnly || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer) {
 		report("the agent's /var/run/netns must be read-only with HostToContainer propagation (a pod's namespace is mounted after the agent starts): readOnly=%v propagation=%v", m.ReadOnly, m.MountPropagation)
@@ -131,9 +124,9 @@ func privileges(c *corev1.Container, add []corev1.Capability) []string {
 
 // TestCNIInstallation renders config/base and config/default: both install the plugin from the
 // agent's image with the mounts and flags it needs and exactly NET_ADMIN and SYS_ADMIN for the
-// agent; config/default's installer has the agent's credentials (it writes the plugin's
-// kubeconfig) and its Envoy none of the CNI directory. Negative controls: each broken copy is
-// caught.
+// agent; both installers have the agent's credentials (they write the plugin's kubeconfig).
+// (envoy_config_test.go checks that the node's Envoy mounts none of the CNI directory.) Negative
+// controls: each broken copy is caught.
 func TestCNIInstallation(t *testing.T) {
 	withEnvoy, base := renderAgent(t, "default"), renderAgent(t, "base")
 	for dir, ds := range map[string]*appsv1.DaemonSet{"default": withEnvoy, "base": base} {
@@ -141,8 +134,10 @@ func TestCNIInstallation(t *testing.T) {
 			t.Errorf("config/%s:\n%s", dir, strings.Join(problems, "\n"))
 		}
 	}
-	if mountAt(initContainer(&withEnvoy.Spec.Template.Spec, "install-cni"), tokenMountPath) == nil {
-		t.Error("config/default's install-cni has no API credentials (the pod's token is not automounted there): it cannot write the plugin's kubeconfig")
+	for dir, ds := range map[string]*appsv1.DaemonSet{"default": withEnvoy, "base": base} {
+		if spec := &ds.Spec.Template.Spec; !credentialed(spec, initContainer(spec, "install-cni")) {
+			t.Errorf("config/%s's install-cni has no API credentials (the pod's token is neither automounted nor mounted there): it cannot write the plugin's kubeconfig", dir)
+		}
 	}
 
 	for what, tc := range map[string]struct {
@@ -166,10 +161,6 @@ func TestCNIInstallation(t *testing.T) {
 			c.Args = append(c.Args, "--cni-socket=/run/elsewhere.sock")
 		}, "--cni-socket differs"},
 		"the run dir moved": {func(s *corev1.PodSpec) { volume(s, "cni-run").HostPath.Path = "/var/lib/aether" }, "volume cni-run is not the host's"},
-		"CNI dir in Envoy": {func(s *corev1.PodSpec) {
-			e := container(s, "envoy")
-			e.VolumeMounts = append(e.VolumeMounts, corev1.VolumeMount{Name: "cni-run", MountPath: cni.DefaultRunDir})
-		}, "Envoy mounts cni-run"},
 	} {
 		broken := withEnvoy.DeepCopy()
 		tc.breakIt(&broken.Spec.Template.Spec)

@@ -37,6 +37,17 @@ const (
 // returns the agent's DaemonSet.
 func renderAgent(t *testing.T, dir string) *appsv1.DaemonSet {
 	t.Helper()
+	ds := renderDaemonSet(t, dir, "aether-agent")
+	if ds == nil {
+		t.Fatalf("config/%s renders no agent DaemonSet", dir)
+	}
+	return ds
+}
+
+// renderDaemonSet renders config/<dir> and returns its DaemonSet labelled app.kubernetes.io/name
+// name, or nil.
+func renderDaemonSet(t *testing.T, dir, name string) *appsv1.DaemonSet {
+	t.Helper()
 	out, stderr, err := env.Kubectl(testContext(t), "kustomize", filepath.Join(testenv.RepoRoot(), "config", dir))
 	if err != nil {
 		t.Fatalf("kubectl kustomize config/%s: %v\n%s", dir, err, stderr)
@@ -46,11 +57,10 @@ func renderAgent(t *testing.T, dir string) *appsv1.DaemonSet {
 		if err := yaml.Unmarshal(doc, &ds); err != nil {
 			t.Fatal(err)
 		}
-		if ds.Kind == "DaemonSet" && ds.Labels["app.kubernetes.io/name"] == "aether-agent" {
+		if ds.Kind == "DaemonSet" && ds.Labels["app.kubernetes.io/name"] == name {
 			return &ds
 		}
 	}
-	t.Fatalf("config/%s renders no agent DaemonSet", dir)
 	return nil
 }
 
@@ -108,30 +118,38 @@ func mountAt(c *corev1.Container, dir string) *corev1.VolumeMount {
 	return nil
 }
 
-// sharedDir checks that the agent writes dir and Envoy only reads it, from one emptyDir.
-func sharedDir(spec *corev1.PodSpec, agent, envoy *corev1.Container, dir, what string) []string {
-	a, e := mountAt(agent, dir), mountAt(envoy, dir)
+// sharedDir checks that the agent writes dir and Envoy only reads it, from one host directory
+// (two pods of a node share nothing else).
+func sharedDir(agentSpec, envoySpec *corev1.PodSpec, dir, what string) []string {
+	a, e := mountAt(container(agentSpec, "agent"), dir), mountAt(container(envoySpec, "envoy"), dir)
+	if a == nil || e == nil {
+		return []string{fmt.Sprintf("%s: %s is not mounted in both the agent and Envoy (agent %v, envoy %v)", what, dir, a != nil, e != nil)}
+	}
+	av, ev := volume(agentSpec, a.Name), volume(envoySpec, e.Name)
 	switch {
-	case a == nil || e == nil:
-		return []string{fmt.Sprintf("%s: %s is not mounted in both containers (agent %v, envoy %v)", what, dir, a != nil, e != nil)}
-	case a.Name != e.Name:
-		return []string{fmt.Sprintf("%s: the containers mount different volumes at %s (%s, %s)", what, dir, a.Name, e.Name)}
+	case av == nil || ev == nil || av.HostPath == nil || ev.HostPath == nil:
+		return []string{fmt.Sprintf("%s: %s is not a host directory in both pods (the only volume two pods of a node share)", what, dir)}
+	case av.HostPath.Path != ev.HostPath.Path:
+		return []string{fmt.Sprintf("%s: the pods mount different host directories at %s (%s, %s)", what, dir, av.HostPath.Path, ev.HostPath.Path)}
 	case a.ReadOnly || !e.ReadOnly:
 		return []string{fmt.Sprintf("%s: %s must be writable by the agent and read-only for Envoy (agent readOnly=%v, envoy readOnly=%v)", what, dir, a.ReadOnly, e.ReadOnly)}
-	case volume(spec, a.Name) == nil || volume(spec, a.Name).EmptyDir == nil:
-		return []string{fmt.Sprintf("%s: volume %s is not an emptyDir of the pod", what, a.Name)}
 	}
 	return nil
 }
 
-// envoyProblems lists how ds falls short of the node's Envoy the agent configures: the image on
-// the protos' line, the bootstrap the agent writes and Envoy reads, the xDS socket, the pods'
-// network namespaces, least privilege and the admin endpoint on loopback.
-func envoyProblems(ds *appsv1.DaemonSet, line string) []string {
-	spec := &ds.Spec.Template.Spec
-	agent, envoy := container(spec, "agent"), container(spec, "envoy")
+// envoyProblems lists how the node's Envoy (its own DaemonSet, envoyDS) and the agent's DaemonSet
+// fall short of the proxy the agent configures: the image on the protos' line, the bootstrap the
+// agent writes and Envoy reads and the xDS socket, both in a host directory they share, the pods'
+// network namespaces, least privilege, no API credentials, the handover's rollout (a new Envoy
+// beside the old, never none) and no CNI directory of the agent's.
+func envoyProblems(agentDS, envoyDS *appsv1.DaemonSet, line string) []string {
+	if envoyDS == nil {
+		return []string{"no DaemonSet app.kubernetes.io/name=aether-envoy: the node has no Envoy"}
+	}
+	agentSpec, spec := &agentDS.Spec.Template.Spec, &envoyDS.Spec.Template.Spec
+	agent, envoy := container(agentSpec, "agent"), container(spec, "envoy")
 	if agent == nil || envoy == nil {
-		return []string{fmt.Sprintf("the agent's pod has no container envoy beside the agent (containers agent %v, envoy %v)", agent != nil, envoy != nil)}
+		return []string{fmt.Sprintf("no container agent (%v) or envoy (%v) in their DaemonSets", agent != nil, envoy != nil)}
 	}
 	var problems []string
 	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
@@ -141,12 +159,7 @@ func envoyProblems(ds *appsv1.DaemonSet, line string) []string {
 		report("image %s: want %s:<%s.x>, the official image on the line of the protos the agent is built with", envoy.Image, envoyImageRepo, line)
 	}
 
-	var bootstrap string
-	for _, arg := range agent.Args {
-		if v, ok := strings.CutPrefix(arg, "--envoy-bootstrap="); ok {
-			bootstrap = v
-		}
-	}
+	bootstrap := flag(agent, "envoy-bootstrap")
 	command := strings.Join(append(slices.Clone(envoy.Command), envoy.Args...), " ")
 	switch {
 	case bootstrap == "":
@@ -154,9 +167,13 @@ func envoyProblems(ds *appsv1.DaemonSet, line string) []string {
 	case !strings.Contains(command, "-c "+bootstrap+" "):
 		report("Envoy does not start from the bootstrap the agent writes (%s): %s", bootstrap, command)
 	default:
-		problems = append(problems, sharedDir(spec, agent, envoy, path.Dir(bootstrap), "the bootstrap")...)
+		problems = append(problems, sharedDir(agentSpec, spec, path.Dir(bootstrap), "the bootstrap")...)
 	}
-	problems = append(problems, sharedDir(spec, agent, envoy, path.Dir(xds.DefaultXDSSocket), "the xDS socket")...)
+	if socket, ok := strings.CutPrefix(flag(agent, "xds-address"), "unix://"); !ok {
+		report("the agent's --xds-address %q is not a unix socket Envoy's pod can reach", flag(agent, "xds-address"))
+	} else {
+		problems = append(problems, sharedDir(agentSpec, spec, path.Dir(socket), "the xDS socket")...)
+	}
 
 	netns := mountAt(envoy, "/var/run/netns")
 	switch {
@@ -166,6 +183,11 @@ func envoyProblems(ds *appsv1.DaemonSet, line string) []string {
 		report("Envoy's /var/run/netns is not the host's")
 	case !netns.ReadOnly || netns.MountPropagation == nil || *netns.MountPropagation != corev1.MountPropagationHostToContainer:
 		report("Envoy's /var/run/netns must be read-only with HostToContainer propagation (a pod's namespace is mounted after Envoy starts): readOnly=%v propagation=%v", netns.ReadOnly, netns.MountPropagation)
+	}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil && (v.HostPath.Path == hostDirs["cni-run"].host || strings.HasPrefix(v.HostPath.Path, hostDirs["cni-run"].host+"/")) {
+			report("Envoy mounts %s: the agent's CNI directory holds its credentials and the hand-over socket", v.HostPath.Path)
+		}
 	}
 
 	sc := envoy.SecurityContext
@@ -179,92 +201,140 @@ func envoyProblems(ds *appsv1.DaemonSet, line string) []string {
 		report("Envoy's root filesystem is writable")
 	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Privileged != nil && *sc.Privileged:
 		report("Envoy may escalate its privileges (allowPrivilegeEscalation %v, privileged %v)", sc.AllowPrivilegeEscalation, sc.Privileged)
-	case sc.RunAsGroup == nil || agentGroup(spec) == nil || *sc.RunAsGroup != *agentGroup(spec):
+	case sc.RunAsGroup == nil || agentGroup(agentSpec) == nil || *sc.RunAsGroup != *agentGroup(agentSpec):
 		report("Envoy does not run as the agent's group, which owns the xDS socket")
 	}
 
-	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken || mountAt(envoy, tokenMountPath) != nil {
-		report("the agent's API credentials reach the Envoy container")
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		report("API credentials reach Envoy's pod (automountServiceAccountToken is not false)")
 	}
-	if mountAt(agent, tokenMountPath) == nil {
+	for _, c := range spec.Containers {
+		if mountAt(&c, tokenMountPath) != nil {
+			report("API credentials are mounted into Envoy's pod (container %s)", c.Name)
+		}
+	}
+	if !credentialed(agentSpec, agent) {
 		report("the agent has no API credentials at %s", tokenMountPath)
 	}
 
+	// Two Envoys of a node, side by side during a rollout: each its own loopback admin endpoint.
+	if spec.HostNetwork {
+		report("Envoy's pod is on the host network: during a rollout the new Envoy's admin endpoint %s would find the old one's port taken", xds.DefaultAdminAddress)
+	}
+	if r := envoyDS.Spec.UpdateStrategy.RollingUpdate; envoyDS.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType || r == nil ||
+		r.MaxSurge == nil || r.MaxSurge.String() != "1" || r.MaxUnavailable == nil || r.MaxUnavailable.String() != "0" {
+		report("Envoy's updateStrategy is not RollingUpdate with maxSurge 1 and maxUnavailable 0: a node would be without a proxy during an upgrade")
+	}
+	if p := envoy.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/ready" {
+		report("Envoy has no readiness probe on /ready: a rollout would stop the old Envoy before the new one has its configuration")
+	}
 	_, adminPort, _ := net.SplitHostPort(xds.DefaultAdminAddress)
-	if p := envoy.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Host != "127.0.0.1" || p.HTTPGet.Port.String() != adminPort {
-		report("Envoy's readiness probe is not /ready on the loopback admin endpoint %s", xds.DefaultAdminAddress)
+	if p := envoy.ReadinessProbe; p != nil && p.HTTPGet != nil && p.HTTPGet.Port.String() == adminPort && p.HTTPGet.Host != "127.0.0.1" {
+		report("Envoy's readiness probe reaches the admin endpoint %s from outside its loopback", xds.DefaultAdminAddress)
 	}
 	return problems
 }
 
-// TestEnvoyComponent renders config/default (with the node's Envoy) and config/base (the cluster
-// tier's, without it): the first has an Envoy that meets envoyProblems' checks, the second none,
-// and both agents' DaemonSets pass the real API server's validation (a server-side dry run).
-// Negative controls: each broken copy of the Envoy is caught, and the dry run does validate (the
-// API server refuses Bidirectional propagation in a container that is not privileged).
+// credentialed says whether c has the pod's API credentials: automounted (the pod does not turn
+// that off) or mounted by hand.
+func credentialed(spec *corev1.PodSpec, c *corev1.Container) bool {
+	return spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken || mountAt(c, tokenMountPath) != nil
+}
+
+// TestEnvoyComponent renders config/default (with the node's Envoy, a DaemonSet of its own) and
+// config/base (the cluster tier's, without it): the first has an Envoy that meets envoyProblems'
+// checks, the second none, and every DaemonSet passes the real API server's validation (a
+// server-side dry run). Negative controls: each broken copy is caught, and the dry run does
+// validate (the API server refuses Bidirectional propagation in a container that is not
+// privileged).
 func TestEnvoyComponent(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespace(t, ctx)
 	line := protoLine(t)
-	withEnvoy, without := renderAgent(t, "default"), renderAgent(t, "base")
+	agent, envoy := renderAgent(t, "default"), renderDaemonSet(t, "default", "aether-envoy")
+	without := renderAgent(t, "base")
 
-	if problems := envoyProblems(withEnvoy, line); len(problems) > 0 {
+	if problems := envoyProblems(agent, envoy, line); len(problems) > 0 {
 		t.Errorf("config/default's node Envoy:\n%s", strings.Join(problems, "\n"))
 	}
-	if container(&without.Spec.Template.Spec, "envoy") != nil {
-		t.Error("config/base, which the cluster tier deploys, has the Envoy container")
-	}
-	// (netns is the agent's own now, for capture: config/agent mounts it; see cni_config_test.go.)
-	if volume(&without.Spec.Template.Spec, "envoy-bootstrap") != nil {
-		t.Error("config/base has the Envoy's volume envoy-bootstrap")
+	if renderDaemonSet(t, "base", "aether-envoy") != nil {
+		t.Error("config/base, which the cluster tier deploys, has the Envoy DaemonSet")
 	}
 	if mountAt(container(&without.Spec.Template.Spec, "agent"), path.Dir(xds.DefaultXDSSocket)) == nil {
 		t.Errorf("config/base's agent has no writable %s for its xDS socket (its root filesystem is read-only)", path.Dir(xds.DefaultXDSSocket))
 	}
 
-	for dir, ds := range map[string]*appsv1.DaemonSet{"default": withEnvoy, "base": without} {
-		if err := dryRun(ctx, ds, ns); err != nil {
-			t.Errorf("the API server refuses config/%s's agent DaemonSet: %v", dir, err)
+	for what, ds := range map[string]*appsv1.DaemonSet{"config/default's agent": agent, "config/default's Envoy": envoy, "config/base's agent": without} {
+		if ds == nil {
+			continue // reported above
 		}
+		if err := dryRun(ctx, ds, ns); err != nil {
+			t.Errorf("the API server refuses %s DaemonSet: %v", what, err)
+		}
+	}
+	if envoy == nil {
+		return
 	}
 
 	// Negative controls.
 	for what, tc := range map[string]struct {
-		breakIt func(*corev1.PodSpec)
+		breakIt func(agent, envoy *appsv1.DaemonSet)
 		want    string
 	}{
-		"another line":   {func(s *corev1.PodSpec) { container(s, "envoy").Image = envoyImageRepo + ":v1.39.2" }, "on the line of the protos"},
-		"a floating tag": {func(s *corev1.PodSpec) { container(s, "envoy").Image = envoyImageRepo + ":latest" }, "on the line of the protos"},
-		"NET_RAW too": {func(s *corev1.PodSpec) {
-			c := container(s, "envoy")
+		"another line":   {func(_, e *appsv1.DaemonSet) { envoyContainer(e).Image = envoyImageRepo + ":v1.39.2" }, "on the line of the protos"},
+		"a floating tag": {func(_, e *appsv1.DaemonSet) { envoyContainer(e).Image = envoyImageRepo + ":latest" }, "on the line of the protos"},
+		"NET_RAW too": {func(_, e *appsv1.DaemonSet) {
+			c := envoyContainer(e)
 			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, "NET_RAW")
 		}, "want drop [ALL] add [SYS_ADMIN NET_ADMIN]"},
-		"no NET_ADMIN (no SO_MARK: the proxy's own upstream would be captured again)": {func(s *corev1.PodSpec) {
-			c := container(s, "envoy")
-			c.SecurityContext.Capabilities.Add = []corev1.Capability{"SYS_ADMIN"}
+		"no NET_ADMIN (no SO_MARK: the proxy's own upstream would be captured again)": {func(_, e *appsv1.DaemonSet) {
+			envoyContainer(e).SecurityContext.Capabilities.Add = []corev1.Capability{"SYS_ADMIN"}
 		}, "want drop [ALL] add [SYS_ADMIN NET_ADMIN]"},
-		"no propagation":       {func(s *corev1.PodSpec) { mountAt(container(s, "envoy"), "/var/run/netns").MountPropagation = nil }, "HostToContainer"},
-		"a writable bootstrap": {func(s *corev1.PodSpec) { mountAt(container(s, "envoy"), "/etc/envoy").ReadOnly = false }, "read-only for Envoy"},
-		"no bootstrap flag":    {func(s *corev1.PodSpec) { container(s, "agent").Args = container(s, "agent").Args[:1] }, "no --envoy-bootstrap"},
-		"the socket not shared": {func(s *corev1.PodSpec) {
-			mountAt(container(s, "envoy"), "/var/run/aether").MountPath = "/run/elsewhere"
-		}, "the xDS socket: /var/run/aether is not mounted in both"},
-		"credentials in Envoy":   {func(s *corev1.PodSpec) { s.AutomountServiceAccountToken = nil }, "credentials reach the Envoy"},
-		"a public admin probe":   {func(s *corev1.PodSpec) { container(s, "envoy").ReadinessProbe.HTTPGet.Host = "" }, "loopback admin endpoint"},
-		"no Envoy (config/base)": {func(s *corev1.PodSpec) { s.Containers = s.Containers[:1] }, "no container envoy"},
+		"no propagation": {func(_, e *appsv1.DaemonSet) { mountAt(envoyContainer(e), "/var/run/netns").MountPropagation = nil }, "HostToContainer"},
+		"a writable bootstrap": {func(a, e *appsv1.DaemonSet) {
+			mountAt(envoyContainer(e), path.Dir(flag(container(&a.Spec.Template.Spec, "agent"), "envoy-bootstrap"))).ReadOnly = false
+		}, "read-only for Envoy"},
+		"no bootstrap flag": {func(a, _ *appsv1.DaemonSet) {
+			c := container(&a.Spec.Template.Spec, "agent")
+			c.Args = slices.DeleteFunc(c.Args, func(arg string) bool { return strings.HasPrefix(arg, "--envoy-bootstrap=") })
+		}, "no --envoy-bootstrap"},
+		"the socket elsewhere": {func(a, _ *appsv1.DaemonSet) {
+			container(&a.Spec.Template.Spec, "agent").Args = append(container(&a.Spec.Template.Spec, "agent").Args, "--xds-address=unix:///run/elsewhere/xds.sock")
+		}, "the xDS socket: /run/elsewhere is not mounted in both"},
+		"another host directory": {func(_, e *appsv1.DaemonSet) {
+			volume(&e.Spec.Template.Spec, "proxy-run").HostPath.Path = "/var/run/other"
+		}, "different host directories"},
+		"credentials in Envoy": {func(_, e *appsv1.DaemonSet) { e.Spec.Template.Spec.AutomountServiceAccountToken = nil }, "API credentials reach Envoy's pod"},
+		"the CNI directory in Envoy": {func(_, e *appsv1.DaemonSet) {
+			e.Spec.Template.Spec.Volumes = append(e.Spec.Template.Spec.Volumes, corev1.Volume{Name: "cni-run",
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hostDirs["cni-run"].host}}})
+		}, "Envoy mounts " + hostDirs["cni-run"].host},
+		"the host network": {func(_, e *appsv1.DaemonSet) { e.Spec.Template.Spec.HostNetwork = true }, "on the host network"},
+		"one at a time, none meanwhile": {func(_, e *appsv1.DaemonSet) {
+			e.Spec.UpdateStrategy.RollingUpdate.MaxSurge = nil
+		}, "maxSurge 1 and maxUnavailable 0"},
+		"no readiness": {func(_, e *appsv1.DaemonSet) { envoyContainer(e).ReadinessProbe = nil }, "no readiness probe on /ready"},
 	} {
-		broken := withEnvoy.DeepCopy()
-		tc.breakIt(&broken.Spec.Template.Spec)
-		problems := strings.Join(envoyProblems(broken, line), "\n")
+		brokenAgent, brokenEnvoy := agent.DeepCopy(), envoy.DeepCopy()
+		tc.breakIt(brokenAgent, brokenEnvoy)
+		problems := strings.Join(envoyProblems(brokenAgent, brokenEnvoy, line), "\n")
 		if !strings.Contains(problems, tc.want) {
 			t.Errorf("negative control %q: want a problem saying %q, got %q", what, tc.want, problems)
 		}
 	}
-	bidirectional := withEnvoy.DeepCopy()
-	mountAt(container(&bidirectional.Spec.Template.Spec, "envoy"), "/var/run/netns").MountPropagation = new(corev1.MountPropagationBidirectional)
+	if problems := strings.Join(envoyProblems(agent, nil, line), "\n"); !strings.Contains(problems, "the node has no Envoy") {
+		t.Errorf("negative control: no Envoy DaemonSet: got %q", problems)
+	}
+	bidirectional := envoy.DeepCopy()
+	mountAt(envoyContainer(bidirectional), "/var/run/netns").MountPropagation = new(corev1.MountPropagationBidirectional)
 	if err := dryRun(ctx, bidirectional, ns); err == nil || !strings.Contains(err.Error(), "Bidirectional mount propagation is available only to privileged containers") {
 		t.Errorf("negative control: Envoy's /var/run/netns with Bidirectional propagation: want the API server's refusal, got %v", err)
 	}
+}
+
+// envoyContainer is the container envoy of the node's Envoy DaemonSet.
+func envoyContainer(ds *appsv1.DaemonSet) *corev1.Container {
+	return container(&ds.Spec.Template.Spec, "envoy")
 }
 
 // dryRun creates ds in namespace ns with a server-side dry run: the API server validates it (and
