@@ -83,6 +83,8 @@ func main() {
 	spireAdminSocket := flag.String("spire-admin-socket", "", "Path of the SPIRE agent's admin socket, its Delegated Identity API (this agent must be one of its authorized_delegates): the agent fetches from it the X.509 SVIDs of the identities its node's meshed pods hold, and the trust bundle of --mesh-domain, and serves them to the node's Envoy by SDS. "+identity.NodeAdminSocketDir+"/"+identity.AdminSocketName+" with config/spire. Empty: no SVIDs are served (the TLS contexts' secrets stay absent). Needs --xds-address.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
+	pprofAddr := flag.String("pprof-bind-address", "0", "Address of the Go profiler's endpoints (/debug/pprof/); 0 (the default) disables them. Plain HTTP: loopback only, for a test bench.")
+	endpointTimes := flag.Bool("debug-endpoint-times", false, "Record, per MeshEndpoint, when this agent's probe made it Healthy and when the node's published xDS snapshot first held or dropped it, and serve them as JSON at "+agent.EndpointTimesPath+" on the metrics endpoint (under its authentication): what endpoint programming latency is measured from. Costs a walk of the snapshot's load assignments per publish.")
 	printVersion := flag.Bool("version", false, "Print the version, the commit and the Go version of this binary, and exit.")
 	flag.Parse()
 	if *printVersion {
@@ -151,6 +153,7 @@ func main() {
 		Scheme:                 scheme,
 		Metrics:                agent.MetricsOptions(metricsAddr, *secureMetrics, *metricsCertDir),
 		HealthProbeBindAddress: probeAddr,
+		PprofBindAddress:       *pprofAddr,
 		Cache:                  agent.CacheOptions(nodeName),
 		Client:                 agent.ClientOptions(), // every write under the agent's field manager
 	})
@@ -159,6 +162,9 @@ func main() {
 		os.Exit(1)
 	}
 	options := agent.Options{NodeName: nodeName, Health: health, IgnoredNamespaces: ignored}
+	if *endpointTimes {
+		options.EndpointTimes = agent.NewEndpointTimes()
+	}
 	registry := agent.NewNetNS()
 	netnsFile := ""
 	if cniOpts.socket != "" {

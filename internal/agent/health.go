@@ -68,6 +68,8 @@ type Prober struct {
 	Options  HealthOptions
 
 	states map[types.UID]*probeState
+	// times, when set, records when each endpoint turned Healthy.
+	times *EndpointTimes
 }
 
 // Start probes until ctx ends.
@@ -97,13 +99,14 @@ func (p *Prober) round(ctx context.Context) {
 	// make this agent probe, or write the health of, another node's endpoint.
 	endpoints := ownEndpoints(list.Items, p.NodeName)
 	results := make([]bool, len(endpoints))
+	answered := make([]time.Time, len(endpoints))
 	var wg sync.WaitGroup
 	for i := range endpoints {
 		ep := &endpoints[i]
 		if inDrain(ep) {
 			continue
 		}
-		wg.Go(func() { results[i] = p.probe(ctx, ep) })
+		wg.Go(func() { results[i] = p.probe(ctx, ep); answered[i] = time.Now() })
 	}
 	wg.Wait()
 
@@ -128,6 +131,8 @@ func (p *Prober) round(ctx context.Context) {
 		if err := p.Client.Status().Patch(ctx, ep, patch); err != nil {
 			// A conflict means someone (draining) changed it first: the next round sees that.
 			log.FromContext(ctx).V(1).Info("health not written", "endpoint", client.ObjectKeyFromObject(ep), "error", err.Error())
+		} else if next == meshv1alpha1.HealthHealthy {
+			p.times.healthy(ep.Namespace+"/"+ep.Name, answered[i])
 		}
 	}
 	for uid := range p.states {
