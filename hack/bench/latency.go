@@ -46,6 +46,15 @@ type latencyResult struct {
 	// registration and the probe interval, which Add starts after.
 	HealthyP50Ms float64 `json:"healthy_after_create_p50_ms"`
 	HealthyP99Ms float64 `json:"healthy_after_create_p99_ms"`
+	// First: the same spans to the first agent's snapshot instead of the last's: what the manager
+	// and the API server take, before the agents' own spread.
+	AddFirstP50Ms    float64 `json:"add_first_agent_p50_ms"`
+	AddFirstP99Ms    float64 `json:"add_first_agent_p99_ms"`
+	RemoveFirstP50Ms float64 `json:"remove_first_agent_p50_ms"`
+	RemoveFirstP99Ms float64 `json:"remove_first_agent_p99_ms"`
+	// DeleteCallP50Ms is how long the pod deletions took to return (the API server's load).
+	DeleteCallP50Ms float64 `json:"delete_call_p50_ms"`
+	DeleteCallP99Ms float64 `json:"delete_call_p99_ms"`
 	// WatchEvents are the view's watch events per agent per change (the agents' own counter,
 	// aether_agent_view_events_total), and by kind and event.
 	WatchEventsPerAgentPerChange float64            `json:"watch_events_per_agent_per_change"`
@@ -75,8 +84,10 @@ type latencyAgent struct {
 // churnChange is one churned pod: the old one deleted, its replacement created on its node.
 type churnChange struct {
 	old, replacement *endpoint
-	agent            int
-	deleted, created time.Time
+	agent int
+	// deleted is when the old pod's deletion was sent, removed when it returned; created when the
+	// replacement existed with its IP.
+	deleted, removed, created time.Time
 }
 
 // latencyBenchmark is `make bench-latency`: for each size, BENCH_AGENTS real agent processes
@@ -432,8 +443,10 @@ func (r *run) churnAt(ctx context.Context, changes []*churnChange, rate float64)
 				errs <- err
 				return
 			}
-			c.created = time.Now()
-			errs <- createPod(ctx, r.env.Client, c.replacement)
+			c.removed = time.Now()
+			err := createPod(ctx, r.env.Client, c.replacement)
+			c.created = time.Now() // with its IP: what the agent registers from
+			errs <- err
 		})
 	}
 	wg.Wait()
@@ -473,28 +486,47 @@ func agentCounters(ctx context.Context, agents []*latencyAgent) (events map[stri
 // agent's Healthy answer to the latest agent's first snapshot holding it, a remove from the pod's
 // deletion to the latest agent's first snapshot without it.
 func latencyFigures(cfg config, sz size, changes []*churnChange, agents []*latencyAgent, times map[string]map[string]agent.EndpointTime) latencyResult {
-	var adds, removes, healthy []time.Duration
+	var adds, removes, healthy, firstAdds, firstRemoves, deleteCalls []time.Duration
 	for _, c := range changes {
 		newKey, oldKey := keyOf(c.replacement), keyOf(c.old)
 		ready := times[agents[c.agent].node][newKey].Healthy
 		var held, dropped time.Time
+		firstHeld, firstDropped := times[agents[0].node][newKey].Held, times[agents[0].node][oldKey].Dropped
 		for _, a := range agents {
-			if t := times[a.node][newKey].Held; t.After(held) {
-				held = t
-			}
-			if t := times[a.node][oldKey].Dropped; t.After(dropped) {
-				dropped = t
-			}
+			t := times[a.node][newKey].Held
+			held, firstHeld = later(held, t), earlier(firstHeld, t)
+			t = times[a.node][oldKey].Dropped
+			dropped, firstDropped = later(dropped, t), earlier(firstDropped, t)
 		}
 		adds = append(adds, held.Sub(ready))
 		removes = append(removes, dropped.Sub(c.deleted))
 		healthy = append(healthy, ready.Sub(c.created))
+		firstAdds = append(firstAdds, firstHeld.Sub(ready))
+		firstRemoves = append(firstRemoves, firstDropped.Sub(c.deleted))
+		deleteCalls = append(deleteCalls, c.removed.Sub(c.deleted))
 	}
 	res := latencyResult{Size: sz.String(), Agents: len(agents), Churned: len(changes), Changes: 2 * len(changes), ChurnRate: cfg.churnRate}
 	res.AddP50Ms, res.AddP90Ms, res.AddP99Ms, res.AddMaxMs = quantilesMs(adds)
 	res.RemoveP50Ms, res.RemoveP90Ms, res.RemoveP99Ms, res.RemoveMaxMs = quantilesMs(removes)
 	res.HealthyP50Ms, _, res.HealthyP99Ms, _ = quantilesMs(healthy)
+	res.AddFirstP50Ms, _, res.AddFirstP99Ms, _ = quantilesMs(firstAdds)
+	res.RemoveFirstP50Ms, _, res.RemoveFirstP99Ms, _ = quantilesMs(firstRemoves)
+	res.DeleteCallP50Ms, _, res.DeleteCallP99Ms, _ = quantilesMs(deleteCalls)
 	return res
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // quantilesMs are the p50, p90, p99 and max of ds, in milliseconds (nearest rank).
