@@ -9,11 +9,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
 
 // settling holds a service's reconcile back while its inputs keep changing, so that a burst of
@@ -136,6 +139,23 @@ func (b batchingHandler) Generic(ctx context.Context, e event.GenericEvent, q qu
 // newGeneration is urgent for an object whose spec changed (its generation moved).
 func newGeneration(e event.UpdateEvent) bool {
 	return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
+}
+
+// endpointUrgent is urgent for an endpoint whose spec changed (newGeneration), and for one that is
+// Healthy and awaits its verdict (no Verified condition for its generation): it is routable but
+// for the verdict, so holding the verdict back for the window would hold back the endpoint's
+// traffic by that much (hack/bench, latency: a new endpoint's first probe answer restarted the
+// window, and the window was most of its time to every node's proxy).
+func endpointUrgent(e event.UpdateEvent) bool {
+	if newGeneration(e) {
+		return true
+	}
+	ep, ok := e.ObjectNew.(*meshv1alpha1.MeshEndpoint)
+	if !ok || ep.Status.Health != meshv1alpha1.HealthHealthy {
+		return false
+	}
+	verdict := apimeta.FindStatusCondition(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified)
+	return verdict == nil || verdict.ObservedGeneration != ep.Generation
 }
 
 // addressedPod is urgent for a pod that had an address (the pod watch passes on only the

@@ -92,7 +92,7 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(r.controllerName, "meshservice")).
 		Watches(&meshv1alpha1.MeshService{}, batched(&handler.EnqueueRequestForObject{}, r.settling, nil)).
-		Watches(&meshv1alpha1.MeshEndpoint{}, batched(byServiceName, r.settling, newGeneration)).
+		Watches(&meshv1alpha1.MeshEndpoint{}, batched(byServiceName, r.settling, endpointUrgent)).
 		// A Service of the same name matters whoever owns it (a user's one is a name conflict), and
 		// the ServiceAccount decides the owner reference and deletion.
 		Watches(&corev1.Service{}, batched(byName, r.settling, nil)).
