@@ -86,6 +86,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Client:         mgr.GetClient(),
 		NodeName:       o.NodeName,
 		Ignored:        o.IgnoredNamespaces,
+		Health:         o.Health,
+		times:          o.EndpointTimes,
 		controllerName: o.controllerName,
 		Clock:          o.clock,
 	}).SetupWithManager(mgr); err != nil {

@@ -106,7 +106,7 @@ func (p *Prober) round(ctx context.Context) {
 		if inDrain(ep) {
 			continue
 		}
-		wg.Go(func() { results[i] = p.probe(ctx, ep); answered[i] = time.Now() })
+		wg.Go(func() { results[i] = probeEndpoint(ctx, ep, p.Options.Timeout); answered[i] = time.Now() })
 	}
 	wg.Wait()
 
@@ -153,11 +153,11 @@ func ownEndpoints(all []meshv1alpha1.MeshEndpoint, node string) []meshv1alpha1.M
 	return own
 }
 
-// probe checks the primary port within the probe timeout: a TCP connect for a TCP primary, the
+// probeEndpoint checks the primary port within timeout: a TCP connect for a TCP primary, the
 // gRPC health protocol for a gRPC one (declared =grpc), an HTTP GET of the health path for
 // another HTTP primary (cleartext HTTP/2 for an HTTP2 one; 2xx and 3xx are healthy).
-func (p *Prober) probe(ctx context.Context, ep *meshv1alpha1.MeshEndpoint) bool {
-	ctx, cancel := context.WithTimeout(ctx, p.Options.Timeout)
+func probeEndpoint(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	addr := net.JoinHostPort(ep.Spec.Address, strconv.Itoa(int(ep.Spec.PrimaryPort)))
 	var primary meshv1alpha1.PortProtocol
