@@ -212,7 +212,7 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 	defer func() { mgr.stop() }()
 	progress(sz, "latency: %d writers register the %d endpoints off the agents' nodes", cfg.writers, sz.services*sz.endpoints-len(changes))
 	if err := parallel(ctx, r.work.byWriter(func(ep *endpoint) bool { return ep.node == "" }), func(ctx context.Context, w int, ep *endpoint) error {
-		_, err := r.agent(w).register(ctx, ep.pod)
+		_, err := r.agent(w).registerAnswering(ctx, ep.pod)
 		return err
 	}); err != nil {
 		return res, err
