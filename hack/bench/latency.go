@@ -344,9 +344,46 @@ func (r *run) startLatencyAgent(ctx context.Context, bin, scratch string, k int,
 	if err != nil {
 		return err
 	}
-	a.proc, err = startAgent(ctx, bin, kubeconfig, a.node, dir, filepath.Join(r.dir, a.node+".log"),
-		"--debug-endpoint-times", "--mesh-dns=false", "--cni-socket="+filepath.Join(dir, "cni.sock"), "--cni-kubeconfig=")
-	return err
+	// A loopback port picked free can be taken (by another process's outgoing connection) before
+	// the agent binds it: the agent then exits at once, and starts again on other ports.
+	for attempt := 1; ; attempt++ {
+		a.proc, err = startAgent(ctx, bin, kubeconfig, a.node, dir, filepath.Join(r.dir, a.node+".log"),
+			"--debug-endpoint-times", "--mesh-dns=false", "--cni-socket="+filepath.Join(dir, "cni.sock"), "--cni-kubeconfig=")
+		if err != nil {
+			return err
+		}
+		err = a.proc.waitServing(ctx)
+		if err == nil || attempt == 3 || !errors.Is(err, errPortTaken) {
+			return err
+		}
+	}
+}
+
+// errPortTaken is waitServing's answer for an agent that exited because a port was taken.
+var errPortTaken = errors.New("a port the agent was given was taken")
+
+// waitServing waits until the agent's metrics endpoint answers; an agent that exits first is an
+// error, errPortTaken when its log says a port was in use.
+func (p *agentProcess) waitServing(ctx context.Context) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := get(ctx, p.metrics); err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			if raw, err := os.ReadFile(p.log); err == nil && strings.Contains(string(raw), "address already in use") {
+				return errPortTaken
+			}
+			return fmt.Errorf("the agent exited at start (%v); its log is %s", p.exit, p.log)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the agent's metrics endpoint did not answer within 2 minutes; its log is %s", p.log)
+		}
+	}
 }
 
 // stop ends the agent and removes its network namespace.
