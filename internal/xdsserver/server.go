@@ -115,6 +115,10 @@ type served struct {
 	// the very message it was computed from: the next publish hashes only the messages it does
 	// not find here (a Builder returns the same message for what a change left alone).
 	hashes [len(kinds)]map[string]hashed
+	// items are the resources as given, and versionMaps each one's version by name (what delta
+	// xDS reads): a kind given the very same messages again reuses all of its parts.
+	items       [len(kinds)][]cachetypes.Resource
+	versionMaps [len(kinds)]map[string]string
 	// groups are the snapshot's resources: a secrets-only change reuses the other four.
 	groups [len(kinds)]cachev3.Resources
 	// secretRefs are the secrets the clusters' and listeners' TLS contexts name (xds.SecretNames).
@@ -139,11 +143,7 @@ func (sv served) snapshot() *cachev3.Snapshot {
 	snap := &cachev3.Snapshot{VersionMap: make(map[string]map[string]string, len(kinds))}
 	for i, k := range kinds {
 		snap.Resources[k.typ] = sv.groups[i]
-		versions := make(map[string]string, len(sv.hashes[i]))
-		for name, h := range sv.hashes[i] {
-			versions[name] = h.version
-		}
-		snap.VersionMap[k.url] = versions
+		snap.VersionMap[k.url] = sv.versionMaps[i] // read only, by every snapshot that shares it
 	}
 	return snap
 }
@@ -425,6 +425,12 @@ func newServed(res xds.Resources, forProxyless bool, last *served) (served, erro
 // that last (nil: none) holds as the very same message keeps its hash; when the kind's version
 // comes out as last's, last's resources stay (their map is not built again).
 func (sv *served) set(i int, items []cachetypes.Resource, last *served) error {
+	if last != nil && last.items[i] != nil && slices.Equal(last.items[i], items) {
+		// The very messages of the last publish, in the same order: nothing to hash or check.
+		sv.versions[i], sv.names[i], sv.hashes[i] = last.versions[i], last.names[i], last.hashes[i]
+		sv.groups[i], sv.items[i], sv.versionMaps[i] = last.groups[i], last.items[i], last.versionMaps[i]
+		return nil
+	}
 	names, err := uniqueNames(kinds[i], items)
 	if err != nil {
 		return err
@@ -448,11 +454,15 @@ func (sv *served) set(i int, items []cachetypes.Resource, last *served) error {
 	}
 	version := kindVersion(names, hashes)
 	if last != nil && last.versions[i] == version && last.groups[i].Items != nil {
-		sv.groups[i], sv.hashes[i] = last.groups[i], last.hashes[i]
+		sv.groups[i], sv.hashes[i], sv.versionMaps[i] = last.groups[i], last.hashes[i], last.versionMaps[i]
 	} else {
-		sv.groups[i], sv.hashes[i] = cachev3.NewResources(version, items), hashes
+		versionMap := make(map[string]string, len(hashes))
+		for name, h := range hashes {
+			versionMap[name] = h.version
+		}
+		sv.groups[i], sv.hashes[i], sv.versionMaps[i] = cachev3.NewResources(version, items), hashes, versionMap
 	}
-	sv.versions[i], sv.names[i] = version, names
+	sv.versions[i], sv.names[i], sv.items[i] = version, names, slices.Clone(items)
 	return nil
 }
 
