@@ -84,7 +84,7 @@ type latencyAgent struct {
 // churnChange is one churned pod: the old one deleted, its replacement created on its node.
 type churnChange struct {
 	old, replacement *endpoint
-	agent int
+	agent            int
 	// deleted is when the old pod's deletion was sent, removed when it returned; created when the
 	// replacement existed with its IP.
 	deleted, removed, created time.Time
@@ -153,28 +153,7 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 	if err != nil {
 		return res, err
 	}
-
-	// The agents' pods: every tenth endpoint, dealt over the agents' nodes, and an anchor each.
-	agents := make([]*latencyAgent, cfg.agents)
-	for k := range agents {
-		svc := r.work.services[k*len(r.work.services)/cfg.agents]
-		agents[k] = &latencyAgent{node: latencyNode(k), anchor: &endpoint{
-			key: types.NamespacedName{Namespace: svc.Namespace, Name: fmt.Sprintf("%s-anchor%02d", svc.Name, k)},
-			svc: svc.Name, node: latencyNode(k), ip: r.work.newIP()}}
-	}
-	var changes []*churnChange
-	for s := range r.work.endpoints {
-		for j, ep := range r.work.endpoints[s] {
-			if (s*sz.endpoints+j)%10 != 0 {
-				continue
-			}
-			k := len(changes) % cfg.agents
-			ep.node = agents[k].node
-			replacement := &endpoint{key: types.NamespacedName{Namespace: ep.key.Namespace, Name: ep.key.Name + "-r1"},
-				svc: ep.svc, node: ep.node, ip: r.work.newIP()}
-			changes = append(changes, &churnChange{old: ep, replacement: replacement, agent: k})
-		}
-	}
+	agents, changes := r.latencyPlan()
 	// Every pod on an agent's node answers its health probe, the replacements' from the start.
 	var probed []*endpoint
 	for _, a := range agents {
@@ -188,43 +167,20 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 		return res, err
 	}
 	defer stopApps()
-
-	progress(sz, "latency: creating %d pods with their IPs", sz.services*sz.endpoints+cfg.agents)
-	if err := r.setup(ctx); err != nil {
-		return res, err
+	mgr, err := r.latencySetup(ctx, bin, scratch, agents, len(changes))
+	if mgr != nil {
+		defer mgr.stop()
 	}
-	for _, a := range agents {
-		if err := createPod(ctx, r.env.Client, a.anchor); err != nil {
-			return res, err
-		}
-	}
-	certDir := filepath.Join(scratch, "webhook-certs")
-	if err := os.MkdirAll(certDir, 0o700); err != nil {
-		return res, err
-	}
-	if err := writeServingCert(certDir); err != nil {
-		return res, err
-	}
-	mgr, err := startManager(ctx, bin, r.managerKube, certDir, filepath.Join(r.dir, "manager.log"), cfg)
 	if err != nil {
 		return res, err
 	}
-	defer func() { mgr.stop() }()
-	progress(sz, "latency: %d writers register the %d endpoints off the agents' nodes", cfg.writers, sz.services*sz.endpoints-len(changes))
-	if err := parallel(ctx, r.work.byWriter(func(ep *endpoint) bool { return ep.node == "" }), func(ctx context.Context, w int, ep *endpoint) error {
-		_, err := r.agent(w).registerAnswering(ctx, ep.pod)
-		return err
-	}); err != nil {
-		return res, err
-	}
-
 	progress(sz, "latency: starting %d agents", cfg.agents)
-	agentBin := filepath.Join(cfg.out, "agent")
 	for k, a := range agents {
-		if err := r.startLatencyAgent(ctx, agentBin, scratch, k, a); err != nil {
+		err := r.startLatencyAgent(ctx, filepath.Join(cfg.out, "agent"), scratch, k, a)
+		defer a.stop()
+		if err != nil {
 			return res, err
 		}
-		defer a.stop()
 	}
 	total := sz.services*sz.endpoints + cfg.agents
 	if err := waitAgents(ctx, agents, 10*time.Minute, func(times map[string]agent.EndpointTime) error {
@@ -238,15 +194,86 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 	if err := mgr.waitIdle(ctx, r.quiet(), 5*time.Minute, 0); err != nil {
 		return res, err
 	}
+	return r.measureChurn(ctx, mgr, agents, changes, auditLog)
+}
 
-	progress(sz, "latency: churn: replacing %d pods at %.0f/s", len(changes), cfg.churnRate)
+// latencyPlan deals every tenth endpoint over the agents' nodes, each with its replacement, and
+// gives each agent node its anchor pod.
+func (r *run) latencyPlan() ([]*latencyAgent, []*churnChange) {
+	agents := make([]*latencyAgent, r.cfg.agents)
+	for k := range agents {
+		svc := r.work.services[k*len(r.work.services)/r.cfg.agents]
+		agents[k] = &latencyAgent{node: latencyNode(k), anchor: &endpoint{
+			key: types.NamespacedName{Namespace: svc.Namespace, Name: fmt.Sprintf("%s-anchor%02d", svc.Name, k)},
+			svc: svc.Name, node: latencyNode(k), ip: r.work.newIP()}}
+	}
+	var changes []*churnChange
+	for s := range r.work.endpoints {
+		for j, ep := range r.work.endpoints[s] {
+			if (s*r.size.endpoints+j)%10 != 0 {
+				continue
+			}
+			k := len(changes) % r.cfg.agents
+			ep.node = agents[k].node
+			replacement := &endpoint{key: types.NamespacedName{Namespace: ep.key.Namespace, Name: ep.key.Name + "-r1"},
+				svc: ep.svc, node: ep.node, ip: r.work.newIP()}
+			changes = append(changes, &churnChange{old: ep, replacement: replacement, agent: k})
+		}
+	}
+	return agents, changes
+}
+
+// latencySetup creates every pod with its IP and the anchors, starts the manager, and has the
+// writers register the endpoints off the agents' nodes. The manager is returned to be stopped,
+// even with an error.
+func (r *run) latencySetup(ctx context.Context, bin, scratch string, agents []*latencyAgent, onAgents int) (*manager, error) {
+	sz := r.size
+	progress(sz, "latency: creating %d pods with their IPs", sz.services*sz.endpoints+len(agents))
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	for _, a := range agents {
+		if err := createPod(ctx, r.env.Client, a.anchor); err != nil {
+			return nil, err
+		}
+	}
+	certDir := filepath.Join(scratch, "webhook-certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := writeServingCert(certDir); err != nil {
+		return nil, err
+	}
+	mgr, err := startManager(ctx, bin, r.managerKube, certDir, filepath.Join(r.dir, "manager.log"), r.cfg)
+	if err != nil {
+		return nil, err
+	}
+	progress(sz, "latency: %d writers register the %d endpoints off the agents' nodes", r.cfg.writers, sz.services*sz.endpoints-onAgents)
+	return mgr, parallel(ctx, r.work.byWriter(func(ep *endpoint) bool { return ep.node == "" }), func(ctx context.Context, w int, ep *endpoint) error {
+		_, err := r.agent(w).registerAnswering(ctx, ep.pod)
+		return err
+	})
+}
+
+// measureChurn replaces the churned pods, waits until every agent's snapshot followed, and
+// computes the figures, with the agents' counters and the audit log over the churn, and the CPU
+// profiles of agent 0 and the manager.
+func (r *run) measureChurn(ctx context.Context, mgr *manager, agents []*latencyAgent, changes []*churnChange, auditLog string) (latencyResult, error) {
+	var res latencyResult
+	progress(r.size, "latency: churn: replacing %d pods at %.0f/s", len(changes), r.cfg.churnRate)
 	eventsBefore, publishesBefore, cpuBefore, err := agentCounters(ctx, agents)
 	if err != nil {
 		return res, err
 	}
-	profilers := []*cpuProfiler{profileCPU(ctx, agents[0].proc.pprof), mgr.profileCPU(ctx)}
+	profiles := []struct {
+		profiler  *cpuProfiler
+		file, bin string
+	}{
+		{profileCPU(ctx, agents[0].proc.pprof), "agent-cpu.pprof", filepath.Join(r.cfg.out, "agent")},
+		{mgr.profileCPU(ctx), "manager-cpu.pprof", filepath.Join(r.cfg.out, "manager")},
+	}
 	churnFrom := time.Now()
-	if err := r.churnAt(ctx, changes, cfg.churnRate); err != nil {
+	if err := r.churnAt(ctx, changes, r.cfg.churnRate); err != nil {
 		return res, err
 	}
 	if err := waitAgents(ctx, agents, 5*time.Minute, func(times map[string]agent.EndpointTime) error {
@@ -263,8 +290,8 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 		return res, fmt.Errorf("after the churn: %w", err)
 	}
 	churnTo := time.Now()
-	for i, path := range []string{"agent-cpu.pprof", "manager-cpu.pprof"} {
-		if err := profilers[i].finish(filepath.Join(r.dir, path)); err != nil {
+	for _, p := range profiles {
+		if err := p.profiler.finish(filepath.Join(r.dir, p.file)); err != nil {
 			return res, err
 		}
 	}
@@ -282,9 +309,9 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 	if err != nil {
 		return res, err
 	}
-	res = latencyFigures(cfg, sz, changes, agents, last)
+	res = latencyFigures(r.cfg, r.size, changes, agents, last)
 	res.ChurnS = churnTo.Sub(churnFrom).Seconds()
-	n, perChange := float64(cfg.agents), float64(res.Changes)
+	n, perChange := float64(len(agents)), float64(res.Changes)
 	res.WatchEventsBy = map[string]float64{}
 	for series, after := range eventsAfter {
 		v := (after - eventsBefore[series]) / n / perChange
@@ -295,12 +322,8 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 	res.AgentCPUS = (cpuAfter - cpuBefore) / n
 	res.AgentWritesBy = writesOf(window(reqs, churnFrom, churnTo), byAgentProcess)
 	res.AgentWritesPerChurnedPod = float64(res.AgentWritesBy.total()) / float64(len(changes))
-	for _, p := range []string{"agent-cpu.pprof", "manager-cpu.pprof"} {
-		bin := agentBin
-		if strings.HasPrefix(p, "manager") {
-			bin = filepath.Join(cfg.out, "manager")
-		}
-		if err := topOf(ctx, bin, filepath.Join(r.dir, p)); err != nil {
+	for _, p := range profiles {
+		if err := topOf(ctx, p.bin, filepath.Join(r.dir, p.file)); err != nil {
 			return res, err
 		}
 	}
