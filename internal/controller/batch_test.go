@@ -107,8 +107,9 @@ func TestBatchedHoldsAllButUrgentUpdates(t *testing.T) {
 		if _, ok := e.ObjectOld.(*corev1.Pod); ok {
 			return addressedPod(e)
 		}
-		return endpointUrgent(e)
+		return newGeneration(e)
 	}
+	prompt := awaitsVerdict
 	byKey := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 	})
@@ -117,7 +118,7 @@ func TestBatchedHoldsAllButUrgentUpdates(t *testing.T) {
 			t.Run(qname+"/"+name, func(t *testing.T) {
 				q := newQueue()
 				defer q.ShutDown()
-				tc.send(batched(byKey, newSettling(tc.window), urgent), q)
+				tc.send(batchedPrompt(byKey, newSettling(tc.window), urgent, prompt), q)
 				want := 0
 				if tc.due {
 					want = 1
