@@ -17,11 +17,11 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
-// TestFirstStatusCarriesTheFirstProbe: a new endpoint whose pod answers its probe is made
-// Registered and Healthy by one status write: a watch on it, opened before the pod exists, sees
-// its creation, then a status with Registered=True (the message the agent writes, for the current
-// generation) and Healthy, and never a Registered endpoint still Pending. A pod that does not
-// answer is Registered and Pending, the prober's to decide.
+// TestFirstStatusCarriesTheFirstProbe: a new endpoint whose pod answers its probe is never seen
+// Registered and still Pending: a watch on it, opened before the pod exists, sees its first
+// Registered=True status (for the current generation) already Healthy. (The controller's verdict,
+// or a prober round that comes first, may add states before it; none is Registered and Pending.)
+// A pod that does not answer is Registered and Pending, the prober's to decide.
 func TestFirstStatusCarriesTheFirstProbe(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespace(t, ctx)
@@ -68,10 +68,6 @@ func TestFirstStatusCarriesTheFirstProbe(t *testing.T) {
 	if answered.Status.Health != meshv1alpha1.HealthHealthy {
 		t.Errorf("the answering pod's endpoint was first Registered with health %q, want Healthy in the same write; statuses seen: %v",
 			answered.Status.Health, seen["answers"])
-	}
-	if n := len(seen["answers"]); n != 2 {
-		t.Errorf("the answering pod's endpoint went through %d states before Registered and Healthy, want 2 (created, then one status write): %v",
-			n, seen["answers"])
 	}
 	if got := registered["silent"].Status.Health; got != meshv1alpha1.HealthPending {
 		t.Errorf("the silent pod's endpoint was Registered with health %q, want Pending", got)
