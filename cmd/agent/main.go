@@ -88,6 +88,8 @@ func main() {
 	accessLogLines := flag.Bool("access-log-lines", true, "With xDS serving, write one line per request and per TCP connection the node's Envoy logs to the agent (its access log, streamed over --xds-address) to the agent's own log (kubectl logs). false: the access log is only counted (aether_agent_requests_total and the others).")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
+	pprofAddr := flag.String("pprof-bind-address", "0", "Address of the Go profiler's endpoints (/debug/pprof/); 0 (the default) disables them. Plain HTTP: loopback only, for a test bench.")
+	endpointTimes := flag.Bool("debug-endpoint-times", false, "Record, per MeshEndpoint, when this agent's probe made it Healthy and when the node's published xDS snapshot first held or dropped it, and serve them as JSON at "+agent.EndpointTimesPath+" on the metrics endpoint (under its authentication): what endpoint programming latency is measured from. Costs a walk of the snapshot's load assignments per publish.")
 	printVersion := flag.Bool("version", false, "Print the version, the commit and the Go version of this binary, and exit.")
 	flag.Parse()
 	if *printVersion {
@@ -156,6 +158,7 @@ func main() {
 		Scheme:                 scheme,
 		Metrics:                agent.MetricsOptions(metricsAddr, *secureMetrics, *metricsCertDir),
 		HealthProbeBindAddress: probeAddr,
+		PprofBindAddress:       *pprofAddr,
 		Cache:                  agent.CacheOptions(nodeName),
 		Client:                 agent.ClientOptions(), // every write under the agent's field manager
 	})
@@ -164,6 +167,9 @@ func main() {
 		os.Exit(1)
 	}
 	options := agent.Options{NodeName: nodeName, Health: health, IgnoredNamespaces: ignored}
+	if *endpointTimes {
+		options.EndpointTimes = agent.NewEndpointTimes()
+	}
 	registry := agent.NewNetNS()
 	netnsFile := ""
 	if cniOpts.socket != "" {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
@@ -62,7 +64,10 @@ func (r *run) measureAgent(ctx context.Context, mgr *manager, scratch string) (a
 	if err != nil {
 		return a, err
 	}
-	proc, err := startAgent(ctx, filepath.Join(r.cfg.out, "agent"), kubeconfig, scratch, filepath.Join(r.dir, "agent.log"))
+	proc, err := startAgent(ctx, filepath.Join(r.cfg.out, "agent"), kubeconfig, agentNode, filepath.Join(scratch, "agent-xds"),
+		filepath.Join(r.dir, "agent.log"),
+		// No CNI hand-over, no plugin install: no pod's network namespace is known, so no capture.
+		"--cni-socket=", "--cni-kubeconfig=")
 	if err != nil {
 		return a, err
 	}
@@ -138,18 +143,25 @@ func (r *run) agentEndpoints() []*endpoint {
 // agentKubeconfig is a kubeconfig of agentProcessUser (its own certificate, so the audit log
 // logs its requests) impersonating the node agent with agentNode's claim: the agent then works
 // under its own role and the node-authority admission policy, as in a cluster.
-func (r *run) agentKubeconfig() (string, error) {
-	path, err := r.env.UserKubeconfig(agentProcessUser, "system:masters")
+func (r *run) agentKubeconfig() (string, error) { return r.agentKubeconfigFor(agentNode, "") }
+
+// agentKubeconfigFor is agentKubeconfig for node, written to path (agentProcessUser's own when
+// empty): each agent process of the latency run speaks for a node of its own.
+func (r *run) agentKubeconfigFor(node, path string) (string, error) {
+	userPath, err := r.env.UserKubeconfig(agentProcessUser, "system:masters")
 	if err != nil {
 		return "", err
 	}
-	cfg, err := clientcmd.LoadFromFile(path)
+	if path == "" {
+		path = userPath
+	}
+	cfg, err := clientcmd.LoadFromFile(userPath)
 	if err != nil {
 		return "", err
 	}
-	agent := r.env.AgentConfig(agentNode).Impersonate
+	as := r.env.AgentConfig(node).Impersonate
 	for _, auth := range cfg.AuthInfos {
-		auth.Impersonate, auth.ImpersonateGroups, auth.ImpersonateUserExtra = agent.UserName, agent.Groups, agent.Extra
+		auth.Impersonate, auth.ImpersonateGroups, auth.ImpersonateUserExtra = as.UserName, as.Groups, as.Extra
 	}
 	return path, clientcmd.WriteToFile(*cfg, path)
 }
@@ -177,14 +189,18 @@ type agentProcess struct {
 	cmd     *exec.Cmd
 	log     string
 	metrics string
+	pprof   string // base URL of its pprof endpoints
+	times   string // URL of its endpoint times (--debug-endpoint-times)
 	began   time.Time
 	done    chan struct{}
 	exit    error
 	stopped sync.Once
 }
 
-func startAgent(ctx context.Context, bin, kubeconfig, scratch, logPath string) (*agentProcess, error) {
-	ports, err := freePorts(1)
+// startAgent runs the agent binary as the node agent of node (kubeconfig), xDS serving on a unix
+// socket in dir, metrics and pprof on loopback ports of its own, with the flags more.
+func startAgent(ctx context.Context, bin, kubeconfig, node, dir, logPath string, more ...string) (*agentProcess, error) {
+	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -192,12 +208,14 @@ func startAgent(ctx context.Context, bin, kubeconfig, scratch, logPath string) (
 	if err != nil {
 		return nil, err
 	}
-	p := &agentProcess{log: logPath, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, bin, "--kubeconfig="+kubeconfig, "--node-name="+agentNode,
+	p := &agentProcess{log: logPath, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]),
+		pprof: fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", ports[1]), done: make(chan struct{})}
+	p.times = strings.TrimSuffix(p.metrics, "/metrics") + agent.EndpointTimesPath
+	args := append([]string{"--kubeconfig=" + kubeconfig, "--node-name=" + node,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), "--metrics-secure=false", "--health-probe-bind-address=0",
-		"--xds-address=unix://"+filepath.Join(scratch, "agent-xds", "xds.sock"),
-		// No CNI hand-over, no plugin install: no pod's network namespace is known, so no capture.
-		"--cni-socket=", "--cni-kubeconfig=")
+		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", ports[1]),
+		"--xds-address=unix://" + filepath.Join(dir, "xds.sock")}, more...)
+	p.cmd = exec.CommandContext(ctx, bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	p.began = time.Now()
 	if err := p.cmd.Start(); err != nil {

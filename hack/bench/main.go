@@ -84,6 +84,11 @@ type config struct {
 	agentRest   time.Duration
 	agentAsked  bool // BENCH_AGENT_REST was set: measure the agent at any size
 	out         string
+	// latency is `bench latency` (make bench-latency, latency.go): agents real agent processes,
+	// churnRate pods replaced per second.
+	latency   bool
+	agents    int
+	churnRate float64
 }
 
 // size is services × endpoints per service.
@@ -92,7 +97,7 @@ type size struct{ services, endpoints int }
 func (s size) String() string { return fmt.Sprintf("%dx%d", s.services, s.endpoints) }
 
 func main() {
-	cfg, err := configFromEnv()
+	cfg, err := configFromEnv(len(os.Args) > 1 && os.Args[1] == "latency")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(2)
@@ -101,16 +106,24 @@ func main() {
 	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := benchmark(ctx, cfg); err != nil {
+	run := benchmark
+	if cfg.latency {
+		run = latencyBenchmark
+	}
+	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func configFromEnv() (config, error) {
-	cfg := config{writers: 16, workers: controller.DefaultMaxConcurrentReconciles, qps: controller.DefaultKubeAPIQPS,
+func configFromEnv(latency bool) (config, error) {
+	cfg := config{latency: latency, agents: 20, churnRate: 10, writers: 16, workers: controller.DefaultMaxConcurrentReconciles, qps: controller.DefaultKubeAPIQPS,
 		burst: controller.DefaultKubeAPIBurst, window: controller.DefaultBatchWindow, agentRest: time.Minute, out: filepath.Join(testenv.RepoRoot(), "bin", "bench")}
-	sizes, err := parseSizes(envOr("BENCH_SIZES", "100x10,1000x10"))
+	defaultSizes := "100x10,1000x10"
+	if latency {
+		defaultSizes = "1000x10"
+	}
+	sizes, err := parseSizes(envOr("BENCH_SIZES", defaultSizes))
 	if err != nil {
 		return cfg, err
 	}
@@ -125,6 +138,13 @@ func configFromEnv() (config, error) {
 		{"BENCH_BURST", func(v string) (err error) { cfg.burst, err = strconv.Atoi(v); return }},
 		{"BENCH_WINDOW", func(v string) (err error) { cfg.window, err = time.ParseDuration(v); return }},
 		{"BENCH_AGENT_REST", func(v string) (err error) { cfg.agentAsked = true; cfg.agentRest, err = time.ParseDuration(v); return }},
+		{"BENCH_AGENTS", func(v string) (err error) { cfg.agents, err = positive(v); return }},
+		{"BENCH_CHURN_RATE", func(v string) (err error) {
+			if cfg.churnRate, err = strconv.ParseFloat(v, 64); err == nil && cfg.churnRate <= 0 {
+				err = fmt.Errorf("must be above 0 (pods replaced per second)")
+			}
+			return
+		}},
 	} {
 		if v := os.Getenv(knob.name); v != "" {
 			if err := knob.set(v); err != nil {
@@ -207,7 +227,7 @@ func benchmark(ctx context.Context, cfg config) error {
 // The returned func waits for the builds and gives the manager's path.
 func buildBinaries(ctx context.Context, cfg config) func() (string, error) {
 	cmds := []string{"manager"}
-	if agentMeasured(cfg, cfg.sizes[len(cfg.sizes)-1]) {
+	if cfg.latency || agentMeasured(cfg, cfg.sizes[len(cfg.sizes)-1]) {
 		cmds = append(cmds, "agent")
 	}
 	errs := make(chan error, len(cmds))

@@ -231,7 +231,10 @@ type cpuProfiler struct {
 // activity (waitIdle's quiet is longer), so it holds only idle time.
 const profileSlice = time.Second
 
-func (m *manager) profileCPU(ctx context.Context) *cpuProfiler {
+func (m *manager) profileCPU(ctx context.Context) *cpuProfiler { return profileCPU(ctx, m.pprof) }
+
+// profileCPU profiles the process whose pprof endpoints are at base (manager.profileCPU).
+func profileCPU(ctx context.Context, base string) *cpuProfiler {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &cpuProfiler{stop: make(chan struct{}), cancel: cancel, done: make(chan error, 1)}
 	go func() {
@@ -242,7 +245,7 @@ func (m *manager) profileCPU(ctx context.Context) *cpuProfiler {
 				return
 			default:
 			}
-			body, err := get(ctx, fmt.Sprintf("%sprofile?seconds=%d", m.pprof, int(profileSlice.Seconds())))
+			body, err := get(ctx, fmt.Sprintf("%sprofile?seconds=%d", base, int(profileSlice.Seconds())))
 			if ctx.Err() != nil { // stopped (finish) while this slice was under way
 				p.done <- nil
 				return

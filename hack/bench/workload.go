@@ -176,6 +176,19 @@ func (a *agentWriter) register(ctx context.Context, pod *corev1.Pod) (*meshv1alp
 	return a.setHealth(ctx, ep, meshv1alpha1.HealthHealthy)
 }
 
+// registerAnswering creates the MeshEndpoint of pod and makes it Registered and Healthy in one
+// status write, as the agent does when the pod answers its first probe at once.
+func (a *agentWriter) registerAnswering(ctx context.Context, pod *corev1.Pod) (*meshv1alpha1.MeshEndpoint, error) {
+	ep, err := a.create(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
+	return a.patchStatus(ctx, ep, func(ep *meshv1alpha1.MeshEndpoint) {
+		registered(ep)
+		ep.Status.Health = meshv1alpha1.HealthHealthy
+	})
+}
+
 // create writes pod's MeshEndpoint as the agent's PodReconciler.create does.
 func (a *agentWriter) create(ctx context.Context, pod *corev1.Pod) (*meshv1alpha1.MeshEndpoint, error) {
 	ep, err := endpointOf(pod)
@@ -204,15 +217,18 @@ func endpointOf(pod *corev1.Pod) (*meshv1alpha1.MeshEndpoint, error) {
 
 // markRegistered writes what the agent's setStatus writes on a new endpoint.
 func (a *agentWriter) markRegistered(ctx context.Context, ep *meshv1alpha1.MeshEndpoint) (*meshv1alpha1.MeshEndpoint, error) {
-	return a.patchStatus(ctx, ep, func(ep *meshv1alpha1.MeshEndpoint) {
-		if ep.Status.Health == "" {
-			ep.Status.Health = meshv1alpha1.HealthPending
-		}
-		ep.Status.ObservedGeneration = ep.Generation
-		ep.Status.Conditions = conditions.Set(ep.Status.Conditions, metav1.Condition{Type: meshv1alpha1.EndpointConditionRegistered,
-			Status: metav1.ConditionTrue, Reason: meshv1alpha1.EndpointReasonRegistered, Message: "the MeshEndpoint matches the pod's annotations"},
-			ep.Generation, metav1.NewTime(time.Now().Truncate(time.Second)))
-	})
+	return a.patchStatus(ctx, ep, registered)
+}
+
+// registered makes ep's status what the agent's setStatus writes on a new endpoint.
+func registered(ep *meshv1alpha1.MeshEndpoint) {
+	if ep.Status.Health == "" {
+		ep.Status.Health = meshv1alpha1.HealthPending
+	}
+	ep.Status.ObservedGeneration = ep.Generation
+	ep.Status.Conditions = conditions.Set(ep.Status.Conditions, metav1.Condition{Type: meshv1alpha1.EndpointConditionRegistered,
+		Status: metav1.ConditionTrue, Reason: meshv1alpha1.EndpointReasonRegistered, Message: "the MeshEndpoint matches the pod's annotations"},
+		ep.Generation, metav1.NewTime(time.Now().Truncate(time.Second)))
 }
 
 // setHealth writes what the agent's Prober writes when an endpoint's health changes.

@@ -64,6 +64,10 @@ type Options struct {
 	// and its kubeconfig) while the agent runs. Nil by default (the agent binary sets it when
 	// --cni-conf-dir is set: in the DaemonSet).
 	CNIInstall *CNIInstallOptions
+	// EndpointTimes, when set, records when each of the node's endpoints turned Healthy and when
+	// the node's published snapshot held or dropped each endpoint, and the metrics server serves
+	// it at EndpointTimesPath. Nil by default (--debug-endpoint-times).
+	EndpointTimes *EndpointTimes
 
 	// clock times drain phase 2; the real clock when nil (tests step a fake one).
 	clock clock.WithDelayedExecution
@@ -82,13 +86,20 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Client:         mgr.GetClient(),
 		NodeName:       o.NodeName,
 		Ignored:        o.IgnoredNamespaces,
+		Health:         o.Health,
+		times:          o.EndpointTimes,
 		controllerName: o.controllerName,
 		Clock:          o.clock,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := mgr.Add(&Prober{Client: mgr.GetClient(), NodeName: o.NodeName, Options: o.Health}); err != nil {
+	if err := mgr.Add(&Prober{Client: mgr.GetClient(), NodeName: o.NodeName, Options: o.Health, times: o.EndpointTimes}); err != nil {
 		return err
+	}
+	if o.EndpointTimes != nil {
+		if err := mgr.AddMetricsServerExtraHandler(EndpointTimesPath, o.EndpointTimes); err != nil {
+			return err
+		}
 	}
 	if o.View != nil {
 		if err := mgr.Add(o.View); err != nil {

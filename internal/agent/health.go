@@ -68,6 +68,8 @@ type Prober struct {
 	Options  HealthOptions
 
 	states map[types.UID]*probeState
+	// times, when set, records when each endpoint turned Healthy.
+	times *EndpointTimes
 }
 
 // Start probes until ctx ends.
@@ -97,13 +99,14 @@ func (p *Prober) round(ctx context.Context) {
 	// make this agent probe, or write the health of, another node's endpoint.
 	endpoints := ownEndpoints(list.Items, p.NodeName)
 	results := make([]bool, len(endpoints))
+	answered := make([]time.Time, len(endpoints))
 	var wg sync.WaitGroup
 	for i := range endpoints {
 		ep := &endpoints[i]
 		if inDrain(ep) {
 			continue
 		}
-		wg.Go(func() { results[i] = p.probe(ctx, ep) })
+		wg.Go(func() { results[i] = probeEndpoint(ctx, ep, p.Options.Timeout); answered[i] = time.Now() })
 	}
 	wg.Wait()
 
@@ -128,6 +131,8 @@ func (p *Prober) round(ctx context.Context) {
 		if err := p.Client.Status().Patch(ctx, ep, patch); err != nil {
 			// A conflict means someone (draining) changed it first: the next round sees that.
 			log.FromContext(ctx).V(1).Info("health not written", "endpoint", client.ObjectKeyFromObject(ep), "error", err.Error())
+		} else if next == meshv1alpha1.HealthHealthy {
+			p.times.healthy(ep.Namespace+"/"+ep.Name, answered[i])
 		}
 	}
 	for uid := range p.states {
@@ -148,11 +153,11 @@ func ownEndpoints(all []meshv1alpha1.MeshEndpoint, node string) []meshv1alpha1.M
 	return own
 }
 
-// probe checks the primary port within the probe timeout: a TCP connect for a TCP primary, the
+// probeEndpoint checks the primary port within timeout: a TCP connect for a TCP primary, the
 // gRPC health protocol for a gRPC one (declared =grpc), an HTTP GET of the health path for
 // another HTTP primary (cleartext HTTP/2 for an HTTP2 one; 2xx and 3xx are healthy).
-func (p *Prober) probe(ctx context.Context, ep *meshv1alpha1.MeshEndpoint) bool {
-	ctx, cancel := context.WithTimeout(ctx, p.Options.Timeout)
+func probeEndpoint(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	addr := net.JoinHostPort(ep.Spec.Address, strconv.Itoa(int(ep.Spec.PrimaryPort)))
 	var primary meshv1alpha1.PortProtocol

@@ -31,6 +31,14 @@ var viewObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Help: "Objects in the node agent's cluster-wide view (on with xDS serving, --xds-address), by kind: MeshService, MeshEndpoint.",
 }, []string{"kind"})
 
+// viewEvents counts the watch events the View's informers delivered, by kind and event (add,
+// update, delete; the initial list's objects are adds): the API server's fan-out to this agent,
+// which grows with the cluster's churn, not with the node's.
+var viewEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "aether_agent_view_events_total",
+	Help: "Watch events the node agent's cluster-wide view received (on with xDS serving), by kind (MeshService, MeshEndpoint) and event (add, update, delete; the initial list's objects count as adds).",
+}, []string{"kind", "event"})
+
 // Results of an xDS rebuild, the values of xdsBuilds' label result.
 const (
 	// BuildBuilt: the node's configuration was built (and handed to the xDS server, which
@@ -88,7 +96,7 @@ func cniResult(a answer) string {
 }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(refusedPods, viewObjects, xdsBuilds, xdsSkipped, cniRequests)
+	ctrlmetrics.Registry.MustRegister(refusedPods, viewObjects, viewEvents, xdsBuilds, xdsSkipped, cniRequests)
 	for _, command := range cniCommands {
 		for _, result := range []string{CNIManaged, CNIUnmanaged, CNIFailed} {
 			cniRequests.WithLabelValues(command, result)

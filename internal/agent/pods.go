@@ -49,6 +49,13 @@ type PodReconciler struct {
 	NodeName string
 	// Ignored are the namespaces the mesh never takes: their pods are never registered.
 	Ignored registration.IgnoredNamespaces
+	// Health are the prober's options: a new endpoint's first status write carries the answer of
+	// a first probe when one success makes it Healthy (firstProbe). The zero value probes nothing
+	// at registration.
+	Health HealthOptions
+
+	// times, when set, records when a first probe made an endpoint Healthy.
+	times *EndpointTimes
 
 	// controllerName names the controller in logs and metrics; "agent-pods" when empty.
 	controllerName string
@@ -210,13 +217,25 @@ func (r *PodReconciler) replace(ctx context.Context, ep *meshv1alpha1.MeshEndpoi
 	return r.Update(ctx, ep, client.FieldOwner(FieldManager))
 }
 
-// setStatus sets the Registered condition, its message cut to the API's limit (and Pending
-// health on a new endpoint), writing only when something changes. Conditions of other writers
-// are kept as they are.
+// firstProbeTimeout bounds the probe a new endpoint's first status write waits for: the pod
+// controller has one worker, and a pod whose address does not answer (a timeout, not a refusal)
+// must not hold up its neighbours' registration; its health then comes from the prober's round.
+const firstProbeTimeout = 200 * time.Millisecond
+
+// setStatus sets the Registered condition, its message cut to the API's limit (and the health of
+// a new endpoint: Healthy when one success is enough and a first probe answers within
+// firstProbeTimeout, else Pending for the prober to decide), writing only when something changes.
+// One write then makes a new endpoint Registered and Healthy, where the prober's round would
+// have made it a second write, up to a probe interval later. Conditions of other writers are kept
+// as they are.
 func (r *PodReconciler) setStatus(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, registered metav1.Condition) error {
 	desired := ep.Status.DeepCopy()
+	var healthyAt time.Time
 	if desired.Health == "" {
 		desired.Health = meshv1alpha1.HealthPending
+		if r.Health.SuccessThreshold == 1 && !inDrain(ep) && probeEndpoint(ctx, ep, min(r.Health.Timeout, firstProbeTimeout)) {
+			desired.Health, healthyAt = meshv1alpha1.HealthHealthy, time.Now()
+		}
 	}
 	desired.ObservedGeneration = ep.Generation
 	registered.Message = conditions.Truncate(registered.Message, conditions.MaxConditionMessage)
@@ -226,7 +245,13 @@ func (r *PodReconciler) setStatus(ctx context.Context, ep *meshv1alpha1.MeshEndp
 	if equality.Semantic.DeepEqual(&ep.Status, desired) {
 		return nil
 	}
-	return r.patchStatus(ctx, ep, func(s *meshv1alpha1.MeshEndpointStatus) { *s = *desired })
+	if err := r.patchStatus(ctx, ep, func(s *meshv1alpha1.MeshEndpointStatus) { *s = *desired }); err != nil {
+		return err
+	}
+	if !healthyAt.IsZero() {
+		r.times.healthy(ep.Namespace+"/"+ep.Name, healthyAt)
+	}
+	return nil
 }
 
 // patchStatus changes ep's status with an optimistic lock, so it never overwrites a concurrent

@@ -144,9 +144,12 @@ func newView(cfg *rest.Config, scheme *runtime.Scheme, slim bool, routeKinds []v
 		held := &atomic.Int64{}
 		v.held[kind] = held
 		count := func(delta int64) { held.Add(delta); viewObjects.WithLabelValues(kind).Add(float64(delta)) }
+		added, updated, deleted := viewEvents.WithLabelValues(kind, "add"), viewEvents.WithLabelValues(kind, "update"),
+			viewEvents.WithLabelValues(kind, "delete")
 		if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { count(1) },
-			DeleteFunc: func(any) { count(-1) }, // a tombstone too: the object is gone either way
+			AddFunc:    func(any) { count(1); added.Inc() },
+			UpdateFunc: func(any, any) { updated.Inc() },
+			DeleteFunc: func(any) { count(-1); deleted.Inc() }, // a tombstone too: the object is gone either way
 		}); err != nil {
 			return nil, fmt.Errorf("counting the agent's cluster view of %ss: %w", kind, err)
 		}

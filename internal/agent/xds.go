@@ -102,6 +102,8 @@ type publisher struct {
 	// loop touches them.
 	unserved         map[string]string
 	proxylessSkipped map[string]bool
+	// times, when set, records when each published snapshot held or dropped each endpoint.
+	times *EndpointTimes
 }
 
 // newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
@@ -116,7 +118,7 @@ func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *
 	}
 	p := &publisher{cache: c, client: cl, view: o.View, node: o.NodeName, ignored: o.IgnoredNamespaces, opts: opts,
 		log: log.WithName("xds"), kick: make(chan struct{}, 1), warned: map[types.UID]string{},
-		skipped: map[string]bool{}}
+		skipped: map[string]bool{}, times: o.EndpointTimes}
 	if opts.Capture != nil {
 		p.capture = newCapturer(*opts.Capture, p)
 	}
@@ -241,7 +243,9 @@ func (p *publisher) rebuild(ctx context.Context) {
 		xdsBuilds.WithLabelValues(BuildBuilt).Inc()
 		p.reportSkipped(res.Skipped)
 		// An error is the server's to log and count (an inconsistent snapshot); the previous stays.
-		_, _ = p.opts.Server.Publish(p.node, res)
+		if published, _ := p.opts.Server.Publish(p.node, res); published {
+			p.times.published(time.Now(), m.Services, res.Endpoints)
+		}
 	}
 	if p.capture != nil && listed { // a build failure does not stop capture
 		if err := p.syncCapture(ctx, m); err != nil {

@@ -9,11 +9,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
 
 // settling holds a service's reconcile back while its inputs keep changing, so that a burst of
@@ -100,16 +103,24 @@ func (s *settling) closeBatch(req reconcile.Request, held bool) {
 // keeps one entry per service, due at the earliest time asked; the reconcile asks s whether the
 // service has settled (settling.wait). A nil s returns h unchanged.
 func batched(h handler.EventHandler, s *settling, urgent func(event.UpdateEvent) bool) handler.EventHandler {
+	return batchedPrompt(h, s, urgent, nil)
+}
+
+// batchedPrompt is batched, with the updates prompt reports (nil: none) enqueued at once without
+// closing the batch: the reconcile they bring finds the service still settling (settling.wait),
+// and does only what cannot wait (MeshServiceReconciler.Reconcile: the endpoints' verdicts).
+func batchedPrompt(h handler.EventHandler, s *settling, urgent, prompt func(event.UpdateEvent) bool) handler.EventHandler {
 	if s == nil {
 		return h
 	}
-	return batchingHandler{inner: h, settling: s, urgent: urgent}
+	return batchingHandler{inner: h, settling: s, urgent: urgent, prompt: prompt}
 }
 
 type batchingHandler struct {
 	inner    handler.EventHandler
 	settling *settling
 	urgent   func(event.UpdateEvent) bool
+	prompt   func(event.UpdateEvent) bool
 }
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -118,24 +129,40 @@ type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 // leader): every input is there already, and the workers start only once the caches have synced,
 // so there is no burst left to merge, only the window to lose.
 func (b batchingHandler) Create(ctx context.Context, e event.CreateEvent, q queue) {
-	b.inner.Create(ctx, e, b.hold(q, e.IsInInitialList))
+	b.inner.Create(ctx, e, b.hold(q, e.IsInInitialList, false))
 }
 
 func (b batchingHandler) Update(ctx context.Context, e event.UpdateEvent, q queue) {
-	b.inner.Update(ctx, e, b.hold(q, b.urgent != nil && b.urgent(e)))
+	urgent := b.urgent != nil && b.urgent(e)
+	b.inner.Update(ctx, e, b.hold(q, urgent, !urgent && b.prompt != nil && b.prompt(e)))
 }
 
 func (b batchingHandler) Delete(ctx context.Context, e event.DeleteEvent, q queue) {
-	b.inner.Delete(ctx, e, b.hold(q, false))
+	b.inner.Delete(ctx, e, b.hold(q, false, false))
 }
 
 func (b batchingHandler) Generic(ctx context.Context, e event.GenericEvent, q queue) {
-	b.inner.Generic(ctx, e, b.hold(q, false))
+	b.inner.Generic(ctx, e, b.hold(q, false, false))
 }
 
 // newGeneration is urgent for an object whose spec changed (its generation moved).
 func newGeneration(e event.UpdateEvent) bool {
 	return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
+}
+
+// awaitsVerdict is prompt for an endpoint that is Healthy and awaits its verdict (no Verified
+// condition for its generation): it is routable but for the verdict, so holding the verdict back
+// for the window would hold back the endpoint's traffic by that much (hack/bench, latency: a new
+// endpoint's first probe answer restarted the window, and the window was most of its time to
+// every node's proxy). Prompt, not urgent: the verdicts are recorded at once, the service's
+// status still waits for its batch (a scale-up is one status write).
+func awaitsVerdict(e event.UpdateEvent) bool {
+	ep, ok := e.ObjectNew.(*meshv1alpha1.MeshEndpoint)
+	if !ok || ep.Status.Health != meshv1alpha1.HealthHealthy {
+		return false
+	}
+	verdict := apimeta.FindStatusCondition(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified)
+	return verdict == nil || verdict.ObservedGeneration != ep.Generation
 }
 
 // addressedPod is urgent for a pod that had an address (the pod watch passes on only the
@@ -146,12 +173,12 @@ func addressedPod(e event.UpdateEvent) bool {
 	return !ok || old.Status.PodIP != "" || len(old.Status.PodIPs) > 0
 }
 
-// hold wraps q so that each add is recorded as a change and, unless urgent, waits the window.
-// controller-runtime's default queue is a priority queue, whose handlers add with options (the
-// initial list at a low priority): those keep their priority.
-func (b batchingHandler) hold(q queue, urgent bool) queue {
+// hold wraps q so that each add is recorded as a change and, unless urgent or prompt, waits the
+// window (only urgent closes the batch). controller-runtime's default queue is a priority queue,
+// whose handlers add with options (the initial list at a low priority): those keep their priority.
+func (b batchingHandler) hold(q queue, urgent, prompt bool) queue {
 	after := b.settling.window
-	if urgent {
+	if urgent || prompt {
 		after = 0
 	}
 	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {

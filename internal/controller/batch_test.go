@@ -25,7 +25,8 @@ import (
 // queues (the priority queue managers use by default, and the plain rate-limited one): with an
 // hour's window nothing it holds can come due during the test, so a request ready at once is one
 // the handler did not hold. Creates, deletes, status-only updates and a pod's first IP wait; an
-// endpoint's new generation, a change to an addressed pod and the initial list's creates do not;
+// endpoint's new generation, an endpoint turning Healthy while it awaits its verdict, a change to
+// an addressed pod and the initial list's creates do not;
 // a window of 0 holds nothing
 // (the negative control: the same events, all due at once).
 func TestBatchedHoldsAllButUrgentUpdates(t *testing.T) {
@@ -63,6 +64,18 @@ func TestBatchedHoldsAllButUrgentUpdates(t *testing.T) {
 			h.Create(ctx, event.CreateEvent{Object: ep(1)}, q)
 			h.Update(ctx, event.UpdateEvent{ObjectOld: ep(1), ObjectNew: ep(2)}, q)
 		}},
+		"turns Healthy awaiting its verdict: due at once": {window: time.Hour, due: true, send: func(h handler.EventHandler, q queue) {
+			h.Update(ctx, event.UpdateEvent{ObjectOld: ep(1), ObjectNew: withStatus(ep(1), meshv1alpha1.HealthHealthy, nil)}, q)
+		}},
+		"turns Healthy with a verdict of an older generation: due at once": {window: time.Hour, due: true, send: func(h handler.EventHandler, q queue) {
+			h.Update(ctx, event.UpdateEvent{ObjectOld: ep(2), ObjectNew: withStatus(ep(2), meshv1alpha1.HealthHealthy, verifiedAt(1))}, q)
+		}},
+		"turns Healthy, verified: held": {window: time.Hour, send: func(h handler.EventHandler, q queue) {
+			h.Update(ctx, event.UpdateEvent{ObjectOld: ep(1), ObjectNew: withStatus(ep(1), meshv1alpha1.HealthHealthy, verifiedAt(1))}, q)
+		}},
+		"Pending awaiting its verdict: held": {window: time.Hour, send: func(h handler.EventHandler, q queue) {
+			h.Update(ctx, event.UpdateEvent{ObjectOld: ep(1), ObjectNew: withStatus(ep(1), meshv1alpha1.HealthPending, nil)}, q)
+		}},
 		"no window: create due at once": {window: 0, due: true, send: func(h handler.EventHandler, q queue) {
 			h.Create(ctx, event.CreateEvent{Object: ep(1)}, q)
 		}},
@@ -96,6 +109,7 @@ func TestBatchedHoldsAllButUrgentUpdates(t *testing.T) {
 		}
 		return newGeneration(e)
 	}
+	prompt := awaitsVerdict
 	byKey := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 	})
@@ -104,7 +118,7 @@ func TestBatchedHoldsAllButUrgentUpdates(t *testing.T) {
 			t.Run(qname+"/"+name, func(t *testing.T) {
 				q := newQueue()
 				defer q.ShutDown()
-				tc.send(batched(byKey, newSettling(tc.window), urgent), q)
+				tc.send(batchedPrompt(byKey, newSettling(tc.window), urgent, prompt), q)
 				want := 0
 				if tc.due {
 					want = 1
@@ -115,6 +129,21 @@ func TestBatchedHoldsAllButUrgentUpdates(t *testing.T) {
 			})
 		}
 	}
+}
+
+// withStatus is ep with health and, if set, a Verified=True verdict.
+func withStatus(ep *meshv1alpha1.MeshEndpoint, health meshv1alpha1.Health, verdict *metav1.Condition) *meshv1alpha1.MeshEndpoint {
+	ep.Status.Health = health
+	if verdict != nil {
+		ep.Status.Conditions = []metav1.Condition{*verdict}
+	}
+	return ep
+}
+
+// verifiedAt is a Verified=True condition observed at generation.
+func verifiedAt(generation int64) *metav1.Condition {
+	return &metav1.Condition{Type: meshv1alpha1.EndpointConditionVerified, Status: metav1.ConditionTrue, ObservedGeneration: generation,
+		Reason: "PodMatches"}
 }
 
 // TestSettlingWaitsForQuiet: a service is due once its inputs have been quiet for the window, or

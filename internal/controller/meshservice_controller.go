@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -96,7 +97,7 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(r.controllerName, "meshservice")).
 		Watches(&meshv1alpha1.MeshService{}, batched(&handler.EnqueueRequestForObject{}, r.settling, nil)).
-		Watches(&meshv1alpha1.MeshEndpoint{}, batched(byServiceName, r.settling, newGeneration)).
+		Watches(&meshv1alpha1.MeshEndpoint{}, batchedPrompt(byServiceName, r.settling, newGeneration, awaitsVerdict)).
 		// A Service of the same name matters whoever owns it (a user's one is a name conflict), and
 		// the ServiceAccount decides the owner reference and deletion.
 		Watches(&corev1.Service{}, batched(byName, r.settling, nil)).
@@ -112,7 +113,16 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // quietly: they are not errors, and the next reconcile reads the newer state.
 func (r *MeshServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if wait := r.settling.wait(req); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil // its inputs are still changing (BatchWindow)
+		// Its inputs are still changing (BatchWindow): only the verdicts are recorded now, so that
+		// a Healthy endpoint awaiting one is routable without waiting out the window.
+		if err := r.recordVerdicts(ctx, req); err != nil {
+			if race, ok := expectedRace(err); ok {
+				racesRequeued.WithLabelValues("meshservice", race).Inc()
+				return ctrl.Result{RequeueAfter: raceRequeueAfter}, nil
+			}
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	err := r.reconcile(ctx, req)
 	if errors.Is(err, errRecheckForeign) {
@@ -124,6 +134,24 @@ func (r *MeshServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{RequeueAfter: raceRequeueAfter}, nil
 	}
 	return ctrl.Result{}, err
+}
+
+// recordVerdicts records the Verified condition of each of the service's endpoints that awaits
+// one, while the service's batch is still settling: nothing else is written.
+func (r *MeshServiceReconciler) recordVerdicts(ctx context.Context, req ctrl.Request) error {
+	var endpoints meshv1alpha1.MeshEndpointList
+	if err := r.List(ctx, &endpoints, client.InNamespace(req.Namespace), client.MatchingFields{EndpointServiceIndex: req.Name}); err != nil {
+		return err
+	}
+	var awaiting []meshv1alpha1.MeshEndpoint
+	for _, ep := range endpoints.Items {
+		if verdict := apimeta.FindStatusCondition(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified); verdict == nil ||
+			verdict.ObservedGeneration != ep.Generation {
+			awaiting = append(awaiting, ep)
+		}
+	}
+	_, err := r.verified(ctx, awaiting)
+	return err
 }
 
 func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request) error {

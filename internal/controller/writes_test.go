@@ -159,3 +159,42 @@ func scaleUp(t *testing.T, ctx context.Context, ns, name, service string) {
 	setHealth(t, ctx, ep, pending)
 	setHealth(t, ctx, ep, healthy)
 }
+
+// TestHealthyEndpointVerifiedWithinTheWindow: an endpoint that turns Healthy while it awaits its
+// verdict is Verified at once, though the service's batching window (an hour here) holds the
+// service back: its traffic waits for the verdict, not for the window. The MeshService's status,
+// which the batch writes, is not written meanwhile: the verdict alone is.
+func TestHealthyEndpointVerifiedWithinTheWindow(t *testing.T) {
+	ctx := testContext(t)
+	ns := isolated(t, ctx, "isolated-prompt", "orders")
+	isolatedManager(t, ns, time.Hour)
+	// The ServiceAccount came in the initial list, which is not held: the service's first
+	// reconcile runs at once (no endpoint yet, so no MeshService), before the endpoint exists.
+	testenv.Eventually(t, "the initial reconcile of orders", func() error {
+		n, err := testenv.Counter("controller_runtime_reconcile_total", "controller", "meshservice-"+ns)
+		if err == nil && n < 1 {
+			err = fmt.Errorf("%v reconciles", n)
+		}
+		return err
+	})
+	ports := []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}}
+	ep := endpointOf(t, createPod(t, ctx, ns, "orders-0", "orders", "node-a", newPodIP(), declaring(8080, ports)))
+	if err := env.Client.Create(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	setHealth(t, ctx, ep, healthy)
+	testenv.Eventually(t, "orders-0 Verified=True within the window", func() error {
+		fresh := &meshv1alpha1.MeshEndpoint{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ep), fresh); err != nil {
+			return err
+		}
+		if c := condition(fresh.Status.Conditions, meshv1alpha1.EndpointConditionVerified); c.Status != metav1.ConditionTrue ||
+			c.ObservedGeneration != fresh.Generation {
+			return fmt.Errorf("Verified %s %s at generation %d", c.Status, c.Reason, c.ObservedGeneration)
+		}
+		return nil
+	})
+	if ms, err := getMeshService(ctx, ns, "orders"); err == nil {
+		t.Errorf("the MeshService was written within the window (%s endpoints): the batch should hold it", ms.Status.EndpointsSummary)
+	}
+}

@@ -77,7 +77,8 @@ func (sv *served) setSecrets(all []*tlsv3.Secret) error {
 			items = append(items, secret)
 		}
 	}
-	return sv.set(secretKind, items)
+	last := *sv
+	return sv.set(secretKind, items, &last)
 }
 
 // validSecrets checks that every secret has a name, no name is given twice, and each passes its

@@ -4,7 +4,6 @@
 package xdsserver
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -28,7 +27,6 @@ import (
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/aether-mesh/aether-operator/internal/xds"
 )
@@ -119,6 +117,14 @@ type Server struct {
 type served struct {
 	versions [len(kinds)]string
 	names    [len(kinds)][]string
+	// hashes are each resource's version (the hash of its deterministic encoding), by name, with
+	// the very message it was computed from: the next publish hashes only the messages it does
+	// not find here (a Builder returns the same message for what a change left alone).
+	hashes [len(kinds)]map[string]hashed
+	// items are the resources as given, and versionMaps each one's version by name (what delta
+	// xDS reads): a kind given the very same messages again reuses all of its parts.
+	items       [len(kinds)][]cachetypes.Resource
+	versionMaps [len(kinds)]map[string]string
 	// groups are the snapshot's resources: a secrets-only change reuses the other four.
 	groups [len(kinds)]cachev3.Resources
 	// secretRefs are the secrets the clusters' and listeners' TLS contexts name (xds.SecretNames).
@@ -127,11 +133,23 @@ type served struct {
 	proxyless bool
 }
 
-// snapshot is the go-control-plane snapshot of sv.
+// hashed is one resource's version and the message it hashes, with the names of the resources
+// it references (a cluster's load assignment, a listener's route configurations): what the
+// consistency check reads, without unpacking every listener's filters again on each publish.
+type hashed struct {
+	resource cachetypes.Resource
+	version  string
+	refs     []string
+}
+
+// snapshot is the go-control-plane snapshot of sv, with its per-resource versions (delta xDS
+// reads them) already known: go-control-plane would otherwise marshal and hash every resource
+// again on the first delta watch of each snapshot (ConstructVersionMap), with the same function.
 func (sv served) snapshot() *cachev3.Snapshot {
-	snap := &cachev3.Snapshot{}
+	snap := &cachev3.Snapshot{VersionMap: make(map[string]map[string]string, len(kinds))}
 	for i, k := range kinds {
 		snap.Resources[k.typ] = sv.groups[i]
+		snap.VersionMap[k.url] = sv.versionMaps[i] // read only, by every snapshot that shares it
 	}
 	return snap
 }
@@ -252,6 +270,10 @@ func (s *Server) NeedLeaderElection() bool { return false }
 // resource type is versioned by a hash of its content, so only the types that changed are sent
 // (an endpoint-only change is an EDS push and nothing else). It reports whether it published.
 //
+// The resources must not be modified after they are given (xds.Builder's outputs are not): a
+// resource is hashed once, and a later Publish given the very same message reuses its hash, so
+// the cost of a publish follows what changed, not the size of the mesh.
+//
 // A snapshot that names a resource twice, or is not Consistent() (a cluster's EDS name without
 // its load assignment, a listener's RDS name without its route configuration, or one too many),
 // is refused with an error, logged and counted: the previous snapshot stays in service.
@@ -262,7 +284,15 @@ func (s *Server) Publish(nodeID string, res xds.Resources) (bool, error) {
 // publish is Publish; forProxyless publishes in the proxyless cache, and only for a connected
 // proxyless client.
 func (s *Server) publish(nodeID string, res xds.Resources, forProxyless bool) (bool, error) {
-	next, err := newServed(res, forProxyless)
+	s.mu.Lock()
+	last, had := s.served[nodeID]
+	s.mu.Unlock()
+	var reuse *served
+	if had && last.proxyless == forProxyless {
+		reuse = &last
+	}
+	// Hashed outside the lock: only this node's rebuild loop publishes its node ID.
+	next, err := newServed(res, forProxyless, reuse)
 	if err != nil {
 		snapshots.WithLabelValues(ResultInvalid).Inc()
 		s.log.Error(err, "Refusing an invalid xDS snapshot; the previous one stays in service", "node", nodeID)
@@ -287,7 +317,7 @@ func (s *Server) publish(nodeID string, res xds.Resources, forProxyless bool) (b
 		return false, nil
 	}
 	snap := next.snapshot()
-	if err := snap.Consistent(); err != nil {
+	if err := next.consistent(prev, had); err != nil {
 		snapshots.WithLabelValues(ResultInconsistent).Inc()
 		err = fmt.Errorf("the xDS snapshot for node %q is inconsistent (%w): %s", nodeID, err, danglingReferences(snap))
 		s.log.Error(err, "Refusing an inconsistent xDS snapshot; the previous one stays in service", "node", nodeID)
@@ -378,14 +408,14 @@ func danglingReferences(snap *cachev3.Snapshot) string {
 
 // newServed is res's snapshot, each type at the version its content hashes to, its secrets not
 // set yet (setSecrets), and the SDS names its TLS contexts reference; a proxyless client's
-// references none.
-func newServed(res xds.Resources, forProxyless bool) (served, error) {
+// references none. The hashes of last (nil: none) are reused for the very messages it holds.
+func newServed(res xds.Resources, forProxyless bool, last *served) (served, error) {
 	groups := [len(kinds)][]cachetypes.Resource{
 		resources(res.Clusters), resources(res.Endpoints), resources(res.Listeners), resources(res.Routes),
 	}
 	sv := served{proxyless: forProxyless}
 	for i := range secretKind {
-		if err := sv.set(i, groups[i]); err != nil {
+		if err := sv.set(i, groups[i], last); err != nil {
 			return served{}, err
 		}
 	}
@@ -403,18 +433,89 @@ func newServed(res xds.Resources, forProxyless bool) (served, error) {
 	return sv, nil
 }
 
-// set makes items the resources of kinds[i], at the version their content hashes to.
-func (sv *served) set(i int, items []cachetypes.Resource) error {
+// set makes items the resources of kinds[i], at the version their content hashes to. A resource
+// that last (nil: none) holds as the very same message keeps its hash; when the kind's version
+// comes out as last's, last's resources stay (their map is not built again).
+func (sv *served) set(i int, items []cachetypes.Resource, last *served) error {
+	if last != nil && last.items[i] != nil && slices.Equal(last.items[i], items) {
+		// The very messages of the last publish, in the same order: nothing to hash or check.
+		sv.versions[i], sv.names[i], sv.hashes[i] = last.versions[i], last.names[i], last.hashes[i]
+		sv.groups[i], sv.items[i], sv.versionMaps[i] = last.groups[i], last.items[i], last.versionMaps[i]
+		return nil
+	}
 	names, err := uniqueNames(kinds[i], items)
 	if err != nil {
 		return err
 	}
-	version, err := contentVersion(items)
-	if err != nil {
-		return fmt.Errorf("hashing the %s resources: %w", kinds[i].short, err)
+	var known map[string]hashed
+	if last != nil {
+		known = last.hashes[i]
 	}
-	sv.groups[i] = cachev3.NewResources(version, items)
-	sv.versions[i], sv.names[i] = version, names
+	hashes := make(map[string]hashed, len(items))
+	for _, r := range items {
+		name := cachev3.GetResourceName(r)
+		if h, ok := known[name]; ok && h.resource == r {
+			hashes[name] = h
+			continue
+		}
+		encoded, err := cachev3.MarshalResource(r)
+		if err != nil {
+			return fmt.Errorf("hashing the %s resource %q: %w", kinds[i].short, name, err)
+		}
+		hashes[name] = hashed{resource: r, version: cachev3.HashResource(encoded), refs: references(r)}
+	}
+	version := kindVersion(names, hashes)
+	if last != nil && last.versions[i] == version && last.groups[i].Items != nil {
+		sv.groups[i], sv.hashes[i], sv.versionMaps[i] = last.groups[i], last.hashes[i], last.versionMaps[i]
+	} else {
+		versionMap := make(map[string]string, len(hashes))
+		for name, h := range hashes {
+			versionMap[name] = h.version
+		}
+		sv.groups[i], sv.hashes[i], sv.versionMaps[i] = cachev3.NewResources(version, items), hashes, versionMap
+	}
+	sv.versions[i], sv.names[i], sv.items[i] = version, names, slices.Clone(items)
+	return nil
+}
+
+// references are the names of the load assignments and route configurations r references (by
+// EDS, by RDS), as go-control-plane's consistency check reads them.
+func references(r cachetypes.Resource) []string {
+	var out []string
+	refs := cachev3.GetResourceReferences(map[string]cachetypes.ResourceWithTTL{cachev3.GetResourceName(r): {Resource: r}})
+	for _, names := range refs {
+		for name := range names {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// consistent is go-control-plane's Snapshot.Consistent from the references each resource was
+// hashed with: the load assignments are exactly those the clusters name, the route configurations
+// exactly those the listeners name. A pair of kinds whose versions prev (published, so consistent)
+// served too is not checked again.
+func (sv served) consistent(prev served, had bool) error {
+	for _, pair := range [...]struct{ from, to int }{{0, 1}, {2, 3}} {
+		if had && prev.versions[pair.from] == sv.versions[pair.from] && prev.versions[pair.to] == sv.versions[pair.to] {
+			continue
+		}
+		named := map[string]bool{}
+		for _, h := range sv.hashes[pair.from] {
+			for _, name := range h.refs {
+				named[name] = true
+			}
+		}
+		url := kinds[pair.to].url
+		if len(named) != len(sv.names[pair.to]) {
+			return fmt.Errorf("mismatched %q reference and resource lengths: len(%v) != %d", url, named, len(sv.names[pair.to]))
+		}
+		for _, name := range sv.names[pair.to] {
+			if !named[name] {
+				return fmt.Errorf("inconsistent %q reference: %q not listed", url, name)
+			}
+		}
+	}
 	return nil
 }
 
@@ -445,27 +546,29 @@ func uniqueNames(k kind, items []cachetypes.Resource) ([]string, error) {
 	return names, nil
 }
 
-// contentVersion is a hash of the items' names and deterministic encodings, in name order: equal
-// contents give equal versions, whatever the order of the list, across agent restarts too.
-func contentVersion(items []cachetypes.Resource) (string, error) {
-	sorted := slices.Clone(items)
-	slices.SortFunc(sorted, func(a, b cachetypes.Resource) int {
-		return cmp.Compare(cachev3.GetResourceName(a), cachev3.GetResourceName(b))
-	})
+// kindVersion is a hash of the resources' names and versions (each a hash of its deterministic
+// encoding), in name order: equal contents give equal versions, whatever the order of the list,
+// across agent restarts too.
+func kindVersion(sortedNames []string, hashes map[string]hashed) string {
 	h := sha256.New()
-	marshal := proto.MarshalOptions{Deterministic: true}
-	for _, r := range sorted {
-		b, err := marshal.Marshal(r)
-		if err != nil {
-			return "", err
-		}
+	for _, name := range sortedNames {
 		// Length-prefixed, so no two lists hash the same bytes.
-		for _, part := range [][]byte{[]byte(cachev3.GetResourceName(r)), b} {
+		for _, part := range []string{name, hashes[name].version} {
 			_ = binary.Write(h, binary.BigEndian, uint64(len(part)))
-			h.Write(part)
+			h.Write([]byte(part))
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)[:8]), nil
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// contentVersion is the version of items as a publish computes it (kindVersion), from nothing
+// known.
+func contentVersion(items []cachetypes.Resource) (string, error) {
+	var sv served
+	if err := sv.set(0, items, nil); err != nil {
+		return "", err
+	}
+	return sv.versions[0], nil
 }
 
 // controlPlaneLogger sends go-control-plane's lines to l: its warnings (an ADS request that

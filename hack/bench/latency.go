@@ -1,0 +1,615 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/aether-mesh/aether-operator/internal/agent"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
+)
+
+// latencyResult is one size's endpoint programming latency (bin/bench/latency.json). A change
+// is one endpoint added or one removed: a churned pod is two.
+type latencyResult struct {
+	Size    string `json:"size"`
+	Agents  int    `json:"agents"`
+	Churned int    `json:"churned_pods"`
+	Changes int    `json:"changes"`
+	// ChurnRate is the churned pods replaced per second.
+	ChurnRate float64 `json:"churn_pods_per_s"`
+	// Add: from the owning agent's probe answer that made the new endpoint Healthy to the
+	// last agent's first published snapshot holding it Healthy.
+	AddP50Ms float64 `json:"add_p50_ms"`
+	AddP90Ms float64 `json:"add_p90_ms"`
+	AddP99Ms float64 `json:"add_p99_ms"`
+	AddMaxMs float64 `json:"add_max_ms"`
+	// Remove: from the pod's deletion to the last agent's first published snapshot without it.
+	RemoveP50Ms float64 `json:"remove_p50_ms"`
+	RemoveP90Ms float64 `json:"remove_p90_ms"`
+	RemoveP99Ms float64 `json:"remove_p99_ms"`
+	RemoveMaxMs float64 `json:"remove_max_ms"`
+	// Healthy: from the new pod's creation (with its IP) to its agent's Healthy probe answer:
+	// registration and the probe interval, which Add starts after.
+	HealthyP50Ms float64 `json:"healthy_after_create_p50_ms"`
+	HealthyP99Ms float64 `json:"healthy_after_create_p99_ms"`
+	// First: the same spans to the first agent's snapshot instead of the last's: what the manager
+	// and the API server take, before the agents' own spread.
+	AddFirstP50Ms    float64 `json:"add_first_agent_p50_ms"`
+	AddFirstP99Ms    float64 `json:"add_first_agent_p99_ms"`
+	RemoveFirstP50Ms float64 `json:"remove_first_agent_p50_ms"`
+	RemoveFirstP99Ms float64 `json:"remove_first_agent_p99_ms"`
+	// DeleteCallP50Ms is how long the pod deletions took to return (the API server's load).
+	DeleteCallP50Ms float64 `json:"delete_call_p50_ms"`
+	DeleteCallP99Ms float64 `json:"delete_call_p99_ms"`
+	// WatchEvents are the view's watch events per agent per change (the agents' own counter,
+	// aether_agent_view_events_total), and by kind and event.
+	WatchEventsPerAgentPerChange float64            `json:"watch_events_per_agent_per_change"`
+	WatchEventsBy                map[string]float64 `json:"watch_events_per_agent_per_change_by"`
+	// AgentWritesPerChurnedPod are the agents' writes during the churn (audit log) per churned pod.
+	AgentWritesPerChurnedPod float64 `json:"agent_writes_per_churned_pod"`
+	AgentWritesBy            tally   `json:"agent_writes_by"`
+	// PublishesPerAgent are the snapshots each agent published during the churn, on average;
+	// AgentCPUS its CPU seconds in that span, on average.
+	PublishesPerAgent float64 `json:"publishes_per_agent"`
+	AgentCPUS         float64 `json:"agent_cpu_s"`
+	ChurnS            float64 `json:"churn_s"`
+	WallS             float64 `json:"wall_s"`
+}
+
+// latencyNode is the node of agent process k.
+func latencyNode(k int) string { return fmt.Sprintf("bench-lat-node-%02d", k) }
+
+// latencyAgent is one agent process of the latency run and its node.
+type latencyAgent struct {
+	node   string
+	proc   *agentProcess
+	anchor *endpoint // the node's local pod: its identity's rendering carries every service
+	netns  string    // the anchor's network namespace (ip netns), where its capture is programmed
+}
+
+// churnChange is one churned pod: the old one deleted, its replacement created on its node.
+type churnChange struct {
+	old, replacement *endpoint
+	agent            int
+	// deleted is when the old pod's deletion was sent, removed when it returned; created when the
+	// replacement existed with its IP.
+	deleted, removed, created time.Time
+}
+
+// latencyBenchmark is `make bench-latency`: for each size, BENCH_AGENTS real agent processes
+// against one API server and the manager, 10 % of the pods replaced at BENCH_CHURN_RATE pods
+// per second, and each change's latency to every agent's published snapshot.
+func latencyBenchmark(ctx context.Context, cfg config) error {
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return err
+	}
+	built := buildBinaries(ctx, cfg)
+	var results []latencyResult
+	for _, sz := range cfg.sizes {
+		started := time.Now()
+		progress(sz, "latency: starting, %d agents", cfg.agents)
+		res, err := runLatency(ctx, cfg, sz, built)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sz, err)
+		}
+		res.WallS = time.Since(started).Seconds()
+		progress(sz, "latency: done in %.0fs", res.WallS)
+		results = append(results, res)
+	}
+	raw, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(cfg.out, "latency.json")
+	if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Print(latencyTable(results))
+	fmt.Printf("\nJSON: %s; agent and manager CPU profiles, logs: %s/latency-<size>/\n", path, cfg.out)
+	return nil
+}
+
+// runLatency runs one size: the workload's pods, 10 % of them (every tenth endpoint, as the
+// convergence churn picks them) on the agents' nodes and registered by the agents themselves, the
+// rest registered by the benchmark's writers as bench-convergence does; one anchor pod per agent
+// node; then the churn, each churned pod replaced by a new one on the same node.
+func runLatency(ctx context.Context, cfg config, sz size, built func() (string, error)) (res latencyResult, err error) {
+	r := &run{cfg: cfg, size: sz, dir: filepath.Join(cfg.out, "latency-"+sz.String()), work: newWorkload(sz, cfg.writers)}
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return res, err
+	}
+	scratch, err := os.MkdirTemp("", "aether-bench-latency-")
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = os.RemoveAll(scratch) }()
+	auditLog := filepath.Join(scratch, "audit.log")
+	if r.env, err = startAuditedControlPlane(scratch, auditLog); err != nil {
+		return res, err
+	}
+	defer func() {
+		if stopErr := r.env.Stop(); stopErr != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s: stopping the control plane: %v\n", sz, stopErr)
+		}
+	}()
+	if err := r.clients(ctx); err != nil {
+		return res, err
+	}
+	bin, err := built()
+	if err != nil {
+		return res, err
+	}
+	agents, changes := r.latencyPlan()
+	// Every pod on an agent's node answers its health probe, the replacements' from the start.
+	var probed []*endpoint
+	for _, a := range agents {
+		probed = append(probed, a.anchor)
+	}
+	for _, c := range changes {
+		probed = append(probed, c.old, c.replacement)
+	}
+	stopApps, err := serveHealth(probed)
+	if err != nil {
+		return res, err
+	}
+	defer stopApps()
+	mgr, err := r.latencySetup(ctx, bin, scratch, agents, len(changes))
+	if mgr != nil {
+		defer mgr.stop()
+	}
+	if err != nil {
+		return res, err
+	}
+	progress(sz, "latency: starting %d agents", cfg.agents)
+	for k, a := range agents {
+		err := r.startLatencyAgent(ctx, filepath.Join(cfg.out, "agent"), scratch, k, a)
+		defer a.stop()
+		if err != nil {
+			return res, err
+		}
+	}
+	total := sz.services*sz.endpoints + cfg.agents
+	if err := waitAgents(ctx, agents, 10*time.Minute, func(times map[string]agent.EndpointTime) error {
+		if held := countHeld(times); held != total {
+			return fmt.Errorf("its snapshot holds %d of the %d endpoints Healthy", held, total)
+		}
+		return nil
+	}); err != nil {
+		return res, fmt.Errorf("the agents did not sync: %w", err)
+	}
+	if err := mgr.waitIdle(ctx, r.quiet(), 5*time.Minute, 0); err != nil {
+		return res, err
+	}
+	return r.measureChurn(ctx, mgr, agents, changes, auditLog)
+}
+
+// latencyPlan deals every tenth endpoint over the agents' nodes, each with its replacement, and
+// gives each agent node its anchor pod.
+func (r *run) latencyPlan() ([]*latencyAgent, []*churnChange) {
+	agents := make([]*latencyAgent, r.cfg.agents)
+	for k := range agents {
+		svc := r.work.services[k*len(r.work.services)/r.cfg.agents]
+		agents[k] = &latencyAgent{node: latencyNode(k), anchor: &endpoint{
+			key: types.NamespacedName{Namespace: svc.Namespace, Name: fmt.Sprintf("%s-anchor%02d", svc.Name, k)},
+			svc: svc.Name, node: latencyNode(k), ip: r.work.newIP()}}
+	}
+	var changes []*churnChange
+	for s := range r.work.endpoints {
+		for j, ep := range r.work.endpoints[s] {
+			if (s*r.size.endpoints+j)%10 != 0 {
+				continue
+			}
+			k := len(changes) % r.cfg.agents
+			ep.node = agents[k].node
+			replacement := &endpoint{key: types.NamespacedName{Namespace: ep.key.Namespace, Name: ep.key.Name + "-r1"},
+				svc: ep.svc, node: ep.node, ip: r.work.newIP()}
+			changes = append(changes, &churnChange{old: ep, replacement: replacement, agent: k})
+		}
+	}
+	return agents, changes
+}
+
+// latencySetup creates every pod with its IP and the anchors, starts the manager, and has the
+// writers register the endpoints off the agents' nodes. The manager is returned to be stopped,
+// even with an error.
+func (r *run) latencySetup(ctx context.Context, bin, scratch string, agents []*latencyAgent, onAgents int) (*manager, error) {
+	sz := r.size
+	progress(sz, "latency: creating %d pods with their IPs", sz.services*sz.endpoints+len(agents))
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	for _, a := range agents {
+		if err := createPod(ctx, r.env.Client, a.anchor); err != nil {
+			return nil, err
+		}
+	}
+	certDir := filepath.Join(scratch, "webhook-certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := writeServingCert(certDir); err != nil {
+		return nil, err
+	}
+	mgr, err := startManager(ctx, bin, r.managerKube, certDir, filepath.Join(r.dir, "manager.log"), r.cfg)
+	if err != nil {
+		return nil, err
+	}
+	progress(sz, "latency: %d writers register the %d endpoints off the agents' nodes", r.cfg.writers, sz.services*sz.endpoints-onAgents)
+	return mgr, parallel(ctx, r.work.byWriter(func(ep *endpoint) bool { return ep.node == "" }), func(ctx context.Context, w int, ep *endpoint) error {
+		_, err := r.agent(w).registerAnswering(ctx, ep.pod)
+		return err
+	})
+}
+
+// measureChurn replaces the churned pods, waits until every agent's snapshot followed, and
+// computes the figures, with the agents' counters and the audit log over the churn, and the CPU
+// profiles of agent 0 and the manager.
+func (r *run) measureChurn(ctx context.Context, mgr *manager, agents []*latencyAgent, changes []*churnChange, auditLog string) (latencyResult, error) {
+	var res latencyResult
+	progress(r.size, "latency: churn: replacing %d pods at %.0f/s", len(changes), r.cfg.churnRate)
+	eventsBefore, publishesBefore, cpuBefore, err := agentCounters(ctx, agents)
+	if err != nil {
+		return res, err
+	}
+	profiles := []struct {
+		profiler  *cpuProfiler
+		file, bin string
+	}{
+		{profileCPU(ctx, agents[0].proc.pprof), "agent-cpu.pprof", filepath.Join(r.cfg.out, "agent")},
+		{mgr.profileCPU(ctx), "manager-cpu.pprof", filepath.Join(r.cfg.out, "manager")},
+	}
+	churnFrom := time.Now()
+	if err := r.churnAt(ctx, changes, r.cfg.churnRate); err != nil {
+		return res, err
+	}
+	if err := waitAgents(ctx, agents, 5*time.Minute, func(times map[string]agent.EndpointTime) error {
+		for _, c := range changes {
+			if times[keyOf(c.old)].Dropped.IsZero() {
+				return fmt.Errorf("its snapshot still holds %s", c.old.key)
+			}
+			if times[keyOf(c.replacement)].Held.IsZero() {
+				return fmt.Errorf("its snapshot does not hold %s yet", c.replacement.key)
+			}
+		}
+		return nil
+	}); err != nil {
+		return res, fmt.Errorf("after the churn: %w", err)
+	}
+	churnTo := time.Now()
+	for _, p := range profiles {
+		if err := p.profiler.finish(filepath.Join(r.dir, p.file)); err != nil {
+			return res, err
+		}
+	}
+	eventsAfter, publishesAfter, cpuAfter, err := agentCounters(ctx, agents)
+	if err != nil {
+		return res, err
+	}
+	last := map[string]map[string]agent.EndpointTime{} // by node
+	for _, a := range agents {
+		if last[a.node], err = a.times(ctx); err != nil {
+			return res, err
+		}
+	}
+	reqs, err := readAudit(auditLog)
+	if err != nil {
+		return res, err
+	}
+	res = latencyFigures(r.cfg, r.size, changes, agents, last)
+	res.ChurnS = churnTo.Sub(churnFrom).Seconds()
+	n, perChange := float64(len(agents)), float64(res.Changes)
+	res.WatchEventsBy = map[string]float64{}
+	for series, after := range eventsAfter {
+		v := (after - eventsBefore[series]) / n / perChange
+		res.WatchEventsPerAgentPerChange += v
+		res.WatchEventsBy[series] = v
+	}
+	res.PublishesPerAgent = (publishesAfter - publishesBefore) / n
+	res.AgentCPUS = (cpuAfter - cpuBefore) / n
+	res.AgentWritesBy = writesOf(window(reqs, churnFrom, churnTo), byAgentProcess)
+	res.AgentWritesPerChurnedPod = float64(res.AgentWritesBy.total()) / float64(len(changes))
+	for _, p := range profiles {
+		if err := topOf(ctx, p.bin, filepath.Join(r.dir, p.file)); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// startAuditedControlPlane starts the API server and etcd as runSize does: the Service CIDR
+// widened to a /16, the audit log on.
+func startAuditedControlPlane(scratch, auditLog string) (*testenv.Env, error) {
+	policy := filepath.Join(scratch, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return nil, err
+	}
+	return testenv.StartWith(testenv.Options{APIServerFlags: map[string]string{
+		"service-cluster-ip-range": "10.96.0.0/16",
+		"audit-policy-file":        policy,
+		"audit-log-path":           auditLog,
+		"audit-log-format":         "json",
+	}})
+}
+
+// startLatencyAgent makes agent k's network namespace (its anchor pod's, recorded in the
+// registry the agent reads at start as the CNI plugin would have handed it over) and starts it.
+func (r *run) startLatencyAgent(ctx context.Context, bin, scratch string, k int, a *latencyAgent) error {
+	dir := filepath.Join(scratch, fmt.Sprintf("agent-%02d", k))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	a.netns = fmt.Sprintf("aether-latency-%d-%02d", os.Getpid(), k)
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "add", a.netns).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip netns add %s: %w: %s", a.netns, err, out)
+	}
+	registry, err := json.Marshal(map[string]any{"pods": map[string]any{string(a.anchor.pod.UID): map[string]string{"netns": "/run/netns/" + a.netns}}})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "netns.json"), registry, 0o600); err != nil {
+		return err
+	}
+	kubeconfig, err := r.agentKubeconfigFor(a.node, filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		return err
+	}
+	// A loopback port picked free can be taken (by another process's outgoing connection) before
+	// the agent binds it: the agent then exits at once, and starts again on other ports.
+	for attempt := 1; ; attempt++ {
+		a.proc, err = startAgent(ctx, bin, kubeconfig, a.node, dir, filepath.Join(r.dir, a.node+".log"),
+			"--debug-endpoint-times", "--mesh-dns=false", "--cni-socket="+filepath.Join(dir, "cni.sock"), "--cni-kubeconfig=")
+		if err != nil {
+			return err
+		}
+		err = a.proc.waitServing(ctx)
+		if err == nil || attempt == 3 || !errors.Is(err, errPortTaken) {
+			return err
+		}
+	}
+}
+
+// errPortTaken is waitServing's answer for an agent that exited because a port was taken.
+var errPortTaken = errors.New("a port the agent was given was taken")
+
+// waitServing waits until the agent's metrics endpoint answers; an agent that exits first is an
+// error, errPortTaken when its log says a port was in use.
+func (p *agentProcess) waitServing(ctx context.Context) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := get(ctx, p.metrics); err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			if raw, err := os.ReadFile(p.log); err == nil && strings.Contains(string(raw), "address already in use") {
+				return errPortTaken
+			}
+			return fmt.Errorf("the agent exited at start (%v); its log is %s", p.exit, p.log)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the agent's metrics endpoint did not answer within 2 minutes; its log is %s", p.log)
+		}
+	}
+}
+
+// stop ends the agent and removes its network namespace.
+func (a *latencyAgent) stop() {
+	if a.proc != nil {
+		a.proc.stop()
+	}
+	if a.netns != "" {
+		_ = exec.Command("ip", "netns", "delete", a.netns).Run()
+	}
+}
+
+// times reads the agent's endpoint times.
+func (a *latencyAgent) times(ctx context.Context) (map[string]agent.EndpointTime, error) {
+	body, err := get(ctx, a.proc.times)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Endpoints map[string]agent.EndpointTime `json:"endpoints"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", a.proc.times, err)
+	}
+	return out.Endpoints, nil
+}
+
+// waitAgents polls every agent's endpoint times until done says nothing is missing for each.
+func waitAgents(ctx context.Context, agents []*latencyAgent, timeout time.Duration, done func(map[string]agent.EndpointTime) error) error {
+	deadline := time.Now().Add(timeout)
+	pending := slices.Clone(agents)
+	for {
+		var why error
+		var still []*latencyAgent
+		for _, a := range pending {
+			select {
+			case <-a.proc.done:
+				return fmt.Errorf("agent %s exited (%v); its log is %s", a.node, a.proc.exit, a.proc.log)
+			default:
+			}
+			times, err := a.times(ctx)
+			if err == nil {
+				err = done(times)
+			}
+			if err != nil {
+				still = append(still, a)
+				why = fmt.Errorf("agent %s: %w (its log is %s)", a.node, err, a.proc.log)
+			}
+		}
+		if pending = still; len(pending) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d agents not there within %s; %w", len(pending), timeout, why)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func countHeld(times map[string]agent.EndpointTime) int {
+	n := 0
+	for _, t := range times {
+		if !t.Held.IsZero() && t.Dropped.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
+func keyOf(ep *endpoint) string { return ep.key.Namespace + "/" + ep.key.Name }
+
+// churnAt replaces each churned pod, rate of them per second, each change started on its tick:
+// the old pod deleted (its agent removes its endpoint), then its replacement created with its IP
+// (its agent registers it and probes it Healthy).
+func (r *run) churnAt(ctx context.Context, changes []*churnChange, rate float64) error {
+	ticker := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer ticker.Stop()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(changes))
+	for _, c := range changes {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return ctx.Err()
+		case <-ticker.C:
+		}
+		wg.Go(func() {
+			c.deleted = time.Now()
+			if err := deletePod(ctx, r.env.Client, c.old); err != nil {
+				errs <- err
+				return
+			}
+			c.removed = time.Now()
+			err := createPod(ctx, r.env.Client, c.replacement)
+			c.created = time.Now() // with its IP: what the agent registers from
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// agentCounters sums the agents' view events (by kind and event), published snapshots and CPU
+// seconds.
+func agentCounters(ctx context.Context, agents []*latencyAgent) (events map[string]float64, publishes, cpu float64, err error) {
+	events = map[string]float64{}
+	for _, a := range agents {
+		series, err := scrape(ctx, a.proc.metrics)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		for s, v := range series {
+			if rest, ok := strings.CutPrefix(s, "aether_agent_view_events_total{"); ok {
+				events[strings.TrimSuffix(rest, "}")] += v
+			}
+		}
+		publishes += sum(series, `aether_agent_xds_snapshots_total{result="published"`)
+		seconds, err := testenv.CPUSeconds(a.proc.cmd.Process.Pid)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		cpu += seconds
+	}
+	return events, publishes, cpu, nil
+}
+
+// latencyFigures computes each change's latency from the agents' times: an add from the owning
+// agent's Healthy answer to the latest agent's first snapshot holding it, a remove from the pod's
+// deletion to the latest agent's first snapshot without it.
+func latencyFigures(cfg config, sz size, changes []*churnChange, agents []*latencyAgent, times map[string]map[string]agent.EndpointTime) latencyResult {
+	var adds, removes, healthy, firstAdds, firstRemoves, deleteCalls []time.Duration
+	for _, c := range changes {
+		newKey, oldKey := keyOf(c.replacement), keyOf(c.old)
+		ready := times[agents[c.agent].node][newKey].Healthy
+		var held, dropped time.Time
+		firstHeld, firstDropped := times[agents[0].node][newKey].Held, times[agents[0].node][oldKey].Dropped
+		for _, a := range agents {
+			t := times[a.node][newKey].Held
+			held, firstHeld = later(held, t), earlier(firstHeld, t)
+			t = times[a.node][oldKey].Dropped
+			dropped, firstDropped = later(dropped, t), earlier(firstDropped, t)
+		}
+		adds = append(adds, held.Sub(ready))
+		removes = append(removes, dropped.Sub(c.deleted))
+		healthy = append(healthy, ready.Sub(c.created))
+		firstAdds = append(firstAdds, firstHeld.Sub(ready))
+		firstRemoves = append(firstRemoves, firstDropped.Sub(c.deleted))
+		deleteCalls = append(deleteCalls, c.removed.Sub(c.deleted))
+	}
+	res := latencyResult{Size: sz.String(), Agents: len(agents), Churned: len(changes), Changes: 2 * len(changes), ChurnRate: cfg.churnRate}
+	res.AddP50Ms, res.AddP90Ms, res.AddP99Ms, res.AddMaxMs = quantilesMs(adds)
+	res.RemoveP50Ms, res.RemoveP90Ms, res.RemoveP99Ms, res.RemoveMaxMs = quantilesMs(removes)
+	res.HealthyP50Ms, _, res.HealthyP99Ms, _ = quantilesMs(healthy)
+	res.AddFirstP50Ms, _, res.AddFirstP99Ms, _ = quantilesMs(firstAdds)
+	res.RemoveFirstP50Ms, _, res.RemoveFirstP99Ms, _ = quantilesMs(firstRemoves)
+	res.DeleteCallP50Ms, _, res.DeleteCallP99Ms, _ = quantilesMs(deleteCalls)
+	return res
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// quantilesMs are the p50, p90, p99 and max of ds, in milliseconds (nearest rank).
+func quantilesMs(ds []time.Duration) (p50, p90, p99, maxMs float64) {
+	if len(ds) == 0 {
+		return
+	}
+	slices.Sort(ds)
+	at := func(q float64) float64 {
+		i := int(q*float64(len(ds))+0.5) - 1
+		return float64(ds[min(max(i, 0), len(ds)-1)].Microseconds()) / 1000
+	}
+	return at(0.50), at(0.90), at(0.99), at(1)
+}
+
+func latencyTable(results []latencyResult) string {
+	var b strings.Builder
+	b.WriteString("| size | agents | churned pods | add p50/p90/p99/max ms | remove p50/p90/p99/max ms | watch events per agent per change | agent writes per churned pod |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %s | %d | %d | %.0f / %.0f / %.0f / %.0f | %.0f / %.0f / %.0f / %.0f | %.2f | %.2f |\n", r.Size, r.Agents, r.Churned,
+			r.AddP50Ms, r.AddP90Ms, r.AddP99Ms, r.AddMaxMs, r.RemoveP50Ms, r.RemoveP90Ms, r.RemoveP99Ms, r.RemoveMaxMs,
+			r.WatchEventsPerAgentPerChange, r.AgentWritesPerChurnedPod)
+	}
+	return b.String()
+}
