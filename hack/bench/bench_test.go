@@ -59,15 +59,21 @@ func TestManagerTuningFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer mgr.stop()
-			// Its controllers have started (and made their first requests) once they are idle.
-			if err := mgr.waitIdle(ctx, 2*time.Second, time.Minute, 0); err != nil {
-				t.Fatal(err)
-			}
-			series, err := mgr.scrape(ctx)
+			// Its controllers have started (and made their first requests) once the MeshService
+			// controller exports its worker count (it starts after the leader election, which
+			// may take a while on a loaded machine) and they are idle.
+			const workers = `controller_runtime_max_concurrent_reconciles{controller="meshservice"}`
+			series, err := mgr.waitForSeries(ctx, workers, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := series[`controller_runtime_max_concurrent_reconciles{controller="meshservice"}`]; got != tc.workers {
+			if err := mgr.waitIdle(ctx, 2*time.Second, time.Minute, 0); err != nil {
+				t.Fatal(err)
+			}
+			if series, err = mgr.scrape(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := series[workers]; got != tc.workers {
 				t.Errorf("the MeshService controller runs %v workers, want %v", got, tc.workers)
 			}
 			waited := sum(series, "rest_client_rate_limiter_duration_seconds_count")

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -281,6 +282,14 @@ func TestRefusesWhatEnvoyNeverSends(t *testing.T) {
 	}
 	if err := open.Send(accesslogtest.HTTPLogs(accesslogtest.Identifier(node), entry())); err != nil {
 		t.Fatal(err)
+	}
+	// The server counts it on its own goroutine: wait until it has, so that no case below sees it
+	// land in the middle of its own before and after.
+	for deadline := time.Now().Add(10 * time.Second); counted() != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the open stream's first entry was not counted: %v", counted())
+		}
+		runtime.Gosched()
 	}
 
 	many := make([]*accesslogdatav3.HTTPAccessLogEntry, accesslog.MaxEntries+1)
