@@ -63,14 +63,14 @@ func TestManagerTuningFlags(t *testing.T) {
 			// controller exports its worker count (it starts after the leader election, which
 			// may take a while on a loaded machine) and they are idle.
 			const workers = `controller_runtime_max_concurrent_reconciles{controller="meshservice"}`
-			series, err := mgr.waitForSeries(ctx, workers, time.Minute)
-			if err != nil {
+			if err := mgr.waitForSeries(ctx, workers, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 			if err := mgr.waitIdle(ctx, 2*time.Second, time.Minute, 0); err != nil {
 				t.Fatal(err)
 			}
-			if series, err = mgr.scrape(ctx); err != nil {
+			series, err := mgr.scrape(ctx)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if got := series[workers]; got != tc.workers {

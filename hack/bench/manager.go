@@ -190,25 +190,25 @@ func (m *manager) waitIdle(ctx context.Context, quiet, timeout time.Duration, at
 }
 
 // waitForSeries scrapes the manager until it exports the series name (with its labels, as the
-// scrape's keys spell it), and returns that scrape.
-func (m *manager) waitForSeries(ctx context.Context, name string, timeout time.Duration) (map[string]float64, error) {
+// scrape's keys spell it).
+func (m *manager) waitForSeries(ctx context.Context, name string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		series, err := m.scrape(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("reading the manager's metrics: %w", err)
+			return fmt.Errorf("reading the manager's metrics: %w", err)
 		}
 		if _, ok := series[name]; ok {
-			return series, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the manager exported no %s within %s; its log is %s", name, timeout, m.log)
+			return fmt.Errorf("the manager exported no %s within %s; its log is %s", name, timeout, m.log)
 		}
 		select {
 		case <-m.done:
-			return nil, fmt.Errorf("the manager exited (%v); its log is %s", m.exit, m.log)
+			return fmt.Errorf("the manager exited (%v); its log is %s", m.exit, m.log)
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
