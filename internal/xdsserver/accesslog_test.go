@@ -4,8 +4,6 @@
 package xdsserver
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -20,34 +18,8 @@ import (
 // TestAccessLogOnTheEnvoySocketOnly: the access log is served where the node's Envoy connects,
 // and not on the proxyless socket every pod reaches: no pod can log as the node's Envoy.
 func TestAccessLogOnTheEnvoySocketOnly(t *testing.T) {
-	dir := t.TempDir()
-	listen := func(name string) Address {
-		addr, err := ParseAddress("unix://" + filepath.Join(dir, name, "xds.sock"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return addr
-	}
-	envoy, err := Listen(listen("envoy"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := Listen(listen("proxyless"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := accesslog.New(accesslog.Options{NodeID: "node-a", Log: logr.Discard(), Registerer: prometheus.NewRegistry()})
-	s := New(Options{Listener: envoy, ProxylessListener: pods, PodOfProcess: thisProcessIs(testPodUID), Log: logr.Discard(), AccessLog: logs})
-	s.ResolvePodsWith(podsOf(testPods))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the server stopped with %v", err)
-		}
-	})
+	s := startOnBothSockets(t, Options{PodOfProcess: thisProcessIs(testPodUID), Log: logr.Discard(), AccessLog: logs}, testPods, nil)
 	for address, want := range map[string]codes.Code{s.Address(): codes.OK, s.ProxylessAddress(): codes.Unimplemented} {
 		conn, err := accesslogtest.Dial(address)
 		if err != nil {

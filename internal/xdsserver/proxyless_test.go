@@ -6,6 +6,7 @@ package xdsserver
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,27 +65,36 @@ func startProxylessServer(t *testing.T) (s *Server, logs *logLines, changes chan
 // startProxylessServerFor is startProxylessServer, podOf reading a caller's pod, pods the node's.
 func startProxylessServerFor(t *testing.T, podOf PodOfProcess, pods map[string]string) (s *Server, logs *logLines, changes chan struct{}) {
 	t.Helper()
+	logs = &logLines{}
+	changes = make(chan struct{}, 16)
+	s = startOnBothSockets(t, Options{PodOfProcess: podOf, Log: funcr.New(logs.write, funcr.Options{Verbosity: 1})}, pods,
+		func(s *Server) { s.OnProxylessChange(func() { changes <- struct{}{} }) })
+	return s, logs, changes
+}
+
+// startOnBothSockets starts a server of opts on two unix sockets of a temporary directory, the
+// node's Envoy's and the pods' proxyless one, the node's pods being pods; before runs first (to
+// subscribe before anything is served). It is stopped when t ends.
+func startOnBothSockets(t *testing.T, opts Options, pods map[string]string, before func(*Server)) *Server {
+	t.Helper()
 	dir := t.TempDir()
-	listen := func(name string) Address {
+	listen := func(name string) net.Listener {
 		addr, err := ParseAddress("unix://" + filepath.Join(dir, name, "xds.sock"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return addr
+		l, err := Listen(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
 	}
-	envoy, err := Listen(listen("envoy"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	socket, err := Listen(listen("proxyless"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs = &logLines{}
-	s = New(Options{Listener: envoy, ProxylessListener: socket, PodOfProcess: podOf, Log: funcr.New(logs.write, funcr.Options{Verbosity: 1})})
+	opts.Listener, opts.ProxylessListener = listen("envoy"), listen("proxyless")
+	s := New(opts)
 	s.ResolvePodsWith(podsOf(pods))
-	changes = make(chan struct{}, 16)
-	s.OnProxylessChange(func() { changes <- struct{}{} })
+	if before != nil {
+		before(s)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
@@ -94,7 +104,7 @@ func startProxylessServerFor(t *testing.T, podOf PodOfProcess, pods map[string]s
 			t.Errorf("the server stopped with %v", err)
 		}
 	})
-	return s, logs, changes
+	return s
 }
 
 // proxylessNode is a node announcing itself proxyless (and SNI when sni).
