@@ -110,12 +110,8 @@ func latencyBenchmark(ctx context.Context, cfg config) error {
 		progress(sz, "latency: done in %.0fs", res.WallS)
 		results = append(results, res)
 	}
-	raw, err := json.MarshalIndent(results, "", "  ")
+	path, err := writeJSON(cfg.out, "latency.json", results)
 	if err != nil {
-		return err
-	}
-	path := filepath.Join(cfg.out, "latency.json")
-	if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
 		return err
 	}
 	fmt.Print(latencyTable(results))

@@ -208,17 +208,23 @@ func benchmark(ctx context.Context, cfg config) error {
 		fmt.Fprintf(os.Stderr, "bench: %s: done in %.0fs\n", sz, res.WallS)
 		results = append(results, res)
 	}
-	raw, err := json.MarshalIndent(results, "", "  ")
+	path, err := writeJSON(cfg.out, "convergence.json", results)
 	if err != nil {
-		return err
-	}
-	path := filepath.Join(cfg.out, "convergence.json")
-	if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
 		return err
 	}
 	fmt.Print(table(results))
 	fmt.Printf("\nJSON: %s; profiles, logs and pprof tops: %s/<size>/\n", path, cfg.out)
 	return nil
+}
+
+// writeJSON writes v, indented, to the file name in dir, and returns its path.
+func writeJSON(dir, name string, v any) (string, error) {
+	raw, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name)
+	return path, os.WriteFile(path, append(raw, '\n'), 0o644)
 }
 
 // buildBinaries builds the manager, and the agent when a size measures it, into cfg.out, both at
