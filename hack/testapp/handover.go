@@ -102,14 +102,7 @@ func (s *DrainingServer) answer(c net.Conn, n int64) {
 		_ = c.Close()
 	}()
 	time.Sleep(s.Delay) // the request in flight
-	answer := "error not a TCP connection"
-	if tcp, ok := c.(*net.TCPConn); ok {
-		if dst, err := OriginalDst(tcp); err != nil {
-			answer = "error " + err.Error()
-		} else {
-			answer = OriginalDstPrefix + " " + dst.String()
-		}
-	}
+	answer := originalDstAnswer(c)
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := fmt.Fprintln(c, answer); err == nil {
 		s.logf("answered connection %d", n)

@@ -32,14 +32,7 @@ func ServeOriginalDst(l net.Listener) {
 		if err != nil {
 			return
 		}
-		answer := "error not a TCP connection"
-		if tcp, ok := c.(*net.TCPConn); ok {
-			if dst, err := OriginalDst(tcp); err != nil {
-				answer = "error " + err.Error()
-			} else {
-				answer = OriginalDstPrefix + " " + dst.String()
-			}
-		}
+		answer := originalDstAnswer(c)
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 		_, _ = fmt.Fprintln(c, answer)
 		_ = c.Close()
@@ -130,4 +123,18 @@ func ServePeer(l net.Listener) {
 		_, _ = fmt.Fprintln(c, PeerPrefix+" "+peer)
 		_ = c.Close()
 	}
+}
+
+// originalDstAnswer is the line answering connection c: its original destination after the
+// prefix, or why there is none.
+func originalDstAnswer(c net.Conn) string {
+	tcp, ok := c.(*net.TCPConn)
+	if !ok {
+		return "error not a TCP connection"
+	}
+	dst, err := OriginalDst(tcp)
+	if err != nil {
+		return "error " + err.Error()
+	}
+	return OriginalDstPrefix + " " + dst.String()
 }
