@@ -16,7 +16,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -190,13 +189,7 @@ func TestUninstallingTellsAnUninstallFromARestart(t *testing.T) {
 	if err := env.Client.Update(ctx, ds); err != nil { // gone
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, "the DaemonSet is gone", func() error {
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(ds), &appsv1.DaemonSet{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return cmp.Or(err, errors.New("still there"))
-	})
+	testenv.EventuallyGone(t, env.Client, ds)
 	expect(key, env.Client, true, "is deleted")
 
 	newDaemonSet() // the same name, another object

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -273,12 +272,7 @@ func TestARefusedPodTokenIsNoUninstall(t *testing.T) {
 	if err := env.Client.Delete(ctx, ds); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, "the DaemonSet is gone", func() error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ds), &appsv1.DaemonSet{}); !apierrors.IsNotFound(err) {
-			return errors.Join(errors.New("still there"), err)
-		}
-		return nil
-	})
+	testenv.EventuallyGone(t, env.Client, ds)
 	expect(withSpare, true, "is deleted")
 	expect(nil, false, "refuses the agent's pod token")
 

@@ -4,8 +4,6 @@
 package agent
 
 import (
-	"cmp"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,13 +132,7 @@ func TestUninstallRestoresEveryPodRestartKeepsCapture(t *testing.T) {
 	if err := env.Client.Delete(ctx, ds); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, "the DaemonSet is gone", func() error {
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(ds), &appsv1.DaemonSet{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return cmp.Or(err, errors.New("still there"))
-	})
+	testenv.EventuallyGone(t, env.Client, ds)
 	removed, err = UninstallIfRemoved(ctx, Self{Pod: key}, env.Client, nil, registry, removePlugin, logr.Discard())
 	if !removed || err != nil || plugin != 1 {
 		t.Fatalf("with the DaemonSet deleted: removed %v, err %v, plugin removed %d times; want the mesh off the node, the plugin removed once", removed, err, plugin)

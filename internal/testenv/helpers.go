@@ -4,13 +4,17 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // StartManager runs mgr (controllers, webhook servers) until the returned stop is called; stop
@@ -42,4 +46,18 @@ func Eventually(t testing.TB, what string, check func() error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// EventuallyGone waits until c reads obj (by its key) as not found: deleted, and any finalizers
+// run.
+func EventuallyGone(t testing.TB, c client.Reader, obj client.Object) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(obj)
+	Eventually(t, fmt.Sprintf("%T %s is gone", obj, key), func() error {
+		err := c.Get(context.Background(), key, obj.DeepCopyObject().(client.Object))
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return cmp.Or(err, errors.New("still there"))
+	})
 }
