@@ -166,7 +166,7 @@ func dialSurface(set portspec.PortSet, issuer meshidentity.Issuer) []meshv1alpha
 		// A reason may list ports (the 421 advice names a few): cut it to the field's limit all
 		// the same, so no surface can make the status unwritable.
 		dial := meshv1alpha1.Dial{Address: d.Address, Protocol: d.Protocol,
-			Outcome: meshv1alpha1.DialOutcome(d.Outcome), Error: meshv1alpha1.DialError(d.Error),
+			Outcome: d.Outcome, Error: d.Error,
 			Reason: conditions.Truncate(d.Reason, meshv1alpha1.MaxDialReason)}
 		if d.Port != 0 {
 			dial.Port = &d.Port

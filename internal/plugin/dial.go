@@ -186,7 +186,7 @@ func WriteDial(w io.Writer, r DialReport) error {
 	case resolve.Refused:
 		line("Refused", "the connection is refused (ECONNREFUSED)")
 	case resolve.Misdirected, resolve.BadRequest:
-		line("Answer", "HTTP %d from the mesh, %s: %s", a.Outcome.HTTPStatus(), resolve.ErrorHeader, a.Error)
+		line("Answer", "HTTP %d from the mesh, %s: %s", resolve.HTTPStatus(a.Outcome), resolve.ErrorHeader, a.Error)
 	}
 	line("Why", "%s", a.Reason)
 	if a.Body != "" {

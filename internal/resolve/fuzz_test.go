@@ -199,7 +199,7 @@ func checkRow(t *testing.T, s portspec.PortSet, d resolve.Dial) {
 			fail("port %d is declared %s", d.Port, p)
 		}
 	}
-	if status := d.Outcome.HTTPStatus(); (status != 0) != (d.Error != "") || (status != 0) != (d.Body != "") {
+	if status := resolve.HTTPStatus(d.Outcome); (status != 0) != (d.Error != "") || (status != 0) != (d.Body != "") {
 		fail("an x-aether-error and a body exactly when the mesh answers itself")
 	}
 	if d.Error != "" && !strings.Contains(d.Reason, resolve.ErrorHeader+": "+string(d.Error)) {

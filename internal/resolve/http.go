@@ -28,7 +28,7 @@ func HTTPRequest(s portspec.PortSet, authority string) Result {
 	a, err := parseAuthority(authority)
 	if err != nil {
 		return Result{Protocol: meshv1alpha1.ProtocolHTTP, Outcome: BadRequest, Error: BadAuthority,
-			Reason: fmt.Sprintf("%v: answered %d with %s: %s", err, BadRequest.HTTPStatus(), ErrorHeader, BadAuthority),
+			Reason: fmt.Sprintf("%v: answered %d with %s: %s", err, HTTPStatus(BadRequest), ErrorHeader, BadAuthority),
 			Body:   err.Error() + ".\n"}
 	}
 	return answerHTTP(s, a)
@@ -79,7 +79,7 @@ func answerHTTP(s portspec.PortSet, a authority) Result {
 func misdirected(s portspec.PortSet, host string, code MeshError, problem string) Result {
 	works := workingSpellings(s, host)
 	return Result{Protocol: meshv1alpha1.ProtocolHTTP, Outcome: Misdirected, Error: code,
-		Reason: fmt.Sprintf("%s: answered %d with %s: %s; %s", problem, Misdirected.HTTPStatus(), ErrorHeader, code, works),
+		Reason: fmt.Sprintf("%s: answered %d with %s: %s; %s", problem, HTTPStatus(Misdirected), ErrorHeader, code, works),
 		Body:   problem + ".\n" + works + ".\n"}
 }
 

@@ -31,6 +31,6 @@ func NotMeshName(meshDomain string) Result {
 	works := fmt.Sprintf("name a service <service>.<namespace>.%s:<port> (or its Kubernetes names), "+
 		"and send every other host direct: list it in NO_PROXY", meshDomain)
 	return Result{Protocol: meshv1alpha1.ProtocolHTTP, Outcome: NotMesh, Error: NotAMeshName,
-		Reason: fmt.Sprintf("%s: answered %d with %s: %s; %s", problem, NotMesh.HTTPStatus(), ErrorHeader, NotAMeshName, works),
+		Reason: fmt.Sprintf("%s: answered %d with %s: %s; %s", problem, HTTPStatus(NotMesh), ErrorHeader, NotAMeshName, works),
 		Body:   problem + ".\n" + works + ".\n"}
 }

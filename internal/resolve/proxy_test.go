@@ -14,8 +14,8 @@ import (
 // not-mesh-name, a body naming the mesh's spelling and NO_PROXY, within the body bound.
 func TestNotMeshName(t *testing.T) {
 	r := resolve.NotMeshName("aether.internal")
-	if r.Outcome != resolve.NotMesh || r.Outcome.HTTPStatus() != 404 || r.Error != resolve.NotAMeshName {
-		t.Fatalf("NotMeshName = %s %d %s, want NotMesh 404 not-mesh-name", r.Outcome, r.Outcome.HTTPStatus(), r.Error)
+	if r.Outcome != resolve.NotMesh || resolve.HTTPStatus(r.Outcome) != 404 || r.Error != resolve.NotAMeshName {
+		t.Fatalf("NotMeshName = %s %d %s, want NotMesh 404 not-mesh-name", r.Outcome, resolve.HTTPStatus(r.Outcome), r.Error)
 	}
 	for _, want := range []string{"<service>.<namespace>.aether.internal:<port>", "NO_PROXY"} {
 		if !strings.Contains(r.Body, want) {

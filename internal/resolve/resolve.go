@@ -41,20 +41,22 @@ func DefaultTCPPort(s portspec.PortSet) (port int32, ok bool) {
 	return 0, false
 }
 
-// Outcome is what a client gets for one spelling. The spellings are the API's.
-type Outcome string
+// Outcome is what a client gets for one spelling: the API's DialOutcome, so that the rule's
+// answers and the status's dial rows are one list and cannot drift. BadRequest and NotMesh answer
+// an HTTP request alone and are no row of a dial surface, so the API's enum leaves them out.
+type Outcome = meshv1alpha1.DialOutcome
 
 const (
 	// Reaches means a port of the service.
-	Reaches Outcome = "Reaches"
+	Reaches = meshv1alpha1.DialReaches
 	// Misdirected means an HTTP request the mesh answers itself with HTTP 421 (Misdirected
 	// Request) and the header x-aether-error: Result.Error; the body names what works.
-	Misdirected Outcome = "Misdirected"
+	Misdirected = meshv1alpha1.DialMisdirected
 	// Refused means nothing claims the spelling: the connection is refused (ECONNREFUSED).
-	Refused Outcome = "Refused"
+	Refused = meshv1alpha1.DialRefused
 	// HostDecides means the mesh's HTTP proxy port: by itself it reaches no port of the service;
 	// each request reaches what the port in its Host header decides (the surface's Host rows).
-	HostDecides Outcome = "HostDecides"
+	HostDecides = meshv1alpha1.DialHostDecides
 	// BadRequest means an HTTP request whose authority is malformed (an empty host, a port that
 	// is not a decimal number in 1..65535, an unbracketed IPv6 address): the mesh answers HTTP
 	// 400 with x-aether-error: bad-authority. No surface row has it.
@@ -67,7 +69,7 @@ const (
 
 // HTTPStatus is the status code of the answer the mesh sends itself for o: 421 for Misdirected,
 // 400 for BadRequest, 404 for NotMesh, 0 for the outcomes that are not an HTTP answer of the mesh.
-func (o Outcome) HTTPStatus() int {
+func HTTPStatus(o Outcome) int {
 	switch o {
 	case Misdirected:
 		return 421
@@ -82,18 +84,19 @@ func (o Outcome) HTTPStatus() int {
 // ErrorHeader is the response header that says why the mesh answered a request itself.
 const ErrorHeader = "x-aether-error"
 
-// MeshError is a value of the x-aether-error header: the one home of these values.
-type MeshError string
+// MeshError is a value of the x-aether-error header: the API's DialError (the values a 421 row of
+// a dial surface names), and the two answers no surface row has, bad-authority and not-mesh-name.
+type MeshError = meshv1alpha1.DialError
 
 const (
 	// NoHTTPPort answers a request with no port in its authority, to a service that serves no HTTP.
-	NoHTTPPort MeshError = "no-http-port"
+	NoHTTPPort = meshv1alpha1.DialErrorNoHTTPPort
 	// PortNotDeclared answers a request for a port the service does not declare (18081 and 18082
 	// included: no pod can declare them), and one with no port in its authority when port 80 is
 	// not HTTP-class but the service serves HTTP on other ports.
-	PortNotDeclared MeshError = "port-not-declared"
+	PortNotDeclared = meshv1alpha1.DialErrorPortNotDeclared
 	// PortNotHTTP answers a request whose authority names a port the service declares TCP.
-	PortNotHTTP MeshError = "port-not-http"
+	PortNotHTTP = meshv1alpha1.DialErrorPortNotHTTP
 	// BadAuthority answers a request whose authority is malformed (with 400).
 	BadAuthority MeshError = "bad-authority"
 	// NotAMeshName answers a request on the proxy port whose authority names no mesh service

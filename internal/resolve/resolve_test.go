@@ -239,7 +239,7 @@ func checkWords(t *testing.T, authority string, got resolve.Result, words, notWo
 	if got.Reason == "" {
 		t.Errorf("%q: empty reason", authority)
 	}
-	if got.Outcome.HTTPStatus() == 0 {
+	if resolve.HTTPStatus(got.Outcome) == 0 {
 		if got.Body != "" || got.Error != "" {
 			t.Errorf("%q: %s with body %q and error %q", authority, got.Outcome, got.Body, got.Error)
 		}
@@ -365,8 +365,8 @@ func TestMeshErrors(t *testing.T) {
 	statuses := map[resolve.Outcome]int{resolve.Reaches: 0, resolve.Refused: 0, resolve.HostDecides: 0,
 		resolve.Misdirected: 421, resolve.BadRequest: 400, resolve.NotMesh: 404}
 	for o, want := range statuses {
-		if got := o.HTTPStatus(); got != want {
-			t.Errorf("%s.HTTPStatus() = %d; want %d", o, got, want)
+		if got := resolve.HTTPStatus(o); got != want {
+			t.Errorf("HTTPStatus(%s) = %d; want %d", o, got, want)
 		}
 	}
 }

@@ -82,7 +82,7 @@ func (b *builder) routes() []*routev3.RouteConfiguration {
 	b.check("virtual host "+catchAll.GetName(), catchAll)
 	notMesh := &routev3.VirtualHost{
 		Name: ProxyNotMeshVirtualHost, Domains: []string{"*"},
-		Routes: []*routev3.Route{meshAnswer(resolve.NotMesh.HTTPStatus(), resolve.NotMeshName(b.mesh.Domain))},
+		Routes: []*routev3.Route{meshAnswer(resolve.HTTPStatus(resolve.NotMesh), resolve.NotMeshName(b.mesh.Domain))},
 	}
 	b.check("virtual host "+notMesh.GetName(), notMesh)
 	out := make([]*routev3.RouteConfiguration, 0, 2*len(identities))
@@ -288,8 +288,8 @@ func (b *builder) serviceVirtualHosts(s *meshService, hostRows []resolve.Dial) [
 	}
 	// Host <name>:18082 reaches the wildcard's virtual host (no domain spells :18082); a first
 	// route there, matched on the authority's port, gives it resolve's own words for :18082.
-	if wildcard >= 0 && plan[wildcard].built != nil && meshTCP.Outcome.HTTPStatus() != 0 {
-		answer := meshAnswer(meshTCP.Outcome.HTTPStatus(), meshTCP)
+	if wildcard >= 0 && plan[wildcard].built != nil && resolve.HTTPStatus(meshTCP.Outcome) != 0 {
+		answer := meshAnswer(resolve.HTTPStatus(meshTCP.Outcome), meshTCP)
 		answer.Match.Headers = []*routev3.HeaderMatcher{{Name: ":authority",
 			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
 				MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: ":" + itoa(meshv1alpha1.MeshTCPPort)}}}}}
@@ -316,7 +316,7 @@ func (b *builder) serviceVirtualHosts(s *meshService, hostRows []resolve.Dial) [
 // or resolve's own answer (421, or 400 for a name no authority can carry).
 func (b *builder) planAnswer(s *meshService, domains []string, r resolve.Result) plannedVirtualHost {
 	v := plannedVirtualHost{name: CaptureVirtualHost(domains[0]), domains: domains}
-	switch status := r.Outcome.HTTPStatus(); {
+	switch status := resolve.HTTPStatus(r.Outcome); {
 	case r.Outcome == resolve.Reaches:
 		v.service, v.port = s, r.Port
 	case status != 0:

@@ -118,7 +118,7 @@ func fxResolveAnswer(t testing.TB, m model.Mesh, identity, host string) (string,
 		if r.Outcome == resolve.Reaches {
 			return "route " + xds.SourceCluster(xds.HTTPCluster(meshName, r.Port), identity), true
 		}
-		return fmt.Sprintf("%d %s %s", r.Outcome.HTTPStatus(), r.Error, r.Body), true
+		return fmt.Sprintf("%d %s %s", resolve.HTTPStatus(r.Outcome), r.Error, r.Body), true
 	}
 	return "", false
 }

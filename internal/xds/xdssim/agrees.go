@@ -75,9 +75,9 @@ func answers(out Outcome, want resolve.Result) error {
 	r := out.Response
 	switch {
 	case out.Verdict != Answered || r == nil || r.Local:
-		return fmt.Errorf("resolve says %d %s; the data plane gives %s", want.Outcome.HTTPStatus(), want.Error, out)
-	case r.Status != want.Outcome.HTTPStatus():
-		return fmt.Errorf("resolve says status %d; the data plane answers %d: %s", want.Outcome.HTTPStatus(), r.Status, out)
+		return fmt.Errorf("resolve says %d %s; the data plane gives %s", resolve.HTTPStatus(want.Outcome), want.Error, out)
+	case r.Status != resolve.HTTPStatus(want.Outcome):
+		return fmt.Errorf("resolve says status %d; the data plane answers %d: %s", resolve.HTTPStatus(want.Outcome), r.Status, out)
 	case r.Header(resolve.ErrorHeader) != string(want.Error):
 		return fmt.Errorf("resolve says %s: %s; the data plane answers %q: %s", resolve.ErrorHeader, want.Error, r.Header(resolve.ErrorHeader), out)
 	case r.Body != want.Body:
