@@ -4,7 +4,8 @@
 // Package docscheck reads README.md and docs/**/*.md the way a reader follows them and reports
 // each reference that leads nowhere: a relative link to a missing file or heading, a link out of
 // the repository, a `make` target the Makefile does not define, a repository path that does not
-// exist, and an aether_* metric that no Go source names. Its test runs it over the repository, so
+// exist, a --flag that none of the project's binaries defines, and an aether_* metric that no Go
+// source names. Its test runs it over the repository, so
 // `make test` fails when a doc lies.
 package docscheck
 
@@ -45,7 +46,7 @@ func Check(root string) ([]Problem, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &checker{root: root, targets: targets, topDirs: topDirs, goSource: goSource, anchors: map[string]map[string]bool{}}
+	c := &checker{root: root, targets: targets, topDirs: topDirs, goSource: goSource, flags: definedFlags(goSource), anchors: map[string]map[string]bool{}}
 	var problems []Problem
 	for _, f := range files {
 		ps, err := c.checkFile(f)
@@ -68,6 +69,7 @@ type checker struct {
 	targets  map[string]bool
 	topDirs  map[string]bool
 	goSource string
+	flags    map[string]bool
 	anchors  map[string]map[string]bool // by absolute path of a markdown file
 }
 
@@ -160,6 +162,46 @@ func goSources(root string, topDirs map[string]bool) (string, error) {
 	return sb.String(), nil
 }
 
+var flagDefinition = regexp.MustCompile(`\.(?:Bool|BoolFunc|Duration|Float64|Func|Int|Int64|String|StringArray|StringSlice|TextVar|Uint|Uint64|Var)(?:Var)?P?\(\s*(?:&?[A-Za-z_][\w.]*(?:\(\))?\s*,\s*)?"([a-z][a-z0-9-]*)"`)
+
+// flagConstant: a flag name defined as a constant (meshidentity.Flag = "identity-issuer").
+var flagConstant = regexp.MustCompile(`\b[A-Za-z]*Flag[A-Za-z]*\s*=\s*"([a-z][a-z0-9-]*)"`)
+
+// libraryFlags are the flags the project's binaries get from a library they bind, which no call
+// in the repository's own source names.
+var libraryFlags = []string{
+	// controller-runtime's zap.Options.BindFlags (the manager and the agent).
+	"zap-devel", "zap-encoder", "zap-log-level", "zap-stacktrace-level", "zap-time-encoding",
+	// genericclioptions.ConfigFlags (kubectl aether), and controller-runtime's --kubeconfig.
+	"kubeconfig", "context", "namespace", "cluster", "user", "server", "token", "as", "as-group",
+	"certificate-authority", "client-certificate", "client-key", "insecure-skip-tls-verify",
+	"request-timeout", "tls-server-name",
+}
+
+// otherPrograms are the flags of programs other than the project's that the docs name on their
+// own, with the program they belong to (the docs say which, beside them).
+var otherPrograms = map[string]string{
+	"event-ttl":                       "kube-apiserver",
+	"kubelet-preferred-address-types": "kube-apiserver",
+	"root-ca-file":                    "kube-controller-manager",
+	"drain-time-s":                    "envoy",
+}
+
+// definedFlags: every flag the project's source defines, and the library-bound ones.
+func definedFlags(goSource string) map[string]bool {
+	flags := map[string]bool{}
+	for _, m := range flagDefinition.FindAllStringSubmatch(goSource, -1) {
+		flags[m[1]] = true
+	}
+	for _, m := range flagConstant.FindAllStringSubmatch(goSource, -1) {
+		flags[m[1]] = true
+	}
+	for _, f := range libraryFlags {
+		flags[f] = true
+	}
+	return flags
+}
+
 // block is a paragraph of prose or one line of a fenced code block, with its first line number.
 type block struct {
 	text string
@@ -243,7 +285,10 @@ var (
 	makeInCode = regexp.MustCompile(`(?:^|[;&|(]|\$)\s*make\s+([^;&|)#>]*)`)
 	metric     = regexp.MustCompile(`\baether_[a-z0-9_]+`)
 	target     = regexp.MustCompile(`^[a-z][a-z0-9_.-]*$`)
-	goIdent    = regexp.MustCompile(`^[A-Z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)?$`)
+	flagUse    = regexp.MustCompile(`(?:^|[\s\[(])--([a-z][a-z0-9-]*)`)
+	// otherTool: a code span that is a command of a program other than the project's.
+	otherTool = regexp.MustCompile(`^(?:kubectl|helm|go|make|nft|ip|nsenter|curl|grpcurl|envoy|spire-server|spire-agent|kube-apiserver|etcd|docker|ctr|promtool|benchstat|git|openssl)\b`)
+	goIdent   = regexp.MustCompile(`^[A-Z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)?$`)
 )
 
 func (c *checker) anchorsOf(abs string) (map[string]bool, error) {
@@ -293,6 +338,7 @@ func (c *checker) checkFile(rel string) ([]Problem, error) {
 				c.checkMake(line, rest, report)
 			}
 			c.checkPaths(line, span, report)
+			c.checkFlags(line, span, report)
 			for _, name := range metric.FindAllString(span, -1) {
 				if !c.metricKnown(name) {
 					report(line, "metric %s is named by no Go source of the repository", name)
@@ -344,6 +390,19 @@ func (c *checker) checkLink(fromAbs, dest string, line int, report func(int, str
 		report(line, "link %s: no heading of %s has the anchor #%s", dest, filepath.Base(targetAbs), frag)
 	}
 	return nil
+}
+
+// checkFlags checks each --flag of a code span that is no other program's command: one of the
+// project's binaries must define it.
+func (c *checker) checkFlags(line int, span string, report func(int, string, ...any)) {
+	if otherTool.MatchString(span) && !strings.HasPrefix(span, "kubectl aether") {
+		return
+	}
+	for _, m := range flagUse.FindAllStringSubmatch(span, -1) {
+		if !c.flags[m[1]] && otherPrograms[m[1]] == "" {
+			report(line, "flag --%s is defined by none of the project's binaries", m[1])
+		}
+	}
 }
 
 // checkPaths checks each word of a code span that looks like a repository path: it contains a

@@ -27,7 +27,8 @@ func TestRepositoryDocs(t *testing.T) {
 }
 
 // TestCheckerCatchesLies is the negative control: a copy of the repository's docs (the rest of the
-// repository linked in) with one lie of each kind planted; each is reported with its file, its
+// repository linked in) with one lie of each kind planted (link, anchor, make target, path,
+// metric, flag); each is reported with its file, its
 // line and the bad reference, and nothing else is.
 func TestCheckerCatchesLies(t *testing.T) {
 	root := copyOfRepository(t)
@@ -40,6 +41,8 @@ func TestCheckerCatchesLies(t *testing.T) {
 		{"A missing path: `internal/xds/no-such-file.go`.", "internal/xds/no-such-file.go"},
 		{"A missing package: `internal/nosuchpkg.Build`.", "internal/nosuchpkg.Build"},
 		{"A metric no code exports: `aether_no_such_metric_total{reason}`.", "aether_" + "no_such_metric_total"}, // not one string: this file is Go source too
+		{"A flag no binary defines: `--no-such-flag=1` on the manager.", "--no-such-flag"},
+		{"A command of the agent: `/agent uninstall --nor-this-flag`.", "--nor-this-flag"},
 		{"A link out of the repository: [out](https://example.invalid/).", "https://example.invalid/"},
 		{"```sh\nmake run && make also-no-such-target\n```", `"also-no-such-target"`},
 	}
