@@ -5,8 +5,7 @@
 // each reference that leads nowhere: a relative link to a missing file or heading, a link out of
 // the repository, a `make` target the Makefile does not define, a repository path that does not
 // exist, a --flag that none of the project's binaries defines, and an aether_* metric that no Go
-// source names. Its test runs it over the repository, so
-// `make test` fails when a doc lies.
+// source names. Its test runs it over the repository, so `make test` fails when a doc lies.
 package docscheck
 
 import (
@@ -15,7 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -55,11 +54,11 @@ func Check(root string) ([]Problem, error) {
 		}
 		problems = append(problems, ps...)
 	}
-	sort.Slice(problems, func(i, j int) bool {
-		if problems[i].File != problems[j].File {
-			return problems[i].File < problems[j].File
+	slices.SortFunc(problems, func(a, b Problem) int {
+		if c := strings.Compare(a.File, b.File); c != 0 {
+			return c
 		}
-		return problems[i].Line < problems[j].Line
+		return a.Line - b.Line
 	})
 	return problems, nil
 }
@@ -101,9 +100,9 @@ func makeTargets(path string) (map[string]bool, error) {
 		return nil, err
 	}
 	targets := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		if m := makeTargetLine.FindStringSubmatch(line); m != nil {
-			for _, t := range strings.Fields(m[1]) {
+			for t := range strings.FieldsSeq(m[1]) {
 				targets[t] = true
 			}
 		}
@@ -111,16 +110,26 @@ func makeTargets(path string) (map[string]bool, error) {
 	return targets, nil
 }
 
-// topLevelDirs: the repository's top-level directories (a symbolic link to a directory counts);
-// a code span is taken for a repository path only when it starts with one of them.
+// topLevelDirs: the repository's top-level directories (a symbolic link to a directory counts),
+// but for build output that .gitignore keeps out of the repository (bin/*, .local/); a code span
+// is taken for a repository path only when it starts with one of them.
 func topLevelDirs(root string) (map[string]bool, error) {
+	ignored := map[string]bool{".git": true}
+	if b, err := os.ReadFile(filepath.Join(root, ".gitignore")); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			name := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(line), "/"), "*"), "/")
+			if name != "" && !strings.ContainsAny(name, "/*?[!#") {
+				ignored[name] = true
+			}
+		}
+	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return nil, err
 	}
 	dirs := map[string]bool{}
 	for _, e := range entries {
-		if e.Name() == ".git" {
+		if ignored[e.Name()] {
 			continue
 		}
 		if st, err := os.Stat(filepath.Join(root, e.Name())); err == nil && st.IsDir() {
@@ -135,9 +144,6 @@ func topLevelDirs(root string) (map[string]bool, error) {
 func goSources(root string, topDirs map[string]bool) (string, error) {
 	var sb strings.Builder
 	for dir := range topDirs {
-		if dir == "bin" || dir == ".local" {
-			continue
-		}
 		real, err := filepath.EvalSymlinks(filepath.Join(root, dir))
 		if err != nil {
 			return "", err
@@ -352,7 +358,7 @@ func (c *checker) checkFile(rel string) ([]Problem, error) {
 // checkMake checks the targets of one make command line (the words after "make" up to the first
 // that is no target: an option, a variable assignment, a redirection).
 func (c *checker) checkMake(line int, args string, report func(int, string, ...any)) {
-	for _, w := range strings.Fields(args) {
+	for w := range strings.FieldsSeq(args) {
 		if strings.Contains(w, "=") {
 			continue
 		}
