@@ -15,7 +15,7 @@ import (
 )
 
 // tuning holds the manager's throughput knobs. Their defaults are measured by hack/bench
-// (make bench-convergence); the README's operations section says why each is what it is.
+// (make bench-convergence); docs/operations/tuning.md says why each is what it is.
 type tuning struct {
 	// workers is MaxConcurrentReconciles of every controller: reconciles of different services
 	// run in parallel (never two of the same service). A reconcile spends most of its time

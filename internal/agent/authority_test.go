@@ -253,7 +253,7 @@ func TestOnlyTheControllerVerifies(t *testing.T) {
 }
 
 // squatBound is how long, at most, a MeshEndpoint holding the name of a pod of another node keeps
-// that pod out of the mesh (README, "Per-node authority"): the controller deletes it in the first
+// that pod out of the mesh (docs/architecture.md, "Per-node authority"): the controller deletes it in the first
 // reconcile of its service after the pod is bound, which the batching window holds back at most
 // five windows (this package's controller has none), and the pod's agent, whose create met
 // AlreadyExists, tries again staleRetry later. squatSlack covers what the bound leaves out: a

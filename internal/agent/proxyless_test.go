@@ -759,8 +759,8 @@ func TestProxylessRefusesAnotherPodsNodeID(t *testing.T) {
 // succeeds: grpc-go retries it on the other pod. While that pod answers INTERNAL instead (a status
 // the application returned after running the call), the calls it gets fail, each after one
 // attempt: not retried. grpc-go reads only the status: it retries an UNAVAILABLE the application
-// returned itself just the same, which the workload page says the mesh does not (the README says
-// so).
+// returned itself just the same, which the workload page says the mesh does not (docs/user-guide/proxyless-grpc.md
+// says so).
 func TestProxylessRetriesUnavailable(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespace(t, ctx)

@@ -168,7 +168,7 @@ func TestShippedArgoCDSnippetIsTheScript(t *testing.T) {
 // backend did not resolve: Current. A route reports per parent (status.parents[].conditions),
 // and kstatus reads only status.conditions and status.observedGeneration: it cannot see
 // ResolvedRefs=False, and the Gateway API's status shape is not ours to change. GitOps users
-// gate on the route's parent conditions instead (see the README).
+// gate on the route's parent conditions instead (see docs/user-guide/gitops-health.md).
 func TestKstatusOnARouteWithUnresolvedRefs(t *testing.T) {
 	ctx := testContext(t)
 	ns := meshPayments(t, ctx)
@@ -189,7 +189,7 @@ func TestKstatusOnARouteWithUnresolvedRefs(t *testing.T) {
 	}
 	t.Logf("kstatus on an HTTPRoute with ResolvedRefs=False UnsupportedProtocol: %s (%s)", res.Status, res.Message)
 	if res.Status != status.CurrentStatus {
-		t.Errorf("kstatus computes %s (%s) for the route; this test documents Current: update the README if kstatus now reads route parents", res.Status, res.Message)
+		t.Errorf("kstatus computes %s (%s) for the route; this test documents Current: update docs/user-guide/gitops-health.md if kstatus now reads route parents", res.Status, res.Message)
 	}
 }
 

@@ -354,7 +354,7 @@ func (p *proxylessBuilder) forGRPC(routes string, r *routev3.Route) *routev3.Rou
 // grpcRetryPolicy is the retry policy of a proxyless client's routes, as grpc-go reads it (gRFC
 // A44): UNAVAILABLE retried twice, 25–250 ms apart. grpc-go knows the status codes only: it cannot
 // read the outcome header, so it cannot tell the destination's UNAVAILABLE for a call it could not
-// deliver from the application's own (see the README, "What the mesh retries"). A call that never
+// deliver from the application's own (see docs/architecture.md, "What the mesh retries"). A call that never
 // left the client, or that a server refused before processing it (REFUSED_STREAM, GOAWAY), grpc-go
 // retries transparently, without a policy (gRFC A6).
 func (p *proxylessBuilder) grpcRetryPolicy() *routev3.RetryPolicy {

@@ -28,7 +28,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/cni"
 )
 
-// Uninstall under a dial loop (README "Uninstall"): an application web with its own Service
+// Uninstall under a dial loop (docs/install.md, "Uninstall"): an application web with its own Service
 // (ClusterIP, port 8080, answering "peer <caller>"), meshed, so its cluster IP is the VIP; two
 // meshed dialers dial that cluster IP every 200 ms, captured into the stand-in of the node's
 // proxy in their own pod (127.0.0.1:18001, answering "original-dst <destination>"). The agent's

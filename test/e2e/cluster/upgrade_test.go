@@ -23,7 +23,7 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
 
-// An upgrade of the agent under load (README "Upgrade"): the agent's DaemonSet is changed as an
+// An upgrade of the agent under load (docs/install.md, "Upgrade"): the agent's DaemonSet is changed as an
 // upgrade changes it, a new image tag (the same binaries under docker.io/aether/operator:upgrade)
 // and a changed value (--capture-resync), and rolls while the load creates, deletes and
 // re-annotates pods and the probe times changes through the mesh. Nothing is lost (the
