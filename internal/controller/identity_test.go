@@ -103,7 +103,7 @@ func TestWithoutIssuerTCPIsRefused(t *testing.T) {
 
 	var ports []portspec.Port
 	for _, p := range ms.Status.Ports {
-		ports = append(ports, portspec.Port{Number: p.Port, Protocol: p.Protocol})
+		ports = append(ports, portspec.Port{Port: p.Port, Protocol: p.Protocol})
 	}
 	withIssuer := resolve.DialSurface(portspec.NewPortSet(ms.Status.PrimaryPort, ports), meshidentity.SPIRE)
 	if len(ms.Status.DialSurface) != len(withIssuer) || len(withIssuer) != resolve.SurfaceLen(2) {
