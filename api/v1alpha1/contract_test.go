@@ -126,9 +126,9 @@ func TestAPIAgreesWithResolve(t *testing.T) {
 
 	// What the rule writes is in those enums: every row of every kind of surface.
 	for _, set := range []portspec.PortSet{
-		portspec.NewPortSet(8080, []portspec.Port{{Number: 8080, Protocol: meshv1alpha1.ProtocolHTTP}, {Number: 9000, Protocol: meshv1alpha1.ProtocolTCP}}),
-		portspec.NewPortSet(9000, []portspec.Port{{Number: 9000, Protocol: meshv1alpha1.ProtocolTCP}}),
-		portspec.NewPortSet(80, []portspec.Port{{Number: 80, Protocol: meshv1alpha1.ProtocolHTTP2}, {Number: 443, Protocol: meshv1alpha1.ProtocolTCP}}),
+		portspec.NewPortSet(8080, []portspec.Port{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}, {Port: 9000, Protocol: meshv1alpha1.ProtocolTCP}}),
+		portspec.NewPortSet(9000, []portspec.Port{{Port: 9000, Protocol: meshv1alpha1.ProtocolTCP}}),
+		portspec.NewPortSet(80, []portspec.Port{{Port: 80, Protocol: meshv1alpha1.ProtocolHTTP2}, {Port: 443, Protocol: meshv1alpha1.ProtocolTCP}}),
 		{},
 	} {
 		for _, issuer := range meshidentity.Issuers { // without one, raw TCP is Refused: no outcome of its own
@@ -174,10 +174,7 @@ func TestSampleEndpointsMatchTheirDeployment(t *testing.T) {
 			continue
 		}
 		endpoints++
-		var got []portspec.Port
-		for _, p := range ep.Spec.Ports {
-			got = append(got, portspec.Port{Number: p.Port, Protocol: p.Protocol, AppProtocol: p.AppProtocol})
-		}
+		got := ep.Spec.Ports
 		if ep.Spec.PrimaryPort != spec.Primary || !slices.Equal(got, spec.Ports) {
 			t.Errorf("%s: primary %d ports %v; the Deployment's annotations say primary %d ports %v",
 				ep.Name, ep.Spec.PrimaryPort, got, spec.Primary, spec.Ports)
@@ -299,7 +296,7 @@ func TestLimitsMatchTheCRDs(t *testing.T) {
 	// within its MaxLength (the longest spells a five-digit port).
 	set := portspec.PortSet{Primary: 65535 - meshv1alpha1.MaxServicePorts + 1}
 	for p := range int32(meshv1alpha1.MaxServicePorts) {
-		set.Ports = append(set.Ports, portspec.Port{Number: set.Primary + p, Protocol: meshv1alpha1.ProtocolTCP})
+		set.Ports = append(set.Ports, portspec.Port{Port: set.Primary + p, Protocol: meshv1alpha1.ProtocolTCP})
 	}
 	surface := resolve.DialSurface(set, meshidentity.SPIRE)
 	if len(surface) != meshv1alpha1.MaxDialSurface {

@@ -174,7 +174,7 @@ func serveHealth(eps []*endpoint) (stop func(), err error) {
 	var wg sync.WaitGroup
 	stop = func() { _ = server.Close(); wg.Wait() }
 	for _, ep := range eps {
-		l, err := net.Listen("tcp", net.JoinHostPort(ep.ip, fmt.Sprint(ports[0].Number)))
+		l, err := net.Listen("tcp", net.JoinHostPort(ep.ip, fmt.Sprint(ports[0].Port)))
 		if err != nil {
 			stop()
 			return nil, err

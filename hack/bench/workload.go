@@ -30,7 +30,7 @@ const servicesPerNamespace = 100
 
 // ports every benchmark pod declares: an HTTP primary and a TCP port, so the generated Service
 // and the status carry both protocols' defaults.
-var ports = []portspec.Port{{Number: 8080, Protocol: meshv1alpha1.ProtocolHTTP}, {Number: 9000, Protocol: meshv1alpha1.ProtocolTCP}}
+var ports = []portspec.Port{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}, {Port: 9000, Protocol: meshv1alpha1.ProtocolTCP}}
 
 // workload is the services and endpoints of one size: service s's endpoint j is written by
 // writer (s×M+j) mod W, the agent of node bench-node-<writer>.
@@ -126,7 +126,7 @@ func podFor(ep *endpoint) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ep.key.Namespace, Name: ep.key.Name,
 			Labels: map[string]string{registration.LabelManaged: registration.ManagedValue},
-			Annotations: map[string]string{portspec.AnnotationPort: fmt.Sprint(ports[0].Number),
+			Annotations: map[string]string{portspec.AnnotationPort: fmt.Sprint(ports[0].Port),
 				portspec.AnnotationPorts: portspec.FormatPortsAnnotation(ports)}},
 		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: ep.svc,
 			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},

@@ -71,8 +71,8 @@ func uncapturedTCPPorts(s model.Service) []int32 {
 	def, _ := resolve.DefaultTCPPort(set)
 	var out []int32
 	for _, p := range set.Ports {
-		if p.Protocol == meshv1alpha1.ProtocolTCP && p.Number != def {
-			out = append(out, p.Number)
+		if p.Protocol == meshv1alpha1.ProtocolTCP && p.Port != def {
+			out = append(out, p.Port)
 		}
 	}
 	return out

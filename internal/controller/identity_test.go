@@ -18,7 +18,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/meshidentity"
-	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/plugin"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
@@ -101,11 +101,7 @@ func TestWithoutIssuerTCPIsRefused(t *testing.T) {
 	endpoint(t, ctx, ns, "payments-0", "payments", healthy, 8080, 8080, "HTTP", 9000, "TCP")
 	ms := serviceReady(t, ctx, ns, "payments", 1)
 
-	var ports []portspec.Port
-	for _, p := range ms.Status.Ports {
-		ports = append(ports, portspec.Port{Number: p.Port, Protocol: p.Protocol})
-	}
-	withIssuer := resolve.DialSurface(portspec.NewPortSet(ms.Status.PrimaryPort, ports), meshidentity.SPIRE)
+	withIssuer := resolve.DialSurface(plugin.PortSetOf(ms.Status), meshidentity.SPIRE)
 	if len(ms.Status.DialSurface) != len(withIssuer) || len(withIssuer) != resolve.SurfaceLen(2) {
 		t.Fatalf("%d dial rows without an issuer, %d with one, want %d: the rows do not change", len(ms.Status.DialSurface), len(withIssuer),
 			resolve.SurfaceLen(2))

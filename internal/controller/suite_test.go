@@ -148,11 +148,7 @@ func newPodIP() string {
 
 // declaring is the annotations that declare primary and ports, written by the grammar's own formatter.
 func declaring(primary int32, ports []meshv1alpha1.PortProtocol) map[string]string {
-	parsed := make([]portspec.Port, len(ports))
-	for i, p := range ports {
-		parsed[i] = portspec.Port{Number: p.Port, Protocol: p.Protocol, AppProtocol: p.AppProtocol}
-	}
-	return map[string]string{portspec.AnnotationPort: fmt.Sprint(primary), portspec.AnnotationPorts: portspec.FormatPortsAnnotation(parsed)}
+	return map[string]string{portspec.AnnotationPort: fmt.Sprint(primary), portspec.AnnotationPorts: portspec.FormatPortsAnnotation(ports)}
 }
 
 // createPod creates a managed pod of ServiceAccount sa bound to node and, when ip is not empty,

@@ -57,16 +57,16 @@ func generatedService(in Input, set portspec.PortSet) *corev1ac.ServiceApplyConf
 	anyHTTP := false
 	protocols := make([]string, 0, len(set.Ports))
 	for _, p := range set.Ports {
-		n := strconv.Itoa(int(p.Number))
+		n := strconv.Itoa(int(p.Port))
 		switch p.Protocol {
 		case meshv1alpha1.ProtocolHTTP:
-			ports = append(ports, servicePort{name: "http-" + n, port: p.Number, appProtocol: "http"})
+			ports = append(ports, servicePort{name: "http-" + n, port: p.Port, appProtocol: "http"})
 			protocols = append(protocols, n+"=http")
 		case meshv1alpha1.ProtocolHTTP2:
-			ports = append(ports, servicePort{name: "h2-" + n, port: p.Number, appProtocol: "kubernetes.io/h2c"})
+			ports = append(ports, servicePort{name: "h2-" + n, port: p.Port, appProtocol: "kubernetes.io/h2c"})
 			protocols = append(protocols, n+"=http2")
 		default:
-			ports = append(ports, servicePort{name: "tcp-" + n, port: p.Number})
+			ports = append(ports, servicePort{name: "tcp-" + n, port: p.Port})
 			protocols = append(protocols, n+"=tcp")
 		}
 		anyHTTP = anyHTTP || p.Protocol.IsHTTP()

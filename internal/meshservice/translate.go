@@ -121,11 +121,7 @@ func Translate(in Input) (Output, error) {
 	}
 
 	set := portSetOf(st.PrimaryPort, st.Ports)
-	var apiPorts []meshv1alpha1.PortProtocol
-	for _, p := range st.Ports {
-		apiPorts = append(apiPorts, meshv1alpha1.PortProtocol{Port: p.Port, Protocol: p.Protocol})
-	}
-	st.PortsSummary = meshv1alpha1.FormatPorts(apiPorts)
+	st.PortsSummary = meshv1alpha1.FormatPorts(set.Ports) // set.Ports is st.Ports, number and protocol
 	if port, ok := resolve.DefaultHTTPPort(set); ok {
 		st.DefaultHTTPPort = &port
 	}
@@ -235,7 +231,7 @@ func conflictMessage(p model.Port) string {
 func portSetOf(primary int32, ports []meshv1alpha1.ServicePort) portspec.PortSet {
 	set := portspec.PortSet{Primary: primary}
 	for _, p := range ports {
-		set.Ports = append(set.Ports, portspec.Port{Number: p.Port, Protocol: p.Protocol})
+		set.Ports = append(set.Ports, portspec.Port{Port: p.Port, Protocol: p.Protocol})
 	}
 	return set
 }

@@ -45,7 +45,7 @@ func (s Service) PortSet() portspec.PortSet {
 		if len(p.Pairs) > 0 && len(p.Pairs[0].Members) > 0 {
 			app = p.Pairs[0].Members[0].AppProtocol
 		}
-		ports = append(ports, portspec.Port{Number: p.Number, Protocol: p.Protocol, AppProtocol: app})
+		ports = append(ports, portspec.Port{Port: p.Number, Protocol: p.Protocol, AppProtocol: app})
 	}
 	return portspec.NewPortSet(s.Primary, ports)
 }

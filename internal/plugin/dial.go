@@ -59,7 +59,7 @@ func (r DialReport) Refused() bool {
 func PortSetOf(st meshv1alpha1.MeshServiceStatus) portspec.PortSet {
 	ports := make([]portspec.Port, 0, len(st.Ports))
 	for _, p := range st.Ports {
-		ports = append(ports, portspec.Port{Number: p.Port, Protocol: p.Protocol})
+		ports = append(ports, portspec.Port{Port: p.Port, Protocol: p.Protocol})
 	}
 	return portspec.NewPortSet(st.PrimaryPort, ports)
 }

@@ -22,7 +22,7 @@
 // (BenchmarkParseHostile, BenchmarkWarnings).
 //
 // This package is pure: no Kubernetes client code, no I/O, no clock. Of this module it imports only
-// api/v1alpha1, whose words it writes (Protocol, AppProtocol: a parsed Port is what a MeshEndpoint
+// api/v1alpha1, whose types it writes (a parsed Port is the API's PortProtocol, what a MeshEndpoint
 // carries, without translation) and whose mesh ports it refuses (Reserved); of Kubernetes, nothing
 // directly. The depguard rules pure and pure-core in .golangci.yml hold it to that.
 package portspec

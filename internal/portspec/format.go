@@ -25,7 +25,7 @@ func FormatPortsAnnotation(ports []Port) string {
 		if p.AppProtocol == meshv1alpha1.AppProtocolGRPC {
 			suffix = string(meshv1alpha1.AppProtocolGRPC)
 		}
-		tokens[i] = strconv.Itoa(int(p.Number)) + "=" + suffix
+		tokens[i] = strconv.Itoa(int(p.Port)) + "=" + suffix
 	}
 	return strings.Join(tokens, ",")
 }

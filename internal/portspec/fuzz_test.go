@@ -137,7 +137,7 @@ func FuzzParse(f *testing.F) {
 		checkValid(t, spec)
 		for _, p := range spec.Ports {
 			if p.AppProtocol == meshv1alpha1.AppProtocolGRPC && !strings.Contains(annotations[AnnotationPorts], "grpc") {
-				t.Errorf("port %d speaks gRPC, but %s %q never says grpc", p.Number, AnnotationPorts, annotations[AnnotationPorts])
+				t.Errorf("port %d speaks gRPC, but %s %q never says grpc", p.Port, AnnotationPorts, annotations[AnnotationPorts])
 			}
 		}
 		canonical := spec.Annotations()

@@ -326,7 +326,7 @@ func (p *parser) portSet() PortSet {
 		}
 	}
 	if _, listed := declared[primary]; !listed && primary != 0 {
-		declared[primary] = Port{Number: primary, Protocol: defaultProto}
+		declared[primary] = Port{Port: primary, Protocol: defaultProto}
 	}
 	if len(declared) > MaxPorts {
 		p.fail(AnnotationPorts, "", KindTooManyPorts, "split the workload, or declare only the ports clients dial",
@@ -408,7 +408,7 @@ func (p *parser) portToken(token string, defaultProto meshv1alpha1.Protocol, dec
 	if seen && app == "" {
 		app = prev.AppProtocol
 	}
-	declared[port] = Port{Number: port, Protocol: proto, AppProtocol: app}
+	declared[port] = Port{Port: port, Protocol: proto, AppProtocol: app}
 }
 
 func (p *parser) weight() int32 {

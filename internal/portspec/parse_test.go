@@ -23,13 +23,13 @@ func spec(primary int32, ports ...Port) Spec {
 	}
 }
 
-func http1(n int32) Port { return Port{Number: n, Protocol: meshv1alpha1.ProtocolHTTP} }
-func http2(n int32) Port { return Port{Number: n, Protocol: meshv1alpha1.ProtocolHTTP2} }
-func tcp(n int32) Port   { return Port{Number: n, Protocol: meshv1alpha1.ProtocolTCP} }
+func http1(n int32) Port { return Port{Port: n, Protocol: meshv1alpha1.ProtocolHTTP} }
+func http2(n int32) Port { return Port{Port: n, Protocol: meshv1alpha1.ProtocolHTTP2} }
+func tcp(n int32) Port   { return Port{Port: n, Protocol: meshv1alpha1.ProtocolTCP} }
 
 // grpc is an HTTP2 port declared =grpc: HTTP2 that remembers it speaks gRPC.
 func grpc(n int32) Port {
-	return Port{Number: n, Protocol: meshv1alpha1.ProtocolHTTP2, AppProtocol: meshv1alpha1.AppProtocolGRPC}
+	return Port{Port: n, Protocol: meshv1alpha1.ProtocolHTTP2, AppProtocol: meshv1alpha1.AppProtocolGRPC}
 }
 
 // with returns s changed by f, so a row can state only what differs from the defaults.
@@ -54,7 +54,7 @@ func portList(first, n int, suffix string) string {
 func portRange(first, n int, proto meshv1alpha1.Protocol) []Port {
 	ports := make([]Port, n)
 	for i := range ports {
-		ports[i] = Port{Number: int32(first + i), Protocol: proto}
+		ports[i] = Port{Port: int32(first + i), Protocol: proto}
 	}
 	return ports
 }
@@ -84,7 +84,7 @@ func TestParse(t *testing.T) {
 		"nil annotations: primary 8080 HTTP, weight 1024, health eds /": {
 			annotations: nil,
 			want: Spec{
-				PortSet:     PortSet{Primary: 8080, Ports: []Port{{Number: 8080, Protocol: meshv1alpha1.ProtocolHTTP}}},
+				PortSet:     PortSet{Primary: 8080, Ports: []Port{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}}},
 				Weight:      1024,
 				HealthCheck: HealthCheck{Mode: "eds", Path: "/"},
 			},
@@ -389,7 +389,7 @@ func TestParse(t *testing.T) {
 			annotations: map[string]string{AnnotationExcludeOutboundPorts: portList(20000, MaxPorts, "")},
 			want: with(spec(8080, http1(8080)), func(s *Spec) {
 				for _, p := range portRange(20000, MaxPorts, meshv1alpha1.ProtocolTCP) {
-					s.ExcludeOutboundPorts = append(s.ExcludeOutboundPorts, p.Number)
+					s.ExcludeOutboundPorts = append(s.ExcludeOutboundPorts, p.Port)
 				}
 			}),
 		},
@@ -501,22 +501,22 @@ func checkValid(t *testing.T, s Spec) {
 	}
 	primaryFound := false
 	for i, p := range s.Ports {
-		if i > 0 && s.Ports[i-1].Number >= p.Number {
+		if i > 0 && s.Ports[i-1].Port >= p.Port {
 			t.Errorf("ports not sorted and unique at %d: %v", i, s.Ports)
 		}
-		if p.Number < 1 || p.Number > 65535 {
-			t.Errorf("port %d outside 1..65535", p.Number)
+		if p.Port < 1 || p.Port > 65535 {
+			t.Errorf("port %d outside 1..65535", p.Port)
 		}
-		if _, reserved := Reserved[p.Number]; reserved {
-			t.Errorf("reserved port %d accepted", p.Number)
+		if _, reserved := Reserved[p.Port]; reserved {
+			t.Errorf("reserved port %d accepted", p.Port)
 		}
 		if p.Protocol != meshv1alpha1.ProtocolHTTP && p.Protocol != meshv1alpha1.ProtocolHTTP2 && p.Protocol != meshv1alpha1.ProtocolTCP {
-			t.Errorf("port %d has protocol %q", p.Number, p.Protocol)
+			t.Errorf("port %d has protocol %q", p.Port, p.Protocol)
 		}
 		if p.AppProtocol != "" && (p.AppProtocol != meshv1alpha1.AppProtocolGRPC || p.Protocol != meshv1alpha1.ProtocolHTTP2) {
-			t.Errorf("port %d has protocol %q and app protocol %q; want none, or grpc on HTTP2", p.Number, p.Protocol, p.AppProtocol)
+			t.Errorf("port %d has protocol %q and app protocol %q; want none, or grpc on HTTP2", p.Port, p.Protocol, p.AppProtocol)
 		}
-		primaryFound = primaryFound || p.Number == s.Primary
+		primaryFound = primaryFound || p.Port == s.Primary
 	}
 	if !primaryFound {
 		t.Errorf("primary %d not among ports %v", s.Primary, s.Ports)

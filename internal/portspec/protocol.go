@@ -10,24 +10,20 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
 
-// Port is one declared port and its protocol, in the API's words (api/v1alpha1.Protocol and
-// AppProtocol: the parser writes what the MeshEndpoint carries, with no translation between).
-type Port struct {
-	Number   int32                 `json:"port"`
-	Protocol meshv1alpha1.Protocol `json:"protocol"`
-	// AppProtocol is AppProtocolGRPC for a port declared =grpc, empty otherwise. Such a port is
-	// HTTP2 in everything the mesh derives (resolution, routes, the generated Service, status);
-	// only the node agent's health probe differs: grpc.health.v1, since a gRPC server refuses the
-	// h2c GET an HTTP2 primary gets.
-	AppProtocol meshv1alpha1.AppProtocol `json:"appProtocol,omitempty"`
-}
+// Port is one declared port and its protocol: the API's own type (api/v1alpha1.PortProtocol),
+// so the parser writes what a MeshEndpoint carries, with no translation between. AppProtocol is
+// AppProtocolGRPC for a port declared =grpc, empty otherwise. Such a port is HTTP2 in everything
+// the mesh derives (resolution, routes, the generated Service, status); only the node agent's
+// health probe differs: grpc.health.v1, since a gRPC server refuses the h2c GET an HTTP2 primary
+// gets.
+type Port = meshv1alpha1.PortProtocol
 
 // PortSet is the ports one endpoint (or one service) serves: every port once, sorted by number,
 // the primary among them.
 type PortSet struct {
 	// Primary is the declared port (endpoint.aether.io/port): served and health-checked.
 	Primary int32 `json:"primary"`
-	// Ports are sorted by Number, each number once, Primary included.
+	// Ports are sorted by Port (the number), each number once, Primary included.
 	Ports []Port `json:"ports"`
 }
 
@@ -37,15 +33,15 @@ func NewPortSet(primary int32, ports []Port) PortSet {
 	sorted := slices.Clone(ports)
 	slices.SortFunc(sorted, func(a, b Port) int {
 		// Of two HTTP2 duplicates the gRPC one sorts first and is kept, as Parse keeps it.
-		return cmp.Or(cmp.Compare(a.Number, b.Number), cmp.Compare(a.Protocol, b.Protocol), -cmp.Compare(a.AppProtocol, b.AppProtocol))
+		return cmp.Or(cmp.Compare(a.Port, b.Port), cmp.Compare(a.Protocol, b.Protocol), -cmp.Compare(a.AppProtocol, b.AppProtocol))
 	})
-	sorted = slices.CompactFunc(sorted, func(a, b Port) bool { return a.Number == b.Number })
+	sorted = slices.CompactFunc(sorted, func(a, b Port) bool { return a.Port == b.Port })
 	return PortSet{Primary: primary, Ports: sorted}
 }
 
 // Lookup returns the protocol port n is declared with.
 func (s PortSet) Lookup(n int32) (meshv1alpha1.Protocol, bool) {
-	i, found := slices.BinarySearchFunc(s.Ports, n, func(p Port, n int32) int { return cmp.Compare(p.Number, n) })
+	i, found := slices.BinarySearchFunc(s.Ports, n, func(p Port, n int32) int { return cmp.Compare(p.Port, n) })
 	if !found {
 		return "", false
 	}

@@ -61,7 +61,7 @@ func Registration(pod *corev1.Pod, node *corev1.Node) (meshv1alpha1.MeshEndpoint
 		NodeName:    pod.Spec.NodeName,
 		Address:     pod.Status.PodIP,
 		PrimaryPort: spec.Primary,
-		Ports:       ports(spec),
+		Ports:       spec.Ports, // the parser writes the API's type, in its (sorted) order
 		Weight:      spec.Weight,
 		HealthCheck: meshv1alpha1.HealthCheck{Mode: meshv1alpha1.HealthCheckMode(spec.HealthCheck.Mode), Path: spec.HealthCheck.Path},
 		Metadata:    spec.Metadata,
@@ -77,15 +77,6 @@ func Registration(pod *corev1.Pod, node *corev1.Node) (meshv1alpha1.MeshEndpoint
 // the node's own, which orders its proxy's endpoint priorities.
 func Locality(node *corev1.Node) meshv1alpha1.Locality {
 	return meshv1alpha1.Locality{Region: node.Labels[LabelRegion], Zone: node.Labels[LabelZone]}
-}
-
-// ports are the parsed ports in the API's form, in the parser's (sorted) order.
-func ports(spec portspec.Spec) []meshv1alpha1.PortProtocol {
-	var out []meshv1alpha1.PortProtocol
-	for _, p := range spec.Ports {
-		out = append(out, meshv1alpha1.PortProtocol{Port: p.Number, Protocol: p.Protocol, AppProtocol: p.AppProtocol})
-	}
-	return out
 }
 
 // DefaultServiceAccountError is the one explanation, given by the pod webhook (as its denial)

@@ -99,14 +99,13 @@ func portsMismatch(ep *meshv1alpha1.MeshEndpoint, pod *corev1.Pod) (wrong *misma
 	if err != nil {
 		return nil, false
 	}
-	declared := ports(spec)
-	if spec.Primary == ep.Spec.PrimaryPort && slices.Equal(declared, ep.Spec.Ports) {
+	if spec.Primary == ep.Spec.PrimaryPort && slices.Equal(spec.Ports, ep.Spec.Ports) {
 		return nil, true
 	}
 	return &mismatch{meshv1alpha1.EndpointReasonPortsMismatch, fmt.Sprintf(
 		"spec.ports %s (primary %d) are not what the annotations of pod %s/%s declare: %s (primary %d)",
 		orNone(meshv1alpha1.FormatPorts(ep.Spec.Ports), "none"), ep.Spec.PrimaryPort, pod.Namespace, pod.Name,
-		meshv1alpha1.FormatPorts(declared), spec.Primary)}, true
+		meshv1alpha1.FormatPorts(spec.Ports), spec.Primary)}, true
 }
 
 // podIPs are the pod's addresses: status.podIPs, and status.podIP (the first of them, or the

@@ -13,10 +13,10 @@ import (
 
 // benchSets are a mixed service and one with the most ports an endpoint may declare.
 func benchSets() map[string]portspec.PortSet {
-	mixed := portspec.NewPortSet(8080, []portspec.Port{{Number: 8080, Protocol: meshv1alpha1.ProtocolHTTP}, {Number: 9090, Protocol: meshv1alpha1.ProtocolHTTP2}, {Number: 9000, Protocol: meshv1alpha1.ProtocolTCP}})
+	mixed := portspec.NewPortSet(8080, []portspec.Port{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}, {Port: 9090, Protocol: meshv1alpha1.ProtocolHTTP2}, {Port: 9000, Protocol: meshv1alpha1.ProtocolTCP}})
 	var many []portspec.Port
 	for i := range int32(portspec.MaxPorts) {
-		many = append(many, portspec.Port{Number: 10000 + i, Protocol: []meshv1alpha1.Protocol{meshv1alpha1.ProtocolHTTP, meshv1alpha1.ProtocolHTTP2, meshv1alpha1.ProtocolTCP}[i%3]})
+		many = append(many, portspec.Port{Port: 10000 + i, Protocol: []meshv1alpha1.Protocol{meshv1alpha1.ProtocolHTTP, meshv1alpha1.ProtocolHTTP2, meshv1alpha1.ProtocolTCP}[i%3]})
 	}
 	return map[string]portspec.PortSet{"mixed": mixed, "max-ports": portspec.NewPortSet(10001, many)}
 }
@@ -41,7 +41,7 @@ func BenchmarkDialSurface(b *testing.B) {
 func BenchmarkHTTPRequest(b *testing.B) {
 	for name, set := range benchSets() {
 		for kind, authority := range map[string]string{
-			"reaches": hostPort("payments.shop.aether.internal", set.Ports[0].Number), // HTTP in both
+			"reaches": hostPort("payments.shop.aether.internal", set.Ports[0].Port), // HTTP in both
 			"421":     "payments.shop.aether.internal:1",
 		} {
 			b.Run(name+"/"+kind, func(b *testing.B) {

@@ -40,11 +40,11 @@ func fuzzPorts(data []byte) (primary int32, ports []portspec.Port) {
 			continue
 		}
 		seen[n] = true
-		ports = append(ports, portspec.Port{Number: n, Protocol: fuzzProtocols[data[2]%3]})
+		ports = append(ports, portspec.Port{Port: n, Protocol: fuzzProtocols[data[2]%3]})
 	}
 	switch i := int(sel) % (len(ports) + 2); {
 	case i < len(ports):
-		primary = ports[i].Number
+		primary = ports[i].Port
 	case i == len(ports):
 		primary = 0
 	default:
@@ -58,7 +58,7 @@ func fuzzPorts(data []byte) (primary int32, ports []portspec.Port) {
 func fuzzBytes(sel byte, ports ...portspec.Port) []byte {
 	data := []byte{sel}
 	for _, p := range ports {
-		n := uint16(p.Number - 1)
+		n := uint16(p.Port - 1)
 		data = append(data, byte(n>>8), byte(n), byte(slices.Index(fuzzProtocols[:], p.Protocol)))
 	}
 	return data
@@ -166,7 +166,7 @@ func checkDefaultTCP(t *testing.T, s portspec.PortSet) {
 	var want int32
 	for _, p := range s.Ports {
 		if p.Protocol == meshv1alpha1.ProtocolTCP {
-			want = p.Number
+			want = p.Port
 			break
 		}
 	}

@@ -105,9 +105,9 @@ func workingSpellings(s portspec.PortSet, host string) string {
 	var httpPorts, tcpPorts []int32
 	for _, p := range s.Ports {
 		if p.Protocol.IsHTTP() {
-			httpPorts = append(httpPorts, p.Number)
+			httpPorts = append(httpPorts, p.Port)
 		} else {
-			tcpPorts = append(tcpPorts, p.Number)
+			tcpPorts = append(tcpPorts, p.Port)
 		}
 	}
 	if len(httpPorts) > 0 {

@@ -35,7 +35,7 @@ func DefaultTCPPort(s portspec.PortSet) (port int32, ok bool) {
 	}
 	for _, p := range s.Ports {
 		if p.Protocol == meshv1alpha1.ProtocolTCP {
-			return p.Number, true
+			return p.Port, true
 		}
 	}
 	return 0, false

@@ -15,9 +15,9 @@ import (
 
 const host = "payments.shop.aether.internal"
 
-func h1(n int32) portspec.Port  { return portspec.Port{Number: n, Protocol: meshv1alpha1.ProtocolHTTP} }
-func h2(n int32) portspec.Port  { return portspec.Port{Number: n, Protocol: meshv1alpha1.ProtocolHTTP2} }
-func tcp(n int32) portspec.Port { return portspec.Port{Number: n, Protocol: meshv1alpha1.ProtocolTCP} }
+func h1(n int32) portspec.Port  { return portspec.Port{Port: n, Protocol: meshv1alpha1.ProtocolHTTP} }
+func h2(n int32) portspec.Port  { return portspec.Port{Port: n, Protocol: meshv1alpha1.ProtocolHTTP2} }
+func tcp(n int32) portspec.Port { return portspec.Port{Port: n, Protocol: meshv1alpha1.ProtocolTCP} }
 
 // set builds a port set the way callers do: ports in any order, normalised by NewPortSet.
 func set(primary int32, ports ...portspec.Port) portspec.PortSet {

@@ -142,7 +142,7 @@ func surfaceRows(s portspec.PortSet, issuer meshidentity.Issuer) []surfaceRow {
 
 	add(HostRowPrefix+name, 0, answerHTTP(s, authority{host: name, portless: true}))
 	for _, p := range s.Ports {
-		add(HostRowPrefix+hostPort(name, p.Number), 0, answerHTTP(s, authority{host: name, port: p.Number}))
+		add(HostRowPrefix+hostPort(name, p.Port), 0, answerHTTP(s, authority{host: name, port: p.Port}))
 	}
 	for _, port := range []int32{meshv1alpha1.MeshHTTPPort, meshv1alpha1.MeshTCPPort} {
 		add(HostRowPrefix+hostPort(name, port), 0, answerHTTP(s, authority{host: name, port: port}))
@@ -152,8 +152,8 @@ func surfaceRows(s portspec.PortSet, issuer meshidentity.Issuer) []surfaceRow {
 	add(httpsScheme+name+"/", HTTPSPort, dialHTTPS(s))
 	add(hostPort(name, meshv1alpha1.MeshTCPPort), meshv1alpha1.MeshTCPPort, dialMeshTCP(s))
 	for _, p := range s.Ports {
-		add(hostPort(name, p.Number), p.Number, Result{Port: p.Number, Protocol: p.Protocol, Outcome: Reaches,
-			Reason: fmt.Sprintf("port %d is declared %s", p.Number, p.Protocol)})
+		add(hostPort(name, p.Port), p.Port, Result{Port: p.Port, Protocol: p.Protocol, Outcome: Reaches,
+			Reason: fmt.Sprintf("port %d is declared %s", p.Port, p.Protocol)})
 	}
 	add(name+":"+AnyOtherPort, 0, Result{Outcome: Refused,
 		Reason: "nothing claims a port the service does not declare: the connection is refused"})

@@ -206,7 +206,7 @@ func TestSurfaceTable(t *testing.T) {
 				check(n+":18082", resolve.Result{Protocol: meshv1alpha1.ProtocolTCP, Outcome: resolve.Refused})
 			}
 			for _, p := range s.Ports {
-				check(n+":"+strconv.Itoa(int(p.Number)), resolve.Result{Port: p.Number, Protocol: p.Protocol, Outcome: resolve.Reaches})
+				check(n+":"+strconv.Itoa(int(p.Port)), resolve.Result{Port: p.Port, Protocol: p.Protocol, Outcome: resolve.Reaches})
 			}
 			check(n+":*", resolve.Result{Outcome: resolve.Refused})
 		})
@@ -294,7 +294,7 @@ func disagreements(s portspec.PortSet, surface []resolve.Dial, names []string) [
 		}
 	}
 	for _, p := range s.Ports {
-		if suffix := ":" + strconv.Itoa(int(p.Number)); !covered[suffix] {
+		if suffix := ":" + strconv.Itoa(int(p.Port)); !covered[suffix] {
 			out = append(out, "no Host row for the declared port "+suffix)
 		}
 	}
@@ -358,7 +358,7 @@ func TestDialPorts(t *testing.T) {
 				want = append(want, meshv1alpha1.MeshTCPPort)
 			}
 			for _, p := range s.Ports {
-				want = append(want, p.Number)
+				want = append(want, p.Port)
 			}
 			slices.Sort(want)
 			want = slices.Compact(want)
@@ -453,7 +453,7 @@ func TestDialPortsWithoutIssuer(t *testing.T) {
 			want := []int32{resolve.HTTPPort, meshv1alpha1.MeshHTTPPort}
 			for _, p := range s.Ports {
 				if p.Protocol.IsHTTP() {
-					want = append(want, p.Number)
+					want = append(want, p.Port)
 				}
 			}
 			slices.Sort(want)

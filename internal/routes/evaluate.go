@@ -320,7 +320,7 @@ func describe(p meshv1alpha1.Protocol) string {
 
 // spelling is how the port is declared in endpoint.aether.io/ports, in the grammar's own words.
 func spelling(port int32, p meshv1alpha1.Protocol) string {
-	return portspec.FormatPortsAnnotation([]portspec.Port{{Number: port, Protocol: p}})
+	return portspec.FormatPortsAnnotation([]portspec.Port{{Port: port, Protocol: p}})
 }
 
 // canReach says which ports of ms (named who) a route of kind k can reach, and what to do

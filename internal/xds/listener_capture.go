@@ -280,8 +280,8 @@ func (b *builder) captureChains(services []meshService, identity string, scoped 
 			if p.Protocol != meshv1alpha1.ProtocolTCP {
 				continue
 			}
-			claimed[p.Number] = true
-			chains = append(chains, b.captureTCPPortChains(s, vip, p.Number, identity)...)
+			claimed[p.Port] = true
+			chains = append(chains, b.captureTCPPortChains(s, vip, p.Port, identity)...)
 		}
 	}
 	// The chains of the HTTP ports share cap_http's HCM (its config and its stats): a chain per
@@ -342,7 +342,7 @@ func httpDialPorts(s meshService) []int32 {
 	}
 	for _, p := range s.ports.Ports {
 		if p.Protocol.IsHTTP() {
-			ports = append(ports, p.Number)
+			ports = append(ports, p.Port)
 		}
 	}
 	return ports
@@ -645,7 +645,7 @@ func withoutRawTCP(services []meshService) []error {
 		var tcp []string
 		for _, p := range s.ports.Ports {
 			if p.Protocol == meshv1alpha1.ProtocolTCP {
-				tcp = append(tcp, itoa(p.Number))
+				tcp = append(tcp, itoa(p.Port))
 			}
 		}
 		if len(tcp) > 0 {

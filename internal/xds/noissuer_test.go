@@ -50,7 +50,7 @@ func tcpPortsOf(s model.Service) []int32 {
 	var out []int32
 	for _, p := range s.PortSet().Ports {
 		if p.Protocol == meshv1alpha1.ProtocolTCP {
-			out = append(out, p.Number)
+			out = append(out, p.Port)
 		}
 	}
 	return out

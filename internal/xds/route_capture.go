@@ -223,7 +223,7 @@ func portSetKey(ports portspec.PortSet) string {
 	var k strings.Builder
 	k.WriteString(itoa(ports.Primary))
 	for _, p := range ports.Ports {
-		k.WriteString("," + itoa(p.Number) + "=" + string(p.Protocol))
+		k.WriteString("," + itoa(p.Port) + "=" + string(p.Protocol))
 	}
 	return k.String()
 }

@@ -335,7 +335,7 @@ func encodeWorkload(w Workload) []byte {
 	var suffixes uint16
 	primary := 0
 	for j, n := range fuzzPorts {
-		i := slices.IndexFunc(spec.Ports, func(p portspec.Port) bool { return p.Number == n })
+		i := slices.IndexFunc(spec.Ports, func(p portspec.Port) bool { return p.Port == n })
 		if i < 0 {
 			continue
 		}
