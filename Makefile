@@ -30,11 +30,12 @@ help: ## Display this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs and the manager's, the agent's and the SPIRE registrar's RBAC from the markers.
+manifests: controller-gen ## Generate CRDs (and their reference, docs/reference/crds.md) and the manager's, the agent's and the SPIRE registrar's RBAC from the markers.
 	"$(CONTROLLER_GEN)" crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	"$(CONTROLLER_GEN)" rbac:roleName=manager-role paths="./internal/controller/...;./internal/webhook/...;./internal/spireregistrar/..." output:rbac:artifacts:config=config/rbac
 	"$(CONTROLLER_GEN)" rbac:roleName=spire-registrar-role,fileName=spire_registrar_role.yaml,headerFile=hack/spire-registrar-role.header.yaml paths="./internal/spireregistrar/..." output:rbac:artifacts:config=config/rbac
 	"$(CONTROLLER_GEN)" rbac:roleName=agent-role paths="./internal/agent/..." output:rbac:artifacts:config=config/rbac/agent
+	go run ./hack/crdref -o docs/reference/crds.md config/crd/bases/*.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -53,12 +54,12 @@ lint: golangci-lint ## Run golangci-lint, then prove its import rules still bite
 	"$(GOLANGCI_LINT)" run
 	hack/lint-canary.sh "$(GOLANGCI_LINT)"
 
-GENERATED_SUM = find api config -type f | LC_ALL=C sort | xargs sha256sum | sha256sum
+GENERATED_SUM = find api config docs/reference -type f | LC_ALL=C sort | xargs sha256sum | sha256sum
 .PHONY: verify-generated
 verify-generated: ## Regenerate CRDs, RBAC and DeepCopy; fail if that changed anything (stale files); then verify-chart.
 	@before=$$($(GENERATED_SUM)); \
 	$(MAKE) --no-print-directory manifests generate >/dev/null; \
-	[ "$$before" = "$$($(GENERATED_SUM))" ] || { echo "generated files were stale and are now regenerated: review and commit them (git diff api config)" >&2; exit 1; }
+	[ "$$before" = "$$($(GENERATED_SUM))" ] || { echo "generated files were stale and are now regenerated: review and commit them (git diff api config docs/reference)" >&2; exit 1; }
 	@$(MAKE) --no-print-directory verify-chart
 
 .PHONY: chart
