@@ -83,7 +83,8 @@ func TestModes(t *testing.T) {
 			ns.Serve(t, 9000, 18082, excludedPort)
 			pod := clientPod(t, m, mode, ns)
 			pod.ExcludeOutboundPorts = []int32{excludedPort}
-			rep := sync(t, apply.New(), ns, capture.Build(m, pod, capture.Options{}))
+			rs := capture.Build(m, pod, capture.Options{})
+			rep := sync(t, apply.New(), ns, rs)
 			if rep.Result != apply.Applied || rep.Batches != 1 || !rep.Read {
 				t.Errorf("first sync: %+v, want one batch, applied, after reading the (absent) table", rep)
 			}
@@ -92,6 +93,11 @@ func TestModes(t *testing.T) {
 			for address, want := range dials {
 				if got := ns.Dial(address); got != want {
 					t.Errorf("dial %s: %q, want %q", address, got, want)
+				}
+				// What the kernel did is what Ruleset.Evaluate says the table does.
+				d := rs.Evaluate(capture.Connection{Proto: "tcp", Dst: netip.MustParseAddrPort(address)})
+				if evaluated := map[bool]string{true: capturedTo(address), false: directTo(address)}[d.Redirected()]; evaluated != want {
+					t.Errorf("Evaluate(%s) = %q (rule %v), want %q as the kernel does", address, evaluated, d.Rule, want)
 				}
 			}
 		})
@@ -126,22 +132,34 @@ func TestNeverProxiedFromTheNode(t *testing.T) {
 				})
 			}
 			never := []netip.Prefix{netip.MustParsePrefix(nodeAddr + "/32"), netip.MustParsePrefix(hostAddr + "/32")}
-			sync(t, apply.New(), pod, capture.Build(m, clientPod(t, m, mode, pod), capture.Options{Never: never}))
+			rs := capture.Build(m, clientPod(t, m, mode, pod), capture.Options{Never: never})
+			sync(t, apply.New(), pod, rs)
+			// Ruleset.Evaluate says what the kernel did with each dial.
+			evaluate := func(address string, mark uint32, redirected bool) {
+				t.Helper()
+				d := rs.Evaluate(capture.Connection{Proto: "tcp", Dst: netip.MustParseAddrPort(address), Mark: mark})
+				if d.Redirected() != redirected {
+					t.Errorf("Evaluate(%s, mark %#x): redirected %v (rule %v), but the kernel's answer was redirected %v", address, mark, d.Redirected(), d.Rule, redirected)
+				}
+			}
 			for _, dst := range []string{metadata, nodeAddr, hostAddr, outside} {
 				for _, port := range []string{"80", "18082"} {
 					address := net.JoinHostPort(dst, port)
 					if got := pod.Dial(address); got != seenFrom(podAddr) {
 						t.Errorf("dial %s: %q, want %q (not redirected: the pod's own connection)", address, got, seenFrom(podAddr))
 					}
+					evaluate(address, 0, false)
 				}
 			}
 			vip := net.JoinHostPort(paymentsVIP, "18082")
 			if got, want := pod.Dial(vip), nstest.Captured+" "+vip; got != want {
 				t.Errorf("dial %s: %q, want %q", vip, got, want)
 			}
+			evaluate(vip, 0, true)
 			if got := pod.DialMarked(vip, model.ProxySocketMark); got != seenFrom(podAddr) {
 				t.Errorf("dial %s from a socket with the proxy's mark: %q, want %q (never captured again)", vip, got, seenFrom(podAddr))
 			}
+			evaluate(vip, model.ProxySocketMark, false)
 		})
 	}
 }
