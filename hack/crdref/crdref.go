@@ -47,7 +47,7 @@ func Write(w io.Writer, crds []*apiextensionsv1.CustomResourceDefinition) error 
 	b.WriteString("Every custom resource the operator defines, read from the CRDs it installs. A field's\n")
 	b.WriteString("description is its Go type's comment; the constraints are what the API server enforces.\n\n")
 	for _, crd := range crds {
-		b.WriteString(fmt.Sprintf("- [%s](#%s)\n", crd.Spec.Names.Kind, docscheck.Anchor(crd.Spec.Names.Kind)))
+		fmt.Fprintf(&b, "- [%s](#%s)\n", crd.Spec.Names.Kind, docscheck.Anchor(crd.Spec.Names.Kind))
 	}
 	for _, crd := range crds {
 		writeCRD(&b, crd)

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -26,7 +25,6 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/model"
-	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/routes"
 )
 
@@ -193,40 +191,19 @@ func (v *View) onChange(ctx context.Context, handler toolscache.ResourceEventHan
 // WaitForCacheSync blocks until the view holds every object the API server listed, or ctx ends.
 func (v *View) WaitForCacheSync(ctx context.Context) bool { return v.cache.WaitForCacheSync(ctx) }
 
-// Services is the mesh as the model sees it: one Service per MeshService, sorted by namespace and
-// name, built (model.BuildService) from the MeshService's VIP and identity and its verified
-// endpoints (registration.Verified: the controller's verdict that a real pod stands behind them,
-// Verified=True for the endpoint's current generation, so a spec changed since is left out
-// until the controller judges it again). An
-// endpoint whose service has no MeshService is left out: without the service's identity, no
-// client could pin its certificate.
+// Services is the mesh as the model sees it: model.BuildServices of the cached MeshServices and
+// MeshEndpoints.
 func (v *View) Services(ctx context.Context) ([]model.Service, error) {
 	var services meshv1alpha1.MeshServiceList
 	if err := v.cache.List(ctx, &services, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing MeshServices: %w", err)
 	}
 	var endpoints meshv1alpha1.MeshEndpointList
-	// No deep copy: BuildService reads the endpoints and copies what it keeps.
+	// No deep copy: BuildServices reads the endpoints and copies what it keeps.
 	if err := v.cache.List(ctx, &endpoints, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing MeshEndpoints: %w", err)
 	}
-	byService := map[types.NamespacedName][]meshv1alpha1.MeshEndpoint{}
-	for _, ep := range endpoints.Items {
-		if registration.Verified(&ep) {
-			key := types.NamespacedName{Namespace: ep.Namespace, Name: ep.Spec.ServiceName}
-			byService[key] = append(byService[key], ep)
-		}
-	}
-	out := make([]model.Service, 0, len(services.Items))
-	for _, ms := range services.Items {
-		out = append(out, model.BuildService(model.Input{Namespace: ms.Namespace, Name: ms.Name,
-			Identity: ms.Status.Identity, VIP: ms.Status.VIP,
-			Endpoints: byService[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}]}))
-	}
-	slices.SortFunc(out, func(a, b model.Service) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	return out, nil
+	return model.BuildServices(services.Items, endpoints.Items), nil
 }
 
 // Routes are the Gateway API routes the data plane carries, as the model sees them

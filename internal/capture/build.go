@@ -74,7 +74,7 @@ func Build(m model.Mesh, pod model.LocalPod, opts Options) Ruleset {
 	// 127.0.0.1). The mesh DNS forwards what is not a mesh name to the query's original
 	// destination, from a socket carrying the mark above.
 	if pod.MeshDNS {
-		for _, proto := range []string{"udp", "tcp"} {
+		for _, proto := range []string{ProtoUDP, ProtoTCP} {
 			rules = append(rules, Rule{Match: Match{Kind: MatchProtoDport, Proto: proto, Port: dnsPort}, Verdict: dnsRedirect})
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 // Connection is an outbound connection a pod opens, as the table's rules see it.
 type Connection struct {
-	// Proto is "tcp" or "udp".
+	// Proto is ProtoTCP or ProtoUDP.
 	Proto string
 	// Dst is the destination address and port.
 	Dst netip.AddrPort
@@ -52,7 +52,7 @@ func (r Ruleset) Evaluate(c Connection) Decision {
 
 func (r Ruleset) matches(m Match, c Connection) bool {
 	addr := c.Dst.Addr().Unmap()
-	tcp := c.Proto == "tcp"
+	tcp := c.Proto == ProtoTCP
 	switch m.Kind {
 	case MatchMark:
 		return c.Mark == m.Mark

@@ -118,6 +118,12 @@ type Rule struct {
 // String spells the rule as nft does, e.g. "tcp dport @mesh_ports redirect to :18001".
 func (r Rule) String() string { return r.Match.String() + " " + r.Verdict.String() }
 
+// ProtoTCP and ProtoUDP are the protocols a MatchProtoDport rule names, as nft spells them.
+const (
+	ProtoTCP = "tcp"
+	ProtoUDP = "udp"
+)
+
 // MatchKind is what a rule matches on.
 type MatchKind string
 
@@ -350,7 +356,7 @@ func (r Rule) validate(types map[string]SetType) error {
 		}
 	case MatchOwner, MatchTCP, MatchMark:
 	case MatchProtoDport:
-		if (m.Proto != "udp" && m.Proto != "tcp") || m.Port == 0 {
+		if (m.Proto != ProtoUDP && m.Proto != ProtoTCP) || m.Port == 0 {
 			return fmt.Errorf("protocol %q and port %d are not udp or tcp and a port", m.Proto, m.Port)
 		}
 	case MatchDport, MatchDaddrDport, MatchDaddrSet:

@@ -11,6 +11,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/registration"
 )
 
 // MaxServicePorts is how many ports a Service lists at most (the API's limit on a MeshService).
@@ -247,4 +248,31 @@ func boolRank(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// BuildServices is the mesh's services as every reader of the cluster sees them: one Service per
+// MeshService, sorted by namespace and name, built (BuildService) from the MeshService's VIP and
+// identity and its verified endpoints (registration.Verified: the controller's verdict that a
+// real pod stands behind them, for the endpoint's current generation). An endpoint whose service
+// has no MeshService is left out: without the service's identity no client could pin its
+// certificate. The node agent builds its data plane from it; `kubectl aether dial --from` its
+// explanation of the same.
+func BuildServices(services []meshv1alpha1.MeshService, endpoints []meshv1alpha1.MeshEndpoint) []Service {
+	type key struct{ namespace, name string }
+	byService := map[key][]meshv1alpha1.MeshEndpoint{}
+	for i := range endpoints {
+		if ep := &endpoints[i]; registration.Verified(ep) {
+			k := key{ep.Namespace, ep.Spec.ServiceName}
+			byService[k] = append(byService[k], *ep)
+		}
+	}
+	out := make([]Service, 0, len(services))
+	for _, ms := range services {
+		out = append(out, BuildService(Input{Namespace: ms.Namespace, Name: ms.Name,
+			Identity: ms.Status.Identity, VIP: ms.Status.VIP, Endpoints: byService[key{ms.Namespace, ms.Name}]}))
+	}
+	slices.SortFunc(out, func(a, b Service) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,10 +21,14 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/routes"
 )
 
-// NewScheme is the types kubectl aether reads: MeshServices, MeshEndpoints and Gateway API routes.
+// NewScheme is the types kubectl aether reads: MeshServices, MeshEndpoints, Gateway API routes,
+// and pods (dial --from: the pod asked from, and its node's agent).
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := meshv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := corev1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	if err := gwapiv1.Install(s); err != nil {

@@ -175,9 +175,9 @@ func clientFor(flags *genericclioptions.ConfigFlags) (client.Client, string, err
 }
 
 func newDialCommand(streams genericiooptions.IOStreams, flags *genericclioptions.ConfigFlags) *cobra.Command {
-	var output, hostHeader, meshDomain string
+	var output, hostHeader, meshDomain, from string
 	cmd := &cobra.Command{
-		Use:   "dial <spelling> [--host <name>:<port>]",
+		Use:   "dial <spelling> [--host <name>:<port>] [--from <pod>]",
 		Short: "Explain what a client spelling reaches: the port and protocol, or the refusal or 421 and why",
 		Long: `Dial answers what a client gets for a spelling of a mesh service, from the resolution rule the
 controller and the data plane use (internal/resolve): the port and protocol reached, or the refusal,
@@ -190,9 +190,14 @@ https://<name>/ (TLS the application terminates, port 443), or <name>:<port> (a 
 <svc>.<ns>.<mesh-domain>, <svc>.<ns>.svc.cluster.local, <svc>.<ns>, or <svc> in the current namespace.
 --host asks about an HTTP request through the mesh's HTTP proxy port 18081 with that Host header.
 
+--from <pod> asks from one pod: whether it is in the mesh, the identity its connections present, its
+capture mode (its annotation aether.io/capture-mode, else the --capture-mode of the agent on its node)
+and what its own capture table, built as that agent builds it, does with the connection: redirect it
+to the node's proxy, where the answer above applies, or let it leave the pod directly (a port scoped
+capture does not take, an excluded port), where it does not.
+
 Exit status: 0 when a port is reached (or the proxy port is dialled without --host), 1 for a refusal,
-a 421 or a 400, 2 when it could not answer. (--from <pod>, the view from one pod's proxy, comes with
-the node agent's xDS configuration.)`,
+a 421 or a 400, or a --from pod whose connection does not reach the mesh, 2 when it could not answer.`,
 		Example: `  # What does a portless HTTP URL reach?
   kubectl aether dial http://payments.shop.aether.internal/
 
@@ -203,7 +208,10 @@ the node agent's xDS configuration.)`,
   kubectl aether dial --host payments.shop:8080
 
   # A name in the current namespace, as JSON for a script
-  kubectl aether dial payments:8080 -n shop -o json`,
+  kubectl aether dial payments:8080 -n shop -o json
+
+  # The same connection from one pod: does its capture take it to the mesh?
+  kubectl aether dial payments.shop:9000 --from shop/checkout-7d9f`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
@@ -221,7 +229,7 @@ the node agent's xDS configuration.)`,
 			if err != nil {
 				return err
 			}
-			report, err := Dial(cmd.Context(), c, spelling, namespace, meshDomain)
+			report, err := Dial(cmd.Context(), c, spelling, namespace, meshDomain, from)
 			if err != nil {
 				return err
 			}
@@ -233,6 +241,9 @@ the node agent's xDS configuration.)`,
 			if err != nil {
 				return err
 			}
+			if f := report.From; f != nil && !f.ReachesProxy {
+				return &ExitError{Code: ExitFound, Msg: fmt.Sprintf("from pod %s, %s does not reach the mesh: %s", f.Pod, spelling.Written, f.Why)}
+			}
 			if report.Refused() {
 				return &ExitError{Code: ExitFound, Msg: fmt.Sprintf("%s does not reach %s/%s: %s",
 					spelling.Written, report.Service.Namespace, report.Service.Name, report.Answer.Outcome)}
@@ -242,6 +253,7 @@ the node agent's xDS configuration.)`,
 	}
 	cmd.Flags().StringVar(&hostHeader, "host", "", "The Host header of an HTTP request through the mesh's HTTP proxy port 18081, as <name>[:<port>]")
 	cmd.Flags().StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain (the manager's --mesh-domain)")
+	cmd.Flags().StringVar(&from, "from", "", "Answer from this pod (<name> in the namespace, or <namespace>/<name>): its capture mode, identity and what its own table does with the connection")
 	addOutputFlag(cmd, &output)
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,6 +36,8 @@ type DialReport struct {
 	// Routes are the routes that name the reached port (or, for a request through the proxy port
 	// without --host, the whole service).
 	Routes []AttachedRoute `json:"routes,omitempty"`
+	// From is what the pod of --from does with the dial; nil without --from.
+	From *FromReport `json:"from,omitempty"`
 }
 
 // PortReport is one port of a service: as the MeshService status reports it, and its endpoints
@@ -50,8 +53,12 @@ type PortReport struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Refused is whether a client gets no port: refused, 421 or 400.
+// Refused is whether a client gets no port: refused, 421 or 400; or, with --from, whether the
+// pod's connection does not reach the mesh at all.
 func (r DialReport) Refused() bool {
+	if r.From != nil && !r.From.ReachesProxy {
+		return true
+	}
 	return r.Answer.Outcome != resolve.Reaches && r.Answer.Outcome != resolve.HostDecides
 }
 
@@ -133,24 +140,12 @@ func boolRank(b bool) int {
 	return 0
 }
 
-// Dial gathers what Explain reads from the cluster.
-func Dial(ctx context.Context, c client.Reader, s Spelling, namespace, meshDomain string) (DialReport, error) {
-	svc, err := ServiceOf(s.Host, namespace, meshDomain)
+// Dial gathers what Explain reads from the cluster; with from (a pod, <name> in namespace or
+// <namespace>/<name>), what that pod's own table does with the dial (From).
+func Dial(ctx context.Context, c client.Reader, s Spelling, namespace, meshDomain, from string) (DialReport, error) {
+	svc, ms, eps, err := meshService(ctx, c, s.Host, namespace, meshDomain)
 	if err != nil {
 		return DialReport{}, err
-	}
-	ms := &meshv1alpha1.MeshService{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: svc.Namespace, Name: svc.Name}, ms); err != nil {
-		if apierrors.IsNotFound(err) {
-			return DialReport{}, &ExitError{Code: ExitFound, Msg: fmt.Sprintf(
-				"no MeshService %s/%s: no pods of ServiceAccount %s in namespace %s are in the mesh, so %s names nothing the mesh serves",
-				svc.Namespace, svc.Name, svc.Name, svc.Namespace, s.Host)}
-		}
-		return DialReport{}, err
-	}
-	var eps meshv1alpha1.MeshEndpointList
-	if err := c.List(ctx, &eps, client.InNamespace(svc.Namespace)); err != nil {
-		return DialReport{}, fmt.Errorf("listing MeshEndpoints in %s: %w", svc.Namespace, err)
 	}
 	all, err := listRoutes(ctx, c, "")
 	if apierrors.IsForbidden(err) { // routes of other namespaces are not ours to read: this one's
@@ -159,7 +154,62 @@ func Dial(ctx context.Context, c client.Reader, s Spelling, namespace, meshDomai
 	if err != nil {
 		return DialReport{}, err
 	}
-	return Explain(s, svc, ms, eps.Items, all, meshDomain), nil
+	r := Explain(s, svc, ms, eps, all, meshDomain)
+	if from == "" {
+		return r, nil
+	}
+	pod, err := fromPod(ctx, c, from, namespace)
+	if err != nil {
+		return DialReport{}, err
+	}
+	var proxyMS *meshv1alpha1.MeshService
+	var proxyEps []meshv1alpha1.MeshEndpoint
+	if s.Proxied && s.ProxyHost != "" {
+		if _, proxyMS, proxyEps, err = meshService(ctx, c, s.ProxyHost, namespace, meshDomain); err != nil {
+			return DialReport{}, err
+		}
+	}
+	report := From(ctx, c, pod, ConnectionOf(s, ms, eps, proxyMS, proxyEps), meshDomain)
+	r.From = &report
+	return r, nil
+}
+
+// meshService reads the MeshService host names, and the endpoints of its namespace.
+func meshService(ctx context.Context, c client.Reader, host, namespace, meshDomain string) (ServiceRef, *meshv1alpha1.MeshService, []meshv1alpha1.MeshEndpoint, error) {
+	svc, err := ServiceOf(host, namespace, meshDomain)
+	if err != nil {
+		return ServiceRef{}, nil, nil, err
+	}
+	ms := &meshv1alpha1.MeshService{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: svc.Namespace, Name: svc.Name}, ms); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ServiceRef{}, nil, nil, &ExitError{Code: ExitFound, Msg: fmt.Sprintf(
+				"no MeshService %s/%s: no pods of ServiceAccount %s in namespace %s are in the mesh, so %s names nothing the mesh serves",
+				svc.Namespace, svc.Name, svc.Name, svc.Namespace, host)}
+		}
+		return ServiceRef{}, nil, nil, err
+	}
+	var eps meshv1alpha1.MeshEndpointList
+	if err := c.List(ctx, &eps, client.InNamespace(svc.Namespace)); err != nil {
+		return ServiceRef{}, nil, nil, fmt.Errorf("listing MeshEndpoints in %s: %w", svc.Namespace, err)
+	}
+	return svc, ms, eps.Items, nil
+}
+
+// fromPod reads the pod --from names: <name> in namespace, or <namespace>/<name>.
+func fromPod(ctx context.Context, c client.Reader, from, namespace string) (*corev1.Pod, error) {
+	key := client.ObjectKey{Namespace: namespace, Name: from}
+	if ns, name, ok := strings.Cut(from, "/"); ok {
+		key = client.ObjectKey{Namespace: ns, Name: name}
+	}
+	pod := &corev1.Pod{}
+	if err := c.Get(ctx, key, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &ExitError{Code: ExitUsage, Msg: fmt.Sprintf("--from %s: no pod %s in namespace %s (write <name> for a pod of the current namespace, or <namespace>/<name>)", from, key.Name, key.Namespace)}
+		}
+		return nil, fmt.Errorf("--from %s: reading pod %s/%s: %w", from, key.Namespace, key.Name, err)
+	}
+	return pod, nil
 }
 
 // WriteDial prints the report as text.
@@ -177,6 +227,9 @@ func WriteDial(w io.Writer, r DialReport) error {
 	}
 	line("Dial", "%s (%s)", r.Spelling.Written, what)
 	line("Service", "%s/%s (names: %s)", r.Service.Namespace, r.Service.Name, strings.Join(r.Names, ", "))
+	if f := r.From; f != nil {
+		writeFrom(line, f)
+	}
 	a := r.Answer
 	switch a.Outcome {
 	case resolve.Reaches:

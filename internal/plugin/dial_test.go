@@ -39,6 +39,22 @@ var dialCases = map[string]struct {
 	"not-a-name":           {[]string{"a.b.c:80"}, ExitUsage},
 	"json":                 {[]string{"payments.shop:9000", "-o", "json"}, 0},
 	"yaml-421":             {[]string{"http://payments.shop/", "-o", "yaml"}, ExitFound},
+
+	// --from: the same dials from pods whose capture differs (from_test.go's fixture).
+	"from-surface":            {[]string{"payments.shop:9000", "--from", "client", "-n", "shop"}, 0},
+	"from-scoped":             {[]string{"payments.shop:9000", "--from", "shop/client-scoped"}, ExitFound},
+	"from-scoped-mesh-port":   {[]string{"payments.shop:18082", "--from", "shop/client-scoped"}, 0},
+	"from-scoped-http":        {[]string{"http://payments.shop:8080/", "--from", "shop/client-scoped"}, ExitFound},
+	"from-surface-http":       {[]string{"http://payments.shop:8080/", "--from", "shop/client"}, 0},
+	"from-excluded":           {[]string{"payments.shop:9000", "--from", "shop/client-excluded"}, ExitFound},
+	"from-bad-mode":           {[]string{"payments.shop:9000", "--from", "shop/client-bad-mode"}, 0},
+	"from-surface-undeclared": {[]string{"payments.shop:7000", "--from", "shop/client"}, ExitFound},
+	"from-all-undeclared":     {[]string{"payments.shop:7000", "--from", "shop/client-b"}, ExitFound},
+	"from-proxy-loopback":     {[]string{"--host", "payments.shop:9090", "--from", "shop/client-scoped"}, 0},
+	"from-proxy-name":         {[]string{"web.shop:18081", "--host", "payments.shop:9090", "--from", "shop/client-scoped"}, 0},
+	"from-outsider":           {[]string{"payments.shop:9000", "--from", "shop/outsider"}, ExitFound},
+	"from-no-such-pod":        {[]string{"payments.shop:9000", "--from", "ghost", "-n", "shop"}, ExitUsage},
+	"from-json":               {[]string{"payments.shop:9000", "--from", "shop/client-scoped", "-o", "json"}, ExitFound},
 }
 
 // TestDialGolden runs kubectl aether dial against the envtest API server, through --kubeconfig,

@@ -28,6 +28,10 @@ type Spelling struct {
 	TLS bool `json:"tls,omitempty"`
 	// Port is the port a connection dials (not an HTTP request's: its authority says).
 	Port int32 `json:"port,omitempty"`
+	// Proxied is true for a request through the mesh's HTTP proxy port (--host); ProxyHost is the
+	// name it connects to on that port, empty for the pod's own proxy on 127.0.0.1.
+	Proxied   bool   `json:"proxied,omitempty"`
+	ProxyHost string `json:"proxyHost,omitempty"`
 }
 
 // ParseSpelling reads a client spelling: http://<name>[:<port>]/..., https://<name>[:<port>]/,
@@ -76,8 +80,10 @@ func ParseSpelling(arg, hostHeader string) (Spelling, error) {
 // parseProxied is --host: an HTTP request with that Host header, sent to the mesh's HTTP proxy
 // port. The Host names the service.
 func parseProxied(arg, hostHeader string) (Spelling, error) {
+	proxyHost := ""
 	if arg != "" {
 		to, err := ParseSpelling(arg, "")
+		proxyHost = to.Host
 		if err == nil && to.HTTP {
 			_, port, _ := strings.Cut(to.Authority, ":")
 			to.Port, err = portNumber(arg, port)
@@ -87,7 +93,8 @@ func parseProxied(arg, hostHeader string) (Spelling, error) {
 				meshv1alpha1.MeshHTTPPort, meshv1alpha1.MeshHTTPPort, arg, meshv1alpha1.MeshHTTPPort)
 		}
 	}
-	return Spelling{Written: "Host: " + hostHeader, Host: hostOf(hostHeader), HTTP: true, Authority: hostHeader}, nil
+	return Spelling{Written: "Host: " + hostHeader, Host: hostOf(hostHeader), HTTP: true, Authority: hostHeader,
+		Proxied: true, ProxyHost: proxyHost}, nil
 }
 
 // hostOf is an authority's host: before its only colon (a malformed authority is resolve's to

@@ -83,16 +83,20 @@ func makeFixture(e *testenv.Env) (func(), error) {
 	}
 	var services []meshv1alpha1.MeshService
 	for _, name := range []string{"payments", "web"} {
+		// The Service the controller generates (its ports do not matter to the route evaluation),
+		// at a fixed cluster IP, the VIP, so that dial --from's goldens can spell it.
+		if err := c.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: fixtureNamespace, Name: name},
+			Spec: corev1.ServiceSpec{ClusterIP: fixtureVIPs[name], Ports: []corev1.ServicePort{{Name: "mesh", Port: meshv1alpha1.MeshHTTPPort}}}}); err != nil {
+			return nil, err
+		}
 		ms, err := createMeshService(ctx, c, name, byService[name])
 		if err != nil {
 			return nil, err
 		}
 		services = append(services, *ms)
-		// The Service the controller generates (its ports do not matter to the route evaluation).
-		if err := c.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: fixtureNamespace, Name: name},
-			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "mesh", Port: meshv1alpha1.MeshHTTPPort}}}}); err != nil {
-			return nil, err
-		}
+	}
+	if err := createFromFixture(ctx, c); err != nil {
+		return nil, err
 	}
 	if err := createRoutes(ctx, c, services); err != nil {
 		return nil, err
@@ -126,7 +130,8 @@ func createMeshService(ctx context.Context, c client.Client, name string, eps []
 		return nil, fmt.Errorf("creating MeshService %s: %w", name, err)
 	}
 	out, err := meshservice.Translate(meshservice.Input{Namespace: fixtureNamespace, Name: name, UID: ms.UID,
-		MeshDomain: "aether.internal", Endpoints: eps})
+		MeshDomain: "aether.internal", Endpoints: eps,
+		Service: meshservice.ServiceFacts{Exists: true, Owned: true, ClusterIP: fixtureVIPs[name]}})
 	if err != nil {
 		return nil, err
 	}

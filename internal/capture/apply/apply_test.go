@@ -95,7 +95,7 @@ func TestModes(t *testing.T) {
 					t.Errorf("dial %s: %q, want %q", address, got, want)
 				}
 				// What the kernel did is what Ruleset.Evaluate says the table does.
-				d := rs.Evaluate(capture.Connection{Proto: "tcp", Dst: netip.MustParseAddrPort(address)})
+				d := rs.Evaluate(capture.Connection{Proto: capture.ProtoTCP, Dst: netip.MustParseAddrPort(address)})
 				if evaluated := map[bool]string{true: capturedTo(address), false: directTo(address)}[d.Redirected()]; evaluated != want {
 					t.Errorf("Evaluate(%s) = %q (rule %v), want %q as the kernel does", address, evaluated, d.Rule, want)
 				}
@@ -137,7 +137,7 @@ func TestNeverProxiedFromTheNode(t *testing.T) {
 			// Ruleset.Evaluate says what the kernel did with each dial.
 			evaluate := func(address string, mark uint32, redirected bool) {
 				t.Helper()
-				d := rs.Evaluate(capture.Connection{Proto: "tcp", Dst: netip.MustParseAddrPort(address), Mark: mark})
+				d := rs.Evaluate(capture.Connection{Proto: capture.ProtoTCP, Dst: netip.MustParseAddrPort(address), Mark: mark})
 				if d.Redirected() != redirected {
 					t.Errorf("Evaluate(%s, mark %#x): redirected %v (rule %v), but the kernel's answer was redirected %v", address, mark, d.Redirected(), d.Rule, redirected)
 				}
