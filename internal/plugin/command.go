@@ -62,7 +62,7 @@ data plane cannot disagree.`,
 	root.SetErr(streams.ErrOut)
 	root.SetIn(streams.In)
 	flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newCheckCommand(streams), newDialCommand(streams, flags), newStatusCommand(streams, flags), newVersionCommand(streams))
+	root.AddCommand(newCheckCommand(streams), newDialCommand(streams, flags), newStatusCommand(streams, flags), newVersionCommand(streams, flags))
 	return root
 }
 

@@ -42,18 +42,40 @@ func TestHelpAndCompletion(t *testing.T) {
 	}
 }
 
-// TestVersion: `kubectl aether version` prints the plugin's build, as text and as data.
+// TestVersion: `kubectl aether version --client` prints the plugin's build, as text and as data,
+// without a cluster.
 func TestVersion(t *testing.T) {
 	info := version.Get()
-	out, code := run(t, "", "version")
+	out, code := run(t, "", "version", "--client")
 	if want := "kubectl-aether " + info.String() + "\n"; code != 0 || out != want {
-		t.Errorf("version: exit status %d, got %q, want %q", code, out, want)
+		t.Errorf("version --client: exit status %d, got %q, want %q", code, out, want)
 	}
-	out, code = run(t, "", "version", "-o", "json")
-	if code != 0 || !strings.Contains(out, `"goVersion": "`+info.GoVersion+`"`) {
-		t.Errorf("version -o json: exit status %d, got %q", code, out)
+	out, code = run(t, "", "version", "--client", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"goVersion": "`+info.GoVersion+`"`) || strings.Contains(out, `"server"`) {
+		t.Errorf("version --client -o json: exit status %d, got %q", code, out)
 	}
 	if _, code = run(t, "", "version", "-o", "xml"); code != ExitUsage {
 		t.Errorf("version -o xml: exit status %d, want %d", code, ExitUsage)
+	}
+}
+
+// TestVersionServer: without --client, version also reads the cluster: each component's images,
+// with their pods and how many are ready (the fixture: a ready manager pod, the agents on two
+// images, no proxy).
+func TestVersionServer(t *testing.T) {
+	info := version.Get()
+	out, code := run(t, "", append([]string{"version"}, kubeconfig()...)...)
+	want := "kubectl-aether " + info.String() + "\n" +
+		"manager  " + fixtureImage + ": 1 pod, 1 ready\n" +
+		"agent    " + fixtureOldImage + ": 1 pod, 0 ready\n" +
+		"agent    " + fixtureImage + ": 1 pod, 0 ready\n" +
+		"agent    2 images in use: an upgrade in progress, or pods left behind\n" +
+		"proxy    no pods found\n"
+	if code != 0 || out != want {
+		t.Errorf("version: exit status %d, got\n%s\nwant\n%s", code, out, want)
+	}
+	out, code = run(t, "", append([]string{"version", "-o", "json"}, kubeconfig()...)...)
+	if code != 0 || !strings.Contains(out, `"component": "manager"`) || !strings.Contains(out, `"image": "`+fixtureImage+`"`) {
+		t.Errorf("version -o json: exit status %d, got %q", code, out)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
@@ -71,7 +70,7 @@ func nodeAgent(ctx context.Context, c client.Reader, node string) agentFlags {
 		defaults.ignored[ns] = true
 	}
 	var pods corev1.PodList
-	err := c.List(ctx, &pods, client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": AgentLabel})})
+	err := c.List(ctx, &pods, client.MatchingLabels{nameLabel: AgentLabel})
 	if err != nil {
 		reason := err.Error()
 		if apierrors.IsForbidden(err) {

@@ -31,8 +31,9 @@ func createFromFixture(ctx context.Context, c client.Client) error {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: "aether-agent"}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: fixtureNamespace, Name: "client"}},
-		agentPod("aether-agent-a", "node-a", "--node-name=node-a", "--metrics-bind-address=:19090"),
-		agentPod("aether-agent-b", "node-b", "--node-name=node-b", "--capture-mode", "all"),
+		agentPod("aether-agent-a", "node-a", fixtureImage, "--node-name=node-a", "--metrics-bind-address=:19090"),
+		agentPod("aether-agent-b", "node-b", fixtureOldImage, "--node-name=node-b", "--capture-mode", "all"),
+		managerPod(),
 		clientPod("client", "node-a", nil, true),
 		clientPod("client-scoped", "node-a", map[string]string{model.AnnotationCaptureMode: string(model.CaptureScoped)}, true),
 		clientPod("client-excluded", "node-a", map[string]string{portspec.AnnotationExcludeOutboundPorts: "9000"}, true),
@@ -45,14 +46,36 @@ func createFromFixture(ctx context.Context, c client.Client) error {
 			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 		}
 	}
-	return nil
+	// The manager's pod is ready; the agents' pods are not (no kubelet reports them).
+	manager := managerPod()
+	if err := c.Get(ctx, client.ObjectKeyFromObject(manager), manager); err != nil {
+		return err
+	}
+	manager.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	return c.Status().Update(ctx, manager)
 }
 
-func agentPod(name, node string, args ...string) *corev1.Pod {
+// fixtureImage is the operator image the fixture's manager and first agent run; the second agent
+// runs fixtureOldImage, as during an upgrade.
+const (
+	fixtureImage    = "registry.invalid/aether/operator:v9.9.9"
+	fixtureOldImage = "registry.invalid/aether/operator:v9.9.8"
+)
+
+func agentPod(name, node, image string, args ...string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: name, Labels: map[string]string{"app.kubernetes.io/name": AgentLabel}},
 		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "aether-agent", AutomountServiceAccountToken: new(false),
-			Containers: []corev1.Container{{Name: "agent", Image: "operator", Command: []string{"/agent"}, Args: args}}},
+			Containers: []corev1.Container{{Name: "agent", Image: image, Command: []string{"/agent"}, Args: args}}},
+	}
+}
+
+func managerPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: "aether-manager-0",
+			Labels: map[string]string{"app.kubernetes.io/name": "aether-operator", "control-plane": "controller-manager"}},
+		Spec: corev1.PodSpec{NodeName: "node-a", ServiceAccountName: "aether-agent", AutomountServiceAccountToken: new(false),
+			Containers: []corev1.Container{{Name: "kube-rbac-proxy", Image: "sidecar"}, {Name: "manager", Image: fixtureImage}}},
 	}
 }
 
