@@ -180,6 +180,10 @@ install-plugin: ## Install the kubectl plugin kubectl-aether into PLUGIN_DIR (de
 	@case ":$$PATH:" in *":$(PLUGIN_DIR):"*) echo "installed $(PLUGIN_DIR)/kubectl-aether: try kubectl aether --help";; \
 	  *) echo "installed $(PLUGIN_DIR)/kubectl-aether; $(PLUGIN_DIR) is not on PATH: add it (export PATH=\"$(PLUGIN_DIR):\$$PATH\") for kubectl to find the plugin";; esac
 
+.PHONY: release-plugin
+release-plugin: ## The kubectl plugin's release into bin/release: kubectl-aether for linux and darwin (amd64, arm64) and windows (amd64), one reproducible .tar.gz each, and the krew manifest aether.yaml naming RELEASE_URL/<archive> and its SHA-256 (VERSION=vX.Y.Z).
+	go run ./hack/release -version "$(VERSION)" -commit "$(COMMIT)" -url "$(RELEASE_URL)" -o bin/release
+
 .PHONY: run
 run: manifests binaries ## Run the whole system locally: a real kube-apiserver and etcd, the CRDs, the samples.
 	go run ./hack/localenv
