@@ -23,7 +23,8 @@ import (
 // endpoint listens on the pod's loopback only, xds.DefaultAdminAddress):
 //
 //   - `agent envoy-helper` answers the kubelet's readiness probe on the pod's address with the
-//     admin endpoint's /ready (200 once Envoy has its first configuration);
+//     admin endpoint's /ready (200 once Envoy has its first configuration), and Prometheus with
+//     the admin endpoint's /stats/prometheus: those two reads of the admin endpoint, nothing else;
 //   - `agent envoy-drain`, the helper's preStop, asks the admin endpoint to drain every listener
 //     gracefully (POST /drain_listeners?graceful) and waits the drain time: the new Envoy, bound
 //     beside the old one (enable_reuse_port), takes every new connection meanwhile.
@@ -37,7 +38,7 @@ type envoyFlags struct {
 
 func (f *envoyFlags) bind(flags *flag.FlagSet) {
 	flags.StringVar(&f.admin, "admin-address", xds.DefaultAdminAddress, "Envoy's admin endpoint, on the pod's loopback (the bootstrap's).")
-	flags.StringVar(&f.listen, "ready-address", ":19003", "envoy-helper: where it answers GET /ready with the admin endpoint's /ready, for the kubelet's probe.")
+	flags.StringVar(&f.listen, "ready-address", ":19003", "envoy-helper: where it answers GET /ready with the admin endpoint's /ready, for the kubelet's probe, and GET /stats/prometheus with Envoy's statistics, for Prometheus.")
 	flags.DurationVar(&f.drainTime, "drain-time", 20*time.Second, "envoy-drain: how long to wait after asking Envoy to drain its listeners: Envoy's --drain-time-s.")
 }
 
@@ -96,25 +97,9 @@ func drainEnvoy(ctx context.Context, admin string, drainTime time.Duration, out 
 	return nil
 }
 
-// serveReady answers GET /ready on listen with the status of the admin endpoint's /ready, until
-// ctx ends.
+// serveReady serves the helper's endpoints (helperHandler) on listen until ctx ends.
 func serveReady(ctx context.Context, listen, admin string) error {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
-		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+admin+"/ready", nil)
-		if err == nil {
-			var resp *http.Response
-			if resp, err = adminClient.Do(req); err == nil {
-				body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-				_ = resp.Body.Close()
-				w.WriteHeader(resp.StatusCode)
-				_, _ = w.Write(body)
-				return
-			}
-		}
-		http.Error(w, "Envoy's admin endpoint does not answer: "+err.Error(), http.StatusServiceUnavailable)
-	})
-	srv := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: listen, Handler: helperHandler(admin), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
@@ -123,4 +108,50 @@ func serveReady(ctx context.Context, listen, admin string) error {
 		return err
 	}
 	return nil
+}
+
+// statsClient reads Envoy's statistics, which take longer to write than /ready on a busy node.
+var statsClient = &http.Client{Timeout: 10 * time.Second}
+
+// helperHandler answers, on the pod's address, two GETs of the admin endpoint and nothing else of
+// it (the admin endpoint can drain, reconfigure and stop Envoy, so it stays on loopback):
+//   - GET /ready: the admin endpoint's /ready, for the kubelet's readiness probe;
+//   - GET /stats/prometheus: Envoy's statistics in Prometheus's text format, for Prometheus
+//     (config/prometheus's PodMonitor); only the query parameter usedonly is passed on.
+func helperHandler(admin string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
+		relayAdmin(w, r, adminClient, "http://"+admin+"/ready", 1024)
+	})
+	mux.HandleFunc("GET /stats/prometheus", func(w http.ResponseWriter, r *http.Request) {
+		target := "http://" + admin + "/stats/prometheus"
+		if r.URL.Query().Has("usedonly") {
+			target += "?usedonly"
+		}
+		relayAdmin(w, r, statsClient, target, maxStatsBytes)
+	})
+	return mux
+}
+
+// maxStatsBytes caps one statistics answer: a node with thousands of clusters writes tens of
+// megabytes; anything beyond this is cut rather than held in memory.
+const maxStatsBytes = 64 << 20
+
+// relayAdmin answers w with the admin endpoint's answer to GET target: its status, content type
+// and at most limit bytes of its body; 503 when the admin endpoint does not answer.
+func relayAdmin(w http.ResponseWriter, r *http.Request, c *http.Client, target string, limit int64) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, target, nil)
+	if err == nil {
+		var resp *http.Response
+		if resp, err = c.Do(req); err == nil {
+			defer func() { _ = resp.Body.Close() }()
+			if ct := resp.Header.Get("Content-Type"); ct != "" {
+				w.Header().Set("Content-Type", ct)
+			}
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, io.LimitReader(resp.Body, limit))
+			return
+		}
+	}
+	http.Error(w, "Envoy's admin endpoint does not answer: "+err.Error(), http.StatusServiceUnavailable)
 }

@@ -36,6 +36,7 @@ const (
 // default, as each needs the Prometheus operator's CRDs or Grafana's sidecar in the cluster.
 var prometheusOn = map[string]string{
 	"ServiceMonitor": ".Values.prometheus.serviceMonitor.enabled",
+	"PodMonitor":     ".Values.prometheus.serviceMonitor.enabled", // the node proxies' statistics
 	"Service":        ".Values.prometheus.serviceMonitor.enabled", // the agents' metrics Service, for their ServiceMonitor
 	"PrometheusRule": ".Values.prometheus.rules.enabled",
 	"ConfigMap":      ".Values.prometheus.dashboard.enabled",

@@ -402,7 +402,7 @@ func TestPrometheusOn(t *testing.T) {
 	defaults := append(withoutNamespaceObject(kustomized(t, defaultSpireDir)), kustomized(t, certManagerDir)...)
 	monitoring := kustomized(t, prometheusDir)
 	for value, kinds := range map[string][]string{
-		"prometheus.serviceMonitor.enabled": {"ServiceMonitor", "Service"},
+		"prometheus.serviceMonitor.enabled": {"ServiceMonitor", "Service", "PodMonitor"},
 		"prometheus.rules.enabled":          {"PrometheusRule"},
 		"prometheus.dashboard.enabled":      {"ConfigMap"},
 	} {

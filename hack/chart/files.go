@@ -228,7 +228,8 @@ prometheus:
     # enabled adds ServiceMonitors of the manager's and the node agents' metrics, and the agents'
     # headless metrics Service (port 19090 on each node). Both serve HTTPS and authorize each
     # scrape by its bearer token (TokenReview, SubjectAccessReview): bind the ClusterRole
-    # <fullname>-metrics-reader to Prometheus's ServiceAccount.
+    # <fullname>-metrics-reader to Prometheus's ServiceAccount. It also adds a PodMonitor of the
+    # node proxies' own statistics (Envoy's, on each proxy pod's port 19003, unauthenticated).
     enabled: false
   rules:
     # enabled adds the mesh's alerts (a PrometheusRule), each with its runbook in
