@@ -79,14 +79,14 @@ manager:
     pullPolicy: {{d "manager.image.pullPolicy"}}
   # resources of the manager's container.
   resources:{{y 4 "manager.resources"}}
-  # nodeSelector, tolerations and affinity: where the manager's pods run, as the pod spec's fields of the
-  # same names. affinity's default spreads the replicas
-  # over nodes; setting affinity replaces it.
+  # nodeSelector, tolerations and affinity: where the manager's pods run (the pod spec's fields
+  # of the same names). affinity's default spreads the replicas over nodes; helm merges what you
+  # set into it: set affinity.podAntiAffinity to null to drop it.
   nodeSelector:{{y 4 "manager.nodeSelector"}}
   tolerations:{{y 4 "manager.tolerations"}}
   affinity:{{y 4 "manager.affinity"}}
-  # podAnnotations and podLabels are added to the annotations and labels of the manager's pods
-  # (not to the selector, which stays config/'s).
+  # podAnnotations and podLabels are added to the manager's pods' annotations and labels (not
+  # to the selector, which stays config/'s).
   podAnnotations:{{y 4 "manager.podAnnotations"}}
   podLabels:{{y 4 "manager.podLabels"}}
   # logLevel is the manager's --zap-log-level: debug, info, error, panic, or a number above 0 for
@@ -126,13 +126,13 @@ agent:
   installCNI:
     # resources of the init container install-cni.
     resources:{{y 6 "agent.installCNI.resources"}}
-  # nodeSelector, tolerations and affinity: where the node agent's pods run, as the pod spec's fields of the
-  # same names. The default tolerates every taint: a node
-  # without its agent cannot start meshed pods.
+  # nodeSelector, tolerations and affinity: where the node agent's pods run (the pod spec's
+  # fields of the same names). The default tolerations take every taint: a node without its
+  # agent cannot start meshed pods.
   nodeSelector:{{y 4 "agent.nodeSelector"}}
   tolerations:{{y 4 "agent.tolerations"}}
   affinity:{{y 4 "agent.affinity"}}
-  # podAnnotations and podLabels are added to the annotations and labels of the node agent's pods
+  # podAnnotations and podLabels are added to the node agent's pods' annotations and labels
   # (not to the selector, which stays config/'s).
   podAnnotations:{{y 4 "agent.podAnnotations"}}
   podLabels:{{y 4 "agent.podLabels"}}
@@ -170,13 +170,13 @@ envoy:
       pullPolicy: {{d "envoy.helper.image.pullPolicy"}}
     # resources of envoy-helper.
     resources:{{y 6 "envoy.helper.resources"}}
-  # nodeSelector, tolerations and affinity: where the node Envoy's pods run, as the pod spec's fields of the
-  # same names. Keep them where the agents run: the
-  # agent of a node configures its Envoy.
+  # nodeSelector, tolerations and affinity: where the node Envoy's pods run (the pod spec's
+  # fields of the same names). Keep them on the agents' nodes: a node's agent configures its
+  # Envoy, and an Envoy on a node without one waits for its bootstrap.
   nodeSelector:{{y 4 "envoy.nodeSelector"}}
   tolerations:{{y 4 "envoy.tolerations"}}
   affinity:{{y 4 "envoy.affinity"}}
-  # podAnnotations and podLabels are added to the annotations and labels of the node Envoy's pods
+  # podAnnotations and podLabels are added to the node Envoy's pods' annotations and labels
   # (not to the selector, which stays config/'s).
   podAnnotations:{{y 4 "envoy.podAnnotations"}}
   podLabels:{{y 4 "envoy.podLabels"}}
