@@ -19,6 +19,9 @@ const kindCRD = "CustomResourceDefinition"
 // kindNamespace is the kind the chart makes one of (SPIRE's), not the release's.
 const kindNamespace = "Namespace"
 
+// kindDaemonSet is the kind of the node agent's, the node Envoy's and SPIRE's agents' workloads.
+const kindDaemonSet = "DaemonSet"
+
 // The values that switch parts of the chart on and off that the code templates (the table's
 // gate rows turn on the others).
 const (
@@ -311,7 +314,7 @@ func (g *generator) templateMetadata(o chartObject) error {
 	}
 	labels := lookup(meta, "labels")
 	if labels == nil {
-		labels = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		labels = &yaml.Node{Kind: yaml.MappingNode, Tag: tagMap}
 		set(meta, "labels", labels)
 	}
 	for _, l := range helperLabels { // kustomize's managed-by: kustomize, for one
@@ -322,7 +325,7 @@ func (g *generator) templateMetadata(o chartObject) error {
 	if o.kind == kindCRD {
 		ann := lookup(meta, "annotations")
 		if ann == nil {
-			ann = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			ann = &yaml.Node{Kind: yaml.MappingNode, Tag: tagMap}
 			set(meta, "annotations", ann)
 		}
 		ann.Content = append(ann.Content, g.t.wrapKeys(".Values.crd.keep", []*yaml.Node{str("helm.sh/resource-policy"), str("keep")})...)
@@ -431,7 +434,7 @@ func dirOf(o chartObject, webhookServices map[string]bool) (string, error) {
 		return "rbac", nil
 	case "Deployment", "PodDisruptionBudget":
 		return "manager", nil
-	case "DaemonSet":
+	case kindDaemonSet:
 		return "agent", nil
 	case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
 		return "webhook", nil

@@ -52,7 +52,7 @@ func (g *generator) spire(dep, ds chartObject, objs []chartObject) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", spireDir, err)
 	}
-	agent, err := only(objs, "DaemonSet")
+	agent, err := only(objs, kindDaemonSet)
 	if err != nil {
 		return fmt.Errorf("%s: %w", spireDir, err)
 	}

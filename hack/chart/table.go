@@ -34,13 +34,13 @@ import (
 var table = []row{
 	// The manager's Deployment (config/manager).
 	{value: "manager.replicas", in: manager, at: "spec.replicas", how: setScalar},
-	{value: "manager.image", in: manager, at: managerContainer, how: setImage},
+	{value: managerImage, in: manager, at: managerContainer, how: setImage},
 	{value: "manager.resources", in: manager, at: managerContainer + ".resources", how: setBlock},
 	{value: "webhook.certSecretName", in: manager, at: webhookCertVolume, how: setScalar},
 	{value: "spire.enabled", in: manager, at: managerContainer, how: setFlag, flag: "--identity-issuer", text: identityIssuer},
-	{value: "ignoredNamespaces", in: manager, at: managerContainer, how: setFlag, flag: "--ignored-namespaces", text: ignoredFlag},
+	{value: ignoredValue, in: manager, at: managerContainer, how: setFlag, flag: ignoredNamespacesFlag, text: ignoredFlag},
 	// The pod webhook injects the identity containers from the manager's own image: one value.
-	{value: "manager.image", in: manager, at: managerContainer, how: setFlag, flag: "--identity-image", text: "{{ .Values.manager.image.repository }}:{{ .Values.manager.image.tag }}"},
+	{value: managerImage, in: manager, at: managerContainer, how: setFlag, flag: "--identity-image", text: "{{ .Values.manager.image.repository }}:{{ .Values.manager.image.tag }}"},
 	{value: "manager.nodeSelector", in: manager, at: podSpec + ".nodeSelector", how: setBlock, empty: emptyMap},
 	{value: "manager.tolerations", in: manager, at: podSpec + ".tolerations", how: setBlock, empty: emptySeq},
 	{value: "manager.affinity", in: manager, at: podSpec + ".affinity", how: setBlock, empty: emptyMap},
@@ -58,10 +58,10 @@ var table = []row{
 	{value: "agent.cni.binDir", in: agent, at: cniBinVolume, how: setScalar},
 	{value: "agent.cni.confDir", in: agent, at: cniConfVolume, how: setScalar},
 	{value: "spire.enabled", in: agent, at: agentContainer, how: setFlag, flag: "--identity-issuer", text: identityIssuer},
-	{value: "ignoredNamespaces", in: agent, at: agentContainer, how: setFlag, flag: "--ignored-namespaces", text: ignoredFlag},
+	{value: ignoredValue, in: agent, at: agentContainer, how: setFlag, flag: ignoredNamespacesFlag, text: ignoredFlag},
 	{value: "agent.captureMode", in: agent, at: agentContainer, how: setFlag, flag: "--capture-mode", text: `{{ include "@.captureMode" $ }}`, dflt: string(model.CaptureSurface)},
 	{value: "agent.meshDNS", in: agent, at: agentContainer, how: setFlag, flag: "--mesh-dns", text: `{{ if .Values.agent.meshDNS }}true{{ else }}false{{ end }}`, dflt: "true"}, // cmd/agent's --mesh-dns default
-	{value: "ignoredNamespaces", in: agent, at: installCNIContainer, how: setFlag, flag: "--ignored-namespaces", text: ignoredFlag},
+	{value: ignoredValue, in: agent, at: installCNIContainer, how: setFlag, flag: ignoredNamespacesFlag, text: ignoredFlag},
 	{value: "agent.nodeSelector", in: agent, at: podSpec + ".nodeSelector", how: setBlock, empty: emptyMap},
 	{value: "agent.tolerations", in: agent, at: podSpec + ".tolerations", how: setBlock, empty: emptySeq},
 	{value: "agent.affinity", in: agent, at: podSpec + ".affinity", how: setBlock, empty: emptyMap},
@@ -95,7 +95,7 @@ var table = []row{
 	{value: "spire.server.resources", in: spireServer, at: spireServerContainer + ".resources", how: setBlock},
 	{value: "spire.agent.image", in: spireAgent, at: spireAgentContainer, how: setImage},
 	{value: "spire.agent.resources", in: spireAgent, at: spireAgentContainer + ".resources", how: setBlock},
-	{value: "manager.image", in: spireServer, at: registrarContainer, how: setImage},
+	{value: managerImage, in: spireServer, at: registrarContainer, how: setImage},
 	{value: "spire.registrar.resources", in: spireServer, at: registrarContainer + ".resources", how: setBlock},
 
 	// Parts of the chart that a value turns on. A new component gated by a value is one row of
@@ -114,10 +114,10 @@ var table = []row{
 // The objects the rows select.
 var (
 	manager     = sel{kind: "Deployment", name: "controller-manager"}
-	agent       = sel{kind: "DaemonSet", name: agentDaemonSet}
-	envoy       = sel{kind: "DaemonSet", name: envoyDaemonSet}
+	agent       = sel{kind: kindDaemonSet, name: agentDaemonSet}
+	envoy       = sel{kind: kindDaemonSet, name: envoyDaemonSet}
 	spireServer = sel{part: spirePart, kind: "StatefulSet"}
-	spireAgent  = sel{part: spirePart, kind: "DaemonSet"}
+	spireAgent  = sel{part: spirePart, kind: kindDaemonSet}
 )
 
 // Paths of a workload's pod template.
@@ -126,8 +126,12 @@ const (
 	podMeta = "spec.template.metadata"
 	// envoyExec starts the line of Envoy's container script that runs Envoy.
 	envoyExec = "exec envoy "
-	// ignoredFlag is the ignored namespaces, comma-separated (--ignored-namespaces).
-	ignoredFlag = `{{ include "@.ignoredNamespaces" $ }}`
+	// ignoredFlag is the ignored namespaces, comma-separated (ignoredNamespacesFlag).
+	ignoredFlag           = `{{ include "@.ignoredNamespaces" $ }}`
+	ignoredNamespacesFlag = "--ignored-namespaces"
+	ignoredValue          = "ignoredNamespaces"
+	// managerImage is the image of the manager, the registrar and the identity containers.
+	managerImage = "manager.image"
 )
 
 // zapLevel is the template text of component's --zap-log-level, checked by a helper.
@@ -274,85 +278,116 @@ func (g *generator) apply(r row, o *chartObject) error {
 	text := strings.ReplaceAll(r.text, "@.", g.chartName+".")
 	switch r.how {
 	case gateObjects:
-		cond := v
-		if o.cond != "" {
-			cond = "and (" + o.cond + ") (" + v + ")"
+		if o.cond == "" {
+			o.cond = v
+		} else {
+			o.cond = "and (" + o.cond + ") (" + v + ")"
 		}
-		o.cond = cond
 		return nil
 	case setScalar:
-		n, err := find(o.node, r.at)
-		if err != nil {
+		return g.applyScalar(r, o, v)
+	case setImage:
+		return g.applyImage(r, o, v)
+	case setBlock:
+		return g.applyBlock(r, o, v)
+	case addEntries:
+		return g.applyEntries(r, o, v)
+	case setFlag, addFlag, addArgs:
+		return g.applyArgs(r, o, v, text)
+	case addToScript:
+		return g.scriptText(r, o, text)
+	}
+	return fmt.Errorf("row of unknown kind %d", r.how)
+}
+
+// applyScalar replaces the scalar at r.at by the value.
+func (g *generator) applyScalar(r row, o *chartObject, v string) error {
+	n, err := find(o.node, r.at)
+	if err != nil {
+		return err
+	}
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("%s is not a scalar", r.at)
+	}
+	if err := g.setDefault(r.value, clone(n), r.where(*o)); err != nil {
+		return err
+	}
+	*n = *g.t.value(v)
+	return nil
+}
+
+// applyImage templates the image and pull policy of the container at r.at.
+func (g *generator) applyImage(r row, o *chartObject, v string) error {
+	c, err := find(o.node, r.at)
+	if err != nil {
+		return err
+	}
+	img, pull := lookup(c, "image"), lookup(c, "imagePullPolicy")
+	if img == nil || pull == nil {
+		return fmt.Errorf("%s has no image or no imagePullPolicy, which the chart templates", r.at)
+	}
+	i, err := splitImage(img.Value)
+	if err != nil {
+		return fmt.Errorf("%s: %w", r.at, err)
+	}
+	for _, d := range []struct{ key, value string }{{"repository", i.Repository}, {"tag", i.Tag}, {"pullPolicy", pull.Value}} {
+		if err := g.setDefault(r.value+"."+d.key, str(d.value), r.where(*o)); err != nil {
 			return err
 		}
-		if n.Kind != yaml.ScalarNode {
-			return fmt.Errorf("%s is not a scalar", r.at)
-		}
+	}
+	set(c, "image", str(g.t.raw("{{ "+v+".repository }}:{{ "+v+".tag }}")))
+	set(c, "imagePullPolicy", g.t.value(v+".pullPolicy"))
+	return nil
+}
+
+// applyBlock sets the field at r.at to the value as YAML, or adds it when the value is not empty.
+func (g *generator) applyBlock(r row, o *chartObject, v string) error {
+	parent, key, err := parentOf(o.node, r.at)
+	if err != nil {
+		return err
+	}
+	if n := lookup(parent, key); n != nil {
 		if err := g.setDefault(r.value, clone(n), r.where(*o)); err != nil {
 			return err
 		}
-		*n = *g.t.value(v)
+		set(parent, key, g.t.block("toYaml "+v))
 		return nil
-	case setImage:
-		c, err := find(o.node, r.at)
-		if err != nil {
-			return err
-		}
-		img, pull := lookup(c, "image"), lookup(c, "imagePullPolicy")
-		if img == nil || pull == nil {
-			return fmt.Errorf("%s has no image or no imagePullPolicy, which the chart templates", r.at)
-		}
-		i, err := splitImage(img.Value)
-		if err != nil {
-			return fmt.Errorf("%s: %w", r.at, err)
-		}
-		for _, d := range []struct{ key, value string }{{"repository", i.Repository}, {"tag", i.Tag}, {"pullPolicy", pull.Value}} {
-			if err := g.setDefault(r.value+"."+d.key, str(d.value), r.where(*o)); err != nil {
-				return err
-			}
-		}
-		set(c, "image", str(g.t.raw("{{ "+v+".repository }}:{{ "+v+".tag }}")))
-		set(c, "imagePullPolicy", g.t.value(v+".pullPolicy"))
-		return nil
-	case setBlock:
-		parent, key, err := parentOf(o.node, r.at)
-		if err != nil {
-			return err
-		}
-		if n := lookup(parent, key); n != nil {
-			if err := g.setDefault(r.value, clone(n), r.where(*o)); err != nil {
-				return err
-			}
-			set(parent, key, g.t.block("toYaml "+v))
-			return nil
-		}
-		if r.empty == "" {
-			return fmt.Errorf("no %s, and the row gives no empty default for the chart to add it under", r.at)
-		}
-		if err := g.setDefault(r.value, emptyNode(r.empty), r.where(*o)); err != nil {
-			return err
-		}
+	}
+	if r.empty == "" {
+		return fmt.Errorf("no %s, and the row gives no empty default for the chart to add it under", r.at)
+	}
+	if err := g.setDefault(r.value, emptyNode(r.empty), r.where(*o)); err != nil {
+		return err
+	}
+	parent.Content = append(parent.Content, g.t.wrapKeys(v, []*yaml.Node{str(key), g.t.block("toYaml " + v)})...)
+	return nil
+}
+
+// applyEntries adds the value's entries to the mapping at r.at.
+func (g *generator) applyEntries(r row, o *chartObject, v string) error {
+	parent, key, err := parentOf(o.node, r.at)
+	if err != nil {
+		return err
+	}
+	if err := g.setDefault(r.value, emptyNode(emptyMap), r.where(*o)); err != nil {
+		return err
+	}
+	m := lookup(parent, key)
+	if m == nil {
 		parent.Content = append(parent.Content, g.t.wrapKeys(v, []*yaml.Node{str(key), g.t.block("toYaml " + v)})...)
 		return nil
-	case addEntries:
-		parent, key, err := parentOf(o.node, r.at)
-		if err != nil {
-			return err
-		}
-		if err := g.setDefault(r.value, emptyNode(emptyMap), r.where(*o)); err != nil {
-			return err
-		}
-		m := lookup(parent, key)
-		if m == nil {
-			parent.Content = append(parent.Content, g.t.wrapKeys(v, []*yaml.Node{str(key), g.t.block("toYaml " + v)})...)
-			return nil
-		}
-		if m.Kind != yaml.MappingNode {
-			return fmt.Errorf("%s is not a mapping", r.at)
-		}
-		k, val := g.t.lineKey("{{- with " + v + " }}{{- toYaml . | nindent " + indentMark + " }}{{- end }}")
-		m.Content = append(m.Content, k, val)
-		return nil
+	}
+	if m.Kind != yaml.MappingNode {
+		return fmt.Errorf("%s is not a mapping", r.at)
+	}
+	k, val := g.t.lineKey("{{- with " + v + " }}{{- toYaml . | nindent " + indentMark + " }}{{- end }}")
+	m.Content = append(m.Content, k, val)
+	return nil
+}
+
+// applyArgs sets or appends flags and arguments of the container at r.at.
+func (g *generator) applyArgs(r row, o *chartObject, v, text string) error {
+	switch r.how {
 	case setFlag:
 		if r.dflt != "" {
 			var d yaml.Node // the flag's default, typed as YAML types it (true: a bool)
@@ -372,20 +407,17 @@ func (g *generator) apply(r row, o *chartObject) error {
 			text = "{{ " + v + " }}"
 		}
 		return g.condFlags(*o, r.at, v, r.flag+"="+text)
-	case addArgs:
-		if err := g.setDefault(r.value, emptyNode(emptySeq), r.where(*o)); err != nil {
-			return err
-		}
-		args, err := find(o.node, r.at+".args")
-		if err != nil {
-			return err
-		}
-		args.Content = append(args.Content, g.t.lineItem("{{- with "+v+" }}{{- toYaml . | nindent "+indentMark+" }}{{- end }}"))
-		return nil
-	case addToScript:
-		return g.scriptText(r, o, text)
 	}
-	return fmt.Errorf("row of unknown kind %d", r.how)
+	// addArgs: the items, at the args' indentation.
+	if err := g.setDefault(r.value, emptyNode(emptySeq), r.where(*o)); err != nil {
+		return err
+	}
+	args, err := find(o.node, r.at+".args")
+	if err != nil {
+		return err
+	}
+	args.Content = append(args.Content, g.t.lineItem("{{- with "+v+" }}{{- toYaml . | nindent "+indentMark+" }}{{- end }}"))
+	return nil
 }
 
 // scriptText appends text to the line of the container's script that starts with r.flag.
@@ -441,7 +473,7 @@ func emptyNode(empty string) *yaml.Node {
 	if empty == emptySeq {
 		return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
 	}
-	return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle}
+	return &yaml.Node{Kind: yaml.MappingNode, Tag: tagMap, Style: yaml.FlowStyle}
 }
 
 // setDefault records value's default, read at where. Two places of one value must agree: the

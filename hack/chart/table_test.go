@@ -4,6 +4,7 @@
 package main
 
 import (
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -85,13 +86,9 @@ func TestWorkloadValues(t *testing.T) {
 		merged := func(base any, add obj) any {
 			m := obj{}
 			if base != nil {
-				for k, v := range base.(obj) {
-					m[k] = v
-				}
+				maps.Copy(m, base.(obj))
 			}
-			for k, v := range add {
-				m[k] = v
-			}
+			maps.Copy(m, add)
 			return m
 		}
 		checks = append(checks,

@@ -47,7 +47,7 @@ func (g *generator) templateValues(objs []chartObject) error {
 	if err != nil {
 		return err
 	}
-	ds, err := named(objs, "DaemonSet", g.b.prefix+agentDaemonSet)
+	ds, err := named(objs, kindDaemonSet, g.b.prefix+agentDaemonSet)
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func (g *generator) ignoredNamespaces(o chartObject, list *yaml.Node) error {
 			dflt.Content = append(dflt.Content, str(ns))
 		}
 	}
-	return g.setDefault("ignoredNamespaces", dflt, o.kind+" "+o.name+" "+namespaceSelector)
+	return g.setDefault(ignoredValue, dflt, o.kind+" "+o.name+" "+namespaceSelector)
 }
 
 // splitImage splits repository:tag.
