@@ -17,7 +17,8 @@ import (
 // several places (manager.image: the manager, the registrar, --identity-image) has a row for
 // each; every row that reads a default from config/ must read the same one, or the generation
 // fails naming both places. Adding a value of one of these shapes is one row here, its comment in
-// values.yaml (valuesTemplate, which must hold every row's value) and a case in TestValues.
+// values.yaml (valuesTemplate, which must hold every row's value) and a case in the tests
+// (TestValues, TestWorkloadValues).
 //
 // What stays code, because no row's shape fits it:
 //   - envoy.enabled and spire.enabled: merges of whole kustomize builds (config/base against
@@ -100,7 +101,7 @@ var table = []row{
 	{value: "spire.registrar.resources", in: spireServer, at: registrarContainer + ".resources", how: setBlock},
 
 	// Parts of the chart that a value turns on. A new component gated by a value is one row of
-	// this shape, selecting its objects by part, kind or name.
+	// this shape, selecting its objects by part, kind, name or label.
 	{value: "certManager.enabled", in: sel{part: certManagerPart}, how: gateObjects},
 	{value: "crd.enabled", in: sel{kind: kindCRD}, how: gateObjects},
 	// config/prometheus's objects, by kind: all off by default, as each needs the Prometheus
@@ -153,21 +154,30 @@ const (
 )
 
 // A sel selects objects: those of part, of kind unless kind is "", named name (without config/
-// base's prefix) unless name is "". A row whose sel selects nothing fails the generation.
+// base's prefix) unless name is "", labelled label (key=value, in their metadata) unless label
+// is "". A component whose objects share a label (kustomize's labels:) is one sel. A row whose sel
+// selects nothing fails the generation.
 type sel struct {
-	part       part
-	kind, name string
+	part              part
+	kind, name, label string
 }
 
 func (s sel) String() string {
 	parts := map[part]string{operatorPart: "config/default", spirePart: spireDir, certManagerPart: certManagerDir, prometheusPart: prometheusDir}
 	out := parts[s.part] + "'s"
 	if s.kind == "" {
-		return out + " objects"
+		out += " objects"
+		if s.label != "" {
+			out += " labelled " + s.label
+		}
+		return out
 	}
 	out += " " + s.kind
 	if s.name != "" {
 		out += " " + s.name
+	}
+	if s.label != "" {
+		out += " labelled " + s.label
 	}
 	return out
 }
@@ -246,12 +256,22 @@ func (g *generator) selectObjects(objs []chartObject, s sel) []*chartObject {
 	for i := range objs {
 		o := &objs[i]
 		if o.part != s.part || (s.kind != "" && o.kind != s.kind) ||
-			(s.name != "" && strings.TrimPrefix(o.name, g.b.prefix) != s.name) {
+			(s.name != "" && strings.TrimPrefix(o.name, g.b.prefix) != s.name) || !hasLabel(o.node, s.label) {
 			continue
 		}
 		out = append(out, o)
 	}
 	return out
+}
+
+// hasLabel says whether object n's metadata has the label key=value (any object, for "").
+func hasLabel(n *yaml.Node, label string) bool {
+	if label == "" {
+		return true
+	}
+	k, v, _ := strings.Cut(label, "=")
+	l := lookup(lookup(lookup(n, "metadata"), "labels"), k)
+	return l != nil && l.Value == v
 }
 
 // applyRows applies the rows of the table whose how is (or, with not, is not) among hows.

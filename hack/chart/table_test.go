@@ -229,12 +229,13 @@ func TestTableRefusesBadRows(t *testing.T) {
 	}
 }
 
-// TestGateRow: a value that turns a part of the chart on is one row. Here the node Envoy's
-// DaemonSet gets a second one beside envoy.enabled (any boolean that values.yaml documents:
-// agent.meshDNS), and helm renders it only when both are true.
+// TestGateRow: a value that turns a component of the chart on is one row, selecting the
+// component's objects by their label. Here the node Envoy's (app.kubernetes.io/name:
+// aether-envoy) get a second value beside envoy.enabled (any boolean that values.yaml documents:
+// agent.meshDNS), and helm renders them only when both are true.
 func TestGateRow(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "chart")
-	withRows(t, []row{{value: "agent.meshDNS", in: envoy, how: gateObjects}}, func() {
+	withRows(t, []row{{value: "agent.meshDNS", in: sel{label: "app.kubernetes.io/name=aether-envoy"}, how: gateObjects}}, func() {
 		if err := run(root, dir, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -251,6 +252,10 @@ func TestGateRow(t *testing.T) {
 		has := slices.ContainsFunc(objs, func(o obj) bool { return id(o) == "DaemonSet/"+namespace+"/"+release+"-envoy" })
 		if has != c.want {
 			t.Errorf("--set %v: the node Envoy's DaemonSet rendered: %v, want %v", c.set, has, c.want)
+		}
+		// The row gates its component only: the agent's DaemonSet stays.
+		if !slices.ContainsFunc(objs, func(o obj) bool { return id(o) == "DaemonSet/"+namespace+"/"+release+"-agent" }) {
+			t.Errorf("--set %v: no agent DaemonSet", c.set)
 		}
 	}
 }
