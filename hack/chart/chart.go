@@ -19,11 +19,14 @@ const kindCRD = "CustomResourceDefinition"
 // kindNamespace is the kind the chart makes one of (SPIRE's), not the release's.
 const kindNamespace = "Namespace"
 
-// The values that switch parts of the chart on and off, as template conditions.
+// kindDaemonSet is the kind of the node agent's, the node Envoy's and SPIRE's agents' workloads.
+const kindDaemonSet = "DaemonSet"
+
+// The values that switch parts of the chart on and off that the code templates (the table's
+// gate rows turn on the others).
 const (
 	envoyOn       = ".Values.envoy.enabled"
 	certManagerOn = ".Values.certManager.enabled"
-	crdOn         = ".Values.crd.enabled"
 	// spireOn turns on config/spire's patches of the operator's objects (the node agent's admin
 	// socket) and the chart's SPIRE flags; spireInstallOn, SPIRE's own objects. spire.install
 	// means nothing without spire.enabled (the mesh would not use the SPIRE it installs), so
@@ -32,16 +35,6 @@ const (
 	spireInstallOn = "and .Values.spire.enabled .Values.spire.install"
 )
 
-// prometheusOn is the value that turns on each kind of config/prometheus's objects: all off by
-// default, as each needs the Prometheus operator's CRDs or Grafana's sidecar in the cluster.
-var prometheusOn = map[string]string{
-	"ServiceMonitor": ".Values.prometheus.serviceMonitor.enabled",
-	"PodMonitor":     ".Values.prometheus.serviceMonitor.enabled", // the node proxies' statistics
-	"Service":        ".Values.prometheus.serviceMonitor.enabled", // the agents' metrics Service, for their ServiceMonitor
-	"PrometheusRule": ".Values.prometheus.rules.enabled",
-	"ConfigMap":      ".Values.prometheus.dashboard.enabled",
-}
-
 // A chartObject is an object of the chart: its tree, with tokens, and the condition under which
 // the chart renders it at all ("" for always).
 type chartObject struct {
@@ -49,10 +42,9 @@ type chartObject struct {
 	cond string
 	// dir is the directory of templates/ that holds it (see dirOf).
 	dir string
-	// spire: one of SPIRE's own objects (config/spire's resources), not the operator's.
-	spire bool
-	// prometheus: one of config/prometheus's objects (templates/prometheus/).
-	prometheus bool
+	// part is the build it comes from: SPIRE's own objects (config/spire's resources) go to
+	// templates/spire/, config/prometheus's to templates/prometheus/.
+	part part
 }
 
 // A generator turns the builds into the chart's files.
@@ -65,8 +57,11 @@ type generator struct {
 	// names are the prefixed names of every object of the builds, which the chart derives from
 	// the release (see rewriteNames).
 	names map[string]bool
-	// values are the defaults values.yaml gets, read from the builds.
-	values defaults
+	// defaults are the defaults values.yaml gets, by value, read from the builds (the table's
+	// rows and the code's).
+	defaults map[string]valueDefault
+	// spireValues are the defaults of the spire values the code templates.
+	spireValues spireDefaults
 	// managerName and agentName are the names, without the prefix, of the manager's
 	// Deployment and the agent's DaemonSet.
 	managerName, agentName string
@@ -124,8 +119,8 @@ func generate(root string) (map[string]string, error) {
 
 // objects merges config/base and config/default into one set under envoy.enabled, twice: as
 // they are, and with the component config/spire; merges those two under spire.enabled (its
-// patches of the node agent); adds config/certmanager's objects under certManager.enabled and
-// config/spire's own under spire.install, config/prometheus's under prometheus.*.enabled. The operator's Namespace is left out: helm install
+// patches of the node agent); adds config/certmanager's and config/prometheus's objects (which
+// the table's gate rows turn on) and config/spire's own under spire.install. The operator's Namespace is left out: helm install
 // --create-namespace makes the release's namespace, which a chart cannot own and install into.
 // SPIRE's is kept (see spireObjects).
 func (g *generator) objects() ([]chartObject, error) {
@@ -147,14 +142,10 @@ func (g *generator) objects() ([]chartObject, error) {
 		return nil, err
 	}
 	for _, o := range g.b.certManager {
-		out = append(out, chartObject{object: o, cond: certManagerOn})
+		out = append(out, chartObject{object: o, part: certManagerPart})
 	}
 	for _, o := range g.b.prometheus {
-		cond, ok := prometheusOn[o.kind]
-		if !ok {
-			return nil, fmt.Errorf("%s %s: %s has no value that turns on kind %s; add it to prometheusOn", o.kind, o.name, prometheusDir, o.kind)
-		}
-		out = append(out, chartObject{object: o, cond: cond, prometheus: true})
+		out = append(out, chartObject{object: o, part: prometheusPart})
 	}
 	spire, err := g.spireObjects(defOwn)
 	if err != nil {
@@ -163,17 +154,12 @@ func (g *generator) objects() ([]chartObject, error) {
 	out = append(out, spire...)
 	kept := out[:0]
 	for _, o := range out {
-		if o.kind != kindNamespace || o.spire {
+		if o.kind != kindNamespace || o.part == spirePart {
 			kept = append(kept, o)
 			continue
 		}
 		if o.name != g.b.namespace {
 			return nil, fmt.Errorf("%s %s: the chart installs into the release's namespace only (config/base's %s); it makes no other", o.kind, o.name, g.b.namespace)
-		}
-	}
-	for i := range kept {
-		if kept[i].kind == kindCRD {
-			kept[i].cond = crdOn
 		}
 	}
 	return kept, nil
@@ -289,7 +275,7 @@ func (g *generator) spireObjects(own []object) ([]chartObject, error) {
 			return nil, fmt.Errorf("%s %s: in namespace %s; %s's objects must be in its Namespace %s, which spire.namespace names",
 				o.kind, o.name, o.namespace, spireDir, g.spireNamespace)
 		}
-		out = append(out, chartObject{object: o, cond: spireInstallOn, spire: true})
+		out = append(out, chartObject{object: o, cond: spireInstallOn, part: spirePart})
 	}
 	return out, nil
 }
@@ -328,7 +314,7 @@ func (g *generator) templateMetadata(o chartObject) error {
 	}
 	labels := lookup(meta, "labels")
 	if labels == nil {
-		labels = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		labels = &yaml.Node{Kind: yaml.MappingNode, Tag: tagMap}
 		set(meta, "labels", labels)
 	}
 	for _, l := range helperLabels { // kustomize's managed-by: kustomize, for one
@@ -339,7 +325,7 @@ func (g *generator) templateMetadata(o chartObject) error {
 	if o.kind == kindCRD {
 		ann := lookup(meta, "annotations")
 		if ann == nil {
-			ann = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			ann = &yaml.Node{Kind: yaml.MappingNode, Tag: tagMap}
 			set(meta, "annotations", ann)
 		}
 		ann.Content = append(ann.Content, g.t.wrapKeys(".Values.crd.keep", []*yaml.Node{str("helm.sh/resource-policy"), str("keep")})...)
@@ -435,10 +421,10 @@ func assignDirs(objs []chartObject) error {
 
 // dirOf is the directory of templates/ that holds o.
 func dirOf(o chartObject, webhookServices map[string]bool) (string, error) {
-	if o.spire {
+	switch o.part {
+	case spirePart:
 		return "spire", nil
-	}
-	if o.prometheus {
+	case prometheusPart:
 		return "prometheus", nil
 	}
 	switch o.kind {
@@ -448,7 +434,7 @@ func dirOf(o chartObject, webhookServices map[string]bool) (string, error) {
 		return "rbac", nil
 	case "Deployment", "PodDisruptionBudget":
 		return "manager", nil
-	case "DaemonSet":
+	case kindDaemonSet:
 		return "agent", nil
 	case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
 		return "webhook", nil

@@ -666,6 +666,7 @@ func TestLint(t *testing.T) {
 		{"spire.install=false"},
 		{"envoy.enabled=false"},
 		{"certManager.enabled=false", "webhook.caBundle=Q0EK"},
+		{"manager.logLevel=debug", "agent.nodeSelector.disk=ssd", "envoy.podLabels.team=mesh", "envoy.extraArgs={--concurrency,2}"},
 	} {
 		args := append([]string{"lint", "--strict", chart}, sets(values...)...)
 		if out, err := exec.Command(helm, args...).CombinedOutput(); err != nil {

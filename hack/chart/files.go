@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/template"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/aether-mesh/aether-operator/internal/model"
 )
 
@@ -39,7 +41,7 @@ keywords:
 - service-mesh
 annotations:
   aether.io/generated-by: hack/chart
-`, generatedNote, g.chartName, chartVersion, g.values.ManagerImage.Tag, minKubeVersion)
+`, generatedNote, g.chartName, chartVersion, g.defaults["manager.image.tag"].node.Value, minKubeVersion)
 }
 
 // valuesTemplate is values.yaml: every value, with what it does. Its defaults come from config/.
@@ -68,49 +70,78 @@ manager:
   # replicas of the manager Deployment (the controllers and the admission webhooks). With
   # leader election (--leader-elect) one replica reconciles at a time; every replica serves
   # the webhooks.
-  replicas: {{.V.Replicas}}
+  replicas: {{d "manager.replicas"}}
   # image: the repository and tag of the image holding the manager's and the agent's binaries
   # (one image, both), and its pullPolicy (IfNotPresent, Always or Never).
   image:
-    repository: {{.V.ManagerImage.Repository}}
-    tag: {{printf "%q" .V.ManagerImage.Tag}}
-    pullPolicy: {{.V.ManagerImage.PullPolicy}}
+    repository: {{d "manager.image.repository"}}
+    tag: {{printf "%q" (d "manager.image.tag")}}
+    pullPolicy: {{d "manager.image.pullPolicy"}}
   # resources of the manager's container.
-  resources:
-{{indent 4 .V.ManagerResources}}
+  resources:{{y 4 "manager.resources"}}
+  # nodeSelector, tolerations and affinity: where the manager's pods run (the pod spec's fields
+  # of the same names). affinity's default spreads the replicas over nodes; helm merges what you
+  # set into it: set affinity.podAntiAffinity to null to drop it.
+  nodeSelector:{{y 4 "manager.nodeSelector"}}
+  tolerations:{{y 4 "manager.tolerations"}}
+  affinity:{{y 4 "manager.affinity"}}
+  # podAnnotations and podLabels are added to the manager's pods' annotations and labels (not
+  # to the selector, which stays config/'s).
+  podAnnotations:{{y 4 "manager.podAnnotations"}}
+  podLabels:{{y 4 "manager.podLabels"}}
+  # logLevel is the manager's --zap-log-level: debug, info, error, panic, or a number above 0 for
+  # more verbose logs. "": the flag is not given, the binary logs at info.
+  logLevel: {{printf "%q" (d "manager.logLevel")}}
+  # extraArgs are appended to the manager's arguments, after every flag the chart sets (a flag
+  # given again here wins).
+  extraArgs:{{y 4 "manager.extraArgs"}}
 
 agent:
   # image: the repository, tag and pullPolicy of the node agent's image (DaemonSet), for its
   # container and its init container install-cni, which chains the mesh's CNI plugin into the
   # node's CNI configuration.
   image:
-    repository: {{.V.AgentImage.Repository}}
-    tag: {{printf "%q" .V.AgentImage.Tag}}
-    pullPolicy: {{.V.AgentImage.PullPolicy}}
+    repository: {{d "agent.image.repository"}}
+    tag: {{printf "%q" (d "agent.image.tag")}}
+    pullPolicy: {{d "agent.image.pullPolicy"}}
   # captureMode is how a meshed pod's outbound TCP reaches the node's proxy, unless the pod's
   # annotation aether.io/capture-mode says otherwise (the agent's --capture-mode): one of
   # {{.CaptureModes}}. scoped: only the mesh ports 18081 and 18082; surface: every dial
   # surface's VIP and port; all: all outbound TCP but loopback and exclusions.
-  captureMode: {{.V.CaptureMode}}
+  captureMode: {{d "agent.captureMode"}}
   # meshDNS serves the mesh DNS in every meshed pod (the agent's --mesh-dns): its DNS queries are
   # redirected to the agent on 127.0.0.1:18054 in the pod, which answers
   # <service>.<namespace>.<mesh domain> with the service's VIP and forwards every other query to
   # the pod's resolver unchanged. false: no pod's DNS is touched.
-  meshDNS: {{.V.MeshDNS}}
+  meshDNS: {{d "agent.meshDNS"}}
   # resources of the agent's container.
-  resources:
-{{indent 4 .V.AgentResources}}
+  resources:{{y 4 "agent.resources"}}
   # cni: the node's CNI directories, as the node's container runtime reads them, mounted into
   # the agent and install-cni: confDir holds the CNI configuration (the first file, a conflist
   # written by the cluster's primary CNI, gets the mesh's plugin chained last), binDir the
   # plugins (the mesh's aether-cni is copied there).
   cni:
-    binDir: {{.V.CNIBinDir}}
-    confDir: {{.V.CNIConfDir}}
+    binDir: {{d "agent.cni.binDir"}}
+    confDir: {{d "agent.cni.confDir"}}
   installCNI:
     # resources of the init container install-cni.
-    resources:
-{{indent 6 .V.InstallCNIResources}}
+    resources:{{y 6 "agent.installCNI.resources"}}
+  # nodeSelector, tolerations and affinity: where the node agent's pods run (the pod spec's
+  # fields of the same names). The default tolerations take every taint: a node without its
+  # agent cannot start meshed pods.
+  nodeSelector:{{y 4 "agent.nodeSelector"}}
+  tolerations:{{y 4 "agent.tolerations"}}
+  affinity:{{y 4 "agent.affinity"}}
+  # podAnnotations and podLabels are added to the node agent's pods' annotations and labels
+  # (not to the selector, which stays config/'s).
+  podAnnotations:{{y 4 "agent.podAnnotations"}}
+  podLabels:{{y 4 "agent.podLabels"}}
+  # logLevel is the agent's --zap-log-level: debug, info, error, panic, or a number above 0 for
+  # more verbose logs. "": the flag is not given, the binary logs at info.
+  logLevel: {{printf "%q" (d "agent.logLevel")}}
+  # extraArgs are appended to the agent's arguments (not install-cni's), after every flag the
+  # chart sets (a flag given again here wins).
+  extraArgs:{{y 4 "agent.extraArgs"}}
 
 envoy:
   # enabled runs the node's Envoy on each node, in a DaemonSet of its own that the node's agent
@@ -122,33 +153,44 @@ envoy:
   # image: the repository, tag and pullPolicy of the node's Envoy: the 1.40 line, which the
   # agent's xDS protos come from.
   image:
-    repository: {{.V.EnvoyImage.Repository}}
-    tag: {{printf "%q" .V.EnvoyImage.Tag}}
-    pullPolicy: {{.V.EnvoyImage.PullPolicy}}
+    repository: {{d "envoy.image.repository"}}
+    tag: {{printf "%q" (d "envoy.image.tag")}}
+    pullPolicy: {{d "envoy.image.pullPolicy"}}
   # resources of Envoy's container. One Envoy proxies every meshed pod of its node: no CPU
   # limit, as throttling a proxy stalls every connection through it.
-  resources:
-{{indent 4 .V.EnvoyRes}}
+  resources:{{y 4 "envoy.resources"}}
   helper:
     # image of envoy-helper, beside Envoy in its pod: it answers the readiness probe and drains
     # Envoy before it stops (the agent's binary: envoy-helper, envoy-drain). A value of its own,
     # not agent.image, so that an agent upgrade leaves the node's Envoy running; change it with
     # envoy.image, when Envoy is to roll anyway.
     image:
-      repository: {{.V.EnvoyHelperImage.Repository}}
-      tag: {{printf "%q" .V.EnvoyHelperImage.Tag}}
-      pullPolicy: {{.V.EnvoyHelperImage.PullPolicy}}
+      repository: {{d "envoy.helper.image.repository"}}
+      tag: {{printf "%q" (d "envoy.helper.image.tag")}}
+      pullPolicy: {{d "envoy.helper.image.pullPolicy"}}
     # resources of envoy-helper.
-    resources:
-{{indent 6 .V.EnvoyHelperRes}}
+    resources:{{y 6 "envoy.helper.resources"}}
+  # nodeSelector, tolerations and affinity: where the node Envoy's pods run (the pod spec's
+  # fields of the same names). Keep them on the agents' nodes: a node's agent configures its
+  # Envoy, and an Envoy on a node without one waits for its bootstrap.
+  nodeSelector:{{y 4 "envoy.nodeSelector"}}
+  tolerations:{{y 4 "envoy.tolerations"}}
+  affinity:{{y 4 "envoy.affinity"}}
+  # podAnnotations and podLabels are added to the node Envoy's pods' annotations and labels
+  # (not to the selector, which stays config/'s).
+  podAnnotations:{{y 4 "envoy.podAnnotations"}}
+  podLabels:{{y 4 "envoy.podLabels"}}
+  # logLevel is Envoy's --log-level: trace, debug, info, warning, warn, error, critical or off.
+  # "": the flag is not given, Envoy logs at info.
+  logLevel: {{printf "%q" (d "envoy.logLevel")}}
+  # extraArgs are appended to Envoy's command line, each one shell-quoted, after the flags
+  # config/envoy gives it (--drain-time-s, --drain-strategy, ...).
+  extraArgs:{{y 4 "envoy.extraArgs"}}
 
 # ignoredNamespaces are the namespaces the mesh never takes, whatever their pods' labels: the
 # manager's, the agent's and install-cni's --ignored-namespaces, and the namespaces the pod
 # webhooks are never called for. The release's namespace is always added.
-ignoredNamespaces:
-{{- range .V.IgnoredNamespaces}}
-- {{.}}
-{{- end}}
+ignoredNamespaces:{{y 0 "ignoredNamespaces"}}
 
 spire:
   # enabled makes SPIRE the mesh's workload identity issuer: the manager and the agent run with
@@ -171,37 +213,34 @@ spire:
   # namespace is SPIRE's own namespace, which the chart creates (and helm uninstall deletes) with
   # install: not the release's, so that the cluster's identity issuer, its CA and its RBAC stay
   # apart from the operator's. It must not exist before the install.
-  namespace: {{.V.Spire.Namespace}}
+  namespace: {{.Spire.Namespace}}
   # trustDomain is SPIRE's trust domain, which is the mesh's domain: services are
   # <svc>.<ns>.<trustDomain> and identities spiffe://<trustDomain>/ns/<ns>/sa/<sa>. A DNS domain
   # in lower case.
-  trustDomain: {{.V.Spire.TrustDomain}}
+  trustDomain: {{.Spire.TrustDomain}}
   # clusterName is the cluster's name in SPIRE's k8s_psat node attestation: the server admits
   # agents of this cluster, and the node agents' alias entry selects k8s_psat:cluster:<clusterName>.
-  clusterName: {{.V.Spire.ClusterName}}
+  clusterName: {{.Spire.ClusterName}}
   server:
     # image: the repository, tag and pullPolicy of spire-server (SPIRE's release image of the same
     # version has the binary at the same path, /opt/spire/bin/spire-server).
     image:
-      repository: {{.V.Spire.ServerImage.Repository}}
-      tag: {{printf "%q" .V.Spire.ServerImage.Tag}}
-      pullPolicy: {{.V.Spire.ServerImage.PullPolicy}}
+      repository: {{d "spire.server.image.repository"}}
+      tag: {{printf "%q" (d "spire.server.image.tag")}}
+      pullPolicy: {{d "spire.server.image.pullPolicy"}}
     # resources of the SPIRE server's container.
-    resources:
-{{indent 6 .V.Spire.ServerResources}}
+    resources:{{y 6 "spire.server.resources"}}
   agent:
     # image: the repository, tag and pullPolicy of spire-agent (/opt/spire/bin/spire-agent).
     image:
-      repository: {{.V.Spire.AgentImage.Repository}}
-      tag: {{printf "%q" .V.Spire.AgentImage.Tag}}
-      pullPolicy: {{.V.Spire.AgentImage.PullPolicy}}
+      repository: {{d "spire.agent.image.repository"}}
+      tag: {{printf "%q" (d "spire.agent.image.tag")}}
+      pullPolicy: {{d "spire.agent.image.pullPolicy"}}
     # resources of the SPIRE agent's container.
-    resources:
-{{indent 6 .V.Spire.AgentResources}}
+    resources:{{y 6 "spire.agent.resources"}}
   registrar:
     # resources of the registrar, the SPIRE server's sidecar, which runs manager.image.
-    resources:
-{{indent 6 .V.Spire.RegistrarResources}}
+    resources:{{y 6 "spire.registrar.resources"}}
 
 certManager:
   # enabled has cert-manager issue the webhooks' serving certificate (config/certmanager: a
@@ -215,7 +254,7 @@ webhook:
   # serves the admission webhooks with, mounted at its --webhook-cert-dir and reloaded when it
   # changes. Its certificate must be valid for <fullname>-webhook-service.<namespace>.svc. With
   # certManager.enabled, cert-manager writes it.
-  certSecretName: {{.V.CertSecretName}}
+  certSecretName: {{d "webhook.certSecretName"}}
   # caBundle is the base64-encoded PEM of the CA that signed certSecretName's certificate: the
   # API server checks the webhooks' certificate with it. Required when certManager.enabled is
   # false, unused otherwise.
@@ -246,13 +285,73 @@ func (g *generator) valuesFile() (string, error) {
 	for i, m := range model.CaptureModes {
 		modes[i] = string(m)
 	}
-	t := template.Must(template.New("values").Funcs(template.FuncMap{"indent": indentBlock}).Parse(valuesTemplate))
+	dflt := func(value string) (*yaml.Node, error) {
+		d, ok := g.defaults[value]
+		if !ok {
+			return nil, fmt.Errorf("valuesTemplate gives the default of %s, which no row of the table or code reads", value)
+		}
+		return d.node, nil
+	}
+	funcs := template.FuncMap{
+		// d is a scalar value's default.
+		"d": func(value string) (string, error) {
+			n, err := dflt(value)
+			if err != nil {
+				return "", err
+			}
+			if n.Kind != yaml.ScalarNode {
+				return "", fmt.Errorf("%s's default is not a scalar", value)
+			}
+			return n.Value, nil
+		},
+		// y is a block value's default, after its key: {} or [] when empty, else its YAML on
+		// the next lines, indented by n.
+		"y": func(n int, value string) (string, error) {
+			d, err := dflt(value)
+			if err != nil {
+				return "", err
+			}
+			if len(d.Content) == 0 && d.Kind != yaml.ScalarNode {
+				return " " + map[yaml.Kind]string{yaml.MappingNode: emptyMap, yaml.SequenceNode: emptySeq}[d.Kind], nil
+			}
+			text, err := encode(d)
+			return "\n" + indentBlock(n, text), err
+		},
+	}
+	t := template.Must(template.New("values").Funcs(funcs).Parse(valuesTemplate))
 	var buf bytes.Buffer
 	err := t.Execute(&buf, map[string]any{
-		"Name": g.chartName, "Namespace": g.b.namespace, "Note": generatedNote, "V": g.values,
+		"Name": g.chartName, "Namespace": g.b.namespace, "Note": generatedNote, "Spire": g.spireValues,
 		"CaptureModes": strings.Join(modes, ", "),
 	})
-	return buf.String(), err
+	if err != nil {
+		return "", err
+	}
+	return buf.String(), g.checkValues(buf.Bytes())
+}
+
+// checkValues fails unless values.yaml (text) holds every value of the table, each at the
+// default read from config/: a row without its documented value would be a knob nobody sees.
+func (g *generator) checkValues(text []byte) error {
+	docs, err := decodeAll(text)
+	if err != nil || len(docs) != 1 {
+		return fmt.Errorf("values.yaml: not one YAML mapping (%v)", err)
+	}
+	for _, r := range table {
+		if _, err := find(docs[0], r.value); err != nil {
+			return fmt.Errorf("values.yaml has no %s, which a row of hack/chart's table templates: add it, with what it does, to valuesTemplate", r.value)
+		}
+	}
+	for value, d := range g.defaults {
+		n, err := find(docs[0], value)
+		if err != nil {
+			return fmt.Errorf("values.yaml has no %s (default %s)", value, d.where)
+		}
+		if !equal(n, d.node) {
+			return fmt.Errorf("values.yaml gives %s a default other than the one read at %s", value, d.where)
+		}
+	}
+	return nil
 }
 
 // indentBlock indents every line of the YAML block text by n spaces, dropping its final newline.
@@ -370,6 +469,38 @@ spire.clusterName, refused unless it can stand in SPIRE's configuration and in a
 {{- end }}
 
 {{/*
+A --zap-log-level (manager.logLevel, agent.logLevel), refused unless controller-runtime's zap
+takes it. Takes a dict: value (the value's name) and level.
+*/}}
+{{- define "@.zapLogLevel" -}}
+{{- $level := toString .level }}
+{{- if not (regexMatch "^(debug|info|error|panic|[1-9][0-9]*)$" $level) }}
+{{- fail (printf "%s: %q is not a log level; set one of debug, info, error, panic, a number above 0 (more verbose as it grows), or \"\" for the binary's default" .value $level) }}
+{{- end }}
+{{- $level }}
+{{- end }}
+
+{{/*
+envoy.logLevel, refused unless Envoy's --log-level takes it.
+*/}}
+{{- define "@.envoyLogLevel" -}}
+{{- $levels := list "trace" "debug" "info" "warning" "warn" "error" "critical" "off" }}
+{{- $level := toString .Values.envoy.logLevel }}
+{{- if not (has $level $levels) }}
+{{- fail (printf "envoy.logLevel: %q is not one of Envoy's log levels; set one of %s, or \"\" for Envoy's default" $level (join ", " $levels)) }}
+{{- end }}
+{{- $level }}
+{{- end }}
+
+{{/*
+Its argument as one word of a shell command line: in single quotes, each of its own single
+quotes written '\''.
+*/}}
+{{- define "@.shellQuote" -}}
+'{{ replace "'" "'\\''" (toString .) }}'
+{{- end }}
+
+{{/*
 agent.captureMode, refused unless it is a capture mode.
 */}}
 {{- define "@.captureMode" -}}
@@ -387,7 +518,7 @@ func (g *generator) helpersFile() string {
 		modes[i] = fmt.Sprintf("%q", m)
 	}
 	return strings.NewReplacer("@GENERATED@", generatedNote, "@MODES@", strings.Join(modes, " "), "@.", g.chartName+".",
-		"@DOMAIN@", g.values.Spire.TrustDomain, "@SPIRENS@", g.values.Spire.Namespace, "@CLUSTER@", g.values.Spire.ClusterName).
+		"@DOMAIN@", g.spireValues.TrustDomain, "@SPIRENS@", g.spireValues.Namespace, "@CLUSTER@", g.spireValues.ClusterName).
 		Replace(helpersTemplate)
 }
 

@@ -11,7 +11,8 @@
 // config/spire, whose patches of the node agent turn on spire.enabled and whose own objects
 // (SPIRE, in its namespace) on spire.install; config/certmanager's objects under
 // certManager.enabled; the release's namespace and names derived from the release for
-// config/base's; and the values (values.go, spire.go) in place of what they set. Its layout is
+// config/base's; and the values in place of what they set: the rows of table.go, and the code of
+// values.go and spire.go for what no row's shape fits. Its layout is
 // that of kubebuilder's helm plugin (helm/v2-alpha): Chart.yaml, values.yaml, templates/<part>/
 // (SPIRE's objects in templates/spire/).
 //

@@ -37,28 +37,27 @@ var (
 	agentPathCluster = regexp.MustCompile(`/spire/agent/k8s_psat/([^/\s"]*)/`)
 )
 
-// spireDefaults are the defaults of the spire values, read from config/spire.
+// spireDefaults are the defaults of the spire values the code templates, read from config/spire
+// (the table's rows template SPIRE's images and resources).
 type spireDefaults struct {
-	Namespace, TrustDomain, ClusterName                 string
-	ServerImage, AgentImage                             image
-	ServerResources, AgentResources, RegistrarResources string
+	Namespace, TrustDomain, ClusterName string
 }
 
 // spire templates config/spire's objects (objs) from the spire values: their namespace, trust
-// domain, cluster name, images and resources; the registrar's image is the manager's (dep), and
-// the delegate it registers the node agent's (ds) ServiceAccount. The manager and the agent get
+// domain and cluster name (the table does their images and resources); the delegate the
+// registrar registers is the node agent's (ds) ServiceAccount. The manager and the agent get
 // --mesh-domain, the trust domain, under spire.enabled.
 func (g *generator) spire(dep, ds chartObject, objs []chartObject) error {
 	server, err := only(objs, "StatefulSet")
 	if err != nil {
 		return fmt.Errorf("%s: %w", spireDir, err)
 	}
-	agent, err := only(objs, "DaemonSet")
+	agent, err := only(objs, kindDaemonSet)
 	if err != nil {
 		return fmt.Errorf("%s: %w", spireDir, err)
 	}
 	g.spireServer, g.spireAgent = server.name, agent.name
-	d := &g.values.Spire
+	d := &g.spireValues
 	d.Namespace = g.spireNamespace
 	if d.TrustDomain, err = g.spireTrustDomain(objs); err != nil {
 		return err
@@ -86,15 +85,6 @@ func (g *generator) spire(dep, ds chartObject, objs []chartObject) error {
 			return fmt.Errorf("%s %s: %w", o.kind, o.name, err)
 		}
 	}
-	c, err := g.container(server, spireServerContainer, "spire.server", "spire.server.resources")
-	if err != nil {
-		return err
-	}
-	d.ServerImage, d.ServerResources = c.image, c.resources
-	if c, err = g.container(agent, spireAgentContainer, "spire.agent", "spire.agent.resources"); err != nil {
-		return err
-	}
-	d.AgentImage, d.AgentResources = c.image, c.resources
 	if err := g.registrar(server, ds); err != nil {
 		return err
 	}
@@ -170,22 +160,14 @@ func matches(objs []chartObject, pattern *regexp.Regexp) []string {
 	return out
 }
 
-// registrar templates the manager's registrar, the SPIRE server's sidecar: the operator's image
-// (manager.image), spire.registrar.resources, and the flags naming what the release names: the
+// registrar templates the flags of the manager's registrar, the SPIRE server's sidecar, that name
+// what the release names (its image and resources are the table's rows): the
 // trust domain (--mesh-domain) and the node agent's ServiceAccount, the delegate it registers.
 // Its --spire-delegate-namespace, config/base's namespace, becomes the release's (rewriteNames).
 func (g *generator) registrar(server, ds chartObject) error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("%s %s: container registrar: "+format, append([]any{server.kind, server.name}, a...)...)
 	}
-	c, err := g.container(server, registrarContainer, "manager", "spire.registrar.resources")
-	if err != nil {
-		return err
-	}
-	if c.image != g.values.ManagerImage {
-		return fail("image %+v is not the manager's %+v; the chart gives both manager.image", c.image, g.values.ManagerImage)
-	}
-	g.values.Spire.RegistrarResources = c.resources
 	args, err := find(server.node, registrarContainer+".args")
 	if err != nil {
 		return fail("%w", err)
@@ -208,8 +190,8 @@ func (g *generator) registrar(server, ds chartObject) error {
 	if got := flag("--spire-delegate-service-account", spireregistrar.DefaultDelegateServiceAccount); got != sa.Value {
 		return fail("--spire-delegate-service-account is %s, but the node agent runs as %s: make them one", got, sa.Value)
 	}
-	if got := flag("--mesh-domain", resolve.DefaultMeshDomain); got != g.values.Spire.TrustDomain {
-		return fail("--mesh-domain is %s, SPIRE's trust domain %s: make them one", got, g.values.Spire.TrustDomain)
+	if got := flag("--mesh-domain", resolve.DefaultMeshDomain); got != g.spireValues.TrustDomain {
+		return fail("--mesh-domain is %s, SPIRE's trust domain %s: make them one", got, g.spireValues.TrustDomain)
 	}
 	return g.flags(server, registrarContainer,
 		"--mesh-domain="+g.helper("spireTrustDomain"),

@@ -45,6 +45,9 @@ func encode(n *yaml.Node) (string, error) {
 	return buf.String(), nil
 }
 
+// tagMap is a mapping node's tag.
+const tagMap = "!!map"
+
 // str is a string scalar node.
 func str(s string) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}

@@ -10,7 +10,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 )
 
@@ -36,60 +35,49 @@ const (
 // identityIssuer is the manager's and the agent's --identity-issuer.
 const identityIssuer = "{{ if .Values.spire.enabled }}spire{{ else }}none{{ end }}"
 
-// An image is the default of a values' image block.
-type image struct{ Repository, Tag, PullPolicy string }
+// An image is a container's image, as the chart's image values spell it.
+type image struct{ Repository, Tag string }
 
-// defaults are the defaults of values.yaml, each read from config/ (or, for what config/ leaves
-// to a binary's flag default, from the Go constant the flag defaults to).
-type defaults struct {
-	Replicas                                                        string
-	ManagerImage, AgentImage, EnvoyImage, EnvoyHelperImage          image
-	ManagerResources, AgentResources, InstallCNIResources, EnvoyRes string
-	EnvoyHelperRes                                                  string
-	CaptureMode                                                     string
-	MeshDNS                                                         bool
-	CNIBinDir, CNIConfDir                                           string
-	IgnoredNamespaces                                               []string
-	CertSecretName                                                  string
-	Spire                                                           spireDefaults
-}
-
-// templateValues replaces what the values set by templates, reading each default first.
-func (g *generator) templateValues(all []chartObject) error {
-	var objs, spire []chartObject
-	for _, o := range all {
-		if o.spire {
-			spire = append(spire, o)
-		} else {
-			objs = append(objs, o)
-		}
-	}
+// templateValues replaces what the values set by templates, reading each default first: the
+// table's rows, then what stays code (SPIRE's words and the registrar's flags, the webhooks),
+// then the rows that append to a container's args, which go last.
+func (g *generator) templateValues(objs []chartObject) error {
+	g.defaults = map[string]valueDefault{}
 	dep, err := only(objs, "Deployment")
 	if err != nil {
 		return err
 	}
-	ds, err := named(objs, "DaemonSet", g.b.prefix+agentDaemonSet)
+	ds, err := named(objs, kindDaemonSet, g.b.prefix+agentDaemonSet)
 	if err != nil {
 		return err
 	}
 	g.managerName, g.agentName = strings.TrimPrefix(dep.name, g.b.prefix), strings.TrimPrefix(ds.name, g.b.prefix)
-	steps := []func() error{
-		func() error { return g.manager(dep) },
-		func() error { return g.agent(ds) },
-		func() error { return g.envoy(objs) },
-		func() error { return g.certificate(objs) },
-		// After the manager and the agent: the registrar runs the manager's image, and names the
-		// agent's ServiceAccount.
-		func() error { return g.spire(dep, ds, spire) },
+	if err := g.applyRows(objs, appends, true); err != nil {
+		return err
+	}
+	var spire []chartObject
+	for _, o := range objs {
+		if o.part == spirePart {
+			spire = append(spire, o)
+		}
+	}
+	if err := g.spire(dep, ds, spire); err != nil {
+		return err
 	}
 	for _, o := range objs {
 		if strings.HasSuffix(o.kind, "WebhookConfiguration") {
-			steps = append(steps, func() error { return g.webhook(o) })
+			if err := g.webhook(o); err != nil {
+				return err
+			}
 		}
 	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			return err
+	if err := g.applyRows(objs, appends, false); err != nil {
+		return err
+	}
+	// Every object of a part that config/default does not deploy needs a row that turns it on.
+	for _, o := range objs {
+		if (o.part == certManagerPart || o.part == prometheusPart) && o.cond == "" {
+			return fmt.Errorf("%s %s: no row of hack/chart's table turns it on (how: gate); add one", o.kind, o.name)
 		}
 	}
 	return nil
@@ -126,114 +114,6 @@ func only(objs []chartObject, kind string) (chartObject, error) {
 	return found[0], nil
 }
 
-func (g *generator) manager(dep chartObject) error {
-	replicas, err := find(dep.node, "spec.replicas")
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", dep.kind, dep.name, err)
-	}
-	g.values.Replicas = replicas.Value
-	set(lookup(dep.node, "spec"), "replicas", g.t.value(".Values.manager.replicas"))
-	c, err := g.container(dep, managerContainer, "manager", "manager.resources")
-	if err != nil {
-		return err
-	}
-	g.values.ManagerImage, g.values.ManagerResources = c.image, c.resources
-	// The pod webhook injects the identity containers from the manager's own image: one value.
-	identityImage := "{{ .Values.manager.image.repository }}:{{ .Values.manager.image.tag }}"
-	if err := g.flags(dep, managerContainer, "--identity-issuer="+identityIssuer, "--ignored-namespaces="+g.ignoredFlag(),
-		"--identity-image="+identityImage); err != nil {
-		return err
-	}
-	secret, err := find(dep.node, webhookCertVolume)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", dep.kind, dep.name, err)
-	}
-	g.values.CertSecretName = secret.Value
-	*secret = *g.t.value(".Values.webhook.certSecretName")
-	return nil
-}
-
-func (g *generator) agent(ds chartObject) error {
-	agent, err := g.container(ds, agentContainer, "agent", "agent.resources")
-	if err != nil {
-		return err
-	}
-	g.values.AgentImage, g.values.AgentResources = agent.image, agent.resources
-	// install-cni runs the agent's binary: the agent's image, whatever config/ would let differ.
-	install, err := g.container(ds, installCNIContainer, "agent", "agent.installCNI.resources")
-	if err != nil {
-		return err
-	}
-	if install.image != agent.image {
-		return fmt.Errorf("%s %s: install-cni's image %+v is not the agent's %+v; the chart gives both agent.image", ds.kind, ds.name, install.image, agent.image)
-	}
-	g.values.InstallCNIResources = install.resources
-	g.values.CaptureMode = string(model.CaptureSurface)
-	g.values.MeshDNS = true // cmd/agent's --mesh-dns default
-	if err := g.flags(ds, agentContainer, "--identity-issuer="+identityIssuer, "--ignored-namespaces="+g.ignoredFlag(),
-		`--capture-mode={{ include "`+g.chartName+`.captureMode" $ }}`,
-		`--mesh-dns={{ if .Values.agent.meshDNS }}true{{ else }}false{{ end }}`); err != nil {
-		return err
-	}
-	if err := g.flags(ds, installCNIContainer, "--ignored-namespaces="+g.ignoredFlag()); err != nil {
-		return err
-	}
-	for _, v := range []struct {
-		path, value string
-		dflt        *string
-	}{{cniBinVolume, "agent.cni.binDir", &g.values.CNIBinDir}, {cniConfVolume, "agent.cni.confDir", &g.values.CNIConfDir}} {
-		n, err := find(ds.node, v.path)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", ds.kind, ds.name, err)
-		}
-		*v.dflt = n.Value
-		*n = *g.t.value(".Values." + v.value)
-	}
-	return nil
-}
-
-// envoy templates the node Envoy's DaemonSet (config/envoy): Envoy's image and resources, and its
-// helper's. The helper runs the agent's binary, but from a value of its own (envoy.helper.image),
-// so that an agent upgrade (agent.image) leaves the node's Envoy running.
-func (g *generator) envoy(objs []chartObject) error {
-	ds, err := named(objs, "DaemonSet", g.b.prefix+envoyDaemonSet)
-	if err != nil {
-		return err
-	}
-	envoy, err := g.container(ds, envoyContainer, "envoy", "envoy.resources")
-	if err != nil {
-		return err
-	}
-	g.values.EnvoyImage, g.values.EnvoyRes = envoy.image, envoy.resources
-	helper, err := g.container(ds, envoyHelperContainer, "envoy.helper", "envoy.helper.resources")
-	if err != nil {
-		return err
-	}
-	g.values.EnvoyHelperImage, g.values.EnvoyHelperRes = helper.image, helper.resources
-	return nil
-}
-
-func (g *generator) ignoredFlag() string {
-	return `{{ include "` + g.chartName + `.ignoredNamespaces" $ }}`
-}
-
-// certificate gives cert-manager's Certificate the Secret webhook.certSecretName.
-func (g *generator) certificate(objs []chartObject) error {
-	cert, err := only(objs, "Certificate")
-	if err != nil {
-		return err
-	}
-	secret, err := find(cert.node, "spec.secretName")
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", cert.kind, cert.name, err)
-	}
-	if secret.Value != g.values.CertSecretName {
-		return fmt.Errorf("%s %s writes Secret %s, but the manager mounts %s: make them one", cert.kind, cert.name, secret.Value, g.values.CertSecretName)
-	}
-	*secret = *g.t.value(".Values.webhook.certSecretName")
-	return nil
-}
-
 // webhook makes a webhook configuration's CA cert-manager's (injected) or webhook.caBundle, and
 // its namespaceSelector the ignored namespaces.
 func (g *generator) webhook(o chartObject) error {
@@ -268,7 +148,7 @@ func (g *generator) webhook(o chartObject) error {
 		if err != nil {
 			return fail(err)
 		}
-		if err := g.ignoredNamespaces(values); err != nil {
+		if err := g.ignoredNamespaces(o, values); err != nil {
 			return fail(err)
 		}
 		*values = *g.t.block(`include "` + g.chartName + `.ignoredNamespaceList" $`)
@@ -279,7 +159,7 @@ func (g *generator) webhook(o chartObject) error {
 // ignoredNamespaces checks a webhook's excluded namespaces against the binaries' default
 // --ignored-namespaces, and sets the default of ignoredNamespaces: that list without the
 // release's namespace, which the chart always adds.
-func (g *generator) ignoredNamespaces(list *yaml.Node) error {
+func (g *generator) ignoredNamespaces(o chartObject, list *yaml.Node) error {
 	var got []string
 	for _, n := range list.Content {
 		got = append(got, n.Value)
@@ -291,44 +171,13 @@ func (g *generator) ignoredNamespaces(list *yaml.Node) error {
 	if !slices.Contains(got, g.b.namespace) {
 		return fmt.Errorf("its namespaceSelector does not exclude the operator's namespace %s", g.b.namespace)
 	}
-	g.values.IgnoredNamespaces = slices.DeleteFunc(slices.Clone(got), func(ns string) bool { return ns == g.b.namespace })
-	return nil
-}
-
-// A containerDefault is what a container's values default to.
-type containerDefault struct {
-	image     image
-	resources string
-}
-
-// container templates a container's image and pull policy from .Values.<imageOf>.image and its
-// resources from .Values.<resources>, returning their defaults.
-func (g *generator) container(o chartObject, path, imageOf, resources string) (containerDefault, error) {
-	fail := func(err error) (containerDefault, error) {
-		return containerDefault{}, fmt.Errorf("%s %s: %w", o.kind, o.name, err)
-	}
-	c, err := find(o.node, path)
-	if err != nil {
-		return fail(err)
-	}
-	var d containerDefault
-	for _, key := range []string{"image", "imagePullPolicy", "resources"} {
-		if lookup(c, key) == nil {
-			return fail(fmt.Errorf("%s has no %s, which the chart templates", path, key))
+	dflt := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	for _, ns := range got {
+		if ns != g.b.namespace {
+			dflt.Content = append(dflt.Content, str(ns))
 		}
 	}
-	if d.image, err = splitImage(lookup(c, "image").Value); err != nil {
-		return fail(fmt.Errorf("%s: %w", path, err))
-	}
-	d.image.PullPolicy = lookup(c, "imagePullPolicy").Value
-	if d.resources, err = encode(lookup(c, "resources")); err != nil {
-		return fail(err)
-	}
-	v := ".Values." + imageOf + ".image"
-	set(c, "image", str(g.t.raw("{{ "+v+".repository }}:{{ "+v+".tag }}")))
-	set(c, "imagePullPolicy", g.t.value(v+".pullPolicy"))
-	set(c, "resources", g.t.block("toYaml .Values."+resources))
-	return d, nil
+	return g.setDefault(ignoredValue, dflt, o.kind+" "+o.name+" "+namespaceSelector)
 }
 
 // splitImage splits repository:tag.

@@ -102,6 +102,38 @@ spire.clusterName, refused unless it can stand in SPIRE's configuration and in a
 {{- end }}
 
 {{/*
+A --zap-log-level (manager.logLevel, agent.logLevel), refused unless controller-runtime's zap
+takes it. Takes a dict: value (the value's name) and level.
+*/}}
+{{- define "aether-operator.zapLogLevel" -}}
+{{- $level := toString .level }}
+{{- if not (regexMatch "^(debug|info|error|panic|[1-9][0-9]*)$" $level) }}
+{{- fail (printf "%s: %q is not a log level; set one of debug, info, error, panic, a number above 0 (more verbose as it grows), or \"\" for the binary's default" .value $level) }}
+{{- end }}
+{{- $level }}
+{{- end }}
+
+{{/*
+envoy.logLevel, refused unless Envoy's --log-level takes it.
+*/}}
+{{- define "aether-operator.envoyLogLevel" -}}
+{{- $levels := list "trace" "debug" "info" "warning" "warn" "error" "critical" "off" }}
+{{- $level := toString .Values.envoy.logLevel }}
+{{- if not (has $level $levels) }}
+{{- fail (printf "envoy.logLevel: %q is not one of Envoy's log levels; set one of %s, or \"\" for Envoy's default" $level (join ", " $levels)) }}
+{{- end }}
+{{- $level }}
+{{- end }}
+
+{{/*
+Its argument as one word of a shell command line: in single quotes, each of its own single
+quotes written '\''.
+*/}}
+{{- define "aether-operator.shellQuote" -}}
+'{{ replace "'" "'\\''" (toString .) }}'
+{{- end }}
+
+{{/*
 agent.captureMode, refused unless it is a capture mode.
 */}}
 {{- define "aether-operator.captureMode" -}}
