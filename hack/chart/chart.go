@@ -110,6 +110,12 @@ func generate(root string) (map[string]string, error) {
 	if files["values.yaml"], err = g.valuesFile(); err != nil {
 		return nil, err
 	}
+	if files["values.schema.json"], err = valuesSchema(files["values.yaml"], enumValues()); err != nil {
+		return nil, err
+	}
+	if files["README.md"], err = valuesReference(files["values.yaml"]); err != nil {
+		return nil, err
+	}
 	files["Chart.yaml"] = g.chartFile()
 	files["templates/_helpers.tpl"] = g.helpersFile()
 	files["templates/NOTES.txt"] = g.notesFile()

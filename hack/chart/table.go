@@ -106,14 +106,17 @@ var table = []row{
 	{value: "crd.enabled", in: sel{kind: kindCRD}, how: gateObjects},
 	// config/prometheus's objects, by kind: all off by default, as each needs the Prometheus
 	// operator's CRDs or Grafana's sidecar in the cluster.
-	{value: "prometheus.serviceMonitor.enabled", in: sel{part: prometheusPart, kind: "ServiceMonitor"}, how: gateObjects},
+	{value: serviceMonitorValue, in: sel{part: prometheusPart, kind: "ServiceMonitor"}, how: gateObjects},
 	// The node proxies' statistics.
-	{value: "prometheus.serviceMonitor.enabled", in: sel{part: prometheusPart, kind: "PodMonitor"}, how: gateObjects},
+	{value: serviceMonitorValue, in: sel{part: prometheusPart, kind: "PodMonitor"}, how: gateObjects},
 	// The agents' metrics Service, for their ServiceMonitor.
-	{value: "prometheus.serviceMonitor.enabled", in: sel{part: prometheusPart, kind: "Service"}, how: gateObjects},
+	{value: serviceMonitorValue, in: sel{part: prometheusPart, kind: "Service"}, how: gateObjects},
 	{value: "prometheus.rules.enabled", in: sel{part: prometheusPart, kind: "PrometheusRule"}, how: gateObjects},
 	{value: "prometheus.dashboard.enabled", in: sel{part: prometheusPart, kind: "ConfigMap"}, how: gateObjects},
 }
+
+// serviceMonitorValue turns on the monitors of the mesh's metrics and its proxies' statistics.
+const serviceMonitorValue = "prometheus.serviceMonitor.enabled"
 
 // The objects the rows select.
 var (
