@@ -60,6 +60,9 @@ type generator struct {
 	// defaults are the defaults values.yaml gets, by value, read from the builds (the table's
 	// rows and the code's).
 	defaults map[string]valueDefault
+	// appVersion is the tag config/ gives the operator's own images (every appTag row's, which
+	// must agree): the chart's appVersion, which those images' empty tag stands for.
+	appVersion valueDefault
 	// spireValues are the defaults of the spire values the code templates.
 	spireValues spireDefaults
 	// managerName and agentName are the names, without the prefix, of the manager's

@@ -14,7 +14,8 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/model"
 )
 
-// chartVersion is the chart's own version; appVersion is the image tag config/ deploys.
+// chartVersion is the chart's own version; appVersion is the operator image's tag config/ deploys,
+// which the operator's images follow unless their tag is set.
 const chartVersion = "0.1.0"
 
 // minKubeVersion is the oldest Kubernetes the chart installs on: the agent's per-node write
@@ -41,7 +42,7 @@ keywords:
 - service-mesh
 annotations:
   aether.io/generated-by: hack/chart
-`, generatedNote, g.chartName, chartVersion, g.defaults["manager.image.tag"].node.Value, minKubeVersion)
+`, generatedNote, g.chartName, chartVersion, g.appVersion.node.Value, minKubeVersion)
 }
 
 // valuesTemplate is values.yaml: every value, with what it does. Its defaults come from config/.
@@ -57,6 +58,17 @@ const valuesTemplate = `# The values of the {{.Name}} chart.
 nameOverride: ""
 # fullnameOverride replaces that <release>-<name> whole: the objects are <fullnameOverride>-<object>.
 fullnameOverride: ""
+
+global:
+  # imageRegistry, when set, replaces the registry of every image the chart runs (the operator's,
+  # Envoy's, SPIRE's): registry.example/mirror makes docker.io/aether/operator
+  # registry.example/mirror/aether/operator.
+  imageRegistry: ""
+
+# imagePullSecrets are the Secrets (of type kubernetes.io/dockerconfigjson, in the release's
+# namespace; SPIRE's pods read them in spire.namespace) every pod of the chart pulls its images
+# with: a list of {name: <secret>}.
+imagePullSecrets: {{y 0 "imagePullSecrets"}}
 
 crd:
   # enabled installs the CRDs MeshEndpoint and MeshService (config/crd). Turn it off when
@@ -75,7 +87,10 @@ manager:
   # (one image, both), and its pullPolicy (IfNotPresent, Always or Never).
   image:
     repository: {{d "manager.image.repository"}}
+    # tag: "" is the chart's appVersion, the release the chart was built for.
     tag: {{printf "%q" (d "manager.image.tag")}}
+    # digest (sha256:...), when set, pins the image by content: the tag is then ignored.
+    digest: {{printf "%q" (d "manager.image.digest")}}
     pullPolicy: {{d "manager.image.pullPolicy"}}
   # resources of the manager's container.
   resources:{{y 4 "manager.resources"}}
@@ -102,7 +117,9 @@ agent:
   # node's CNI configuration.
   image:
     repository: {{d "agent.image.repository"}}
+    # tag: "" is the chart's appVersion; digest, when set, pins the image (the tag is ignored).
     tag: {{printf "%q" (d "agent.image.tag")}}
+    digest: {{printf "%q" (d "agent.image.digest")}}
     pullPolicy: {{d "agent.image.pullPolicy"}}
   # captureMode is how a meshed pod's outbound TCP reaches the node's proxy, unless the pod's
   # annotation aether.io/capture-mode says otherwise (the agent's --capture-mode): one of
@@ -155,6 +172,7 @@ envoy:
   image:
     repository: {{d "envoy.image.repository"}}
     tag: {{printf "%q" (d "envoy.image.tag")}}
+    digest: {{printf "%q" (d "envoy.image.digest")}}
     pullPolicy: {{d "envoy.image.pullPolicy"}}
   # resources of Envoy's container. One Envoy proxies every meshed pod of its node: no CPU
   # limit, as throttling a proxy stalls every connection through it.
@@ -166,7 +184,9 @@ envoy:
     # envoy.image, when Envoy is to roll anyway.
     image:
       repository: {{d "envoy.helper.image.repository"}}
+      # tag: "" is the chart's appVersion; digest, when set, pins the image.
       tag: {{printf "%q" (d "envoy.helper.image.tag")}}
+      digest: {{printf "%q" (d "envoy.helper.image.digest")}}
       pullPolicy: {{d "envoy.helper.image.pullPolicy"}}
     # resources of envoy-helper.
     resources:{{y 6 "envoy.helper.resources"}}
@@ -227,6 +247,7 @@ spire:
     image:
       repository: {{d "spire.server.image.repository"}}
       tag: {{printf "%q" (d "spire.server.image.tag")}}
+      digest: {{printf "%q" (d "spire.server.image.digest")}}
       pullPolicy: {{d "spire.server.image.pullPolicy"}}
     # resources of the SPIRE server's container.
     resources:{{y 6 "spire.server.resources"}}
@@ -235,6 +256,7 @@ spire:
     image:
       repository: {{d "spire.agent.image.repository"}}
       tag: {{printf "%q" (d "spire.agent.image.tag")}}
+      digest: {{printf "%q" (d "spire.agent.image.digest")}}
       pullPolicy: {{d "spire.agent.image.pullPolicy"}}
     # resources of the SPIRE agent's container.
     resources:{{y 6 "spire.agent.resources"}}
@@ -509,6 +531,35 @@ agent.captureMode, refused unless it is a capture mode.
 {{- fail (printf "agent.captureMode: %q is not a capture mode; set one of %s" (toString .Values.agent.captureMode) (join ", " $modes)) }}
 {{- end }}
 {{- .Values.agent.captureMode }}
+{{- end }}
+
+{{/*
+An image reference from an image value (dict "image" <value> "context" $): repository@digest
+when a digest is set, else repository:tag, the tag the chart's appVersion when empty. With
+global.imageRegistry the repository's own registry (its first part, when that names a host) is
+replaced by it: one mirror for every image.
+*/}}
+{{- define "@.image" -}}
+{{- $img := .image }}
+{{- $repo := $img.repository }}
+{{- $registry := "" }}
+{{- with .context.Values.global }}{{ $registry = .imageRegistry | default "" }}{{ end }}
+{{- if $registry }}
+{{- $parts := splitList "/" $repo }}
+{{- $first := first $parts }}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) }}
+{{- $repo = join "/" (rest $parts) }}
+{{- end }}
+{{- $repo = printf "%s/%s" (trimSuffix "/" $registry) $repo }}
+{{- end }}
+{{- if $img.digest }}
+{{- if not (regexMatch "^sha256:[a-f0-9]{64}$" (toString $img.digest)) }}
+{{- fail (printf "image %s: digest %q is not sha256:<64 hex digits>; set the digest the registry reports for the image (or leave it empty to use the tag)" $img.repository (toString $img.digest)) }}
+{{- end }}
+{{- printf "%s@%s" $repo $img.digest }}
+{{- else }}
+{{- printf "%s:%s" $repo (toString ($img.tag | default .context.Chart.AppVersion)) }}
+{{- end }}
 {{- end }}
 `
 

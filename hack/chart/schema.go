@@ -79,8 +79,13 @@ func valuesSchema(values string, enums map[string][]string) (string, error) {
 	}
 	root.Schema = "http://json-schema.org/draft-07/schema#"
 	root.Title = "Values of the aether-operator chart"
-	// Helm passes global to every chart; a chart without subcharts has none of its own.
-	root.Properties["global"] = &jsonSchema{Type: typeObject}
+	// Helm passes global to every chart and its subcharts: other keys than the chart's own are
+	// other charts' business.
+	if global, ok := root.Properties["global"]; ok {
+		global.AdditionalProperties = nil
+	} else {
+		root.Properties["global"] = &jsonSchema{Type: typeObject}
+	}
 	b, err := json.MarshalIndent(root, "", "  ")
 	return string(b) + "\n", err
 }

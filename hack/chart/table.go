@@ -36,13 +36,13 @@ import (
 var table = []row{
 	// The manager's Deployment (config/manager).
 	{value: "manager.replicas", in: manager, at: "spec.replicas", how: setScalar},
-	{value: managerImage, in: manager, at: managerContainer, how: setImage},
+	{value: managerImage, in: manager, at: managerContainer, how: setImage, appTag: true},
 	{value: "manager.resources", in: manager, at: managerContainer + ".resources", how: setBlock},
 	{value: "webhook.certSecretName", in: manager, at: webhookCertVolume, how: setScalar},
 	{value: "spire.enabled", in: manager, at: managerContainer, how: setFlag, flag: "--identity-issuer", text: identityIssuer},
 	{value: ignoredValue, in: manager, at: managerContainer, how: setFlag, flag: ignoredNamespacesFlag, text: ignoredFlag},
 	// The pod webhook injects the identity containers from the manager's own image: one value.
-	{value: managerImage, in: manager, at: managerContainer, how: setFlag, flag: "--identity-image", text: "{{ .Values.manager.image.repository }}:{{ .Values.manager.image.tag }}"},
+	{value: managerImage, in: manager, at: managerContainer, how: setFlag, flag: "--identity-image", text: imageRef(".Values." + managerImage)},
 	{value: "manager.nodeSelector", in: manager, at: podSpec + ".nodeSelector", how: setBlock, empty: emptyMap},
 	{value: "manager.tolerations", in: manager, at: podSpec + ".tolerations", how: setBlock, empty: emptySeq},
 	{value: "manager.affinity", in: manager, at: podSpec + ".affinity", how: setBlock, empty: emptyMap},
@@ -53,8 +53,8 @@ var table = []row{
 
 	// The node agent's DaemonSet (config/agent) and its init container install-cni, which runs
 	// the agent's binary: the agent's image, whatever config/ would let differ.
-	{value: "agent.image", in: agent, at: agentContainer, how: setImage},
-	{value: "agent.image", in: agent, at: installCNIContainer, how: setImage},
+	{value: "agent.image", in: agent, at: agentContainer, how: setImage, appTag: true},
+	{value: "agent.image", in: agent, at: installCNIContainer, how: setImage, appTag: true},
 	{value: "agent.resources", in: agent, at: agentContainer + ".resources", how: setBlock},
 	{value: "agent.installCNI.resources", in: agent, at: installCNIContainer + ".resources", how: setBlock},
 	{value: "agent.cni.binDir", in: agent, at: cniBinVolume, how: setScalar},
@@ -76,7 +76,7 @@ var table = []row{
 	// waits for the bootstrap, then execs Envoy: its flags go on that line, shell-quoted.
 	{value: "envoy.image", in: envoy, at: envoyContainer, how: setImage},
 	{value: "envoy.resources", in: envoy, at: envoyContainer + ".resources", how: setBlock},
-	{value: "envoy.helper.image", in: envoy, at: envoyHelperContainer, how: setImage},
+	{value: "envoy.helper.image", in: envoy, at: envoyHelperContainer, how: setImage, appTag: true},
 	{value: "envoy.helper.resources", in: envoy, at: envoyHelperContainer + ".resources", how: setBlock},
 	{value: "envoy.nodeSelector", in: envoy, at: podSpec + ".nodeSelector", how: setBlock, empty: emptyMap},
 	{value: "envoy.tolerations", in: envoy, at: podSpec + ".tolerations", how: setBlock, empty: emptySeq},
@@ -97,8 +97,15 @@ var table = []row{
 	{value: "spire.server.resources", in: spireServer, at: spireServerContainer + ".resources", how: setBlock},
 	{value: "spire.agent.image", in: spireAgent, at: spireAgentContainer, how: setImage},
 	{value: "spire.agent.resources", in: spireAgent, at: spireAgentContainer + ".resources", how: setBlock},
-	{value: managerImage, in: spireServer, at: registrarContainer, how: setImage},
+	{value: managerImage, in: spireServer, at: registrarContainer, how: setImage, appTag: true},
 	{value: "spire.registrar.resources", in: spireServer, at: registrarContainer + ".resources", how: setBlock},
+
+	// Every pod's image pull secrets.
+	{value: pullSecrets, in: manager, at: podSpec + "." + pullSecrets, how: setBlock, empty: emptySeq},
+	{value: pullSecrets, in: agent, at: podSpec + "." + pullSecrets, how: setBlock, empty: emptySeq},
+	{value: pullSecrets, in: envoy, at: podSpec + "." + pullSecrets, how: setBlock, empty: emptySeq},
+	{value: pullSecrets, in: spireServer, at: podSpec + "." + pullSecrets, how: setBlock, empty: emptySeq},
+	{value: pullSecrets, in: spireAgent, at: podSpec + "." + pullSecrets, how: setBlock, empty: emptySeq},
 
 	// Parts of the chart that a value turns on. A new component gated by a value is one row of
 	// this shape, selecting its objects by part, kind, name or label.
@@ -114,6 +121,9 @@ var table = []row{
 	{value: "prometheus.rules.enabled", in: sel{part: prometheusPart, kind: "PrometheusRule"}, how: gateObjects},
 	{value: "prometheus.dashboard.enabled", in: sel{part: prometheusPart, kind: "ConfigMap"}, how: gateObjects},
 }
+
+// pullSecrets is the value of every pod's image pull secrets, and the pod spec's field.
+const pullSecrets = "imagePullSecrets"
 
 // serviceMonitorValue turns on the monitors of the mesh's metrics and its proxies' statistics.
 const serviceMonitorValue = "prometheus.serviceMonitor.enabled"
@@ -248,6 +258,9 @@ type row struct {
 	empty string
 	// dflt is a flag's default, where config/ leaves the flag to the binary.
 	dflt string
+	// appTag marks an image row of the operator's own image: its tag's default is "", the
+	// chart's appVersion (config/'s tag, the same in every such row).
+	appTag bool
 }
 
 // where names a row's place, for errors.
@@ -356,13 +369,39 @@ func (g *generator) applyImage(r row, o *chartObject, v string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.at, err)
 	}
-	for _, d := range []struct{ key, value string }{{"repository", i.Repository}, {"tag", i.Tag}, {"pullPolicy", pull.Value}} {
+	tag := i.Tag
+	if r.appTag {
+		if err := g.setAppVersion(i.Tag, r.where(*o)); err != nil {
+			return err
+		}
+		tag = ""
+	}
+	for _, d := range []struct{ key, value string }{{"repository", i.Repository}, {"tag", tag}, {"digest", ""}, {"pullPolicy", pull.Value}} {
 		if err := g.setDefault(r.value+"."+d.key, str(d.value), r.where(*o)); err != nil {
 			return err
 		}
 	}
-	set(c, "image", str(g.t.raw("{{ "+v+".repository }}:{{ "+v+".tag }}")))
+	set(c, "image", str(g.t.raw(strings.ReplaceAll(imageRef(v), "@.", g.chartName+"."))))
 	set(c, "imagePullPolicy", g.t.value(v+".pullPolicy"))
+	return nil
+}
+
+// imageRef is the template text of the image reference of image value v (.Values.<value>).
+func imageRef(v string) string {
+	return `{{ include "@.image" (dict "image" ` + v + ` "context" $) }}`
+}
+
+// setAppVersion records tag, read at where, as the operator's own images' tag: the chart's
+// appVersion. Every such image must have the same one.
+func (g *generator) setAppVersion(tag, where string) error {
+	if g.appVersion.node == nil {
+		g.appVersion = valueDefault{node: str(tag), where: where}
+		return nil
+	}
+	if g.appVersion.node.Value != tag {
+		return fmt.Errorf("the operator's image is tagged %s at %s but %s at %s: the chart's appVersion is one tag; make them one in config/",
+			tag, where, g.appVersion.node.Value, g.appVersion.where)
+	}
 	return nil
 }
 

@@ -143,3 +143,32 @@ agent.captureMode, refused unless it is a capture mode.
 {{- end }}
 {{- .Values.agent.captureMode }}
 {{- end }}
+
+{{/*
+An image reference from an image value (dict "image" <value> "context" $): repository@digest
+when a digest is set, else repository:tag, the tag the chart's appVersion when empty. With
+global.imageRegistry the repository's own registry (its first part, when that names a host) is
+replaced by it: one mirror for every image.
+*/}}
+{{- define "aether-operator.image" -}}
+{{- $img := .image }}
+{{- $repo := $img.repository }}
+{{- $registry := "" }}
+{{- with .context.Values.global }}{{ $registry = .imageRegistry | default "" }}{{ end }}
+{{- if $registry }}
+{{- $parts := splitList "/" $repo }}
+{{- $first := first $parts }}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) }}
+{{- $repo = join "/" (rest $parts) }}
+{{- end }}
+{{- $repo = printf "%s/%s" (trimSuffix "/" $registry) $repo }}
+{{- end }}
+{{- if $img.digest }}
+{{- if not (regexMatch "^sha256:[a-f0-9]{64}$" (toString $img.digest)) }}
+{{- fail (printf "image %s: digest %q is not sha256:<64 hex digits>; set the digest the registry reports for the image (or leave it empty to use the tag)" $img.repository (toString $img.digest)) }}
+{{- end }}
+{{- printf "%s@%s" $repo $img.digest }}
+{{- else }}
+{{- printf "%s:%s" $repo (toString ($img.tag | default .context.Chart.AppVersion)) }}
+{{- end }}
+{{- end }}

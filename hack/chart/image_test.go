@@ -1,0 +1,120 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// images are the images of every container of objs, by "<kind>/<name>/<container>".
+func images(objs []obj) map[string]string {
+	out := map[string]string{}
+	for _, o := range objs {
+		for _, c := range containers(o) {
+			out[o["kind"].(string)+"/"+field(o, "metadata", "name")+"/"+c["name"].(string)] = c["image"].(string)
+		}
+	}
+	return out
+}
+
+// operatorImage matches the operator's own image in any spelling the values make.
+var operatorImage = regexp.MustCompile(`/aether/operator[:@]`)
+
+// TestImageValues: global.imageRegistry replaces every image's registry (the operator's, Envoy's,
+// SPIRE's) and --identity-image follows the manager's image; a digest pins an image by content
+// (the tag then ignored) and a malformed one fails naming the fix; imagePullSecrets reach every
+// pod; none of it set, no pod has pull secrets.
+func TestImageValues(t *testing.T) {
+	objs := render(t, "--set", "global.imageRegistry=registry.invalid/mirror/")
+	for where, image := range images(objs) {
+		if !strings.HasPrefix(image, "registry.invalid/mirror/") || strings.Contains(image, "docker.io") {
+			t.Errorf("%s: image %s, want it under registry.invalid/mirror/", where, image)
+		}
+	}
+	manager := container(t, objs, "Deployment", "manager")
+	if got := flagValue(manager, "--identity-image"); got != manager["image"] || got != "registry.invalid/mirror/aether/operator:dev" {
+		t.Errorf("--identity-image %q, manager image %q: want both registry.invalid/mirror/aether/operator:dev", got, manager["image"])
+	}
+
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	objs = render(t, "--set", "manager.image.digest="+digest, "--set", "manager.image.tag=ignored")
+	manager = container(t, objs, "Deployment", "manager")
+	want := "docker.io/aether/operator@" + digest
+	if manager["image"] != want || flagValue(manager, "--identity-image") != want {
+		t.Errorf("manager image %q, --identity-image %q: want both %s", manager["image"], flagValue(manager, "--identity-image"), want)
+	}
+	if agent := container(t, objs, "DaemonSet", "agent"); agent["image"] != "docker.io/aether/operator:dev" {
+		t.Errorf("the agent's image %q changed with the manager's digest", agent["image"])
+	}
+	if _, err := helmTemplate("--set", "agent.image.digest=sha256:xyz"); err == nil ||
+		!strings.Contains(err.Error(), `image docker.io/aether/operator: digest "sha256:xyz" is not sha256:<64 hex digits>`) {
+		t.Errorf("a malformed digest: %v, want the digest named", err)
+	}
+
+	pods := 0
+	for _, o := range render(t, "--set", "imagePullSecrets[0].name=regcred") {
+		if len(containers(o)) == 0 {
+			continue
+		}
+		pods++
+		secrets, _ := get(o, "spec", "template", "spec", "imagePullSecrets").([]any)
+		if len(secrets) != 1 || secrets[0].(obj)["name"] != "regcred" {
+			t.Errorf("%s %s: imagePullSecrets %v, want [{name: regcred}]", o["kind"], field(o, "metadata", "name"), secrets)
+		}
+	}
+	if pods < 5 {
+		t.Errorf("imagePullSecrets checked on %d workloads, want the manager, agent, Envoy and SPIRE's two", pods)
+	}
+	for _, o := range render(t) {
+		if s := get(o, "spec", "template", "spec", "imagePullSecrets"); s != nil {
+			t.Errorf("%s %s has imagePullSecrets %v by default", o["kind"], field(o, "metadata", "name"), s)
+		}
+	}
+}
+
+// TestOperatorImagesFollowAppVersion: the operator's own images (manager, agent and install-cni,
+// envoy-helper, the SPIRE registrar) take the chart's appVersion as their tag when theirs is
+// empty, as in values.yaml; Envoy's and SPIRE's keep their own tags.
+func TestOperatorImagesFollowAppVersion(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "chart")
+	if err := os.CopyFS(dir, os.DirFS(chart)); err != nil {
+		t.Fatal(err)
+	}
+	meta := filepath.Join(dir, "Chart.yaml")
+	b, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(b), `appVersion: "dev"`, `appVersion: "v9.9.9"`, 1)
+	if text == string(b) {
+		t.Fatal(`Chart.yaml has no appVersion: "dev" to change`)
+	}
+	if err := os.WriteFile(meta, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(helm, "template", release, dir, "--namespace", namespace).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	operator := 0
+	for where, image := range images(decodeObjects(t, out)) {
+		switch {
+		case operatorImage.MatchString(image):
+			operator++
+			if image != "docker.io/aether/operator:v9.9.9" {
+				t.Errorf("%s: %s, want the appVersion's tag v9.9.9", where, image)
+			}
+		case strings.HasSuffix(image, ":v9.9.9"):
+			t.Errorf("%s: %s follows the operator's appVersion, which is not its release", where, image)
+		}
+	}
+	if operator < 5 {
+		t.Errorf("%d operator containers, want the manager, agent, install-cni, envoy-helper and the registrar", operator)
+	}
+}
