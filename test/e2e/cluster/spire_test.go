@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/aether-operator/hack/testapp"
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // SPIRE on the real node, deployed from config/spire (hack/cluster/deploy.sh): the node's SPIRE
@@ -44,8 +44,8 @@ var _ = Describe("SPIRE on a real node", Ordered, func() {
 		psatCluster = "aether"
 	)
 	ctx := context.Background()
-	alias := "spiffe://" + trustDomain + identity.NodeAliasPath
-	socket := identity.NodeWorkloadSocketDir + "/" + identity.WorkloadSocketName
+	alias := "spiffe://" + trustDomain + workloadidentity.NodeAliasPath
+	socket := workloadidentity.NodeWorkloadSocketDir + "/" + workloadidentity.WorkloadSocketName
 	// The entries this spec made, which it removes.
 	var entryIDs []string
 
@@ -82,11 +82,11 @@ var _ = Describe("SPIRE on a real node", Ordered, func() {
 					RestartPolicy:                 corev1.RestartPolicyNever,
 					TerminationGracePeriodSeconds: new(int64(1)),
 					Volumes: []corev1.Volume{{Name: "spire-agent-socket", VolumeSource: corev1.VolumeSource{
-						HostPath: &corev1.HostPathVolumeSource{Path: identity.NodeWorkloadSocketDir, Type: new(corev1.HostPathDirectory)}}}},
+						HostPath: &corev1.HostPathVolumeSource{Path: workloadidentity.NodeWorkloadSocketDir, Type: new(corev1.HostPathDirectory)}}}},
 					Containers: []corev1.Container{{
 						Name: "fetch", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
 						Args:         []string{"-fetch-svid", socket, "-fetch-timeout", timeout},
-						VolumeMounts: []corev1.VolumeMount{{Name: "spire-agent-socket", MountPath: identity.NodeWorkloadSocketDir, ReadOnly: true}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "spire-agent-socket", MountPath: workloadidentity.NodeWorkloadSocketDir, ReadOnly: true}},
 					}},
 				},
 			}
