@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
 )
 
@@ -225,7 +226,7 @@ func TestProxylessSubsetAnswered(t *testing.T) {
 	if published, err := s.Publish("node-a", res); err != nil || !published {
 		t.Fatalf("Publish: %v, %v", published, err)
 	}
-	waitFor(t, "the ADS cache holding the answer back", func() error {
+	testenv.Eventually(t, "the ADS cache holding the answer back", func() error {
 		if l := logs.with("ADS mode: not responding to request", other.Name); len(l) == 0 {
 			return fmt.Errorf("no such log line in %q", logs.with("go-control-plane"))
 		}

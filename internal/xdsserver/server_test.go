@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
 )
 
@@ -215,7 +216,7 @@ func TestChangesReachTheClient(t *testing.T) {
 			f.statPrefix = "rejected"
 			v4 := publish(t, s, "node-a", f)
 			p.expect(t, c, "a listener change", xdstest.Listeners, []string{listenerN}, v4[xdstest.Listeners])
-			waitFor(t, "the NACK counted", func() error {
+			testenv.Eventually(t, "the NACK counted", func() error {
 				if n := testutil.ToFloat64(nacks.WithLabelValues("listener")); n != before+1 {
 					return fmt.Errorf("aether_agent_xds_nacks_total{type=listener} = %v, want %v", n, before+1)
 				}
