@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/capture"
 	"github.com/aether-mesh/aether-operator/internal/cni"
 )
@@ -40,20 +39,10 @@ var _ = Describe("capture on a real node", Ordered, func() {
 	var vip string
 	var caught, plain *corev1.Pod
 
-	pod := func(name string, labels map[string]string, containers ...corev1.Container) *corev1.Pod {
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
-				Annotations: map[string]string{"endpoint.aether.io/ports": "9000=tcp"}},
-			Spec: corev1.PodSpec{ServiceAccountName: "capture", TerminationGracePeriodSeconds: new(int64(1))},
-		}
-		for _, c := range containers {
-			c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
-			p.Spec.Containers = append(p.Spec.Containers, c)
-		}
-		return p
+	pod := func(name string, opts ...podOption) *corev1.Pod {
+		return testPod(ns, name, append([]podOption{withPorts("9000=tcp"), withServiceAccount("capture")}, opts...)...)
 	}
 	app := corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
-	managed := map[string]string{"aether.io/managed": "true"}
 
 	BeforeAll(func() {
 		freshNamespace(ctx, ns, "capture")
@@ -61,22 +50,16 @@ var _ = Describe("capture on a real node", Ordered, func() {
 		// A first pod of the service gives it a VIP, which the pod under test is then told to dial.
 		// 9000=tcp is its default TCP port, so 18082 reaches something: the VIP's 18082 is in the
 		// dial surface that surface mode captures.
-		Expect(k8s.Create(ctx, pod("seed", managed, app))).To(Succeed())
-		ms := &meshv1alpha1.MeshService{}
-		Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "capture"}, ms)).To(Succeed())
-			g.Expect(ms.Status.VIP).NotTo(BeEmpty())
-			g.Expect(ms.Status.DefaultTCPPort).To(HaveValue(Equal(int32(9000))))
-		}, 2*time.Minute, time.Second).Should(Succeed())
-		vip = ms.Status.VIP
+		Expect(k8s.Create(ctx, pod("seed", asManaged, withContainers(app)))).To(Succeed())
+		vip = tcpVIP(ctx, ns, "capture", 2*time.Minute)
 	})
 
 	It("catches a dial to the pod's own service VIP:18082 on 127.0.0.1:18001 in the same pod, with its original destination", func() {
 		target := vip + ":18082"
-		caught = pod("caught", managed, app,
+		caught = pod("caught", asManaged, withContainers(app,
 			corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
-			corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}})
-		plain = pod("plain", nil, app)
+			corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}}))
+		plain = pod("plain", withContainers(app))
 		for _, p := range []*corev1.Pod{caught, plain} {
 			Expect(k8s.Create(ctx, p)).To(Succeed())
 		}

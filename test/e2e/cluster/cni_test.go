@@ -99,17 +99,11 @@ var _ = Describe("the CNI plugin on a real node", Ordered, func() {
 
 	It("hands a managed pod started by the kubelet to the agent, which records its network namespace; an unmanaged one passes", func() {
 		before := cniRequests("ADD", "managed")
-		pod := func(name string, labels map[string]string) *corev1.Pod {
-			return &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
-					Annotations: map[string]string{"endpoint.aether.io/ports": "8080"}},
-				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64(1)), Containers: []corev1.Container{{
-					Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever, Args: []string{"-http", "8080"}}}},
-			}
+		pod := func(name string, opts ...podOption) *corev1.Pod {
+			return testPod(ns, name, append([]podOption{withPorts("8080"), withContainers(corev1.Container{Name: "app", Args: []string{"-http", "8080"}})}, opts...)...)
 		}
-		meshed = pod("meshed", map[string]string{"aether.io/managed": "true"})
-		meshed.Spec.ServiceAccountName = "meshed"
-		plain = pod("plain", nil)
+		meshed = pod("meshed", asManaged, withServiceAccount("meshed"))
+		plain = pod("plain")
 		for _, p := range []*corev1.Pod{meshed, plain} {
 			Expect(k8s.Create(ctx, p)).To(Succeed())
 		}

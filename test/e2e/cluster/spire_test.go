@@ -75,21 +75,14 @@ var _ = Describe("SPIRE on a real node", Ordered, func() {
 
 		// The test server asks the socket every second: the agent syncs its entries every 5 s.
 		fetcher := func(sa, timeout string) *corev1.Pod {
-			return &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa},
-				Spec: corev1.PodSpec{
-					ServiceAccountName:            sa,
-					RestartPolicy:                 corev1.RestartPolicyNever,
-					TerminationGracePeriodSeconds: new(int64(1)),
-					Volumes: []corev1.Volume{{Name: "spire-agent-socket", VolumeSource: corev1.VolumeSource{
-						HostPath: &corev1.HostPathVolumeSource{Path: workloadidentity.NodeWorkloadSocketDir, Type: new(corev1.HostPathDirectory)}}}},
-					Containers: []corev1.Container{{
-						Name: "fetch", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
-						Args:         []string{"-fetch-svid", socket, "-fetch-timeout", timeout},
-						VolumeMounts: []corev1.VolumeMount{{Name: "spire-agent-socket", MountPath: workloadidentity.NodeWorkloadSocketDir, ReadOnly: true}},
-					}},
-				},
-			}
+			return testPod(ns, sa, withServiceAccount(sa), withRestartNever,
+				withVolumes(corev1.Volume{Name: "spire-agent-socket", VolumeSource: corev1.VolumeSource{
+					HostPath: &corev1.HostPathVolumeSource{Path: workloadidentity.NodeWorkloadSocketDir, Type: new(corev1.HostPathDirectory)}}}),
+				withContainers(corev1.Container{
+					Name:         "fetch",
+					Args:         []string{"-fetch-svid", socket, "-fetch-timeout", timeout},
+					VolumeMounts: []corev1.VolumeMount{{Name: "spire-agent-socket", MountPath: workloadidentity.NodeWorkloadSocketDir, ReadOnly: true}},
+				}))
 		}
 		// Each pod ends once it has an SVID (Succeeded) or its time is up (Failed).
 		finished := func(p *corev1.Pod) corev1.PodPhase {

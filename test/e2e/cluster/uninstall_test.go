@@ -46,19 +46,6 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 	dialers := []string{"dialer-0", "dialer-1"}
 	var target string // web's cluster IP (the VIP) and port
 
-	image := func(c corev1.Container) corev1.Container {
-		c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
-		return c
-	}
-	meshed := func(name, sa string, labels map[string]string, ports string, containers ...corev1.Container) *corev1.Pod {
-		labels["aether.io/managed"] = "true"
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
-				Annotations: map[string]string{"endpoint.aether.io/ports": ports}},
-			Spec: corev1.PodSpec{ServiceAccountName: sa, TerminationGracePeriodSeconds: new(int64(1)), Containers: containers},
-		}
-	}
-
 	BeforeAll(func() {
 		freshNamespace(ctx, ns, "web", "client")
 		web := &corev1.Service{
@@ -68,13 +55,13 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 		}
 		Expect(k8s.Create(ctx, web)).To(Succeed())
 		target = web.Spec.ClusterIP + ":8080"
-		Expect(k8s.Create(ctx, meshed("web-0", "web", map[string]string{"app": "web"}, "8080=tcp",
-			image(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})))).To(Succeed())
+		Expect(k8s.Create(ctx, testPod(ns, "web-0", withLabels(map[string]string{"app": "web"}), asManaged, withPorts("8080=tcp"),
+			withServiceAccount("web"), withContainers(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})))).To(Succeed())
 		for _, name := range dialers {
-			Expect(k8s.Create(ctx, meshed(name, "client", map[string]string{}, "9000=tcp",
-				image(corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}),
-				image(corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}}),
-				image(corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "200ms"}})))).To(Succeed())
+			Expect(k8s.Create(ctx, testPod(ns, name, asManaged, withPorts("9000=tcp"), withServiceAccount("client"), withContainers(
+				corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}},
+				corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
+				corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "200ms"}})))).To(Succeed())
 		}
 		Eventually(func(g Gomega) {
 			ms := &meshv1alpha1.MeshService{}
