@@ -79,7 +79,7 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 	It("serves clients through kube-proxy before it is meshed", func() {
 		before := outsider("outsider-before", users.Spec.ClusterIP+":8080")
 		Expect(k8s.Create(ctx, before)).To(Succeed())
-		podRunning(ctx, before)
+		podsRunning(ctx, before)
 		// Only the application answers "peer <the caller's address>" (kube-proxy may rewrite the
 		// caller's address, so it is not compared).
 		logSays(before, "client", users.Spec.ClusterIP+":8080 peer ")
@@ -117,7 +117,7 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 			corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}},
 		))
 		Expect(k8s.Create(ctx, meshed)).To(Succeed())
-		podRunning(ctx, meshed)
+		podsRunning(ctx, meshed)
 		logSays(meshed, "client", target+" original-dst "+target+"\n")
 	})
 
@@ -132,7 +132,7 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 		}, 2*time.Minute, time.Second).Should(Succeed())
 		after := outsider("outsider-after", users.Spec.ClusterIP+":8080")
 		Expect(k8s.Create(ctx, after)).To(Succeed())
-		podRunning(ctx, after)
+		podsRunning(ctx, after)
 		logSays(after, "client", users.Spec.ClusterIP+":8080 peer ")
 	})
 

@@ -20,10 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/aether-operator/internal/capture"
-	"github.com/aether-mesh/aether-operator/internal/cni"
 )
 
 // Capture on the real node: the kubelet starts a managed pod, the CNI plugin hands it to the
@@ -35,13 +33,10 @@ import (
 var _ = Describe("capture on a real node", Ordered, func() {
 	const ns = "capture"
 	ctx := context.Background()
-	registry := filepath.Join(cni.DefaultRunDir, "netns.json")
 	var vip string
 	var caught, plain *corev1.Pod
 
-	pod := func(name string, opts ...podOption) *corev1.Pod {
-		return testPod(ns, name, append([]podOption{withPorts("9000=tcp"), withServiceAccount("capture")}, opts...)...)
-	}
+	pod := podBuilder(ns, withPorts("9000=tcp"), withServiceAccount("capture"))
 	app := corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
 
 	BeforeAll(func() {
@@ -60,16 +55,7 @@ var _ = Describe("capture on a real node", Ordered, func() {
 			corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
 			corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}}))
 		plain = pod("plain", withContainers(app))
-		for _, p := range []*corev1.Pod{caught, plain} {
-			Expect(k8s.Create(ctx, p)).To(Succeed())
-		}
-		Eventually(func(g Gomega) {
-			for _, p := range []*corev1.Pod{caught, plain} {
-				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-				g.Expect(p.Status.PodIP).NotTo(BeEmpty())
-			}
-		}, 2*time.Minute, time.Second).Should(Succeed())
+		startPods(ctx, caught, plain)
 
 		// The client prints "<target> <answer>" once a second; the listener may start after it.
 		logs := clientset().CoreV1().Pods(ns).GetLogs(caught.Name, &corev1.PodLogOptions{Container: "client"})
@@ -81,7 +67,7 @@ var _ = Describe("capture on a real node", Ordered, func() {
 	})
 
 	It("has table inet aether in the managed pod's network namespace, and none in an unmanaged pod's", func() {
-		recorded := readRegistry(registry)
+		recorded := readRegistry()
 		Expect(recorded).To(HaveKey(caught.UID), "the managed pod's network namespace was not handed over")
 		Eventually(func() []string { return aetherChains(recorded[caught.UID].NetNS) }, 30*time.Second, time.Second).
 			Should(ContainElement(capture.ChainOutput))

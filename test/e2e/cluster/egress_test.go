@@ -34,9 +34,7 @@ var _ = Describe("a pod's traffic leaves from the pod", Ordered, func() {
 	var nodeAddr, vip string
 
 	// The node's server runs in the node's network namespace; every other pod is meshed.
-	pod := func(name string, opts ...podOption) *corev1.Pod {
-		return testPod(ns, name, append([]podOption{withServiceAccount("egress")}, opts...)...)
-	}
+	pod := podBuilder(ns, withServiceAccount("egress"))
 	app := corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
 	ports := map[string]string{"endpoint.aether.io/ports": "9000=tcp"}
 
@@ -46,7 +44,7 @@ var _ = Describe("a pod's traffic leaves from the pod", Ordered, func() {
 		// The server on the node's own address: a host-network pod's IP is the node's.
 		server := pod("node-server", withHostNetwork, withContainers(corev1.Container{Name: "server", Args: []string{"-peer", ":" + peerPort}}))
 		Expect(k8s.Create(ctx, server)).To(Succeed())
-		podRunning(ctx, server)
+		podsRunning(ctx, server)
 		nodeAddr = server.Status.PodIP
 
 		// A first pod of the service gives it a VIP with TCP port 9000.
@@ -67,7 +65,7 @@ var _ = Describe("a pod's traffic leaves from the pod", Ordered, func() {
 			corev1.Container{Name: "to-node", Args: []string{"-dial", toNode, "-dial-every", "1s"}},
 			corev1.Container{Name: "to-vip", Args: []string{"-dial", toVIP, "-dial-every", "1s"}}))
 		Expect(k8s.Create(ctx, caller)).To(Succeed())
-		podRunning(ctx, caller)
+		podsRunning(ctx, caller)
 
 		logsOf := func(container string) func() (string, error) {
 			return func() (string, error) {

@@ -8,7 +8,6 @@ package cluster
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,10 +17,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/aether-operator/internal/capture"
-	"github.com/aether-mesh/aether-operator/internal/cni"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
@@ -36,13 +33,10 @@ import (
 var _ = Describe("mesh DNS on a real node", Ordered, func() {
 	const ns = "meshdns"
 	ctx := context.Background()
-	registry := filepath.Join(cni.DefaultRunDir, "netns.json")
 	var vip string
 	var caught, optedOut, plain *corev1.Pod
 
-	pod := func(name string, opts ...podOption) *corev1.Pod {
-		return testPod(ns, name, append([]podOption{withPorts("9000=tcp"), withServiceAccount("payments")}, opts...)...)
-	}
+	pod := podBuilder(ns, withPorts("9000=tcp"), withServiceAccount("payments"))
 	app := corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
 
 	BeforeAll(func() {
@@ -59,16 +53,7 @@ var _ = Describe("mesh DNS on a real node", Ordered, func() {
 		optedOut = pod("opted-out", asManaged, withAnnotations(map[string]string{portspec.AnnotationMeshDNS: portspec.MeshDNSOff}),
 			withContainers(app, proxy, dialer))
 		plain = pod("plain", withContainers(app, dialer))
-		for _, p := range []*corev1.Pod{caught, optedOut, plain} {
-			Expect(k8s.Create(ctx, p)).To(Succeed())
-		}
-		Eventually(func(g Gomega) {
-			for _, p := range []*corev1.Pod{caught, optedOut, plain} {
-				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-				g.Expect(p.Status.PodIP).NotTo(BeEmpty())
-			}
-		}, 2*time.Minute, time.Second).Should(Succeed())
+		startPods(ctx, caught, optedOut, plain)
 
 		logs := func(p *corev1.Pod) string {
 			out, err := clientset().CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: "client"}).DoRaw(ctx)
@@ -87,7 +72,7 @@ var _ = Describe("mesh DNS on a real node", Ordered, func() {
 	})
 
 	It("has the DNS rules in the meshed pod's table only: none in the opted-out pod's, no table in the unmeshed pod's", func() {
-		recorded := readRegistry(registry)
+		recorded := readRegistry()
 		Expect(recorded).To(HaveKey(caught.UID))
 		Expect(recorded).To(HaveKey(optedOut.UID))
 		Eventually(func() []string { return dnsRules(recorded[caught.UID].NetNS) }, 30*time.Second, time.Second).

@@ -8,6 +8,7 @@ package cluster
 import (
 	"context"
 	"maps"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -40,6 +41,14 @@ func testPod(ns, name string, opts ...podOption) *corev1.Pod {
 		o(p)
 	}
 	return p
+}
+
+// podBuilder is testPod in ns with defaults applied before each pod's own options: the pods of
+// one spec.
+func podBuilder(ns string, defaults ...podOption) func(name string, opts ...podOption) *corev1.Pod {
+	return func(name string, opts ...podOption) *corev1.Pod {
+		return testPod(ns, name, append(slices.Clone(defaults), opts...)...)
+	}
 }
 
 // testServer is c running the test server (never pulled: the image is loaded on the node).
@@ -117,12 +126,23 @@ func tcpVIP(ctx context.Context, ns, service string, within time.Duration) strin
 	return ms.Status.VIP
 }
 
-// podRunning waits until p runs with an IP, and reads it into p.
-func podRunning(ctx context.Context, p *corev1.Pod) {
+// startPods creates pods and waits until every one runs with an IP.
+func startPods(ctx context.Context, pods ...*corev1.Pod) {
+	GinkgoHelper()
+	for _, p := range pods {
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+	}
+	podsRunning(ctx, pods...)
+}
+
+// podsRunning waits until every one of pods runs with an IP, and reads each into its pod.
+func podsRunning(ctx context.Context, pods ...*corev1.Pod) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-		g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-		g.Expect(p.Status.PodIP).NotTo(BeEmpty())
+		for _, p := range pods {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+			g.Expect(p.Status.PodIP).NotTo(BeEmpty())
+		}
 	}, 2*time.Minute, time.Second).Should(Succeed())
 }

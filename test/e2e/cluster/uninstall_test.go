@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/cni"
 )
 
 // Uninstall under a dial loop (docs/install.md, "Uninstall"): an application web with its own Service
@@ -42,7 +41,6 @@ import (
 var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func() {
 	const ns = "uninstall"
 	ctx := context.Background()
-	registry := filepath.Join(cni.DefaultRunDir, "netns.json")
 	dialers := []string{"dialer-0", "dialer-1"}
 	var target string // web's cluster IP (the VIP) and port
 
@@ -84,7 +82,7 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 
 	It("restores every meshed pod when the agent's DaemonSet is deleted: dials go directly, no table inet aether remains", func() {
 		// The meshed pods' namespaces, from the agent's registry, before it goes with the agent.
-		recorded := readRegistry(registry)
+		recorded := readRegistry()
 		var pods corev1.PodList
 		Expect(k8s.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
 		netns := map[string]string{}
@@ -124,8 +122,8 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 				Expect(aetherChains(filepath.Join("/var/run/netns", e.Name()))).To(BeNil(), "network namespace %s still holds table inet aether", e.Name())
 			}
 		}
-		_, err = os.Stat(registry)
-		Expect(errors.Is(err, fs.ErrNotExist)).To(BeTrue(), "the agent's registry %s is still there (%v)", registry, err)
+		_, err = os.Stat(netnsRegistry)
+		Expect(errors.Is(err, fs.ErrNotExist)).To(BeTrue(), "the agent's registry %s is still there (%v)", netnsRegistry, err)
 
 		// The dial loops, from before the delete until 3 s after the agent is gone: every dial
 		// answered (captured, then direct), and every one after the agent is gone reached web
