@@ -13,13 +13,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 )
