@@ -154,15 +154,21 @@ type deltaSession struct {
 	nack   map[string]string
 }
 
-// dialDelta opens a delta ADS stream to s as node, subscribed to nothing yet.
-func dialDelta(t *testing.T, s *Server, node string) *deltaSession {
+// adsClient is an ADS client of the server at address, connected until the test ends.
+func adsClient(t *testing.T, address string) discoveryv3.AggregatedDiscoveryServiceClient {
 	t.Helper()
-	conn, err := grpc.NewClient(xdstest.Target(s.Address()), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(xdstest.Target(address), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(testContext(t))
+	return discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
+}
+
+// dialDelta opens a delta ADS stream to s as node, subscribed to nothing yet.
+func dialDelta(t *testing.T, s *Server, node string) *deltaSession {
+	t.Helper()
+	stream, err := adsClient(t, s.Address()).DeltaAggregatedResources(testContext(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -237,12 +236,7 @@ func TestProxylessSubsetAnswered(t *testing.T) {
 // rawStream is an ADS stream to address, until the test ends.
 func rawStream(t *testing.T, address string) grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse] {
 	t.Helper()
-	conn, err := grpc.NewClient(xdstest.Target(address), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(testContext(t))
+	stream, err := adsClient(t, address).StreamAggregatedResources(testContext(t))
 	if err != nil {
 		t.Fatal(err)
 	}
