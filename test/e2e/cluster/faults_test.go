@@ -415,12 +415,7 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		// The dialer dialled all along, every dial captured: from before the kill until well
 		// after the new agent serves.
 		until := ready.Add(5 * time.Second)
-		var dials []dialLine
-		Eventually(func(g Gomega) {
-			dials = dialLog(g, ns, "steady-dialer", killed.Add(-2*time.Second))
-			g.Expect(dials).NotTo(BeEmpty())
-			g.Expect(dials[len(dials)-1].At).To(BeTemporally(">", until))
-		}, time.Minute, time.Second).Should(Succeed())
+		dials := dialsUntil(ns, "steady-dialer", killed.Add(-2*time.Second), until)
 		captured := 0
 		for i, d := range dials {
 			Expect(d.Answer).To(Equal("original-dst "+dialTarget), "the dial at %s was not captured", d.At.Format(time.RFC3339Nano))

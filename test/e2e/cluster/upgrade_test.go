@@ -115,12 +115,7 @@ var _ = Describe("agent upgrade under load", Label("faults"), Ordered, func() {
 		// Capture never absent: every dial from before the patch to 5 s after the new agent was
 		// ready went to the pod's capture listener.
 		until := ready.Add(5 * time.Second)
-		var dials []dialLine
-		Eventually(func(g Gomega) {
-			dials = dialLog(g, ns, "dialer", started.Add(-2*time.Second))
-			g.Expect(dials).NotTo(BeEmpty())
-			g.Expect(dials[len(dials)-1].At).To(BeTemporally(">", until))
-		}, time.Minute, time.Second).Should(Succeed())
+		dials := dialsUntil(ns, "dialer", started.Add(-2*time.Second), until)
 		var uncaptured []string
 		for _, d := range dials {
 			if d.Answer != "original-dst "+target {
