@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // TestAPIAgreesWithPortspec pins the constants the API and the parser must share: if one moves
@@ -131,7 +131,7 @@ func TestAPIAgreesWithResolve(t *testing.T) {
 		portspec.NewPortSet(80, []portspec.Port{{Port: 80, Protocol: meshv1alpha1.ProtocolHTTP2}, {Port: 443, Protocol: meshv1alpha1.ProtocolTCP}}),
 		{},
 	} {
-		for _, issuer := range meshidentity.Issuers { // without one, raw TCP is Refused: no outcome of its own
+		for _, issuer := range workloadidentity.Issuers { // without one, raw TCP is Refused: no outcome of its own
 			for _, d := range resolve.DialSurface(set, issuer) {
 				if !slices.Contains(wantOutcomes, string(d.Outcome)) || (d.Error != "" && !slices.Contains(wantErrors, string(d.Error))) {
 					t.Errorf("%v, issuer %s: row %s has outcome %s, error %q: not in the API's enums", set, issuer, d.Address, d.Outcome, d.Error)
@@ -298,12 +298,12 @@ func TestLimitsMatchTheCRDs(t *testing.T) {
 	for p := range int32(meshv1alpha1.MaxServicePorts) {
 		set.Ports = append(set.Ports, portspec.Port{Port: set.Primary + p, Protocol: meshv1alpha1.ProtocolTCP})
 	}
-	surface := resolve.DialSurface(set, meshidentity.SPIRE)
+	surface := resolve.DialSurface(set, workloadidentity.SPIRE)
 	if len(surface) != meshv1alpha1.MaxDialSurface {
 		t.Errorf("a service of %d ports has %d dial rows; dialSurface holds %d", meshv1alpha1.MaxServicePorts, len(surface), meshv1alpha1.MaxDialSurface)
 	}
 	// Without an identity issuer the same rows, each TCP row's reason longer: each within its limit.
-	without := resolve.DialSurface(set, meshidentity.None)
+	without := resolve.DialSurface(set, workloadidentity.NoIssuer)
 	if len(without) != meshv1alpha1.MaxDialSurface {
 		t.Errorf("without an issuer, a service of %d ports has %d dial rows; dialSurface holds %d", meshv1alpha1.MaxServicePorts, len(without),
 			meshv1alpha1.MaxDialSurface)

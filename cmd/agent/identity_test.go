@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // TestIdentitySource: --spire-admin-socket empty is no source; set, it needs --xds-address and a
@@ -15,17 +15,17 @@ import (
 // otherwise the source holds the mesh domain's identities.
 func TestIdentitySource(t *testing.T) {
 	const socket = "/run/spire/admin-sockets/admin.sock"
-	if src, err := identitySource("", "", "aether.internal", meshidentity.SPIRE); src != nil || err != nil {
+	if src, err := identitySource("", "", "aether.internal", workloadidentity.SPIRE); src != nil || err != nil {
 		t.Errorf("without a socket: %v, %v; want no source", src, err)
 	}
 	for name, tc := range map[string]struct {
 		xdsAddress, domain string
-		issuer             meshidentity.Issuer
+		issuer             workloadidentity.Issuer
 		want               []string
 	}{
-		"no xDS serving":            {"", "aether.internal", meshidentity.SPIRE, []string{"--spire-admin-socket", socket, "needs --xds-address", "set both, or neither"}},
-		"not a SPIFFE trust domain": {"unix:///run/aether/xds.sock", "Aether.Internal", meshidentity.SPIRE, []string{"--mesh-domain", "Aether.Internal", "lower-case"}},
-		"no issuer":                 {"unix:///run/aether/xds.sock", "aether.internal", meshidentity.None, []string{"--spire-admin-socket", socket, "--identity-issuer=none", "drop one of them"}},
+		"no xDS serving":            {"", "aether.internal", workloadidentity.SPIRE, []string{"--spire-admin-socket", socket, "needs --xds-address", "set both, or neither"}},
+		"not a SPIFFE trust domain": {"unix:///run/aether/xds.sock", "Aether.Internal", workloadidentity.SPIRE, []string{"--mesh-domain", "Aether.Internal", "lower-case"}},
+		"no issuer":                 {"unix:///run/aether/xds.sock", "aether.internal", workloadidentity.NoIssuer, []string{"--spire-admin-socket", socket, "--identity-issuer=none", "drop one of them"}},
 	} {
 		src, err := identitySource(socket, tc.xdsAddress, tc.domain, tc.issuer)
 		if err == nil || src != nil {
@@ -38,7 +38,7 @@ func TestIdentitySource(t *testing.T) {
 			}
 		}
 	}
-	src, err := identitySource(socket, "unix:///run/aether/xds.sock", "aether.internal", meshidentity.SPIRE)
+	src, err := identitySource(socket, "unix:///run/aether/xds.sock", "aether.internal", workloadidentity.SPIRE)
 	if err != nil || src.TrustDomain().Name() != "aether.internal" {
 		t.Errorf("a socket with xDS serving: %v, %v; want a source of trust domain aether.internal", src, err)
 	}

@@ -41,15 +41,14 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/agent/svid"
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/meshdns"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/version"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver"
 )
@@ -62,7 +61,7 @@ func main() {
 	health := agent.DefaultHealthOptions
 	flag.StringVar(&nodeName, "node-name", "", "Name of the node this agent serves (required; from the downward API spec.nodeName).")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
-	issuerFlag := flag.String(meshidentity.Flag, string(meshidentity.SPIRE), meshidentity.FlagUsage)
+	issuerFlag := flag.String(workloadidentity.IssuerFlag, string(workloadidentity.SPIRE), workloadidentity.IssuerFlagUsage)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus metrics endpoint; 0 disables it. With --metrics-secure, HTTPS and only for a bearer token allowed to get /metrics.")
 	secureMetrics := flag.Bool("metrics-secure", true, "Serve metrics over HTTPS, each scrape authenticated (TokenReview) and authorized (SubjectAccessReview: get on /metrics, the metrics-reader ClusterRole) by the API server. false: plain HTTP to anyone who reaches the port, which in the DaemonSet is every address of the node.")
 	metricsCertDir := flag.String("metrics-cert-dir", "", "Directory holding tls.crt and tls.key for the metrics endpoint (reloaded on change); empty: a self-signed certificate made at start.")
@@ -84,7 +83,7 @@ func main() {
 	cniOpts.bind(flag.CommandLine, "", "/host/opt/cni/bin")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
 	proxylessAddress := flag.String("proxyless-xds-address", "", "Where the agent serves proxyless gRPC clients (pods annotated "+portspec.AnnotationProxyless+": \""+portspec.ProxylessGRPC+"\", which mount its directory): a unix socket, its directory created 0755 and the socket 0666, serving proxyless node IDs only, each stream the node ID of its caller's pod only (learned from the connection: the agent must run in the host's PID namespace); "+proxyless.DefaultNodeAddress+" in config/agent. Empty: none. Needs --xds-address.")
-	spireAdminSocket := flag.String("spire-admin-socket", "", "Path of the SPIRE agent's admin socket, its Delegated Identity API (this agent must be one of its authorized_delegates): the agent fetches from it the X.509 SVIDs of the identities its node's meshed pods hold, and the trust bundle of --mesh-domain, and serves them to the node's Envoy by SDS. "+identity.NodeAdminSocketDir+"/"+identity.AdminSocketName+" with config/spire. Empty: no SVIDs are served (the TLS contexts' secrets stay absent). Needs --xds-address.")
+	spireAdminSocket := flag.String("spire-admin-socket", "", "Path of the SPIRE agent's admin socket, its Delegated Identity API (this agent must be one of its authorized_delegates): the agent fetches from it the X.509 SVIDs of the identities its node's meshed pods hold, and the trust bundle of --mesh-domain, and serves them to the node's Envoy by SDS. "+workloadidentity.NodeAdminSocketDir+"/"+workloadidentity.AdminSocketName+" with config/spire. Empty: no SVIDs are served (the TLS contexts' secrets stay absent). Needs --xds-address.")
 	accessLogLines := flag.Bool("access-log-lines", true, "With xDS serving, write one line per request and per TCP connection the node's Envoy logs to the agent (its access log, streamed over --xds-address) to the agent's own log (kubectl logs). false: the access log is only counted (aether_agent_requests_total and the others).")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -274,31 +273,31 @@ func parseXDSAddresses(xdsAddress, proxylessAddress string) (xdsAddr, proxylessA
 }
 
 // parseModes parses --capture-mode and --identity-issuer.
-func parseModes(captureMode, issuer string) (model.CaptureMode, meshidentity.Issuer, error) {
+func parseModes(captureMode, issuer string) (model.CaptureMode, workloadidentity.Issuer, error) {
 	mode, err := model.ParseCaptureMode(captureMode)
 	if err != nil {
 		return "", "", fmt.Errorf("--capture-mode: %w", err)
 	}
-	parsed, err := meshidentity.Parse(issuer)
+	parsed, err := workloadidentity.ParseIssuer(issuer)
 	return mode, parsed, err
 }
 
 // announceIssuer says, at start, what running without an identity issuer means on this node.
-func announceIssuer(log logr.Logger, issuer meshidentity.Issuer) {
+func announceIssuer(log logr.Logger, issuer workloadidentity.Issuer) {
 	if !issuer.Issues() {
 		log.Info("Running without a workload-identity issuer: no raw-TCP cluster is built, and a captured TCP dial of a mesh VIP is closed",
-			"flag", "--"+meshidentity.Flag)
+			"flag", "--"+workloadidentity.IssuerFlag)
 	}
 }
 
 // identitySource is the source of the node's pods' SVIDs on the SPIRE agent's admin socket, in
 // the mesh domain's trust domain; nil without a socket (--spire-admin-socket empty).
-func identitySource(socket, xdsAddress, meshDomain string, issuer meshidentity.Issuer) (*svid.Source, error) {
+func identitySource(socket, xdsAddress, meshDomain string, issuer workloadidentity.Issuer) (*svid.Source, error) {
 	if socket == "" {
 		return nil, nil
 	}
 	if !issuer.Issues() {
-		return nil, fmt.Errorf("--spire-admin-socket %q with --%s=none: a mesh without an issuer fetches no SVIDs; drop one of them", socket, meshidentity.Flag)
+		return nil, fmt.Errorf("--spire-admin-socket %q with --%s=none: a mesh without an issuer fetches no SVIDs; drop one of them", socket, workloadidentity.IssuerFlag)
 	}
 	if xdsAddress == "" {
 		return nil, fmt.Errorf("--spire-admin-socket %q needs --xds-address (the SVIDs are served over its SDS): set both, or neither", socket)

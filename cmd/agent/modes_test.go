@@ -7,15 +7,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // TestParseModes: --capture-mode and --identity-issuer as the agent reads them; a bad value is
 // refused naming its flag, the value and the choices.
 func TestParseModes(t *testing.T) {
 	mode, issuer, err := parseModes("all", "none")
-	if err != nil || mode != model.CaptureAll || issuer != meshidentity.None {
+	if err != nil || mode != model.CaptureAll || issuer != workloadidentity.NoIssuer {
 		t.Errorf("parseModes(all, none) = %q, %q, %v", mode, issuer, err)
 	}
 	if _, issuer, err := parseModes("surface", "spire"); err != nil || !issuer.Issues() {

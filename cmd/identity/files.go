@@ -15,8 +15,8 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
 
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // The certificate files' names, in --dir: those of the proxyless bootstrap's file_watcher.
@@ -44,7 +44,7 @@ const errorLogInterval = time.Minute
 func filesCommand(ctx context.Context, args []string, logger *log.Logger) int {
 	flags := flag.NewFlagSet("files", flag.ContinueOnError)
 	flags.SetOutput(logger.Writer())
-	socket := flags.String("socket", identity.WorkloadSocketAddr, "the SPIRE Workload API's address")
+	socket := flags.String("socket", workloadidentity.WorkloadSocketAddr, "the SPIRE Workload API's address")
 	dir := flags.String("dir", proxyless.IdentityDir, "the directory of the certificate files")
 	if err := flags.Parse(args); err != nil {
 		return exitUsage

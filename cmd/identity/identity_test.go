@@ -22,10 +22,10 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/spiffetest"
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
 	"github.com/aether-mesh/aether-operator/internal/testroot"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // These tests run the REAL binary against a REAL SPIRE (internal/spiretest: spire-server and
@@ -293,7 +293,7 @@ func emptyDir(t *testing.T) string {
 // as makes cmd run as uid (and gid), as a non-root container of its own workload.
 func as(cmd *exec.Cmd, uid int) *exec.Cmd {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
-	cmd.Env = append(os.Environ(), identity.EnvNamespace+"=shop", identity.EnvServiceAccount+"=web", identity.EnvNodeName+"=node-a")
+	cmd.Env = append(os.Environ(), workloadidentity.EnvNamespace+"=shop", workloadidentity.EnvServiceAccount+"=web", workloadidentity.EnvNodeName+"=node-a")
 	return cmd
 }
 

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/aether-mesh/aether-operator/internal/identity"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // maxRetry is the longest pause between two asks of the Workload API while it has no SVID for
@@ -42,7 +42,7 @@ func (b *pollBackoff) Reset() { b.n = 0 }
 func newClient(ctx context.Context, socket string) (*workloadapi.Client, error) {
 	client, err := workloadapi.New(ctx, workloadapi.WithAddr(socket), workloadapi.WithBackoffStrategy(pollStrategy{}))
 	if err != nil {
-		return nil, fmt.Errorf("--socket=%q: %w (want the Workload API's unix socket, for example %s)", socket, err, identity.WorkloadSocketAddr)
+		return nil, fmt.Errorf("--socket=%q: %w (want the Workload API's unix socket, for example %s)", socket, err, workloadidentity.WorkloadSocketAddr)
 	}
 	return client, nil
 }
@@ -63,7 +63,7 @@ func (w watcher) OnX509ContextWatchError(err error) {
 	}
 }
 
-// pod is the pod this process runs in, from the downward API (identity.EnvNamespace, ...):
+// pod is the pod this process runs in, from the downward API (workloadidentity.EnvNamespace, ...):
 // what its messages name. Empty fields are spelled as placeholders.
 type pod struct{ namespace, serviceAccount, node string }
 
@@ -75,9 +75,9 @@ func podFromEnv() pod {
 		return placeholder
 	}
 	return pod{
-		namespace:      get(identity.EnvNamespace, "<namespace>"),
-		serviceAccount: get(identity.EnvServiceAccount, "<service-account>"),
-		node:           get(identity.EnvNodeName, "<node>"),
+		namespace:      get(workloadidentity.EnvNamespace, "<namespace>"),
+		serviceAccount: get(workloadidentity.EnvServiceAccount, "<service-account>"),
+		node:           get(workloadidentity.EnvNodeName, "<node>"),
 	}
 }
 

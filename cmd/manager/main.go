@@ -30,12 +30,12 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/manager"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/spireregistrar"
 	"github.com/aether-mesh/aether-operator/internal/version"
 	"github.com/aether-mesh/aether-operator/internal/webhook"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 func main() {
@@ -53,7 +53,7 @@ func main() {
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
 	election.BindFlags(flag.CommandLine)
-	issuerFlag := flag.String(meshidentity.Flag, string(meshidentity.SPIRE), meshidentity.FlagUsage)
+	issuerFlag := flag.String(workloadidentity.IssuerFlag, string(workloadidentity.SPIRE), workloadidentity.IssuerFlagUsage)
 	var knobs tuning
 	knobs.bindFlags(flag.CommandLine)
 	identityGate := flag.Bool("identity-gate", true, "Inject the identity gate (the init container aether-identity-ready, which holds a mesh pod until SPIRE has issued its SVID) into mesh pods; a pod opts out with the annotation aether.io/identity-gate: \"false\".")
@@ -78,7 +78,7 @@ func main() {
 		os.Exit(2)
 	}
 
-	issuer, err := meshidentity.Parse(*issuerFlag)
+	issuer, err := workloadidentity.ParseIssuer(*issuerFlag)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
 		os.Exit(2)
@@ -176,7 +176,7 @@ func setupControlPlane(mgr ctrl.Manager, log logr.Logger, c manager.Config) {
 	}
 	if !c.Issuer.Issues() {
 		log.Info("Running without a workload-identity issuer: every raw-TCP spelling of every dial surface is refused, and each MeshService with a TCP port gets a Warning Event",
-			"flag", "--"+meshidentity.Flag, "reason", meshv1alpha1.ServiceReasonTCPRefusedNoIdentity)
+			"flag", "--"+workloadidentity.IssuerFlag, "reason", meshv1alpha1.ServiceReasonTCPRefusedNoIdentity)
 	}
 }
 

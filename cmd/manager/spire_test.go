@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/spireregistrar"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // TestSpireFlags parses the registrar's flags as the manager does: off by default; on with a
@@ -22,14 +22,14 @@ func TestSpireFlags(t *testing.T) {
 		args         []string
 		podNamespace string
 		off          bool
-		selectors    []identity.Selector
+		selectors    []workloadidentity.Selector
 		delegate     string // namespace/serviceaccount
 		agentPath    string // default: spireregistrar.DefaultNodeAgentPath
 		err          string
 	}{
 		"off by default": {off: true},
 		"on, defaults": {args: []string{"--spire-server-socket=/run/spire/server-sockets/api.sock"}, podNamespace: "aether-operator-system",
-			selectors: []identity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}, delegate: "aether-operator-system/" + spireregistrar.DefaultDelegateServiceAccount},
+			selectors: []workloadidentity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}, delegate: "aether-operator-system/" + spireregistrar.DefaultDelegateServiceAccount},
 		"registrar only, the alias left to the user's SPIRE, the delegate named": {
 			args: []string{"--spire-server-socket=/run/spire/api.sock", "--spire-registrar-only", "--spire-node-selectors=",
 				"--spire-delegate-namespace=mesh", "--spire-delegate-service-account=node-agent"},
@@ -43,7 +43,7 @@ func TestSpireFlags(t *testing.T) {
 		"bad service account": {args: []string{"--spire-server-socket=/s", "--spire-delegate-service-account=Agent_1"}, podNamespace: "x",
 			err: `--spire-delegate-service-account="Agent_1" is not a ServiceAccount name`},
 		"node agents by name": {args: []string{"--spire-server-socket=/s", "--spire-node-agent-path=/spire/agent/x509pop/{node-name}"}, podNamespace: "x",
-			selectors: []identity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}, delegate: "x/" + spireregistrar.DefaultDelegateServiceAccount,
+			selectors: []workloadidentity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}, delegate: "x/" + spireregistrar.DefaultDelegateServiceAccount,
 			agentPath: "/spire/agent/x509pop/{node-name}"},
 		"node agent path naming no node": {args: []string{"--spire-server-socket=/s", "--spire-node-agent-path=/spire/agent/k8s_psat/aether"}, podNamespace: "x",
 			err: `--spire-node-agent-path="/spire/agent/k8s_psat/aether": "/spire/agent/k8s_psat/aether" names no node: put {node-uid} or {node-name}`},

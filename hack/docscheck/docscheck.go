@@ -170,7 +170,7 @@ func goSources(root string, topDirs map[string]bool) (string, error) {
 
 var flagDefinition = regexp.MustCompile(`\.(?:Bool|BoolFunc|Duration|Float64|Func|Int|Int64|String|StringArray|StringSlice|TextVar|Uint|Uint64|Var)(?:Var)?P?\(\s*(?:&?[A-Za-z_][\w.]*(?:\(\))?\s*,\s*)?"([a-z][a-z0-9-]*)"`)
 
-// flagConstant: a flag name defined as a constant (meshidentity.Flag = "identity-issuer").
+// flagConstant: a flag name defined as a constant (workloadidentity.IssuerFlag = "identity-issuer").
 var flagConstant = regexp.MustCompile(`\b[A-Za-z]*Flag[A-Za-z]*\s*=\s*"([a-z][a-z0-9-]*)"`)
 
 // libraryFlags are the flags the project's binaries get from a library they bind, which no call

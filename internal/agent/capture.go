@@ -30,10 +30,10 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/capture"
 	"github.com/aether-mesh/aether-operator/internal/capture/apply"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/registration"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // DefaultCaptureResync is CaptureOptions.Resync's default (--capture-resync).
@@ -99,7 +99,7 @@ type capturer struct {
 	mode model.CaptureMode
 	// issuer is the mesh's identity issuer (XDSOptions.Issuer): without one, capture takes no
 	// raw-TCP port of a dial surface.
-	issuer meshidentity.Issuer
+	issuer workloadidentity.Issuer
 	node   string
 	client client.Client // writes Events
 	view   *View

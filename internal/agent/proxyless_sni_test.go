@@ -22,7 +22,6 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
-	"github.com/aether-mesh/aether-operator/internal/spiffetest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 	ourxds "github.com/aether-mesh/aether-operator/internal/xds"
 )
@@ -123,15 +122,9 @@ func runClientProcess(t *testing.T, ctx context.Context, order clientOrder, env 
 // selects port 9091's chain on the destination's inbound; to the primary they send "9090" (every
 // hop names its port, the primary too).
 func TestProxylessSNI(t *testing.T) {
-	ctx := testContext(t)
-	ns := namespace(t, ctx)
-	before := nacks(t)
-	a := startXDSAgentServing(t, ns, true)
-	ca, err := spiffetest.NewCA("aether.internal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := startBackend(t, ca, newPodIP(), spiffeID(ns, "payments"))
+	pt := startProxylessTest(t)
+	ctx, ns, a, ca := pt.ctx, pt.ns, pt.a, pt.ca
+	b := pt.backend(t, "payments")
 	createPod(t, ctx, ns, "payments-0", a.node, b.ip, true, map[string]string{
 		portspec.AnnotationPort: strconv.Itoa(grpcPort), portspec.AnnotationPorts: "9090=grpc,9091=grpc"})
 	healthIs(t, ns, "payments-0", meshv1alpha1.HealthHealthy)
@@ -179,5 +172,5 @@ func TestProxylessSNI(t *testing.T) {
 		}
 		t.Logf("with %s=true, to %d: SNI %q", proxyless.EnvSNI, port, strings.Join(snis, ","))
 	}
-	noNACK(t, before)
+	pt.noNACK(t)
 }

@@ -42,7 +42,6 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
-	"github.com/aether-mesh/aether-operator/internal/routes"
 	"github.com/aether-mesh/aether-operator/internal/spiffetest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 	ourxds "github.com/aether-mesh/aether-operator/internal/xds"
@@ -296,6 +295,62 @@ func healthOf(cla *endpointv3.ClusterLoadAssignment, ip string) corev3.HealthSta
 	return corev3.HealthStatus_UNKNOWN
 }
 
+// proxylessTest is where a proxyless test starts: a namespace of its own, an agent serving xDS
+// to proxyless clients there, a CA issuing the workloads' SVIDs, and the NACK count before.
+type proxylessTest struct {
+	ctx   context.Context
+	ns    string
+	a     *xdsAgent
+	ca    *spiffetest.CA
+	nacks float64
+}
+
+func startProxylessTest(t *testing.T) *proxylessTest {
+	t.Helper()
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	before := nacks(t)
+	a := startXDSAgentServing(t, ns, true)
+	ca, err := spiffetest.NewCA("aether.internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &proxylessTest{ctx: ctx, ns: ns, a: a, ca: ca, nacks: before}
+}
+
+// backend starts a backend serving as ServiceAccount sa's SPIFFE ID, at a new pod IP.
+func (p *proxylessTest) backend(t *testing.T, sa string) *backend {
+	t.Helper()
+	return startBackend(t, p.ca, newPodIP(), spiffeID(p.ns, sa))
+}
+
+// payments starts n backends of payments, creates pod payments-<i> of each by create, and waits
+// until every one is Healthy.
+func (p *proxylessTest) payments(t *testing.T, n int, create func(name, ip string)) []*backend {
+	t.Helper()
+	var backends []*backend
+	for i := range n {
+		b := p.backend(t, "payments")
+		backends = append(backends, b)
+		create("payments-"+strconv.Itoa(i), b.ip)
+	}
+	for i := range backends {
+		healthIs(t, p.ns, "payments-"+strconv.Itoa(i), meshv1alpha1.HealthHealthy)
+	}
+	return backends
+}
+
+// grpcPod creates a managed pod of payments serving the =grpc port at ip.
+func (p *proxylessTest) grpcPod(t *testing.T) func(name, ip string) {
+	return func(name, ip string) { createPod(t, p.ctx, p.ns, name, p.a.node, ip, true, grpcAnnotations) }
+}
+
+// noNACK fails the test if a client rejected a response since the test started.
+func (p *proxylessTest) noNACK(t *testing.T) {
+	t.Helper()
+	noNACK(t, p.nacks)
+}
+
 // firstChange is, among the EDS responses after the first skip ones, the first whose assignment
 // name differs from before: how the change reached the client.
 func firstChange(s xdstest.State, skip int, name string, before *endpointv3.ClusterLoadAssignment) *endpointv3.ClusterLoadAssignment {
@@ -317,24 +372,16 @@ func firstChange(s xdstest.State, skip int, name string, before *endpointv3.Clus
 // drain phase 2 (Unhealthy, 1 s before its SIGTERM) the update says UNHEALTHY and RPCs still go
 // only to the healthy pod. No response is rejected.
 func TestProxylessSpreadsAndFollowsHealth(t *testing.T) {
-	ctx := testContext(t)
-	ns := namespace(t, ctx)
-	before := nacks(t)
-	a := startXDSAgentServing(t, ns, true)
-	ca, err := spiffetest.NewCA("aether.internal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var backends []*backend
-	for i := range 3 {
-		ip := newPodIP()
-		backends = append(backends, startBackend(t, ca, ip, spiffeID(ns, "payments")))
+	pt := startProxylessTest(t)
+	ctx, ns, a, ca := pt.ctx, pt.ns, pt.a, pt.ca
+	backends := pt.payments(t, 3, func(name, ip string) {
 		// payments-2 sleeps 10 s in preStop: deleted, it is Draining for 9 s, then Unhealthy.
-		createTerminablePodAnnotated(t, ctx, ns, "payments-"+strconv.Itoa(i), a.node, ip, grpcAnnotations, int64(i/2*10), 30, "test.aether.io/hold")
-	}
-	for i := range backends {
-		healthIs(t, ns, "payments-"+strconv.Itoa(i), meshv1alpha1.HealthHealthy)
-	}
+		preStop := int64(0)
+		if name == "payments-2" {
+			preStop = 10
+		}
+		createTerminablePodAnnotated(t, ctx, ns, name, a.node, ip, grpcAnnotations, preStop, 30, "test.aether.io/hold")
+	})
 	t.Cleanup(func() { releasePods(t, ns, "payments-0", "payments-1", "payments-2") })
 
 	fqdn := ourxds.FQDN("payments", ns, "aether.internal")
@@ -392,7 +439,7 @@ func TestProxylessSpreadsAndFollowsHealth(t *testing.T) {
 		all = slices.DeleteFunc(all, func(ip string) bool { return ip == gone })
 		awaitSpread(t, ctx, caller, all, []string{gone})
 	}
-	noNACK(t, before)
+	pt.noNACK(t)
 }
 
 // awaitSpread polls until batches of RPCs reach every backend of want and none of gone, then
@@ -462,14 +509,7 @@ func grpcResolvedRefs(ctx context.Context, ns, name string) (*metav1.Condition, 
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, r); err != nil {
 		return nil, err
 	}
-	for _, p := range r.Status.Parents {
-		if p.ControllerName == routes.ControllerName {
-			if c := apimeta.FindStatusCondition(p.Conditions, string(gwapiv1.RouteConditionResolvedRefs)); c != nil && c.ObservedGeneration == r.Generation {
-				return c, nil
-			}
-		}
-	}
-	return nil, nil
+	return resolvedRefsOf(r.Status.Parents, r.Generation), nil
 }
 
 // TestProxylessGRPCRouteSplit: a GRPCRoute the controller accepted splits payments:9090 80/20
@@ -478,17 +518,11 @@ func grpcResolvedRefs(ctx context.Context, ns, name string) (*metav1.Condition, 
 // (ResolvedRefs=False, UnsupportedProtocol) and changes nothing: after a rebuild that saw its
 // status, every resource type the client is served is at the same version.
 func TestProxylessGRPCRouteSplit(t *testing.T) {
-	ctx := testContext(t)
-	ns := namespace(t, ctx)
-	before := nacks(t)
-	a := startXDSAgentServing(t, ns, true)
-	ca, err := spiffetest.NewCA("aether.internal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stable := startBackend(t, ca, newPodIP(), spiffeID(ns, "payments"))
+	pt := startProxylessTest(t)
+	ctx, ns, a, ca := pt.ctx, pt.ns, pt.a, pt.ca
+	stable := pt.backend(t, "payments")
 	createPod(t, ctx, ns, "payments-0", a.node, stable.ip, true, grpcAnnotations)
-	canary := startBackend(t, ca, newPodIP(), spiffeID(ns, "canary"))
+	canary := pt.backend(t, "canary")
 	canaryAnnotations := map[string]string{portspec.AnnotationPort: strconv.Itoa(grpcPort), portspec.AnnotationPorts: strconv.Itoa(grpcPort) + "=grpc,8080=h1"}
 	createPodAs(t, ctx, ns, "canary-0", "canary", a.node, canary.ip, true, canaryAnnotations)
 	healthIs(t, ns, "payments-0", meshv1alpha1.HealthHealthy)
@@ -541,7 +575,7 @@ func TestProxylessGRPCRouteSplit(t *testing.T) {
 	if now := a.options.XDS.Server.Versions(caller.node); !equalVersions(now, served) {
 		t.Errorf("the refused route changed what the client is served: versions %v, were %v", now, served)
 	}
-	noNACK(t, before)
+	pt.noNACK(t)
 }
 
 // equalVersions reports whether two Versions maps are the same, and not empty.
@@ -595,15 +629,9 @@ func touchPod(t *testing.T, ctx context.Context, ns, name string) {
 // the trust domain (an SVID of the same CA, for billing), every RPC fails with grpc-go's SAN
 // error; once it presents payments' own, RPCs succeed.
 func TestProxylessMTLSPinsTheDestination(t *testing.T) {
-	ctx := testContext(t)
-	ns := namespace(t, ctx)
-	before := nacks(t)
-	a := startXDSAgentServing(t, ns, true)
-	ca, err := spiffetest.NewCA("aether.internal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := startBackend(t, ca, newPodIP(), spiffeID(ns, "billing"))
+	pt := startProxylessTest(t)
+	ctx, ns, a, ca := pt.ctx, pt.ns, pt.a, pt.ca
+	b := pt.backend(t, "billing")
 	createPod(t, ctx, ns, "payments-0", a.node, b.ip, true, grpcAnnotations)
 	healthIs(t, ns, "payments-0", meshv1alpha1.HealthHealthy)
 	fqdn := ourxds.FQDN("payments", ns, "aether.internal")
@@ -634,7 +662,7 @@ func TestProxylessMTLSPinsTheDestination(t *testing.T) {
 	if snis := b.SNIs(); slices.ContainsFunc(snis, func(s string) bool { return s != "" }) {
 		t.Errorf("the client sent SNI %q to the primary port; want none", snis)
 	}
-	noNACK(t, before)
+	pt.noNACK(t)
 }
 
 // TestProxylessServesOnlyMeshedPods: a client of a pod not annotated proxyless, announcing its own
@@ -671,16 +699,9 @@ func TestProxylessServesOnlyMeshedPods(t *testing.T) {
 // victim's ID is never registered nor served, and the real grpc-go client's RPCs fail. A node ID of
 // a pod that does not exist (nobody) is refused the same way. The victim itself is then served.
 func TestProxylessRefusesAnotherPodsNodeID(t *testing.T) {
-	ctx := testContext(t)
-	ns := namespace(t, ctx)
-	a := startXDSAgentServing(t, ns, true)
-	ca, err := spiffetest.NewCA("aether.internal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := startBackend(t, ca, newPodIP(), spiffeID(ns, "payments"))
-	createPod(t, ctx, ns, "payments-0", a.node, b.ip, true, grpcAnnotations)
-	healthIs(t, ns, "payments-0", meshv1alpha1.HealthHealthy)
+	pt := startProxylessTest(t)
+	ctx, ns, a, ca := pt.ctx, pt.ns, pt.a, pt.ca
+	pt.payments(t, 1, pt.grpcPod(t))
 	annotated := map[string]string{portspec.AnnotationProxyless: portspec.ProxylessGRPC}
 	victim := createPodAs(t, ctx, ns, "client", "client", a.node, newPodIP(), true, annotated)
 	impostor := createPodAs(t, ctx, ns, "impostor", "client", a.node, newPodIP(), true, annotated)
@@ -762,23 +783,9 @@ func TestProxylessRefusesAnotherPodsNodeID(t *testing.T) {
 // returned itself just the same, which the workload page says the mesh does not (docs/user-guide/proxyless-grpc.md
 // says so).
 func TestProxylessRetriesUnavailable(t *testing.T) {
-	ctx := testContext(t)
-	ns := namespace(t, ctx)
-	before := nacks(t)
-	a := startXDSAgentServing(t, ns, true)
-	ca, err := spiffetest.NewCA("aether.internal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var backends []*backend
-	for i := range 2 {
-		ip := newPodIP()
-		backends = append(backends, startBackend(t, ca, ip, spiffeID(ns, "payments")))
-		createPod(t, ctx, ns, "payments-"+strconv.Itoa(i), a.node, ip, true, grpcAnnotations)
-	}
-	for i := range backends {
-		healthIs(t, ns, "payments-"+strconv.Itoa(i), meshv1alpha1.HealthHealthy)
-	}
+	pt := startProxylessTest(t)
+	ctx, ns, a, ca := pt.ctx, pt.ns, pt.a, pt.ca
+	backends := pt.payments(t, 2, pt.grpcPod(t))
 	fqdn := ourxds.FQDN("payments", ns, "aether.internal")
 	caller := dialProxyless(t, ctx, a, ca, ns, "client", "client", "xds:///"+ourxds.ProxylessListener(fqdn, grpcPort))
 	awaitSpread(t, ctx, caller, []string{backends[0].ip, backends[1].ip}, nil)
@@ -814,5 +821,5 @@ func TestProxylessRetriesUnavailable(t *testing.T) {
 			failed, attempts, failing.ip, succeeded, other.ip)
 	}
 	t.Logf("INTERNAL: %d calls failed after one attempt each, none retried", failed)
-	noNACK(t, before)
+	pt.noNACK(t)
 }

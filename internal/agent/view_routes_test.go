@@ -64,15 +64,21 @@ func ourResolvedRefs(ctx context.Context, ns, name string) (*metav1.Condition, e
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, r); err != nil {
 		return nil, err
 	}
-	for _, p := range r.Status.Parents {
+	return resolvedRefsOf(r.Status.Parents, r.Generation), nil
+}
+
+// resolvedRefsOf is this controller's ResolvedRefs condition among a route's parents, for the
+// route's generation, or nil.
+func resolvedRefsOf(parents []gwapiv1.RouteParentStatus, generation int64) *metav1.Condition {
+	for _, p := range parents {
 		if p.ControllerName == routes.ControllerName {
 			c := apimeta.FindStatusCondition(p.Conditions, string(gwapiv1.RouteConditionResolvedRefs))
-			if c != nil && c.ObservedGeneration == r.Generation {
-				return c, nil
+			if c != nil && c.ObservedGeneration == generation {
+				return c
 			}
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // TestViewRoutes, on the real API server with the real route controller writing status: a route

@@ -25,10 +25,10 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/agent/svid"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver"
 )
@@ -49,9 +49,9 @@ type XDSOptions struct {
 	// MeshDomain is the mesh's DNS domain and trust domain; resolve.DefaultMeshDomain if empty.
 	MeshDomain string
 	// Issuer is who issues the workload identities (--identity-issuer); SPIRE if empty. Without
-	// one (meshidentity.None) the node's configuration has no raw-TCP cluster, and capture takes
+	// one (workloadidentity.NoIssuer) the node's configuration has no raw-TCP cluster, and capture takes
 	// no raw-TCP port of a dial surface (model.Mesh.Issuer).
-	Issuer meshidentity.Issuer
+	Issuer workloadidentity.Issuer
 	// CaptureMode is a pod's capture mode unless its aether.io/capture-mode annotation says
 	// otherwise; surface if empty.
 	CaptureMode model.CaptureMode
@@ -111,7 +111,7 @@ type publisher struct {
 func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *publisher {
 	opts := *o.XDS
 	opts.MeshDomain = cmp.Or(opts.MeshDomain, resolve.DefaultMeshDomain)
-	opts.Issuer = cmp.Or(opts.Issuer, meshidentity.SPIRE)
+	opts.Issuer = cmp.Or(opts.Issuer, workloadidentity.SPIRE)
 	opts.CaptureMode = cmp.Or(opts.CaptureMode, model.CaptureSurface)
 	if opts.NetNS == nil {
 		opts.NetNS = NewNetNS()

@@ -33,11 +33,11 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/accesslog"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 	"github.com/aether-mesh/aether-operator/internal/testlog"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
@@ -316,18 +316,18 @@ func TestXDSMeshLister(t *testing.T) {
 	}
 	// The issuer is the agent's (--identity-issuer): spire unless told none, and then the build
 	// of the same caches has no raw-TCP cluster (payments declares 9000=tcp).
-	if mesh.Issuer != meshidentity.SPIRE {
+	if mesh.Issuer != workloadidentity.SPIRE {
 		t.Errorf("the model's identity issuer is %q by default, want spire", mesh.Issuer)
 	}
 	noIssuer := a.options
 	noIssuerXDS := *a.options.XDS
-	noIssuerXDS.Issuer = meshidentity.None
+	noIssuerXDS.Issuer = workloadidentity.NoIssuer
 	noIssuer.XDS = &noIssuerXDS
 	without, err := newPublisher(a.mgr.GetCache(), a.mgr.GetClient(), logr.Discard(), noIssuer).mesh(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for issuer, m := range map[meshidentity.Issuer]model.Mesh{meshidentity.SPIRE: mesh, meshidentity.None: without} {
+	for issuer, m := range map[workloadidentity.Issuer]model.Mesh{workloadidentity.SPIRE: mesh, workloadidentity.NoIssuer: without} {
 		if m.Issuer != issuer {
 			t.Errorf("the model's identity issuer is %q, want %q", m.Issuer, issuer)
 		}

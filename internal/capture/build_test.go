@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/aether-mesh/aether-operator/internal/capture"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
 )
 
@@ -311,7 +311,7 @@ func TestScopedGaps(t *testing.T) {
 	}
 	t.Run("without an identity issuer no TCP port is reached, so there is no gap to tell", func(t *testing.T) {
 		none := m
-		none.Issuer = meshidentity.None
+		none.Issuer = workloadidentity.NoIssuer
 		if got := capture.ScopedGaps(none, []model.LocalPod{clientPod(t, none, model.CaptureScoped)}); len(got) != 0 {
 			t.Errorf("ScopedGaps = %+v, want none", got)
 		}

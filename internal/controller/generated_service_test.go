@@ -40,6 +40,41 @@ func getService(ctx context.Context, ns, name string) (*corev1.Service, error) {
 	return svc, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc)
 }
 
+// readyService starts service name in a namespace of its own, with one healthy endpoint
+// <name>-0 (primary port and ports as endpoint takes them), waits until the service is ready,
+// and returns the namespace, the MeshService and the Service as the controller wrote it.
+func readyService(t *testing.T, ctx context.Context, name string, primary int32, ports ...any) (string, *meshv1alpha1.MeshService, *corev1.Service) {
+	t.Helper()
+	ns := namespaceWithSA(t, ctx, name)
+	endpoint(t, ctx, ns, name+"-0", name, healthy, primary, ports...)
+	ms := serviceReady(t, ctx, ns, name, 1)
+	svc, err := getService(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns, ms, svc
+}
+
+// served is service name's generated Service and MeshService as they stand, and the
+// MeshService's ServiceReady condition.
+type served struct {
+	svc   *corev1.Service
+	ms    *meshv1alpha1.MeshService
+	ready metav1.Condition
+}
+
+func getServed(ctx context.Context, ns, name string) (served, error) {
+	svc, err := getService(ctx, ns, name)
+	if err != nil {
+		return served{}, err
+	}
+	ms, err := getMeshService(ctx, ns, name)
+	if err != nil {
+		return served{}, err
+	}
+	return served{svc: svc, ms: ms, ready: condition(ms.Status.Conditions, meshv1alpha1.ServiceConditionServiceReady)}, nil
+}
+
 // tenant is a client for a namespace admin of ns: the hostile tenant of the issue, who may do
 // anything to the Services of its namespace. (The built-in admin ClusterRole would say the same,
 // but its rules are filled in by kube-controller-manager's aggregation controller, which this
@@ -111,13 +146,7 @@ func generatedMeta(svc *corev1.Service) string {
 // a port a new endpoint declares appears in the Service and in the status.
 func TestEditedPortsConverge(t *testing.T) {
 	ctx := testContext(t)
-	ns := namespaceWithSA(t, ctx, "vault")
-	endpoint(t, ctx, ns, "vault-0", "vault", healthy, 8080, 8080, "HTTP", 9000, "TCP")
-	serviceReady(t, ctx, ns, "vault", 1)
-	before, err := getService(ctx, ns, "vault")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, _, before := readyService(t, ctx, "vault", 8080, 8080, "HTTP", 9000, "TCP")
 
 	editService(t, ctx, tenant(t, ctx, ns), ns, "vault", func(svc *corev1.Service) {
 		svc.Spec.Ports = slices.DeleteFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == 9000 })
@@ -131,19 +160,15 @@ func TestEditedPortsConverge(t *testing.T) {
 
 	want := []string{"http/80", "https/443", "http-8080/8080", "tcp-9000/9000", "h2-9090/9090", "mesh/18081", "mesh-tcp/18082"}
 	testenv.Eventually(t, "the Service and the status follow the new port", func() error {
-		svc, err := getService(ctx, ns, "vault")
+		got, err := getServed(ctx, ns, "vault")
 		if err != nil {
 			return err
 		}
-		ms, err := getMeshService(ctx, ns, "vault")
-		if err != nil {
-			return err
-		}
+		svc, ms, ready := got.svc, got.ms, got.ready
 		var ports []string
 		for _, p := range svc.Spec.Ports {
 			ports = append(ports, fmt.Sprintf("%s/%d", p.Name, p.Port))
 		}
-		ready := condition(ms.Status.Conditions, meshv1alpha1.ServiceConditionServiceReady)
 		if !slices.Equal(ports, want) || ms.Status.PortsSummary != "8080/HTTP,9000/TCP,9090/HTTP2" || ms.Status.EndpointsSummary != "2/2" ||
 			ready.Status != metav1.ConditionTrue {
 			return fmt.Errorf("Service ports %v (want %v); status ports %s endpoints %s; ServiceReady %s %s: %s",
@@ -223,13 +248,7 @@ func TestGeneratedServiceIsExactlyDerived(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
-			ns := namespaceWithSA(t, ctx, "vault")
-			endpoint(t, ctx, ns, "vault-0", "vault", healthy, 8080, 8080, "HTTP", 9000, "TCP")
-			serviceReady(t, ctx, ns, "vault", 1)
-			before, err := getService(ctx, ns, "vault")
-			if err != nil {
-				t.Fatal(err)
-			}
+			ns, _, before := readyService(t, ctx, "vault", 8080, 8080, "HTTP", 9000, "TCP")
 
 			edited := editService(t, ctx, tenant(t, ctx, ns), ns, "vault", tc.edit)
 			if equality.Semantic.DeepEqual(edited.Spec, before.Spec) && generatedMeta(edited) == generatedMeta(before) {
@@ -295,14 +314,11 @@ func TestHeadlessServiceIsRecreated(t *testing.T) {
 	}
 	endpoint(t, ctx, ns, "atlas-0", "atlas", healthy, 8080, 8080, "HTTP")
 	testenv.Eventually(t, "a Service with a VIP replaces the headless one", func() error {
-		svc, err := getService(ctx, ns, "atlas")
+		got, err := getServed(ctx, ns, "atlas")
 		if err != nil {
 			return err
 		}
-		ms, err := getMeshService(ctx, ns, "atlas")
-		if err != nil {
-			return err
-		}
+		svc, ms := got.svc, got.ms
 		if svc.UID == headless.UID || svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone || ms.Status.VIP != svc.Spec.ClusterIP ||
 			len(svc.Spec.Ports) != 5 {
 			return fmt.Errorf("Service uid %s (headless one %s) clusterIP %q ports %d; status vip %q", svc.UID, headless.UID, svc.Spec.ClusterIP,
@@ -357,16 +373,12 @@ func TestServiceWriteFailureIsReported(t *testing.T) {
 		if err := env.Client.Update(ctx, ep); err != nil {
 			return err
 		}
-		ms, err := getMeshService(ctx, ns, "frozen")
+		got, err := getServed(ctx, ns, "frozen")
 		if err != nil {
 			return err
 		}
-		svc, err := getService(ctx, ns, "frozen")
-		if err != nil {
-			return err
-		}
-		if c := condition(ms.Status.Conditions, meshv1alpha1.ServiceConditionServiceReady); c.Status != metav1.ConditionTrue || ms.Status.VIP != svc.Spec.ClusterIP {
-			return fmt.Errorf("ServiceReady %s %s; vip %q, Service %q", c.Status, c.Reason, ms.Status.VIP, svc.Spec.ClusterIP)
+		if c := got.ready; c.Status != metav1.ConditionTrue || got.ms.Status.VIP != got.svc.Spec.ClusterIP {
+			return fmt.Errorf("ServiceReady %s %s; vip %q, Service %q", c.Status, c.Reason, got.ms.Status.VIP, got.svc.Spec.ClusterIP)
 		}
 		return nil
 	})
@@ -448,13 +460,7 @@ func freezeServices(t *testing.T, ctx context.Context, ns, message string) (unfr
 // owner reference and keeps the VIP, instead of calling its own Service a name conflict.
 func TestStrippedOwnerIsReadopted(t *testing.T) {
 	ctx := testContext(t)
-	ns := namespaceWithSA(t, ctx, "orbit")
-	endpoint(t, ctx, ns, "orbit-0", "orbit", healthy, 8080, 8080, "HTTP")
-	ms := serviceReady(t, ctx, ns, "orbit", 1)
-	before, err := getService(ctx, ns, "orbit")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, ms, before := readyService(t, ctx, "orbit", 8080, 8080, "HTTP")
 	stripped := editService(t, ctx, tenant(t, ctx, ns), ns, "orbit", func(svc *corev1.Service) { svc.OwnerReferences = nil })
 	if len(stripped.OwnerReferences) != 0 {
 		t.Fatalf("owner references not stripped: %v", stripped.OwnerReferences)
@@ -467,13 +473,7 @@ func TestStrippedOwnerIsReadopted(t *testing.T) {
 // adopts the Service with the same VIP.
 func TestRecreatedMeshServiceReadopts(t *testing.T) {
 	ctx := testContext(t)
-	ns := namespaceWithSA(t, ctx, "comet")
-	endpoint(t, ctx, ns, "comet-0", "comet", healthy, 8080, 8080, "HTTP", 9000, "TCP")
-	old := serviceReady(t, ctx, ns, "comet", 1)
-	before, err := getService(ctx, ns, "comet")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, old, before := readyService(t, ctx, "comet", 8080, 8080, "HTTP", 9000, "TCP")
 	if err := env.Client.Delete(ctx, old); err != nil {
 		t.Fatal(err)
 	}
@@ -495,15 +495,11 @@ func TestRecreatedMeshServiceReadopts(t *testing.T) {
 func expectAdopted(t *testing.T, ctx context.Context, ns, name string, owner types.UID, vip string) {
 	t.Helper()
 	testenv.Eventually(t, "the Service adopted with its VIP", func() error {
-		svc, err := getService(ctx, ns, name)
+		got, err := getServed(ctx, ns, name)
 		if err != nil {
 			return err
 		}
-		ms, err := getMeshService(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		c := condition(ms.Status.Conditions, meshv1alpha1.ServiceConditionServiceReady)
+		svc, ms, c := got.svc, got.ms, got.ready
 		refs := svc.OwnerReferences
 		if len(refs) != 1 || refs[0].UID != ms.UID || refs[0].UID != owner || refs[0].Controller == nil || !*refs[0].Controller ||
 			svc.Spec.ClusterIP != vip || ms.Status.VIP != vip || c.Status != metav1.ConditionTrue {
@@ -589,22 +585,14 @@ func TestServiceAccountOwnerMigrated(t *testing.T) {
 // racesRequeuedCount reads the controller's count of quietly requeued races.
 func racesRequeuedCount(t *testing.T) float64 {
 	t.Helper()
-	n, err := testenv.Counter("aether_controller_races_requeued_total", "controller", "meshservice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return meshServiceCount(t, "aether_controller_races_requeued_total")
 }
 
 // reconcileErrors reads the controller's count of reconcile errors: each one is a "Reconciler
 // error" log line with a stack trace.
 func reconcileErrors(t *testing.T) float64 {
 	t.Helper()
-	n, err := testenv.Counter("controller_runtime_reconcile_errors_total", "controller", "meshservice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return meshServiceCount(t, "controller_runtime_reconcile_errors_total")
 }
 
 // TestRacesRequeueQuietly provokes the races every controller meets — the MeshService updated
@@ -647,15 +635,11 @@ func TestRacesRequeueQuietly(t *testing.T) {
 		}
 	}
 	testenv.Eventually(t, "converged after the storm", func() error {
-		ms, err := getMeshService(ctx, ns, "racy")
+		got, err := getServed(ctx, ns, "racy")
 		if err != nil {
 			return err
 		}
-		svc, err := getService(ctx, ns, "racy")
-		if err != nil {
-			return err
-		}
-		c := condition(ms.Status.Conditions, meshv1alpha1.ServiceConditionServiceReady)
+		svc, ms, c := got.svc, got.ms, got.ready
 		if ms.Status.EndpointsSummary != "1/1" || c.Status != metav1.ConditionTrue || ms.Status.VIP != svc.Spec.ClusterIP {
 			return fmt.Errorf("endpoints %s, ServiceReady %s %s, vip %q, Service %q", ms.Status.EndpointsSummary, c.Status, c.Reason, ms.Status.VIP, svc.Spec.ClusterIP)
 		}

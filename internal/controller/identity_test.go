@@ -17,10 +17,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/plugin"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // noIssuerController is the name of the reconciler noIssuerManager runs.
@@ -41,7 +41,7 @@ func noIssuerManager(t *testing.T, ns string) ctrl.Manager {
 		t.Fatal(err)
 	}
 	if err := (&MeshServiceReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("aether-controller"),
-		MeshDomain: "aether.internal", Issuer: meshidentity.None, controllerName: noIssuerController}).SetupWithManager(mgr); err != nil {
+		MeshDomain: "aether.internal", Issuer: workloadidentity.NoIssuer, controllerName: noIssuerController}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	stop, err := testenv.StartManager(mgr)
@@ -101,7 +101,7 @@ func TestWithoutIssuerTCPIsRefused(t *testing.T) {
 	endpoint(t, ctx, ns, "payments-0", "payments", healthy, 8080, 8080, "HTTP", 9000, "TCP")
 	ms := serviceReady(t, ctx, ns, "payments", 1)
 
-	withIssuer := resolve.DialSurface(plugin.PortSetOf(ms.Status), meshidentity.SPIRE)
+	withIssuer := resolve.DialSurface(plugin.PortSetOf(ms.Status), workloadidentity.SPIRE)
 	if len(ms.Status.DialSurface) != len(withIssuer) || len(withIssuer) != resolve.SurfaceLen(2) {
 		t.Fatalf("%d dial rows without an issuer, %d with one, want %d: the rows do not change", len(ms.Status.DialSurface), len(withIssuer),
 			resolve.SurfaceLen(2))

@@ -26,9 +26,9 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
 	"github.com/aether-mesh/aether-operator/internal/registration"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // FieldManager is the field manager of everything the controller applies.
@@ -52,7 +52,7 @@ type MeshServiceReconciler struct {
 	// Issuer is who issues the workload identities (--identity-issuer; spire when empty). Without
 	// one, every raw-TCP spelling of a dial surface is refused, and each MeshService with a TCP
 	// port gets a Warning Event saying why (warnNoIdentity).
-	Issuer meshidentity.Issuer
+	Issuer workloadidentity.Issuer
 	// Ignored are the namespaces the mesh never takes: no endpoint there is counted.
 	Ignored registration.IgnoredNamespaces
 	// BatchWindow holds a service's reconcile back until its inputs have been quiet that long
@@ -269,7 +269,7 @@ func (r *MeshServiceReconciler) announceAdoptedGone(ms *meshv1alpha1.MeshService
 // a Service that is not the mesh's: whether the mesh can use it read-only depends on them
 // (meshservice.Adoptable).
 func Translate(ms *meshv1alpha1.MeshService, counted []meshv1alpha1.MeshEndpoint, live *corev1.Service, pods []corev1.Pod,
-	meshDomain string, issuer meshidentity.Issuer) (meshservice.Output, error) {
+	meshDomain string, issuer workloadidentity.Issuer) (meshservice.Output, error) {
 	facts := meshservice.ServiceFacts{}
 	if live != nil {
 		facts = meshservice.ServiceFacts{Exists: true, Owned: meshservice.IsGenerated(live, ms.UID, FieldManager), ClusterIP: live.Spec.ClusterIP}

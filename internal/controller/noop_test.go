@@ -18,7 +18,13 @@ import (
 // reconciles is how many times the meshservice controller has reconciled, from its own metric.
 func reconciles(t *testing.T) float64 {
 	t.Helper()
-	n, err := testenv.Counter("controller_runtime_reconcile_total", "controller", "meshservice")
+	return meshServiceCount(t, "controller_runtime_reconcile_total")
+}
+
+// meshServiceCount reads counter metric of the meshservice controller (its "controller" label).
+func meshServiceCount(t *testing.T, metric string) float64 {
+	t.Helper()
+	n, err := testenv.Counter(metric, "controller", "meshservice")
 	if err != nil {
 		t.Fatal(err)
 	}

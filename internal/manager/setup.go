@@ -12,18 +12,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/aether-mesh/aether-operator/internal/controller"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/routes"
 	"github.com/aether-mesh/aether-operator/internal/webhook"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // Config is what a replica's controllers and webhooks are told.
 type Config struct {
 	// MeshDomain is the mesh's DNS domain and SPIFFE trust domain.
 	MeshDomain string
-	// Issuer says whether SPIRE issues workload identities (meshidentity.None: raw TCP refused).
-	Issuer meshidentity.Issuer
+	// Issuer says whether SPIRE issues workload identities (workloadidentity.NoIssuer: raw TCP refused).
+	Issuer workloadidentity.Issuer
 	// Ignored are the namespaces the mesh never takes.
 	Ignored registration.IgnoredNamespaces
 	// BatchWindow is the MeshService controller's (controller.MeshServiceReconciler.BatchWindow).

@@ -9,8 +9,8 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // RefusedTCPPorts are the TCP ports st lists whose own dial row (<name>:<p>) is refused, ascending.
@@ -46,7 +46,7 @@ func NoIdentityNote(ports []int32) string {
 	if len(ports) > 1 {
 		which = "TCP ports "
 	}
-	note := "no workload identity, so raw TCP to this service is refused: " + meshidentity.NoIssuerTCP +
+	note := "no workload identity, so raw TCP to this service is refused: " + workloadidentity.NoIssuerTCP +
 		". Refused: " + which + strings.Join(spelled, ", ") + ", and :18082 (the default TCP port); " +
 		"status.dialSurface gives each spelling's reason"
 	return conditions.Truncate(note, conditions.MaxEventNote)

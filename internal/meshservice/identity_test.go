@@ -11,8 +11,8 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // TestRefusedTCPPorts: in a mesh without an identity issuer every TCP port of every golden
@@ -22,7 +22,7 @@ func TestRefusedTCPPorts(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := readInput(t, name)
 			var tcp []int32
-			for _, issuer := range meshidentity.Issuers {
+			for _, issuer := range workloadidentity.Issuers {
 				in.Issuer = issuer
 				out, err := meshservice.Translate(in)
 				if err != nil {
@@ -35,7 +35,7 @@ func TestRefusedTCPPorts(t *testing.T) {
 					}
 				}
 				got := meshservice.RefusedTCPPorts(out.Status)
-				if want := map[meshidentity.Issuer][]int32{meshidentity.SPIRE: nil, meshidentity.None: tcp}[issuer]; !slices.Equal(got, want) {
+				if want := map[workloadidentity.Issuer][]int32{workloadidentity.SPIRE: nil, workloadidentity.NoIssuer: tcp}[issuer]; !slices.Equal(got, want) {
 					t.Errorf("issuer %s: RefusedTCPPorts = %v, want %v", issuer, got, want)
 				}
 			}

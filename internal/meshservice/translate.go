@@ -16,10 +16,10 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // Input is everything the translation reads for one service.
@@ -33,7 +33,7 @@ type Input struct {
 	MeshDomain string `json:"meshDomain"`
 	// Issuer is who issues the workload identities (the manager's --identity-issuer; spire when
 	// empty): without one the dial surface refuses raw TCP (internal/resolve).
-	Issuer meshidentity.Issuer `json:"issuer,omitempty"`
+	Issuer workloadidentity.Issuer `json:"issuer,omitempty"`
 	// Endpoints are the service's MeshEndpoints, in any order.
 	Endpoints []meshv1alpha1.MeshEndpoint `json:"endpoints"`
 	// LastStatus is the MeshService's current status: when the last endpoint goes away its ports
@@ -155,7 +155,7 @@ func Translate(in Input) (Output, error) {
 
 // dialSurface is resolve's dial surface in the API's words, each row once, written for any of
 // status.names as <name>.
-func dialSurface(set portspec.PortSet, issuer meshidentity.Issuer) []meshv1alpha1.Dial {
+func dialSurface(set portspec.PortSet, issuer workloadidentity.Issuer) []meshv1alpha1.Dial {
 	rows := resolve.DialSurface(set, issuer)
 	dials := make([]meshv1alpha1.Dial, 0, len(rows))
 	for _, d := range rows {

@@ -5,8 +5,8 @@ package model
 
 import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // Mesh is everything one node's data plane is built from (internal/xds, internal/capture): the
@@ -16,9 +16,9 @@ type Mesh struct {
 	// Domain is the mesh's DNS domain and SPIFFE trust domain (aether.internal by default).
 	Domain string
 	// Issuer is who issues the workload identities (the agent's --identity-issuer): without one
-	// (meshidentity.None) the dial surface refuses raw TCP, and no raw-TCP cluster is built. The zero
+	// (workloadidentity.NoIssuer) the dial surface refuses raw TCP, and no raw-TCP cluster is built. The zero
 	// value is the default, SPIRE.
-	Issuer meshidentity.Issuer
+	Issuer workloadidentity.Issuer
 	// Node is the node whose data plane this is.
 	Node Node
 	// Services are every MeshService of the cluster, sorted by namespace and name.

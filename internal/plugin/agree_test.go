@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // TestDialAgreesWithStatus: for every row of each fixture service's status.dialSurface (what the
@@ -44,17 +44,17 @@ func TestDialAgreesWithStatus(t *testing.T) {
 		}
 		eps.Items = slices.DeleteFunc(eps.Items, func(ep meshv1alpha1.MeshEndpoint) bool { return ep.Spec.ServiceName != name })
 		out, err := meshservice.Translate(meshservice.Input{Namespace: fixtureNamespace, Name: name, MeshDomain: "aether.internal",
-			Issuer: meshidentity.None, Endpoints: eps.Items})
+			Issuer: workloadidentity.NoIssuer, Endpoints: eps.Items})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if IssuerOf(out.Status) != meshidentity.None {
+		if IssuerOf(out.Status) != workloadidentity.NoIssuer {
 			t.Errorf("%s: the status written without an issuer reads as written under %s", name, IssuerOf(out.Status))
 		}
 		for _, d := range dialDisagreements(t, out.Status, IssuerOf(out.Status)) {
 			t.Errorf("%s without an issuer: %s", name, d)
 		}
-		if d := dialDisagreements(t, out.Status, meshidentity.SPIRE); len(d) == 0 {
+		if d := dialDisagreements(t, out.Status, workloadidentity.SPIRE); len(d) == 0 {
 			t.Errorf("%s: its status without an issuer, read as if written with one, agrees with dial: the check proves nothing", name)
 		} else {
 			t.Logf("negative control: %s without an issuer, read with one: %s", name, d[0])
@@ -64,7 +64,7 @@ func TestDialAgreesWithStatus(t *testing.T) {
 
 // dialDisagreements says where dial's answers, in a mesh whose identities issuer issues, differ
 // from the rows of st.
-func dialDisagreements(t *testing.T, st meshv1alpha1.MeshServiceStatus, issuer meshidentity.Issuer) []string {
+func dialDisagreements(t *testing.T, st meshv1alpha1.MeshServiceStatus, issuer workloadidentity.Issuer) []string {
 	t.Helper()
 	const host = "payments.shop"
 	var out []string

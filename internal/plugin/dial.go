@@ -17,10 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // DialReport is what kubectl aether dial answers.
@@ -74,17 +74,17 @@ func PortSetOf(st meshv1alpha1.MeshServiceStatus) portspec.PortSet {
 // IssuerOf is the identity issuer st was written under, as far as its dial surface tells: none
 // when it refuses a declared TCP port (meshservice.RefusedTCPPorts), which only a mesh without an
 // issuer does; else spire. (A service without a TCP port has the same surface under both.)
-func IssuerOf(st meshv1alpha1.MeshServiceStatus) meshidentity.Issuer {
+func IssuerOf(st meshv1alpha1.MeshServiceStatus) workloadidentity.Issuer {
 	if len(meshservice.RefusedTCPPorts(st)) > 0 {
-		return meshidentity.None
+		return workloadidentity.NoIssuer
 	}
-	return meshidentity.SPIRE
+	return workloadidentity.SPIRE
 }
 
 // Answer is what s reaches on the service whose ports are set in a mesh whose identities issuer
 // issues: resolve.HTTPRequest for an HTTP request, else the dial surface's row for the spelling
 // (resolve.DialSurface), written for the host dialled.
-func Answer(set portspec.PortSet, issuer meshidentity.Issuer, s Spelling) resolve.Result {
+func Answer(set portspec.PortSet, issuer workloadidentity.Issuer, s Spelling) resolve.Result {
 	if s.HTTP {
 		return resolve.HTTPRequest(set, s.Authority)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // benchSets are a mixed service and one with the most ports an endpoint may declare.
@@ -28,7 +28,7 @@ func BenchmarkDialSurface(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if len(DialSurface(set, meshidentity.SPIRE)) == 0 {
+				if len(DialSurface(set, workloadidentity.SPIRE)) == 0 {
 					b.Fatal("empty surface")
 				}
 			}

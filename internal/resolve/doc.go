@@ -21,9 +21,9 @@
 //     same surface from the service's own namespace only (NamesFrom).
 //   - DialPorts: the ports of the surface's rows that dial one and are not refused, which the
 //     node's capture takes on the service's VIP (internal/capture), so that the surface holds.
-//   - The issuer (internal/meshidentity) is the surface's other input: without one, every raw-TCP
-//     row that would reach a port is refused, its reason saying why (no workload identity) and
-//     the fix; the rows themselves, and so SurfaceLen, do not change.
+//   - The issuer (internal/workloadidentity) is the surface's other input: without one, every
+//     raw-TCP row that would reach a port is refused, its reason saying why (no workload identity)
+//     and the fix; the rows themselves, and so SurfaceLen, do not change.
 //
 // The notation of a row's Address (what `kubectl describe meshservice` shows):
 //
@@ -42,7 +42,6 @@
 // client); Dial.For writes a row for one.
 //
 // This package is pure: no Kubernetes client code, no I/O. It imports only internal/portspec (the
-// port set), internal/meshidentity (the issuer) and api/v1alpha1 (the protocols and the mesh's ports,
-// MeshHTTPPort and MeshTCPPort);
-// the depguard rules pure and pure-core in .golangci.yml hold it to that.
+// port set), internal/workloadidentity (the issuer) and api/v1alpha1 (the protocols and the mesh's
+// ports, MeshHTTPPort and MeshTCPPort); the depguard rules pure and pure-core in .golangci.yml hold it to that.
 package resolve

@@ -15,9 +15,9 @@ import (
 	"testing"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 var fuzzProtocols = [...]meshv1alpha1.Protocol{meshv1alpha1.ProtocolHTTP, meshv1alpha1.ProtocolHTTP2, meshv1alpha1.ProtocolTCP}
@@ -95,8 +95,8 @@ func FuzzSurface(f *testing.F) {
 		s := portspec.NewPortSet(primary, ports)
 
 		// Deterministic.
-		surface := resolve.DialSurface(s, meshidentity.SPIRE)
-		if again := resolve.DialSurface(s, meshidentity.SPIRE); !reflect.DeepEqual(surface, again) {
+		surface := resolve.DialSurface(s, workloadidentity.SPIRE)
+		if again := resolve.DialSurface(s, workloadidentity.SPIRE); !reflect.DeepEqual(surface, again) {
 			t.Fatalf("DialSurface(%v) is not deterministic:\n%+v\n%+v", s, surface, again)
 		}
 
@@ -110,7 +110,7 @@ func FuzzSurface(f *testing.F) {
 			orders = append(orders, append(slices.Clone(ports[k:]), ports[:k]...))
 		}
 		for _, order := range orders {
-			if got := marshal(t, resolve.DialSurface(portspec.NewPortSet(primary, order), meshidentity.SPIRE)); !bytes.Equal(got, want) {
+			if got := marshal(t, resolve.DialSurface(portspec.NewPortSet(primary, order), workloadidentity.SPIRE)); !bytes.Equal(got, want) {
 				t.Fatalf("DialSurface depends on the order of the ports %v:\n%s\n%s", order, got, want)
 			}
 		}
@@ -132,7 +132,7 @@ func FuzzSurface(f *testing.F) {
 		}
 
 		// Without an identity issuer: the same rows, raw TCP refused, the rest word for word.
-		if d := withoutIssuer(surface, resolve.DialSurface(s, meshidentity.None)); len(d) > 0 {
+		if d := withoutIssuer(surface, resolve.DialSurface(s, workloadidentity.NoIssuer)); len(d) > 0 {
 			t.Fatalf("the surface of %v without an issuer:\n%s", s, strings.Join(d, "\n"))
 		}
 	})

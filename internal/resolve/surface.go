@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // Names are the names that reach service in namespace from anywhere, each resolving the same
@@ -93,7 +93,7 @@ func SurfaceLen(ports int) int { return 2*ports + surfaceFixedRows }
 //
 // Declared ports ascend. It has SurfaceLen(len(s.Ports)) rows, whatever the issuer: only a row's
 // outcome and reason depend on it.
-func DialSurface(s portspec.PortSet, issuer meshidentity.Issuer) []Dial {
+func DialSurface(s portspec.PortSet, issuer workloadidentity.Issuer) []Dial {
 	rows := surfaceRows(s, issuer)
 	out := make([]Dial, len(rows))
 	for i, r := range rows {
@@ -109,7 +109,7 @@ func DialSurface(s portspec.PortSet, issuer meshidentity.Issuer) []Dial {
 // answered 421 by the mesh) always; 443 and 18082 when they reach a port; every declared port.
 // Ascending, each once. Capture (internal/capture) redirects exactly these on the service's VIP.
 // Without an issuer the raw-TCP rows are refused, so their ports are not among these.
-func DialPorts(s portspec.PortSet, issuer meshidentity.Issuer) []int32 {
+func DialPorts(s portspec.PortSet, issuer workloadidentity.Issuer) []int32 {
 	var ports []int32
 	for _, r := range surfaceRows(s, issuer) {
 		if r.dialed != 0 && r.Outcome != Refused {
@@ -128,7 +128,7 @@ type surfaceRow struct {
 }
 
 // surfaceRows are DialSurface's rows, each with the port it dials.
-func surfaceRows(s portspec.PortSet, issuer meshidentity.Issuer) []surfaceRow {
+func surfaceRows(s portspec.PortSet, issuer workloadidentity.Issuer) []surfaceRow {
 	const name = NamePlaceholder
 	rows := make([]surfaceRow, 0, SurfaceLen(len(s.Ports)))
 	add := func(address string, dialed int32, r Result) {
@@ -164,17 +164,17 @@ func surfaceRows(s portspec.PortSet, issuer meshidentity.Issuer) []surfaceRow {
 // an issuer, or for a row that is not raw TCP reaching a port, it is r. Without one, a raw-TCP
 // row (https://, :18082, :<p> for a TCP port p) that would reach a port is refused: raw TCP rides
 // mTLS between workload identities only, and the reason says what the row would reach, why it is
-// refused and the fix (meshidentity.NoIssuerTCP). A row refused already keeps its own reason, which
+// refused and the fix (workloadidentity.NoIssuerTCP). A row refused already keeps its own reason, which
 // comes first. The HTTP rows are left as they are: the workload requirements page promises mTLS
 // on every hop and documents no plaintext fallback for HTTP either (issue 14 lets HTTP fall back
 // only where the docs allow), so their answers stand and, without certificates, an HTTP hop fails
 // closed in the proxy.
-func refusedWithoutIdentity(r Result, issuer meshidentity.Issuer) Result {
+func refusedWithoutIdentity(r Result, issuer workloadidentity.Issuer) Result {
 	if issuer.Issues() || r.Protocol != meshv1alpha1.ProtocolTCP || r.Outcome != Reaches {
 		return r
 	}
 	return Result{Protocol: r.Protocol, Outcome: Refused,
-		Reason: "no workload identity, so the connection is refused: " + r.Reason + "; " + meshidentity.NoIssuerTCP}
+		Reason: "no workload identity, so the connection is refused: " + r.Reason + "; " + workloadidentity.NoIssuerTCP}
 }
 
 // dialHTTPS is https://<name>/: port 443 when declared TCP, the application's own TLS.

@@ -17,9 +17,9 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/golden"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.out.json from DialSurface, and delete the orphaned ones")
@@ -33,8 +33,8 @@ const (
 // surfaceCase is a testdata/<case>.in.json file: a port set, ports in any order, and the mesh's
 // identity issuer (spire when absent).
 type surfaceCase struct {
-	PortSet portspec.PortSet    `json:"portSet"`
-	Issuer  meshidentity.Issuer `json:"issuer,omitempty"`
+	PortSet portspec.PortSet        `json:"portSet"`
+	Issuer  workloadidentity.Issuer `json:"issuer,omitempty"`
 }
 
 // TestSurfaceGolden compares the dial surface of each testdata/<case>.in.json with
@@ -147,7 +147,7 @@ func TestSurfaceRows(t *testing.T) {
 		"the most ports a status holds": {set(20000, most...), mostNumbers},
 	}
 	for name, tc := range tests {
-		for _, issuer := range meshidentity.Issuers {
+		for _, issuer := range workloadidentity.Issuers {
 			t.Run(name+"/"+string(issuer), func(t *testing.T) { checkSurfaceRows(t, resolve.DialSurface(tc.set, issuer), tc.ports) })
 		}
 	}
@@ -184,7 +184,7 @@ func TestSurfaceTable(t *testing.T) {
 	for name, s := range allSets {
 		t.Run(name, func(t *testing.T) {
 			rows := map[string]resolve.Result{}
-			for _, d := range resolve.DialSurface(s, meshidentity.SPIRE) {
+			for _, d := range resolve.DialSurface(s, workloadidentity.SPIRE) {
 				rows[d.Address] = d.Result
 			}
 			check := func(address string, want resolve.Result) {
@@ -233,12 +233,12 @@ func TestSurfaceReasons(t *testing.T) {
 		{mixed, n + ":*", []string{"refused"}},
 	}
 	for _, tc := range tests {
-		i := slices.IndexFunc(resolve.DialSurface(tc.set, meshidentity.SPIRE), func(d resolve.Dial) bool { return d.Address == tc.address })
+		i := slices.IndexFunc(resolve.DialSurface(tc.set, workloadidentity.SPIRE), func(d resolve.Dial) bool { return d.Address == tc.address })
 		if i < 0 {
 			t.Errorf("%v: no row %s", tc.set, tc.address)
 			continue
 		}
-		reason := resolve.DialSurface(tc.set, meshidentity.SPIRE)[i].Reason
+		reason := resolve.DialSurface(tc.set, workloadidentity.SPIRE)[i].Reason
 		for _, w := range tc.words {
 			if !strings.Contains(reason, w) {
 				t.Errorf("%v, %s: reason %q lacks %q", tc.set, tc.address, reason, w)
@@ -309,7 +309,7 @@ func TestSurfaceAgreesWithHTTPRequest(t *testing.T) {
 	names := resolve.Names("payments", "shop", resolve.DefaultMeshDomain)
 	for name, s := range allSets {
 		t.Run(name, func(t *testing.T) {
-			if d := disagreements(s, resolve.DialSurface(s, meshidentity.SPIRE), names); len(d) > 0 {
+			if d := disagreements(s, resolve.DialSurface(s, workloadidentity.SPIRE), names); len(d) > 0 {
 				t.Errorf("the surface disagrees with HTTPRequest:\n%s", strings.Join(d, "\n"))
 			}
 		})
@@ -317,13 +317,13 @@ func TestSurfaceAgreesWithHTTPRequest(t *testing.T) {
 
 	t.Run("negative control: the surface of 8080 retyped TCP", func(t *testing.T) {
 		retyped := set(8080, tcp(8080), h2(9090), tcp(9000))
-		d := disagreements(mixed, resolve.DialSurface(retyped, meshidentity.SPIRE), names)
+		d := disagreements(mixed, resolve.DialSurface(retyped, workloadidentity.SPIRE), names)
 		if !slices.ContainsFunc(d, func(s string) bool { return strings.HasPrefix(s, "Host: payments.shop:8080: row") }) {
 			t.Errorf("a surface that says 8080 is not HTTP agrees with HTTPRequest on a set where it is:\n%s", strings.Join(d, "\n"))
 		}
 	})
 	t.Run("negative control: a Host row left out", func(t *testing.T) {
-		surface := slices.DeleteFunc(resolve.DialSurface(mixed, meshidentity.SPIRE), func(d resolve.Dial) bool {
+		surface := slices.DeleteFunc(resolve.DialSurface(mixed, workloadidentity.SPIRE), func(d resolve.Dial) bool {
 			return d.Address == resolve.HostRowPrefix+resolve.NamePlaceholder+":9000"
 		})
 		if d := disagreements(mixed, surface, names); !slices.Contains(d, "no Host row for the declared port :9000") {
@@ -331,14 +331,14 @@ func TestSurfaceAgreesWithHTTPRequest(t *testing.T) {
 		}
 	})
 	t.Run("negative control: other words", func(t *testing.T) {
-		surface := resolve.DialSurface(mixed, meshidentity.SPIRE)
+		surface := resolve.DialSurface(mixed, workloadidentity.SPIRE)
 		surface[0].Body += "!"
 		if d := disagreements(mixed, surface, names); len(d) != len(names) {
 			t.Errorf("a changed body on http://<name>/: %d disagreements, want one per name (%d): %q", len(d), len(names), d)
 		}
 	})
 	t.Run("negative control: the :* row says Reaches", func(t *testing.T) {
-		surface := resolve.DialSurface(mixed, meshidentity.SPIRE)
+		surface := resolve.DialSurface(mixed, workloadidentity.SPIRE)
 		i := slices.IndexFunc(surface, func(d resolve.Dial) bool { return strings.HasSuffix(d.Address, ":*") })
 		surface[i].Outcome = resolve.Reaches
 		if d := disagreements(mixed, surface, names); len(d) == 0 {
@@ -362,7 +362,7 @@ func TestDialPorts(t *testing.T) {
 			}
 			slices.Sort(want)
 			want = slices.Compact(want)
-			if got := resolve.DialPorts(s, meshidentity.SPIRE); !slices.Equal(got, want) {
+			if got := resolve.DialPorts(s, workloadidentity.SPIRE); !slices.Equal(got, want) {
 				t.Errorf("DialPorts = %v, want %v", got, want)
 			}
 		})
@@ -375,7 +375,7 @@ const noIdentityPrefix = "no workload identity, so the connection is refused: "
 // withoutIssuer compares the surface of s without an identity issuer (none) with the surface
 // with one (spire), row by row, and says each way they differ other than the rule: a raw-TCP row
 // that reaches a port with an issuer is refused without one, no port, the same protocol, its
-// reason the no-identity words, then the row's own reason, then meshidentity.NoIssuerTCP (the fix);
+// reason the no-identity words, then the row's own reason, then workloadidentity.NoIssuerTCP (the fix);
 // every other row is the same, word for word.
 func withoutIssuer(with, without []resolve.Dial) []string {
 	if len(with) != len(without) {
@@ -387,7 +387,7 @@ func withoutIssuer(with, without []resolve.Dial) []string {
 		want := w
 		if w.Protocol == meshv1alpha1.ProtocolTCP && w.Outcome == resolve.Reaches {
 			want.Result = resolve.Result{Protocol: meshv1alpha1.ProtocolTCP, Outcome: resolve.Refused,
-				Reason: noIdentityPrefix + w.Reason + "; " + meshidentity.NoIssuerTCP}
+				Reason: noIdentityPrefix + w.Reason + "; " + workloadidentity.NoIssuerTCP}
 		}
 		if got != want {
 			out = append(out, fmt.Sprintf("%s: without an issuer %+v;\nwant %+v", w.Address, got.Result, want.Result))
@@ -404,7 +404,7 @@ func withoutIssuer(with, without []resolve.Dial) []string {
 func TestSurfaceWithoutIssuer(t *testing.T) {
 	for name, s := range allSets {
 		t.Run(name, func(t *testing.T) {
-			with, without := resolve.DialSurface(s, meshidentity.SPIRE), resolve.DialSurface(s, meshidentity.None)
+			with, without := resolve.DialSurface(s, workloadidentity.SPIRE), resolve.DialSurface(s, workloadidentity.NoIssuer)
 			if d := withoutIssuer(with, without); len(d) > 0 {
 				t.Errorf("the surface without an issuer:\n%s", strings.Join(d, "\n"))
 			}
@@ -422,7 +422,7 @@ func TestSurfaceWithoutIssuer(t *testing.T) {
 		})
 	}
 	t.Run("the reason says why and the fix", func(t *testing.T) {
-		rows := resolve.DialSurface(mixed, meshidentity.None)
+		rows := resolve.DialSurface(mixed, workloadidentity.NoIssuer)
 		i := slices.IndexFunc(rows, func(d resolve.Dial) bool { return d.Address == resolve.NamePlaceholder+":9000" })
 		for _, w := range []string{"no workload identity", "refused", "port 9000 is declared TCP", "mTLS", "never plaintext",
 			"--identity-issuer=none", "install SPIRE", "--identity-issuer=spire"} {
@@ -432,7 +432,7 @@ func TestSurfaceWithoutIssuer(t *testing.T) {
 		}
 	})
 	t.Run("negative control: :18082 left reaching", func(t *testing.T) {
-		with, without := resolve.DialSurface(mixed, meshidentity.SPIRE), resolve.DialSurface(mixed, meshidentity.None)
+		with, without := resolve.DialSurface(mixed, workloadidentity.SPIRE), resolve.DialSurface(mixed, workloadidentity.NoIssuer)
 		i := slices.IndexFunc(with, func(d resolve.Dial) bool { return d.Address == resolve.NamePlaceholder+":18082" })
 		without[i] = with[i]
 		d := withoutIssuer(with, without)
@@ -458,7 +458,7 @@ func TestDialPortsWithoutIssuer(t *testing.T) {
 			}
 			slices.Sort(want)
 			want = slices.Compact(want)
-			if got := resolve.DialPorts(s, meshidentity.None); !slices.Equal(got, want) {
+			if got := resolve.DialPorts(s, workloadidentity.NoIssuer); !slices.Equal(got, want) {
 				t.Errorf("DialPorts without an issuer = %v, want %v", got, want)
 			}
 		})

@@ -20,9 +20,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // TestNodeHoldsOnlyItsPodsIdentities: two real SPIRE agents, each attested by k8s_psat as the
@@ -52,7 +52,7 @@ func TestNodeHoldsOnlyItsPodsIdentities(t *testing.T) {
 
 	_, x := r.service(t, "x", nodeA)
 	_, y := r.service(t, "y", nodeB)
-	xSelectors, ySelectors := identity.PodSelectors(r.ns, "x"), identity.PodSelectors(r.ns, "y")
+	xSelectors, ySelectors := workloadidentity.PodSelectors(r.ns, "x"), workloadidentity.PodSelectors(r.ns, "y")
 	onA := r.meshPod(t, "x-1", "x", nodeA)
 	waitSVID(t, r.spire, agentA.AdminSocket, x.SPIFFEID, xSelectors)
 	r.meshPod(t, "y-1", "y", nodeB)
@@ -104,7 +104,7 @@ func (r *rig) nodeAgent(t *testing.T, agentsNS, name string, node *corev1.Node) 
 // fetchJWT asks agent's Delegated Identity API, as the node agent would, for a JWT-SVID of
 // selectors: nil when it issues one for want, its error otherwise (PermissionDenied: the agent
 // holds no entry for selectors).
-func fetchJWT(agent *spiretest.Agent, want spiffeid.ID, selectors []identity.Selector) error {
+func fetchJWT(agent *spiretest.Agent, want spiffeid.ID, selectors []workloadidentity.Selector) error {
 	conn, err := grpc.NewClient("unix://"+agent.AdminSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err

@@ -9,12 +9,12 @@
 //     that identity's ServiceAccount (bound to it by spec.nodeName, not finished): SPIFFE ID =
 //     the identity, parent = that node's SPIRE agent (Config.NodeAgentPath: by default
 //     k8s_psat's spiffe://<td>/spire/agent/k8s_psat/<cluster>/<node UID>), selectors k8s:ns:<ns>
-//     and k8s:sa:<sa> (identity.PodSelectors). A node's agent holds only its own pods'
+//     and k8s:sa:<sa> (workloadidentity.PodSelectors). A node's agent holds only its own pods'
 //     identities, so a compromised node can hand out no other through the Delegated Identity
 //     API. The entry is written when the pod is bound, before the kubelet starts it, and deleted
 //     when the node's last such pod finishes or goes;
 //   - the node agent's delegate entry: the SPIFFE ID of the node agent's ServiceAccount under the
-//     node agents' alias (identity.NodeAlias), the ID the SPIRE agents' authorized_delegates
+//     node agents' alias (workloadidentity.NodeAlias), the ID the SPIRE agents' authorized_delegates
 //     lists, on every node;
 //   - the alias itself (parent spiffe://<td>/spire/server, the node attestor's selectors), unless
 //     the user's SPIRE has its own (Config.NodeSelectors empty).

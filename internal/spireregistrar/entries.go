@@ -14,7 +14,7 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
-	"github.com/aether-mesh/aether-operator/internal/identity"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // EntryIDPrefix starts the ID of every entry the registrar creates: its ownership mark. The rest
@@ -35,7 +35,7 @@ type Config struct {
 	TrustDomain spiffeid.TrustDomain
 	// NodeSelectors select the node agents' alias entry; empty: the registrar leaves the alias to
 	// the user's SPIRE (and deletes an alias entry of its own).
-	NodeSelectors []identity.Selector
+	NodeSelectors []workloadidentity.Selector
 	// DelegateNamespace and DelegateServiceAccount are the node agent's ServiceAccount, whose SPIFFE
 	// ID the SPIRE agents' authorized_delegates lists.
 	DelegateNamespace, DelegateServiceAccount string
@@ -123,7 +123,7 @@ type Entry struct {
 	SPIFFEID spiffeid.ID
 	Parent   spiffeid.ID
 	// Selectors are sorted (SPIRE stores a set).
-	Selectors []identity.Selector
+	Selectors []workloadidentity.Selector
 	// The fields a desired entry leaves at their zero value, compared so that an entry of ours
 	// changed by hand to give more (an admin, a downstream CA, an expiry, other names, federation)
 	// is put back. TTLs and the hint are SPIRE's defaults and left alone.
@@ -156,8 +156,8 @@ func ServerID(td spiffeid.TrustDomain) spiffeid.ID {
 
 // ParseSelectors reads comma-separated type:value selectors (k8s_psat:cluster:aether); empty gives
 // none. The result is sorted.
-func ParseSelectors(list string) ([]identity.Selector, error) {
-	var out []identity.Selector
+func ParseSelectors(list string) ([]workloadidentity.Selector, error) {
+	var out []workloadidentity.Selector
 	for field := range strings.SplitSeq(list, ",") {
 		field = strings.TrimSpace(field)
 		if field == "" {
@@ -167,14 +167,14 @@ func ParseSelectors(list string) ([]identity.Selector, error) {
 		if !ok || typ == "" || value == "" {
 			return nil, fmt.Errorf("selector %q is not type:value; write each as SPIRE prints it, for example %s", field, DefaultNodeSelectors)
 		}
-		out = append(out, identity.Selector{Type: typ, Value: value})
+		out = append(out, workloadidentity.Selector{Type: typ, Value: value})
 	}
 	sortSelectors(out)
 	return slices.Compact(out), nil
 }
 
-func sortSelectors(s []identity.Selector) {
-	slices.SortFunc(s, func(a, b identity.Selector) int {
+func sortSelectors(s []workloadidentity.Selector) {
+	slices.SortFunc(s, func(a, b workloadidentity.Selector) int {
 		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Value, b.Value))
 	})
 }
@@ -192,9 +192,9 @@ func sortSelectors(s []identity.Selector) {
 // errors, as is a node whose agent ID cannot be formed; the others are still returned. A pod
 // on a node not (yet) in in.Nodes gets no entry there until the node is.
 func Desired(cfg Config, in Inputs) ([]Entry, []error) {
-	alias := identity.NodeAlias(cfg.TrustDomain)
+	alias := workloadidentity.NodeAlias(cfg.TrustDomain)
 	byID := map[string]Entry{}
-	add := func(entryID string, id, parent spiffeid.ID, selectors []identity.Selector) {
+	add := func(entryID string, id, parent spiffeid.ID, selectors []workloadidentity.Selector) {
 		sortSelectors(selectors)
 		byID[entryID] = Entry{ID: entryID, SPIFFEID: id, Parent: parent, Selectors: selectors}
 	}
@@ -202,11 +202,11 @@ func Desired(cfg Config, in Inputs) ([]Entry, []error) {
 		add(EntryID(alias), alias, ServerID(cfg.TrustDomain), slices.Clone(cfg.NodeSelectors))
 	}
 	var errs []error
-	delegate, err := identity.ServiceAccountID(cfg.TrustDomain, cfg.DelegateNamespace, cfg.DelegateServiceAccount)
+	delegate, err := workloadidentity.ServiceAccountID(cfg.TrustDomain, cfg.DelegateNamespace, cfg.DelegateServiceAccount)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("the node agent's delegate entry: %w", err))
 	} else {
-		add(EntryID(delegate), delegate, alias, identity.PodSelectors(cfg.DelegateNamespace, cfg.DelegateServiceAccount))
+		add(EntryID(delegate), delegate, alias, workloadidentity.PodSelectors(cfg.DelegateNamespace, cfg.DelegateServiceAccount))
 	}
 	agents, agentErrs := nodeAgents(cfg, in)
 	errs = append(errs, agentErrs...)
@@ -220,7 +220,7 @@ func Desired(cfg Config, in Inputs) ([]Entry, []error) {
 			continue
 		}
 		for _, parent := range agents[serviceAccount{svc.Namespace, sa}] {
-			add(NodeEntryID(id, parent), id, parent, identity.PodSelectors(svc.Namespace, sa))
+			add(NodeEntryID(id, parent), id, parent, workloadidentity.PodSelectors(svc.Namespace, sa))
 		}
 	}
 	out := make([]Entry, 0, len(byID))

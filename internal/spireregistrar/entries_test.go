@@ -11,13 +11,13 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
-	"github.com/aether-mesh/aether-operator/internal/identity"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 var testTD = spiffeid.RequireTrustDomainFromString("aether.internal")
 
 func testConfig() Config {
-	return Config{TrustDomain: testTD, NodeSelectors: []identity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}},
+	return Config{TrustDomain: testTD, NodeSelectors: []workloadidentity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}},
 		DelegateNamespace: "aether-operator-system", DelegateServiceAccount: DefaultDelegateServiceAccount,
 		NodeAgentPath: DefaultNodeAgentPath}
 }
@@ -27,13 +27,13 @@ func id(path string) spiffeid.ID { return spiffeid.RequireFromPath(testTD, path)
 func TestParseSelectors(t *testing.T) {
 	cases := map[string]struct {
 		in   string
-		want []identity.Selector
+		want []workloadidentity.Selector
 		err  string
 	}{
-		"default":        {in: DefaultNodeSelectors, want: []identity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}},
+		"default":        {in: DefaultNodeSelectors, want: []workloadidentity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}},
 		"empty":          {in: ""},
-		"sorted, spaces": {in: " k8s_psat:cluster:b , k8s_psat:agent_ns:spire", want: []identity.Selector{{Type: "k8s_psat", Value: "agent_ns:spire"}, {Type: "k8s_psat", Value: "cluster:b"}}},
-		"duplicates":     {in: "a:b,a:b", want: []identity.Selector{{Type: "a", Value: "b"}}},
+		"sorted, spaces": {in: " k8s_psat:cluster:b , k8s_psat:agent_ns:spire", want: []workloadidentity.Selector{{Type: "k8s_psat", Value: "agent_ns:spire"}, {Type: "k8s_psat", Value: "cluster:b"}}},
+		"duplicates":     {in: "a:b,a:b", want: []workloadidentity.Selector{{Type: "a", Value: "b"}}},
 		"no value":       {in: "k8s_psat", err: `selector "k8s_psat" is not type:value`},
 		"empty type":     {in: ":cluster", err: `selector ":cluster" is not type:value`},
 	}
@@ -76,10 +76,10 @@ func TestEntryID(t *testing.T) {
 // its ServiceAccount, parented to that node's agent (k8s_psat's ID: the node's UID), and on no
 // other node; nothing for a node not known yet; a bad identity or agent path named.
 func TestDesired(t *testing.T) {
-	alias := identity.NodeAlias(testTD)
+	alias := workloadidentity.NodeAlias(testTD)
 	delegate := id("/ns/aether-operator-system/sa/aether-operator-agent")
-	aliasEntry := Entry{SPIFFEID: alias, Parent: ServerID(testTD), Selectors: []identity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}}
-	delegateEntry := Entry{SPIFFEID: delegate, Parent: alias, Selectors: identity.PodSelectors("aether-operator-system", "aether-operator-agent")}
+	aliasEntry := Entry{SPIFFEID: alias, Parent: ServerID(testTD), Selectors: []workloadidentity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}}
+	delegateEntry := Entry{SPIFFEID: delegate, Parent: alias, Selectors: workloadidentity.PodSelectors("aether-operator-system", "aether-operator-agent")}
 	nodes := []Node{{Name: "node-a", UID: "uid-a"}, {Name: "node-b", UID: "uid-b"}, {Name: "node-c", UID: "uid-c"}}
 	agentA, agentB := id("/spire/agent/k8s_psat/aether/uid-a"), id("/spire/agent/k8s_psat/aether/uid-b")
 	payments := "spiffe://aether.internal/ns/shop/sa/payments"
@@ -104,8 +104,8 @@ func TestDesired(t *testing.T) {
 			},
 			want: []Entry{
 				aliasEntry, delegateEntry,
-				{SPIFFEID: id("/ns/shop/sa/payments"), Parent: agentA, Selectors: identity.PodSelectors("shop", "payments")},
-				{SPIFFEID: id("/ns/shop/sa/payments"), Parent: agentB, Selectors: identity.PodSelectors("shop", "payments")},
+				{SPIFFEID: id("/ns/shop/sa/payments"), Parent: agentA, Selectors: workloadidentity.PodSelectors("shop", "payments")},
+				{SPIFFEID: id("/ns/shop/sa/payments"), Parent: agentB, Selectors: workloadidentity.PodSelectors("shop", "payments")},
 			},
 		},
 		"a pod on a node not known yet, or no pod: no entry": {
@@ -123,7 +123,7 @@ func TestDesired(t *testing.T) {
 				Pods:     []Pod{{Namespace: "shop", ServiceAccount: "payments", Node: "node-b"}},
 				Nodes:    nodes,
 			},
-			want: []Entry{delegateEntry, {SPIFFEID: id("/ns/shop/sa/payments"), Parent: id("/spire/agent/x509pop/node-b"), Selectors: identity.PodSelectors("shop", "payments")}},
+			want: []Entry{delegateEntry, {SPIFFEID: id("/ns/shop/sa/payments"), Parent: id("/spire/agent/x509pop/node-b"), Selectors: workloadidentity.PodSelectors("shop", "payments")}},
 		},
 		"no node selectors: the alias is the user's": {
 			cfg:  func(c *Config) { c.NodeSelectors = nil },
@@ -135,7 +135,7 @@ func TestDesired(t *testing.T) {
 				Pods:     []Pod{{Namespace: "shop", ServiceAccount: "payments", Node: "node-a"}, {Namespace: "shop", ServiceAccount: "payments", Node: "bad"}},
 				Nodes:    append(slices.Clone(nodes), Node{Name: "bad", UID: "Not/Valid"}),
 			},
-			want: []Entry{aliasEntry, delegateEntry, {SPIFFEID: id("/ns/shop/sa/payments"), Parent: agentA, Selectors: identity.PodSelectors("shop", "payments")}},
+			want: []Entry{aliasEntry, delegateEntry, {SPIFFEID: id("/ns/shop/sa/payments"), Parent: agentA, Selectors: workloadidentity.PodSelectors("shop", "payments")}},
 			errs: []string{`node bad: its SPIRE agent's ID (--spire-node-agent-path /spire/agent/k8s_psat/aether/{node-uid}): "Not/Valid" is not one path segment`},
 		},
 		"identities that cannot be registered are named, the others kept": {
@@ -151,7 +151,7 @@ func TestDesired(t *testing.T) {
 				Pods:  []Pod{{Namespace: "shop", ServiceAccount: "e", Node: "node-a"}},
 				Nodes: nodes,
 			},
-			want: []Entry{delegateEntry, {SPIFFEID: id("/ns/shop/sa/e"), Parent: agentA, Selectors: identity.PodSelectors("shop", "e")}},
+			want: []Entry{delegateEntry, {SPIFFEID: id("/ns/shop/sa/e"), Parent: agentA, Selectors: workloadidentity.PodSelectors("shop", "e")}},
 			errs: []string{
 				`MeshService shop/a: status.identity "not a spiffe id" is not a SPIFFE ID`,
 				`MeshService shop/b: status.identity "spiffe://other.domain/ns/shop/sa/b" is in trust domain "other.domain", not the mesh's "aether.internal"`,
@@ -205,15 +205,15 @@ func TestNodeEntryID(t *testing.T) {
 // TestDiff: the plan touches only marked entries, writes nothing when SPIRE already holds the
 // desired entries, and leaves to an unmarked entry a desired identity it already provides.
 func TestDiff(t *testing.T) {
-	alias := identity.NodeAlias(testTD)
-	web := Entry{ID: EntryID(id("/ns/shop/sa/web")), SPIFFEID: id("/ns/shop/sa/web"), Parent: alias, Selectors: identity.PodSelectors("shop", "web")}
-	db := Entry{ID: EntryID(id("/ns/shop/sa/db")), SPIFFEID: id("/ns/shop/sa/db"), Parent: alias, Selectors: identity.PodSelectors("shop", "db")}
-	handMade := Entry{ID: "6a1f6cbe-2b62-4d5e-9c1a-2f1e0e6f7a10", SPIFFEID: id("/ns/shop/sa/tool"), Parent: alias, Selectors: identity.PodSelectors("shop", "tool")}
+	alias := workloadidentity.NodeAlias(testTD)
+	web := Entry{ID: EntryID(id("/ns/shop/sa/web")), SPIFFEID: id("/ns/shop/sa/web"), Parent: alias, Selectors: workloadidentity.PodSelectors("shop", "web")}
+	db := Entry{ID: EntryID(id("/ns/shop/sa/db")), SPIFFEID: id("/ns/shop/sa/db"), Parent: alias, Selectors: workloadidentity.PodSelectors("shop", "db")}
+	handMade := Entry{ID: "6a1f6cbe-2b62-4d5e-9c1a-2f1e0e6f7a10", SPIFFEID: id("/ns/shop/sa/tool"), Parent: alias, Selectors: workloadidentity.PodSelectors("shop", "tool")}
 	userWeb := web
 	userWeb.ID = "0b7e2a43-8f5d-4c55-b1ad-7a7bd2cf8e11" // the same identity, registered by hand
-	stale := Entry{ID: EntryID(id("/ns/shop/sa/gone")), SPIFFEID: id("/ns/shop/sa/gone"), Parent: alias, Selectors: identity.PodSelectors("shop", "gone")}
+	stale := Entry{ID: EntryID(id("/ns/shop/sa/gone")), SPIFFEID: id("/ns/shop/sa/gone"), Parent: alias, Selectors: workloadidentity.PodSelectors("shop", "gone")}
 	drifted := web
-	drifted.Selectors = identity.PodSelectors("shop", "other")
+	drifted.Selectors = workloadidentity.PodSelectors("shop", "other")
 	admin := db
 	admin.Admin = true
 

@@ -24,9 +24,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // TestRegistration: the alias's and the delegate's entries; a MeshService identity gets one
@@ -38,10 +38,10 @@ import (
 func TestRegistration(t *testing.T) {
 	r := newRig(t, DefaultResync, "")
 	alias := Entry{ID: EntryID(r.spire.NodeAlias), SPIFFEID: r.spire.NodeAlias, Parent: ServerID(r.spire.TrustDomain),
-		Selectors: []identity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}}
+		Selectors: []workloadidentity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}}
 	delegateID := spiffeid.RequireFromPath(r.spire.TrustDomain, "/ns/"+delegateNamespace+"/sa/"+DefaultDelegateServiceAccount)
 	delegate := Entry{ID: EntryID(delegateID), SPIFFEID: delegateID, Parent: r.spire.NodeAlias,
-		Selectors: identity.PodSelectors(delegateNamespace, DefaultDelegateServiceAccount)}
+		Selectors: workloadidentity.PodSelectors(delegateNamespace, DefaultDelegateServiceAccount)}
 	r.waitEntry(t, alias)
 	r.waitEntry(t, delegate)
 
@@ -116,7 +116,7 @@ func (r *rig) waitOnly(t *testing.T, id spiffeid.ID, want ...Entry) {
 // waitSVID asks the Delegated Identity API on admin, as the node agent does (this process is
 // the authorized delegate), for the X.509 SVID of selectors, until it holds one for want, and
 // returns its leaf after checking it chains to the agent's bundle.
-func waitSVID(t *testing.T, spire *spiretest.Env, admin string, want spiffeid.ID, selectors []identity.Selector) *x509.Certificate {
+func waitSVID(t *testing.T, spire *spiretest.Env, admin string, want spiffeid.ID, selectors []workloadidentity.Selector) *x509.Certificate {
 	t.Helper()
 	conn, err := grpc.NewClient("unix://"+admin, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -212,8 +212,8 @@ func TestOwnership(t *testing.T) {
 		// The same SPIFFE ID as the registrar's, under another parent.
 		r.handMade(t, Entry{SPIFFEID: payments.SPIFFEID, Parent: spiffeid.RequireFromPath(td, "/other-agents"), Selectors: payments.Selectors}),
 		// Under the alias and under a's agent, without the mark.
-		r.handMade(t, Entry{SPIFFEID: spiffeid.RequireFromPath(td, "/ns/"+r.ns+"/sa/tool"), Parent: r.spire.NodeAlias, Selectors: identity.PodSelectors(r.ns, "tool")}),
-		r.handMade(t, Entry{SPIFFEID: spiffeid.RequireFromPath(td, "/ns/"+r.ns+"/sa/tool"), Parent: r.agentOf(t, a), Selectors: identity.PodSelectors(r.ns, "tool")}),
+		r.handMade(t, Entry{SPIFFEID: spiffeid.RequireFromPath(td, "/ns/"+r.ns+"/sa/tool"), Parent: r.spire.NodeAlias, Selectors: workloadidentity.PodSelectors(r.ns, "tool")}),
+		r.handMade(t, Entry{SPIFFEID: spiffeid.RequireFromPath(td, "/ns/"+r.ns+"/sa/tool"), Parent: r.agentOf(t, a), Selectors: workloadidentity.PodSelectors(r.ns, "tool")}),
 		// The user's own registration of billing's identity, exactly as the registrar's would be.
 		r.handMade(t, Entry{SPIFFEID: billing.SPIFFEID, Parent: billing.Parent, Selectors: billing.Selectors}),
 	}
@@ -397,7 +397,7 @@ func TestUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitEntry(t, Entry{ID: EntryID(r.spire.NodeAlias), SPIFFEID: r.spire.NodeAlias, Parent: ServerID(r.spire.TrustDomain),
-		Selectors: []identity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}})
+		Selectors: []workloadidentity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}}})
 	testenv.Eventually(t, "aether_spire_registrar_server_reachable back to 1", func() error {
 		if up := testutil.ToFloat64(reachableGauge); up != 1 {
 			return fmt.Errorf("it is %v", up)

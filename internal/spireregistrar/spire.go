@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/aether-mesh/aether-operator/internal/identity"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 const (
@@ -195,7 +195,7 @@ func fromAPI(e *types.Entry) Entry {
 		Downstream: e.GetDownstream(), StoreSVID: e.GetStoreSvid(), ExpiresAt: e.GetExpiresAt(),
 		DNSNames: slices.Sorted(slices.Values(e.GetDnsNames())), FederatesWith: slices.Sorted(slices.Values(e.GetFederatesWith()))}
 	for _, s := range e.GetSelectors() {
-		out.Selectors = append(out.Selectors, identity.Selector{Type: s.GetType(), Value: s.GetValue()})
+		out.Selectors = append(out.Selectors, workloadidentity.Selector{Type: s.GetType(), Value: s.GetValue()})
 	}
 	sortSelectors(out.Selectors)
 	return out

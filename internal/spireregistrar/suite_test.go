@@ -29,10 +29,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // env is this package's real kube-apiserver and etcd. Each test runs its own real SPIRE
@@ -71,7 +71,7 @@ func newRigWith(t *testing.T, resync time.Duration, socket string, opts spiretes
 	t.Helper()
 	r := &rig{spire: spiretest.Start(t, opts)}
 	r.api = entryv1.NewEntryClient(r.spire.ServerConn(t))
-	r.cfg = Config{TrustDomain: r.spire.TrustDomain, NodeSelectors: []identity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}},
+	r.cfg = Config{TrustDomain: r.spire.TrustDomain, NodeSelectors: []workloadidentity.Selector{{Type: "k8s_psat", Value: "cluster:aether"}},
 		DelegateNamespace: delegateNamespace, DelegateServiceAccount: DefaultDelegateServiceAccount, NodeAgentPath: DefaultNodeAgentPath}
 	ns, err := env.Namespace(testContext(t), "registrar")
 	if err != nil {
@@ -224,7 +224,7 @@ func (r *rig) service(t *testing.T, name string, node *corev1.Node) (*meshv1alph
 	if err := env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: name}}); err != nil {
 		t.Fatal(err)
 	}
-	id, err := identity.ServiceAccountID(r.spire.TrustDomain, r.ns, name)
+	id, err := workloadidentity.ServiceAccountID(r.spire.TrustDomain, r.ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func (r *rig) service(t *testing.T, name string, node *corev1.Node) (*meshv1alph
 func (r *rig) entryOn(t *testing.T, id spiffeid.ID, sa string, node *corev1.Node) Entry {
 	t.Helper()
 	agent := r.agentOf(t, node)
-	return Entry{ID: NodeEntryID(id, agent), SPIFFEID: id, Parent: agent, Selectors: identity.PodSelectors(r.ns, sa)}
+	return Entry{ID: NodeEntryID(id, agent), SPIFFEID: id, Parent: agent, Selectors: workloadidentity.PodSelectors(r.ns, sa)}
 }
 
 // agentOf is node's SPIRE agent ID, as k8s_psat makes it: of the node's UID.

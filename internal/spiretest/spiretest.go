@@ -45,8 +45,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // startTimeout bounds each wait of Start: the server's and the agent's readiness, the delegate's
@@ -149,7 +149,7 @@ func Start(t testing.TB, o Options) *Env {
 		WorkloadSocket: filepath.Join(dir, "workload", "agent.sock"),
 		// SPIRE refuses an admin socket in the Workload API socket's directory.
 		AdminSocket: filepath.Join(dir, "admin", "admin.sock"),
-		NodeAlias:   identity.NodeAlias(td),
+		NodeAlias:   workloadidentity.NodeAlias(td),
 		Delegate:    spiffeid.RequireFromPath(td, "/aether/test-delegate"),
 		Dir:         dir,
 	}

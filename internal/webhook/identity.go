@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // The identity containers the injector adds to a mesh pod, and their volumes.
@@ -58,7 +58,7 @@ var identityResources = corev1.ResourceRequirements{
 // Identity is what the pod injector gives mesh pods of the identity SPIRE issues them.
 type Identity struct {
 	// SPIRE says SPIRE issues the mesh's workload identities: its agent serves the Workload API
-	// on every node (identity.NodeWorkloadSocketDir). False when the mesh runs without an issuer:
+	// on every node (workloadidentity.NodeWorkloadSocketDir). False when the mesh runs without an issuer:
 	// then nothing below is injected, since there is nothing to ask.
 	SPIRE bool
 	// Gate injects GateContainer into every mesh pod (but those the gate never takes, gateSkip);
@@ -96,7 +96,7 @@ func InjectGate(pod *corev1.Pod, image string) {
 		return
 	}
 	addWorkloadSocketVolume(pod)
-	gate := identityContainer(pod, GateContainer, image, "wait", "--socket="+identity.WorkloadSocketAddr)
+	gate := identityContainer(pod, GateContainer, image, "wait", "--socket="+workloadidentity.WorkloadSocketAddr)
 	pod.Spec.InitContainers = slices.Insert(pod.Spec.InitContainers, 0, gate)
 }
 
@@ -116,7 +116,7 @@ func InjectIdentityFiles(pod *corev1.Pod, image string) []string {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: IdentityVolume, VolumeSource: corev1.VolumeSource{
 			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: new(resource.MustParse("1Mi"))}}})
 	}
-	sidecar := identityContainer(pod, FilesContainer, image, "files", "--socket="+identity.WorkloadSocketAddr, "--dir="+proxyless.IdentityDir)
+	sidecar := identityContainer(pod, FilesContainer, image, "files", "--socket="+workloadidentity.WorkloadSocketAddr, "--dir="+proxyless.IdentityDir)
 	sidecar.RestartPolicy = new(corev1.ContainerRestartPolicyAlways)
 	sidecar.VolumeMounts = append(sidecar.VolumeMounts, corev1.VolumeMount{Name: IdentityVolume, MountPath: proxyless.IdentityDir})
 	sidecar.StartupProbe = &corev1.Probe{
@@ -158,11 +158,11 @@ func identityContainer(pod *corev1.Pod, name, image string, args ...string) core
 		Command: append([]string{identityBinary}, args...),
 		// What its messages name: the pod's MeshService, its SPIRE selectors, its node.
 		Env: []corev1.EnvVar{
-			{Name: identity.EnvNamespace, ValueFrom: field("metadata.namespace")},
-			{Name: identity.EnvServiceAccount, ValueFrom: field("spec.serviceAccountName")},
-			{Name: identity.EnvNodeName, ValueFrom: field("spec.nodeName")},
+			{Name: workloadidentity.EnvNamespace, ValueFrom: field("metadata.namespace")},
+			{Name: workloadidentity.EnvServiceAccount, ValueFrom: field("spec.serviceAccountName")},
+			{Name: workloadidentity.EnvNodeName, ValueFrom: field("spec.nodeName")},
 		},
-		VolumeMounts:    []corev1.VolumeMount{{Name: WorkloadSocketVolume, MountPath: identity.NodeWorkloadSocketDir, ReadOnly: true}},
+		VolumeMounts:    []corev1.VolumeMount{{Name: WorkloadSocketVolume, MountPath: workloadidentity.NodeWorkloadSocketDir, ReadOnly: true}},
 		Resources:       identityResources,
 		SecurityContext: identitySecurityContext(pod),
 		// A failed gate's last words (why, and where to look) are its termination message:
@@ -202,7 +202,7 @@ func addWorkloadSocketVolume(pod *corev1.Pod) {
 		return
 	}
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: WorkloadSocketVolume, VolumeSource: corev1.VolumeSource{
-		HostPath: &corev1.HostPathVolumeSource{Path: identity.NodeWorkloadSocketDir, Type: new(corev1.HostPathDirectory)}}})
+		HostPath: &corev1.HostPathVolumeSource{Path: workloadidentity.NodeWorkloadSocketDir, Type: new(corev1.HostPathDirectory)}}})
 }
 
 func hasContainer(containers []corev1.Container, name string) bool {

@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/aether-mesh/aether-operator/internal/golden"
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/inject/*.out.yaml and delete the orphaned ones")
@@ -112,7 +112,7 @@ func TestIdentityGateInjected(t *testing.T) {
 		t.Fatalf("init containers %v, want [%s migrate]", names, GateContainer)
 	}
 	gate := p.Spec.InitContainers[0]
-	checkIdentityContainer(t, gate, "wait", "--socket="+identity.WorkloadSocketAddr)
+	checkIdentityContainer(t, gate, "wait", "--socket="+workloadidentity.WorkloadSocketAddr)
 	if gate.RestartPolicy != nil || gate.StartupProbe != nil {
 		t.Errorf("the gate is a plain init container, not a sidecar: %+v", gate)
 	}
@@ -192,7 +192,7 @@ func TestProxylessPodGetsIdentityFiles(t *testing.T) {
 		t.Fatalf("init containers %v, want [%s %s]", names, GateContainer, FilesContainer)
 	}
 	files := p.Spec.InitContainers[1]
-	checkIdentityContainer(t, files, "files", "--socket="+identity.WorkloadSocketAddr, "--dir="+proxyless.IdentityDir)
+	checkIdentityContainer(t, files, "files", "--socket="+workloadidentity.WorkloadSocketAddr, "--dir="+proxyless.IdentityDir)
 	if files.RestartPolicy == nil || *files.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("the files container's restartPolicy is %v, want Always (a native sidecar)", files.RestartPolicy)
 	}
@@ -336,9 +336,9 @@ func checkIdentityContainer(t *testing.T, c corev1.Container, args ...string) {
 		t.Errorf("%s runs %s %q, want %s %q", c.Name, c.Image, c.Command, testIdentity.Image, want)
 	}
 	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
-		return m.Name == WorkloadSocketVolume && m.MountPath == identity.NodeWorkloadSocketDir && m.ReadOnly
-	}) || !strings.HasPrefix(identity.WorkloadSocketAddr, "unix://"+identity.NodeWorkloadSocketDir+"/") {
-		t.Errorf("%s mounts %+v, want %s read-only at %s", c.Name, c.VolumeMounts, WorkloadSocketVolume, identity.NodeWorkloadSocketDir)
+		return m.Name == WorkloadSocketVolume && m.MountPath == workloadidentity.NodeWorkloadSocketDir && m.ReadOnly
+	}) || !strings.HasPrefix(workloadidentity.WorkloadSocketAddr, "unix://"+workloadidentity.NodeWorkloadSocketDir+"/") {
+		t.Errorf("%s mounts %+v, want %s read-only at %s", c.Name, c.VolumeMounts, WorkloadSocketVolume, workloadidentity.NodeWorkloadSocketDir)
 	}
 	sc := c.SecurityContext
 	if sc == nil || !ptr.Deref(sc.RunAsNonRoot, false) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) ||
@@ -364,13 +364,13 @@ func checkIdentityContainer(t *testing.T, c corev1.Container, args ...string) {
 func checkSocketOnlyIn(t *testing.T, p *corev1.Pod, names ...string) {
 	t.Helper()
 	v := volume(p, WorkloadSocketVolume)
-	if v == nil || v.HostPath == nil || v.HostPath.Path != identity.NodeWorkloadSocketDir || ptr.Deref(v.HostPath.Type, "") != corev1.HostPathDirectory {
-		t.Errorf("volume %s is %+v, want hostPath %s (Directory)", WorkloadSocketVolume, v, identity.NodeWorkloadSocketDir)
+	if v == nil || v.HostPath == nil || v.HostPath.Path != workloadidentity.NodeWorkloadSocketDir || ptr.Deref(v.HostPath.Type, "") != corev1.HostPathDirectory {
+		t.Errorf("volume %s is %+v, want hostPath %s (Directory)", WorkloadSocketVolume, v, workloadidentity.NodeWorkloadSocketDir)
 	}
 	var mounting []string
 	for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
 		if slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
-			return m.Name == WorkloadSocketVolume || strings.HasPrefix(m.MountPath, identity.NodeWorkloadSocketDir)
+			return m.Name == WorkloadSocketVolume || strings.HasPrefix(m.MountPath, workloadidentity.NodeWorkloadSocketDir)
 		}) {
 			mounting = append(mounting, c.Name)
 		}

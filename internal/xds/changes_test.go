@@ -13,8 +13,8 @@ import (
 	"unsafe"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // Changes of one field at a time, found by reflection, for the Builder's tests: every field of a
@@ -131,7 +131,7 @@ var enumValues = map[reflect.Type][]string{
 	reflect.TypeFor[meshv1alpha1.AppProtocol](): {"", "grpc"},
 	reflect.TypeFor[model.CaptureMode]():        {"surface", "scoped", "all"},
 	reflect.TypeFor[model.RouteKind]():          {"HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"},
-	reflect.TypeFor[meshidentity.Issuer]():      {"none", "spire"}, // the zero value is spire: a change is to none
+	reflect.TypeFor[workloadidentity.Issuer]():  {"none", "spire"}, // the zero value is spire: a change is to none
 }
 
 // setAnother sets v to another value of its type: an IP address to the next, an enumeration to

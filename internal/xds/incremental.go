@@ -15,8 +15,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // Builder builds a node's resources exactly as Build does, byte for byte, and keeps what its
@@ -67,7 +67,7 @@ func (bl *Builder) Build(m model.Mesh) (Resources, error) {
 type memo struct {
 	domain string
 	// issuer is the mesh's identity issuer: whether raw-TCP clusters exist at all.
-	issuer meshidentity.Issuer
+	issuer workloadidentity.Issuer
 	// gen is the build under way: the parts it reused or made carry it.
 	gen uint64
 	// locality is the node's, which every load assignment's priorities derive from.

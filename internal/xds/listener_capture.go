@@ -27,10 +27,10 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // The capture listener (proposal 037 design (d), DESIGN section 5). Envoy picks a filter chain in
@@ -650,7 +650,7 @@ func withoutRawTCP(services []meshService) []error {
 		}
 		if len(tcp) > 0 {
 			out = append(out, fmt.Errorf("xds: no raw-TCP clusters for service %s/%s (TCP ports %s; a captured TCP dial of its VIP is closed by cluster %s): no workload identity: %s",
-				s.Namespace, s.Name, strings.Join(tcp, ", "), BlackholeCluster, meshidentity.NoIssuerTCP))
+				s.Namespace, s.Name, strings.Join(tcp, ", "), BlackholeCluster, workloadidentity.NoIssuerTCP))
 		}
 	}
 	return out

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdscheck"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdssim"
@@ -25,7 +25,7 @@ import (
 )
 
 // withIssuer is m with its identity issuer set to issuer.
-func withIssuer(m model.Mesh, issuer meshidentity.Issuer) model.Mesh {
+func withIssuer(m model.Mesh, issuer workloadidentity.Issuer) model.Mesh {
 	m.Issuer = issuer
 	return m
 }
@@ -118,7 +118,7 @@ func TestWithoutIssuerTCPIsClosed(t *testing.T) {
 	tcpServices := 0
 	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
 		t.Run(name, func(t *testing.T) {
-			m := withIssuer(scenarios[name], meshidentity.None)
+			m := withIssuer(scenarios[name], workloadidentity.NoIssuer)
 			res := build(t, m)
 			if v := xdscheck.All(res); v != nil {
 				t.Errorf("%d gate violations:\n%s", len(v), strings.Join(v, "\n"))
@@ -144,16 +144,16 @@ func TestWithoutIssuerTCPIsClosed(t *testing.T) {
 					}
 				}
 			}
-			httpAsEver(t, res, build(t, withIssuer(m, meshidentity.SPIRE)))
+			httpAsEver(t, res, build(t, withIssuer(m, workloadidentity.SPIRE)))
 		})
 	}
 	if tcpServices == 0 {
 		t.Fatal("no scenario has a service with a TCP port: the test proves nothing")
 	}
 
-	m := withIssuer(scenarios["no-issuer"], meshidentity.None)
+	m := withIssuer(scenarios["no-issuer"], workloadidentity.NoIssuer)
 	t.Run("negative control: TCP emitted without an identity", func(t *testing.T) {
-		leaks := rawTCPLeaks(m, build(t, withIssuer(m, meshidentity.SPIRE)))
+		leaks := rawTCPLeaks(m, build(t, withIssuer(m, workloadidentity.SPIRE)))
 		if len(leaks) == 0 {
 			t.Fatal("a build that emits raw-TCP clusters and forwards raw TCP passes")
 		}

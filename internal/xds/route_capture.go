@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // The capture route configuration (DESIGN section 5, proposal 043): the capture HCM routes each
@@ -207,7 +207,7 @@ func (b *builder) captureVirtualHosts(services []meshService) []plannedVirtualHo
 // hostRowsOf are the "Host: ..." rows of the dial surface of ports in a mesh whose identities
 // issuer issues: what an HTTP request gets, by the port in its Host header (none, each declared
 // port, 18081, 18082, any other).
-func hostRowsOf(ports portspec.PortSet, issuer meshidentity.Issuer) []resolve.Dial {
+func hostRowsOf(ports portspec.PortSet, issuer workloadidentity.Issuer) []resolve.Dial {
 	var rows []resolve.Dial
 	for _, d := range resolve.DialSurface(ports, issuer) {
 		if strings.HasPrefix(d.Address, resolve.HostRowPrefix) {

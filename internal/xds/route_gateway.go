@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/routes"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // Gateway API routes on the capture listener (DESIGN section 6; GAMMA: GEP-1294 and its
@@ -619,7 +619,7 @@ func (b *builder) tcpRouting(s *meshService, port int32, identity, own string) (
 	applied := b.appliedRoutes(s, port, identity, tcpKinds)
 	if !b.mesh.Issuer.Issues() {
 		for _, a := range applied {
-			b.skip(fmt.Sprintf("xds: %s is not applied on %s:%d: no workload identity: %s", a.label(), s.fqdn, port, meshidentity.NoIssuerTCP))
+			b.skip(fmt.Sprintf("xds: %s is not applied on %s:%d: no workload identity: %s", a.label(), s.fqdn, port, workloadidentity.NoIssuerTCP))
 		}
 		return []weightedBase{{base: BlackholeCluster, weight: 1}}, nil
 	}

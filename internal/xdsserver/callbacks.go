@@ -195,6 +195,18 @@ func (c *streams) closed(m map[int64]*streamState, id int64) {
 	}
 }
 
+// request is what a request of typeURL on stream id of m needs to know: the last response of
+// that type the stream sent (known: one was), the stream's node, and its refusal (state).
+func (c *streams) request(m map[int64]*streamState, id int64, node *corev3.Node, typeURL string) (last sentResponse, known bool, nodeID string, refused error) {
+	c.mu.Lock()
+	st, then, refused := c.state(m, id, node)
+	last, known = st.sent[typeURL]
+	nodeID = st.node
+	c.mu.Unlock()
+	after(then)
+	return last, known, nodeID, refused
+}
+
 // after calls f, if any.
 func after(f func()) {
 	if f != nil {
@@ -224,17 +236,9 @@ func (c *streams) OnStreamClosed(id int64, node *corev3.Node) {
 // It returns an error (which closes the stream) only to refuse a stream on the proxyless socket
 // (state): a NACK is no reason to close one.
 func (c *streams) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) error {
-	c.mu.Lock()
-	st, then, refused := c.state(c.sotw, id, req.GetNode())
-	last, known := st.sent[req.GetTypeUrl()]
-	node := st.node
-	c.mu.Unlock()
-	after(then)
-	if refused != nil {
+	last, known, node, refused := c.request(c.sotw, id, req.GetNode(), req.GetTypeUrl())
+	if refused != nil || req.GetErrorDetail() == nil {
 		return refused
-	}
-	if req.GetErrorDetail() == nil {
-		return nil
 	}
 
 	rejected := ""
@@ -274,17 +278,9 @@ func (c *streams) OnDeltaStreamClosed(id int64, node *corev3.Node) {
 // OnStreamDeltaRequest logs and counts a NACK. Nothing needs parking: the delta server counts a
 // sent resource as the client's, so it sends a rejected one again only when it changes.
 func (c *streams) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
-	c.mu.Lock()
-	st, then, refused := c.state(c.delta, id, req.GetNode())
-	last, known := st.sent[req.GetTypeUrl()]
-	node := st.node
-	c.mu.Unlock()
-	after(then)
-	if refused != nil {
+	last, known, node, refused := c.request(c.delta, id, req.GetNode(), req.GetTypeUrl())
+	if refused != nil || req.GetErrorDetail() == nil {
 		return refused
-	}
-	if req.GetErrorDetail() == nil {
-		return nil
 	}
 	var names []string
 	if known && last.nonce == req.GetResponseNonce() {

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
 )
 
@@ -232,7 +233,7 @@ func TestProxylessOneNodePerStream(t *testing.T) {
 	if l := logs.with("announced a second node ID"); len(l) != 1 {
 		t.Errorf("log lines of the change: %q, want one", l)
 	}
-	waitFor(t, "go-control-plane's status to hold no node", func() error {
+	testenv.Eventually(t, "go-control-plane's status to hold no node", func() error {
 		if keys := s.proxylessCache.GetStatusKeys(); len(keys) != 0 {
 			return fmt.Errorf("status entries of %q", keys)
 		}
@@ -295,7 +296,7 @@ func TestProxylessBounds(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		waitFor(t, "the pod's streams all open", func() error {
+		testenv.Eventually(t, "the pod's streams all open", func() error {
 			if n := s.proxylessStreams.open(testPodUID); n != maxPerPod {
 				return fmt.Errorf("%d open", n)
 			}
@@ -317,7 +318,7 @@ func TestProxylessBounds(t *testing.T) {
 		for _, c := range conns[2:] {
 			c.Connect()
 		}
-		waitFor(t, "the pod's connections all open", func() error {
+		testenv.Eventually(t, "the pod's connections all open", func() error {
 			if n := s.proxylessConns(testPodUID); n != maxPerPod {
 				return fmt.Errorf("%d open", n)
 			}

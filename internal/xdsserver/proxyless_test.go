@@ -19,11 +19,11 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
 )
 
@@ -225,7 +225,7 @@ func TestProxylessSubsetAnswered(t *testing.T) {
 	if published, err := s.Publish("node-a", res); err != nil || !published {
 		t.Fatalf("Publish: %v, %v", published, err)
 	}
-	waitFor(t, "the ADS cache holding the answer back", func() error {
+	testenv.Eventually(t, "the ADS cache holding the answer back", func() error {
 		if l := logs.with("ADS mode: not responding to request", other.Name); len(l) == 0 {
 			return fmt.Errorf("no such log line in %q", logs.with("go-control-plane"))
 		}
@@ -236,12 +236,7 @@ func TestProxylessSubsetAnswered(t *testing.T) {
 // rawStream is an ADS stream to address, until the test ends.
 func rawStream(t *testing.T, address string) grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse] {
 	t.Helper()
-	conn, err := grpc.NewClient(xdstest.Target(address), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(testContext(t))
+	stream, err := adsClient(t, address).StreamAggregatedResources(testContext(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,9 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -70,116 +66,57 @@ func equalCopy(res xds.Resources) xds.Resources {
 	return out
 }
 
-// TestPublishHashesByMessage: Publish reuses a resource's hash only for the very message it
-// hashed. A changed load assignment, a new message under the same name, is published at a new
-// version and served with its new content over state of the world, while the other types are not
-// sent again; equal copies of every resource (new messages, same content) publish nothing.
-func TestPublishHashesByMessage(t *testing.T) {
-	s, _ := startServer(t)
-	first := twoAssignments(t)
-	if published, err := s.Publish("node-a", first); err != nil || !published {
-		t.Fatalf("first publish: published %v, %v", published, err)
-	}
-	v1 := s.Versions("node-a")
-	c, err := xdstest.Dial(testContext(t), s.Address(), "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	all := []string{xdstest.Clusters, xdstest.Endpoints, xdstest.Listeners, xdstest.Routes}
-	accepted(t, c, v1, all...)
+// TestChangeSendsTheChangedResourceOnly, over both protocols: Publish reuses a resource's hash
+// only for the very message it hashed. A changed load assignment, a new message under the same
+// name, is published at a new version and reaches the client with its new content as the next
+// response, no other type sent before it. Over delta that response carries it alone, not the
+// other load assignment, which the publish left as the very same message. Equal copies of every
+// resource (new messages, same content) publish nothing; a change of the other load assignment
+// then reaches the client the same way.
+func TestChangeSendsTheChangedResourceOnly(t *testing.T) {
+	both := slices.Sorted(slices.Values([]string{assignment, otherAssignment}))
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			s, _ := startServer(t)
+			publishResources := func(what string, res xds.Resources) map[string]string {
+				t.Helper()
+				if published, err := s.Publish("node-a", res); err != nil || !published {
+					t.Fatalf("publishing %s: published %v, %v; want a new snapshot", what, published, err)
+				}
+				return s.Versions("node-a")
+			}
+			first := twoAssignments(t)
+			v1 := publishResources("two load assignments", first)
+			c, initial := p.open(t, s, "node-a", v1)
+			if got := initial[xdstest.Endpoints].names; !slices.Equal(got, both) {
+				t.Fatalf("first EDS response %v, want both load assignments", got)
+			}
 
-	changed := withEndpoint(first, 0, "127.0.0.12")
-	if published, err := s.Publish("node-a", changed); err != nil || !published {
-		t.Fatalf("publishing a changed load assignment: published %v, %v; want a new snapshot", published, err)
-	}
-	v2 := s.Versions("node-a")
-	if v2[xdstest.Endpoints] == v1[xdstest.Endpoints] {
-		t.Fatalf("a changed load assignment left the EDS version at %s", v2[xdstest.Endpoints])
-	}
-	accepted(t, c, v2, xdstest.Endpoints)
-	got := c.State()
-	if n := len(got.LoadAssignment(assignment).GetEndpoints()[0].GetLbEndpoints()); n != 2 {
-		t.Errorf("load assignment %s has %d endpoints after its change, want 2", assignment, n)
-	}
-	if n := len(got.LoadAssignment(otherAssignment).GetEndpoints()[0].GetLbEndpoints()); n != 1 {
-		t.Errorf("load assignment %s has %d endpoints, want its one", otherAssignment, n)
-	}
-	for _, typ := range []string{xdstest.Clusters, xdstest.Listeners, xdstest.Routes} {
-		if rs := versions(got.Received(typ)); !slices.Equal(rs, []string{v1[typ]}) {
-			t.Errorf("%s responses %v, want the first only", typ, rs)
-		}
-	}
+			changed := withEndpoint(first, 0, "127.0.0.12")
+			v2 := publishResources("a changed load assignment", changed)
+			if v2[xdstest.Endpoints] == v1[xdstest.Endpoints] {
+				t.Fatalf("a changed load assignment left the EDS version at %s", v2[xdstest.Endpoints])
+			}
+			u := p.expect(t, c, "a change of "+assignment, xdstest.Endpoints, p.sent([]string{assignment}, both), v2[xdstest.Endpoints])
+			if n := endpointCount(t, u, assignment); n != 2 {
+				t.Errorf("load assignment %s has %d endpoints after its change, want 2", assignment, n)
+			}
+			if !p.incremental {
+				if n := endpointCount(t, u, otherAssignment); n != 1 {
+					t.Errorf("load assignment %s has %d endpoints, want its one", otherAssignment, n)
+				}
+			}
 
-	if published, err := s.Publish("node-a", equalCopy(changed)); err != nil || published {
-		t.Errorf("publishing equal copies of every resource: published %v, %v; want nothing published", published, err)
-	}
-	if v3 := s.Versions("node-a"); fmt.Sprint(v3) != fmt.Sprint(v2) {
-		t.Errorf("equal copies moved the versions from %v to %v", v2, v3)
-	}
-}
+			if published, err := s.Publish("node-a", equalCopy(changed)); err != nil || published {
+				t.Errorf("publishing equal copies of every resource: published %v, %v; want nothing published", published, err)
+			}
+			if v := s.Versions("node-a"); fmt.Sprint(v) != fmt.Sprint(v2) {
+				t.Errorf("equal copies moved the versions from %v to %v", v2, v)
+			}
 
-// TestDeltaSendsOnlyTheChangedResource: over delta xDS, a change of one load assignment sends
-// that one and not the other, which the publish left as the very same message; a change of the
-// other then sends it alone.
-func TestDeltaSendsOnlyTheChangedResource(t *testing.T) {
-	s, _ := startServer(t)
-	res := twoAssignments(t)
-	if _, err := s.Publish("node-a", res); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(xdstest.Target(s.Address()), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(testContext(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := &corev3.Node{Id: "node-a"}
-	send := func(req *discoveryv3.DeltaDiscoveryRequest) {
-		t.Helper()
-		req.Node = node
-		if err := stream.Send(req); err != nil {
-			t.Fatal(err)
-		}
-	}
-	recv := func() *discoveryv3.DeltaDiscoveryResponse {
-		t.Helper()
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()})
-		return resp
-	}
-	names := func(resp *discoveryv3.DeltaDiscoveryResponse) []string {
-		var out []string
-		for _, r := range resp.GetResources() {
-			out = append(out, r.GetName())
-		}
-		slices.Sort(out)
-		return out
-	}
-	send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstest.Endpoints, ResourceNamesSubscribe: []string{assignment, otherAssignment}})
-	if resp := recv(); !slices.Equal(names(resp), []string{otherAssignment, assignment}) {
-		t.Fatalf("first delta EDS response %v, want both load assignments", names(resp))
-	}
-
-	res = withEndpoint(res, 0, "127.0.0.12")
-	if _, err := s.Publish("node-a", res); err != nil {
-		t.Fatal(err)
-	}
-	if resp := recv(); resp.GetTypeUrl() != xdstest.Endpoints || !slices.Equal(names(resp), []string{assignment}) {
-		t.Fatalf("after a change of %s the stream sent %s %v, want it alone", assignment, resp.GetTypeUrl(), names(resp))
-	}
-
-	res = withEndpoint(res, 1, "127.0.0.13")
-	if _, err := s.Publish("node-a", res); err != nil {
-		t.Fatal(err)
-	}
-	if resp := recv(); resp.GetTypeUrl() != xdstest.Endpoints || !slices.Equal(names(resp), []string{otherAssignment}) {
-		t.Fatalf("after a change of %s the stream sent %s %v, want it alone", otherAssignment, resp.GetTypeUrl(), names(resp))
+			changed = withEndpoint(changed, 1, "127.0.0.13")
+			v3 := publishResources("the other load assignment changed", changed)
+			p.expect(t, c, "a change of "+otherAssignment, xdstest.Endpoints, p.sent([]string{otherAssignment}, both), v3[xdstest.Endpoints])
+		})
 	}
 }

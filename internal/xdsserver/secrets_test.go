@@ -16,8 +16,6 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	streamv3 "github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/aether-mesh/aether-operator/internal/spiffetest"
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -77,13 +75,8 @@ func TestSecretsServedByReference(t *testing.T) {
 		t.Fatalf("the snapshot serves the secrets %q, want the two the cluster names, %q (not %s's)", names, []string{bundleN, certN}, otherIdentity)
 	}
 
-	c, err := xdstest.Dial(testContext(t), s.Address(), "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	all := []string{xdstest.Clusters, xdstest.Endpoints, xdstest.Listeners, xdstest.Routes, xdstest.Secrets}
-	accepted(t, c, v1, all...)
+	all := append(slices.Clone(fixtureTypes), xdstest.Secrets)
+	c := dial(t, s, "node-a", v1, all...)
 	if got, want := keyOf(c.State().Secret(certN)), keyOf(given[1]); len(want) == 0 || !bytes.Equal(got, want) {
 		t.Fatalf("the client holds %s with a key of %d bytes, want the given one (%d bytes)", certN, len(got), len(want))
 	}
@@ -220,54 +213,22 @@ func TestSecretsDelta(t *testing.T) {
 		t.Fatal(err)
 	}
 	publish(t, s, "node-a", f)
-	conn, err := grpc.NewClient(xdstest.Target(s.Address()), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(testContext(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := dialDelta(t, s, "node-a")
 	otherN := xds.CertificateSecret(otherIdentity)
-	if err := stream.Send(&discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "node-a"}, TypeUrl: xdstest.Secrets,
-		ResourceNamesSubscribe: []string{bundleN, certN, otherN}}); err != nil {
-		t.Fatal(err)
-	}
-	names := func(resp *discoveryv3.DeltaDiscoveryResponse) []string {
-		var out []string
-		for _, r := range resp.GetResources() {
-			out = append(out, r.GetName())
-		}
-		slices.Sort(out)
-		return out
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := names(resp); resp.GetTypeUrl() != xdstest.Secrets || !slices.Equal(got, []string{bundleN, certN}) {
-		t.Fatalf("the first delta response carries %s %q, want the secrets %q (not %s, which nothing references)", resp.GetTypeUrl(), got, []string{bundleN, certN}, otherN)
-	}
-	if err := stream.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstest.Secrets, ResponseNonce: resp.GetNonce()}); err != nil {
-		t.Fatal(err)
+	d.subscribe(t, xdstest.Secrets, bundleN, certN, otherN)
+	if u := d.next(t); u.typ != xdstest.Secrets || !slices.Equal(u.names, []string{bundleN, certN}) {
+		t.Fatalf("the first delta response carries %s %q, want the secrets %q (not %s, which nothing references)", u.typ, u.names, []string{bundleN, certN}, otherN)
 	}
 
 	rotated := testSecrets(t, ca, identity) // the same bundle, a new certificate
 	if published, err := s.PublishSecrets("node-a", rotated); !published || err != nil {
 		t.Fatalf("PublishSecrets: %v, %v", published, err)
 	}
-	if resp, err = stream.Recv(); err != nil {
-		t.Fatal(err)
+	u := d.next(t)
+	if !slices.Equal(u.names, []string{certN}) || len(u.removed) != 0 {
+		t.Fatalf("after a rotation the delta response carries %q (removed %q), want %s alone", u.names, u.removed, certN)
 	}
-	if got := names(resp); !slices.Equal(got, []string{certN}) || len(resp.GetRemovedResources()) != 0 {
-		t.Fatalf("after a rotation the delta response carries %q (removed %q), want %s alone", got, resp.GetRemovedResources(), certN)
-	}
-	secret := &tlsv3.Secret{}
-	if err := resp.GetResources()[0].GetResource().UnmarshalTo(secret); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(keyOf(secret), keyOf(rotated[1])) {
+	if secret, _ := u.resources[certN].(*tlsv3.Secret); !bytes.Equal(keyOf(secret), keyOf(rotated[1])) {
 		t.Errorf("the delta response carries another key than the rotated %s's", certN)
 	}
 }

@@ -9,15 +9,10 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
 )
 
@@ -106,104 +101,16 @@ func cloneCluster(c *clusterv3.Cluster, name string) *clusterv3.Cluster {
 	return out
 }
 
-// TestStateOfTheWorldEndpointOnlyChange: a real ADS client receives the four types and ACKs them;
-// an endpoint-only change reaches it as an EDS response and nothing else. The proof of "nothing
-// else": after the EDS response, a listener change is published, and the LDS response that
-// follows is the first since the initial one (a listener push caused by the endpoint change would
-// have been sent before it, on the same ordered stream).
-func TestStateOfTheWorldEndpointOnlyChange(t *testing.T) {
-	s, _ := startServer(t)
-	f := baseFixture()
-	v1 := publish(t, s, "node-a", f)
-	c, err := xdstest.Dial(testContext(t), s.Address(), "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	all := []string{xdstest.Clusters, xdstest.Endpoints, xdstest.Listeners, xdstest.Routes}
-	accepted(t, c, v1, all...)
-	if cla := c.State().LoadAssignment(assignment); len(cla.GetEndpoints()[0].GetLbEndpoints()) != 1 {
-		t.Fatalf("load assignment %s: %v, want the fixture's one endpoint", assignment, cla)
-	}
-
-	f.endpoints = []string{"127.0.0.11", "127.0.0.12"}
-	v2 := publish(t, s, "node-a", f)
-	accepted(t, c, v2, xdstest.Endpoints)
-
-	f.statPrefix = "capture-2"
-	v3 := publish(t, s, "node-a", f)
-	accepted(t, c, v3, xdstest.Listeners)
-
-	got := c.State()
-	if lds := versions(got.Received(xdstest.Listeners)); !slices.Equal(lds, []string{v1[xdstest.Listeners], v3[xdstest.Listeners]}) {
-		t.Errorf("LDS responses %v, want the first and the listener change's only (an endpoint change sent a listener update)", lds)
-	}
-	for _, typ := range []string{xdstest.Clusters, xdstest.Routes} {
-		if rs := versions(got.Received(typ)); !slices.Equal(rs, []string{v1[typ]}) {
-			t.Errorf("%s responses %v, want the first only", typ, rs)
-		}
-	}
-	if eds := versions(got.Received(xdstest.Endpoints)); !slices.Equal(eds, []string{v1[xdstest.Endpoints], v2[xdstest.Endpoints]}) {
-		t.Errorf("EDS responses %v, want the first and the endpoint change's", eds)
-	}
-	if n := len(got.LoadAssignment(assignment).GetEndpoints()[0].GetLbEndpoints()); n != 2 {
-		t.Errorf("load assignment %s has %d endpoints after the change, want 2", assignment, n)
-	}
-}
-
-// TestNACKLoggedCountedParked: a NACK is logged with the node, the type, the rejected resources
-// and the reason, and counted; the rejected version is not sent again, and the stream delivers
-// the next change: the LDS responses are the first, the rejected one, then the next change's.
-func TestNACKLoggedCountedParked(t *testing.T) {
-	s, logs := startServer(t)
-	f := baseFixture()
-	v1 := publish(t, s, "node-a", f)
-	c, err := xdstest.Dial(testContext(t), s.Address(), "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	accepted(t, c, v1, xdstest.Clusters, xdstest.Endpoints, xdstest.Listeners, xdstest.Routes)
-
-	before := testutil.ToFloat64(nacks.WithLabelValues("listener"))
-	c.NACKNext(xdstest.Listeners, "bad listener on purpose: unknown field")
-	f.statPrefix = "rejected"
-	v2 := publish(t, s, "node-a", f)
-	waitFor(t, "the NACK counted", func() error {
-		if n := testutil.ToFloat64(nacks.WithLabelValues("listener")); n != before+1 {
-			return fmt.Errorf("aether_agent_xds_nacks_total{type=listener} = %v, want %v", n, before+1)
-		}
-		return nil
-	})
-	lines := logs.with("NACK", `"node"="node-a"`, xdstest.Listeners, listenerN, `"reason"="bad listener on purpose: unknown field"`,
-		v2[xdstest.Listeners])
-	if len(lines) != 1 {
-		t.Errorf("want one log line naming the NACK's node, type, resource, reason and version; got %d:\n%v", len(lines), logs.with("NACK"))
-	}
-
-	f.statPrefix = "fixed"
-	v3 := publish(t, s, "node-a", f)
-	accepted(t, c, v3, xdstest.Listeners)
-	want := []string{v1[xdstest.Listeners], v2[xdstest.Listeners] + " (NACKed)", v3[xdstest.Listeners]}
-	if got := versions(c.State().Received(xdstest.Listeners)); !slices.Equal(got, want) {
-		t.Errorf("LDS responses %v, want %v: the rejected version once, then the next change", got, want)
-	}
-}
-
 // TestNACKResendsWithoutParking is the negative control of the parking: with it off, go-control-
 // plane sends the rejected version again as soon as the NACK arrives, which the client (like
-// Envoy) would reject again forever. TestNACKLoggedCountedParked's history check would catch it.
+// Envoy) would reject again forever. TestChangesReachTheClient's state-of-the-world case would catch it: the response after
+// the NACK would be the rejected version again, not the next change.
 func TestNACKResendsWithoutParking(t *testing.T) {
 	s, _ := startServer(t)
 	s.streams.resendRejected = true
 	f := baseFixture()
 	v1 := publish(t, s, "node-a", f)
-	c, err := xdstest.Dial(testContext(t), s.Address(), "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	accepted(t, c, v1, xdstest.Clusters, xdstest.Endpoints, xdstest.Listeners, xdstest.Routes)
+	c := dial(t, s, "node-a", v1, fixtureTypes...)
 
 	c.NACKNext(xdstest.Listeners, "rejected on purpose")
 	f.statPrefix = "rejected"
@@ -227,12 +134,7 @@ func TestInconsistentSnapshotRefused(t *testing.T) {
 	s, logs := startServer(t)
 	f := baseFixture()
 	v1 := publish(t, s, "node-a", f)
-	c, err := xdstest.Dial(testContext(t), s.Address(), "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	accepted(t, c, v1, xdstest.Clusters, xdstest.Endpoints, xdstest.Listeners, xdstest.Routes)
+	c := dial(t, s, "node-a", v1, fixtureTypes...)
 
 	missing := f.resources(t)
 	missing.Endpoints = nil // the cluster names an EDS resource no one serves
@@ -276,97 +178,64 @@ func TestInconsistentSnapshotRefused(t *testing.T) {
 	}
 }
 
-// TestDeltaEndpointOnlyChange: the same server speaks delta xDS. An endpoint-only change is one
-// delta response carrying the changed load assignment alone, and the next response after it is
-// the listener change published next (nothing came in between); a delta NACK is counted and
-// logged with the resource it rejected, and the stream delivers the next change.
-func TestDeltaEndpointOnlyChange(t *testing.T) {
-	s, logs := startServer(t)
-	f := baseFixture()
-	publish(t, s, "node-a", f)
-	ctx := testContext(t)
-	conn, err := grpc.NewClient(xdstest.Target(s.Address()), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := &corev3.Node{Id: "node-a"}
-	send := func(req *discoveryv3.DeltaDiscoveryRequest) {
-		t.Helper()
-		req.Node = node
-		if err := stream.Send(req); err != nil {
-			t.Fatal(err)
-		}
-	}
-	recv := func() *discoveryv3.DeltaDiscoveryResponse {
-		t.Helper()
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
-	names := func(resp *discoveryv3.DeltaDiscoveryResponse) []string {
-		var out []string
-		for _, r := range resp.GetResources() {
-			out = append(out, r.GetName())
-		}
-		return out
-	}
+// TestChangesReachTheClient, over both protocols: a client receives the four types and ACKs
+// them; an endpoint-only change reaches it as the load assignment and nothing else (the proof of
+// "nothing else": the next response is the listener change published after it, on the same
+// ordered stream). A NACK is counted and logged with the node, the type, the rejected resource,
+// the reason and (state of the world) the version; the rejected version is not sent again, and
+// the stream delivers the next changes: the listener's, then the routes'.
+func TestChangesReachTheClient(t *testing.T) {
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			s, logs := startServer(t)
+			f := baseFixture()
+			v1 := publish(t, s, "node-a", f)
+			c, first := p.open(t, s, "node-a", v1)
+			want := map[string][]string{xdstest.Clusters: {clusterN}, xdstest.Endpoints: {assignment}, xdstest.Listeners: {listenerN}, xdstest.Routes: {routesN}}
+			for typ, names := range want {
+				if u := first[typ]; !slices.Equal(u.names, names) || (p.versioned && u.version != v1[typ]) {
+					t.Fatalf("first %s response %v at version %q, want %v at %q", typ, u.names, u.version, names, v1[typ])
+				}
+			}
+			if n := endpointCount(t, first[xdstest.Endpoints], assignment); n != 1 {
+				t.Fatalf("load assignment %s has %d endpoints, want the fixture's one", assignment, n)
+			}
 
-	// Every cluster and listener (wildcard), the load assignment and routes they name.
-	send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstest.Clusters})
-	send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstest.Listeners})
-	send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstest.Endpoints, ResourceNamesSubscribe: []string{assignment}})
-	send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: xdstest.Routes, ResourceNamesSubscribe: []string{routesN}})
-	got := map[string][]string{}
-	for range 4 {
-		resp := recv()
-		got[resp.GetTypeUrl()] = names(resp)
-		send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()})
-	}
-	want := map[string][]string{xdstest.Clusters: {clusterN}, xdstest.Endpoints: {assignment}, xdstest.Listeners: {listenerN}, xdstest.Routes: {routesN}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("first delta responses %v, want %v", got, want)
-	}
+			f.endpoints = []string{"127.0.0.11", "127.0.0.12"}
+			v2 := publish(t, s, "node-a", f)
+			u := p.expect(t, c, "an endpoint-only change", xdstest.Endpoints, []string{assignment}, v2[xdstest.Endpoints])
+			if n := endpointCount(t, u, assignment); n != 2 {
+				t.Errorf("load assignment %s has %d endpoints after the change, want 2", assignment, n)
+			}
+			f.statPrefix = "capture-2"
+			v3 := publish(t, s, "node-a", f)
+			p.expect(t, c, "a listener change", xdstest.Listeners, []string{listenerN}, v3[xdstest.Listeners])
 
-	f.endpoints = []string{"127.0.0.11", "127.0.0.12"}
-	publish(t, s, "node-a", f)
-	resp := recv()
-	if resp.GetTypeUrl() != xdstest.Endpoints || !slices.Equal(names(resp), []string{assignment}) || len(resp.GetRemovedResources()) != 0 {
-		t.Fatalf("after an endpoint-only change the stream sent %s %v (removed %v), want the load assignment %s alone",
-			resp.GetTypeUrl(), names(resp), resp.GetRemovedResources(), assignment)
-	}
-	send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()})
+			before := testutil.ToFloat64(nacks.WithLabelValues("listener"))
+			c.nackNext(xdstest.Listeners, "bad listener on purpose: unknown field")
+			f.statPrefix = "rejected"
+			v4 := publish(t, s, "node-a", f)
+			p.expect(t, c, "a listener change", xdstest.Listeners, []string{listenerN}, v4[xdstest.Listeners])
+			testenv.Eventually(t, "the NACK counted", func() error {
+				if n := testutil.ToFloat64(nacks.WithLabelValues("listener")); n != before+1 {
+					return fmt.Errorf("aether_agent_xds_nacks_total{type=listener} = %v, want %v", n, before+1)
+				}
+				return nil
+			})
+			parts := []string{"NACK", `"node"="node-a"`, xdstest.Listeners, listenerN, `"reason"="bad listener on purpose: unknown field"`}
+			if p.versioned {
+				parts = append(parts, v4[xdstest.Listeners])
+			}
+			if lines := logs.with(parts...); len(lines) != 1 {
+				t.Errorf("want one log line naming the NACK's node, type, resource, reason and version; got %d:\n%v", len(lines), logs.with("NACK"))
+			}
 
-	f.statPrefix = "capture-2"
-	publish(t, s, "node-a", f)
-	resp = recv()
-	if resp.GetTypeUrl() != xdstest.Listeners || !slices.Equal(names(resp), []string{listenerN}) {
-		t.Fatalf("after a listener change the stream sent %s %v, want the listener %s (anything else came from the endpoint change)",
-			resp.GetTypeUrl(), names(resp), listenerN)
-	}
-
-	before := testutil.ToFloat64(nacks.WithLabelValues("listener"))
-	send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce(),
-		ErrorDetail: &statuspb.Status{Code: int32(codes.InvalidArgument), Message: "delta listener rejected on purpose"}})
-	waitFor(t, "the delta NACK counted", func() error {
-		if n := testutil.ToFloat64(nacks.WithLabelValues("listener")); n != before+1 {
-			return fmt.Errorf("aether_agent_xds_nacks_total{type=listener} = %v, want %v", n, before+1)
-		}
-		return nil
-	})
-	if lines := logs.with("NACK", listenerN, "delta listener rejected on purpose"); len(lines) != 1 {
-		t.Errorf("want one log line naming the delta NACK's listener and reason, got %v", logs.with("NACK"))
-	}
-
-	f.host = "changed." + fqdn
-	publish(t, s, "node-a", f)
-	if resp := recv(); resp.GetTypeUrl() != xdstest.Routes || !slices.Equal(names(resp), []string{routesN}) {
-		t.Fatalf("after a NACK and a route change the stream sent %s %v, want the routes %s", resp.GetTypeUrl(), names(resp), routesN)
+			f.statPrefix = "fixed"
+			v5 := publish(t, s, "node-a", f)
+			p.expect(t, c, "a NACK and a listener change", xdstest.Listeners, []string{listenerN}, v5[xdstest.Listeners])
+			f.host = "changed." + fqdn
+			v6 := publish(t, s, "node-a", f)
+			p.expect(t, c, "a route change", xdstest.Routes, []string{routesN}, v6[xdstest.Routes])
+		})
 	}
 }

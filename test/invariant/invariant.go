@@ -34,9 +34,9 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // The checks, as Violation.Check names them.
@@ -56,7 +56,7 @@ type Options struct {
 	// MeshDomain is the manager's --mesh-domain; empty is the default, resolve.DefaultMeshDomain.
 	MeshDomain string
 	// Issuer is the manager's --identity-issuer; empty is spire.
-	Issuer meshidentity.Issuer
+	Issuer workloadidentity.Issuer
 	// Ignored are the namespaces the manager and the agents ignore (--ignored-namespaces and the
 	// namespace they run in); nil is registration.DefaultIgnoredNamespaces, which holds the
 	// operator's namespace of config/default.

@@ -3,7 +3,8 @@
 
 // Package accesslogtest is test support for the node agent's access-log server: a real gRPC
 // client of Envoy's AccessLogService (go-control-plane's), entries shaped as Envoy 1.40 sends them
-// for the configuration internal/xds renders, and a reader of the counters.
+// for the configuration internal/xds renders, and a reader of the counters (internal/metricstest's,
+// a histogram read by its sample count).
 package accesslogtest
 
 import (
@@ -14,12 +15,14 @@ import (
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/aether-mesh/aether-operator/internal/metricstest"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 )
 
@@ -175,56 +178,12 @@ func TCP(h Hop) *accesslogdatav3.TCPAccessLogEntry {
 // Value is the sum over g's metrics of family name whose labels include want: a counter's
 // value, a histogram's sample count.
 func Value(g prometheus.Gatherer, name string, want map[string]string) (float64, error) {
-	families, err := g.Gather()
-	if err != nil {
-		return 0, err
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue metrics
-				}
-			}
-			total += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return total, nil
+	return metricstest.Sum(g, name, want, func(m *dto.Metric) float64 {
+		return m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+	})
 }
 
 // Series is how many series of family name g holds whose labels include want.
 func Series(g prometheus.Gatherer, name string, want map[string]string) (int, error) {
-	families, err := g.Gather()
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			for k, v := range want {
-				found := false
-				for _, l := range m.GetLabel() {
-					found = found || (l.GetName() == k && l.GetValue() == v)
-				}
-				if !found {
-					continue metrics
-				}
-			}
-			n++
-		}
-	}
-	return n, nil
+	return metricstest.Series(g, name, want)
 }

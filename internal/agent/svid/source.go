@@ -5,7 +5,7 @@
 // trust domain's bundle, from the SPIRE agent's Delegated Identity API (its admin socket; the
 // node agent is its authorized delegate). One job: the agent tells it which identities its pods
 // hold (Want), it keeps one SubscribeToX509SVIDs stream per distinct identity, asking by the
-// identity's pod selectors (identity.PodSelectors: k8s:ns:<ns>, k8s:sa:<sa>), and one
+// identity's pod selectors (workloadidentity.PodSelectors: k8s:ns:<ns>, k8s:sa:<sa>), and one
 // SubscribeToX509Bundles stream; SPIRE pushes every rotation down them. An identity no pod holds
 // any more is unsubscribed and its SVID dropped. What it holds now is Secrets; Changed says when
 // that changes. The agent serves them to the node's Envoy by SDS (internal/xdsserver).
@@ -47,7 +47,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/aether-mesh/aether-operator/internal/identity"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // Identity is one SPIFFE ID the node's pods hold, and the selectors its SVID is asked for by.
@@ -86,8 +86,8 @@ const (
 
 // Options configure a Source.
 type Options struct {
-	// Socket is the path of the SPIRE agent's admin socket (identity.NodeAdminSocketDir/
-	// identity.AdminSocketName on a node).
+	// Socket is the path of the SPIRE agent's admin socket (workloadidentity.NodeAdminSocketDir/
+	// workloadidentity.AdminSocketName on a node).
 	Socket string
 	// TrustDomain is the mesh's: its bundle is the one kept, its IDs the only ones subscribed.
 	TrustDomain spiffeid.TrustDomain
@@ -287,7 +287,7 @@ func (s *Source) followSVIDs(ctx context.Context, sub *subscription) {
 	s.streams.Add(1)
 	defer s.streams.Add(-1)
 	var selectors []*types.Selector
-	for _, sel := range identity.PodSelectors(sub.identity.Namespace, sub.identity.ServiceAccount) {
+	for _, sel := range workloadidentity.PodSelectors(sub.identity.Namespace, sub.identity.ServiceAccount) {
 		selectors = append(selectors, &types.Selector{Type: sel.Type, Value: sel.Value})
 	}
 	r := s.retrier(streamSVID, sub.identity.ID)

@@ -20,10 +20,10 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"github.com/aether-mesh/aether-operator/internal/agent/svid"
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 	"github.com/aether-mesh/aether-operator/internal/testlog"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // domain is the tests' trust domain (the mesh's domain in the agent's tests).
@@ -53,7 +53,7 @@ func startSource(t *testing.T, socket string, logs *testlog.Lines, ids ...svid.I
 // serviceAccount is the identity of ServiceAccount shop/sa, with its entry's selectors.
 func serviceAccount(t *testing.T, sa string) (svid.Identity, spiffeid.ID) {
 	t.Helper()
-	id, err := identity.ServiceAccountID(spiffeid.RequireTrustDomainFromString(domain), "shop", sa)
+	id, err := workloadidentity.ServiceAccountID(spiffeid.RequireTrustDomainFromString(domain), "shop", sa)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func register(t *testing.T, env *spiretest.Env, id svid.Identity) {
 	t.Helper()
 	parsed := spiffeid.RequireFromString(id.ID)
 	var selectors []string
-	for _, s := range identity.PodSelectors(id.Namespace, id.ServiceAccount) {
+	for _, s := range workloadidentity.PodSelectors(id.Namespace, id.ServiceAccount) {
 		selectors = append(selectors, s.String())
 	}
 	env.CreateEntry(t, parsed, env.NodeAlias, selectors...)

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	gwroutes "github.com/aether-mesh/aether-operator/internal/routes"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // The small vocabulary fuzz bytes choose from: small pools, so that ports, protocols and
@@ -60,7 +60,7 @@ func Decode(data []byte) Scenario {
 	}
 	capture, routeCount := fuzzCapture[data[0]&3], int(data[0]>>2&3)
 	if data[0]&(1<<4) != 0 {
-		s.Issuer = meshidentity.None
+		s.Issuer = workloadidentity.NoIssuer
 	}
 	data = data[1:]
 	var routeData [][]byte

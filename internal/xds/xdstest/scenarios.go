@@ -8,8 +8,8 @@ import (
 	"time"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // The scenarios of proposal 037's resolution table (and DESIGN section 5), one function each.
@@ -236,7 +236,7 @@ func NoIssuer() model.Mesh { return noIssuer().Mesh() }
 
 func noIssuer() Scenario {
 	s := simple("8080", "8080,9090=h2,9000=tcp,443=tcp", "")
-	s.Issuer = meshidentity.None
+	s.Issuer = workloadidentity.NoIssuer
 	return s
 }
 

@@ -17,11 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/meshidentity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // Domain is the mesh domain of every scenario.
@@ -142,7 +142,7 @@ type Scenario struct {
 	Workloads []Workload
 	Routes    []model.Route
 	// Issuer is the mesh's workload-identity issuer (model.Mesh.Issuer): spire when empty.
-	Issuer meshidentity.Issuer
+	Issuer workloadidentity.Issuer
 }
 
 // Inputs are the model's inputs of every service, sorted by namespace and name: its identity,

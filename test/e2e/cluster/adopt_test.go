@@ -33,21 +33,9 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 	var users *corev1.Service
 	var deploy *appsv1.Deployment
 
-	image := func(c corev1.Container) corev1.Container {
-		c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
-		return c
-	}
 	// The application answers each connection on 8080 with "peer <caller's IP>": who reached it.
 	// Declared 8080=tcp, its health is a TCP connect.
-	app := image(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})
-	running := func(p *corev1.Pod) {
-		GinkgoHelper()
-		Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-			g.Expect(p.Status.PodIP).NotTo(BeEmpty())
-		}, 2*time.Minute, time.Second).Should(Succeed())
-	}
+	app := testServer(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})
 	// logSays waits until the container's log holds a line starting with line.
 	logSays := func(p *corev1.Pod, container, line string) {
 		GinkgoHelper()
@@ -60,11 +48,7 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 	}
 	// outsider is an unmeshed pod (ServiceAccount default, no label) dialling target every second.
 	outsider := func(name, target string) *corev1.Pod {
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64(1)), Containers: []corev1.Container{
-				image(corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}})}},
-		}
+		return testPod(ns, name, withContainers(corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}}))
 	}
 
 	BeforeAll(func() {
@@ -95,7 +79,7 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 	It("serves clients through kube-proxy before it is meshed", func() {
 		before := outsider("outsider-before", users.Spec.ClusterIP+":8080")
 		Expect(k8s.Create(ctx, before)).To(Succeed())
-		running(before)
+		podsRunning(ctx, before)
 		// Only the application answers "peer <the caller's address>" (kube-proxy may rewrite the
 		// caller's address, so it is not compared).
 		logSays(before, "client", users.Spec.ClusterIP+":8080 peer ")
@@ -127,17 +111,13 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 
 	It("captures a meshed client's dial to the existing cluster IP on the declared port, with its original destination", func() {
 		target := users.Spec.ClusterIP + ":8080"
-		meshed := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "meshed-client", Labels: map[string]string{"aether.io/managed": "true"},
-				Annotations: map[string]string{"endpoint.aether.io/ports": "9000=tcp"}},
-			Spec: corev1.PodSpec{ServiceAccountName: "client", TerminationGracePeriodSeconds: new(int64(1)), Containers: []corev1.Container{
-				image(corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}),
-				image(corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}}),
-				image(corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}}),
-			}},
-		}
+		meshed := testPod(ns, "meshed-client", asManaged, withPorts("9000=tcp"), withServiceAccount("client"), withContainers(
+			corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}},
+			corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
+			corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}},
+		))
 		Expect(k8s.Create(ctx, meshed)).To(Succeed())
-		running(meshed)
+		podsRunning(ctx, meshed)
 		logSays(meshed, "client", target+" original-dst "+target+"\n")
 	})
 
@@ -152,7 +132,7 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 		}, 2*time.Minute, time.Second).Should(Succeed())
 		after := outsider("outsider-after", users.Spec.ClusterIP+":8080")
 		Expect(k8s.Create(ctx, after)).To(Succeed())
-		running(after)
+		podsRunning(ctx, after)
 		logSays(after, "client", users.Spec.ClusterIP+":8080 peer ")
 	})
 

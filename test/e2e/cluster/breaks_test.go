@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -27,7 +26,6 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/capture"
-	"github.com/aether-mesh/aether-operator/internal/cni"
 	"github.com/aether-mesh/aether-operator/internal/controller"
 	"github.com/aether-mesh/aether-operator/internal/routes"
 )
@@ -171,7 +169,7 @@ func uncapture(ns, name string) {
 	GinkgoHelper()
 	pod := &corev1.Pod{}
 	Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
-	recorded := readRegistry(filepath.Join(cni.DefaultRunDir, "netns.json"))
+	recorded := readRegistry()
 	Expect(recorded).To(HaveKey(pod.UID))
 	f, err := os.Open(recorded[pod.UID].NetNS)
 	Expect(err).NotTo(HaveOccurred())

@@ -20,11 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/capture"
-	"github.com/aether-mesh/aether-operator/internal/cni"
 )
 
 // Capture on the real node: the kubelet starts a managed pod, the CNI plugin hands it to the
@@ -36,24 +33,11 @@ import (
 var _ = Describe("capture on a real node", Ordered, func() {
 	const ns = "capture"
 	ctx := context.Background()
-	registry := filepath.Join(cni.DefaultRunDir, "netns.json")
 	var vip string
 	var caught, plain *corev1.Pod
 
-	pod := func(name string, labels map[string]string, containers ...corev1.Container) *corev1.Pod {
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
-				Annotations: map[string]string{"endpoint.aether.io/ports": "9000=tcp"}},
-			Spec: corev1.PodSpec{ServiceAccountName: "capture", TerminationGracePeriodSeconds: new(int64(1))},
-		}
-		for _, c := range containers {
-			c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
-			p.Spec.Containers = append(p.Spec.Containers, c)
-		}
-		return p
-	}
+	pod := podBuilder(ns, withPorts("9000=tcp"), withServiceAccount("capture"))
 	app := corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
-	managed := map[string]string{"aether.io/managed": "true"}
 
 	BeforeAll(func() {
 		freshNamespace(ctx, ns, "capture")
@@ -61,32 +45,17 @@ var _ = Describe("capture on a real node", Ordered, func() {
 		// A first pod of the service gives it a VIP, which the pod under test is then told to dial.
 		// 9000=tcp is its default TCP port, so 18082 reaches something: the VIP's 18082 is in the
 		// dial surface that surface mode captures.
-		Expect(k8s.Create(ctx, pod("seed", managed, app))).To(Succeed())
-		ms := &meshv1alpha1.MeshService{}
-		Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "capture"}, ms)).To(Succeed())
-			g.Expect(ms.Status.VIP).NotTo(BeEmpty())
-			g.Expect(ms.Status.DefaultTCPPort).To(HaveValue(Equal(int32(9000))))
-		}, 2*time.Minute, time.Second).Should(Succeed())
-		vip = ms.Status.VIP
+		Expect(k8s.Create(ctx, pod("seed", asManaged, withContainers(app)))).To(Succeed())
+		vip = tcpVIP(ctx, ns, "capture", 2*time.Minute)
 	})
 
 	It("catches a dial to the pod's own service VIP:18082 on 127.0.0.1:18001 in the same pod, with its original destination", func() {
 		target := vip + ":18082"
-		caught = pod("caught", managed, app,
+		caught = pod("caught", asManaged, withContainers(app,
 			corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
-			corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}})
-		plain = pod("plain", nil, app)
-		for _, p := range []*corev1.Pod{caught, plain} {
-			Expect(k8s.Create(ctx, p)).To(Succeed())
-		}
-		Eventually(func(g Gomega) {
-			for _, p := range []*corev1.Pod{caught, plain} {
-				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-				g.Expect(p.Status.PodIP).NotTo(BeEmpty())
-			}
-		}, 2*time.Minute, time.Second).Should(Succeed())
+			corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}}))
+		plain = pod("plain", withContainers(app))
+		startPods(ctx, caught, plain)
 
 		// The client prints "<target> <answer>" once a second; the listener may start after it.
 		logs := clientset().CoreV1().Pods(ns).GetLogs(caught.Name, &corev1.PodLogOptions{Container: "client"})
@@ -98,7 +67,7 @@ var _ = Describe("capture on a real node", Ordered, func() {
 	})
 
 	It("has table inet aether in the managed pod's network namespace, and none in an unmanaged pod's", func() {
-		recorded := readRegistry(registry)
+		recorded := readRegistry()
 		Expect(recorded).To(HaveKey(caught.UID), "the managed pod's network namespace was not handed over")
 		Eventually(func() []string { return aetherChains(recorded[caught.UID].NetNS) }, 30*time.Second, time.Second).
 			Should(ContainElement(capture.ChainOutput))

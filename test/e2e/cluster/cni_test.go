@@ -44,7 +44,6 @@ var _ = Describe("the CNI plugin on a real node", Ordered, func() {
 	}
 	conflist := filepath.Join(state, "cni", "net.d", "10-aether.conflist")
 	plugin := filepath.Join(state, "cni", "bin", cni.PluginType)
-	registry := filepath.Join(cni.DefaultRunDir, "netns.json")
 	var meshed, plain *corev1.Pod
 
 	BeforeAll(func() {
@@ -99,29 +98,13 @@ var _ = Describe("the CNI plugin on a real node", Ordered, func() {
 
 	It("hands a managed pod started by the kubelet to the agent, which records its network namespace; an unmanaged one passes", func() {
 		before := cniRequests("ADD", "managed")
-		pod := func(name string, labels map[string]string) *corev1.Pod {
-			return &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
-					Annotations: map[string]string{"endpoint.aether.io/ports": "8080"}},
-				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64(1)), Containers: []corev1.Container{{
-					Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever, Args: []string{"-http", "8080"}}}},
-			}
-		}
-		meshed = pod("meshed", map[string]string{"aether.io/managed": "true"})
-		meshed.Spec.ServiceAccountName = "meshed"
-		plain = pod("plain", nil)
-		for _, p := range []*corev1.Pod{meshed, plain} {
-			Expect(k8s.Create(ctx, p)).To(Succeed())
-		}
-		Eventually(func(g Gomega) {
-			for _, p := range []*corev1.Pod{meshed, plain} {
-				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-			}
-		}, 2*time.Minute, time.Second).Should(Succeed())
+		pod := podBuilder(ns, withPorts("8080"), withContainers(corev1.Container{Name: "app", Args: []string{"-http", "8080"}}))
+		meshed = pod("meshed", asManaged, withServiceAccount("meshed"))
+		plain = pod("plain")
+		startPods(ctx, meshed, plain)
 
 		// The agent's registry on the host: the meshed pod's namespace, pinned by containerd.
-		recorded := readRegistry(registry)
+		recorded := readRegistry()
 		Expect(recorded).To(HaveKey(meshed.UID), "the meshed pod's network namespace was not handed over")
 		Expect(recorded[meshed.UID].NetNS).To(MatchRegexp(`^/var/run/netns/cni-[0-9a-f-]{36}$`))
 		Expect(recorded[meshed.UID].ContainerID).NotTo(BeEmpty())
@@ -132,7 +115,7 @@ var _ = Describe("the CNI plugin on a real node", Ordered, func() {
 
 	It("forgets the pod's network namespace when the kubelet deletes its sandbox", func() {
 		Expect(k8s.Delete(ctx, meshed)).To(Succeed())
-		Eventually(func() map[types.UID]registryEntry { return readRegistry(registry) }, time.Minute, time.Second).
+		Eventually(func() map[types.UID]registryEntry { return readRegistry() }, time.Minute, time.Second).
 			ShouldNot(HaveKey(meshed.UID))
 		Expect(k8s.Delete(ctx, plain)).To(Succeed())
 	})
@@ -144,9 +127,13 @@ type registryEntry struct {
 	ContainerID string `json:"containerID"`
 }
 
-func readRegistry(path string) map[types.UID]registryEntry {
+// netnsRegistry is the agent's netns registry on the host (internal/agent's state file).
+var netnsRegistry = filepath.Join(cni.DefaultRunDir, "netns.json")
+
+// readRegistry reads netnsRegistry, by pod UID.
+func readRegistry() map[types.UID]registryEntry {
 	GinkgoHelper()
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(netnsRegistry)
 	Expect(err).NotTo(HaveOccurred())
 	var state struct {
 		Pods map[types.UID]registryEntry `json:"pods"`

@@ -33,29 +33,8 @@ var _ = Describe("a pod's traffic leaves from the pod", Ordered, func() {
 	ctx := context.Background()
 	var nodeAddr, vip string
 
-	testPod := func(name string, annotations map[string]string, hostNetwork bool, containers ...corev1.Container) *corev1.Pod {
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations},
-			Spec: corev1.PodSpec{ServiceAccountName: "egress", HostNetwork: hostNetwork,
-				TerminationGracePeriodSeconds: new(int64(1))},
-		}
-		if !hostNetwork {
-			p.Labels = map[string]string{"aether.io/managed": "true"}
-		}
-		for _, c := range containers {
-			c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
-			p.Spec.Containers = append(p.Spec.Containers, c)
-		}
-		return p
-	}
-	running := func(p *corev1.Pod) {
-		GinkgoHelper()
-		Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-			g.Expect(p.Status.PodIP).NotTo(BeEmpty())
-		}, 2*time.Minute, time.Second).Should(Succeed())
-	}
+	// The node's server runs in the node's network namespace; every other pod is meshed.
+	pod := podBuilder(ns, withServiceAccount("egress"))
 	app := corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
 	ports := map[string]string{"endpoint.aether.io/ports": "9000=tcp"}
 
@@ -63,13 +42,13 @@ var _ = Describe("a pod's traffic leaves from the pod", Ordered, func() {
 		freshNamespace(ctx, ns, "egress")
 
 		// The server on the node's own address: a host-network pod's IP is the node's.
-		server := testPod("node-server", nil, true, corev1.Container{Name: "server", Args: []string{"-peer", ":" + peerPort}})
+		server := pod("node-server", withHostNetwork, withContainers(corev1.Container{Name: "server", Args: []string{"-peer", ":" + peerPort}}))
 		Expect(k8s.Create(ctx, server)).To(Succeed())
-		running(server)
+		podsRunning(ctx, server)
 		nodeAddr = server.Status.PodIP
 
 		// A first pod of the service gives it a VIP with TCP port 9000.
-		Expect(k8s.Create(ctx, testPod("seed", ports, false, app))).To(Succeed())
+		Expect(k8s.Create(ctx, pod("seed", asManaged, withAnnotations(ports), withContainers(app)))).To(Succeed())
 		ms := &meshv1alpha1.MeshService{}
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "egress"}, ms)).To(Succeed())
@@ -81,12 +60,12 @@ var _ = Describe("a pod's traffic leaves from the pod", Ordered, func() {
 	It("reaches the node's address from its own address in capture mode all, and a mesh VIP through the proxy", func() {
 		toNode, toVIP := net.JoinHostPort(nodeAddr, peerPort), net.JoinHostPort(vip, "9000")
 		annotations := map[string]string{model.AnnotationCaptureMode: string(model.CaptureAll), "endpoint.aether.io/ports": "9000=tcp"}
-		caller := testPod("caller", annotations, false, app,
+		caller := pod("caller", asManaged, withAnnotations(annotations), withContainers(app,
 			corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
 			corev1.Container{Name: "to-node", Args: []string{"-dial", toNode, "-dial-every", "1s"}},
-			corev1.Container{Name: "to-vip", Args: []string{"-dial", toVIP, "-dial-every", "1s"}})
+			corev1.Container{Name: "to-vip", Args: []string{"-dial", toVIP, "-dial-every", "1s"}}))
 		Expect(k8s.Create(ctx, caller)).To(Succeed())
-		running(caller)
+		podsRunning(ctx, caller)
 
 		logsOf := func(container string) func() (string, error) {
 			return func() (string, error) {

@@ -73,21 +73,14 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		// The dialer, a pod of the steady service: its client dials the service's VIP on the
 		// mesh's TCP port every 200 ms, and its proxy answers a captured dial with its original
 		// destination (as in capture_test.go): a log line per dial says whether it was captured.
-		ms := &meshv1alpha1.MeshService{}
-		Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "steady"}, ms)).To(Succeed())
-			g.Expect(ms.Status.VIP).NotTo(BeEmpty())
-			g.Expect(ms.Status.DefaultTCPPort).To(HaveValue(Equal(int32(9000))))
-		}, 3*time.Minute, time.Second).Should(Succeed())
-		dialTarget = ms.Status.VIP + ":18082"
+		dialTarget = tcpVIP(ctx, ns, "steady", 3*time.Minute) + ":18082"
 		dialer := managedPod(ns, "steady-dialer", "steady", portsHTTPTCP)
 		for _, c := range []corev1.Container{
 			{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
 			{Name: "client", Args: []string{"-dial", dialTarget, "-dial-every", "200ms"}},
 			{Name: "name-client", Args: []string{"-dial", nameTarget, "-dial-every", "200ms"}},
 		} {
-			c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
-			dialer.Spec.Containers = append(dialer.Spec.Containers, c)
+			dialer.Spec.Containers = append(dialer.Spec.Containers, testServer(c))
 		}
 		Expect(k8s.Create(ctx, dialer)).To(Succeed())
 
@@ -422,12 +415,7 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		// The dialer dialled all along, every dial captured: from before the kill until well
 		// after the new agent serves.
 		until := ready.Add(5 * time.Second)
-		var dials []dialLine
-		Eventually(func(g Gomega) {
-			dials = dialLog(g, ns, "steady-dialer", killed.Add(-2*time.Second))
-			g.Expect(dials).NotTo(BeEmpty())
-			g.Expect(dials[len(dials)-1].At).To(BeTemporally(">", until))
-		}, time.Minute, time.Second).Should(Succeed())
+		dials := dialsUntil(ns, "steady-dialer", killed.Add(-2*time.Second), until)
 		captured := 0
 		for i, d := range dials {
 			Expect(d.Answer).To(Equal("original-dst "+dialTarget), "the dial at %s was not captured", d.At.Format(time.RFC3339Nano))

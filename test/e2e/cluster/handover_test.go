@@ -16,8 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
 
 // The node proxy's handover on the real kernel, in a captured pod's own network namespace: two
@@ -38,8 +36,8 @@ var _ = Describe("node proxy handover under a dial loop", Label("faults"), Order
 	ctx := context.Background()
 	var target string
 	proxy := func(name string) corev1.Container {
-		return corev1.Container{Name: name, Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
-			Args: []string{"-original-dst", "127.0.0.1:18001", "-reuse-port", "-answer-delay", "1s", "-drain"}}
+		return testServer(corev1.Container{Name: name,
+			Args: []string{"-original-dst", "127.0.0.1:18001", "-reuse-port", "-answer-delay", "1s", "-drain"}})
 	}
 	pod := &corev1.Pod{}
 	clients := []string{"client-0", "client-1", "client-2"}
@@ -47,21 +45,15 @@ var _ = Describe("node proxy handover under a dial loop", Label("faults"), Order
 	BeforeAll(func() {
 		freshNamespace(ctx, ns, "handover")
 		Expect(k8s.Create(ctx, managedPod(ns, "seed", "handover", "9000=tcp"))).To(Succeed())
-		ms := &meshv1alpha1.MeshService{}
-		Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "handover"}, ms)).To(Succeed())
-			g.Expect(ms.Status.VIP).NotTo(BeEmpty())
-			g.Expect(ms.Status.DefaultTCPPort).To(HaveValue(Equal(int32(9000))))
-		}, 3*time.Minute, time.Second).Should(Succeed())
-		target = ms.Status.VIP + ":18082"
+		target = tcpVIP(ctx, ns, "handover", 3*time.Minute) + ":18082"
 
 		pod = managedPod(ns, "proxied", "handover", "9000=tcp")
 		// Never restarted: the old proxy, once stopped, stays stopped.
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 		pod.Spec.Containers = append(pod.Spec.Containers, proxy("proxy-old"), proxy("proxy-new"))
 		for _, name := range clients {
-			pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: name, Image: "docker.io/aether/testserver:dev",
-				ImagePullPolicy: corev1.PullNever, Args: []string{"-dial", target, "-dial-every", "100ms"}})
+			pod.Spec.Containers = append(pod.Spec.Containers, testServer(corev1.Container{Name: name,
+				Args: []string{"-dial", target, "-dial-every", "100ms"}}))
 		}
 		Expect(k8s.Create(ctx, pod)).To(Succeed())
 		Eventually(func(g Gomega) {

@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/spiffetest"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
@@ -227,18 +226,8 @@ func registrarPID() int {
 // meshPod is a managed test server pod of ServiceAccount sa (the service), serving HTTP on 8080
 // and TCP on 9000.
 func meshPod(ns, name, sa string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Labels:      map[string]string{"aether.io/managed": "true"},
-			Annotations: map[string]string{portspec.AnnotationPorts: "8080,9000=tcp"}},
-		Spec: corev1.PodSpec{
-			ServiceAccountName: sa,
-			Containers: []corev1.Container{{
-				Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
-				Args: []string{"-http", "8080", "-tcp", "9000"},
-			}},
-		},
-	}
+	return testPod(ns, name, asManaged, withPorts("8080,9000=tcp"), withServiceAccount(sa), withDefaultGracePeriod,
+		withContainers(corev1.Container{Name: "app", Args: []string{"-http", "8080", "-tcp", "9000"}}))
 }
 
 // initStatus is the status of p's init container name, nil when the kubelet has not reported it.

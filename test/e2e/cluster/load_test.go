@@ -23,7 +23,6 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
-	"github.com/aether-mesh/aether-operator/internal/registration"
 )
 
 // The load the fault specs run throughout each fault: managed pods created, deleted and
@@ -240,16 +239,10 @@ func (l *load) Summary() string {
 }
 
 // managedPod is a managed pod of ServiceAccount sa declaring ports, serving HTTP on 8080 and TCP on
-// 9000 (the test server), quick to delete.
-func managedPod(ns, name, sa, ports string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Labels:      map[string]string{registration.LabelManaged: registration.ManagedValue},
-			Annotations: map[string]string{portspec.AnnotationPorts: ports}},
-		Spec: corev1.PodSpec{ServiceAccountName: sa, TerminationGracePeriodSeconds: new(int64(1)),
-			Containers: []corev1.Container{{Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
-				Args: []string{"-http", "8080", "-tcp", "9000"}}}},
-	}
+// 9000 (the test server), quick to delete; opts add to it.
+func managedPod(ns, name, sa, ports string, opts ...podOption) *corev1.Pod {
+	return testPod(ns, name, append([]podOption{asManaged, withPorts(ports), withServiceAccount(sa),
+		withContainers(corev1.Container{Name: "app", Args: []string{"-http", "8080", "-tcp", "9000"}})}, opts...)...)
 }
 
 // setPorts changes pod ns/name's endpoint.aether.io/ports to ports (a merge patch).

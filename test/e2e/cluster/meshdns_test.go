@@ -7,9 +7,7 @@ package cluster
 
 import (
 	"context"
-	"maps"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,11 +17,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/capture"
-	"github.com/aether-mesh/aether-operator/internal/cni"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
@@ -38,55 +33,27 @@ import (
 var _ = Describe("mesh DNS on a real node", Ordered, func() {
 	const ns = "meshdns"
 	ctx := context.Background()
-	registry := filepath.Join(cni.DefaultRunDir, "netns.json")
 	var vip string
 	var caught, optedOut, plain *corev1.Pod
 
-	pod := func(name string, labels, annotations map[string]string, containers ...corev1.Container) *corev1.Pod {
-		a := map[string]string{"endpoint.aether.io/ports": "9000=tcp"}
-		maps.Copy(a, annotations)
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, Annotations: a},
-			Spec:       corev1.PodSpec{ServiceAccountName: "payments", TerminationGracePeriodSeconds: new(int64(1))},
-		}
-		for _, c := range containers {
-			c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
-			p.Spec.Containers = append(p.Spec.Containers, c)
-		}
-		return p
-	}
+	pod := podBuilder(ns, withPorts("9000=tcp"), withServiceAccount("payments"))
 	app := corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
-	managed := map[string]string{"aether.io/managed": "true"}
 
 	BeforeAll(func() {
 		freshNamespace(ctx, ns, "payments")
-		Expect(k8s.Create(ctx, pod("seed", managed, nil, app))).To(Succeed())
-		ms := &meshv1alpha1.MeshService{}
-		Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "payments"}, ms)).To(Succeed())
-			g.Expect(ms.Status.VIP).NotTo(BeEmpty())
-			g.Expect(ms.Status.DefaultTCPPort).To(HaveValue(Equal(int32(9000))))
-		}, 2*time.Minute, time.Second).Should(Succeed())
-		vip = ms.Status.VIP
+		Expect(k8s.Create(ctx, pod("seed", asManaged, withContainers(app)))).To(Succeed())
+		vip = tcpVIP(ctx, ns, "payments", 2*time.Minute)
 	})
 
 	It("resolves the service's mesh name in a meshed pod, and the dial by that name is captured", func() {
 		target := "payments." + ns + ".aether.internal:18082"
 		proxy := corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}}
 		dialer := corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}}
-		caught = pod("caught", managed, nil, app, proxy, dialer)
-		optedOut = pod("opted-out", managed, map[string]string{portspec.AnnotationMeshDNS: portspec.MeshDNSOff}, app, proxy, dialer)
-		plain = pod("plain", nil, nil, app, dialer)
-		for _, p := range []*corev1.Pod{caught, optedOut, plain} {
-			Expect(k8s.Create(ctx, p)).To(Succeed())
-		}
-		Eventually(func(g Gomega) {
-			for _, p := range []*corev1.Pod{caught, optedOut, plain} {
-				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-				g.Expect(p.Status.PodIP).NotTo(BeEmpty())
-			}
-		}, 2*time.Minute, time.Second).Should(Succeed())
+		caught = pod("caught", asManaged, withContainers(app, proxy, dialer))
+		optedOut = pod("opted-out", asManaged, withAnnotations(map[string]string{portspec.AnnotationMeshDNS: portspec.MeshDNSOff}),
+			withContainers(app, proxy, dialer))
+		plain = pod("plain", withContainers(app, dialer))
+		startPods(ctx, caught, optedOut, plain)
 
 		logs := func(p *corev1.Pod) string {
 			out, err := clientset().CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: "client"}).DoRaw(ctx)
@@ -105,7 +72,7 @@ var _ = Describe("mesh DNS on a real node", Ordered, func() {
 	})
 
 	It("has the DNS rules in the meshed pod's table only: none in the opted-out pod's, no table in the unmeshed pod's", func() {
-		recorded := readRegistry(registry)
+		recorded := readRegistry()
 		Expect(recorded).To(HaveKey(caught.UID))
 		Expect(recorded).To(HaveKey(optedOut.UID))
 		Eventually(func() []string { return dnsRules(recorded[caught.UID].NetNS) }, 30*time.Second, time.Second).

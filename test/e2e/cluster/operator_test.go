@@ -342,6 +342,19 @@ type dialLine struct {
 	Answer string
 }
 
+// dialsUntil waits until pod ns/name's dial loop has logged a dial after until, and returns its
+// dials since since.
+func dialsUntil(ns, name string, since, until time.Time) []dialLine {
+	GinkgoHelper()
+	var dials []dialLine
+	Eventually(func(g Gomega) {
+		dials = dialLog(g, ns, name, since)
+		g.Expect(dials).NotTo(BeEmpty())
+		g.Expect(dials[len(dials)-1].At).To(BeTemporally(">", until))
+	}, time.Minute, time.Second).Should(Succeed())
+	return dials
+}
+
 // dialLog reads the dial loop of pod ns/name's container client since since (the kubelet's
 // timestamps), each line "<target> <answer>".
 func dialLog(g Gomega, ns, name string, since time.Time) []dialLine {

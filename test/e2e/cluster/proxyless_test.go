@@ -49,6 +49,18 @@ var _ = Describe("proxyless gRPC", Ordered, func() {
 		return corev1.Volume{Name: "identity", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}},
 			corev1.VolumeMount{Name: "identity", MountPath: proxyless.IdentityDir, ReadOnly: true}
 	}
+	// clientPod is a proxyless gRPC client of payments, with the client's identity; env adds to
+	// its container's environment.
+	clientPod := func(name string, env ...corev1.EnvVar) *corev1.Pod {
+		volume, mount := identityVolume("client-identity")
+		return testPod(ns, name, asManaged,
+			withAnnotations(map[string]string{"aether.io/proxyless": "grpc", "endpoint.aether.io/health-path": "/healthz"}),
+			withServiceAccount("client"), withVolumes(volume), withContainers(corev1.Container{Name: "app",
+				Args:         []string{"-proxyless-client", "xds:///payments." + ns + ".aether.internal:9090", "-client-port", "8080"},
+				Env:          env,
+				VolumeMounts: []corev1.VolumeMount{mount},
+			}))
+	}
 
 	BeforeAll(func() {
 		freshNamespace(ctx, ns)
@@ -74,33 +86,18 @@ var _ = Describe("proxyless gRPC", Ordered, func() {
 						ServiceAccountName:            "payments",
 						TerminationGracePeriodSeconds: new(int64(10)),
 						Volumes:                       []corev1.Volume{volume},
-						Containers: []corev1.Container{{
-							Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
+						Containers: []corev1.Container{testServer(corev1.Container{
+							Name:         "app",
 							Args:         []string{"-grpc", "9090", "-grpc-inbound", "18008"},
 							VolumeMounts: []corev1.VolumeMount{mount},
-						}},
+						})},
 					},
 				},
 			},
 		}
 		Expect(k8s.Create(ctx, payments)).To(Succeed())
 
-		volume, mount = identityVolume("client-identity")
-		Expect(k8s.Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "client",
-				Labels:      map[string]string{"aether.io/managed": "true"},
-				Annotations: map[string]string{"aether.io/proxyless": "grpc", "endpoint.aether.io/health-path": "/healthz"}},
-			Spec: corev1.PodSpec{
-				ServiceAccountName:            "client",
-				TerminationGracePeriodSeconds: new(int64(1)),
-				Volumes:                       []corev1.Volume{volume},
-				Containers: []corev1.Container{{
-					Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
-					Args:         []string{"-proxyless-client", "xds:///payments." + ns + ".aether.internal:9090", "-client-port", "8080"},
-					VolumeMounts: []corev1.VolumeMount{mount},
-				}},
-			},
-		})).To(Succeed())
+		Expect(k8s.Create(ctx, clientPod("client"))).To(Succeed())
 	})
 
 	// spread asks the client for n RPCs and returns how many each pod IP answered.
@@ -165,23 +162,7 @@ var _ = Describe("proxyless gRPC", Ordered, func() {
 	// impostor's RPCs never reach payments, the agent logs a line naming the claimed ID and the
 	// impostor's pod, and the client itself is still served.
 	It("serves nothing to a pod that claims the client's node ID, and logs both", func() {
-		volume, mount := identityVolume("client-identity")
-		impostor := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "impostor",
-				Labels:      map[string]string{"aether.io/managed": "true"},
-				Annotations: map[string]string{"aether.io/proxyless": "grpc", "endpoint.aether.io/health-path": "/healthz"}},
-			Spec: corev1.PodSpec{
-				ServiceAccountName:            "client",
-				TerminationGracePeriodSeconds: new(int64(1)),
-				Volumes:                       []corev1.Volume{volume},
-				Containers: []corev1.Container{{
-					Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
-					Args:         []string{"-proxyless-client", "xds:///payments." + ns + ".aether.internal:9090", "-client-port", "8080"},
-					Env:          []corev1.EnvVar{{Name: proxyless.EnvPodName, Value: "client"}},
-					VolumeMounts: []corev1.VolumeMount{mount},
-				}},
-			},
-		}
+		impostor := clientPod("impostor", corev1.EnvVar{Name: proxyless.EnvPodName, Value: "client"})
 		Expect(k8s.Create(ctx, impostor)).To(Succeed())
 		DeferCleanup(func() { _ = k8s.Delete(context.Background(), impostor) })
 		var impostorIP string

@@ -50,12 +50,12 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 					Spec: corev1.PodSpec{
 						ServiceAccountName:            "payments",
 						TerminationGracePeriodSeconds: new(int64(10)),
-						Containers: []corev1.Container{{
-							Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
+						Containers: []corev1.Container{testServer(corev1.Container{
+							Name: "app",
 							Args: []string{"-http", "8080", "-h2c", "9090", "-tcp", "9000"},
 							// The draining window: the endpoint is Draining while this runs.
 							Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}},
-						}},
+						})},
 					},
 				},
 			},
@@ -143,10 +143,7 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 					Spec: corev1.PodSpec{
 						ServiceAccountName:            "ledger",
 						TerminationGracePeriodSeconds: new(int64(10)),
-						Containers: []corev1.Container{{
-							Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
-							Args: []string{"-grpc", "9090"},
-						}},
+						Containers:                    []corev1.Container{testServer(corev1.Container{Name: "app", Args: []string{"-grpc", "9090"}})},
 					},
 				},
 			},
@@ -208,17 +205,13 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 		// kube-public is among the defaults of --ignored-namespaces and of the webhook's
 		// namespaceSelector: a managed pod whose annotations do not parse is admitted unjudged,
 		// and neither it nor a valid one is ever registered.
-		podIn := func(namespace, name string, annotations map[string]string) *corev1.Pod {
-			return &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"aether.io/managed": "true"},
-					Annotations: annotations},
-				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64(1)), Containers: []corev1.Container{{
-					Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever, Args: []string{"-http", "8080"}}}},
-			}
+		podIn := func(namespace, name, ports string, opts ...podOption) *corev1.Pod {
+			return testPod(namespace, name, append([]podOption{asManaged, withPorts(ports),
+				withContainers(corev1.Container{Name: "app", Args: []string{"-http", "8080"}})}, opts...)...)
 		}
 		ignored := []*corev1.Pod{
-			podIn("kube-public", "ignored-valid", map[string]string{"endpoint.aether.io/ports": "8080"}),
-			podIn("kube-public", "ignored-broken", map[string]string{"endpoint.aether.io/ports": "8080,9000=tpc"}),
+			podIn("kube-public", "ignored-valid", "8080"),
+			podIn("kube-public", "ignored-broken", "8080,9000=tpc"),
 		}
 		for _, p := range ignored {
 			Expect(k8s.Create(ctx, p)).To(Succeed(), "a pod of kube-public was judged")
@@ -232,8 +225,7 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 		}, 2*time.Minute, time.Second).Should(Succeed())
 		// The agent reconciles its node's pods one at a time, in the order their changes came:
 		// once a pod created after these has its MeshEndpoint, these were looked at with their IPs.
-		control := podIn(ns, "after-ignored", map[string]string{"endpoint.aether.io/ports": "8080"})
-		control.Spec.ServiceAccountName = "payments"
+		control := podIn(ns, "after-ignored", "8080", withServiceAccount("payments"))
 		Expect(k8s.Create(ctx, control)).To(Succeed())
 		DeferCleanup(func() { _ = k8s.Delete(context.Background(), control) })
 		Eventually(func() error {
@@ -246,12 +238,8 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 	})
 
 	It("denies a pod declaring 18082 at admission, with the reason", func() {
-		bad := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad", Labels: map[string]string{"aether.io/managed": "true"},
-				Annotations: map[string]string{"endpoint.aether.io/ports": "8080,18082=tcp"}},
-			Spec: corev1.PodSpec{ServiceAccountName: "payments",
-				Containers: []corev1.Container{{Name: "app", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever}}},
-		}
+		bad := testPod(ns, "bad", asManaged, withPorts("8080,18082=tcp"), withServiceAccount("payments"), withDefaultGracePeriod,
+			withContainers(corev1.Container{Name: "app"}))
 		err := k8s.Create(ctx, bad)
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring(`admission webhook "vpod.mesh.aether.io" denied the request: endpoint.aether.io/ports: "8080,18082=tcp": port 18082 is reserved: it is the mesh's TCP port`))

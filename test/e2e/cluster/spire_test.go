@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/aether-operator/hack/testapp"
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // SPIRE on the real node, deployed from config/spire (hack/cluster/deploy.sh): the node's SPIRE
@@ -44,8 +44,8 @@ var _ = Describe("SPIRE on a real node", Ordered, func() {
 		psatCluster = "aether"
 	)
 	ctx := context.Background()
-	alias := "spiffe://" + trustDomain + identity.NodeAliasPath
-	socket := identity.NodeWorkloadSocketDir + "/" + identity.WorkloadSocketName
+	alias := "spiffe://" + trustDomain + workloadidentity.NodeAliasPath
+	socket := workloadidentity.NodeWorkloadSocketDir + "/" + workloadidentity.WorkloadSocketName
 	// The entries this spec made, which it removes.
 	var entryIDs []string
 
@@ -75,21 +75,14 @@ var _ = Describe("SPIRE on a real node", Ordered, func() {
 
 		// The test server asks the socket every second: the agent syncs its entries every 5 s.
 		fetcher := func(sa, timeout string) *corev1.Pod {
-			return &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa},
-				Spec: corev1.PodSpec{
-					ServiceAccountName:            sa,
-					RestartPolicy:                 corev1.RestartPolicyNever,
-					TerminationGracePeriodSeconds: new(int64(1)),
-					Volumes: []corev1.Volume{{Name: "spire-agent-socket", VolumeSource: corev1.VolumeSource{
-						HostPath: &corev1.HostPathVolumeSource{Path: identity.NodeWorkloadSocketDir, Type: new(corev1.HostPathDirectory)}}}},
-					Containers: []corev1.Container{{
-						Name: "fetch", Image: "docker.io/aether/testserver:dev", ImagePullPolicy: corev1.PullNever,
-						Args:         []string{"-fetch-svid", socket, "-fetch-timeout", timeout},
-						VolumeMounts: []corev1.VolumeMount{{Name: "spire-agent-socket", MountPath: identity.NodeWorkloadSocketDir, ReadOnly: true}},
-					}},
-				},
-			}
+			return testPod(ns, sa, withServiceAccount(sa), withRestartNever,
+				withVolumes(corev1.Volume{Name: "spire-agent-socket", VolumeSource: corev1.VolumeSource{
+					HostPath: &corev1.HostPathVolumeSource{Path: workloadidentity.NodeWorkloadSocketDir, Type: new(corev1.HostPathDirectory)}}}),
+				withContainers(corev1.Container{
+					Name:         "fetch",
+					Args:         []string{"-fetch-svid", socket, "-fetch-timeout", timeout},
+					VolumeMounts: []corev1.VolumeMount{{Name: "spire-agent-socket", MountPath: workloadidentity.NodeWorkloadSocketDir, ReadOnly: true}},
+				}))
 		}
 		// Each pod ends once it has an SVID (Succeeded) or its time is up (Failed).
 		finished := func(p *corev1.Pod) corev1.PodPhase {

@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/cni"
 )
 
 // Uninstall under a dial loop (docs/install.md, "Uninstall"): an application web with its own Service
@@ -42,22 +41,8 @@ import (
 var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func() {
 	const ns = "uninstall"
 	ctx := context.Background()
-	registry := filepath.Join(cni.DefaultRunDir, "netns.json")
 	dialers := []string{"dialer-0", "dialer-1"}
 	var target string // web's cluster IP (the VIP) and port
-
-	image := func(c corev1.Container) corev1.Container {
-		c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
-		return c
-	}
-	meshed := func(name, sa string, labels map[string]string, ports string, containers ...corev1.Container) *corev1.Pod {
-		labels["aether.io/managed"] = "true"
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
-				Annotations: map[string]string{"endpoint.aether.io/ports": ports}},
-			Spec: corev1.PodSpec{ServiceAccountName: sa, TerminationGracePeriodSeconds: new(int64(1)), Containers: containers},
-		}
-	}
 
 	BeforeAll(func() {
 		freshNamespace(ctx, ns, "web", "client")
@@ -68,13 +53,13 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 		}
 		Expect(k8s.Create(ctx, web)).To(Succeed())
 		target = web.Spec.ClusterIP + ":8080"
-		Expect(k8s.Create(ctx, meshed("web-0", "web", map[string]string{"app": "web"}, "8080=tcp",
-			image(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})))).To(Succeed())
+		Expect(k8s.Create(ctx, testPod(ns, "web-0", withLabels(map[string]string{"app": "web"}), asManaged, withPorts("8080=tcp"),
+			withServiceAccount("web"), withContainers(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})))).To(Succeed())
 		for _, name := range dialers {
-			Expect(k8s.Create(ctx, meshed(name, "client", map[string]string{}, "9000=tcp",
-				image(corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}),
-				image(corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}}),
-				image(corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "200ms"}})))).To(Succeed())
+			Expect(k8s.Create(ctx, testPod(ns, name, asManaged, withPorts("9000=tcp"), withServiceAccount("client"), withContainers(
+				corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}},
+				corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
+				corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "200ms"}})))).To(Succeed())
 		}
 		Eventually(func(g Gomega) {
 			ms := &meshv1alpha1.MeshService{}
@@ -97,7 +82,7 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 
 	It("restores every meshed pod when the agent's DaemonSet is deleted: dials go directly, no table inet aether remains", func() {
 		// The meshed pods' namespaces, from the agent's registry, before it goes with the agent.
-		recorded := readRegistry(registry)
+		recorded := readRegistry()
 		var pods corev1.PodList
 		Expect(k8s.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
 		netns := map[string]string{}
@@ -137,8 +122,8 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 				Expect(aetherChains(filepath.Join("/var/run/netns", e.Name()))).To(BeNil(), "network namespace %s still holds table inet aether", e.Name())
 			}
 		}
-		_, err = os.Stat(registry)
-		Expect(errors.Is(err, fs.ErrNotExist)).To(BeTrue(), "the agent's registry %s is still there (%v)", registry, err)
+		_, err = os.Stat(netnsRegistry)
+		Expect(errors.Is(err, fs.ErrNotExist)).To(BeTrue(), "the agent's registry %s is still there (%v)", netnsRegistry, err)
 
 		// The dial loops, from before the delete until 3 s after the agent is gone: every dial
 		// answered (captured, then direct), and every one after the agent is gone reached web

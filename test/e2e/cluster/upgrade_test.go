@@ -49,18 +49,14 @@ var _ = Describe("agent upgrade under load", Label("faults"), Ordered, func() {
 		}
 		Expect(k8s.Create(ctx, web)).To(Succeed())
 		target = web.Spec.ClusterIP + ":8080"
-		image := func(c corev1.Container) corev1.Container {
-			c.Image, c.ImagePullPolicy = "docker.io/aether/testserver:dev", corev1.PullNever
-			return c
-		}
 		webPod := managedPod(ns, "web-0", "web", "8080=tcp")
 		webPod.Labels["app"] = "web"
-		webPod.Spec.Containers = []corev1.Container{image(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})}
+		webPod.Spec.Containers = []corev1.Container{testServer(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})}
 		Expect(k8s.Create(ctx, webPod)).To(Succeed())
 		dialer := managedPod(ns, "dialer", "client", "9000=tcp")
-		dialer.Spec.Containers = []corev1.Container{image(corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}),
-			image(corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}}),
-			image(corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "200ms"}})}
+		dialer.Spec.Containers = []corev1.Container{testServer(corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}),
+			testServer(corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}}),
+			testServer(corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "200ms"}})}
 		Expect(k8s.Create(ctx, dialer)).To(Succeed())
 		Expect(k8s.Create(ctx, managedPod(ns, "canary", "canary", portsHTTP))).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -119,12 +115,7 @@ var _ = Describe("agent upgrade under load", Label("faults"), Ordered, func() {
 		// Capture never absent: every dial from before the patch to 5 s after the new agent was
 		// ready went to the pod's capture listener.
 		until := ready.Add(5 * time.Second)
-		var dials []dialLine
-		Eventually(func(g Gomega) {
-			dials = dialLog(g, ns, "dialer", started.Add(-2*time.Second))
-			g.Expect(dials).NotTo(BeEmpty())
-			g.Expect(dials[len(dials)-1].At).To(BeTemporally(">", until))
-		}, time.Minute, time.Second).Should(Succeed())
+		dials := dialsUntil(ns, "dialer", started.Add(-2*time.Second), until)
 		var uncaptured []string
 		for _, d := range dials {
 			if d.Answer != "original-dst "+target {

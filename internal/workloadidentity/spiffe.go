@@ -1,12 +1,7 @@
 // Copyright 2026 The Aether Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package identity holds what the mesh's components agree on about workload identities issued by
-// SPIRE: the SPIFFE IDs (a service's, the node agents' alias, the delegate's), the selectors of a
-// registration entry, and where the sockets are on a node. The manager's registrar writes entries
-// from it, the agent fetches SVIDs by it, the pod webhook mounts the Workload API socket by it,
-// and config/spire configures SPIRE to match it. Pure: no API calls.
-package identity
+package workloadidentity
 
 import (
 	"fmt"

@@ -1,0 +1,146 @@
+//go:build e2e
+
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/registration"
+)
+
+// The specs' pods all run the test server (hack/testapp), loaded on the node as testServerImage.
+// testPod builds every one of them; the options say how a spec's pod differs.
+const testServerImage = "docker.io/aether/testserver:dev"
+
+// podOption shapes a pod testPod builds.
+type podOption func(*corev1.Pod)
+
+// testPod is pod ns/name, deleted quickly (a 1 s grace period), shaped by opts in order.
+func testPod(ns, name string, opts ...podOption) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.PodSpec{TerminationGracePeriodSeconds: new(int64(1))},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// podBuilder is testPod in ns with defaults applied before each pod's own options: the pods of
+// one spec.
+func podBuilder(ns string, defaults ...podOption) func(name string, opts ...podOption) *corev1.Pod {
+	return func(name string, opts ...podOption) *corev1.Pod {
+		return testPod(ns, name, append(slices.Clone(defaults), opts...)...)
+	}
+}
+
+// testServer is c running the test server (never pulled: the image is loaded on the node).
+func testServer(c corev1.Container) corev1.Container {
+	c.Image, c.ImagePullPolicy = testServerImage, corev1.PullNever
+	return c
+}
+
+// withContainers adds containers, each running the test server.
+func withContainers(containers ...corev1.Container) podOption {
+	return func(p *corev1.Pod) {
+		for _, c := range containers {
+			p.Spec.Containers = append(p.Spec.Containers, testServer(c))
+		}
+	}
+}
+
+// withLabels adds labels.
+func withLabels(labels map[string]string) podOption {
+	return func(p *corev1.Pod) {
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		maps.Copy(p.Labels, labels)
+	}
+}
+
+// asManaged labels the pod as the mesh's (aether.io/managed: "true").
+var asManaged = withLabels(map[string]string{registration.LabelManaged: registration.ManagedValue})
+
+// withAnnotations adds annotations.
+func withAnnotations(annotations map[string]string) podOption {
+	return func(p *corev1.Pod) {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		maps.Copy(p.Annotations, annotations)
+	}
+}
+
+// withPorts declares the pod's ports (endpoint.aether.io/ports).
+func withPorts(ports string) podOption {
+	return withAnnotations(map[string]string{portspec.AnnotationPorts: ports})
+}
+
+// withServiceAccount runs the pod as ServiceAccount sa: its MeshService, when managed.
+func withServiceAccount(sa string) podOption {
+	return func(p *corev1.Pod) { p.Spec.ServiceAccountName = sa }
+}
+
+// withHostNetwork runs the pod in the node's network namespace.
+func withHostNetwork(p *corev1.Pod) { p.Spec.HostNetwork = true }
+
+// withRestartNever never restarts the pod's containers.
+func withRestartNever(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }
+
+// withDefaultGracePeriod leaves the grace period to the API server's default (30 s).
+func withDefaultGracePeriod(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = nil }
+
+// withVolumes adds volumes.
+func withVolumes(volumes ...corev1.Volume) podOption {
+	return func(p *corev1.Pod) { p.Spec.Volumes = append(p.Spec.Volumes, volumes...) }
+}
+
+// tcpVIP waits, up to within, until MeshService ns/service has a VIP and 9000 as its default TCP
+// port (so that the VIP's 18082 reaches something), and returns the VIP.
+func tcpVIP(ctx context.Context, ns, service string, within time.Duration) string {
+	GinkgoHelper()
+	ms := &meshv1alpha1.MeshService{}
+	Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: service}, ms)).To(Succeed())
+		g.Expect(ms.Status.VIP).NotTo(BeEmpty())
+		g.Expect(ms.Status.DefaultTCPPort).To(HaveValue(Equal(int32(9000))))
+	}, within, time.Second).Should(Succeed())
+	return ms.Status.VIP
+}
+
+// startPods creates pods and waits until every one runs with an IP.
+func startPods(ctx context.Context, pods ...*corev1.Pod) {
+	GinkgoHelper()
+	for _, p := range pods {
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+	}
+	podsRunning(ctx, pods...)
+}
+
+// podsRunning waits until every one of pods runs with an IP, and reads each into its pod.
+func podsRunning(ctx context.Context, pods ...*corev1.Pod) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		for _, p := range pods {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+			g.Expect(p.Status.PodIP).NotTo(BeEmpty())
+		}
+	}, 2*time.Minute, time.Second).Should(Succeed())
+}
