@@ -17,10 +17,10 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/capture"
-	"github.com/aether-mesh/aether-operator/internal/identity"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/registration"
+	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // AgentLabel is the label (app.kubernetes.io/name) of the node agent's pods (config/agent): dial
@@ -176,7 +176,7 @@ func From(ctx context.Context, c client.Reader, pod *corev1.Pod, to Connection, 
 		return r
 	}
 	if td, err := spiffeid.TrustDomainFromString(meshDomain); err == nil {
-		if id, err := identity.ServiceAccountID(td, pod.Namespace, serviceAccount(pod)); err == nil {
+		if id, err := workloadidentity.ServiceAccountID(td, pod.Namespace, serviceAccount(pod)); err == nil {
 			r.Identity = id.String()
 		}
 	}
