@@ -53,7 +53,9 @@ func Serve(ctx context.Context, srv *Server, s Sockets) error {
 	registerapi.RegisterRegistrationServer(regServer, reg)
 	go func() { errs <- regServer.Serve(regListener) }()
 	defer func() {
-		regServer.Stop()
+		// Graceful: a refusal ends Serve from inside NotifyRegistrationStatus, whose answer is
+		// still to be sent.
+		regServer.GracefulStop()
 		_ = os.Remove(regPath)
 	}()
 	srv.Log.Printf("serving CSI on %s, registration on %s", s.CSI, regPath)

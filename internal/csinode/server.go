@@ -99,6 +99,9 @@ func (s *Server) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 			"volume %s: no %s in the volume context: the CSIDriver %s must have spec.podInfoOnMount: true", req.GetVolumeId(), ctxPodUID, DriverName)
 	}
 	pod := vc[ctxPodNamespace] + "/" + vc[ctxPodName]
+	if !podUIDPattern.MatchString(uid) {
+		return nil, status.Errorf(codes.InvalidArgument, "pod %s: %s %q is not a Kubernetes UID", pod, ctxPodUID, uid)
+	}
 	if mnt.GetVolumeMountGroup() == "" {
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"pod %s has no fsGroup: the %s volume's socket directory is owned by the pod's fsGroup (mode 2770, no world-writable fallback): set spec.securityContext.fsGroup",
