@@ -45,12 +45,12 @@ func (s *Server) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi
 	return &csi.GetPluginInfoResponse{Name: DriverName, VendorVersion: version.Get().Version}, nil
 }
 
-// GetPluginCapabilities: none. A node plugin only: no controller service, no topology.
+// GetPluginCapabilities returns none: a node plugin only, no controller service, no topology.
 func (s *Server) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
 	return &csi.GetPluginCapabilitiesResponse{}, nil
 }
 
-// Probe: ready as soon as it serves.
+// Probe answers ready as soon as the plugin serves.
 func (s *Server) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {
 	return &csi.ProbeResponse{}, nil
 }
@@ -68,7 +68,7 @@ func (s *Server) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRe
 	}}}, nil
 }
 
-// NodeGetInfo: the node ID is the node's name.
+// NodeGetInfo names the node: the node ID is the node's name.
 func (s *Server) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
 	return &csi.NodeGetInfoResponse{NodeId: s.NodeName}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,9 +51,9 @@ func startNode(t *testing.T) *node {
 	t.Cleanup(func() {
 		// What a failed test left mounted (the namespace is the test's own: the host never saw it).
 		if table, err := mounts(); err == nil {
-			for i := len(table) - 1; i >= 0; i-- {
-				if strings.HasPrefix(table[i].Point, root+"/") {
-					_ = unix.Unmount(table[i].Point, unix.MNT_DETACH)
+			for _, m := range slices.Backward(table) {
+				if strings.HasPrefix(m.Point, root+"/") {
+					_ = unix.Unmount(m.Point, unix.MNT_DETACH)
 				}
 			}
 		}

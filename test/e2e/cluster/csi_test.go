@@ -42,7 +42,7 @@ var _ = Describe("csi.aether.io, the socket directories' CSI plugin", Ordered, f
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: corev1.PodSpec{
 				SecurityContext: &corev1.PodSecurityContext{
-					RunAsUser: ptr.To[int64](appUser), RunAsGroup: ptr.To[int64](appUser), RunAsNonRoot: ptr.To(true),
+					RunAsUser: ptr.To[int64](appUser), RunAsGroup: ptr.To[int64](appUser), RunAsNonRoot: new(true),
 					FSGroup: fsGroup,
 				},
 				TerminationGracePeriodSeconds: ptr.To[int64](1),
@@ -184,7 +184,7 @@ func hostMounts() []hostMountEntry {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	Expect(err).NotTo(HaveOccurred())
 	var out []hostMountEntry
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
 		f := strings.Fields(line)
 		sep := -1
 		for i := 6; i < len(f); i++ {
