@@ -79,7 +79,7 @@ var _ = Describe("csi.aether.io, the socket directories' CSI plugin", Ordered, f
 		Expect(k8s.Create(ctx, pod)).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
-			g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+			g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning), "the pod's FailedMount events: %v", failedMounts(ctx, ns, pod.Name))
 		}, 2*time.Minute, time.Second).Should(Succeed())
 		dir := filepath.Join("/run/aether/uds", string(pod.UID))
 		target := filepath.Join("/var/lib/kubelet/pods", string(pod.UID), "volumes", "kubernetes.io~csi", "uds", "mount")
@@ -130,17 +130,8 @@ var _ = Describe("csi.aether.io, the socket directories' CSI plugin", Ordered, f
 			Expect(err.Error()).To(ContainSubstring("fsGroup"))
 			return
 		}
-		Eventually(func(g Gomega) {
-			var events corev1.EventList
-			g.Expect(k8s.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
-			var failed []string
-			for _, e := range events.Items {
-				if e.InvolvedObject.Name == pod.Name && e.Reason == "FailedMount" {
-					failed = append(failed, e.Message)
-				}
-			}
-			g.Expect(failed).To(ContainElement(ContainSubstring("set spec.securityContext.fsGroup")))
-		}, 2*time.Minute, time.Second).Should(Succeed())
+		Eventually(func() []string { return failedMounts(ctx, ns, pod.Name) }, 2*time.Minute, time.Second).
+			Should(ContainElement(ContainSubstring("set spec.securityContext.fsGroup")))
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
 		Expect(pod.Status.Phase).To(Equal(corev1.PodPending))
 		_, err := os.Lstat(filepath.Join("/run/aether/uds", string(pod.UID)))
@@ -148,6 +139,21 @@ var _ = Describe("csi.aether.io, the socket directories' CSI plugin", Ordered, f
 		Expect(k8s.Delete(ctx, pod)).To(Succeed())
 	})
 })
+
+// failedMounts lists the messages of the FailedMount events of pod ns/name.
+func failedMounts(ctx context.Context, ns, name string) []string {
+	var events corev1.EventList
+	if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		return []string{"listing events: " + err.Error()}
+	}
+	var failed []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == name && e.Reason == "FailedMount" {
+			failed = append(failed, e.Message)
+		}
+	}
+	return failed
+}
 
 // hostMountEntry is a line of the node's /proc/self/mountinfo (the spec runs in the node's mount
 // namespace).
