@@ -147,8 +147,37 @@ func (v Volumes) Unpublish(target string) error {
 			}
 			_, ok = find(table, target)
 		}
+	} else if m := kubeletTarget.FindStringSubmatch(filepath.Clean(target)); m != nil {
+		// Nothing bound on target: a publish that failed after it mounted the pod's tmpfs. The
+		// kubelet's path names the pod; its tmpfs goes unless a bind still holds it.
+		if err := v.removeUnbound(table, v.PodDir(m[1])); err != nil {
+			return err
+		}
 	}
 	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// kubeletTarget is the kubelet's target path of a pod's inline CSI volume:
+// <kubelet root>/pods/<pod-uid>/volumes/kubernetes.io~csi/<volume>/mount.
+var kubeletTarget = regexp.MustCompile(`/pods/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/volumes/kubernetes\.io~csi/[^/]+/mount$`)
+
+// removeUnbound unmounts the pod's tmpfs at dir and removes dir, unless the tmpfs is still bound
+// somewhere else.
+func (v Volumes) removeUnbound(table []mount, dir string) error {
+	if tmpfs, mounted := find(table, dir); mounted {
+		for _, m := range table {
+			if m.Dev == tmpfs.Dev && m.Point != dir {
+				return nil
+			}
+		}
+		if err := unix.Unmount(dir, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", dir, err)
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil

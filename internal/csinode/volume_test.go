@@ -231,6 +231,34 @@ func TestPublishMountsThePodsTmpfsAndUnpublishRemovesIt(t *testing.T) {
 	}
 }
 
+// TestUnpublishAfterAFailedBind: a publish that mounted the pod's tmpfs and then failed leaves no
+// bind on the target; unpublish still finds the tmpfs, through the pod UID in the kubelet's path.
+func TestUnpublishAfterAFailedBind(t *testing.T) {
+	testroot.Require(t, "mounts tmpfs and binds it")
+	n := startNode(t)
+	ctx := context.Background()
+	target := filepath.Join(n.kubelet, "pods", testUID, "volumes", "kubernetes.io~csi", "uds", "mount")
+	if _, err := n.NodePublishVolume(ctx, publishRequest(target, testUID, "65532")); err != nil {
+		t.Fatalf("NodePublishVolume: %v", err)
+	}
+	if err := unix.Unmount(target, 0); err != nil { // as if the bind had failed
+		t.Fatal(err)
+	}
+	dir := filepath.Join(n.dir, testUID)
+	if len(mountsOf(t, dir)) != 1 {
+		t.Fatalf("want the pod's tmpfs mounted at %s only, before unpublish", dir)
+	}
+	if _, err := n.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "csi-5a8d1f", TargetPath: target}); err != nil {
+		t.Fatalf("NodeUnpublishVolume: %v", err)
+	}
+	if left := mountsOf(t, dir); len(left) != 0 {
+		t.Errorf("the pod's tmpfs is still mounted after unpublish: %+v", left)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s is still there after unpublish (%v)", dir, err)
+	}
+}
+
 func TestPublishRefusesWhatItCannotServe(t *testing.T) {
 	testroot.Require(t, "serves the plugin's sockets under a root-owned temp dir")
 	n := startNode(t)
