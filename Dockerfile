@@ -1,7 +1,8 @@
 # One image, every binary: the manager (Deployment) and the node agent (DaemonSet) run from it
 # with different entrypoints (command: ["/agent"] in the DaemonSet), and the agent's init
 # container copies the CNI plugin /aether-cni from it onto each node (/agent install-cni), and the
-# pod webhook runs /aether-identity in the identity containers it injects into mesh pods.
+# pod webhook runs /aether-identity in the identity containers it injects into mesh pods, and the
+# CSI node plugin's DaemonSet (config/csi) runs /aether-csi-node.
 # Keep the list of binaries in step with the Makefile's images target (the cluster tier's image).
 ARG GO_IMAGE=golang:1.26
 FROM ${GO_IMAGE} AS builder
@@ -22,11 +23,12 @@ RUN ldflags="-s -w -X github.com/aether-mesh/aether-operator/internal/version.ve
     go build -trimpath -ldflags="$ldflags" -o /out/manager ./cmd/manager && \
     go build -trimpath -ldflags="$ldflags" -o /out/agent ./cmd/agent && \
     go build -trimpath -ldflags="$ldflags" -o /out/aether-cni ./cmd/cni && \
-    go build -trimpath -ldflags="$ldflags" -o /out/aether-identity ./cmd/identity
+    go build -trimpath -ldflags="$ldflags" -o /out/aether-identity ./cmd/identity && \
+    go build -trimpath -ldflags="$ldflags" -o /out/aether-csi-node ./cmd/csi-node
 
 # Static binaries on distroless, as a non-root user.
 FROM gcr.io/distroless/static:nonroot
 WORKDIR /
-COPY --from=builder /out/manager /out/agent /out/aether-cni /out/aether-identity /
+COPY --from=builder /out/manager /out/agent /out/aether-cni /out/aether-identity /out/aether-csi-node /
 USER 65532:65532
 ENTRYPOINT ["/manager"]

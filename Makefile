@@ -165,11 +165,12 @@ bench-latency: binaries ## Endpoint programming latency: BENCH_AGENTS (default 2
 ##@ Build
 
 .PHONY: build
-build: manifests generate ## Build the manager, agent, CNI plugin, identity and kubectl plugin binaries into bin/, version-stamped (--version).
+build: manifests generate ## Build the manager, agent, CNI plugin, identity, CSI node plugin and kubectl plugin binaries into bin/, version-stamped (--version).
 	go build -ldflags="$(VERSION_LDFLAGS)" -o bin/manager ./cmd/manager
 	go build -ldflags="$(VERSION_LDFLAGS)" -o bin/agent ./cmd/agent
 	go build -ldflags="$(VERSION_LDFLAGS)" -o bin/aether-cni ./cmd/cni
 	go build -ldflags="$(VERSION_LDFLAGS)" -o bin/aether-identity ./cmd/identity
+	go build -ldflags="$(VERSION_LDFLAGS)" -o bin/aether-csi-node ./cmd/csi-node
 	go build -ldflags="$(VERSION_LDFLAGS)" -o bin/kubectl-aether ./cmd/kubectl-aether
 
 # Where install-plugin puts kubectl-aether: go install's directory ($GOBIN, else $GOPATH/bin),
@@ -219,11 +220,13 @@ images: $(LOCALBIN) ## Write OCI archives (for ctr import) of the operator, the 
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o "$(CLUSTER_IMAGES)/bin/agent" ./cmd/agent
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o "$(CLUSTER_IMAGES)/bin/aether-cni" ./cmd/cni
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o "$(CLUSTER_IMAGES)/bin/aether-identity" ./cmd/identity
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o "$(CLUSTER_IMAGES)/bin/aether-csi-node" ./cmd/csi-node
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/testserver" ./hack/cluster/testserver
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/pause" ./hack/cluster/pause
 	go run ./hack/cluster/ociimage -name docker.io/aether/operator:dev -o "$(CLUSTER_IMAGES)/operator.tar" -entrypoint /manager \
 		-file "$(CLUSTER_IMAGES)/bin/manager=/manager" -file "$(CLUSTER_IMAGES)/bin/agent=/agent" \
-		-file "$(CLUSTER_IMAGES)/bin/aether-cni=/aether-cni" -file "$(CLUSTER_IMAGES)/bin/aether-identity=/aether-identity"
+		-file "$(CLUSTER_IMAGES)/bin/aether-cni=/aether-cni" -file "$(CLUSTER_IMAGES)/bin/aether-identity=/aether-identity" \
+		-file "$(CLUSTER_IMAGES)/bin/aether-csi-node=/aether-csi-node"
 	go run ./hack/cluster/ociimage -name docker.io/aether/testserver:dev -o "$(CLUSTER_IMAGES)/testserver.tar" -entrypoint /testserver \
 		-file "$(CLUSTER_IMAGES)/bin/testserver=/testserver"
 	go run ./hack/cluster/ociimage -name registry.k8s.io/pause:aether -o "$(CLUSTER_IMAGES)/pause.tar" -entrypoint /pause -user 65535:65535 \

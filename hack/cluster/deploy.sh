@@ -37,7 +37,7 @@ openssl x509 -req -in "$certs/tls.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcre
 overlay=$STATE/deploy
 mkdir -p "$overlay"
 cat >"$overlay/kustomization.yaml" <<YAML
-# Written by hack/cluster/deploy.sh: config/base and config/spire, with the node's CNI dirs under
+# Written by hack/cluster/deploy.sh: config/base, config/spire and config/csi, with the node's CNI dirs under
 # $STATE/cni and the SPIRE server's address from the Service's environment.
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -45,6 +45,7 @@ resources:
 - $(realpath --relative-to="$overlay" config/base)
 components:
 - $(realpath --relative-to="$overlay" config/spire)
+- $(realpath --relative-to="$overlay" config/csi)
 patches:
 - target: {kind: DaemonSet, name: spire-agent}
   patch: |-
@@ -87,7 +88,7 @@ if [[ -z $install ]]; then
 fi
 case $install in
 kustomize)
-  log "kubectl apply -k config/base + config/spire (config/default without the node's Envoy, with SPIRE; the node's CNI dirs under $STATE/cni)"
+  log "kubectl apply -k config/base + config/spire + config/csi (config/default without the node's Envoy, with SPIRE; the node's CNI dirs under $STATE/cni)"
   $K apply -k "$overlay" >/dev/null
   $K -n "$NS" create secret tls webhook-server-cert --cert "$certs/tls.crt" --key "$certs/tls.key" --dry-run=client -o yaml | $K apply -f - >/dev/null
   for kind in validating mutating; do
@@ -104,6 +105,12 @@ helm)
     --set envoy.enabled=false --set certManager.enabled=false --set webhook.caBundle="$(base64 -w0 <"$P/ca.crt")" \
     --set agent.cni.binDir="$STATE/cni/bin" --set agent.cni.confDir="$STATE/cni/net.d" >/dev/null
   $K -n "$NS" create secret tls webhook-server-cert --cert "$certs/tls.crt" --key "$certs/tls.key" --dry-run=client -o yaml | $K apply -f - >/dev/null
+  # The CSI node plugin (config/csi), which the chart does not carry yet: from kustomize, beside it.
+  csi=$STATE/deploy-csi
+  mkdir -p "$csi"
+  printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\ncomponents:\n- %s\n' \
+    "$(realpath --relative-to="$csi" config/csi)" >"$csi/kustomization.yaml"
+  $K apply -k "$csi" >/dev/null
   # The kustomize overlay's one patch a chart value does not cover: no cluster DNS here.
   $K -n spire-system patch daemonset spire-agent --type=json \
     -p '[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"-serverAddress=$(SPIRE_SERVER_SERVICE_HOST)"}]' >/dev/null
@@ -129,6 +136,7 @@ rolled_out() {
 }
 rolled_out "$NS" deployment/aether-operator-controller-manager 120s
 rolled_out "$NS" daemonset/aether-operator-agent 120s
+rolled_out "$NS" daemonset/aether-operator-csi-node 120s
 log "the agent's init container chained aether-cni into $STATE/cni/net.d/10-aether.conflist:"
 grep -o '"type": "[a-z-]*"' "$STATE/cni/net.d/10-aether.conflist" | tr '\n' ' ' >&2; echo >&2
 

@@ -16,7 +16,9 @@ if ip netns list | grep -qw "$NETNS"; then
   done
 fi
 # containerd shims re-parent to init but stay in the namespace: the loop above got them.
-for path in /var/lib/kubelet /run/containerd "$STATE"; do
+# /run/aether/uds: the CSI plugin's per-pod tmpfs mounts (config/csi), and the shared bind of the
+# directory itself that up.sh made.
+for path in /var/lib/kubelet /run/containerd /run/aether/uds "$STATE"; do
   grep -o " $path[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
 done
 ip netns delete "$NETNS" 2>/dev/null
@@ -30,7 +32,7 @@ rm -rf "$STATE" /run/containerd /var/lib/kubelet /var/lib/cni /var/log/pods /var
 
 left=0
 ip netns list | grep -qw "$NETNS" && { echo "cluster-down: netns $NETNS is still there" >&2; left=1; }
-grep -qE " (/var/lib/kubelet|/run/containerd|$STATE)" /proc/mounts && { echo "cluster-down: mounts left" >&2; left=1; }
+grep -qE " (/var/lib/kubelet|/run/containerd|/run/aether/uds|$STATE)" /proc/mounts && { echo "cluster-down: mounts left" >&2; left=1; }
 [[ -n $(pins) ]] && { echo "cluster-down: pods' network namespaces are still pinned: $(pins | head -3)" >&2; left=1; }
 for path in "$STATE" /run/containerd /var/lib/kubelet /var/lib/cni /run/aether /run/spire; do
   [[ -e $path ]] && { echo "cluster-down: $path is still there" >&2; left=1; }

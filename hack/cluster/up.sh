@@ -33,6 +33,16 @@ if ! awk '$5 == "/run/netns" && / shared:/ { found = 1 } END { exit !found }' /p
   echo "cluster-up: /run/netns is not a shared mount after ip netns add: the agent could not see the pods' network namespaces" >&2
   exit 1
 fi
+# The kubelet's directory and the pods' socket directories (config/csi) as shared mounts, as on a
+# node whose init is systemd (its / is shared; this host's is private): the CSI plugin mounts into
+# both with Bidirectional propagation, and the agent and Envoy mount the second HostToContainer,
+# which containerd refuses for a private mount. Each a bind of itself, made shared;
+# cluster-down unmounts them with the rest.
+for dir in /var/lib/kubelet /run/aether/uds; do
+  mkdir -p "$dir"
+  mount --bind "$dir" "$dir"
+  mount --make-rshared "$dir"
+done
 in_node ip link set lo up
 # The node's own address, on a veth pair kept inside the namespace (the dummy link type is not
 # available here); the default route lets the kubelet and the CNI bridge find it.

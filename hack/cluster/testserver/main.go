@@ -12,6 +12,7 @@
 //	testserver -original-dst 127.0.0.1:18001
 //	testserver -original-dst 127.0.0.1:18001 -reuse-port -answer-delay 300ms -drain
 //	testserver -peer :19099
+//	testserver -uds /run/app/app.sock
 //	testserver -dial 10.96.0.10:18082 -dial-every 1s
 //
 // Where no Envoy can run, -grpc-inbound 18008 stands in for the node Envoy's inbound listener:
@@ -71,6 +72,7 @@ func main() {
 	flag.Var((*portList)(&ports.TCP), "tcp", "TCP echo ports, comma-separated")
 	flag.StringVar(&ports.HealthPath, "health-path", "/healthz", "path that answers 200")
 	originalDst := flag.String("original-dst", "", "address to accept on, answering each connection \"original-dst <its SO_ORIGINAL_DST>\" (a meshed pod's capture listener is 127.0.0.1:18001)")
+	uds := flag.String("uds", "", "path of a unix socket to create (mode 0660) and accept on, answering each connection \"uds <path>\" (an app serving on a Unix socket)")
 	peer := flag.String("peer", "", "address to accept on, answering each connection \"peer <its source IP>\" (who the server sees calling)")
 	dial := flag.String("dial", "", "address to dial; prints the first line answered, or \"error <why>\"")
 	dialEvery := flag.Duration("dial-every", 0, "with -dial: dial again at this interval, forever (0: once, then exit)")
@@ -114,6 +116,27 @@ func main() {
 			go testapp.ServeOriginalDst(l)
 		}
 		fmt.Printf("testserver: answering SO_ORIGINAL_DST on %s (SO_REUSEPORT %v, answer delay %s, drain on SIGTERM %v)\n", l.Addr(), *reusePort, *answerDelay, *drain)
+	}
+	if *uds != "" {
+		l, err := net.Listen("unix", *uds)
+		if err == nil {
+			err = os.Chmod(*uds, 0o660)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "testserver: -uds: %v\n", err)
+			os.Exit(1)
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = fmt.Fprintf(c, "uds %s\n", *uds)
+				_ = c.Close()
+			}
+		}()
+		fmt.Printf("testserver: answering on the unix socket %s\n", *uds)
 	}
 	if *peer != "" {
 		l, err := net.Listen("tcp", *peer)
