@@ -190,7 +190,13 @@ func (g *generator) mergeEnvoy(off, on []object, with string) ([]chartObject, er
 		b, ok := base[key(o)]
 		delete(base, key(o))
 		if !ok {
-			out = append(out, chartObject{object: o, cond: envoyOn})
+			cond := envoyOn
+			if hasLabel(o.node, csiLabel) {
+				// config/csi is config/default's, not Envoy's: without Envoy the agent still probes
+				// the sockets. Its own value turns it off (a row).
+				cond = ""
+			}
+			out = append(out, chartObject{object: o, cond: cond})
 			continue
 		}
 		n, err := g.t.merge(o.kind+" "+o.name, b.node, o.node, envoyOn)
@@ -306,6 +312,7 @@ func escapeActions(t *templater, n *yaml.Node) error {
 var clusterScoped = []string{
 	kindNamespace, kindCRD, "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
 	"MutatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+	"CSIDriver",
 }
 
 // helperLabels are the labels _helpers.tpl's aether-operator.labels gives every object.
@@ -435,6 +442,9 @@ func dirOf(o chartObject, webhookServices map[string]bool) (string, error) {
 		return "spire", nil
 	case prometheusPart:
 		return "prometheus", nil
+	}
+	if hasLabel(o.node, csiLabel) {
+		return "csi", nil
 	}
 	switch o.kind {
 	case kindCRD:

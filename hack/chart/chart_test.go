@@ -29,6 +29,9 @@ const (
 	// enabled and installed, its defaults.
 	defaultSpireDir = "hack/chart/testdata/default-spire"
 	baseSpireDir    = "hack/chart/testdata/base-spire"
+	// baseCSIDir is config/base with the component config/csi: what the chart renders without
+	// the node's Envoy and without SPIRE (the socket carrier is not Envoy's).
+	baseCSIDir = "hack/chart/testdata/base-csi"
 	// spireNamespace is config/spire's namespace, spire.namespace's default.
 	spireNamespace = "spire-system"
 )
@@ -379,7 +382,7 @@ func TestDefaultsAreKustomize(t *testing.T) {
 }
 
 // TestEnvoyOff: envoy.enabled=false is config/base (the agent without the node's Envoy), with
-// config/spire.
+// config/spire and config/csi.
 func TestEnvoyOff(t *testing.T) {
 	objs := render(t, "--set", "envoy.enabled=false")
 	want := append(withoutNamespaceObject(kustomized(t, baseSpireDir)), kustomized(t, certManagerDir)...)

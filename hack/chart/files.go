@@ -160,6 +160,23 @@ agent:
   # chart sets (a flag given again here wins).
   extraArgs:{{y 4 "agent.extraArgs"}}
 
+udsCsi:
+  # enabled runs csi.aether.io, the mesh's CSI node plugin, on every node (config/csi): the carrier
+  # of an app's Unix socket (endpoint.aether.io/uds-socket). A pod with an inline
+  # csi: {driver: csi.aether.io} volume gets a tmpfs of its own at /run/aether/uds/<pod-uid>,
+  # root:<its fsGroup>, mode 2770, which the node's Envoy dials and the agent probes. false: no
+  # plugin; such pods wait in ContainerCreating (FailedMount) until it runs. With envoy.enabled
+  # false it still runs: the agent probes the sockets, though nothing delivers to them.
+  enabled: true
+  # image of the plugin: the operator's (tag "" is the chart's appVersion; digest pins it).
+  image:
+    repository: {{d "udsCsi.image.repository"}}
+    tag: {{printf "%q" (d "udsCsi.image.tag")}}
+    digest: {{printf "%q" (d "udsCsi.image.digest")}}
+    pullPolicy: {{d "udsCsi.image.pullPolicy"}}
+  # resources of the plugin's container.
+  resources:{{y 4 "udsCsi.resources"}}
+
 envoy:
   # enabled runs the node's Envoy on each node, in a DaemonSet of its own that the node's agent
   # configures over xDS (config/default, with the component config/envoy): an agent upgrade

@@ -118,3 +118,32 @@ func TestOperatorImagesFollowAppVersion(t *testing.T) {
 		t.Errorf("%d operator containers, want the manager, agent, install-cni, envoy-helper and the registrar", operator)
 	}
 }
+
+// TestUDSCSIValue: the csi.aether.io node plugin (config/csi: its CSIDriver and DaemonSet) renders
+// by default and without the node's Envoy, and udsCsi.enabled=false leaves both out and nothing
+// else.
+func TestUDSCSIValue(t *testing.T) {
+	has := func(objs []obj) (driver, plugin bool) {
+		for _, o := range objs {
+			driver = driver || (o["kind"] == "CSIDriver" && field(o, "metadata", "name") == "csi.aether.io")
+			plugin = plugin || (o["kind"] == "DaemonSet" && strings.HasSuffix(field(o, "metadata", "name"), "-csi-node"))
+		}
+		return driver, plugin
+	}
+	all := render(t)
+	for _, args := range [][]string{nil, {"--set", "envoy.enabled=false"}} {
+		if d, p := has(render(t, args...)); !d || !p {
+			t.Errorf("%v: CSIDriver %v, plugin DaemonSet %v; want both", args, d, p)
+		}
+	}
+	off := render(t, "--set", "udsCsi.enabled=false")
+	if d, p := has(off); d || p {
+		t.Errorf("udsCsi.enabled=false: CSIDriver %v, plugin DaemonSet %v; want neither", d, p)
+	}
+	if len(off) != len(all)-2 {
+		t.Errorf("udsCsi.enabled=false renders %d objects, want the default's %d less the plugin's two", len(off), len(all))
+	}
+	if c := container(t, all, "DaemonSet", "csi-node"); c["image"] != "docker.io/aether/operator:dev" {
+		t.Errorf("the plugin runs %v, want the operator's image", c["image"])
+	}
+}

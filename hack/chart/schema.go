@@ -46,6 +46,7 @@ func enumValues() map[string][]string {
 		"agent.image.pullPolicy":        pullPolicies,
 		"envoy.image.pullPolicy":        pullPolicies,
 		"envoy.helper.image.pullPolicy": pullPolicies,
+		"udsCsi.image.pullPolicy":       pullPolicies,
 	}
 }
 

@@ -97,7 +97,7 @@ func TestSpireOff(t *testing.T) {
 	}{
 		{[]string{"spire.enabled=false"}, defaultDir},
 		{[]string{"spire.enabled=false", "spire.install=true"}, defaultDir},
-		{[]string{"spire.enabled=false", "envoy.enabled=false"}, baseDir},
+		{[]string{"spire.enabled=false", "envoy.enabled=false"}, baseCSIDir},
 	} {
 		t.Run(strings.Join(c.set, ","), func(t *testing.T) {
 			objs := render(t, sets(c.set...)...)
@@ -122,7 +122,7 @@ func TestSpireInstallOff(t *testing.T) {
 		dir, plain string
 	}{
 		{[]string{"spire.install=false"}, defaultSpireDir, defaultDir},
-		{[]string{"spire.install=false", "envoy.enabled=false"}, baseSpireDir, baseDir},
+		{[]string{"spire.install=false", "envoy.enabled=false"}, baseSpireDir, baseCSIDir},
 	} {
 		t.Run(strings.Join(c.set, ","), func(t *testing.T) {
 			objs := render(t, sets(c.set...)...)

@@ -100,12 +100,18 @@ var table = []row{
 	{value: managerImage, in: spireServer, at: registrarContainer, how: setImage, appTag: true},
 	{value: "spire.registrar.resources", in: spireServer, at: registrarContainer + ".resources", how: setBlock},
 
+	// The csi.aether.io node plugin (config/csi), the carrier of apps' Unix sockets.
+	{value: "udsCsi.enabled", in: csiObjects, how: gateObjects},
+	{value: "udsCsi.image", in: csiNode, at: csiContainer, how: setImage, appTag: true},
+	{value: "udsCsi.resources", in: csiNode, at: csiContainer + ".resources", how: setBlock},
+
 	// Every pod's image pull secrets.
 	{value: pullSecrets, in: manager, at: podSpec + "." + pullSecrets, how: setBlock, empty: emptySeq},
 	{value: pullSecrets, in: agent, at: podSpec + "." + pullSecrets, how: setBlock, empty: emptySeq},
 	{value: pullSecrets, in: envoy, at: podSpec + "." + pullSecrets, how: setBlock, empty: emptySeq},
 	{value: pullSecrets, in: spireServer, at: podSpec + "." + pullSecrets, how: setBlock, empty: emptySeq},
 	{value: pullSecrets, in: spireAgent, at: podSpec + "." + pullSecrets, how: setBlock, empty: emptySeq},
+	{value: pullSecrets, in: csiNode, at: podSpec + "." + pullSecrets, how: setBlock, empty: emptySeq},
 
 	// Parts of the chart that a value turns on. A new component gated by a value is one row of
 	// this shape, selecting its objects by part, kind, name or label.
@@ -135,7 +141,13 @@ var (
 	envoy       = sel{kind: kindDaemonSet, name: envoyDaemonSet}
 	spireServer = sel{part: spirePart, kind: "StatefulSet"}
 	spireAgent  = sel{part: spirePart, kind: kindDaemonSet}
+	// csiNode is config/csi's plugin DaemonSet; csiObjects are all of config/csi's objects.
+	csiNode    = sel{kind: kindDaemonSet, label: csiLabel}
+	csiObjects = sel{label: csiLabel}
 )
+
+// csiLabel is the label of config/csi's objects, the csi.aether.io node plugin.
+const csiLabel = "app.kubernetes.io/name=aether-csi-node"
 
 // Paths of a workload's pod template.
 const (

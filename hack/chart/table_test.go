@@ -205,10 +205,10 @@ func TestTableRefusesBadRows(t *testing.T) {
 		row  row
 		want string
 	}{
-		{"undocumented value", row{value: "udsCsi.enabled", in: envoy, how: gateObjects},
-			"values.yaml has no udsCsi.enabled, which a row of hack/chart's table templates: add it, with what it does, to valuesTemplate"},
-		{"no such object", row{value: "crd.enabled", in: sel{kind: "CSIDriver"}, how: gateObjects},
-			"the value crd.enabled lands in config/default's CSIDriver, which config/ does not hold"},
+		{"undocumented value", row{value: "gateway.enabled", in: envoy, how: gateObjects},
+			"values.yaml has no gateway.enabled, which a row of hack/chart's table templates: add it, with what it does, to valuesTemplate"},
+		{"no such object", row{value: "crd.enabled", in: sel{kind: "StorageClass"}, how: gateObjects},
+			"the value crd.enabled lands in config/default's StorageClass, which config/ does not hold"},
 		{"defaults disagree", row{value: "manager.replicas", in: spireServer, at: "spec.replicas", how: setScalar},
 			"manager.replicas is 1 at StatefulSet spire-server spec.replicas but 2 at Deployment aether-operator-controller-manager spec.replicas: the chart gives both the one value manager.replicas; make them one in config/"},
 		{"no such field", row{value: "manager.replicas", in: agent, at: "spec.replicas", how: setScalar},

@@ -21,6 +21,7 @@ const (
 	installCNIContainer  = "spec.template.spec.initContainers[name=install-cni]"
 	envoyContainer       = "spec.template.spec.containers[name=envoy]"
 	envoyHelperContainer = "spec.template.spec.containers[name=envoy-helper]"
+	csiContainer         = "spec.template.spec.containers[name=csi-node]"
 	// webhookCertVolume is the manager's volume of the webhook's serving certificate.
 	webhookCertVolume = "spec.template.spec.volumes[name=webhook-certs].secret.secretName"
 	// cniBinVolume and cniConfVolume are the node's CNI directories, mounted into the agent.

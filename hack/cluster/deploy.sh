@@ -98,19 +98,13 @@ kustomize)
   ;;
 helm)
   HELM=$(hack/build-helm.sh 2>/dev/null | tail -1)/helm
-  log "helm install aether-operator dist/chart (Envoy and cert-manager off, SPIRE on; the node's CNI dirs under $STATE/cni)"
+  log "helm install aether-operator dist/chart (Envoy and cert-manager off, SPIRE and the CSI node plugin on; the node's CNI dirs under $STATE/cni)"
   # Helm, like every client, runs inside the node's network namespace.
   nsenter --net="/run/netns/${AETHER_NETNS:-aether-node}" "$HELM" --kubeconfig "$P/admin.kubeconfig" \
     install aether-operator dist/chart -n "$NS" --create-namespace \
     --set envoy.enabled=false --set certManager.enabled=false --set webhook.caBundle="$(base64 -w0 <"$P/ca.crt")" \
     --set agent.cni.binDir="$STATE/cni/bin" --set agent.cni.confDir="$STATE/cni/net.d" >/dev/null
   $K -n "$NS" create secret tls webhook-server-cert --cert "$certs/tls.crt" --key "$certs/tls.key" --dry-run=client -o yaml | $K apply -f - >/dev/null
-  # The CSI node plugin (config/csi), which the chart does not carry yet: from kustomize, beside it.
-  csi=$STATE/deploy-csi
-  mkdir -p "$csi"
-  printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\ncomponents:\n- %s\n' \
-    "$(realpath --relative-to="$csi" config/csi)" >"$csi/kustomization.yaml"
-  $K apply -k "$csi" >/dev/null
   # The kustomize overlay's one patch a chart value does not cover: no cluster DNS here.
   $K -n spire-system patch daemonset spire-agent --type=json \
     -p '[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"-serverAddress=$(SPIRE_SERVER_SERVICE_HOST)"}]' >/dev/null
