@@ -147,6 +147,14 @@ podCIDR: "$POD_CIDR"
 clusterDomain: cluster.local
 resolvConf: ""
 staticPodPath: ""
+# The node's disk is the machine's, shared with builds and other work: evict only when it is
+# really full, not at the defaults' 10 % (nodefs) and 15 % (imagefs) of a large shared disk,
+# which a build cache alone can cross and which taints the node disk-pressure mid-run.
+evictionHard:
+  memory.available: "100Mi"
+  nodefs.available: "2Gi"
+  imagefs.available: "2Gi"
+  nodefs.inodesFree: "5%"
 YAML
 start kubelet
 cat >"$STATE/kube-proxy.yaml" <<YAML
