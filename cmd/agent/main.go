@@ -86,6 +86,8 @@ func main() {
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
 	proxylessAddress := flag.String("proxyless-xds-address", "", "Where the agent serves proxyless gRPC clients (pods annotated "+portspec.AnnotationProxyless+": \""+portspec.ProxylessGRPC+"\", which mount its directory): a unix socket, its directory created 0755 and the socket 0666, serving proxyless node IDs only, each stream the node ID of its caller's pod only (learned from the connection: the agent must run in the host's PID namespace); "+proxyless.DefaultNodeAddress+" in config/agent. Empty: none. Needs --xds-address.")
 	spireAdminSocket := flag.String("spire-admin-socket", "", "Path of the SPIRE agent's admin socket, its Delegated Identity API (this agent must be one of its authorized_delegates): the agent fetches from it the X.509 SVIDs of the identities its node's meshed pods hold, and the trust bundle of --mesh-domain, and serves them to the node's Envoy by SDS. "+identity.NodeAdminSocketDir+"/"+identity.AdminSocketName+" with config/spire. Empty: no SVIDs are served (the TLS contexts' secrets stay absent). Needs --xds-address.")
+	udsCSI := flag.Bool("uds-csi", true, "Deliver the inbound of a pod that serves on a Unix socket ("+portspec.AnnotationUDSSocket+", or an EndpointPolicy of a Service selecting it) to that socket, in its csi.aether.io volume, and read the EndpointPolicies (the chart's udsCsi.enabled). false: no policy is read, and a pod that declares a socket keeps TCP delivery, counted in aether_agent_uds_resolve_failures_total{reason=\"disabled\"}.")
+	udsRoot := flag.String("uds-root", portspec.UDSHostRoot, "Where the csi.aether.io node plugin mounts each pod's socket directory on the node, <root>/<pod UID>: the node's proxy dials <root>/<pod UID>/<file>, which must fit a Unix socket address (107 bytes).")
 	accessLogLines := flag.Bool("access-log-lines", true, "With xDS serving, write one line per request and per TCP connection the node's Envoy logs to the agent (its access log, streamed over --xds-address) to the agent's own log (kubectl logs). false: the access log is only counted (aether_agent_requests_total and the others).")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -168,7 +170,8 @@ func main() {
 		log.Error(err, "Failed to create the agent's manager")
 		os.Exit(1)
 	}
-	options := agent.Options{NodeName: nodeName, Health: health, IgnoredNamespaces: ignored}
+	options := agent.Options{NodeName: nodeName, Health: health, IgnoredNamespaces: ignored,
+		UDS: agent.UDSOptions{Enabled: *udsCSI, Root: *udsRoot}}
 	if *endpointTimes {
 		options.EndpointTimes = agent.NewEndpointTimes()
 	}

@@ -50,7 +50,7 @@ func TestUDSAdmission(t *testing.T) {
 		pod    *corev1.Pod
 		denial string // empty: admitted
 	}{
-		"documented pod": {pod: udsPod(ns, "uds/app.sock", gid, csiVolume("uds"))},
+		"documented pod":                    {pod: udsPod(ns, "uds/app.sock", gid, csiVolume("uds"))},
 		"csi volume without the annotation": {pod: udsPod(ns, "", gid, csiVolume("uds"))},
 		"emptyDir": {pod: udsPod(ns, "uds/app.sock", gid, emptyDirVolume("uds")),
 			denial: `endpoint.aether.io/uds-socket: "uds/app.sock": volume "uds" is an emptyDir (no longer a socket carrier), not a ` +
