@@ -130,3 +130,33 @@ func TestParseUDSAnnotation(t *testing.T) {
 		t.Errorf("Parse error\n got %v\nwant %s", err, wantText)
 	}
 }
+
+// FuzzParseUDSSocket: whatever the value, ParseUDSSocket either returns a socket that spells the
+// value back, with a DNS-label volume and a file within its budget, or an *Error of one of its
+// kinds that quotes at most MaxQuoted bytes of the value.
+func FuzzParseUDSSocket(f *testing.F) {
+	for _, seed := range []string{"uds/app.sock", "/abs/x", "a/../b", "a/b/c", "a", "", "UDS/x", "s/" + strings.Repeat("a", 60)} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		s, err := ParseUDSSocket("spec.udsSocket", value)
+		if err == nil {
+			if s.String() != value || !dnsLabel.MatchString(s.Volume) || len(s.File) == 0 || len(s.File) > MaxUDSFile {
+				t.Fatalf("ParseUDSSocket(%q) = %+v, which does not spell the value back within the grammar", value, s)
+			}
+			return
+		}
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("ParseUDSSocket(%q): %T is not an *Error", value, err)
+		}
+		switch e.Kind {
+		case KindEmpty, KindTooLong, KindInvalidUDSSocket, KindInvalidUDSFile, KindUDSFileTooLong:
+		default:
+			t.Fatalf("ParseUDSSocket(%q): kind %s", value, e.Kind)
+		}
+		if len(e.Value) > MaxQuoted+len("…") {
+			t.Fatalf("ParseUDSSocket(%q): the error quotes %d bytes", value, len(e.Value))
+		}
+	})
+}
