@@ -102,8 +102,7 @@ func (r *udsResolver) path(ctx context.Context, pod *corev1.Pod) (string, error)
 		}
 	}
 	d, err := registration.ResolveUDS(pod, in)
-	var refused *registration.UDSError
-	if errors.As(err, &refused) {
+	if refused, ok := errors.AsType[*registration.UDSError](err); ok {
 		r.refuse(pod, refused)
 		return "", nil
 	}

@@ -6,6 +6,7 @@ package portspec
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -104,7 +105,7 @@ func (p *parser) udsSocket(field, value string) (UDSSocket, bool) {
 		p.fail(field, value, KindInvalidUDSSocket, udsFix,
 			"%q is an absolute path; the value names a volume of the pod, not a path on its filesystem", value)
 		return UDSSocket{}, false
-	case containsDotDot(segments):
+	case slices.Contains(segments, ".."):
 		p.fail(field, value, KindInvalidUDSSocket, udsFix, "%q holds a \"..\" segment; the socket must lie directly inside the volume", value)
 		return UDSSocket{}, false
 	case len(segments) == 1:
@@ -133,14 +134,4 @@ func (p *parser) udsSocket(field, value string) (UDSSocket, bool) {
 		return UDSSocket{}, false
 	}
 	return UDSSocket{Volume: volume, File: file}, true
-}
-
-// containsDotDot reports whether a segment is "..".
-func containsDotDot(segments []string) bool {
-	for _, s := range segments {
-		if s == ".." {
-			return true
-		}
-	}
-	return false
 }
