@@ -61,3 +61,27 @@ func TestEndpointPolicyValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestEndpointPolicyTargetsServicesOnly: the CRD's schema refuses a target that is not a core
+// Service, naming the field and the one value it takes.
+func TestEndpointPolicyTargetsServicesOnly(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	for name, tt := range map[string]struct {
+		ref  configv1.TargetRef
+		want string
+	}{
+		"a Deployment": {configv1.TargetRef{Kind: "Deployment", Name: "echo"}, `spec.targetRef.kind: Unsupported value: "Deployment": supported values: "Service"`},
+		"another group": {configv1.TargetRef{Group: "apps", Kind: configv1.KindService, Name: "echo"},
+			`spec.targetRef.group: Unsupported value: "apps": supported values: ""`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := &configv1.EndpointPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "target-" + strings.ReplaceAll(name, " ", "-")},
+				Spec: configv1.EndpointPolicySpec{TargetRef: tt.ref, UDSSocket: "s/app.sock"}}
+			err := env.Client.Create(ctx, p)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("creating a policy targeting %s: got %v, want an error containing %s", name, err, tt.want)
+			}
+		})
+	}
+}
