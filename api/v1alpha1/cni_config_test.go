@@ -98,7 +98,7 @@ func cniProblems(ds *appsv1.DaemonSet) []string {
 		}
 	}
 
-	problems = append(problems, privileges(agent, []corev1.Capability{"NET_ADMIN", "SYS_ADMIN"})...)
+	problems = append(problems, privileges(agent, []corev1.Capability{"NET_ADMIN", "SYS_ADMIN", "DAC_OVERRIDE"})...)
 	problems = append(problems, privileges(install, nil)...)
 	return problems
 }
@@ -148,10 +148,13 @@ func TestCNIInstallation(t *testing.T) {
 		"NET_RAW too": {func(s *corev1.PodSpec) {
 			c := container(s, "agent")
 			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, "NET_RAW")
-		}, "want drop [ALL] add [NET_ADMIN SYS_ADMIN]"},
+		}, "want drop [ALL] add [NET_ADMIN SYS_ADMIN DAC_OVERRIDE]"},
+		"no DAC_OVERRIDE (the probe of an app's 0660 socket is refused)": {func(s *corev1.PodSpec) {
+			container(s, "agent").SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN", "SYS_ADMIN"}
+		}, "want drop [ALL] add [NET_ADMIN SYS_ADMIN DAC_OVERRIDE]"},
 		"no SYS_ADMIN": {func(s *corev1.PodSpec) {
 			container(s, "agent").SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
-		}, "want drop [ALL] add [NET_ADMIN SYS_ADMIN]"},
+		}, "want drop [ALL] add [NET_ADMIN SYS_ADMIN DAC_OVERRIDE]"},
 		"a privileged installer": {func(s *corev1.PodSpec) {
 			initContainer(s, "install-cni").SecurityContext.Capabilities.Add = []corev1.Capability{"DAC_OVERRIDE"}
 		}, "install-cni's capabilities"},

@@ -194,8 +194,8 @@ func envoyProblems(agentDS, envoyDS *appsv1.DaemonSet, line string) []string {
 	switch {
 	case sc == nil || sc.Capabilities == nil:
 		report("Envoy has no securityContext capabilities")
-	case !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"SYS_ADMIN", "NET_ADMIN"}):
-		report("Envoy's capabilities are drop %v add %v: want drop [ALL] add [SYS_ADMIN NET_ADMIN] (setns into the pods' network namespaces; SO_MARK on the sockets it opens there)",
+	case !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"SYS_ADMIN", "NET_ADMIN", "DAC_OVERRIDE"}):
+		report("Envoy's capabilities are drop %v add %v: want drop [ALL] add [SYS_ADMIN NET_ADMIN DAC_OVERRIDE] (setns into the pods' network namespaces; SO_MARK on the sockets it opens there; connecting to apps' Unix sockets)",
 			sc.Capabilities.Drop, sc.Capabilities.Add)
 	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
 		report("Envoy's root filesystem is writable")
@@ -286,10 +286,13 @@ func TestEnvoyComponent(t *testing.T) {
 		"NET_RAW too": {func(_, e *appsv1.DaemonSet) {
 			c := envoyContainer(e)
 			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, "NET_RAW")
-		}, "want drop [ALL] add [SYS_ADMIN NET_ADMIN]"},
+		}, "want drop [ALL] add [SYS_ADMIN NET_ADMIN DAC_OVERRIDE]"},
+		"no DAC_OVERRIDE (an app's 0660 socket refuses the proxy)": {func(_, e *appsv1.DaemonSet) {
+			envoyContainer(e).SecurityContext.Capabilities.Add = []corev1.Capability{"SYS_ADMIN", "NET_ADMIN"}
+		}, "want drop [ALL] add [SYS_ADMIN NET_ADMIN DAC_OVERRIDE]"},
 		"no NET_ADMIN (no SO_MARK: the proxy's own upstream would be captured again)": {func(_, e *appsv1.DaemonSet) {
 			envoyContainer(e).SecurityContext.Capabilities.Add = []corev1.Capability{"SYS_ADMIN"}
-		}, "want drop [ALL] add [SYS_ADMIN NET_ADMIN]"},
+		}, "want drop [ALL] add [SYS_ADMIN NET_ADMIN DAC_OVERRIDE]"},
 		"no propagation": {func(_, e *appsv1.DaemonSet) { mountAt(envoyContainer(e), "/var/run/netns").MountPropagation = nil }, "HostToContainer"},
 		"a writable bootstrap": {func(a, e *appsv1.DaemonSet) {
 			mountAt(envoyContainer(e), path.Dir(flag(container(&a.Spec.Template.Spec, "agent"), "envoy-bootstrap"))).ReadOnly = false

@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/agent"
@@ -84,6 +85,8 @@ func main() {
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
 	proxylessAddress := flag.String("proxyless-xds-address", "", "Where the agent serves proxyless gRPC clients (pods annotated "+portspec.AnnotationProxyless+": \""+portspec.ProxylessGRPC+"\", which mount its directory): a unix socket, its directory created 0755 and the socket 0666, serving proxyless node IDs only, each stream the node ID of its caller's pod only (learned from the connection: the agent must run in the host's PID namespace); "+proxyless.DefaultNodeAddress+" in config/agent. Empty: none. Needs --xds-address.")
 	spireAdminSocket := flag.String("spire-admin-socket", "", "Path of the SPIRE agent's admin socket, its Delegated Identity API (this agent must be one of its authorized_delegates): the agent fetches from it the X.509 SVIDs of the identities its node's meshed pods hold, and the trust bundle of --mesh-domain, and serves them to the node's Envoy by SDS. "+workloadidentity.NodeAdminSocketDir+"/"+workloadidentity.AdminSocketName+" with config/spire. Empty: no SVIDs are served (the TLS contexts' secrets stay absent). Needs --xds-address.")
+	udsCSI := flag.Bool("uds-csi", true, "Deliver the inbound of a pod that serves on a Unix socket ("+portspec.AnnotationUDSSocket+", or an EndpointPolicy of a Service selecting it) to that socket, in its csi.aether.io volume, and read the EndpointPolicies (the chart's udsCsi.enabled). false: no policy is read, and a pod that declares a socket keeps TCP delivery, counted in aether_agent_uds_resolve_failures_total{reason=\"disabled\"}.")
+	udsRoot := flag.String("uds-root", portspec.UDSHostRoot, "Where the csi.aether.io node plugin mounts each pod's socket directory on the node, <root>/<pod UID>: the node's proxy dials <root>/<pod UID>/<file>, which must fit a Unix socket address (107 bytes).")
 	accessLogLines := flag.Bool("access-log-lines", true, "With xDS serving, write one line per request and per TCP connection the node's Envoy logs to the agent (its access log, streamed over --xds-address) to the agent's own log (kubectl logs). false: the access log is only counted (aether_agent_requests_total and the others).")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -151,6 +154,7 @@ func main() {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(meshv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(configv1.AddToScheme(scheme))
 	utilruntime.Must(gwapiv1.Install(scheme)) // the view's routes (agent.NewView)
 	cfg := ctrl.GetConfigOrDie()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -165,7 +169,8 @@ func main() {
 		log.Error(err, "Failed to create the agent's manager")
 		os.Exit(1)
 	}
-	options := agent.Options{NodeName: nodeName, Health: health, IgnoredNamespaces: ignored}
+	options := agent.Options{NodeName: nodeName, Health: health, IgnoredNamespaces: ignored,
+		UDS: agent.UDSOptions{Enabled: *udsCSI, Root: *udsRoot}}
 	if *endpointTimes {
 		options.EndpointTimes = agent.NewEndpointTimes()
 	}

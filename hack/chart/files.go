@@ -165,9 +165,10 @@ udsCsi:
   # of an app's Unix socket (endpoint.aether.io/uds-socket). A pod with an inline
   # csi: {driver: csi.aether.io} volume gets a tmpfs of its own at /run/aether/uds/<pod-uid>,
   # root:<its fsGroup>, mode 2770, which the node's Envoy dials and the agent probes. false: no
-  # plugin; such pods wait in ContainerCreating (FailedMount) until it runs. With envoy.enabled
-  # false it still runs: the agent probes the sockets, though nothing delivers to them.
-  enabled: true
+  # plugin, and the agents (--uds-csi=false) keep every pod on TCP delivery and read no
+  # EndpointPolicy; pods with such a volume wait in ContainerCreating (FailedMount). With
+  # envoy.enabled false it still runs: the agent probes the sockets for your own proxy.
+  enabled: {{d "udsCsi.enabled"}}
   # image of the plugin: the operator's (tag "" is the chart's appVersion; digest pins it).
   image:
     repository: {{d "udsCsi.image.repository"}}

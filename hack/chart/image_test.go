@@ -121,7 +121,7 @@ func TestOperatorImagesFollowAppVersion(t *testing.T) {
 
 // TestUDSCSIValue: the csi.aether.io node plugin (config/csi: its CSIDriver and DaemonSet) renders
 // by default and without the node's Envoy, and udsCsi.enabled=false leaves both out and nothing
-// else.
+// else, and turns the agents' socket delivery off (--uds-csi=false).
 func TestUDSCSIValue(t *testing.T) {
 	has := func(objs []obj) (driver, plugin bool) {
 		for _, o := range objs {
@@ -139,6 +139,12 @@ func TestUDSCSIValue(t *testing.T) {
 	off := render(t, "--set", "udsCsi.enabled=false")
 	if d, p := has(off); d || p {
 		t.Errorf("udsCsi.enabled=false: CSIDriver %v, plugin DaemonSet %v; want neither", d, p)
+	}
+	if got := flagValue(container(t, off, "DaemonSet", "agent"), "--uds-csi"); got != "false" {
+		t.Errorf("udsCsi.enabled=false: the agent's --uds-csi=%q, want false", got)
+	}
+	if got := flagValue(container(t, all, "DaemonSet", "agent"), "--uds-csi"); got != "true" {
+		t.Errorf("by default the agent's --uds-csi=%q, want true", got)
 	}
 	if len(off) != len(all)-2 {
 		t.Errorf("udsCsi.enabled=false renders %d objects, want the default's %d less the plugin's two", len(off), len(all))

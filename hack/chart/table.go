@@ -102,6 +102,8 @@ var table = []row{
 
 	// The csi.aether.io node plugin (config/csi), the carrier of apps' Unix sockets.
 	{value: "udsCsi.enabled", in: csiObjects, how: gateObjects},
+	// The agent delivers to sockets, and reads EndpointPolicies, only where the plugin runs.
+	{value: "udsCsi.enabled", in: agent, at: agentContainer, how: setFlag, flag: "--uds-csi", text: `{{ if .Values.udsCsi.enabled }}true{{ else }}false{{ end }}`, dflt: "true"}, // cmd/agent's --uds-csi default
 	{value: "udsCsi.image", in: csiNode, at: csiContainer, how: setImage, appTag: true},
 	{value: "udsCsi.resources", in: csiNode, at: csiContainer + ".resources", how: setBlock},
 

@@ -111,8 +111,13 @@ func (w *localWebhook) install(ctx context.Context, env *testenv.Env) error {
 		return fmt.Errorf("config/webhook/validating.yaml: %w", err)
 	}
 	cfg.Annotations = nil // no cert-manager here
-	url := fmt.Sprintf("https://127.0.0.1:%d%s", w.port, webhook.PodPath)
 	for i := range cfg.Webhooks {
+		// Each validator at its own path: the pod validator's, the EndpointPolicy validator's.
+		path := webhook.PodPath
+		if svc := cfg.Webhooks[i].ClientConfig.Service; svc != nil && svc.Path != nil {
+			path = *svc.Path
+		}
+		url := fmt.Sprintf("https://127.0.0.1:%d%s", w.port, path)
 		cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: w.caPEM}
 	}
 	if err := env.Client.Create(ctx, cfg); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,7 +21,9 @@ import (
 
 // CacheOptions limit what the agent's manager caches to its own node: its pods (field selector
 // spec.nodeName), its MeshEndpoints (the CRD's selectable field spec.nodeName) and its Node;
-// managed fields are stripped. An agent's memory grows with its node, not with the cluster.
+// managed fields are stripped. An agent's memory grows with its node, not with the cluster. With
+// Unix socket delivery on (UDSOptions), it also holds the EndpointPolicies, few, and each
+// Service's name and selector only.
 func CacheOptions(nodeName string) cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
@@ -28,8 +31,21 @@ func CacheOptions(nodeName string) cache.Options {
 			&corev1.Pod{}:                {Field: fields.OneTermEqualSelector("spec.nodeName", nodeName)},
 			&meshv1alpha1.MeshEndpoint{}: {Field: fields.OneTermEqualSelector("spec.nodeName", nodeName)},
 			&corev1.Node{}:               {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
+			// Read only with UDS delivery on, for their selectors (which pods a policy's Service
+			// selects): the rest of each Service is dropped.
+			&corev1.Service{}: {Transform: slimService},
 		},
 	}
+}
+
+// slimService keeps of a Service what the agent reads: its name and its selector.
+func slimService(obj any) (any, error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return obj, nil // a tombstone
+	}
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID,
+		ResourceVersion: svc.ResourceVersion}, Spec: corev1.ServiceSpec{Selector: svc.Spec.Selector}}, nil
 }
 
 // ClientOptions are the agent's client options: every write carries FieldManager, the status
@@ -64,6 +80,9 @@ type Options struct {
 	// and its kubeconfig) while the agent runs. Nil by default (the agent binary sets it when
 	// --cni-conf-dir is set: in the DaemonSet).
 	CNIInstall *CNIInstallOptions
+	// UDS configures delivery to the pods' Unix sockets; the zero value delivers every pod over
+	// TCP (a pod that declares a socket is counted as disabled).
+	UDS UDSOptions
 	// EndpointTimes, when set, records when each of the node's endpoints turned Healthy and when
 	// the node's published snapshot held or dropped each endpoint, and the metrics server serves
 	// it at EndpointTimesPath. Nil by default (--debug-endpoint-times).
@@ -82,7 +101,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if o.XDS != nil && o.View == nil {
 		return errNoView
 	}
+	uds := newUDSResolver(mgr.GetCache(), o.UDS, mgr.GetLogger())
 	if err := (&PodReconciler{
+		uds:            uds,
 		Client:         mgr.GetClient(),
 		NodeName:       o.NodeName,
 		Ignored:        o.IgnoredNamespaces,
@@ -93,7 +114,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := mgr.Add(&Prober{Client: mgr.GetClient(), NodeName: o.NodeName, Options: o.Health, times: o.EndpointTimes}); err != nil {
+	if err := mgr.Add(&Prober{Client: mgr.GetClient(), NodeName: o.NodeName, Options: o.Health, times: o.EndpointTimes, uds: uds}); err != nil {
 		return err
 	}
 	if o.EndpointTimes != nil {
@@ -123,6 +144,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			return fmt.Errorf("indexing pods by UID (the proxyless socket's callers): %w", err)
 		}
 		pub = newPublisher(mgr.GetCache(), mgr.GetClient(), mgr.GetLogger(), o)
+		pub.uds = uds
 		if err := mgr.Add(pub); err != nil {
 			return err
 		}

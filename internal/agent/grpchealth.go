@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"net"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -27,8 +28,14 @@ const maxHealthResponse = 1 << 10
 // reconnect backoff carries over from one probe to the next, and there is nothing to close when
 // an endpoint goes away.
 func probeGRPC(ctx context.Context, addr string) bool {
+	return probeGRPCVia(ctx, addr, dialFor(""))
+}
+
+// probeGRPCVia is probeGRPC with its connection opened by dial.
+func probeGRPCVia(ctx context.Context, addr string, dial dialFunc) bool {
 	// passthrough: addr is an IP and a port, with nothing to resolve.
 	conn, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return dial(ctx, "tcp", a) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithNoProxy(),
 		grpc.WithUserAgent(probeUserAgent),

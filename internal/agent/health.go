@@ -70,6 +70,8 @@ type Prober struct {
 	states map[types.UID]*probeState
 	// times, when set, records when each endpoint turned Healthy.
 	times *EndpointTimes
+	// uds says which pods serve on a Unix socket, probed there; nil: every pod over TCP.
+	uds *udsResolver
 }
 
 // Start probes until ctx ends.
@@ -106,7 +108,8 @@ func (p *Prober) round(ctx context.Context) {
 		if inDrain(ep) {
 			continue
 		}
-		wg.Go(func() { results[i] = probeEndpoint(ctx, ep, p.Options.Timeout); answered[i] = time.Now() })
+		socket := p.uds.endpointPath(ctx, ep)
+		wg.Go(func() { results[i] = probeEndpoint(ctx, ep, p.Options.Timeout, socket); answered[i] = time.Now() })
 	}
 	wg.Wait()
 
@@ -155,8 +158,10 @@ func ownEndpoints(all []meshv1alpha1.MeshEndpoint, node string) []meshv1alpha1.M
 
 // probeEndpoint checks the primary port within timeout: a TCP connect for a TCP primary, the
 // gRPC health protocol for a gRPC one (declared =grpc), an HTTP GET of the health path for
-// another HTTP primary (cleartext HTTP/2 for an HTTP2 one; 2xx and 3xx are healthy).
-func probeEndpoint(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, timeout time.Duration) bool {
+// another HTTP primary (cleartext HTTP/2 for an HTTP2 one; 2xx and 3xx are healthy). A pod that
+// serves on a Unix socket (socket, its node path, as the proxy delivers to it) is probed the same
+// way over its socket instead of its address.
+func probeEndpoint(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, timeout time.Duration, socket string) bool {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	addr := net.JoinHostPort(ep.Spec.Address, strconv.Itoa(int(ep.Spec.PrimaryPort)))
@@ -166,22 +171,36 @@ func probeEndpoint(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, timeout t
 			primary = port
 		}
 	}
+	dial := dialFor(socket)
 	switch {
 	case primary.Protocol == meshv1alpha1.ProtocolTCP:
-		return probeTCP(ctx, addr)
+		return probeTCP(ctx, addr, dial)
 	case primary.AppProtocol == meshv1alpha1.AppProtocolGRPC:
-		return probeGRPC(ctx, addr)
+		return probeGRPCVia(ctx, addr, dial)
 	}
-	return probeHTTP(ctx, addr, ep.Spec.HealthCheck.Path, primary.Protocol == meshv1alpha1.ProtocolHTTP2)
+	return probeHTTPVia(ctx, addr, ep.Spec.HealthCheck.Path, primary.Protocol == meshv1alpha1.ProtocolHTTP2, dial)
+}
+
+// dialFunc opens a probe's connection.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// dialFor is how a probe reaches the pod: its address over TCP, or, when socket is set, its Unix
+// socket whatever the address (which then only names the pod in the request: HTTP's Host).
+func dialFor(socket string) dialFunc {
+	d := &net.Dialer{}
+	if socket == "" {
+		return d.DialContext
+	}
+	return func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "unix", socket) }
 }
 
 // probeUserAgent is the User-Agent of every HTTP and gRPC probe, so an application's logs can
 // tell the mesh's probes from its clients.
 const probeUserAgent = "aether-agent/health"
 
-// probeTCP reports whether a TCP connection to addr opens.
-func probeTCP(ctx context.Context, addr string) bool {
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+// probeTCP reports whether a connection to addr (through dial) opens.
+func probeTCP(ctx context.Context, addr string, dial dialFunc) bool {
+	conn, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return false
 	}
@@ -192,7 +211,12 @@ func probeTCP(ctx context.Context, addr string) bool {
 // probeHTTP GETs path from addr, over HTTP/1.1, or cleartext HTTP/2 with prior knowledge when
 // h2c; a connection per probe, no proxy, redirects not followed. 2xx and 3xx are healthy.
 func probeHTTP(ctx context.Context, addr, path string, h2c bool) bool {
-	transport := &http.Transport{DisableKeepAlives: true, Proxy: nil}
+	return probeHTTPVia(ctx, addr, path, h2c, dialFor(""))
+}
+
+// probeHTTPVia is probeHTTP with its connection opened by dial.
+func probeHTTPVia(ctx context.Context, addr, path string, h2c bool, dial dialFunc) bool {
+	transport := &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: dial}
 	if h2c {
 		transport.Protocols = new(http.Protocols)
 		transport.Protocols.SetUnencryptedHTTP2(true)

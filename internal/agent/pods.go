@@ -68,6 +68,9 @@ type PodReconciler struct {
 	timers     *drainTimers
 	timersOnce sync.Once
 
+	// uds says which pods serve on a Unix socket (the first probe goes there); nil: none.
+	uds *udsResolver
+
 	// refused maps each refused pod (namespace/name) to the name of the Event that said why, so
 	// a resync neither repeats the Event nor counts it twice. An entry goes with its pod.
 	refused sync.Map // types.NamespacedName → string
@@ -233,7 +236,7 @@ func (r *PodReconciler) setStatus(ctx context.Context, ep *meshv1alpha1.MeshEndp
 	var healthyAt time.Time
 	if desired.Health == "" {
 		desired.Health = meshv1alpha1.HealthPending
-		if r.Health.SuccessThreshold == 1 && !inDrain(ep) && probeEndpoint(ctx, ep, min(r.Health.Timeout, firstProbeTimeout)) {
+		if r.Health.SuccessThreshold == 1 && !inDrain(ep) && probeEndpoint(ctx, ep, min(r.Health.Timeout, firstProbeTimeout), r.uds.endpointPath(ctx, ep)) {
 			desired.Health, healthyAt = meshv1alpha1.HealthHealthy, time.Now()
 		}
 	}

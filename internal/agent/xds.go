@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/agent/svid"
@@ -104,6 +105,8 @@ type publisher struct {
 	proxylessSkipped map[string]bool
 	// times, when set, records when each published snapshot held or dropped each endpoint.
 	times *EndpointTimes
+	// uds decides which pods' inbound goes to their Unix socket (LocalPod.UDSPath); nil: none.
+	uds *udsResolver
 }
 
 // newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
@@ -153,7 +156,12 @@ func changes(poke func()) toolscache.ResourceEventHandler {
 // cache still filling would publish a mesh with services missing), then rebuilds on changes until
 // ctx ends.
 func (p *publisher) Start(ctx context.Context) error {
-	for _, obj := range []client.Object{&corev1.Pod{}, &meshv1alpha1.MeshEndpoint{}, &corev1.Node{}} {
+	inputs := []client.Object{&corev1.Pod{}, &meshv1alpha1.MeshEndpoint{}, &corev1.Node{}}
+	if p.uds != nil && p.uds.opts.Enabled {
+		// A policy, or a Service's selector, decides which pods serve on a socket.
+		inputs = append(inputs, &configv1.EndpointPolicy{}, &corev1.Service{})
+	}
+	for _, obj := range inputs {
 		informer, err := p.cache.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("watching %T for xDS: %w", obj, err)
@@ -328,6 +336,9 @@ func (p *publisher) localPods(ctx context.Context, services []model.Service) ([]
 			delete(p.warned, uid)
 		}
 	}
+	if p.uds != nil {
+		p.uds.forget(seen)
+	}
 	slices.SortFunc(out, func(a, b model.LocalPod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
@@ -360,6 +371,12 @@ func (p *publisher) localPod(ctx context.Context, pod *corev1.Pod, identities ma
 		Address: ep.Spec.Address, Primary: ep.Spec.PrimaryPort, Ports: ep.Spec.Ports, NetNS: netns, Identity: identity,
 		Capture: p.captureMode(ctx, pod)}
 	lp.ExcludeOutboundPorts, lp.Upstreams = captureFacts(pod)
+	if p.uds != nil {
+		var err error
+		if lp.UDSPath, err = p.uds.path(ctx, pod); err != nil {
+			return model.LocalPod{}, "", err
+		}
+	}
 	if err := lp.Validate(); err != nil {
 		return model.LocalPod{}, err.Error(), nil
 	}

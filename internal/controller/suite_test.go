@@ -59,6 +59,9 @@ func startManager(e *testenv.Env) (stop func(), err error) {
 	}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
+	if err := (&EndpointPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
 	if skipped, err := SetupRouteControllers(mgr); err != nil || len(skipped) > 0 {
 		return nil, fmt.Errorf("route controllers: skipped %v: %w", skipped, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
 // CaptureMode says which outbound TCP a pod's netns redirects to its proxy (DESIGN section 8).
@@ -57,6 +58,9 @@ type LocalPod struct {
 	Service string
 	// Address is the pod's IP, where the inbound proxy forwards to the application's ports.
 	Address string
+	// UDSPath, when set, is the node path of the Unix socket the pod serves on: the inbound proxy
+	// delivers every declared port there instead of to Address (the ports still demux inbound).
+	UDSPath string `json:"udsPath,omitempty"`
 	// Primary and Ports are the pod's own declaration (its MeshEndpoint's spec).
 	Primary int32
 	Ports   []meshv1alpha1.PortProtocol
@@ -87,6 +91,9 @@ func (p LocalPod) Validate() error {
 		return fmt.Errorf("local pod %s/%s: netNS %q is not an absolute path; set the path the CNI plugin reported", p.Namespace, p.Name, p.NetNS)
 	case p.Identity == "":
 		return fmt.Errorf("local pod %s/%s: identity is empty; set its MeshService's SPIFFE ID", p.Namespace, p.Name)
+	case p.UDSPath != "" && (!filepath.IsAbs(p.UDSPath) || len(p.UDSPath) > portspec.MaxUnixPath):
+		return fmt.Errorf("local pod %s/%s: udsPath %q is not an absolute path of at most %d bytes (a Unix socket address); set "+
+			"the socket's node path, or none for TCP delivery", p.Namespace, p.Name, p.UDSPath, portspec.MaxUnixPath)
 	}
 	if _, err := ParseCaptureMode(string(p.Capture)); err != nil {
 		return fmt.Errorf("local pod %s/%s: %w", p.Namespace, p.Name, err)

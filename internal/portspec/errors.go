@@ -56,6 +56,16 @@ const (
 	KindInvalidIdentityGate Kind = "InvalidIdentityGate"
 	// KindInvalidMeshDNS means aether.io/mesh-dns is neither "true" nor "false".
 	KindInvalidMeshDNS Kind = "InvalidMeshDNS"
+	// KindInvalidUDSSocket means endpoint.aether.io/uds-socket (or an EndpointPolicy's udsSocket)
+	// is not <volume>/<socket-file>: not two segments, a ".." segment, an absolute path, or a
+	// volume name that is not a DNS label.
+	KindInvalidUDSSocket Kind = "InvalidUDSSocket"
+	// KindInvalidUDSFile means the socket file name holds characters other than letters, digits,
+	// '.', '_' and '-'.
+	KindInvalidUDSFile Kind = "InvalidUDSFile"
+	// KindUDSFileTooLong means the socket file name is longer than MaxUDSFile: its node path would
+	// not fit a Unix socket address.
+	KindUDSFileTooLong Kind = "UDSFileTooLong"
 	// KindUnknownAnnotation means an endpoint.aether.io/ annotation this grammar does not define
 	// (most often a typo, which would otherwise be silently ignored).
 	KindUnknownAnnotation Kind = "UnknownAnnotation"
@@ -71,7 +81,8 @@ func AllKinds() []Kind {
 		KindEmpty, KindTooLong, KindNotAPort, KindPortOutOfRange, KindReservedPort, KindUnknownSuffix,
 		KindSuffixOnPrimary, KindProtocolConflict, KindTooManyPorts, KindUnknownProtocol, KindInvalidWeight,
 		KindInvalidHealthPath, KindUnknownHealthCheckMode, KindInvalidMetadataKey, KindInvalidMetadataValue,
-		KindTooManyMetadata, KindInvalidUpstream, KindUnknownProxyless, KindInvalidIdentityGate, KindInvalidMeshDNS, KindUnknownAnnotation,
+		KindTooManyMetadata, KindInvalidUpstream, KindUnknownProxyless, KindInvalidIdentityGate, KindInvalidMeshDNS,
+		KindInvalidUDSSocket, KindInvalidUDSFile, KindUDSFileTooLong, KindUnknownAnnotation,
 		KindMoreErrors,
 	}
 }

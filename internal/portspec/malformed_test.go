@@ -31,7 +31,7 @@ const (
 		"or remove the annotation (the pod's traffic then takes the node's proxy)"
 	identityGateFixText = `(want "false" (the pod's containers start without waiting for its SPIFFE identity, and its first ` +
 		`connections may fail until SPIRE issues it) or "true" (the default: they start once SPIRE has issued it)`
-	unknownKey = "(the endpoint.aether.io/ annotations are port, ports, protocol, weight, health-path and health-check-mode"
+	unknownKey = "(the endpoint.aether.io/ annotations are port, ports, protocol, weight, health-path, health-check-mode and uds-socket"
 
 	reserved18081 = "port 18081 is reserved: it is the mesh's HTTP proxy port, where the Host header decides " +
 		"the destination; it is not a port of any service " + reservedFix
@@ -975,6 +975,33 @@ func malformedRows() map[string]malformed {
 				`": 65 ports are excluded; at most 64 are allowed (exclude only the ports the pod must reach directly)`,
 		},
 
+		// InvalidUDSSocket, InvalidUDSFile, UDSFileTooLong.
+		"uds-socket emptyDir-style subPath": {
+			annotations: one(AnnotationUDSSocket, "uds/sub/app.sock"),
+			kinds:       []Kind{KindInvalidUDSSocket}, token: "uds/sub/app.sock",
+			text: []string{`has 3 path segments`, `the name of the pod's csi.aether.io volume`},
+		},
+		"uds-socket absolute": {
+			annotations: one(AnnotationUDSSocket, "/run/app/app.sock"),
+			kinds:       []Kind{KindInvalidUDSSocket}, token: "/run/app/app.sock",
+			text: []string{`is an absolute path`},
+		},
+		"uds-socket dot dot": {
+			annotations: one(AnnotationUDSSocket, "../app.sock"),
+			kinds:       []Kind{KindInvalidUDSSocket}, token: "../app.sock",
+			text: []string{`holds a ".." segment`},
+		},
+		"uds-socket bad file": {
+			annotations: one(AnnotationUDSSocket, "uds/app*.sock"),
+			kinds:       []Kind{KindInvalidUDSFile}, token: "app*.sock",
+			text: []string{`socket file name "app*.sock" is not a plain file name`},
+		},
+		"uds-socket file over budget": {
+			annotations: one(AnnotationUDSSocket, "uds/"+strings.Repeat("x", 55)),
+			kinds:       []Kind{KindUDSFileTooLong}, token: strings.Repeat("x", 55),
+			text: []string{`is 55 bytes long, over its budget of 54 bytes`, `(shorten the socket file name to at most 54 bytes`},
+		},
+
 		// UnknownAnnotation.
 		"prots, did you mean ports": {
 			annotations: one("endpoint.aether.io/prots", "8080"),
@@ -1233,7 +1260,7 @@ func tokenMayBeEmpty(e *Error) bool {
 
 // malformedMinimum is the number of rows the table holds: a row removed by mistake fails
 // TestMalformedCount (raise it when adding rows).
-const malformedMinimum = 221
+const malformedMinimum = 226
 
 // TestMalformedCount holds the table to its size.
 func TestMalformedCount(t *testing.T) {

@@ -116,6 +116,7 @@ var MaxLength = map[string]int{
 	AnnotationProxyless:            MaxShortValue,
 	AnnotationIdentityGate:         MaxShortValue,
 	AnnotationMeshDNS:              MaxShortValue,
+	AnnotationUDSSocket:            MaxUDSSocketLength,
 }
 
 // Reserved maps each port the mesh keeps for itself to why. A workload can declare none of them,
@@ -157,7 +158,7 @@ func suffixHint(suffix string) string {
 // knownEndpointKeys are the grammar's keys under endpoint.aether.io/.
 var knownEndpointKeys = []string{
 	AnnotationPort, AnnotationPorts, AnnotationProtocol,
-	AnnotationWeight, AnnotationHealthPath, AnnotationHealthCheckMode,
+	AnnotationWeight, AnnotationHealthPath, AnnotationHealthCheckMode, AnnotationUDSSocket,
 }
 
 var (
@@ -197,6 +198,9 @@ type Spec struct {
 	// NoMeshDNS is true when the pod opts out of the mesh DNS (AnnotationMeshDNS "false");
 	// false, the default, keeps it.
 	NoMeshDNS bool `json:"noMeshDNS,omitempty"`
+	// UDSSocket is where the pod serves when it serves on a Unix socket (AnnotationUDSSocket);
+	// nil when it serves on its TCP ports.
+	UDSSocket *UDSSocket `json:"udsSocket,omitempty"`
 }
 
 // Parse reads a pod's annotations. Annotations outside the grammar (IsGrammarKey) are ignored.
@@ -217,6 +221,7 @@ func Parse(annotations map[string]string) (Spec, error) {
 		Proxyless:            p.proxyless(),
 		NoIdentityGate:       p.identityGateOff(),
 		NoMeshDNS:            p.meshDNSOff(),
+		UDSSocket:            p.udsSocketAnnotation(),
 	}
 	spec.PortSet = p.portSet()
 	p.unknownKeys()
@@ -590,7 +595,7 @@ func (p *parser) unknownKeys() {
 	}
 	for _, key := range p.keys(unknown) {
 		p.fail(key, key, KindUnknownAnnotation,
-			"the endpoint.aether.io/ annotations are port, ports, protocol, weight, health-path and health-check-mode"+
+			"the endpoint.aether.io/ annotations are port, ports, protocol, weight, health-path, health-check-mode and uds-socket"+
 				unknownKeyHint(key),
 			"unknown annotation %q", key)
 	}

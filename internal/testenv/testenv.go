@@ -33,6 +33,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
 
@@ -68,6 +69,7 @@ func NewScheme() *k8sruntime.Scheme {
 	s := k8sruntime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(meshv1alpha1.AddToScheme(s))
+	utilruntime.Must(configv1.AddToScheme(s))
 	utilruntime.Must(gwapiv1.Install(s))
 	utilruntime.Must(gwapiv1beta1.Install(s))
 	return s

@@ -37,7 +37,9 @@ const JudgeDeadline = 2 * time.Second
 //     ports explains what they are). A pod running as the `default` ServiceAccount (named or
 //     unset) is denied first, with registration.DefaultServiceAccountError: its service would be
 //     called "default". Annotation keys that look like a misspelling of the
-//     grammar's are returned as warnings; warnings never deny.
+//     grammar's are returned as warnings; warnings never deny. Its socket delivery is judged
+//     against its volumes: endpoint.aether.io/uds-socket must name its one csi.aether.io volume,
+//     and such a volume needs spec.securityContext.fsGroup.
 //   - any other value ("True", "yes", "1") — the pod is not in the mesh (the agent selects
 //     "true" only): it is admitted with a warning that says so, and its annotations are not
 //     judged.
@@ -102,10 +104,24 @@ func review(ctx context.Context, pod, old *corev1.Pod) admission.Response {
 	if err := registration.CheckServiceAccount(pod); err != nil {
 		return admission.Denied(err.Error()).WithWarnings(warnings...)
 	}
-	if err := judge(ctx, JudgeDeadline, func() error { _, err := portspec.Parse(pod.Annotations); return err }); err != nil {
+	if err := judge(ctx, JudgeDeadline, func() error { return judgeSpec(pod) }); err != nil {
 		return admission.Denied(err.Error()).WithWarnings(warnings...)
 	}
 	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// judgeSpec parses pod's annotations and judges its socket delivery against its volumes
+// (registration.CheckUDSSocket, CheckUDSVolumes): the one csi.aether.io volume, with an fsGroup,
+// and the annotation naming it.
+func judgeSpec(pod *corev1.Pod) error {
+	spec, err := portspec.Parse(pod.Annotations)
+	switch {
+	case err != nil:
+		return err
+	case spec.UDSSocket != nil:
+		return registration.CheckUDSSocket(pod, portspec.AnnotationUDSSocket, *spec.UDSSocket)
+	}
+	return registration.CheckUDSVolumes(pod)
 }
 
 // equalOn reports whether a and b hold the same keys and values among the keys for which in
@@ -151,9 +167,10 @@ type Options struct {
 	Identity Identity
 }
 
-// SetupWithManager serves the pod validator and the pod injector on the manager's webhook server.
+// SetupWithManager serves the pod validator, the pod injector and the EndpointPolicy validator on the manager's webhook server.
 func SetupWithManager(mgr manager.Manager, o Options) {
 	decoder := admission.NewDecoder(mgr.GetScheme())
 	mgr.GetWebhookServer().Register(PodPath, &crwebhook.Admission{Handler: &PodValidator{Decoder: decoder, Ignored: o.Ignored}})
+	mgr.GetWebhookServer().Register(EndpointPolicyPath, &crwebhook.Admission{Handler: &EndpointPolicyValidator{Decoder: decoder}})
 	mgr.GetWebhookServer().Register(InjectPath, &crwebhook.Admission{Handler: &PodInjector{Decoder: decoder, Ignored: o.Ignored, Identity: o.Identity}})
 }

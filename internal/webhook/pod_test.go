@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -289,11 +290,12 @@ func setWebhookURL(t *testing.T, ctx context.Context, url string) string {
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: "validating-webhook-configuration"}, cfg); err != nil {
 			return err
 		}
-		if len(cfg.Webhooks) != 1 || cfg.Webhooks[0].ClientConfig.URL == nil {
-			return fmt.Errorf("want one webhook with a URL (envtest's), got %+v", cfg.Webhooks)
+		i := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == "vpod.mesh.aether.io" })
+		if i < 0 || cfg.Webhooks[i].ClientConfig.URL == nil {
+			return fmt.Errorf("want the pod validator, with a URL (envtest's), got %+v", cfg.Webhooks)
 		}
-		was = *cfg.Webhooks[0].ClientConfig.URL
-		cfg.Webhooks[0].ClientConfig.URL = &url
+		was = *cfg.Webhooks[i].ClientConfig.URL
+		cfg.Webhooks[i].ClientConfig.URL = &url
 		return env.Client.Update(ctx, cfg)
 	})
 	if err != nil {

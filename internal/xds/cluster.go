@@ -210,7 +210,7 @@ func (b *builder) blackholeCluster() *clusterv3.Cluster {
 }
 
 // appClusters are where pod's inbound listener delivers: one static cluster per port the pod
-// declares, its one host the pod's IP and that port. (The node's Envoy connects from the host's
+// declares, its one host the pod's IP and that port, or the pod's Unix socket (appAddress). (The node's Envoy connects from the host's
 // network namespace, so it dials the pod's IP, not loopback.) An HTTP-class port is spoken to in
 // its own protocol, HTTP/1.1 or HTTP/2; a TCP port is a byte stream.
 func (b *builder) appClusters(pod model.LocalPod) []*clusterv3.Cluster {
@@ -228,7 +228,7 @@ func (b *builder) appClusters(pod model.LocalPod) []*clusterv3.Cluster {
 				Endpoints: []*endpointv3.LocalityLbEndpoints{{
 					LbEndpoints: []*endpointv3.LbEndpoint{{
 						HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-							Address: socketAddress(pod.Address, p.Port),
+							Address: appAddress(pod, p.Port),
 						}},
 					}},
 				}},
@@ -241,6 +241,16 @@ func (b *builder) appClusters(pod model.LocalPod) []*clusterv3.Cluster {
 		out = append(out, c)
 	}
 	return out
+}
+
+// appAddress is where pod's port is delivered: its Unix socket when it serves on one (every
+// declared port to the one socket: the port demuxed inbound, the app multiplexes), else its IP
+// and the port.
+func appAddress(pod model.LocalPod, port int32) *corev3.Address {
+	if pod.UDSPath != "" {
+		return &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: pod.UDSPath}}}
+	}
+	return socketAddress(pod.Address, port)
 }
 
 // httpOptions are the typed_extension_protocol_options that make a cluster speak protocol

@@ -176,20 +176,21 @@ type podID struct{ namespace, name string }
 type appMemo struct {
 	gen      uint64
 	address  string
+	udsPath  string
 	ports    []meshv1alpha1.PortProtocol
 	clusters []*clusterv3.Cluster
 }
 
 // podAppClusters are pod's app clusters (appClusters): the last build's when they were made from
-// the same address and ports.
+// the same address, socket and ports.
 func (b *builder) podAppClusters(pod model.LocalPod) []*clusterv3.Cluster {
 	if b.memo == nil {
 		return b.appClusters(pod)
 	}
 	k := podID{pod.Namespace, pod.Name}
 	e := b.memo.apps[k]
-	if e == nil || e.address != pod.Address || !slices.Equal(e.ports, pod.Ports) {
-		e = &appMemo{address: pod.Address, ports: slices.Clone(pod.Ports), clusters: b.appClusters(pod)}
+	if e == nil || e.address != pod.Address || e.udsPath != pod.UDSPath || !slices.Equal(e.ports, pod.Ports) {
+		e = &appMemo{address: pod.Address, udsPath: pod.UDSPath, ports: slices.Clone(pod.Ports), clusters: b.appClusters(pod)}
 		b.memo.apps[k] = e
 	}
 	e.gen = b.memo.gen

@@ -62,7 +62,7 @@ var readFrom = []string{
 	"Services[].Ports[].Pairs[].Members[].Weight", "Services[].Ports[].Pairs[].Members[].Locality.Region",
 	"Services[].Ports[].Pairs[].Members[].Locality.Zone",
 	"Pods[].Namespace", "Pods[].Name", "Pods[].Address", "Pods[].Primary", "Pods[].Ports[].Port", "Pods[].Ports[].Protocol",
-	"Pods[].NetNS", "Pods[].Identity", "Pods[].Capture",
+	"Pods[].NetNS", "Pods[].Identity", "Pods[].Capture", "Pods[].UDSPath",
 }
 
 // TestBuilderFollowsEveryChange is the table of inputs a kept part derives from, flipped one at a
@@ -75,7 +75,7 @@ func TestBuilderFollowsEveryChange(t *testing.T) {
 	changedBuild := map[string]bool{}
 	all := xdstest.All()
 	scenarios := map[string]model.Mesh{}
-	for _, name := range []string{"mixed-http-primary", "tcp-primary-http-secondary", "http-80", "scoped", "rollout-conflict", "routes"} {
+	for _, name := range []string{"mixed-http-primary", "tcp-primary-http-secondary", "http-80", "scoped", "rollout-conflict", "routes", "uds"} {
 		scenarios[name] = all[name]
 	}
 	scenarios["shared-address"] = sharedAddress(t, all["mixed-http-primary"])

@@ -40,7 +40,7 @@ func All(res xds.Resources) []string {
 		{"consistency", Consistency}, {"validation", Validation}, {"domains", Domains}, {"from the pod", FromThePod},
 		{"inbound limits", InboundLimits}, {"upgrades", Upgrades}, {"families", Families},
 		{"retries", Retries}, {"inbound http", InboundHTTP}, {"subsets", Subsets}, {"tcp stats", TCPStats},
-		{"proxy port", ProxyPort}, {"reuse port", ReusePort}, {"access logs", AccessLogs},
+		{"proxy port", ProxyPort}, {"reuse port", ReusePort}, {"access logs", AccessLogs}, {"uds delivery", UDSDelivery},
 	} {
 		for _, v := range gate.check(res) {
 			out = append(out, gate.name+": "+v)

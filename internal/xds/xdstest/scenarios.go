@@ -271,6 +271,18 @@ func dualStack() Scenario {
 	return s
 }
 
+// UDS is the mesh where payments serves HTTP 8080 (primary), h2 9090 and TCP 9000, and its pod
+// on this node serves them all on one Unix socket (endpoint.aether.io/uds-socket: uds/app.sock):
+// its inbound delivers every port to /run/aether/uds/uid-payments-0/app.sock instead of its
+// address; its peers on other nodes, and what callers see, are unchanged.
+func UDS() model.Mesh { return uds().Mesh() }
+
+func uds() Scenario {
+	s := simple("8080", "8080,9090=h2,9000=tcp", "")
+	s.Workloads[0].UDSSocket = "uds/app.sock"
+	return s
+}
+
 // Scenarios are every scenario as data, by the name of its golden directory.
 func Scenarios() map[string]Scenario {
 	return map[string]Scenario{
@@ -290,6 +302,7 @@ func Scenarios() map[string]Scenario {
 		"shared-port":                sharedPort(),
 		"dual-stack-mesh":            dualStack(),
 		"subsets":                    subsets(),
+		"uds":                        uds(),
 	}
 }
 

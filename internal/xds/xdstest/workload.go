@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -69,6 +70,9 @@ type Workload struct {
 	Capture model.CaptureMode
 	// Metadata are the metadata.endpoint.aether.io/<key> annotations, by key.
 	Metadata map[string]string
+	// UDSSocket is the endpoint.aether.io/uds-socket annotation (empty: not set); the pod then
+	// has the csi.aether.io volume it names, and an fsGroup.
+	UDSSocket string
 }
 
 // Pod is the managed pod the workload is.
@@ -83,11 +87,19 @@ func (w Workload) Pod() *corev1.Pod {
 	for key, value := range w.Metadata {
 		annotations[portspec.AnnotationMetadataPrefix+key] = value
 	}
+	var spec corev1.PodSpec
+	if w.UDSSocket != "" {
+		annotations[portspec.AnnotationUDSSocket] = w.UDSSocket
+		volume, _, _ := strings.Cut(w.UDSSocket, "/")
+		spec.Volumes = []corev1.Volume{{Name: volume, VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: registration.UDSDriver}}}}
+		spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: new(int64(65532))}
+	}
+	spec.ServiceAccountName, spec.NodeName = w.Service, w.Node
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, UID: types.UID("uid-" + w.Name),
 			Labels: map[string]string{portspec.LabelManaged: portspec.ManagedValue}, Annotations: annotations,
 			CreationTimestamp: metav1.NewTime(w.Created)},
-		Spec:   corev1.PodSpec{ServiceAccountName: w.Service, NodeName: w.Node},
+		Spec:   spec,
 		Status: corev1.PodStatus{PodIP: w.Address, PodIPs: []corev1.PodIP{{IP: w.Address}}},
 	}
 }
@@ -118,10 +130,24 @@ func (w Workload) Endpoint() meshv1alpha1.MeshEndpoint {
 // own declaration.
 func (w Workload) Local() model.LocalPod {
 	ep := w.Endpoint()
-	return model.LocalPod{Namespace: w.Namespace, Name: w.Name, UID: "uid-" + w.Name, Service: w.Service,
+	lp := model.LocalPod{Namespace: w.Namespace, Name: w.Name, UID: "uid-" + w.Name, Service: w.Service,
 		Address: w.Address, Primary: ep.Spec.PrimaryPort, Ports: ep.Spec.Ports,
 		NetNS:    filepath.Join("/var/run/netns", "cni-"+w.Namespace+"-"+w.Name),
 		Identity: Identity(w.Namespace, w.Service), Capture: cmp.Or(w.Capture, model.CaptureSurface)}
+	if w.UDSSocket != "" {
+		// Resolved as the node agent resolves it: a workload whose socket it would refuse is a
+		// broken scenario.
+		spec, err := portspec.Parse(w.Pod().Annotations)
+		if err != nil {
+			panic(fmt.Sprintf("xdstest: workload %s/%s: %v", w.Namespace, w.Name, err))
+		}
+		d, err := registration.ResolveUDS(w.Pod(), registration.UDSInputs{Enabled: true, Root: portspec.UDSHostRoot, Annotated: spec.UDSSocket})
+		if err != nil {
+			panic(fmt.Sprintf("xdstest: workload %s/%s: %v", w.Namespace, w.Name, err))
+		}
+		lp.UDSPath = d.Path
+	}
+	return lp
 }
 
 // Identity is a service's SPIFFE ID in the scenarios' trust domain.

@@ -59,8 +59,8 @@ func checkMesh(t testing.TB, name string, m model.Mesh) {
 // workload joins its service (each is a verified endpoint).
 func TestScenariosAreValid(t *testing.T) {
 	scenarios := xdstest.Scenarios()
-	if len(scenarios) != 16 {
-		t.Errorf("%d scenarios, want the 10 of the table, tls-routes, no-issuer, shared-port, dual-stack-mesh, primary-rollout and subsets", len(scenarios))
+	if len(scenarios) != 17 {
+		t.Errorf("%d scenarios, want the 10 of the table, tls-routes, no-issuer, shared-port, dual-stack-mesh, primary-rollout, subsets and uds", len(scenarios))
 	}
 	for name, m := range xdstest.All() {
 		checkMesh(t, name, m)
@@ -160,6 +160,7 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		"dual-stack-mesh":            "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 		// The vote's primary; this node's pod declares 9000 (TestPrimaryRolloutScenario).
 		"subsets":         "primary 8080; 8080/HTTP 9000/TCP; http default none; tcp default 9000",
+		"uds":             "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 		"primary-rollout": "primary 8080; 8080/HTTP 9000/TCP; http default none; tcp default 9000",
 	}
 	all := xdstest.All()
