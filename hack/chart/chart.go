@@ -154,6 +154,11 @@ func (g *generator) objects() ([]chartObject, error) {
 		out = append(out, chartObject{object: o, part: certManagerPart})
 	}
 	for _, o := range g.b.prometheus {
+		if o.kind == "ServiceMonitor" {
+			if err := g.selectRelease(o); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", o.kind, o.name, err)
+			}
+		}
 		out = append(out, chartObject{object: o, part: prometheusPart})
 	}
 	spire, err := g.spireObjects(defOwn)
@@ -313,6 +318,18 @@ var clusterScoped = []string{
 	kindNamespace, kindCRD, "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
 	"MutatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
 	"CSIDriver",
+}
+
+// selectRelease narrows a ServiceMonitor's selector to its own release's Services (every object
+// of the chart carries the release in app.kubernetes.io/instance): two releases in one namespace
+// would otherwise each scrape both.
+func (g *generator) selectRelease(o object) error {
+	match, err := find(o.node, "spec.selector.matchLabels")
+	if err != nil {
+		return err
+	}
+	match.Content = append(match.Content, str("app.kubernetes.io/instance"), g.t.value(".Release.Name"))
+	return nil
 }
 
 // helperLabels are the labels _helpers.tpl's aether-operator.labels gives every object.

@@ -400,7 +400,8 @@ func TestEnvoyOff(t *testing.T) {
 }
 
 // TestPrometheusOn: each prometheus.*.enabled adds config/prometheus's objects of its kinds, as
-// kustomize builds them (the alerts' and the dashboard's "{{" included), and nothing else.
+// kustomize builds them (the alerts' and the dashboard's "{{" included; a ServiceMonitor's
+// selector narrowed to the release), and nothing else.
 func TestPrometheusOn(t *testing.T) {
 	defaults := append(withoutNamespaceObject(kustomized(t, defaultSpireDir)), kustomized(t, certManagerDir)...)
 	monitoring := kustomized(t, prometheusDir)
@@ -413,6 +414,10 @@ func TestPrometheusOn(t *testing.T) {
 			want := slices.Clone(defaults)
 			for _, o := range monitoring {
 				if slices.Contains(kinds, o["kind"].(string)) {
+					if o["kind"] == "ServiceMonitor" { // narrowed to the release's Services
+						o = deepCopy(o).(obj)
+						get(o, "spec", "selector", "matchLabels").(obj)["app.kubernetes.io/instance"] = release
+					}
 					want = append(want, o)
 				}
 			}

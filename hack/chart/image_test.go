@@ -153,3 +153,56 @@ func TestUDSCSIValue(t *testing.T) {
 		t.Errorf("the plugin runs %v, want the operator's image", c["image"])
 	}
 }
+
+// TestMonitorsSelectTheirRelease: two releases in one namespace, each with its ServiceMonitors:
+// each monitor selects its own release's metrics Service and not the other's.
+func TestMonitorsSelectTheirRelease(t *testing.T) {
+	services := map[string][]obj{}
+	monitors := map[string][]obj{}
+	for _, name := range []string{"mesh-a", "mesh-b"} {
+		out, err := helmTemplateAs(name, namespace, "--set", "prometheus.serviceMonitor.enabled=true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range decodeObjects(t, out) {
+			switch o["kind"] {
+			case "Service":
+				services[name] = append(services[name], o)
+			case "ServiceMonitor":
+				monitors[name] = append(monitors[name], o)
+			}
+		}
+	}
+	selects := func(m, svc obj) bool {
+		labels, _ := get(svc, "metadata", "labels").(obj)
+		for k, v := range get(m, "spec", "selector", "matchLabels").(obj) {
+			if labels[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	for name, ms := range monitors {
+		if len(ms) < 2 {
+			t.Fatalf("release %s has %d ServiceMonitors, want the manager's and the agents'", name, len(ms))
+		}
+		for _, m := range ms {
+			own := 0
+			for release, svcs := range services {
+				for _, svc := range svcs {
+					if !selects(m, svc) {
+						continue
+					}
+					if release != name {
+						t.Errorf("%s's %s selects release %s's Service %s", name, field(m, "metadata", "name"), release, field(svc, "metadata", "name"))
+					} else {
+						own++
+					}
+				}
+			}
+			if own != 1 {
+				t.Errorf("%s's %s selects %d of its own Services, want 1", name, field(m, "metadata", "name"), own)
+			}
+		}
+	}
+}
