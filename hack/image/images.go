@@ -63,8 +63,8 @@ var shippedArchives = []string{"operator", "spire-server", "spire-agent"}
 
 // spec is one image: its name, the archive it is written to, and its content for one platform.
 type spec struct {
-	Name    string // the reference containerd imports it as
-	Archive string // <Archive>.tar and <Archive>.digest in the output directory
+	Name       string // the reference containerd imports it as
+	Archive    string // <Archive>.tar and <Archive>.digest in the output directory
 	Entrypoint []string
 	User       string
 	Labels     map[string]string

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/crane"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // TestPushToARegistry pushes the built images to a real registry (go-containerregistry's, in
