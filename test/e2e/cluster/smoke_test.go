@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
 var _ = Describe("the operator on a real node", Ordered, func() {
@@ -61,6 +64,36 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 			},
 		}
 		Expect(k8s.Create(ctx, deploy)).To(Succeed())
+	})
+
+	It("runs the manager from the image make images built: containerd reports the digest it recorded", func() {
+		// make images writes the operator image's digest beside its archive; hack/cluster/up.sh
+		// imports that archive, so the tested image is the built one, byte for byte.
+		recorded, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "bin", "images", "operator.digest"))
+		Expect(err).NotTo(HaveOccurred(), "make images records the operator image's digest")
+		digest := strings.TrimSpace(string(recorded))
+		Expect(digest).To(MatchRegexp(`^sha256:[0-9a-f]{64}$`))
+		var ids []string
+		Eventually(func(g Gomega) {
+			pods := &corev1.PodList{}
+			g.Expect(k8s.List(ctx, pods, client.InNamespace(operatorNamespace), managerPods)).To(Succeed())
+			g.Expect(pods.Items).NotTo(BeEmpty())
+			ids = nil
+			for _, pod := range pods.Items {
+				for _, c := range pod.Status.ContainerStatuses {
+					if c.Name == "manager" && c.ImageID != "" {
+						ids = append(ids, pod.Name+" "+c.Image+" "+c.ImageID)
+					}
+				}
+			}
+			g.Expect(ids).To(HaveLen(len(pods.Items)), "every manager pod's container has started")
+		}, time.Minute, time.Second).Should(Succeed())
+		// containerd names the image by its repository digest: the manifest's digest, unchanged
+		// by ctr's import of the OCI archive.
+		for _, id := range ids {
+			pod, _, _ := strings.Cut(id, " ")
+			Expect(id).To(Equal(pod+" docker.io/aether/operator:dev docker.io/aether/operator@"+digest), "pod %s's image", pod)
+		}
 	})
 
 	It("runs the pods with kubelet-assigned IPs, and the agent registers them healthy by a real probe", func() {
