@@ -191,7 +191,7 @@ run: manifests binaries ## Run the whole system locally: a real kube-apiserver a
 	go run ./hack/localenv
 
 .PHONY: docker-build
-docker-build: ## Build the image (needs a Docker engine).
+docker-build: ## Build the operator image from the Dockerfile, the same content as make images' (needs a Docker engine).
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMG) .
 
 ##@ Cluster tier (hack/cluster)
