@@ -97,7 +97,7 @@ func buildImages(opts buildOptions, w io.Writer) error {
 		platforms     []v1.Platform
 		specFor       func(v1.Platform) spec
 	}
-	jobs := []job{{operatorName, "operator", opts.Platforms, func(p v1.Platform) spec {
+	jobs := []job{{operatorName, operatorArchive, opts.Platforms, func(p v1.Platform) spec {
 		return operatorSpec(binDir(opts.Out, p), opts.CAFile, opts.Stamp)
 	}}}
 	for i, sp := range testSpecs("") {

@@ -95,7 +95,7 @@ func parseDockerfile(dockerfile string) (dockerImage, error) {
 				return img, fmt.Errorf("ENTRYPOINT %s: want the exec form, a JSON array: %w", args, err)
 			}
 		case "LABEL":
-			for _, kv := range strings.Fields(args) {
+			for kv := range strings.FieldsSeq(args) {
 				k, v, _ := strings.Cut(kv, "=")
 				img.Labels[k] = v
 			}

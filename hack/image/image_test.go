@@ -218,7 +218,7 @@ func TestArchiveAsContainerdReadsIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		if cfg.Architecture != d.Platform.Architecture || cfg.OS != "linux" || cfg.Config.User != "65532:65532" ||
-			!slices.Equal(cfg.Config.Entrypoint, []string{"/manager"}) || !cfg.Created.Time.Equal(epoch) {
+			!slices.Equal(cfg.Config.Entrypoint, []string{"/manager"}) || !cfg.Created.Equal(epoch) {
 			t.Errorf("%s: config %s/%s user %q entrypoint %v created %v", d.Platform, cfg.OS, cfg.Architecture, cfg.Config.User, cfg.Config.Entrypoint, cfg.Created)
 		}
 		wantLabels := map[string]string{

@@ -51,6 +51,7 @@ const caCertificates = "/etc/ssl/certs/ca-certificates.crt"
 // hack/cluster/up.sh imports from the output directory, <archive>.tar.
 const (
 	operatorName    = "docker.io/aether/operator:dev"
+	operatorArchive = "operator"
 	testServerName  = "docker.io/aether/testserver:dev"
 	pauseName       = "registry.k8s.io/pause:aether"
 	spireServerName = "docker.io/aether/spire-server:"
@@ -59,7 +60,7 @@ const (
 
 // shippedArchives are the images images-push pushes: the operator's and SPIRE's; the test server
 // and pause exist for the cluster tier only.
-var shippedArchives = []string{"operator", "spire-server", "spire-agent"}
+var shippedArchives = []string{operatorArchive, "spire-server", "spire-agent"}
 
 // spec is one image: its name, the archive it is written to, and its content for one platform.
 type spec struct {
@@ -87,7 +88,7 @@ type stamp struct {
 // operatorSpec is the operator image for the binaries in binDir (one file per operatorBinaries).
 func operatorSpec(binDir, caFile string, s stamp) spec {
 	sp := spec{
-		Name: operatorName, Archive: "operator",
+		Name: operatorName, Archive: operatorArchive,
 		Entrypoint: []string{"/manager"}, User: nonroot,
 		Labels: map[string]string{
 			"org.opencontainers.image.title":    "aether-operator",
