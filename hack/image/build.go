@@ -148,5 +148,42 @@ func writeFiles(dir, archive, name string, x built) (v1.Hash, error) {
 	if err := os.Rename(tmp.Name(), filepath.Join(dir, archive+".tar")); err != nil {
 		return v1.Hash{}, err
 	}
-	return digest, os.WriteFile(filepath.Join(dir, archive+".digest"), []byte(digest.String()+"\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, archive+".digest"), []byte(digest.String()+"\n"), 0o644); err != nil {
+		return v1.Hash{}, err
+	}
+	id, ok, err := hostImageID(x)
+	if err != nil || !ok {
+		return digest, err
+	}
+	return digest, os.WriteFile(filepath.Join(dir, archive+".imageid"), []byte(id.String()+"\n"), 0o644)
+}
+
+// hostImageID is the digest of the host platform's image config: the image ID containerd gives the
+// image, which the kubelet reports as a container's imageID when the image was imported (a pull
+// from a registry adds the reference <repository>@<digest>, which it reports instead). ok is false
+// when x has no image for the host.
+func hostImageID(x built) (id v1.Hash, ok bool, err error) {
+	img, isImage := x.(v1.Image)
+	if idx, isIndex := x.(v1.ImageIndex); isIndex {
+		im, err := idx.IndexManifest()
+		if err != nil {
+			return v1.Hash{}, false, err
+		}
+		host := hostPlatform()
+		i := slices.IndexFunc(im.Manifests, func(d v1.Descriptor) bool { return d.Platform != nil && d.Platform.Equals(host) })
+		if i < 0 {
+			return v1.Hash{}, false, nil
+		}
+		if img, err = idx.Image(im.Manifests[i].Digest); err != nil {
+			return v1.Hash{}, false, err
+		}
+	} else if !isImage {
+		return v1.Hash{}, false, fmt.Errorf("%T is neither an image nor an index", x)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil || cfg.OS != hostPlatform().OS || cfg.Architecture != hostPlatform().Architecture {
+		return v1.Hash{}, false, err
+	}
+	id, err = img.ConfigName()
+	return id, err == nil, err
 }

@@ -56,7 +56,7 @@ func testOptions(t *testing.T, platforms ...v1.Platform) buildOptions {
 func outputs(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
-	for _, pattern := range []string{"*.tar", "*.digest"} {
+	for _, pattern := range []string{"*.tar", "*.digest", "*.imageid"} {
 		names, err := filepath.Glob(filepath.Join(dir, pattern))
 		if err != nil {
 			t.Fatal(err)
@@ -90,8 +90,8 @@ func TestSameInputsSameImages(t *testing.T) {
 				t.Fatal(err)
 			}
 			a, b := outputs(t, first.Out), outputs(t, second.Out)
-			if len(a) != 10 {
-				t.Fatalf("the first build wrote %d archives and digests, want 10 (5 images): %v", len(a), slices.Sorted(maps.Keys(a)))
+			if len(a) != 15 {
+				t.Fatalf("the first build wrote %d archives, digests and image IDs, want 15 (5 images): %v", len(a), slices.Sorted(maps.Keys(a)))
 			}
 			for name, data := range a {
 				if !bytes.Equal(data, b[name]) {
@@ -199,6 +199,14 @@ func TestArchiveAsContainerdReadsIt(t *testing.T) {
 	if !ok {
 		t.Fatalf("two platforms gave a %T, want an image index", x)
 	}
+	// The image ID containerd gives the host's image: its config's digest.
+	hostImg, err := idx.Image(manifestFor(t, idx, hostPlatform()).Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := hostImg.ConfigName(); string(outputs(t, opts.Out)["operator.imageid"]) != id.String()+"\n" {
+		t.Errorf("operator.imageid = %q, the host's image config is %s", outputs(t, opts.Out)["operator.imageid"], id)
+	}
 	if mt, _ := idx.MediaType(); mt != types.OCIImageIndex {
 		t.Errorf("index media type %s, want %s", mt, types.OCIImageIndex)
 	}
@@ -258,6 +266,21 @@ func TestArchiveAsContainerdReadsIt(t *testing.T) {
 	if files := layerFiles(t, img); !maps.Equal(files, map[string]string{"/opt/spire/bin/spire-agent": "755 spire-agent binary"}) {
 		t.Errorf("spire-agent's files: %v", files)
 	}
+}
+
+func manifestFor(t *testing.T, idx v1.ImageIndex, p v1.Platform) v1.Descriptor {
+	t.Helper()
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range im.Manifests {
+		if d.Platform != nil && d.Platform.Equals(p) {
+			return d
+		}
+	}
+	t.Fatalf("the index has no image for %s", p)
+	return v1.Descriptor{}
 }
 
 // TestIndexJSONForCtr: containerd's importer names the image from index.json's annotation.
