@@ -192,7 +192,7 @@ run: manifests binaries ## Run the whole system locally: a real kube-apiserver a
 	go run ./hack/localenv
 
 .PHONY: docker-build
-docker-build: ## Build the image (needs a Docker engine).
+docker-build: ## Build the operator image from the Dockerfile, the same content as make images' (needs a Docker engine).
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMG) .
 
 ##@ Cluster tier (hack/cluster)
@@ -213,32 +213,25 @@ cluster-up: cluster-binaries images ## A single-node cluster in network namespac
 cluster-down: ## Remove the cluster: processes, mounts, network namespaces, state; fails if anything is left.
 	hack/cluster/down.sh
 
+# Platforms of make images: empty for the host's (what the cluster tier imports), or for example
+# PLATFORMS=linux/amd64,linux/arm64 for an OCI image index of each (the operator's binaries are
+# cross-compiled, CGO_ENABLED=0). SPIRE's binaries are cgo (sqlite): hack/build-spire.sh builds
+# them for the host only, so SPIRE's images are always the host's platform alone.
+PLATFORMS ?=
+# Where make images-push pushes: <registry>[:<port>]/<prefix>; TAG, the operator image's tag there.
+REGISTRY ?=
+TAG ?=
+
 .PHONY: images
-images: $(LOCALBIN) ## Write OCI archives (for ctr import) of the operator, the test server, pause, spire-server and spire-agent, without Docker.
-	mkdir -p "$(CLUSTER_IMAGES)/bin"
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o "$(CLUSTER_IMAGES)/bin/manager" ./cmd/manager
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o "$(CLUSTER_IMAGES)/bin/agent" ./cmd/agent
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o "$(CLUSTER_IMAGES)/bin/aether-cni" ./cmd/cni
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o "$(CLUSTER_IMAGES)/bin/aether-identity" ./cmd/identity
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o "$(CLUSTER_IMAGES)/bin/aether-csi-node" ./cmd/csi-node
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/testserver" ./hack/cluster/testserver
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$(CLUSTER_IMAGES)/bin/pause" ./hack/cluster/pause
-	go run ./hack/cluster/ociimage -name docker.io/aether/operator:dev -o "$(CLUSTER_IMAGES)/operator.tar" -entrypoint /manager \
-		-file "$(CLUSTER_IMAGES)/bin/manager=/manager" -file "$(CLUSTER_IMAGES)/bin/agent=/agent" \
-		-file "$(CLUSTER_IMAGES)/bin/aether-cni=/aether-cni" -file "$(CLUSTER_IMAGES)/bin/aether-identity=/aether-identity" \
-		-file "$(CLUSTER_IMAGES)/bin/aether-csi-node=/aether-csi-node"
-	go run ./hack/cluster/ociimage -name docker.io/aether/testserver:dev -o "$(CLUSTER_IMAGES)/testserver.tar" -entrypoint /testserver \
-		-file "$(CLUSTER_IMAGES)/bin/testserver=/testserver"
-	go run ./hack/cluster/ociimage -name registry.k8s.io/pause:aether -o "$(CLUSTER_IMAGES)/pause.tar" -entrypoint /pause -user 65535:65535 \
-		-file "$(CLUSTER_IMAGES)/bin/pause=/pause"
-	# SPIRE (config/spire), from the binaries hack/build-spire.sh built from the Go module proxy,
-	# at SPIRE's own image paths (/opt/spire/bin): the server as 65532 (config/spire's user), the
-	# agent as root (its sockets go into the host's root-owned /run/spire directories).
+images: $(LOCALBIN) ## Build the images without Docker (hack/image): the operator, SPIRE's server and agent, the test server and pause, as OCI archives for ctr import and their digests in bin/images (PLATFORMS=linux/amd64,linux/arm64 for a multi-arch index).
 	spire="$$(hack/build-spire.sh | tail -1)"; \
-	go run ./hack/cluster/ociimage -name docker.io/aether/spire-server:$(SPIRE_VERSION) -o "$(CLUSTER_IMAGES)/spire-server.tar" \
-		-entrypoint "/opt/spire/bin/spire-server run" -user 65532:65532 -file "$$spire/spire-server=/opt/spire/bin/spire-server" && \
-	go run ./hack/cluster/ociimage -name docker.io/aether/spire-agent:$(SPIRE_VERSION) -o "$(CLUSTER_IMAGES)/spire-agent.tar" \
-		-entrypoint "/opt/spire/bin/spire-agent run" -user 0:0 -file "$$spire/spire-agent=/opt/spire/bin/spire-agent"
+	go run ./hack/image build -o "$(CLUSTER_IMAGES)" -platforms "$(PLATFORMS)" -version "$(VERSION)" -commit "$(COMMIT)" \
+		-spire "$$spire" -spire-version "$(SPIRE_VERSION)"
+
+.PHONY: images-push
+images-push: ## Push the operator's and SPIRE's images of make images to REGISTRY=<registry>/<prefix> (<prefix>/operator:dev or :TAG, spire-server and spire-agent at SPIRE_VERSION), digests unchanged.
+	@[ -n "$(REGISTRY)" ] || { echo "REGISTRY is empty: make images-push REGISTRY=<registry>[:<port>]/<prefix>" >&2; exit 1; }
+	go run ./hack/image push -from "$(CLUSTER_IMAGES)" -registry "$(REGISTRY)" -tag "$(TAG)"
 
 ##@ Deployment
 

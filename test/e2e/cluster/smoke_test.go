@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
 var _ = Describe("the operator on a real node", Ordered, func() {
@@ -61,6 +64,52 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 			},
 		}
 		Expect(k8s.Create(ctx, deploy)).To(Succeed())
+	})
+
+	It("runs the manager from the image make images built: containerd holds the recorded digest, the pods its image ID", func() {
+		// make images records the operator image's digest and the digest of its config (the image
+		// ID) beside the archive that hack/cluster/up.sh imports; both must be what runs here.
+		recorded := func(name string) string {
+			data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "bin", "images", name))
+			Expect(err).NotTo(HaveOccurred(), "make images records bin/images/%s", name)
+			digest := strings.TrimSpace(string(data))
+			Expect(digest).To(MatchRegexp(`^sha256:[0-9a-f]{64}$`), name)
+			return digest
+		}
+		digest, imageID := recorded("operator.digest"), recorded("operator.imageid")
+
+		// The image containerd imported under the manifests' name is the manifest make images
+		// built: ctr's import of the OCI archive keeps its digest.
+		const name = "docker.io/aether/operator:dev"
+		var target string
+		for line := range strings.SplitSeq(ctr("images", "ls", "name=="+name), "\n") {
+			if f := strings.Fields(line); len(f) > 2 && f[0] == name {
+				target = f[2]
+			}
+		}
+		Expect(target).To(Equal(digest), "ctr images ls: the target of %s", name)
+
+		// The kubelet reports the image ID (containerd's, the config's digest: an imported image
+		// has no <repository>@<digest> reference, which only a pull from a registry adds).
+		var ids map[string]string
+		Eventually(func(g Gomega) {
+			pods := &corev1.PodList{}
+			g.Expect(k8s.List(ctx, pods, client.InNamespace(operatorNamespace), managerPods)).To(Succeed())
+			g.Expect(pods.Items).NotTo(BeEmpty())
+			ids = map[string]string{}
+			for _, pod := range pods.Items {
+				for _, c := range pod.Status.ContainerStatuses {
+					if c.Name == "manager" && c.ImageID != "" {
+						g.Expect(c.Image).To(Equal(name), "pod %s", pod.Name)
+						ids[pod.Name] = c.ImageID
+					}
+				}
+			}
+			g.Expect(ids).To(HaveLen(len(pods.Items)), "every manager pod's container has started")
+		}, time.Minute, time.Second).Should(Succeed())
+		for pod, id := range ids {
+			Expect(id).To(Equal(imageID), "pod %s's imageID", pod)
+		}
 	})
 
 	It("runs the pods with kubelet-assigned IPs, and the agent registers them healthy by a real probe", func() {
