@@ -160,7 +160,11 @@ func describe(s apiextensionsv1.JSONSchemaProps) string {
 	if len(s.Enum) > 0 {
 		vals := make([]string, 0, len(s.Enum))
 		for _, e := range s.Enum {
-			vals = append(vals, "`"+strings.Trim(string(e.Raw), `"`)+"`")
+			v := strings.Trim(string(e.Raw), `"`)
+			if v == "" {
+				v = `""` // the empty string: an empty code span would not read as one
+			}
+			vals = append(vals, "`"+v+"`")
 		}
 		parts = append(parts, "One of: "+strings.Join(vals, ", ")+".")
 	}

@@ -33,7 +33,7 @@ func TestWriteRows(t *testing.T) {
 		"| Size | `.spec.size` | integer |\n",
 		"| `.spec` | object, required |  |\n",
 		"| `.spec.labels` | map[string]string | Rule: at most three labels. |\n",
-		"| `.spec.mode` | string | One of: `a`, `b`. Default: `\"a\"`. |\n",
+		"| `.spec.mode` | string | One of: `a`, `b`, `\"\"`. Default: `\"a\"`. |\n",
 		"| `.spec.parts` | []object | At most 3 items. |\n",
 		"| `.spec.parts[].name` | string, required | Pattern: `^x\\|y$`. |\n",
 		"| `.spec.size` | integer (int32), required | size is how big, in units. Minimum: 1. Maximum: 9. |\n",
