@@ -140,11 +140,18 @@ func TestViewRoutes(t *testing.T) {
 	})
 
 	// The cache holds the slim route: no annotations or managed fields, our entries only, and
-	// their conditions without messages.
+	// their conditions without messages. (The cache follows the API server: the refused route's
+	// status, read above from the API server, reaches it a moment later.)
 	cached := &gwapiv1.HTTPRoute{}
-	if err := v.cache.Get(ctx, client.ObjectKeyFromObject(refused), cached); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Eventually(t, "the view's cache holds the refused route's status", func() error {
+		if err := v.cache.Get(ctx, client.ObjectKeyFromObject(refused), cached); err != nil {
+			return err
+		}
+		if len(cached.Status.Parents) == 0 {
+			return fmt.Errorf("no status parents yet in the cached route")
+		}
+		return nil
+	})
 	if len(cached.Annotations)+len(cached.ManagedFields) != 0 || len(cached.Status.Parents) != 1 {
 		t.Errorf("the view's cache holds more than the model needs: %d annotations, %d managed fields, %d parents",
 			len(cached.Annotations), len(cached.ManagedFields), len(cached.Status.Parents))
