@@ -148,9 +148,6 @@ func TestRefusesWhatKrewRefuses(t *testing.T) {
 // TestReleasedPluginRuns: the real build for this machine's platform, archived, unpacked and run,
 // prints the version and commit the release stamped.
 func TestReleasedPluginRuns(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the plugin")
-	}
 	host := Platform{runtime.GOOS, runtime.GOARCH}
 	out := t.TempDir()
 	// go build runs in the repository's root, where ./cmd/kubectl-aether is.

@@ -64,14 +64,13 @@ type agentFlags struct {
 // nodeAgent reads the flags of the agent running on node from its pod's arguments; without a
 // readable agent pod, the agent's defaults, and from says so.
 func nodeAgent(ctx context.Context, c client.Reader, node string) agentFlags {
-	defaults := agentFlags{captureMode: model.CaptureSurface,
-		ignored: registration.IgnoredNamespaces{}.With("")}
-	for _, ns := range registration.DefaultIgnoredNamespaces {
-		defaults.ignored[ns] = true
-	}
-	var pods corev1.PodList
-	err := c.List(ctx, &pods, client.MatchingLabels{nameLabel: AgentLabel})
+	ignored, err := registration.ParseIgnoredNamespaces(strings.Join(registration.DefaultIgnoredNamespaces, ","))
 	if err != nil {
+		panic(err) // the defaults are namespace names
+	}
+	defaults := agentFlags{captureMode: model.CaptureSurface, ignored: ignored}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.MatchingLabels{nameLabel: AgentLabel}); err != nil {
 		reason := err.Error()
 		if apierrors.IsForbidden(err) {
 			reason = "you may not list pods in every namespace"
@@ -87,9 +86,10 @@ func nodeAgent(ctx context.Context, c client.Reader, node string) agentFlags {
 	agent := &pods.Items[i]
 	out := defaults
 	out.ignored = defaults.ignored.With(agent.Namespace)
-	out.from = fmt.Sprintf("--capture-mode of the agent %s/%s on node %s", agent.Namespace, agent.Name, node)
+	out.from = fmt.Sprintf("the default of the agent %s/%s on node %s (no --capture-mode)", agent.Namespace, agent.Name, node)
 	for _, ctr := range agent.Spec.Containers {
 		if v, ok := flagValue(ctr, "capture-mode"); ok {
+			out.from = fmt.Sprintf("--capture-mode of the agent %s/%s on node %s", agent.Namespace, agent.Name, node)
 			if mode, err := model.ParseCaptureMode(v); err == nil {
 				out.captureMode = mode
 			}
@@ -100,19 +100,7 @@ func nodeAgent(ctx context.Context, c client.Reader, node string) agentFlags {
 			}
 		}
 	}
-	if _, set := flagValueOf(agent, "capture-mode"); !set {
-		out.from = fmt.Sprintf("the default of the agent %s/%s on node %s (no --capture-mode)", agent.Namespace, agent.Name, node)
-	}
 	return out
-}
-
-func flagValueOf(pod *corev1.Pod, name string) (string, bool) {
-	for _, ctr := range pod.Spec.Containers {
-		if v, ok := flagValue(ctr, name); ok {
-			return v, true
-		}
-	}
-	return "", false
 }
 
 // flagValue is the value of --name in ctr's command and arguments (--name=v or --name v), the
