@@ -46,6 +46,10 @@ type View struct {
 	routeKinds []viewRouteKind
 	skipped    []routes.Kind
 
+	// services builds the model of the cached services, each from its previous build while its
+	// objects are unchanged (Services is called on every rebuild).
+	services model.ServiceBuilder
+
 	mu sync.Mutex
 	// noted is the generation of each route whose uncarried parts were last logged, by
 	// "<kind> <ns>/<name>" (Routes logs them once per generation).
@@ -192,18 +196,18 @@ func (v *View) onChange(ctx context.Context, handler toolscache.ResourceEventHan
 func (v *View) WaitForCacheSync(ctx context.Context) bool { return v.cache.WaitForCacheSync(ctx) }
 
 // Services is the mesh as the model sees it: model.BuildServices of the cached MeshServices and
-// MeshEndpoints.
+// MeshEndpoints, each unchanged service's model reused from the last call (model.ServiceBuilder).
 func (v *View) Services(ctx context.Context) ([]model.Service, error) {
 	var services meshv1alpha1.MeshServiceList
 	if err := v.cache.List(ctx, &services, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing MeshServices: %w", err)
 	}
 	var endpoints meshv1alpha1.MeshEndpointList
-	// No deep copy: BuildServices reads the endpoints and copies what it keeps.
+	// No deep copy: the builder reads the endpoints and copies what it keeps.
 	if err := v.cache.List(ctx, &endpoints, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing MeshEndpoints: %w", err)
 	}
-	return model.BuildServices(services.Items, endpoints.Items), nil
+	return v.services.Build(services.Items, endpoints.Items), nil
 }
 
 // Routes are the Gateway API routes the data plane carries, as the model sees them
