@@ -6,7 +6,9 @@ package resolve
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
@@ -110,6 +112,25 @@ func DialSurface(s portspec.PortSet, issuer workloadidentity.Issuer) []Dial {
 // Ascending, each once. Capture (internal/capture) redirects exactly these on the service's VIP.
 // Without an issuer the raw-TCP rows are refused, so their ports are not among these.
 func DialPorts(s portspec.PortSet, issuer workloadidentity.Issuer) []int32 {
+	key := dialPortsKey(s, issuer)
+	dialPortsMemo.Lock()
+	ports, ok := dialPortsMemo.byKey[string(key)]
+	dialPortsMemo.Unlock()
+	if ok {
+		return slices.Clone(ports)
+	}
+	ports = dialPorts(s, issuer)
+	dialPortsMemo.Lock()
+	if len(dialPortsMemo.byKey) >= maxDialPortsMemo {
+		clear(dialPortsMemo.byKey)
+	}
+	dialPortsMemo.byKey[string(key)] = ports
+	dialPortsMemo.Unlock()
+	return slices.Clone(ports)
+}
+
+// dialPorts is DialPorts, worked out.
+func dialPorts(s portspec.PortSet, issuer workloadidentity.Issuer) []int32 {
 	var ports []int32
 	for _, r := range surfaceRows(s, issuer) {
 		if r.dialed != 0 && r.Outcome != Refused {
@@ -118,6 +139,30 @@ func DialPorts(s portspec.PortSet, issuer workloadidentity.Issuer) []int32 {
 	}
 	slices.Sort(ports)
 	return slices.Compact(ports)
+}
+
+// dialPortsMemo holds DialPorts' answer for each port set and issuer it was asked about. The node
+// agent asks for every service's on every sync of every pod's capture, and a mesh's services
+// share a few shapes of port set: the surface is worked out once per shape. At most
+// maxDialPortsMemo shapes are kept; beyond, the memory starts again.
+var dialPortsMemo = struct {
+	sync.Mutex
+	byKey map[string][]int32
+}{byKey: map[string][]int32{}}
+
+const maxDialPortsMemo = 4096
+
+// dialPortsKey spells everything DialPorts reads: the issuer, the primary port and each port's
+// number, protocol and app protocol.
+func dialPortsKey(s portspec.PortSet, issuer workloadidentity.Issuer) []byte {
+	key := make([]byte, 0, 16+16*len(s.Ports))
+	key = append(key, issuer...)
+	key = strconv.AppendInt(append(key, ' '), int64(s.Primary), 10)
+	for _, p := range s.Ports {
+		key = strconv.AppendInt(append(key, ' '), int64(p.Port), 10)
+		key = append(append(append(append(key, '/'), p.Protocol...), '/'), p.AppProtocol...)
+	}
+	return key
 }
 
 // surfaceRow is a row of the surface and the port it dials: 0 for a Host row (an HTTP request on
