@@ -5,6 +5,7 @@ package model_test
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -54,27 +55,8 @@ func BenchmarkBuildService(b *testing.B) {
 // op (with a new resourceVersion, as the API server writes it); "all" builds every service again
 // (BuildServices), "changed" only the changed one (a ServiceBuilder).
 func BenchmarkServicesEndpointChange(b *testing.B) {
-	verified := []metav1.Condition{{Type: meshv1alpha1.EndpointConditionVerified, Status: metav1.ConditionTrue, ObservedGeneration: 1}}
-	var services []meshv1alpha1.MeshService
-	var endpoints []meshv1alpha1.MeshEndpoint
-	rv := 1
-	for s := range 1000 {
-		name := fmt.Sprintf("svc-%04d", s)
-		ms := meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: name, ResourceVersion: fmt.Sprint(rv)}}
-		ms.Status.Identity, ms.Status.VIP = "spiffe://aether.internal/ns/fleet/sa/"+name, fmt.Sprintf("10.96.%d.%d", s/250, s%250+1)
-		services = append(services, ms)
-		for e := range 10 {
-			rv++
-			ep := meshv1alpha1.MeshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: fmt.Sprintf("%s-%02d", name, e),
-				Generation: 1, ResourceVersion: fmt.Sprint(rv)}}
-			ep.Spec = meshv1alpha1.MeshEndpointSpec{ServiceName: name, NodeName: "node-a", Address: fmt.Sprintf("10.%d.%d.%d", 128+rv/62500, rv/250%250, rv%250+1),
-				PrimaryPort: 8080, Weight: 1024, Ports: []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP},
-					{Port: 9000, Protocol: meshv1alpha1.ProtocolTCP}, {Port: 9090, Protocol: meshv1alpha1.ProtocolHTTP2}}}
-			ep.Status.Health, ep.Status.Conditions = meshv1alpha1.HealthHealthy, verified
-			endpoints = append(endpoints, ep)
-		}
-		rv++
-	}
+	services, endpoints := meshObjects(1000, 10)
+	rv := 1 << 20
 	flip := func() {
 		ep := &endpoints[len(endpoints)/2]
 		if ep.Status.Health == meshv1alpha1.HealthHealthy {
@@ -83,7 +65,7 @@ func BenchmarkServicesEndpointChange(b *testing.B) {
 			ep.Status.Health = meshv1alpha1.HealthHealthy
 		}
 		rv++
-		ep.ResourceVersion = fmt.Sprint(rv)
+		ep.ResourceVersion = strconv.Itoa(rv)
 	}
 	b.Run("all", func(b *testing.B) {
 		b.ReportAllocs()

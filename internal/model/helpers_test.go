@@ -97,3 +97,31 @@ func memberNames(pr model.Pair) []string {
 	}
 	return out
 }
+
+// meshObjects are services MeshServices in namespace fleet, each with perService verified
+// MeshEndpoints serving HTTP 8080 (primary), TCP 9000 and h2 9090, every object with its own
+// resourceVersion, as the agent's cache holds them.
+func meshObjects(services, perService int) ([]meshv1alpha1.MeshService, []meshv1alpha1.MeshEndpoint) {
+	verified := []metav1.Condition{{Type: meshv1alpha1.EndpointConditionVerified, Status: metav1.ConditionTrue, ObservedGeneration: 1}}
+	var mss []meshv1alpha1.MeshService
+	var eps []meshv1alpha1.MeshEndpoint
+	rv := 0
+	next := func() string { rv++; return strconv.Itoa(rv) }
+	for s := range services {
+		name := fmt.Sprintf("svc-%04d", s)
+		ms := meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: name, ResourceVersion: next()}}
+		ms.Status.Identity, ms.Status.VIP = "spiffe://aether.internal/ns/fleet/sa/"+name, fmt.Sprintf("10.96.%d.%d", s/250, s%250+1)
+		mss = append(mss, ms)
+		for e := range perService {
+			ep := meshv1alpha1.MeshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: fmt.Sprintf("%s-%02d", name, e),
+				Generation: 1, ResourceVersion: next()}}
+			n := len(eps)
+			ep.Spec = meshv1alpha1.MeshEndpointSpec{ServiceName: name, NodeName: "node-a", Address: fmt.Sprintf("10.%d.%d.%d", 128+n/62500, n/250%250, n%250+1),
+				PrimaryPort: 8080, Weight: 1024, Ports: []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP},
+					{Port: 9000, Protocol: meshv1alpha1.ProtocolTCP}, {Port: 9090, Protocol: meshv1alpha1.ProtocolHTTP2}}}
+			ep.Status.Health, ep.Status.Conditions = meshv1alpha1.HealthHealthy, verified
+			eps = append(eps, ep)
+		}
+	}
+	return mss, eps
+}
