@@ -39,6 +39,11 @@ var table = []row{
 	{value: managerImage, in: manager, at: managerContainer, how: setImage, appTag: true},
 	{value: "manager.resources", in: manager, at: managerContainer + ".resources", how: setBlock},
 	{value: "webhook.certSecretName", in: manager, at: webhookCertVolume, how: setScalar},
+	// The manager's own rotation of the webhooks' certificate, unless cert-manager issues it; it
+	// writes the Secret the manager mounts, and its Role may update only that one.
+	{value: "certManager.enabled", in: manager, at: managerContainer, how: setFlag, flag: "--cert-rotation", text: `{{ if .Values.certManager.enabled }}false{{ else }}true{{ end }}`},
+	{value: "webhook.certSecretName", in: manager, at: managerContainer, how: setFlag, flag: "--cert-rotation-secret", text: "{{ .Values.webhook.certSecretName }}"},
+	{value: "webhook.certSecretName", in: sel{kind: "Role", name: "webhook-cert-role"}, at: "rules[0].resourceNames[0]", how: setScalar},
 	{value: "spire.enabled", in: manager, at: managerContainer, how: setFlag, flag: "--identity-issuer", text: identityIssuer},
 	{value: ignoredValue, in: manager, at: managerContainer, how: setFlag, flag: ignoredNamespacesFlag, text: ignoredFlag},
 	// The pod webhook injects the identity containers from the manager's own image: one value.
