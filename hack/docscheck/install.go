@@ -25,8 +25,9 @@ func installCommands(root string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, table, ok := strings.Cut(string(b), "\nPATHS='\n")
-	if table, _, ok = strings.Cut(table, "\n'\n"); !ok {
+	_, rest, found := strings.Cut(string(b), "\nPATHS='\n")
+	table, _, closed := strings.Cut(rest, "\n'\n")
+	if !found || !closed {
 		return nil, fmt.Errorf("%s: no PATHS='…' table of install paths", installScript)
 	}
 	cmds := map[string]string{}
