@@ -142,6 +142,7 @@ func main() {
 	if certs != nil {
 		// The server reads its certificate when it starts: it waits for the rotation's.
 		opts.WebhookServer = certs.Gate(opts.WebhookServer)
+		certs.RestrictCache(&opts.Cache)
 	}
 	opts.HealthProbeBindAddress = probeAddr
 	if spire.registrarOnly {

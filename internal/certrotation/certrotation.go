@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -105,7 +106,13 @@ func (r *Rotation) Ready() <-chan struct{} { return r.ready }
 // and never creates one.
 func (r *Rotation) Add(ctx context.Context, mgr manager.Manager) error {
 	c := r.c
-	if err := ensureSecret(ctx, mgr.GetClient(), types.NamespacedName{Namespace: c.Namespace, Name: c.SecretName}); err != nil {
+	// A plain client: the manager's may keep an informer of each kind it writes (read-your-writes),
+	// which is RestrictCache's business, not this one-off create's.
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return err
+	}
+	if err := ensureSecret(ctx, direct, types.NamespacedName{Namespace: c.Namespace, Name: c.SecretName}); err != nil {
 		return err
 	}
 	var hooks []rotator.WebhookInfo
@@ -115,7 +122,7 @@ func (r *Rotation) Add(ctx context.Context, mgr manager.Manager) error {
 	for _, name := range c.MutatingWebhooks {
 		hooks = append(hooks, rotator.WebhookInfo{Name: name, Type: rotator.Mutating})
 	}
-	err := rotator.AddRotator(mgr, &rotator.CertRotator{
+	err = rotator.AddRotator(mgr, &rotator.CertRotator{
 		SecretKey:              types.NamespacedName{Namespace: c.Namespace, Name: c.SecretName},
 		CertDir:                c.CertDir,
 		CAName:                 "aether-webhook-ca",
@@ -133,6 +140,19 @@ func (r *Rotation) Add(ctx context.Context, mgr manager.Manager) error {
 		return fmt.Errorf("adding the webhook certificate's rotator: %w", err)
 	}
 	return nil
+}
+
+// RestrictCache narrows the manager's cache of Secrets to the rotation's namespace. The rotator
+// writes the Secret through the manager's client, and a client with read-your-writes consistency
+// (controller.ClientOptions) keeps an informer of every kind it writes, in the manager's cache: a
+// cluster-wide informer of Secrets would need a list and watch the manager is not granted (its
+// Role lists and watches its own namespace's), never sync, and hold the write forever. Call it on
+// the manager's options before the manager is made.
+func (r *Rotation) RestrictCache(o *cache.Options) {
+	if o.ByObject == nil {
+		o.ByObject = map[client.Object]cache.ByObject{}
+	}
+	o.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{r.c.Namespace: {}}}
 }
 
 // ensureSecret creates the Secret, empty, unless it exists.
