@@ -19,14 +19,19 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
 
+	"github.com/aether-mesh/aether-operator/internal/controller"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
@@ -44,16 +49,20 @@ func TestMain(m *testing.M) {
 // it was judged by the webhook server, over TLS the API server verified with the injected CA.
 const deniedMarker = "denied by the rotation test's webhook"
 
-// TestRotation starts a manager with the rotation, as cmd/manager wires it with --cert-rotation:
-// the rotator creates and fills the Secret, injects its CA into both webhook configurations, and
-// the gated webhook server starts, and turns ready, only then. A real TLS client verifies the
+// TestRotation starts a manager with the rotation, as cmd/manager wires it with --cert-rotation
+// (the manager's client and cache options, the gated server, the narrowed Secret cache), as a
+// user granted only what config/rbac grants the manager (manager-role, webhook-cert-role): the
+// rotator creates and fills the Secret, injects its CA into both webhook configurations (named as
+// config/default names them, which manager-role's update is restricted to), and the gated
+// webhook server starts, and turns ready, only then. A real TLS client verifies the
 // server's certificate against the injected CA for the Service's DNS name, and the API server
 // itself calls the validating webhook through that CA.
 func TestRotation(t *testing.T) {
 	ctx := t.Context()
 	ns := namespace(t, "certrot")
 	port := freePort(t)
-	names := webhookConfigurations(t, ns, port)
+	names := configurationNames{validating: DefaultValidatingWebhook, mutating: DefaultMutatingWebhook}
+	webhookConfigurations(t, ns, port, names)
 	certDir := t.TempDir()
 
 	c := Config{Namespace: ns, SecretName: "webhook-server-cert", ServiceName: "aether-operator-webhook-service",
@@ -63,7 +72,7 @@ func TestRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	rotation := New(c)
-	mgr, server := newManager(t, rotation, port, certDir)
+	mgr, server := newManager(t, asManager(t, ns), rotation, port, certDir)
 	if err := rotation.Add(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +132,8 @@ func TestRotation(t *testing.T) {
 func TestRotationNegativeControl(t *testing.T) {
 	ctx := t.Context()
 	ns := namespace(t, "certrot-off")
-	names := webhookConfigurations(t, ns, freePort(t))
+	names := configurationNames{validating: ns + "-validating", mutating: ns + "-mutating"}
+	webhookConfigurations(t, ns, freePort(t), names)
 	err := caInjected(ctx, names.validating, []byte("any"))
 	if err == nil || !strings.Contains(err.Error(), "has no caBundle") {
 		t.Fatalf("caInjected on a configuration no rotation touched: %v, want it to report the missing caBundle", err)
@@ -210,10 +220,10 @@ func verifyServing(port int, ca []byte, serverName string) error {
 
 type configurationNames struct{ validating, mutating string }
 
-// webhookConfigurations makes a validating and a mutating configuration, named after ns, whose
+// webhookConfigurations makes a validating and a mutating configuration, named names, whose
 // one webhook each judges ConfigMaps labelled certrot-test=<ns> (so that no other test's objects
 // reach them), served at https://localhost:port, without a caBundle.
-func webhookConfigurations(t *testing.T, ns string, port int) configurationNames {
+func webhookConfigurations(t *testing.T, ns string, port int, names configurationNames) {
 	t.Helper()
 	fail, none := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"certrot-test": ns}}
@@ -222,7 +232,6 @@ func webhookConfigurations(t *testing.T, ns string, port int) configurationNames
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
 	}}
 	url := func(path string) *string { u := fmt.Sprintf("https://localhost:%d%s", port, path); return &u }
-	names := configurationNames{validating: ns + "-validating", mutating: ns + "-mutating"}
 	v := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: names.validating},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "v.certrot.aether.io", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: url("/validate")},
 			Rules: rules, ObjectSelector: selector, FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}}}}
@@ -235,16 +244,19 @@ func webhookConfigurations(t *testing.T, ns string, port int) configurationNames
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
 	}
-	return names
 }
 
-// newManager returns a manager whose webhook server, on 127.0.0.1:port with certDir, is gated by
-// rotation as cmd/manager gates it; the server answers /validate with a denial and /mutate with
-// an admission.
-func newManager(t *testing.T, rotation *Rotation, port int, certDir string) (ctrl.Manager, crwebhook.Server) {
+// newManager returns a manager on cfg, with the client and cache options cmd/manager gives its
+// own (read-your-writes, the narrowed Secret cache), whose webhook server, on 127.0.0.1:port
+// with certDir, is gated by rotation as cmd/manager gates it; the server answers /validate with a
+// denial and /mutate with an admission.
+func newManager(t *testing.T, cfg *rest.Config, rotation *Rotation, port int, certDir string) (ctrl.Manager, crwebhook.Server) {
 	t.Helper()
 	server := rotation.Gate(crwebhook.NewServer(crwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir}))
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, WebhookServer: server})
+	opts := ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, WebhookServer: server,
+		Client: controller.ClientOptions(), Cache: controller.CacheOptions()}
+	rotation.RestrictCache(&opts.Cache)
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +267,54 @@ func newManager(t *testing.T, rotation *Rotation, port int, certDir string) (ctr
 		return admission.Allowed("")
 	})})
 	return mgr, server
+}
+
+// asManager returns the config of a user granted what config/rbac grants the manager's
+// ServiceAccount: the ClusterRole manager-role (role.yaml, from the markers) and, in ns, the Role
+// webhook-cert-role (webhook_cert_role.yaml), each read from its manifest.
+func asManager(t *testing.T, ns string) *rest.Config {
+	t.Helper()
+	ctx := t.Context()
+	user := "certrot-manager-" + ns
+	clusterRole := &rbacv1.ClusterRole{}
+	readManifest(t, "role.yaml", clusterRole)
+	clusterRole.Name = user
+	role := &rbacv1.Role{}
+	readManifest(t, "webhook_cert_role.yaml", role)
+	role.Namespace = ns
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	for _, o := range []client.Object{clusterRole, role,
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user}, Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole.Name}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user}, Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}},
+	} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	kubeconfig, err := env.UserKubeconfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// readManifest decodes config/rbac/<file> (one object, after an optional ---) into obj.
+func readManifest(t *testing.T, file string, obj client.Object) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(strings.TrimPrefix(string(b), "---\n")), obj); err != nil {
+		t.Fatalf("config/rbac/%s: %v", file, err)
+	}
 }
 
 // start runs mgr until the test ends.
