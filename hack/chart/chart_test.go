@@ -825,7 +825,8 @@ func TestConfigDriftFailsGeneration(t *testing.T) {
 }
 
 // TestMergeRefusesRewrites: the merge of config/base and config/default templates additions and
-// removals; a scalar the component rewrites is an error naming where, not a silent pick.
+// removals, and a flag's changed value; any other scalar the component rewrites is an error
+// naming where, not a silent pick.
 func TestMergeRefusesRewrites(t *testing.T) {
 	parse := func(s string) *yaml.Node {
 		docs, err := decodeAll([]byte(s))
@@ -851,5 +852,22 @@ func TestMergeRefusesRewrites(t *testing.T) {
 	_, err = tm.merge("Deployment x", off, parse("spec:\n  replicas: 2\n  args: [a, b]\n"), ".Values.on")
 	if err == nil || !strings.Contains(err.Error(), `Deployment x.spec.replicas is "1" without and "2" with the condition .Values.on`) {
 		t.Errorf("merging a rewritten replicas: error %v, want one naming Deployment x.spec.replicas", err)
+	}
+	// A flag whose value the component changes (config/spire's --identity-issuer) is one item,
+	// its value chosen by the condition; an argument that is no flag is still refused.
+	flags := parse("args: [--a=1, --issuer=none, --b]\n")
+	merged, err = tm.merge("Deployment x", flags, parse("args: [--a=1, --issuer=spire, --b]\n"), ".Values.on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, err = tm.render(merged); err != nil {
+		t.Fatal(err)
+	}
+	if want := "args:\n  - --a=1\n  - --issuer={{ if .Values.on }}spire{{ else }}none{{ end }}\n  - --b\n"; text != want {
+		t.Errorf("merged flags:\n%s\nwant:\n%s", text, want)
+	}
+	_, err = tm.merge("Deployment x", parse("spec:\n  image: x\n"), parse("spec:\n  image: y\n"), ".Values.on")
+	if err == nil || !strings.Contains(err.Error(), `Deployment x.spec.image is "x" without and "y" with the condition .Values.on`) {
+		t.Errorf("merging a rewritten image: error %v, want one naming Deployment x.spec.image", err)
 	}
 }
