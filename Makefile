@@ -32,7 +32,7 @@ help: ## Display this help.
 .PHONY: manifests
 manifests: controller-gen ## Generate CRDs (and their reference, docs/reference/crds.md) and the manager's, the agent's and the SPIRE registrar's RBAC from the markers.
 	"$(CONTROLLER_GEN)" crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
-	"$(CONTROLLER_GEN)" rbac:roleName=manager-role paths="./internal/controller/...;./internal/webhook/...;./internal/spireregistrar/..." output:rbac:artifacts:config=config/rbac
+	"$(CONTROLLER_GEN)" rbac:roleName=manager-role paths="./internal/controller/...;./internal/webhook/...;./internal/spireregistrar/...;./internal/certrotation/..." output:rbac:artifacts:config=config/rbac
 	"$(CONTROLLER_GEN)" rbac:roleName=spire-registrar-role,fileName=spire_registrar_role.yaml,headerFile=hack/spire-registrar-role.header.yaml paths="./internal/spireregistrar/..." output:rbac:artifacts:config=config/rbac
 	"$(CONTROLLER_GEN)" rbac:roleName=agent-role paths="./internal/agent/..." output:rbac:artifacts:config=config/rbac/agent
 	go run ./hack/crdref -o docs/reference/crds.md config/crd/bases/*.yaml

@@ -30,6 +30,7 @@ import (
 
 	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/certrotation"
 	"github.com/aether-mesh/aether-operator/internal/manager"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
@@ -61,6 +62,8 @@ func main() {
 	identityImage := flag.String("identity-image", webhook.DefaultIdentityImage, "The image of the identity containers the pod webhook injects (the operator's: it holds /aether-identity).")
 	var spire spireFlags
 	spire.bindFlags(flag.CommandLine)
+	var rotation rotationFlags
+	rotation.bindFlags(flag.CommandLine)
 	ignoredList := flag.String("ignored-namespaces", strings.Join(registration.DefaultIgnoredNamespaces, ","), "Comma-separated namespaces the mesh never takes, whatever their pods' labels; the namespace this process runs in (POD_NAMESPACE, from the downward API) is added.")
 	logOpts := zap.Options{}
 	logOpts.BindFlags(flag.CommandLine)
@@ -99,6 +102,14 @@ func main() {
 		os.Exit(2)
 	}
 
+	var certs *certrotation.Rotation
+	if rc, err := rotation.config(os.Getenv("POD_NAMESPACE"), webhookCertDir); err != nil {
+		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+		os.Exit(2)
+	} else if rc != nil && !spire.registrarOnly {
+		certs = certrotation.New(*rc)
+	}
+
 	ignored, err := registration.ParseIgnoredNamespaces(*ignoredList)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
@@ -128,6 +139,11 @@ func main() {
 	opts.PprofBindAddress = knobs.pprofAddr
 	opts.Metrics = metricsOpts
 	opts.WebhookServer = crwebhook.NewServer(crwebhook.Options{Host: webhookHost, Port: webhookPort, CertDir: webhookCertDir, TLSOpts: []func(*tls.Config){http1Only}})
+	if certs != nil {
+		// The server reads its certificate when it starts: it waits for the rotation's.
+		opts.WebhookServer = certs.Gate(opts.WebhookServer)
+		certs.RestrictCache(&opts.Cache)
+	}
 	opts.HealthProbeBindAddress = probeAddr
 	if spire.registrarOnly {
 		// The sidecar reads MeshServices' identities and nothing else, serves no webhook, and
@@ -136,10 +152,17 @@ func main() {
 		opts.Client = client.Options{}
 		opts.LeaderElectionID = spireregistrar.LeaderElectionID
 	}
+	ctx := ctrl.SetupSignalHandler()
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		log.Error(err, "Failed to create the manager")
 		os.Exit(1)
+	}
+	if certs != nil {
+		if err := certs.Add(ctx, mgr); err != nil {
+			log.Error(err, "Failed to set up the webhook certificate's rotation")
+			os.Exit(1)
+		}
 	}
 	if registrar != nil {
 		if err := setupRegistrar(mgr, spire, *registrar); err != nil {
@@ -157,10 +180,10 @@ func main() {
 			Identity: webhook.Identity{SPIRE: issuer.Issues(), Gate: *identityGate, Image: *identityImage}})
 	}
 	log.Info("Starting manager", "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
-		"identityGate", *identityGate, "identityImage", *identityImage, "spireServerSocket", spire.socket, "spireRegistrarOnly", spire.registrarOnly,
+		"identityGate", *identityGate, "certRotation", certs != nil, "identityImage", *identityImage, "spireServerSocket", spire.socket, "spireRegistrarOnly", spire.registrarOnly,
 		"maxConcurrentReconciles", knobs.workers, "kubeAPIQPS", knobs.qps, "kubeAPIBurst", knobs.burst, "batchWindow", knobs.batchWindow,
 		"leaderElection", election.Enabled, "leaseDuration", election.LeaseDuration, "renewDeadline", election.RenewDeadline, "retryPeriod", election.RetryPeriod)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Manager stopped")
 		os.Exit(1)
 	}

@@ -186,6 +186,27 @@ func ids(objs []obj) []string {
 
 // withoutNamespaceObject drops the release's Namespace: helm install --create-namespace makes
 // it, the chart has none. (It has SPIRE's.)
+// withoutCAInjection is a kustomize build as the chart renders it by default (certManager.enabled
+// false: the manager's rotation injects the CA): without cert-manager's annotation on the webhook
+// configurations.
+func withoutCAInjection(objs []obj) []obj {
+	out := make([]obj, 0, len(objs))
+	for _, o := range objs {
+		if strings.HasSuffix(o["kind"].(string), "WebhookConfiguration") {
+			o = deepCopy(o).(obj)
+			meta := o["metadata"].(obj)
+			if ann, ok := meta["annotations"].(obj); ok {
+				delete(ann, injectCAFrom)
+				if len(ann) == 0 {
+					delete(meta, "annotations")
+				}
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
 func withoutNamespaceObject(objs []obj) []obj {
 	return slices.DeleteFunc(slices.Clone(objs), func(o obj) bool {
 		return o["kind"] == "Namespace" && field(o, "metadata", "name") == namespace
@@ -343,17 +364,20 @@ func flagValue(c obj, name string) string {
 }
 
 // TestDefaultsAreKustomize: with its default values the chart installs exactly the objects of
-// config/default with the component config/spire (but the release's Namespace) and
-// config/certmanager's (certManager.enabled: true), each as kustomize builds it, plus the flags
-// the chart always sets, at the binaries' defaults.
+// config/default with the component config/spire (but the release's Namespace), as kustomize
+// builds them, without cert-manager's CA annotation (certManager.enabled: false, the manager's
+// rotation keeps the certificate), plus the flags the chart always sets, at the binaries'
+// defaults.
 func TestDefaultsAreKustomize(t *testing.T) {
 	objs := render(t)
-	want := append(withoutNamespaceObject(kustomized(t, defaultSpireDir)), kustomized(t, certManagerDir)...)
+	want := withoutCAInjection(withoutNamespaceObject(kustomized(t, defaultSpireDir)))
 	sameObjects(t, objs, want)
 
 	ignored := "kube-system,kube-public,kube-node-lease," + namespace
 	for _, c := range []struct{ kind, name, flag, want string }{
 		{"Deployment", "manager", "--identity-issuer", "spire"},
+		{"Deployment", "manager", "--cert-rotation", "true"},
+		{"Deployment", "manager", "--cert-rotation-secret", "webhook-server-cert"},
 		{"Deployment", "manager", "--ignored-namespaces", ignored},
 		{"DaemonSet", "agent", "--identity-issuer", "spire"},
 		{"DaemonSet", "agent", "--ignored-namespaces", ignored},
@@ -385,7 +409,7 @@ func TestDefaultsAreKustomize(t *testing.T) {
 // config/spire and config/csi.
 func TestEnvoyOff(t *testing.T) {
 	objs := render(t, "--set", "envoy.enabled=false")
-	want := append(withoutNamespaceObject(kustomized(t, baseSpireDir)), kustomized(t, certManagerDir)...)
+	want := withoutCAInjection(withoutNamespaceObject(kustomized(t, baseSpireDir)))
 	sameObjects(t, objs, want)
 	for _, o := range objs {
 		if o["kind"] != "DaemonSet" {
@@ -403,7 +427,7 @@ func TestEnvoyOff(t *testing.T) {
 // kustomize builds them (the alerts' and the dashboard's "{{" included; a ServiceMonitor's
 // selector narrowed to the release), and nothing else.
 func TestPrometheusOn(t *testing.T) {
-	defaults := append(withoutNamespaceObject(kustomized(t, defaultSpireDir)), kustomized(t, certManagerDir)...)
+	defaults := withoutCAInjection(withoutNamespaceObject(kustomized(t, defaultSpireDir)))
 	monitoring := kustomized(t, prometheusDir)
 	for value, kinds := range map[string][]string{
 		"prometheus.serviceMonitor.enabled": {"ServiceMonitor", "Service", "PodMonitor"},
@@ -429,10 +453,11 @@ func TestPrometheusOn(t *testing.T) {
 	}
 }
 
-// TestCertManagerOff: certManager.enabled=false is config/default without cert-manager's
-// objects and annotation, with the provided Secret and CA instead.
-func TestCertManagerOff(t *testing.T) {
-	objs := render(t, "--set", "certManager.enabled=false", "--set", "webhook.certSecretName=my-webhook-tls", "--set", "webhook.caBundle=Q0EK")
+// TestCertManagerOn: certManager.enabled=true is config/default with config/certmanager's Issuer
+// and Certificate (writing webhook.certSecretName), cert-manager's CA annotation on the webhook
+// configurations, and the manager's own rotation off.
+func TestCertManagerOn(t *testing.T) {
+	objs := render(t, "--set", "certManager.enabled=true", "--set", "webhook.certSecretName=my-webhook-tls")
 	var hooks []obj
 	for _, o := range objs {
 		if strings.HasSuffix(o["kind"].(string), "WebhookConfiguration") {
@@ -443,44 +468,60 @@ func TestCertManagerOff(t *testing.T) {
 		t.Fatalf("%d webhook configurations, want 2", len(hooks))
 	}
 	for _, h := range hooks {
-		if ann := get(h, "metadata", "annotations", injectCAFrom); ann != nil {
-			t.Errorf("%s: annotation %s=%v with certManager.enabled=false", id(h), injectCAFrom, ann)
+		if ann := get(h, "metadata", "annotations", injectCAFrom); ann != release+"-system/"+release+"-serving-cert" && ann != namespace+"/"+release+"-serving-cert" {
+			t.Errorf("%s: annotation %s=%v with certManager.enabled=true, want the Certificate's", id(h), injectCAFrom, ann)
 		}
 		for _, w := range h["webhooks"].([]any) {
-			cc := w.(obj)["clientConfig"].(obj)
-			if cc["caBundle"] != "Q0EK" {
-				t.Errorf("%s: caBundle %v, want webhook.caBundle Q0EK", id(h), cc["caBundle"])
+			if cc := w.(obj)["clientConfig"].(obj); cc["caBundle"] != nil {
+				t.Errorf("%s: caBundle %v, want none: cert-manager injects it", id(h), cc["caBundle"])
 			}
 		}
 	}
-	var volume any
-	for _, v := range get(theOne(t, objs, "Deployment"), "spec", "template", "spec", "volumes").([]any) {
-		if v.(obj)["name"] == "webhook-certs" {
-			volume = get(v, "secret", "secretName")
+	manager := container(t, objs, "Deployment", "manager")
+	for flag, want := range map[string]string{"--cert-rotation": "false", "--cert-rotation-secret": "my-webhook-tls"} {
+		if got := flagValue(manager, flag); got != want {
+			t.Errorf("the manager's %s=%s, want %s", flag, got, want)
 		}
 	}
-	if volume != "my-webhook-tls" {
-		t.Errorf("the manager mounts Secret %v, want webhook.certSecretName my-webhook-tls", volume)
+	if got := get(theOne(t, objs, "Certificate"), "spec", "secretName"); got != "my-webhook-tls" {
+		t.Errorf("the Certificate writes Secret %v, want webhook.certSecretName my-webhook-tls", got)
 	}
 
-	// Put back what the values changed: the rest is config/default's, with config/spire.
+	// Put back what the values changed: the rest is config/default's, with config/spire, and
+	// config/certmanager's objects.
 	kust := withoutNamespaceObject(kustomized(t, defaultSpireDir))
 	for _, o := range kust {
-		if strings.HasSuffix(o["kind"].(string), "WebhookConfiguration") {
-			delete(o["metadata"].(obj), "annotations")
-			for _, w := range o["webhooks"].([]any) {
-				w.(obj)["clientConfig"].(obj)["caBundle"] = "Q0EK"
-			}
-		}
-		if o["kind"] == "Deployment" {
+		switch o["kind"] {
+		case "Deployment":
 			for _, v := range get(o, "spec", "template", "spec", "volumes").([]any) {
 				if v.(obj)["name"] == "webhook-certs" {
 					v.(obj)["secret"].(obj)["secretName"] = "my-webhook-tls"
 				}
 			}
+			for _, c := range get(o, "spec", "template", "spec", "containers").([]any) {
+				args := c.(obj)["args"].([]any)
+				for i, a := range args {
+					switch a {
+					case "--cert-rotation=true":
+						args[i] = "--cert-rotation=false"
+					case "--cert-rotation-secret=webhook-server-cert":
+						args[i] = "--cert-rotation-secret=my-webhook-tls"
+					}
+				}
+			}
+		case "Role":
+			if field(o, "metadata", "name") == release+"-webhook-cert-role" {
+				get(o, "rules").([]any)[0].(obj)["resourceNames"] = []any{"my-webhook-tls"}
+			}
 		}
 	}
-	sameObjects(t, objs, kust)
+	certs := kustomized(t, certManagerDir)
+	for _, o := range certs {
+		if o["kind"] == "Certificate" {
+			o["spec"].(obj)["secretName"] = "my-webhook-tls"
+		}
+	}
+	sameObjects(t, objs, append(kust, certs...))
 }
 
 // TestValues: each value changes what it says, and only there.
@@ -556,9 +597,18 @@ func TestValues(t *testing.T) {
 		{"ignored namespaces: the agent", []string{"ignoredNamespaces={a,b}"}, flagOf("DaemonSet", "agent", "--ignored-namespaces"), "a,b," + namespace},
 		{"ignored namespaces: install-cni", []string{"ignoredNamespaces={a,b}"}, flagOf("DaemonSet", "install-cni", "--ignored-namespaces"), "a,b," + namespace},
 		{"ignored namespaces: the webhooks", []string{"ignoredNamespaces={a,b}"}, selectors, []any{ignored, ignored, ignored}},
-		{"certificate's Secret", []string{"webhook.certSecretName=tls-x"}, func(o []obj) any {
+		{"certificate's Secret", []string{"certManager.enabled=true", "webhook.certSecretName=tls-x"}, func(o []obj) any {
 			return get(theOne(t, o, "Certificate"), "spec", "secretName")
 		}, "tls-x"},
+		{"rotated certificate's Secret", []string{"webhook.certSecretName=tls-x"}, func(o []obj) any {
+			var role obj
+			for _, r := range o {
+				if r["kind"] == "Role" && field(r, "metadata", "name") == release+"-webhook-cert-role" {
+					role = r
+				}
+			}
+			return []any{flagValue(container(t, o, "Deployment", "manager"), "--cert-rotation-secret"), get(role, "rules").([]any)[0].(obj)["resourceNames"]}
+		}, []any{"tls-x", []any{"tls-x"}}},
 		{"CNI directories", []string{"agent.cni.binDir=/x/bin", "agent.cni.confDir=/x/net.d"}, func(o []obj) any {
 			var paths []any
 			for _, v := range get(theOne(t, o, "DaemonSet"), "spec", "template", "spec", "volumes").([]any) {
@@ -593,7 +643,7 @@ func TestValues(t *testing.T) {
 			}
 			// Everything else stays as with the defaults (each value changes its fields only):
 			// the same objects.
-			renamesOrDrops := slices.Contains([]string{"no CRDs", "fullnameOverride", "nameOverride"}, c.name)
+			renamesOrDrops := slices.Contains([]string{"no CRDs", "fullnameOverride", "nameOverride", "certificate's Secret"}, c.name)
 			if d := cmp.Diff(defaultIDs, ids(objs)); d != "" && !renamesOrDrops {
 				t.Errorf("--set %v changed the set of objects:\n%s", c.set, d)
 			}
@@ -604,7 +654,7 @@ func TestValues(t *testing.T) {
 // TestNamesFollowTheRelease: another release name renames every object and every reference to
 // one (the agent's identity in the admission policy, the webhook's Service and certificate).
 func TestNamesFollowTheRelease(t *testing.T) {
-	out, err := exec.Command(helm, "template", "mesh", chart, "--namespace", "mesh-system").Output()
+	out, err := exec.Command(helm, "template", "mesh", chart, "--namespace", "mesh-system", "--set", "certManager.enabled=true").Output()
 	if err != nil {
 		t.Fatalf("helm template: %v", err)
 	}
@@ -622,6 +672,9 @@ func TestNamesFollowTheRelease(t *testing.T) {
 		"cert-manager.io/inject-ca-from: mesh-system/mesh-aether-operator-serving-cert",
 		"name: mesh-aether-operator-selfsigned-issuer",
 		"policyName: mesh-aether-operator-aether-agent-node-authority",
+		"--cert-rotation-service=mesh-aether-operator-webhook-service",
+		"--cert-rotation-validating-webhooks=mesh-aether-operator-validating-webhook-configuration",
+		"- mesh-aether-operator-mutating-webhook-configuration", // manager-role's update, by name
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("release mesh in mesh-system: no %q in helm template's output", want)
@@ -647,7 +700,6 @@ func TestBadValues(t *testing.T) {
 		want string
 	}{
 		{[]string{"agent.captureMode=everything"}, `agent.captureMode: "everything" is not a capture mode; set one of scoped, surface, all`},
-		{[]string{"certManager.enabled=false"}, "webhook.caBundle is required when certManager.enabled is false: set it to the base64-encoded PEM of the CA that signed Secret webhook-server-cert"},
 		{[]string{"spire.trustDomain=Aether.Internal"}, `spire.trustDomain: "Aether.Internal" is not a DNS domain in lower case (letters, digits, '-' and '.', at most 253 characters); it is SPIRE's trust domain and the mesh's domain: set one such as aether.internal`},
 		// Without SPIRE's install, the manager's --mesh-domain still takes it.
 		{[]string{"spire.install=false", "spire.trustDomain=mesh_"}, `spire.trustDomain: "mesh_" is not a DNS domain in lower case`},
@@ -673,7 +725,7 @@ func TestLint(t *testing.T) {
 		{"spire.enabled=false"},
 		{"spire.install=false"},
 		{"envoy.enabled=false"},
-		{"certManager.enabled=false", "webhook.caBundle=Q0EK"},
+		{"certManager.enabled=true"},
 		{"manager.logLevel=debug", "agent.nodeSelector.disk=ssd", "envoy.podLabels.team=mesh", "envoy.extraArgs={--concurrency,2}"},
 	} {
 		args := append([]string{"lint", "--strict", chart}, sets(values...)...)
@@ -773,7 +825,8 @@ func TestConfigDriftFailsGeneration(t *testing.T) {
 }
 
 // TestMergeRefusesRewrites: the merge of config/base and config/default templates additions and
-// removals; a scalar the component rewrites is an error naming where, not a silent pick.
+// removals, and a flag's changed value; any other scalar the component rewrites is an error
+// naming where, not a silent pick.
 func TestMergeRefusesRewrites(t *testing.T) {
 	parse := func(s string) *yaml.Node {
 		docs, err := decodeAll([]byte(s))
@@ -799,5 +852,22 @@ func TestMergeRefusesRewrites(t *testing.T) {
 	_, err = tm.merge("Deployment x", off, parse("spec:\n  replicas: 2\n  args: [a, b]\n"), ".Values.on")
 	if err == nil || !strings.Contains(err.Error(), `Deployment x.spec.replicas is "1" without and "2" with the condition .Values.on`) {
 		t.Errorf("merging a rewritten replicas: error %v, want one naming Deployment x.spec.replicas", err)
+	}
+	// A flag whose value the component changes (config/spire's --identity-issuer) is one item,
+	// its value chosen by the condition; an argument that is no flag is still refused.
+	flags := parse("args: [--a=1, --issuer=none, --b]\n")
+	merged, err = tm.merge("Deployment x", flags, parse("args: [--a=1, --issuer=spire, --b]\n"), ".Values.on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, err = tm.render(merged); err != nil {
+		t.Fatal(err)
+	}
+	if want := "args:\n  - --a=1\n  - --issuer={{ if .Values.on }}spire{{ else }}none{{ end }}\n  - --b\n"; text != want {
+		t.Errorf("merged flags:\n%s\nwant:\n%s", text, want)
+	}
+	_, err = tm.merge("Deployment x", parse("spec:\n  image: x\n"), parse("spec:\n  image: y\n"), ".Values.on")
+	if err == nil || !strings.Contains(err.Error(), `Deployment x.spec.image is "x" without and "y" with the condition .Values.on`) {
+		t.Errorf("merging a rewritten image: error %v, want one naming Deployment x.spec.image", err)
 	}
 }

@@ -285,20 +285,19 @@ spire:
 certManager:
   # enabled has cert-manager issue the webhooks' serving certificate (config/certmanager: a
   # self-signed Issuer and a Certificate writing Secret webhook.certSecretName) and inject its
-  # CA into the webhook configurations. It needs cert-manager in the cluster. false: provide
-  # the Secret and webhook.caBundle yourself.
-  enabled: true
+  # CA into the webhook configurations. It needs cert-manager in the cluster. false: the manager
+  # keeps the certificate itself (--cert-rotation): it writes a CA and the certificate into
+  # Secret webhook.certSecretName, renews them, and injects the CA into the webhook
+  # configurations (a Role lets it update that Secret, and manager-role those two
+  # configurations, by name).
+  enabled: false
 
 webhook:
-  # certSecretName is the Secret (type kubernetes.io/tls: tls.crt and tls.key) the manager
-  # serves the admission webhooks with, mounted at its --webhook-cert-dir and reloaded when it
-  # changes. Its certificate must be valid for <fullname>-webhook-service.<namespace>.svc. With
-  # certManager.enabled, cert-manager writes it.
+  # certSecretName is the Secret the manager serves the admission webhooks with, mounted at its
+  # --webhook-cert-dir and reloaded when it changes; its certificate is valid for
+  # <fullname>-webhook-service.<namespace>.svc. The manager's rotation writes it (and creates it
+  # when missing), or cert-manager with certManager.enabled.
   certSecretName: {{d "webhook.certSecretName"}}
-  # caBundle is the base64-encoded PEM of the CA that signed certSecretName's certificate: the
-  # API server checks the webhooks' certificate with it. Required when certManager.enabled is
-  # false, unused otherwise.
-  caBundle: ""
 
 # prometheus: monitoring of the mesh with the Prometheus operator (its CRDs must be installed)
 # and Grafana (config/prometheus). Each part is off by default.

@@ -6,18 +6,25 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
 
 // merge returns one tree that renders as off where the template condition cond is false and as
 // on where it is true: what on adds (mapping keys, sequence items) is wrapped in
-// {{- if cond }}, what it drops in {{- if not cond }}. Two scalars that differ are an error
-// naming path: a component may add to and remove from the objects it patches, not rewrite them.
+// {{- if cond }}, what it drops in {{- if not cond }}. A flag (--name=value) whose value differs
+// becomes one item whose value is chosen by cond (config/spire's --identity-issuer=spire in place
+// of none). Two other scalars that differ are an error naming path: a component may add to and
+// remove from the objects it patches, and change a flag's value, not rewrite them.
 func (t *templater) merge(path string, off, on *yaml.Node, cond string) (*yaml.Node, error) {
 	switch {
 	case equal(off, on):
 		return clone(on), nil
+	case flagName(off) != "" && flagName(off) == flagName(on):
+		_, offValue, _ := strings.Cut(off.Value, "=")
+		_, onValue, _ := strings.Cut(on.Value, "=")
+		return str(flagName(on) + "=" + t.raw("{{ if "+cond+" }}"+onValue+"{{ else }}"+offValue+"{{ end }}")), nil
 	case off.Kind == yaml.MappingNode && on.Kind == yaml.MappingNode:
 		return t.mergeMappings(path, off, on, cond)
 	case off.Kind == yaml.SequenceNode && on.Kind == yaml.SequenceNode:
@@ -155,6 +162,9 @@ func (t *templater) mergeSequences(path string, off, on *yaml.Node, cond string)
 // (a container, a volume, a mount, an environment variable) by its name (and mount path), any
 // other item by its value.
 func identity(n *yaml.Node) string {
+	if f := flagName(n); f != "" {
+		return "flag " + f
+	}
 	if name := lookup(n, "name"); name != nil {
 		id := "name=" + name.Value
 		if mp := lookup(n, "mountPath"); mp != nil {
@@ -167,6 +177,18 @@ func identity(n *yaml.Node) string {
 		return fmt.Sprintf("%p", n)
 	}
 	return text
+}
+
+// flagName is the name of the flag (--name) a scalar --name=value sets, or "".
+func flagName(n *yaml.Node) string {
+	if n.Kind != yaml.ScalarNode || !strings.HasPrefix(n.Value, "--") {
+		return ""
+	}
+	name, _, ok := strings.Cut(n.Value, "=")
+	if !ok {
+		return ""
+	}
+	return name
 }
 
 // A step pairs an item of off with one of on, or stands for an item of one side alone.

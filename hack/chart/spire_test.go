@@ -101,7 +101,7 @@ func TestSpireOff(t *testing.T) {
 	} {
 		t.Run(strings.Join(c.set, ","), func(t *testing.T) {
 			objs := render(t, sets(c.set...)...)
-			sameObjects(t, objs, append(withoutNamespaceObject(kustomized(t, c.dir)), kustomized(t, certManagerDir)...))
+			sameObjects(t, objs, withoutCAInjection(withoutNamespaceObject(kustomized(t, c.dir))))
 			wantIdentityFlags(t, objs, "none", "<unset>") // <unset>: the binary's default
 			if f, v, m := adminSocketWiring(t, objs); f != "" || v != "" || m != "" {
 				t.Errorf("the node agent still has SPIRE's admin socket: flag %q, volume %q, mount %q", f, v, m)
@@ -127,7 +127,7 @@ func TestSpireInstallOff(t *testing.T) {
 		t.Run(strings.Join(c.set, ","), func(t *testing.T) {
 			objs := render(t, sets(c.set...)...)
 			patched := inBuild(kustomized(t, c.dir), kustomized(t, c.plain))
-			sameObjects(t, objs, append(withoutNamespaceObject(patched), kustomized(t, certManagerDir)...))
+			sameObjects(t, objs, withoutCAInjection(withoutNamespaceObject(patched)))
 			if f, v, m := adminSocketWiring(t, objs); f != adminSocket || v != adminSocketDir || m != adminSocketDir {
 				t.Errorf("the node agent's admin socket: flag %q, volume %q, mount %q; want %s, %s, %s", f, v, m, adminSocket, adminSocketDir, adminSocketDir)
 			}

@@ -38,7 +38,12 @@ var table = []row{
 	{value: "manager.replicas", in: manager, at: "spec.replicas", how: setScalar},
 	{value: managerImage, in: manager, at: managerContainer, how: setImage, appTag: true},
 	{value: "manager.resources", in: manager, at: managerContainer + ".resources", how: setBlock},
-	{value: "webhook.certSecretName", in: manager, at: webhookCertVolume, how: setScalar},
+	{value: certSecretName, in: manager, at: webhookCertVolume, how: setScalar},
+	// The manager's own rotation of the webhooks' certificate, unless cert-manager issues it; it
+	// writes the Secret the manager mounts, and its Role may update only that one.
+	{value: "certManager.enabled", in: manager, at: managerContainer, how: setFlag, flag: "--cert-rotation", text: `{{ if .Values.certManager.enabled }}false{{ else }}true{{ end }}`},
+	{value: certSecretName, in: manager, at: managerContainer, how: setFlag, flag: "--cert-rotation-secret", text: "{{ .Values." + certSecretName + " }}"},
+	{value: certSecretName, in: sel{kind: "Role", name: "webhook-cert-role"}, at: "rules[0].resourceNames[0]", how: setScalar},
 	{value: "spire.enabled", in: manager, at: managerContainer, how: setFlag, flag: "--identity-issuer", text: identityIssuer},
 	{value: ignoredValue, in: manager, at: managerContainer, how: setFlag, flag: ignoredNamespacesFlag, text: ignoredFlag},
 	// The pod webhook injects the identity containers from the manager's own image: one value.
@@ -89,7 +94,7 @@ var table = []row{
 		text: `{{ range .Values.envoy.extraArgs }} {{ include "@.shellQuote" . }}{{ end }}`, empty: emptySeq},
 
 	// cert-manager's Certificate writes the Secret the manager mounts: one value.
-	{value: "webhook.certSecretName", in: sel{part: certManagerPart, kind: "Certificate"}, at: "spec.secretName", how: setScalar},
+	{value: certSecretName, in: sel{part: certManagerPart, kind: "Certificate"}, at: "spec.secretName", how: setScalar},
 
 	// SPIRE's objects (config/spire). The registrar, the SPIRE server's sidecar, runs the
 	// manager's image.
@@ -132,6 +137,10 @@ var table = []row{
 
 // pullSecrets is the value of every pod's image pull secrets, and the pod spec's field.
 const pullSecrets = "imagePullSecrets"
+
+// certSecretName is the Secret of the webhooks' certificate: the manager mounts it, the rotation
+// writes it (and its Role names it), or cert-manager's Certificate does.
+const certSecretName = "webhook.certSecretName"
 
 // serviceMonitorValue turns on the monitors of the mesh's metrics and its proxies' statistics.
 const serviceMonitorValue = "prometheus.serviceMonitor.enabled"

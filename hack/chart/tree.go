@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -91,7 +92,7 @@ func remove(m *yaml.Node, key string) {
 }
 
 // find walks path from n: dot-separated mapping keys, each optionally followed by [k=v], which
-// selects the item of a sequence of mappings whose key k is v. It names the first step it cannot
+// selects the item of a sequence of mappings whose key k is v, or by [i], its item i. It names the first step it cannot
 // take.
 func find(n *yaml.Node, path string) (*yaml.Node, error) {
 	cur := n
@@ -105,7 +106,16 @@ func find(n *yaml.Node, path string) (*yaml.Node, error) {
 		if sel == "" {
 			continue
 		}
-		k, v, _ := strings.Cut(strings.TrimSuffix(sel, "]"), "=")
+		k, v, isKey := strings.Cut(strings.TrimSuffix(sel, "]"), "=")
+		if !isKey {
+			// [i]: the sequence's item i (a Role's rule, a rule's resource name: no key to select by).
+			i, err := strconv.Atoi(k)
+			if err != nil || cur.Kind != yaml.SequenceNode || i < 0 || i >= len(cur.Content) {
+				return nil, fmt.Errorf("no %s (no item %s)", path, k)
+			}
+			cur = cur.Content[i]
+			continue
+		}
 		if cur = item(cur, k, v); cur == nil {
 			return nil, fmt.Errorf("no %s (no item with %s=%s)", path, k, v)
 		}

@@ -115,8 +115,9 @@ func only(objs []chartObject, kind string) (chartObject, error) {
 	return found[0], nil
 }
 
-// webhook makes a webhook configuration's CA cert-manager's (injected) or webhook.caBundle, and
-// its namespaceSelector the ignored namespaces.
+// webhook makes a webhook configuration's CA cert-manager's (the annotation, under
+// certManager.enabled; otherwise the manager's rotation injects its own), and its
+// namespaceSelector the ignored namespaces.
 func (g *generator) webhook(o chartObject) error {
 	fail := func(err error) error { return fmt.Errorf("%s %s: %w", o.kind, o.name, err) }
 	ann, err := find(o.node, "metadata.annotations")
@@ -143,8 +144,6 @@ func (g *generator) webhook(o chartObject) error {
 		if cc == nil {
 			return fail(fmt.Errorf("webhook %s has no clientConfig", lookup(h, "name").Value))
 		}
-		caBundle := g.t.value(`required (printf "webhook.caBundle is required when certManager.enabled is false: set it to the base64-encoded PEM of the CA that signed Secret %s (the API server checks the webhook's certificate with it)" .Values.webhook.certSecretName) .Values.webhook.caBundle`)
-		cc.Content = append(cc.Content, g.t.wrapKeys("not "+certManagerOn, []*yaml.Node{str("caBundle"), caBundle})...)
 		values, err := find(h, namespaceSelector)
 		if err != nil {
 			return fail(err)

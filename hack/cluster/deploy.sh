@@ -1,29 +1,22 @@
 #!/usr/bin/env bash
 # Deploys the operator into the local cluster (hack/cluster/up.sh) the way a user does, but
-# without the node's Envoy: `kubectl apply -k config/base` (config/default minus the component
-# config/envoy, whose envoyproxy/envoy image this cluster cannot pull: its images come from the
-# local import of make images, and no registry is reachable from it) with the component
-# config/spire (SPIRE's server and agents, from make images too), its agent's CNI hostPaths
-# pointed at the node's CNI dirs under $STATE/cni by an overlay written to $STATE/deploy. What cert-manager
-# does on a real cluster is done here by hand: the webhook's serving certificate, signed by the
-# cluster's CA, as Secret webhook-server-cert, and that CA as the webhook configuration's caBundle.
+# without the node's Envoy (config/envoy, whose envoyproxy/envoy image this cluster cannot pull: its
+# images come from the local import of make images, and no registry is reachable from it), with
+# SPIRE and the CSI node plugin, and the node's CNI dirs under $STATE/cni. One of the documented
+# install paths (hack/install/install.sh) is installed for real: the Helm chart, by the documented
+# command with the node's values, or kustomize, config/base with the components config/spire and
+# config/csi through an overlay written to $STATE/deploy. Either way the manager keeps its webhook
+# certificate itself (--cert-rotation: Secret webhook-server-cert and the webhook configurations'
+# caBundle), as on a cluster without cert-manager. test/e2e/cluster/install_test.go dry-runs the
+# other paths against this API server.
 # The Gateway API's CRDs are installed first, so that the manager serves route status.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STATE=${AETHER_CLUSTER_DIR:-/tmp/aether-cluster}
 K=hack/cluster/kubectl.sh
 NS=aether-operator-system
-SVC=aether-operator-webhook-service
 P=$STATE/pki
 log() { echo "cluster-deploy: $*" >&2; }
-
-certs=$STATE/webhook-certs
-mkdir -p "$certs"
-openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$certs/tls.key" \
-  -subj "/CN=$SVC.$NS.svc" -out "$certs/tls.csr" 2>/dev/null
-openssl x509 -req -in "$certs/tls.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial -days 30 \
-  -extfile <(printf 'subjectAltName=DNS:%s.%s.svc,DNS:%s.%s.svc.cluster.local\nextendedKeyUsage=serverAuth' "$SVC" "$NS" "$SVC" "$NS") \
-  -out "$certs/tls.crt" 2>/dev/null
 
 # config/base and config/spire as they are, but for two things this node lacks:
 # - its runtime reads its CNI configuration and plugins under $STATE/cni (hack/cluster/up.sh),
@@ -90,21 +83,14 @@ case $install in
 kustomize)
   log "kubectl apply -k config/base + config/spire + config/csi (config/default without the node's Envoy, with SPIRE; the node's CNI dirs under $STATE/cni)"
   $K apply -k "$overlay" >/dev/null
-  $K -n "$NS" create secret tls webhook-server-cert --cert "$certs/tls.crt" --key "$certs/tls.key" --dry-run=client -o yaml | $K apply -f - >/dev/null
-  for kind in validating mutating; do
-    $K patch ${kind}webhookconfiguration aether-operator-${kind}-webhook-configuration --type=json \
-      -p "[{\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/caBundle\",\"value\":\"$(base64 -w0 <"$P/ca.crt")\"}]" >/dev/null
-  done
   ;;
 helm)
   HELM=$(hack/build-helm.sh 2>/dev/null | tail -1)/helm
-  log "helm install aether-operator dist/chart (Envoy and cert-manager off, SPIRE and the CSI node plugin on; the node's CNI dirs under $STATE/cni)"
+  log "hack/install/install.sh helm: the documented helm install (the chart's defaults: SPIRE on, cert-manager off, the manager's rotation), with Envoy off and the node's CNI dirs under $STATE/cni"
   # Helm, like every client, runs inside the node's network namespace.
-  nsenter --net="/run/netns/${AETHER_NETNS:-aether-node}" "$HELM" --kubeconfig "$P/admin.kubeconfig" \
-    install aether-operator dist/chart -n "$NS" --create-namespace \
-    --set envoy.enabled=false --set certManager.enabled=false --set webhook.caBundle="$(base64 -w0 <"$P/ca.crt")" \
+  HELM=$HELM HELM_ARGS="--kubeconfig $P/admin.kubeconfig" nsenter --net="/run/netns/${AETHER_NETNS:-aether-node}" \
+    hack/install/install.sh helm --set envoy.enabled=false \
     --set agent.cni.binDir="$STATE/cni/bin" --set agent.cni.confDir="$STATE/cni/net.d" >/dev/null
-  $K -n "$NS" create secret tls webhook-server-cert --cert "$certs/tls.crt" --key "$certs/tls.key" --dry-run=client -o yaml | $K apply -f - >/dev/null
   # The kustomize overlay's one patch a chart value does not cover: no cluster DNS here.
   $K -n spire-system patch daemonset spire-agent --type=json \
     -p '[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"-serverAddress=$(SPIRE_SERVER_SERVICE_HOST)"}]' >/dev/null
@@ -128,7 +114,11 @@ rolled_out() {
   $K -n "$ns" get events --field-selector type=Warning --sort-by=.lastTimestamp 2>/dev/null | tail -5 >&2 || true
   return 1
 }
-rolled_out "$NS" deployment/aether-operator-controller-manager 120s
+# The manager turns ready once its webhook certificate is in place: it creates Secret
+# webhook-server-cert, fills it and injects the CA, and the kubelet then fills the pod's volume
+# (within its sync period, about a minute).
+rolled_out "$NS" deployment/aether-operator-controller-manager 300s
+log "the manager's webhook certificate: Secret webhook-server-cert ($($K -n "$NS" get secret webhook-server-cert -o jsonpath='{.data.ca\.crt}' | base64 -d | openssl x509 -noout -subject -enddate | tr '\n' ' '))"
 rolled_out "$NS" daemonset/aether-operator-agent 120s
 rolled_out "$NS" daemonset/aether-operator-csi-node 120s
 log "the agent's init container chained aether-cni into $STATE/cni/net.d/10-aether.conflist:"

@@ -4,8 +4,10 @@
 // Package docscheck reads README.md and docs/**/*.md the way a reader follows them and reports
 // each reference that leads nowhere: a relative link to a missing file or heading, a link out of
 // the repository, a `make` target the Makefile does not define, a repository path that does not
-// exist, a --flag that none of the project's binaries defines, and an aether_* metric that no Go
-// source names. Its test runs it over the repository, so `make test` fails when a doc lies.
+// exist, a --flag that none of the project's binaries defines, an aether_* metric that no Go
+// source names, and an install command (`helm install`, `kubectl apply -k`) that is not one of
+// hack/install/install.sh's paths, which the cluster tier runs, or one of those paths that
+// docs/install.md does not quote. Its test runs it over the repository, so `make test` fails when a doc lies.
 package docscheck
 
 import (
@@ -45,7 +47,12 @@ func Check(root string) ([]Problem, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &checker{root: root, targets: targets, topDirs: topDirs, goSource: goSource, flags: definedFlags(goSource), anchors: map[string]map[string]bool{}}
+	installs, err := installCommands(root)
+	if err != nil {
+		return nil, err
+	}
+	c := &checker{root: root, targets: targets, topDirs: topDirs, goSource: goSource, flags: definedFlags(goSource), anchors: map[string]map[string]bool{},
+		installs: installs, quoted: map[string]bool{}}
 	var problems []Problem
 	for _, f := range files {
 		ps, err := c.checkFile(f)
@@ -54,6 +61,7 @@ func Check(root string) ([]Problem, error) {
 		}
 		problems = append(problems, ps...)
 	}
+	problems = append(problems, c.unquotedInstalls()...)
 	slices.SortFunc(problems, func(a, b Problem) int {
 		if c := strings.Compare(a.File, b.File); c != 0 {
 			return c
@@ -70,6 +78,9 @@ type checker struct {
 	goSource string
 	flags    map[string]bool
 	anchors  map[string]map[string]bool // by absolute path of a markdown file
+	// installs are the install paths' commands (command → path), quoted the paths docs/install.md quotes.
+	installs map[string]string
+	quoted   map[string]bool
 }
 
 // docFiles: README.md and every .md under docs/, relative to root.
@@ -327,6 +338,7 @@ func (c *checker) checkFile(rel string) ([]Problem, error) {
 			for _, m := range makeInCode.FindAllStringSubmatch(bl.text, -1) {
 				c.checkMake(bl.line, m[1], report)
 			}
+			c.checkInstall(rel, bl.line, bl.text, report)
 			continue
 		}
 		// Links outside code spans.
@@ -345,6 +357,7 @@ func (c *checker) checkFile(rel string) ([]Problem, error) {
 			}
 			c.checkPaths(line, span, report)
 			c.checkFlags(line, span, report)
+			c.checkInstall(rel, line, span, report)
 			for _, name := range metric.FindAllString(span, -1) {
 				if !c.metricKnown(name) {
 					report(line, "metric %s is named by no Go source of the repository", name)

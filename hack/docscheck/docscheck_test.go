@@ -45,6 +45,8 @@ func TestCheckerCatchesLies(t *testing.T) {
 		{"A command of the agent: `/agent uninstall --nor-this-flag`.", "--nor-this-flag"},
 		{"A link out of the repository: [out](https://example.invalid/).", "https://example.invalid/"},
 		{"```sh\nmake run && make also-no-such-target\n```", `"also-no-such-target"`},
+		{"```sh\nhelm install aether-operator dist/chart --set untested=1   # a path the tier never runs\n```", `"helm install aether-operator dist/chart --set untested=1" is not one of the install paths`},
+		{"An install the tier does not run: `kubectl apply -k config/base`.", `"kubectl apply -k config/base" is not one of the install paths`},
 	}
 	path := filepath.Join(root, file)
 	b, err := os.ReadFile(path)
@@ -89,6 +91,37 @@ func TestCheckerCatchesLies(t *testing.T) {
 	for s := range got {
 		t.Errorf("reported beyond the planted lies: %s", s)
 	}
+}
+
+// TestInstallPathsMustBeQuoted is the other half's negative control: docs/install.md without one
+// of the install paths' commands is reported, naming the path.
+func TestInstallPathsMustBeQuoted(t *testing.T) {
+	root := copyOfRepository(t)
+	path := filepath.Join(root, installPage)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cmd = "kubectl apply -k config/overlays/cert-manager"
+	if !strings.Contains(string(b), cmd) {
+		t.Fatalf("%s does not quote %q", installPage, cmd)
+	}
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(b), cmd, "kubectl get pods")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := Check(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := installPage + `:1: the install path kustomize-cert-manager of hack/install/install.sh ("` + cmd + `") is not quoted here`
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.String())
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], want) {
+		t.Fatalf("problems %q, want exactly one starting %q", got, want)
+	}
+	t.Logf("caught: %s", got[0])
 }
 
 // copyOfRepository: a temporary root with README.md and docs/ copied and every other top-level
