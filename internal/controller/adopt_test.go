@@ -35,13 +35,13 @@ func usersService(ns, name, app string) *corev1.Service {
 // Service selects.
 func appEndpoint(t *testing.T, ctx context.Context, ns, name, service, app string) *meshv1alpha1.MeshEndpoint {
 	t.Helper()
-	pod := createPod(t, ctx, ns, name, service, "node-a", newPodIP(), declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: "HTTP"}}))
+	pod := env.CreatePod(t, ctx, ns, name, service, "node-a", testenv.PodIP(), declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: "HTTP"}}))
 	patch := client.MergeFrom(pod.DeepCopy())
 	pod.Labels["app"] = app
 	if err := env.Client.Patch(ctx, pod, patch); err != nil {
 		t.Fatal(err)
 	}
-	ep := endpointOf(t, pod)
+	ep := testenv.EndpointOf(t, pod)
 	if err := env.Client.Create(ctx, ep); err != nil {
 		t.Fatal(err)
 	}

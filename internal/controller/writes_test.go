@@ -152,7 +152,7 @@ func TestScaleUpWritesTheStatusOnce(t *testing.T) {
 func scaleUp(t *testing.T, ctx context.Context, ns, name, service string) {
 	t.Helper()
 	ports := []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}}
-	ep := endpointOf(t, createPod(t, ctx, ns, name, service, "node-a", newPodIP(), declaring(8080, ports)))
+	ep := testenv.EndpointOf(t, env.CreatePod(t, ctx, ns, name, service, "node-a", testenv.PodIP(), declaring(8080, ports)))
 	if err := env.Client.Create(ctx, ep); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestHealthyEndpointVerifiedWithinTheWindow(t *testing.T) {
 		return err
 	})
 	ports := []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}}
-	ep := endpointOf(t, createPod(t, ctx, ns, "orders-0", "orders", "node-a", newPodIP(), declaring(8080, ports)))
+	ep := testenv.EndpointOf(t, env.CreatePod(t, ctx, ns, "orders-0", "orders", "node-a", testenv.PodIP(), declaring(8080, ports)))
 	if err := env.Client.Create(ctx, ep); err != nil {
 		t.Fatal(err)
 	}
