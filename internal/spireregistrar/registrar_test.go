@@ -124,34 +124,19 @@ func waitSVID(t *testing.T, spire *spiretest.Env, admin string, want spiffeid.ID
 	}
 	defer conn.Close()
 	client := delegatedv1.NewDelegatedIdentityClient(conn)
-	// The agent syncs its entries every 5 s: its first answers may not hold the new one.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req := &delegatedv1.SubscribeToX509SVIDsRequest{}
+	var sels []*types.Selector
 	for _, s := range selectors {
-		req.Selectors = append(req.Selectors, &types.Selector{Type: s.Type, Value: s.Value})
+		sels = append(sels, &types.Selector{Type: s.Type, Value: s.Value})
 	}
-	stream, err := client.SubscribeToX509SVIDs(ctx, req)
+	svid := spiretest.WaitX509SVID(ctx, t, client, want, sels)
+	chain, err := parseChain(svid.X509Svid.CertChain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("no SVID for %s from the Delegated Identity API: %v", want, err)
-		}
-		for _, s := range resp.X509Svids {
-			if s.X509Svid.Id.Path != want.Path() {
-				continue
-			}
-			chain, err := parseChain(s.X509Svid.CertChain)
-			if err != nil {
-				t.Fatal(err)
-			}
-			verifyChain(t, ctx, client, spire, chain)
-			return chain[0]
-		}
-	}
+	verifyChain(t, ctx, client, spire, chain)
+	return chain[0]
 }
 
 func parseChain(ders [][]byte) ([]*x509.Certificate, error) {

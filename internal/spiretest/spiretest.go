@@ -39,6 +39,7 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
+	delegatedv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/agent/delegatedidentity/v1"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc"
@@ -421,4 +422,27 @@ func (e *Env) CreateEntry(t testing.TB, id, parent spiffeid.ID, selectors ...str
 
 func apiID(id spiffeid.ID) *types.SPIFFEID {
 	return &types.SPIFFEID{TrustDomain: id.TrustDomain().Name(), Path: id.Path()}
+}
+
+// WaitX509SVID subscribes, through the Delegated Identity API, to the X.509 SVIDs of selectors
+// and waits until an answer holds the SVID of want, which it returns; it fails the test when the
+// stream ends first (ctx's deadline). A node agent syncs its entries every 5 s: its first
+// answers may not hold an entry just made.
+func WaitX509SVID(ctx context.Context, t testing.TB, client delegatedv1.DelegatedIdentityClient, want spiffeid.ID, selectors []*types.Selector) *delegatedv1.X509SVIDWithKey {
+	t.Helper()
+	stream, err := client.SubscribeToX509SVIDs(ctx, &delegatedv1.SubscribeToX509SVIDsRequest{Selectors: selectors})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("no SVID for %s from the Delegated Identity API: %v", want, err)
+		}
+		for _, s := range resp.X509Svids {
+			if s.X509Svid.Id.Path == want.Path() {
+				return s
+			}
+		}
+	}
 }

@@ -56,7 +56,7 @@ func TestDelegatedIdentity(t *testing.T) {
 	}
 
 	// The agent syncs entries every 5 s: the first answers may not have web's SVID yet.
-	svid := waitSVID(ctx, t, client, web, "k8s:ns:default", "k8s:sa:web")
+	svid := WaitX509SVID(ctx, t, client, web, selectors(t, "k8s:ns:default", "k8s:sa:web"))
 	cert, err := x509.ParseCertificate(svid.X509Svid.CertChain[0])
 	if err != nil {
 		t.Fatal(err)
@@ -85,25 +85,6 @@ func TestDelegatedIdentity(t *testing.T) {
 	if err == nil {
 		for _, s := range resp.X509Svids {
 			t.Errorf("selectors of sa db got an SVID for %v", s.X509Svid.Id)
-		}
-	}
-}
-
-func waitSVID(ctx context.Context, t *testing.T, client delegatedv1.DelegatedIdentityClient, want spiffeid.ID, sel ...string) *delegatedv1.X509SVIDWithKey {
-	t.Helper()
-	stream, err := client.SubscribeToX509SVIDs(ctx, &delegatedv1.SubscribeToX509SVIDsRequest{Selectors: selectors(t, sel...)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("no SVID for %s: %v", want, err)
-		}
-		for _, s := range resp.X509Svids {
-			if s.X509Svid.Id.Path == want.Path() {
-				return s
-			}
 		}
 	}
 }
