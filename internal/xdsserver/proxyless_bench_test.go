@@ -58,15 +58,7 @@ func BenchmarkProxylessHostile(b *testing.B) {
 	}
 	s := New(Options{Listener: envoy, ProxylessListener: socket, PodOfProcess: thisProcessIs(testPodUID), Log: logr.Discard()})
 	s.ResolvePodsWith(podsOf(testPods))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("the server stopped with %v", err)
-		}
-	})
+	runUntilCleanup(b, s)
 
 	conns := make([]*grpc.ClientConn, maxPerPod)
 	for i := range conns {

@@ -95,15 +95,7 @@ func startOnBothSockets(t *testing.T, opts Options, pods map[string]string, befo
 	if before != nil {
 		before(s)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the server stopped with %v", err)
-		}
-	})
+	runUntilCleanup(t, s)
 	return s
 }
 
