@@ -206,7 +206,14 @@ func listenTCP(t *testing.T, ip string) (port int, stop func()) {
 // listenHTTP serves 200 on path (404 elsewhere) on ip at a free port until stop is called.
 func listenHTTP(t *testing.T, ip, path string) (port int, stop func()) {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	return serveHTTP(t, net.JoinHostPort(ip, "0"), path)
+}
+
+// serveHTTP serves 200 on path (404 elsewhere) at addr until stop is called or the test ends,
+// and returns the port it listens on.
+func serveHTTP(t *testing.T, addr, path string) (port int, stop func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,6 @@ import (
 	delegatedv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/agent/delegatedidentity/v1"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
@@ -118,12 +116,7 @@ func (r *rig) waitOnly(t *testing.T, id spiffeid.ID, want ...Entry) {
 // returns its leaf after checking it chains to the agent's bundle.
 func waitSVID(t *testing.T, spire *spiretest.Env, admin string, want spiffeid.ID, selectors []workloadidentity.Selector) *x509.Certificate {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+admin, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := delegatedv1.NewDelegatedIdentityClient(conn)
+	client := spiretest.DelegatedClient(t, admin)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var sels []*types.Selector

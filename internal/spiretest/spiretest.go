@@ -424,6 +424,18 @@ func apiID(id spiffeid.ID) *types.SPIFFEID {
 	return &types.SPIFFEID{TrustDomain: id.TrustDomain().Name(), Path: id.Path()}
 }
 
+// DelegatedClient is a client of the Delegated Identity API on the agent's admin socket, as the
+// node agent dials it (this process is the authorized delegate); it is closed when the test ends.
+func DelegatedClient(t testing.TB, admin string) delegatedv1.DelegatedIdentityClient {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+admin, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return delegatedv1.NewDelegatedIdentityClient(conn)
+}
+
 // WaitX509SVID subscribes, through the Delegated Identity API, to the X.509 SVIDs of selectors
 // and waits until an answer holds the SVID of want, which it returns; it fails the test when the
 // stream ends first (ctx's deadline). A node agent syncs its entries every 5 s: its first

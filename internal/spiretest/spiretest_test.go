@@ -12,8 +12,6 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	delegatedv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/agent/delegatedidentity/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // TestDelegatedIdentity is the harness's proof: an entry with k8s selectors parented to the
@@ -25,12 +23,7 @@ func TestDelegatedIdentity(t *testing.T) {
 	web := spiffeid.RequireFromPath(env.TrustDomain, "/ns/default/sa/web")
 	env.CreateEntry(t, web, env.NodeAlias, "k8s:ns:default", "k8s:sa:web")
 
-	conn, err := grpc.NewClient("unix://"+env.AdminSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := delegatedv1.NewDelegatedIdentityClient(conn)
+	client := DelegatedClient(t, env.AdminSocket)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
