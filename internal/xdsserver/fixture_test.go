@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/aether-mesh/aether-operator/internal/testrun"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 )
 
@@ -155,20 +156,6 @@ func startServer(t *testing.T) (*Server, *logLines) {
 	return startServerLogging(t, 1)
 }
 
-// runUntilCleanup runs s until the test ends, and then checks that it stopped cleanly.
-func runUntilCleanup(t testing.TB, s *Server) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the server stopped with %v", err)
-		}
-	})
-}
-
 // startServerLogging is startServer collecting the log lines up to verbosity (2: go-control-plane's
 // debug lines too).
 func startServerLogging(t *testing.T, verbosity int) (*Server, *logLines) {
@@ -183,7 +170,7 @@ func startServerLogging(t *testing.T, verbosity int) (*Server, *logLines) {
 	}
 	logs := &logLines{}
 	s := New(Options{Listener: l, Log: funcr.New(logs.write, funcr.Options{Verbosity: verbosity})})
-	runUntilCleanup(t, s)
+	testrun.UntilCleanup(t, "the server", s.Start)
 	return s, logs
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/testrun"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
 )
 
@@ -95,7 +96,7 @@ func startOnBothSockets(t *testing.T, opts Options, pods map[string]string, befo
 	if before != nil {
 		before(s)
 	}
-	runUntilCleanup(t, s)
+	testrun.UntilCleanup(t, "the server", s.Start)
 	return s
 }
 
