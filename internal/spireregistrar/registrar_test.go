@@ -147,20 +147,8 @@ func parseChain(ders [][]byte) ([]*x509.Certificate, error) {
 // verifyChain checks chain's leaf chains to the trust domain's bundle the agent serves.
 func verifyChain(t *testing.T, ctx context.Context, client delegatedv1.DelegatedIdentityClient, spire *spiretest.Env, chain []*x509.Certificate) {
 	t.Helper()
-	bundles, err := client.SubscribeToX509Bundles(ctx, &delegatedv1.SubscribeToX509BundlesRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := bundles.Recv()
-	if err != nil {
-		t.Fatalf("bundles: %v", err)
-	}
 	roots, inter := x509.NewCertPool(), x509.NewCertPool()
-	cas, err := x509.ParseCertificates(got.CaCertificates[spire.TrustDomain.IDString()])
-	if err != nil || len(cas) == 0 {
-		t.Fatalf("no bundle for %s: %v", spire.TrustDomain.IDString(), err)
-	}
-	for _, c := range cas {
+	for _, c := range spiretest.X509Bundle(ctx, t, client, spire.TrustDomain) {
 		roots.AddCert(c)
 	}
 	for _, c := range chain[1:] {

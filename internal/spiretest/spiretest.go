@@ -27,11 +27,14 @@ package spiretest
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -434,6 +437,29 @@ func DelegatedClient(t testing.TB, admin string) delegatedv1.DelegatedIdentityCl
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return delegatedv1.NewDelegatedIdentityClient(conn)
+}
+
+// X509Bundle is the X.509 roots of trust domain td in the first answer of the Delegated Identity
+// API's bundle stream; the test fails when that answer holds none.
+func X509Bundle(ctx context.Context, t testing.TB, client delegatedv1.DelegatedIdentityClient, td spiffeid.TrustDomain) []*x509.Certificate {
+	t.Helper()
+	bundles, err := client.SubscribeToX509Bundles(ctx, &delegatedv1.SubscribeToX509BundlesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := bundles.Recv()
+	if err != nil {
+		t.Fatalf("bundles: %v", err)
+	}
+	ders := got.CaCertificates[td.IDString()]
+	if len(ders) == 0 {
+		t.Fatalf("no bundle for %s in %v", td.IDString(), slices.Collect(maps.Keys(got.CaCertificates)))
+	}
+	cas, err := x509.ParseCertificates(ders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cas
 }
 
 // WaitX509SVID subscribes, through the Delegated Identity API, to the X.509 SVIDs of selectors

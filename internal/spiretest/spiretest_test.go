@@ -27,24 +27,8 @@ func TestDelegatedIdentity(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	bundles, err := client.SubscribeToX509Bundles(ctx, &delegatedv1.SubscribeToX509BundlesRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := bundles.Recv()
-	if err != nil {
-		t.Fatalf("bundles: %v", err)
-	}
 	roots := x509.NewCertPool()
-	ders := got.CaCertificates[env.TrustDomain.IDString()]
-	if len(ders) == 0 {
-		t.Fatalf("no bundle for %s in %v", env.TrustDomain.IDString(), keys(got.CaCertificates))
-	}
-	ca, err := x509.ParseCertificates(ders)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range ca {
+	for _, c := range X509Bundle(ctx, t, client, env.TrustDomain) {
 		roots.AddCert(c)
 	}
 
@@ -99,12 +83,4 @@ func cut(s string) (string, string, bool) {
 		}
 	}
 	return s, "", false
-}
-
-func keys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
