@@ -19,22 +19,15 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/aether-mesh/aether-operator/internal/command"
 	"github.com/aether-mesh/aether-operator/internal/csinode"
 	"github.com/aether-mesh/aether-operator/internal/version"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { command.Main(run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fset := flag.NewFlagSet("aether-csi-node", flag.ContinueOnError)

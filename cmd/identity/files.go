@@ -6,7 +6,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"log"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
 
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
-	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // The certificate files' names, in --dir: those of the proxyless bootstrap's file_watcher.
@@ -42,9 +40,7 @@ const errorLogInterval = time.Minute
 // filesCommand is `aether-identity files`: it runs until it is stopped (SIGTERM, when the pod's
 // containers have exited).
 func filesCommand(ctx context.Context, args []string, logger *log.Logger) int {
-	flags := flag.NewFlagSet("files", flag.ContinueOnError)
-	flags.SetOutput(logger.Writer())
-	socket := flags.String("socket", workloadidentity.WorkloadSocketAddr, "the SPIRE Workload API's address")
+	flags, socket := workloadFlags("files", logger)
 	dir := flags.String("dir", proxyless.IdentityDir, "the directory of the certificate files")
 	if err := flags.Parse(args); err != nil {
 		return exitUsage

@@ -29,19 +29,12 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/aether-mesh/aether-operator/internal/command"
 	"github.com/aether-mesh/aether-operator/internal/version"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { command.Main(run) }
 
 // Exit codes.
 const (

@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log"
 	"sync"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
-
-	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
 // DefaultTimeout bounds the gate's wait: after it, wait fails closed. Five minutes is far more
@@ -32,9 +29,7 @@ const LogInterval = 10 * time.Second
 
 // waitCommand is `aether-identity wait`.
 func waitCommand(ctx context.Context, args []string, logger *log.Logger) int {
-	flags := flag.NewFlagSet("wait", flag.ContinueOnError)
-	flags.SetOutput(logger.Writer())
-	socket := flags.String("socket", workloadidentity.WorkloadSocketAddr, "the SPIRE Workload API's address")
+	flags, socket := workloadFlags("wait", logger)
 	timeout := flags.Duration("timeout", DefaultTimeout, "how long to wait for the SVID before failing closed")
 	if err := flags.Parse(args); err != nil {
 		return exitUsage

@@ -5,7 +5,9 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"log"
 	"os"
 	"strings"
 	"time"
@@ -37,6 +39,14 @@ func (b *pollBackoff) Next() time.Duration {
 }
 
 func (b *pollBackoff) Reset() { b.n = 0 }
+
+// workloadFlags is the flag set of subcommand name, which reports to logger, with the flag every
+// subcommand that talks to SPIRE has: --socket, the Workload API's address.
+func workloadFlags(name string, logger *log.Logger) (*flag.FlagSet, *string) {
+	flags := flag.NewFlagSet(name, flag.ContinueOnError)
+	flags.SetOutput(logger.Writer())
+	return flags, flags.String("socket", workloadidentity.WorkloadSocketAddr, "the SPIRE Workload API's address")
+}
 
 // newClient is a Workload API client of socket (unix:///path), retrying on pollStrategy.
 func newClient(ctx context.Context, socket string) (*workloadapi.Client, error) {

@@ -179,13 +179,22 @@ func (m *manager) waitIdle(ctx context.Context, quiet, timeout time.Duration, at
 			return fmt.Errorf("the manager was still busy after %s (%v queued or working, %v of at least %d reconciles)",
 				timeout, busy, reconciled, atLeast)
 		}
-		select {
-		case <-m.done:
-			return fmt.Errorf("the manager exited (%v); its log is %s", m.exit, m.log)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		if err := m.pause(ctx); err != nil {
+			return err
 		}
+	}
+}
+
+// pause waits 200 ms before the next look at the manager, or says why there will be none: the
+// manager exited, or ctx ended.
+func (m *manager) pause(ctx context.Context) error {
+	select {
+	case <-m.done:
+		return fmt.Errorf("the manager exited (%v); its log is %s", m.exit, m.log)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(200 * time.Millisecond):
+		return nil
 	}
 }
 
@@ -204,12 +213,8 @@ func (m *manager) waitForSeries(ctx context.Context, name string, timeout time.D
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the manager exported no %s within %s; its log is %s", name, timeout, m.log)
 		}
-		select {
-		case <-m.done:
-			return fmt.Errorf("the manager exited (%v); its log is %s", m.exit, m.log)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		if err := m.pause(ctx); err != nil {
+			return err
 		}
 	}
 }

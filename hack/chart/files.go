@@ -170,11 +170,7 @@ udsCsi:
   # envoy.enabled false it still runs: the agent probes the sockets for your own proxy.
   enabled: {{d "udsCsi.enabled"}}
   # image of the plugin: the operator's (tag "" is the chart's appVersion; digest pins it).
-  image:
-    repository: {{d "udsCsi.image.repository"}}
-    tag: {{printf "%q" (d "udsCsi.image.tag")}}
-    digest: {{printf "%q" (d "udsCsi.image.digest")}}
-    pullPolicy: {{d "udsCsi.image.pullPolicy"}}
+  image:{{image 4 "udsCsi.image"}}
   # resources of the plugin's container.
   resources:{{y 4 "udsCsi.resources"}}
 
@@ -187,11 +183,7 @@ envoy:
   enabled: true
   # image: the repository, tag and pullPolicy of the node's Envoy: the 1.40 line, which the
   # agent's xDS protos come from.
-  image:
-    repository: {{d "envoy.image.repository"}}
-    tag: {{printf "%q" (d "envoy.image.tag")}}
-    digest: {{printf "%q" (d "envoy.image.digest")}}
-    pullPolicy: {{d "envoy.image.pullPolicy"}}
+  image:{{image 4 "envoy.image"}}
   # resources of Envoy's container. One Envoy proxies every meshed pod of its node: no CPU
   # limit, as throttling a proxy stalls every connection through it.
   resources:{{y 4 "envoy.resources"}}
@@ -262,20 +254,12 @@ spire:
   server:
     # image: the repository, tag and pullPolicy of spire-server (SPIRE's release image of the same
     # version has the binary at the same path, /opt/spire/bin/spire-server).
-    image:
-      repository: {{d "spire.server.image.repository"}}
-      tag: {{printf "%q" (d "spire.server.image.tag")}}
-      digest: {{printf "%q" (d "spire.server.image.digest")}}
-      pullPolicy: {{d "spire.server.image.pullPolicy"}}
+    image:{{image 6 "spire.server.image"}}
     # resources of the SPIRE server's container.
     resources:{{y 6 "spire.server.resources"}}
   agent:
     # image: the repository, tag and pullPolicy of spire-agent (/opt/spire/bin/spire-agent).
-    image:
-      repository: {{d "spire.agent.image.repository"}}
-      tag: {{printf "%q" (d "spire.agent.image.tag")}}
-      digest: {{printf "%q" (d "spire.agent.image.digest")}}
-      pullPolicy: {{d "spire.agent.image.pullPolicy"}}
+    image:{{image 6 "spire.agent.image"}}
     # resources of the SPIRE agent's container.
     resources:{{y 6 "spire.agent.resources"}}
   registrar:
@@ -331,17 +315,38 @@ func (g *generator) valuesFile() (string, error) {
 		}
 		return d.node, nil
 	}
+	// scalar is a scalar value's default.
+	scalar := func(value string) (string, error) {
+		n, err := dflt(value)
+		if err != nil {
+			return "", err
+		}
+		if n.Kind != yaml.ScalarNode {
+			return "", fmt.Errorf("%s's default is not a scalar", value)
+		}
+		return n.Value, nil
+	}
 	funcs := template.FuncMap{
 		// d is a scalar value's default.
-		"d": func(value string) (string, error) {
-			n, err := dflt(value)
-			if err != nil {
-				return "", err
+		"d": scalar,
+		// image is an image value's defaults after its key: repository, tag, digest and
+		// pullPolicy on the next lines, indented by n (tag and digest quoted: "" is a value).
+		"image": func(n int, value string) (string, error) {
+			var b strings.Builder
+			for _, f := range []struct {
+				key    string
+				quoted bool
+			}{{"repository", false}, {"tag", true}, {"digest", true}, {"pullPolicy", false}} {
+				v, err := scalar(value + "." + f.key)
+				if err != nil {
+					return "", err
+				}
+				if f.quoted {
+					v = fmt.Sprintf("%q", v)
+				}
+				fmt.Fprintf(&b, "\n%s%s: %s", strings.Repeat(" ", n), f.key, v)
 			}
-			if n.Kind != yaml.ScalarNode {
-				return "", fmt.Errorf("%s's default is not a scalar", value)
-			}
-			return n.Value, nil
+			return b.String(), nil
 		},
 		// y is a block value's default, after its key: {} or [] when empty, else its YAML on
 		// the next lines, indented by n.

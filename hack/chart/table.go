@@ -33,7 +33,7 @@ import (
 //     default (values.go's webhook);
 //   - nameOverride, fullnameOverride, crd.keep: names and labels of every object (chart.go's
 //     templateMetadata, rewriteNames).
-var table = []row{
+var table = slices.Concat([]row{
 	// The manager's Deployment (config/manager).
 	{value: "manager.replicas", in: manager, at: "spec.replicas", how: setScalar},
 	{value: managerImage, in: manager, at: managerContainer, how: setImage, appTag: true},
@@ -48,11 +48,7 @@ var table = []row{
 	{value: ignoredValue, in: manager, at: managerContainer, how: setFlag, flag: ignoredNamespacesFlag, text: ignoredFlag},
 	// The pod webhook injects the identity containers from the manager's own image: one value.
 	{value: managerImage, in: manager, at: managerContainer, how: setFlag, flag: "--identity-image", text: imageRef(".Values." + managerImage)},
-	{value: "manager.nodeSelector", in: manager, at: podSpec + ".nodeSelector", how: setBlock, empty: emptyMap},
-	{value: "manager.tolerations", in: manager, at: podSpec + ".tolerations", how: setBlock, empty: emptySeq},
-	{value: "manager.affinity", in: manager, at: podSpec + ".affinity", how: setBlock, empty: emptyMap},
-	{value: "manager.podAnnotations", in: manager, at: podMeta + ".annotations", how: addEntries},
-	{value: "manager.podLabels", in: manager, at: podMeta + ".labels", how: addEntries},
+}, placement("manager", manager), []row{
 	{value: "manager.logLevel", in: manager, at: managerContainer, how: addFlag, flag: "--zap-log-level", text: zapLevel("manager")},
 	{value: "manager.extraArgs", in: manager, at: managerContainer, how: addArgs},
 
@@ -69,11 +65,7 @@ var table = []row{
 	{value: "agent.captureMode", in: agent, at: agentContainer, how: setFlag, flag: "--capture-mode", text: `{{ include "@.captureMode" $ }}`, dflt: string(model.CaptureSurface)},
 	{value: "agent.meshDNS", in: agent, at: agentContainer, how: setFlag, flag: "--mesh-dns", text: `{{ if .Values.agent.meshDNS }}true{{ else }}false{{ end }}`, dflt: "true"}, // cmd/agent's --mesh-dns default
 	{value: ignoredValue, in: agent, at: installCNIContainer, how: setFlag, flag: ignoredNamespacesFlag, text: ignoredFlag},
-	{value: "agent.nodeSelector", in: agent, at: podSpec + ".nodeSelector", how: setBlock, empty: emptyMap},
-	{value: "agent.tolerations", in: agent, at: podSpec + ".tolerations", how: setBlock, empty: emptySeq},
-	{value: "agent.affinity", in: agent, at: podSpec + ".affinity", how: setBlock, empty: emptyMap},
-	{value: "agent.podAnnotations", in: agent, at: podMeta + ".annotations", how: addEntries},
-	{value: "agent.podLabels", in: agent, at: podMeta + ".labels", how: addEntries},
+}, placement("agent", agent), []row{
 	{value: "agent.logLevel", in: agent, at: agentContainer, how: addFlag, flag: "--zap-log-level", text: zapLevel("agent")},
 	{value: "agent.extraArgs", in: agent, at: agentContainer, how: addArgs},
 
@@ -83,11 +75,7 @@ var table = []row{
 	{value: "envoy.resources", in: envoy, at: envoyContainer + ".resources", how: setBlock},
 	{value: "envoy.helper.image", in: envoy, at: envoyHelperContainer, how: setImage, appTag: true},
 	{value: "envoy.helper.resources", in: envoy, at: envoyHelperContainer + ".resources", how: setBlock},
-	{value: "envoy.nodeSelector", in: envoy, at: podSpec + ".nodeSelector", how: setBlock, empty: emptyMap},
-	{value: "envoy.tolerations", in: envoy, at: podSpec + ".tolerations", how: setBlock, empty: emptySeq},
-	{value: "envoy.affinity", in: envoy, at: podSpec + ".affinity", how: setBlock, empty: emptyMap},
-	{value: "envoy.podAnnotations", in: envoy, at: podMeta + ".annotations", how: addEntries},
-	{value: "envoy.podLabels", in: envoy, at: podMeta + ".labels", how: addEntries},
+}, placement("envoy", envoy), []row{
 	{value: "envoy.logLevel", in: envoy, at: envoyContainer, how: addToScript, flag: envoyExec,
 		text: `{{ with .Values.envoy.logLevel }} --log-level {{ include "@.envoyLogLevel" $ }}{{ end }}`},
 	{value: "envoy.extraArgs", in: envoy, at: envoyContainer, how: addToScript, flag: envoyExec,
@@ -133,6 +121,19 @@ var table = []row{
 	{value: serviceMonitorValue, in: sel{part: prometheusPart, kind: "Service"}, how: gateObjects},
 	{value: "prometheus.rules.enabled", in: sel{part: prometheusPart, kind: "PrometheusRule"}, how: gateObjects},
 	{value: "prometheus.dashboard.enabled", in: sel{part: prometheusPart, kind: "ConfigMap"}, how: gateObjects},
+})
+
+// placement is the rows of where a workload's pods run and what they carry: component's
+// nodeSelector, tolerations and affinity (the pod spec's fields of the same names) and its
+// podAnnotations and podLabels, added to its pods' metadata.
+func placement(component string, in sel) []row {
+	return []row{
+		{value: component + ".nodeSelector", in: in, at: podSpec + ".nodeSelector", how: setBlock, empty: emptyMap},
+		{value: component + ".tolerations", in: in, at: podSpec + ".tolerations", how: setBlock, empty: emptySeq},
+		{value: component + ".affinity", in: in, at: podSpec + ".affinity", how: setBlock, empty: emptyMap},
+		{value: component + ".podAnnotations", in: in, at: podMeta + ".annotations", how: addEntries},
+		{value: component + ".podLabels", in: in, at: podMeta + ".labels", how: addEntries},
+	}
 }
 
 // pullSecrets is the value of every pod's image pull secrets, and the pod spec's field.

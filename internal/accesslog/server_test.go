@@ -26,6 +26,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/accesslog/accesslogtest"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/testlog"
+	"github.com/aether-mesh/aether-operator/internal/testrun"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver"
@@ -72,15 +73,7 @@ func serve(t *testing.T) *serving {
 		t.Fatal(err)
 	}
 	xdsServer := xdsserver.New(xdsserver.Options{Listener: listener, Log: lines.Logger(0).WithName("xds"), AccessLog: server})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- xdsServer.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the xDS server: %v", err)
-		}
-	})
+	testrun.UntilCleanup(t, "the xDS server", xdsServer.Start)
 	conn, err := accesslogtest.Dial(xdsServer.Address())
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net"
@@ -43,16 +44,7 @@ func TestRegistration(t *testing.T) {
 	createPod(t, ctx, ns, "unmanaged", testNode, newPodIP(), false, annotations)
 	pod := createPod(t, ctx, ns, "mixed", testNode, newPodIP(), true, annotations)
 
-	var ep *meshEndpoint
-	testenv.Eventually(t, "MeshEndpoint mixed, Registered", func() (err error) {
-		if ep, err = getEndpoint(ctx, ns, "mixed"); err != nil {
-			return err
-		}
-		if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered); c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("Registered = %+v", c)
-		}
-		return nil
-	})
+	ep := registeredEndpoint(t, ctx, ns, "mixed", "MeshEndpoint mixed, Registered")
 	want := meshv1alpha1.MeshEndpointSpec{
 		ServiceName: "payments", PodName: "mixed", PodUID: string(pod.UID), NodeName: testNode,
 		Address: pod.Status.PodIP, PrimaryPort: 8080,
@@ -247,27 +239,24 @@ func TestHealthFollowsARealListener(t *testing.T) {
 	healthIs(t, ns, "http", meshv1alpha1.HealthHealthy)
 	healthIs(t, ns, "wrong-path", meshv1alpha1.HealthUnhealthy) // 404 on /ready
 
-	testenv.Eventually(t, "MeshService payments 2/3 ready", func() error {
-		ms := &meshv1alpha1.MeshService{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "payments"}, ms); err != nil {
-			return err
-		}
-		if ms.Status.Endpoints != (meshv1alpha1.EndpointCounts{Ready: 2, Total: 3}) {
-			return fmt.Errorf("%+v", ms.Status.Endpoints)
-		}
-		return nil
-	})
+	paymentsCounts(t, ctx, ns, meshv1alpha1.EndpointCounts{Ready: 2, Total: 3})
 
 	stopTCP()
 	stopHTTP()
 	healthIs(t, ns, "tcp", meshv1alpha1.HealthUnhealthy)
 	healthIs(t, ns, "http", meshv1alpha1.HealthUnhealthy)
-	testenv.Eventually(t, "MeshService payments 0/3 ready", func() error {
+	paymentsCounts(t, ctx, ns, meshv1alpha1.EndpointCounts{Ready: 0, Total: 3})
+}
+
+// paymentsCounts waits until MeshService payments in ns counts want.
+func paymentsCounts(t *testing.T, ctx context.Context, ns string, want meshv1alpha1.EndpointCounts) {
+	t.Helper()
+	testenv.Eventually(t, fmt.Sprintf("MeshService payments %d/%d ready", want.Ready, want.Total), func() error {
 		ms := &meshv1alpha1.MeshService{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "payments"}, ms); err != nil {
 			return err
 		}
-		if ms.Status.Endpoints != (meshv1alpha1.EndpointCounts{Ready: 0, Total: 3}) {
+		if ms.Status.Endpoints != want {
 			return fmt.Errorf("%+v", ms.Status.Endpoints)
 		}
 		return nil

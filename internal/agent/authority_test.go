@@ -61,18 +61,7 @@ func TestAgentNeedsNoMoreThanItsShippedAuthority(t *testing.T) {
 	defer stop()
 
 	pod := createPod(t, ctx, ns, "member", node, newPodIP(), true, map[string]string{portspec.AnnotationPorts: "8080,9000=tcp"})
-	var registered meshv1alpha1.MeshEndpointSpec
-	testenv.Eventually(t, "registered by the agent's own credentials", func() error {
-		ep, err := getEndpoint(ctx, ns, "member")
-		if err != nil {
-			return err
-		}
-		if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered); c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("Registered = %+v", c)
-		}
-		registered = ep.Spec
-		return nil
-	})
+	registered := registeredEndpoint(t, ctx, ns, "member", "registered by the agent's own credentials").Spec
 	if _, stderr, err := env.Kubectl(ctx, "patch", "meshendpoint", "member", "-n", ns, "--type", "merge", "-p", `{"spec":{"metadata":{"intruder":"yes"}}}`); err != nil {
 		t.Fatalf("kubectl patch: %v: %s", err, stderr)
 	}
@@ -169,10 +158,7 @@ func TestOnlyTheControllerVerifies(t *testing.T) {
 	nodeAuthorityEnforced(t, ctx, asAgent, ns, node)
 
 	// A forgery on the agent's own node (no pod behind it): admitted, and Verified=False.
-	forged := &meshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged"}, Spec: meshv1alpha1.MeshEndpointSpec{
-		ServiceName: "payments", PodName: "forged", PodUID: "uid-forged", NodeName: node, Address: newPodIP(),
-		PrimaryPort: 8080, Ports: []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}},
-	}}
+	forged := forgedEndpoint(ns, "forged", node)
 	if err := asAgent.Create(ctx, forged); err != nil {
 		t.Fatalf("the agent creating an endpoint on its own node: %v", err)
 	}
@@ -281,10 +267,7 @@ func TestSquatterDoesNotKeepAPodOut(t *testing.T) {
 	}
 	asSquatter := agentWithToken(t, ctx, squatterNode)
 	nodeAuthorityEnforced(t, ctx, asSquatter, ns, squatterNode)
-	squatter := &meshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "victim"}, Spec: meshv1alpha1.MeshEndpointSpec{
-		ServiceName: "payments", PodName: "victim", PodUID: "uid-forged", NodeName: squatterNode, Address: newPodIP(),
-		PrimaryPort: 8080, Ports: []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}},
-	}}
+	squatter := forgedEndpoint(ns, "victim", squatterNode)
 	if err := asSquatter.Create(ctx, squatter); err != nil {
 		t.Fatalf("the agent of %s creating an endpoint that names its own node: %v", squatterNode, err)
 	}
@@ -320,4 +303,12 @@ func TestSquatterDoesNotKeepAPodOut(t *testing.T) {
 	if out > squatBound+squatSlack {
 		t.Errorf("the pod's endpoint came %s after the pod, want within %s (+%s slack)", out, squatBound, squatSlack)
 	}
+}
+
+// forgedEndpoint is an endpoint of payments (HTTP 8080) named name on node, with no pod behind it.
+func forgedEndpoint(ns, name, node string) *meshEndpoint {
+	return &meshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: meshv1alpha1.MeshEndpointSpec{
+		ServiceName: "payments", PodName: name, PodUID: "uid-forged", NodeName: node, Address: newPodIP(),
+		PrimaryPort: 8080, Ports: []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}},
+	}}
 }

@@ -33,18 +33,7 @@ func TestForeignSpecEditsConverge(t *testing.T) {
 		portspec.AnnotationMetadataPrefix + "version": "v1",
 	})
 	healthIs(t, ns, "owned", meshv1alpha1.HealthHealthy)
-	var registered meshv1alpha1.MeshEndpointSpec
-	testenv.Eventually(t, "Registered=True", func() error {
-		ep, err := getEndpoint(ctx, ns, "owned")
-		if err != nil {
-			return err
-		}
-		if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered); c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("Registered = %+v", c)
-		}
-		registered = ep.Spec
-		return nil
-	})
+	registered := registeredEndpoint(t, ctx, ns, "owned", "Registered=True").Spec
 
 	secondary := slices.IndexFunc(registered.Ports, func(p meshv1alpha1.PortProtocol) bool { return p.Port == 9000 })
 	for _, edit := range []struct {

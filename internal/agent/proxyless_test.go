@@ -289,7 +289,7 @@ func noNACK(t *testing.T, before float64) {
 
 // healthOf is the health status of the endpoint at ip in cla; UNKNOWN when it is not listed.
 func healthOf(cla *endpointv3.ClusterLoadAssignment, ip string) corev3.HealthStatus {
-	if lb := lbEndpoint(cla, ip); lb != nil {
+	if lb := xdstest.LbEndpoint(cla, ip); lb != nil {
 		return lb.GetHealthStatus()
 	}
 	return corev3.HealthStatus_UNKNOWN

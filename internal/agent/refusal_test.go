@@ -130,16 +130,7 @@ func TestHostileAnnotationsAreRefusedWithBoundedMessages(t *testing.T) {
 			before := refusals(t, tc.kind)
 
 			edited := createPod(t, ctx, ns, tc.name+"-edited", testNode, newPodIP(), true, map[string]string{portspec.AnnotationPorts: "8080,9000=tcp"})
-			var ep *meshEndpoint
-			testenv.Eventually(t, "the valid registration", func() (err error) {
-				if ep, err = getEndpoint(ctx, ns, edited.Name); err != nil {
-					return err
-				}
-				if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered); c == nil || c.Status != metav1.ConditionTrue {
-					return fmt.Errorf("Registered = %+v", c)
-				}
-				return nil
-			})
+			ep := registeredEndpoint(t, ctx, ns, edited.Name, "the valid registration")
 			lastGood := ep.Spec
 			edited.Annotations = tc.annotations
 			if err := env.Client.Update(ctx, edited); err != nil {

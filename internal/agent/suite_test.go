@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/controller"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
@@ -204,7 +206,14 @@ func listenTCP(t *testing.T, ip string) (port int, stop func()) {
 // listenHTTP serves 200 on path (404 elsewhere) on ip at a free port until stop is called.
 func listenHTTP(t *testing.T, ip, path string) (port int, stop func()) {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	return serveHTTP(t, net.JoinHostPort(ip, "0"), path)
+}
+
+// serveHTTP serves 200 on path (404 elsewhere) at addr until stop is called or the test ends,
+// and returns the port it listens on.
+func serveHTTP(t *testing.T, addr, path string) (port int, stop func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +229,23 @@ func listenHTTP(t *testing.T, ip, path string) (port int, stop func()) {
 func getEndpoint(ctx context.Context, ns, name string) (*meshEndpoint, error) {
 	ep := &meshEndpoint{}
 	return ep, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ep)
+}
+
+// registeredEndpoint waits, as what, until the agent has registered ns/name (Registered=True),
+// and returns the endpoint as it read then.
+func registeredEndpoint(t *testing.T, ctx context.Context, ns, name, what string) *meshEndpoint {
+	t.Helper()
+	var ep *meshEndpoint
+	testenv.Eventually(t, what, func() (err error) {
+		if ep, err = getEndpoint(ctx, ns, name); err != nil {
+			return err
+		}
+		if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Registered = %+v", c)
+		}
+		return nil
+	})
+	return ep
 }
 
 // reconciles is how many reconciles the pod controller named controllerName has finished, whatever

@@ -23,6 +23,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/testrun"
 )
 
 // startView starts a view (slim or whole) over the test API server until the test ends, and
@@ -39,15 +40,7 @@ func startView(t testing.TB, slim bool) *View {
 // runView starts v until the test ends, and waits for it to sync.
 func runView(t testing.TB, v *View) *View {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- v.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("view stopped with %v", err)
-		}
-	})
+	ctx := testrun.UntilCleanup(t, "view", v.Start)
 	// Bounded: an informer the view's credentials may not list never syncs.
 	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
 	defer cancelSync()

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -172,16 +170,7 @@ func (a *xdsAgent) dial(t *testing.T, ctx context.Context) *xdstest.Client {
 // the same port).
 func listenHTTPAt(t *testing.T, ip string, port int, path string) (stop func()) {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}
-	go func() { _ = srv.Serve(l) }()
-	stop = func() { _ = srv.Close() }
-	t.Cleanup(stop)
+	_, stop = serveHTTP(t, net.JoinHostPort(ip, strconv.Itoa(port)), path)
 	return stop
 }
 
@@ -377,18 +366,6 @@ func TestXDSMeshLister(t *testing.T) {
 	}
 }
 
-// lbEndpoint is the endpoint at ip in cla, or nil.
-func lbEndpoint(cla *endpointv3.ClusterLoadAssignment, ip string) *endpointv3.LbEndpoint {
-	for _, locality := range cla.GetEndpoints() {
-		for _, lb := range locality.GetLbEndpoints() {
-			if lb.GetEndpoint().GetAddress().GetSocketAddress().GetAddress() == ip {
-				return lb
-			}
-		}
-	}
-	return nil
-}
-
 // TestXDSEndpointsFollowHealth (needs internal/xds's Build): a real ADS client, as the node's
 // Envoy, gets the load assignment of the service's port listing a healthy pod; when that pod's
 // health flips, an EDS update says so, and no listener update comes with it: the first LDS
@@ -412,7 +389,7 @@ func TestXDSEndpointsFollowHealth(t *testing.T) {
 	built, cancel := context.WithTimeout(ctx, 45*time.Second)
 	defer cancel()
 	if err := c.Await(built, func(s xdstest.State) error {
-		lb := lbEndpoint(s.LoadAssignment(assignment), ipA)
+		lb := xdstest.LbEndpoint(s.LoadAssignment(assignment), ipA)
 		if lb.GetHealthStatus().String() != "HEALTHY" {
 			return fmt.Errorf("load assignment %s: pod a (%s) is %v, want HEALTHY: %v", assignment, ipA, lb.GetHealthStatus(), s.LoadAssignment(assignment))
 		}
@@ -428,7 +405,7 @@ func TestXDSEndpointsFollowHealth(t *testing.T) {
 	stopA()
 	healthIs(t, ns, "a", meshv1alpha1.HealthUnhealthy)
 	if err := c.Await(ctx, func(s xdstest.State) error {
-		if lb := lbEndpoint(s.LoadAssignment(assignment), ipA); lb != nil && lb.GetHealthStatus().String() == "HEALTHY" {
+		if lb := xdstest.LbEndpoint(s.LoadAssignment(assignment), ipA); lb != nil && lb.GetHealthStatus().String() == "HEALTHY" {
 			return fmt.Errorf("load assignment %s still lists pod a HEALTHY", assignment)
 		}
 		return nil

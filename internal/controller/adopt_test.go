@@ -21,6 +21,19 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
+// adoptable is a namespace of its own with ServiceAccount web, a user's Service web created in it
+// (usersService), and the endpoint of pod web-0 behind that Service.
+func adoptable(t *testing.T, ctx context.Context) (string, *corev1.Service) {
+	t.Helper()
+	ns := namespaceWithSA(t, ctx, "web")
+	users := usersService(ns, "web", "web")
+	if err := env.Client.Create(ctx, users); err != nil {
+		t.Fatal(err)
+	}
+	appEndpoint(t, ctx, ns, "web-0", "web", "web")
+	return ns, users
+}
+
 // usersService is a Service a user wrote before the workload joined the mesh: ClusterIP,
 // selecting app=<app>, port 8080.
 func usersService(ns, name, app string) *corev1.Service {
@@ -35,13 +48,13 @@ func usersService(ns, name, app string) *corev1.Service {
 // Service selects.
 func appEndpoint(t *testing.T, ctx context.Context, ns, name, service, app string) *meshv1alpha1.MeshEndpoint {
 	t.Helper()
-	pod := createPod(t, ctx, ns, name, service, "node-a", newPodIP(), declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: "HTTP"}}))
+	pod := env.CreatePod(t, ctx, ns, name, service, "node-a", testenv.PodIP(), declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: "HTTP"}}))
 	patch := client.MergeFrom(pod.DeepCopy())
 	pod.Labels["app"] = app
 	if err := env.Client.Patch(ctx, pod, patch); err != nil {
 		t.Fatal(err)
 	}
-	ep := endpointOf(t, pod)
+	ep := testenv.EndpointOf(t, pod)
 	if err := env.Client.Create(ctx, ep); err != nil {
 		t.Fatal(err)
 	}
@@ -72,12 +85,7 @@ func serviceReadyReason(t *testing.T, ctx context.Context, ns, name, reason stri
 // The negative control: a change of the Service by its owner is seen by the same comparison.
 func TestExistingServiceAdopted(t *testing.T) {
 	ctx := testContext(t)
-	ns := namespaceWithSA(t, ctx, "web")
-	users := usersService(ns, "web", "web")
-	if err := env.Client.Create(ctx, users); err != nil {
-		t.Fatal(err)
-	}
-	appEndpoint(t, ctx, ns, "web-0", "web", "web")
+	ns, users := adoptable(t, ctx)
 	appEndpoint(t, ctx, ns, "web-1", "web", "web")
 
 	ms := serviceReadyReason(t, ctx, ns, "web", meshv1alpha1.ServiceReasonExistingService)
@@ -212,12 +220,7 @@ func TestIncompatibleServiceStaysNameConflict(t *testing.T) {
 // create (AlreadyExists), so a generated Service is never shadowed.
 func TestAdoptedServiceDeleted(t *testing.T) {
 	ctx := testContext(t)
-	ns := namespaceWithSA(t, ctx, "web")
-	users := usersService(ns, "web", "web")
-	if err := env.Client.Create(ctx, users); err != nil {
-		t.Fatal(err)
-	}
-	appEndpoint(t, ctx, ns, "web-0", "web", "web")
+	ns, users := adoptable(t, ctx)
 	adopted := serviceReadyReason(t, ctx, ns, "web", meshv1alpha1.ServiceReasonExistingService)
 	oldVIP := adopted.Status.VIP
 

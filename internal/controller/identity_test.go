@@ -12,9 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/plugin"
@@ -31,25 +29,10 @@ const noIssuerController = "meshservice-noissuer"
 // recorded).
 func noIssuerManager(t *testing.T, ns string) ctrl.Manager {
 	t.Helper()
-	cacheOptions := CacheOptions()
-	cacheOptions.DefaultNamespaces = map[string]cache.Config{ns: {}}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: env.Scheme, Cache: cacheOptions, Client: ClientOptions(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	return managerOver(t, ns, func(mgr ctrl.Manager) error {
+		return (&MeshServiceReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("aether-controller"),
+			MeshDomain: "aether.internal", Issuer: workloadidentity.NoIssuer, controllerName: noIssuerController}).SetupWithManager(mgr)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := (&MeshServiceReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("aether-controller"),
-		MeshDomain: "aether.internal", Issuer: workloadidentity.NoIssuer, controllerName: noIssuerController}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	stop, err := testenv.StartManager(mgr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	return mgr
 }
 
 // noIdentityEvents are the TCPRefusedNoIdentity Events on MeshService name.

@@ -4,7 +4,7 @@
 package controller
 
 import (
-	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
 // ignoredNamespace is in the test manager's --ignored-namespaces.
@@ -33,8 +34,9 @@ func TestIgnoredNamespaceEndpointsNeverCount(t *testing.T) {
 		}
 	}
 	annotations := declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}})
-	name := fmt.Sprintf("system-%d", podHosts.Load())
-	ep := endpointOf(t, createPod(t, ctx, ignoredNamespace, name, "system", "node-a", newPodIP(), annotations))
+	// The pod's IP names it too: unique, should the test run again in the namespace.
+	ip := testenv.PodIP()
+	ep := testenv.EndpointOf(t, env.CreatePod(t, ctx, ignoredNamespace, "system-"+strings.ReplaceAll(ip, ".", "-"), "system", "node-a", ip, annotations))
 	if err := env.Client.Create(ctx, ep); err != nil {
 		t.Fatal(err)
 	}

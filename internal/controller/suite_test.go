@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,8 +127,8 @@ func endpoint(t *testing.T, ctx context.Context, ns, name, service string, healt
 	for i := 0; i < len(ports); i += 2 {
 		want = append(want, meshv1alpha1.PortProtocol{Port: int32(ports[i].(int)), Protocol: meshv1alpha1.Protocol(ports[i+1].(string))})
 	}
-	pod := createPod(t, ctx, ns, name, service, "node-a", newPodIP(), declaring(primary, want))
-	ep := endpointOf(t, pod)
+	pod := env.CreatePod(t, ctx, ns, name, service, "node-a", testenv.PodIP(), declaring(primary, want))
+	ep := testenv.EndpointOf(t, pod)
 	if ep.Spec.PrimaryPort != primary || !slices.Equal(ep.Spec.Ports, want) {
 		t.Fatalf("the pod's annotations %v declare %s (primary %d), want %s (primary %d)", pod.Annotations,
 			ep.Spec.PortsSummary, ep.Spec.PrimaryPort, meshv1alpha1.FormatPorts(want), primary)
@@ -141,55 +140,9 @@ func endpoint(t *testing.T, ctx context.Context, ns, name, service string, healt
 	return verdict(t, ctx, ep, metav1.ConditionTrue, meshv1alpha1.EndpointReasonPodMatches)
 }
 
-// podHosts numbers the loopback addresses that stand in for pod IPs (nothing dials them).
-var podHosts atomic.Int32
-
-func newPodIP() string {
-	n := podHosts.Add(1)
-	return fmt.Sprintf("127.0.%d.%d", n/250, n%250+1)
-}
-
 // declaring is the annotations that declare primary and ports, written by the grammar's own formatter.
 func declaring(primary int32, ports []meshv1alpha1.PortProtocol) map[string]string {
 	return map[string]string{portspec.AnnotationPort: fmt.Sprint(primary), portspec.AnnotationPorts: portspec.FormatPortsAnnotation(ports)}
-}
-
-// createPod creates a managed pod of ServiceAccount sa bound to node and, when ip is not empty,
-// gives it that IP through the status subresource, as a kubelet would (none runs here).
-func createPod(t *testing.T, ctx context.Context, ns, name, sa, node, ip string, annotations map[string]string) *corev1.Pod {
-	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations,
-			Labels: map[string]string{registration.LabelManaged: registration.ManagedValue}},
-		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: sa,
-			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
-	}
-	if err := env.Client.Create(ctx, pod); err != nil {
-		t.Fatalf("creating pod %s: %v", name, err)
-	}
-	if ip != "" {
-		setPodIP(t, ctx, pod, ip)
-	}
-	return pod
-}
-
-// setPodIP sets the pod's IP through the status subresource.
-func setPodIP(t *testing.T, ctx context.Context, pod *corev1.Pod, ip string) {
-	t.Helper()
-	pod.Status.PodIP, pod.Status.PodIPs, pod.Status.Phase = ip, []corev1.PodIP{{IP: ip}}, corev1.PodRunning
-	if err := env.Client.Status().Update(ctx, pod); err != nil {
-		t.Fatalf("setting the IP of pod %s: %v", pod.Name, err)
-	}
-}
-
-// endpointOf is the MeshEndpoint the agent writes for pod.
-func endpointOf(t *testing.T, pod *corev1.Pod) *meshv1alpha1.MeshEndpoint {
-	t.Helper()
-	spec, err := registration.Registration(pod, nil)
-	if err != nil {
-		t.Fatalf("registering pod %s: %v", pod.Name, err)
-	}
-	return &meshv1alpha1.MeshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}, Spec: spec}
 }
 
 // setHealth sets the endpoint's health with a merge patch of that field alone, which keeps the

@@ -141,29 +141,29 @@ func TestOnlyRealPodsCount(t *testing.T) {
 	nodeAuthorityEnforced(t, ctx, agentA, ns)
 
 	declared := declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: "HTTP"}, {Port: 9000, Protocol: "TCP"}})
-	real := createPod(t, ctx, ns, "payments-0", "payments", "node-a", newPodIP(), declared)
+	real := env.CreatePod(t, ctx, ns, "payments-0", "payments", "node-a", testenv.PodIP(), declared)
 	// Not yet bound to a node. (An endpoint naming another node than the one its pod is bound to
 	// is deleted: TestSquatterRemoved.)
-	unbound := createPod(t, ctx, ns, "payments-b", "payments", "", newPodIP(), declared)
-	ledger := createPod(t, ctx, ns, "ledger-0", "ledger", "node-a", newPodIP(), declared)
-	forIP := createPod(t, ctx, ns, "payments-1", "payments", "node-a", newPodIP(), declared)
-	forUID := createPod(t, ctx, ns, "payments-2", "payments", "node-a", newPodIP(), declared)
-	forPort := createPod(t, ctx, ns, "payments-3", "payments", "node-a", newPodIP(), declared)
-	unmanaged := createPod(t, ctx, ns, "plain-0", "payments", "node-a", newPodIP(), declared)
+	unbound := env.CreatePod(t, ctx, ns, "payments-b", "payments", "", testenv.PodIP(), declared)
+	ledger := env.CreatePod(t, ctx, ns, "ledger-0", "ledger", "node-a", testenv.PodIP(), declared)
+	forIP := env.CreatePod(t, ctx, ns, "payments-1", "payments", "node-a", testenv.PodIP(), declared)
+	forUID := env.CreatePod(t, ctx, ns, "payments-2", "payments", "node-a", testenv.PodIP(), declared)
+	forPort := env.CreatePod(t, ctx, ns, "payments-3", "payments", "node-a", testenv.PodIP(), declared)
+	unmanaged := env.CreatePod(t, ctx, ns, "plain-0", "payments", "node-a", testenv.PodIP(), declared)
 	unmanaged.Labels = nil
 	if err := env.Client.Update(ctx, unmanaged); err != nil {
 		t.Fatal(err)
 	}
 
 	forged := func(pod *corev1.Pod, change func(*meshv1alpha1.MeshEndpointSpec)) *meshv1alpha1.MeshEndpoint {
-		ep := endpointOf(t, pod)
+		ep := testenv.EndpointOf(t, pod)
 		change(&ep.Spec)
 		ep.Spec.PortsSummary = meshv1alpha1.FormatPorts(ep.Spec.Ports)
 		return ep
 	}
-	twin := endpointOf(t, real)
+	twin := testenv.EndpointOf(t, real)
 	twin.Name = "payments-0-twin"
-	ghost := endpointOf(t, real) // a tenant's invention: no such pod, a node without an agent
+	ghost := testenv.EndpointOf(t, real) // a tenant's invention: no such pod, a node without an agent
 	ghost.Name, ghost.Spec.PodName, ghost.Spec.PodUID, ghost.Spec.ServiceName, ghost.Spec.NodeName = "ghost", "ghost", "uid-ghost", "checkout", "node-z"
 	cases := []struct {
 		name    string
@@ -221,7 +221,7 @@ func TestOnlyRealPodsCount(t *testing.T) {
 	}
 
 	// Positive control: the real pod's own endpoint, written by the same agent, joins alone.
-	own := endpointOf(t, real)
+	own := testenv.EndpointOf(t, real)
 	if err := agentA.Create(ctx, own); err != nil {
 		t.Fatal(err)
 	}
@@ -278,11 +278,11 @@ func TestPodChangesReverify(t *testing.T) {
 
 	// An endpoint ahead of the pod's IP (as seen by the manager): counted once the IP arrives.
 	declared := declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: "HTTP"}})
-	late := createPod(t, ctx, ns, "orders-1", "orders", "node-a", "", declared)
-	ip := newPodIP()
+	late := env.CreatePod(t, ctx, ns, "orders-1", "orders", "node-a", "", declared)
+	ip := testenv.PodIP()
 	withIP := late.DeepCopy()
 	withIP.Status.PodIP = ip
-	ep := endpointOf(t, withIP)
+	ep := testenv.EndpointOf(t, withIP)
 	if err := env.Client.Create(ctx, ep); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestPodChangesReverify(t *testing.T) {
 		t.Errorf("Verified message %q, want it to say the pod has no IP yet", c.Message)
 	}
 	serviceReady(t, ctx, ns, "orders", 1)
-	setPodIP(t, ctx, late, ip)
+	env.SetPodIP(t, ctx, late, ip)
 	verdict(t, ctx, ep, metav1.ConditionTrue, meshv1alpha1.EndpointReasonPodMatches)
 	serviceReady(t, ctx, ns, "orders", 2)
 	expectEndpointEvents(t, ctx, ns, "orders-1", corev1.EventTypeNormal, meshv1alpha1.EndpointReasonPodMatches)
@@ -382,7 +382,7 @@ func TestOwnPodDeletedIsNoAlarm(t *testing.T) {
 	verdict(t, ctx, ep, metav1.ConditionFalse, meshv1alpha1.EndpointReasonPodNotFound)
 	// A forgery after it: once its Warning is out, one for search-0 would be too (one recorder,
 	// in order).
-	sentinel := endpointOf(t, pod)
+	sentinel := testenv.EndpointOf(t, pod)
 	sentinel.Name, sentinel.Spec.PodName = "sentinel", "sentinel"
 	if err := env.Client.Create(ctx, sentinel); err != nil {
 		t.Fatal(err)
@@ -447,9 +447,9 @@ func TestVerificationInputsChanged(t *testing.T) {
 func TestVerdictSurvivesAConflict(t *testing.T) {
 	ctx := testContext(t)
 	ns := isolated(t, ctx, "isolated-verdict", "orders")
-	pod := createPod(t, ctx, ns, "orders-0", "orders", "node-a", newPodIP(),
+	pod := env.CreatePod(t, ctx, ns, "orders-0", "orders", "node-a", testenv.PodIP(),
 		declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}}))
-	read := endpointOf(t, pod) // what the controller read: the endpoint before the agent's write
+	read := testenv.EndpointOf(t, pod) // what the controller read: the endpoint before the agent's write
 	if err := env.Client.Create(ctx, read); err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +508,7 @@ func TestSquatterRemoved(t *testing.T) {
 	declared := declaring(8080, []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}})
 	// Both endpoints come before their pods (a StatefulSet's next name is known in advance).
 	squatter := &meshv1alpha1.MeshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments-0"}, Spec: meshv1alpha1.MeshEndpointSpec{
-		ServiceName: "payments", PodName: "payments-0", PodUID: "uid-forged", NodeName: "node-a", Address: newPodIP(),
+		ServiceName: "payments", PodName: "payments-0", PodUID: "uid-forged", NodeName: "node-a", Address: testenv.PodIP(),
 		PrimaryPort: 8080, Ports: []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}}}}
 	earlier := squatter.DeepCopy()
 	earlier.Name, earlier.Spec.PodName = "payments-1", "payments-1"
@@ -519,8 +519,8 @@ func TestSquatterRemoved(t *testing.T) {
 	}
 	verdict(t, ctx, squatter, metav1.ConditionFalse, meshv1alpha1.EndpointReasonPodNotFound) // no pod yet: kept, not counted
 
-	onB := createPod(t, ctx, ns, "payments-0", "payments", "node-b", newPodIP(), declared)
-	createPod(t, ctx, ns, "payments-1", "payments", "node-a", newPodIP(), declared)
+	onB := env.CreatePod(t, ctx, ns, "payments-0", "payments", "node-b", testenv.PodIP(), declared)
+	env.CreatePod(t, ctx, ns, "payments-1", "payments", "node-a", testenv.PodIP(), declared)
 	testenv.Eventually(t, "the endpoint squatting the name of node-b's pod deleted", func() error {
 		ep := &meshv1alpha1.MeshEndpoint{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(squatter), ep); !apierrors.IsNotFound(err) {

@@ -29,6 +29,19 @@ import (
 // window, it runs a MeshService reconciler with that batching window.
 func isolatedManager(t *testing.T, ns string, window time.Duration) ctrl.Manager {
 	t.Helper()
+	return managerOver(t, ns, func(mgr ctrl.Manager) error {
+		if window <= 0 {
+			return nil
+		}
+		return (&MeshServiceReconciler{Client: mgr.GetClient(), MeshDomain: "aether.internal", BatchWindow: window,
+			controllerName: "meshservice-" + ns}).SetupWithManager(mgr)
+	})
+}
+
+// managerOver runs a manager over isolated namespace ns alone, built as cmd/manager builds it
+// (CacheOptions, ClientOptions), with what setup adds to it, until the test ends.
+func managerOver(t *testing.T, ns string, setup func(ctrl.Manager) error) ctrl.Manager {
+	t.Helper()
 	cacheOptions := CacheOptions()
 	cacheOptions.DefaultNamespaces = map[string]cache.Config{ns: {}}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
@@ -38,11 +51,8 @@ func isolatedManager(t *testing.T, ns string, window time.Duration) ctrl.Manager
 	if err != nil {
 		t.Fatal(err)
 	}
-	if window > 0 {
-		if err := (&MeshServiceReconciler{Client: mgr.GetClient(), MeshDomain: "aether.internal", BatchWindow: window,
-			controllerName: "meshservice-" + ns}).SetupWithManager(mgr); err != nil {
-			t.Fatal(err)
-		}
+	if err := setup(mgr); err != nil {
+		t.Fatal(err)
 	}
 	stop, err := testenv.StartManager(mgr)
 	if err != nil {
@@ -152,7 +162,7 @@ func TestScaleUpWritesTheStatusOnce(t *testing.T) {
 func scaleUp(t *testing.T, ctx context.Context, ns, name, service string) {
 	t.Helper()
 	ports := []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}}
-	ep := endpointOf(t, createPod(t, ctx, ns, name, service, "node-a", newPodIP(), declaring(8080, ports)))
+	ep := testenv.EndpointOf(t, env.CreatePod(t, ctx, ns, name, service, "node-a", testenv.PodIP(), declaring(8080, ports)))
 	if err := env.Client.Create(ctx, ep); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +188,7 @@ func TestHealthyEndpointVerifiedWithinTheWindow(t *testing.T) {
 		return err
 	})
 	ports := []meshv1alpha1.PortProtocol{{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP}}
-	ep := endpointOf(t, createPod(t, ctx, ns, "orders-0", "orders", "node-a", newPodIP(), declaring(8080, ports)))
+	ep := testenv.EndpointOf(t, env.CreatePod(t, ctx, ns, "orders-0", "orders", "node-a", testenv.PodIP(), declaring(8080, ports)))
 	if err := env.Client.Create(ctx, ep); err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,8 @@
 
 // Package golden is the golden-file mechanism of every translation test: cases are
 // testdata/<case><in suffix> files, outputs testdata/<case><out suffix>, rewritten with -update
-// (orphans deleted), compared otherwise with a readable line diff. Standard library only, so the
-// pure packages' tests may use it too.
+// (orphans deleted), compared otherwise with a readable line diff. Standard library and
+// sigs.k8s.io/yaml only (no cluster client), so the pure packages' tests may use it too.
 package golden
 
 import (
@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Diff is a line-by-line diff of want and got (longest common subsequence), "-" for a line
@@ -153,4 +155,29 @@ func Orphans(t testing.TB, dir string, cases []string, inSuffix, outSuffix strin
 		}
 		t.Errorf("case %s: %s has no %s%s (delete it, or run with -update)", name, out, name, inSuffix)
 	}
+}
+
+// ReadStrict reads the case input dir/<name><inSuffix> into a T strictly: a misspelt field fails
+// instead of silently leaving the input zero.
+func ReadStrict[T any](t testing.TB, dir, name, inSuffix string) T {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, name+inSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in T
+	if err := yaml.UnmarshalStrict(data, &in); err != nil {
+		t.Fatalf("case %s: reading %s%s: %v", name, name, inSuffix, err)
+	}
+	return in
+}
+
+// YAML is v as sigs.k8s.io/yaml marshals it: the form of the translators' golden outputs.
+func YAML(t testing.TB, v any) []byte {
+	t.Helper()
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -185,35 +185,13 @@ func namespace(t testing.TB, ctx context.Context) string {
 	return ns
 }
 
-// podHosts numbers the loopback addresses that stand in for pod IPs (nothing dials them).
-var podHosts atomic.Int32
-
 // register creates a managed pod of ServiceAccount service with an IP, and its MeshEndpoint as
 // the node agent writes it (registration.Registration): a change the MeshService controller
 // reconciles by creating the service's MeshService and Service and writing their status.
 func register(t testing.TB, ctx context.Context, ns, service string) {
 	t.Helper()
-	n := podHosts.Add(1)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: service + "-0",
-			Labels:      map[string]string{registration.LabelManaged: registration.ManagedValue},
-			Annotations: map[string]string{portspec.AnnotationPorts: "8080,9000=tcp"}},
-		Spec: corev1.PodSpec{NodeName: "node-a", ServiceAccountName: service,
-			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
-	}
-	if err := env.Client.Create(ctx, pod); err != nil {
-		t.Fatalf("creating pod %s: %v", pod.Name, err)
-	}
-	ip := fmt.Sprintf("127.0.%d.%d", n/250, n%250+1)
-	pod.Status.PodIP, pod.Status.PodIPs, pod.Status.Phase = ip, []corev1.PodIP{{IP: ip}}, corev1.PodRunning
-	if err := env.Client.Status().Update(ctx, pod); err != nil {
-		t.Fatalf("setting the IP of pod %s: %v", pod.Name, err)
-	}
-	spec, err := registration.Registration(pod, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep := &meshv1alpha1.MeshEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}, Spec: spec}
+	pod := env.CreatePod(t, ctx, ns, service+"-0", service, "node-a", testenv.PodIP(), map[string]string{portspec.AnnotationPorts: "8080,9000=tcp"})
+	ep := testenv.EndpointOf(t, pod)
 	if err := env.Client.Create(ctx, ep); err != nil {
 		t.Fatalf("creating MeshEndpoint %s: %v", ep.Name, err)
 	}

@@ -5,12 +5,8 @@ package meshservice_test
 
 import (
 	"flag"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/golden"
@@ -55,16 +51,7 @@ func goldenCases(t testing.TB) []string {
 // readInput reads testdata/<name>.in.yaml strictly: a misspelt field fails instead of silently
 // leaving the input zero.
 func readInput(t testing.TB, name string) meshservice.Input {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name+inSuffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in meshservice.Input
-	if err := yaml.UnmarshalStrict(data, &in); err != nil {
-		t.Fatalf("case %s: reading %s%s: %v", name, name, inSuffix, err)
-	}
-	return in
+	return golden.ReadStrict[meshservice.Input](t, "testdata", name, inSuffix)
 }
 
 // checkInput refuses an input the API server would not let exist, so that every golden output
@@ -107,10 +94,5 @@ func checkInput(t testing.TB, in meshservice.Input) {
 }
 
 func marshal(t testing.TB, out meshservice.Output) []byte {
-	t.Helper()
-	data, err := yaml.Marshal(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return golden.YAML(t, out)
 }

@@ -54,6 +54,22 @@ type Service struct {
 	SubsetKeys []string
 }
 
+// Clone is a copy of s whose slices (its ports, their pairs and members, LeftOut, SubsetKeys) are
+// its own, so that a change to the copy reaches nothing else. The members' Metadata stays shared,
+// read only as BuildService leaves it.
+func (s Service) Clone() Service {
+	s.Ports = slices.Clone(s.Ports)
+	for i := range s.Ports {
+		s.Ports[i].Pairs = slices.Clone(s.Ports[i].Pairs)
+		for j := range s.Ports[i].Pairs {
+			s.Ports[i].Pairs[j].Members = slices.Clone(s.Ports[i].Pairs[j].Members)
+		}
+	}
+	s.LeftOut = slices.Clone(s.LeftOut)
+	s.SubsetKeys = slices.Clone(s.SubsetKeys)
+	return s
+}
+
 // Port is one listed port of a service.
 type Port struct {
 	Number int32

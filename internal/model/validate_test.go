@@ -4,7 +4,6 @@
 package model_test
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,19 +11,6 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/model"
 )
-
-// clone copies a service deeply enough that a case's change reaches no other case.
-func clone(s model.Service) model.Service {
-	s.Ports = slices.Clone(s.Ports)
-	for i := range s.Ports {
-		s.Ports[i].Pairs = slices.Clone(s.Ports[i].Pairs)
-		for j := range s.Ports[i].Pairs {
-			s.Ports[i].Pairs[j].Members = slices.Clone(s.Ports[i].Pairs[j].Members)
-		}
-	}
-	s.LeftOut = slices.Clone(s.LeftOut)
-	return s
-}
 
 // TestValidateRefuses: each broken invariant is reported naming the field and the value. The
 // base is a valid service: ports 8080 (HTTP, 3 members), 9000 (TCP 2 members, HTTP 1) and 9090.
@@ -96,7 +82,7 @@ func TestValidateRefuses(t *testing.T) {
 			"primary 80, 0 ports and 0 left out without endpoints"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := clone(base)
+			s := base.Clone()
 			tc.change(&s)
 			err := s.Validate()
 			if err == nil {
@@ -111,7 +97,7 @@ func TestValidateRefuses(t *testing.T) {
 		})
 	}
 	t.Run("too many ports", func(t *testing.T) {
-		s := clone(base)
+		s := base.Clone()
 		for n := int32(20000); len(s.Ports) <= model.MaxServicePorts; n++ {
 			p := s.Ports[2]
 			p.Number = n

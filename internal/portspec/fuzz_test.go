@@ -174,6 +174,19 @@ func TestFormatPortsAnnotation(t *testing.T) {
 	}
 }
 
+// canonical is the canonical annotations of spec(primary, ports...): port and ports, and the
+// defaults of weight and health checking written out; extra are more key, value pairs.
+func canonical(port, ports string, extra ...string) map[string]string {
+	m := map[string]string{
+		AnnotationPort: port, AnnotationPorts: ports, AnnotationWeight: "1024",
+		AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds",
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		m[extra[i]] = extra[i+1]
+	}
+	return m
+}
+
 func TestAnnotationsRoundTrip(t *testing.T) {
 	tests := map[string]struct {
 		spec Spec
@@ -181,17 +194,11 @@ func TestAnnotationsRoundTrip(t *testing.T) {
 	}{
 		"defaults": {
 			spec: spec(8080, http1(8080)),
-			want: map[string]string{
-				AnnotationPort: "8080", AnnotationPorts: "8080=h1", AnnotationWeight: "1024",
-				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds",
-			},
+			want: canonical("8080", "8080=h1"),
 		},
 		"a TCP primary and every protocol": {
 			spec: spec(5432, tcp(5432), http1(8080), http2(9090)),
-			want: map[string]string{
-				AnnotationPort: "5432", AnnotationPorts: "5432=tcp,8080=h1,9090=h2", AnnotationWeight: "1024",
-				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds",
-			},
+			want: canonical("5432", "5432=tcp,8080=h1,9090=h2"),
 		},
 		"everything set": {
 			spec: Spec{
@@ -211,49 +218,28 @@ func TestAnnotationsRoundTrip(t *testing.T) {
 			},
 		},
 		"proxyless gRPC": {
-			spec: Spec{PortSet: NewPortSet(9090, []Port{grpc(9090)}), Weight: DefaultWeight,
-				HealthCheck: HealthCheck{Mode: DefaultHealthCheckMode, Path: DefaultHealthPath}, Proxyless: ProxylessGRPC},
-			want: map[string]string{
-				AnnotationPort: "9090", AnnotationPorts: "9090=grpc", AnnotationWeight: "1024",
-				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds", AnnotationProxyless: "grpc",
-			},
+			spec: with(spec(9090, grpc(9090)), func(s *Spec) { s.Proxyless = ProxylessGRPC }),
+			want: canonical("9090", "9090=grpc", AnnotationProxyless, "grpc"),
 		},
 		"out of the identity gate": {
-			spec: Spec{PortSet: NewPortSet(8080, []Port{http1(8080)}), Weight: DefaultWeight,
-				HealthCheck: HealthCheck{Mode: DefaultHealthCheckMode, Path: DefaultHealthPath}, NoIdentityGate: true},
-			want: map[string]string{
-				AnnotationPort: "8080", AnnotationPorts: "8080=h1", AnnotationWeight: "1024",
-				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds", AnnotationIdentityGate: "false",
-			},
+			spec: with(spec(8080, http1(8080)), func(s *Spec) { s.NoIdentityGate = true }),
+			want: canonical("8080", "8080=h1", AnnotationIdentityGate, "false"),
 		},
 		"out of the mesh DNS": {
-			spec: Spec{PortSet: NewPortSet(8080, []Port{http1(8080)}), Weight: DefaultWeight,
-				HealthCheck: HealthCheck{Mode: DefaultHealthCheckMode, Path: DefaultHealthPath}, NoMeshDNS: true},
-			want: map[string]string{
-				AnnotationPort: "8080", AnnotationPorts: "8080=h1", AnnotationWeight: "1024",
-				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds", AnnotationMeshDNS: "false",
-			},
+			spec: with(spec(8080, http1(8080)), func(s *Spec) { s.NoMeshDNS = true }),
+			want: canonical("8080", "8080=h1", AnnotationMeshDNS, "false"),
 		},
 		"a gRPC primary next to an h2 port": {
 			spec: spec(9090, grpc(9090), http2(9091), http1(8080)),
-			want: map[string]string{
-				AnnotationPort: "9090", AnnotationPorts: "8080=h1,9090=grpc,9091=h2", AnnotationWeight: "1024",
-				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds",
-			},
+			want: canonical("9090", "8080=h1,9090=grpc,9091=h2"),
 		},
 		"MaxPorts ports of gRPC": {
 			spec: spec(1, grpcRange(1, MaxPorts)...),
-			want: map[string]string{
-				AnnotationPort: "1", AnnotationPorts: portList(1, MaxPorts, "grpc"), AnnotationWeight: "1024",
-				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds",
-			},
+			want: canonical("1", portList(1, MaxPorts, "grpc")),
 		},
 		"MaxPorts ports": {
 			spec: spec(1, portRange(1, MaxPorts, meshv1alpha1.ProtocolTCP)...),
-			want: map[string]string{
-				AnnotationPort: "1", AnnotationPorts: portList(1, MaxPorts, "tcp"), AnnotationWeight: "1024",
-				AnnotationHealthPath: "/", AnnotationHealthCheckMode: "eds",
-			},
+			want: canonical("1", portList(1, MaxPorts, "tcp")),
 		},
 	}
 	for name, tt := range tests {

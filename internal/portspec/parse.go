@@ -275,6 +275,17 @@ func (p *parser) lookup(key, fix string) (string, bool) {
 	return strings.TrimSpace(v), true
 }
 
+// inRange is token, all digits, as a port number, or fails it as PortOutOfRange outside
+// 1..65535 (the one range rule of every port the grammar reads).
+func (p *parser) inRange(key, token, fix string) (int32, bool) {
+	n, err := strconv.ParseUint(token, 10, 32)
+	if err != nil || n < 1 || n > 65535 {
+		p.fail(key, token, KindPortOutOfRange, fix, "port %s is outside 1..65535", token)
+		return 0, false
+	}
+	return int32(n), true
+}
+
 // port parses one port number token (no suffix) of annotation key, from element (the token with
 // its suffix, which names the error when the number is missing); ok is false after an error.
 func (p *parser) port(key, element, token string) (int32, bool) {
@@ -287,12 +298,10 @@ func (p *parser) port(key, element, token string) (int32, bool) {
 		p.fail(key, token, KindNotAPort, fix, "%q is not a port number", token)
 		return 0, false
 	}
-	n, err := strconv.ParseUint(token, 10, 32)
-	if err != nil || n < 1 || n > 65535 {
-		p.fail(key, token, KindPortOutOfRange, fix, "port %s is outside 1..65535", token)
+	port, ok := p.inRange(key, token, fix)
+	if !ok {
 		return 0, false
 	}
-	port := int32(n)
 	if why, reserved := Reserved[port]; reserved {
 		p.fail(key, token, KindReservedPort,
 			"serve the application on another port, for example 8080, and declare that one",
@@ -552,12 +561,10 @@ func (p *parser) excludedPort(token string) (int32, bool) {
 		p.fail(key, token, KindNotAPort, fix, "%q is not a port number (one port per element, no ranges)", token)
 		return 0, false
 	}
-	n, err := strconv.ParseUint(token, 10, 32)
-	if err != nil || n < 1 || n > 65535 {
-		p.fail(key, token, KindPortOutOfRange, fix, "port %s is outside 1..65535", token)
+	port, ok := p.inRange(key, token, fix)
+	if !ok {
 		return 0, false
 	}
-	port := int32(n)
 	switch port {
 	case meshv1alpha1.MeshHTTPPort, meshv1alpha1.MeshTCPPort:
 		p.fail(key, token, KindReservedPort, fmt.Sprintf("remove %d: excluding it would take the pod's calls into the mesh out of the mesh", port),

@@ -6,8 +6,6 @@ package routes_test
 import (
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,7 +13,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
-	"sigs.k8s.io/yaml"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
@@ -233,16 +230,7 @@ func goldenCases(t testing.TB) []string {
 // readInput reads testdata/<name>.in.yaml strictly: a misspelt field fails instead of silently
 // leaving the input zero.
 func readInput(t testing.TB, name string) routes.Input {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name+inSuffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in routes.Input
-	if err := yaml.UnmarshalStrict(data, &in); err != nil {
-		t.Fatalf("case %s: reading %s%s: %v", name, name, inSuffix, err)
-	}
-	return in
+	return golden.ReadStrict[routes.Input](t, "testdata", name, inSuffix)
 }
 
 // checkInput refuses an input a cluster could not produce: an unknown route kind, a route
@@ -345,10 +333,5 @@ func checkOutput(t testing.TB, in routes.Input, out []gwapiv1.RouteParentStatus)
 }
 
 func marshal(t testing.TB, v any) []byte {
-	t.Helper()
-	data, err := yaml.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return golden.YAML(t, v)
 }

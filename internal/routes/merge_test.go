@@ -11,7 +11,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/aether-mesh/aether-operator/internal/golden"
 	"github.com/aether-mesh/aether-operator/internal/routes"
@@ -64,19 +63,10 @@ func ours(ref gwapiv1.ParentReference, resolved metav1.ConditionStatus) gwapiv1.
 	return e
 }
 
-func yamlOf(t testing.TB, v any) []byte {
-	t.Helper()
-	data, err := yaml.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
 // sameBytes reports whether a and b marshal to the same bytes, logging a diff when not.
 func sameBytes(t testing.TB, what string, a, b any) bool {
 	t.Helper()
-	x, y := yamlOf(t, a), yamlOf(t, b)
+	x, y := golden.YAML(t, a), golden.YAML(t, b)
 	if bytes.Equal(x, y) {
 		return true
 	}
@@ -90,23 +80,23 @@ func TestMergeParents(t *testing.T) {
 	otherMesh := entry(otherMeshController, serviceRef("payments"), metav1.ConditionFalse, 9, then)
 	ourStale := entry(routes.ControllerName, serviceRef("orders"), metav1.ConditionTrue, 3, then)
 	existing := []gwapiv1.RouteParentStatus{gateway, ourPayments, otherMesh, ourStale}
-	existingBefore := yamlOf(t, existing)
+	existingBefore := golden.YAML(t, existing)
 
 	// payments: Accepted unchanged (True), ResolvedRefs flips True -> False; inventory is new;
 	// orders is no longer a mesh-Service parent.
 	desired := []gwapiv1.RouteParentStatus{ours(serviceRef("payments"), metav1.ConditionFalse), ours(serviceRef("inventory"), metav1.ConditionTrue)}
-	desiredBefore := yamlOf(t, desired)
+	desiredBefore := golden.YAML(t, desired)
 
 	got := routes.MergeParents(existing, desired, 4, now)
 
-	if !bytes.Equal(yamlOf(t, existing), existingBefore) {
+	if !bytes.Equal(golden.YAML(t, existing), existingBefore) {
 		t.Error("MergeParents modified its existing argument")
 	}
-	if !bytes.Equal(yamlOf(t, desired), desiredBefore) {
+	if !bytes.Equal(golden.YAML(t, desired), desiredBefore) {
 		t.Error("MergeParents modified its ours argument")
 	}
 	if len(got) != 4 {
-		t.Fatalf("got %d entries, want 4 (gateway, ours payments, other mesh, ours inventory):\n%s", len(got), yamlOf(t, got))
+		t.Fatalf("got %d entries, want 4 (gateway, ours payments, other mesh, ours inventory):\n%s", len(got), golden.YAML(t, got))
 	}
 
 	t.Run("other controllers' entries are byte-identical and in place", func(t *testing.T) {
@@ -224,7 +214,7 @@ func TestMergeParentsNothingOfOurs(t *testing.T) {
 	existing := []gwapiv1.RouteParentStatus{entry(routes.ControllerName, serviceRef("payments"), metav1.ConditionTrue, 3, then), gateway}
 	got := routes.MergeParents(existing, nil, 4, now)
 	if len(got) != 1 || !sameBytes(t, "the Gateway controller's entry", gateway, got[0]) {
-		t.Errorf("got %s, want only the Gateway controller's entry, unchanged", yamlOf(t, got))
+		t.Errorf("got %s, want only the Gateway controller's entry, unchanged", golden.YAML(t, got))
 	}
 	if got := routes.MergeParents(nil, nil, 1, now); len(got) != 0 {
 		t.Errorf("MergeParents(nil, nil) = %v, want none", got)

@@ -6,6 +6,7 @@ package routes
 import (
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -18,35 +19,30 @@ import (
 func Read(o runtime.Object) (route Route, parents *[]gwapiv1.RouteParentStatus, ok bool) {
 	switch r := o.(type) {
 	case *gwapiv1.HTTPRoute:
-		route = Route{Kind: HTTPRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs,
-			Generation: r.Generation, Hostnames: hostnames(r.Spec.Hostnames)}
-		for _, rule := range r.Spec.Rules {
-			route.Rules = append(route.Rules, httpRule(rule))
-		}
-		return route, &r.Status.Parents, true
+		return read(HTTPRoute, r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r.Spec.Rules, httpRule), &r.Status.Parents, true
 	case *gwapiv1.GRPCRoute:
-		route = Route{Kind: GRPCRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs,
-			Generation: r.Generation, Hostnames: hostnames(r.Spec.Hostnames)}
-		for _, rule := range r.Spec.Rules {
-			route.Rules = append(route.Rules, grpcRule(rule))
-		}
-		return route, &r.Status.Parents, true
+		return read(GRPCRoute, r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r.Spec.Rules, grpcRule), &r.Status.Parents, true
 	case *gwapiv1.TCPRoute:
-		route = Route{Kind: TCPRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs,
-			Generation: r.Generation}
-		for _, rule := range r.Spec.Rules {
-			route.Rules = append(route.Rules, plainRule(rule.Name, rule.BackendRefs))
-		}
-		return route, &r.Status.Parents, true
+		return read(TCPRoute, r.ObjectMeta, r.Spec.CommonRouteSpec, nil, r.Spec.Rules, func(rule gwapiv1.TCPRouteRule) Rule {
+			return plainRule(rule.Name, rule.BackendRefs)
+		}), &r.Status.Parents, true
 	case *gwapiv1.TLSRoute:
-		route = Route{Kind: TLSRoute, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs,
-			Generation: r.Generation, Hostnames: hostnames(r.Spec.Hostnames)}
-		for _, rule := range r.Spec.Rules {
-			route.Rules = append(route.Rules, plainRule(rule.Name, rule.BackendRefs))
-		}
-		return route, &r.Status.Parents, true
+		return read(TLSRoute, r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r.Spec.Rules, func(rule gwapiv1.TLSRouteRule) Rule {
+			return plainRule(rule.Name, rule.BackendRefs)
+		}), &r.Status.Parents, true
 	}
 	return Route{}, nil, false
+}
+
+// read is a route of kind: its identity, parents and hostnames, and each of its rules as rule
+// reads it.
+func read[R any](kind Kind, meta metav1.ObjectMeta, spec gwapiv1.CommonRouteSpec, hosts []gwapiv1.Hostname, rules []R, rule func(R) Rule) Route {
+	route := Route{Kind: kind, Namespace: meta.Namespace, Name: meta.Name, ParentRefs: spec.ParentRefs,
+		Generation: meta.Generation, Hostnames: hostnames(hosts)}
+	for _, r := range rules {
+		route.Rules = append(route.Rules, rule(r))
+	}
+	return route
 }
 
 // httpRule reads an HTTPRoute rule: its backends and weights, and its matches as the data plane

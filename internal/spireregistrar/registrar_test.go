@@ -20,8 +20,6 @@ import (
 	delegatedv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/agent/delegatedidentity/v1"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
@@ -118,40 +116,20 @@ func (r *rig) waitOnly(t *testing.T, id spiffeid.ID, want ...Entry) {
 // returns its leaf after checking it chains to the agent's bundle.
 func waitSVID(t *testing.T, spire *spiretest.Env, admin string, want spiffeid.ID, selectors []workloadidentity.Selector) *x509.Certificate {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+admin, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := delegatedv1.NewDelegatedIdentityClient(conn)
-	// The agent syncs its entries every 5 s: its first answers may not hold the new one.
+	client := spiretest.DelegatedClient(t, admin)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req := &delegatedv1.SubscribeToX509SVIDsRequest{}
+	var sels []*types.Selector
 	for _, s := range selectors {
-		req.Selectors = append(req.Selectors, &types.Selector{Type: s.Type, Value: s.Value})
+		sels = append(sels, &types.Selector{Type: s.Type, Value: s.Value})
 	}
-	stream, err := client.SubscribeToX509SVIDs(ctx, req)
+	svid := spiretest.WaitX509SVID(ctx, t, client, want, sels)
+	chain, err := parseChain(svid.X509Svid.CertChain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("no SVID for %s from the Delegated Identity API: %v", want, err)
-		}
-		for _, s := range resp.X509Svids {
-			if s.X509Svid.Id.Path != want.Path() {
-				continue
-			}
-			chain, err := parseChain(s.X509Svid.CertChain)
-			if err != nil {
-				t.Fatal(err)
-			}
-			verifyChain(t, ctx, client, spire, chain)
-			return chain[0]
-		}
-	}
+	verifyChain(t, ctx, client, spire, chain)
+	return chain[0]
 }
 
 func parseChain(ders [][]byte) ([]*x509.Certificate, error) {
@@ -169,20 +147,8 @@ func parseChain(ders [][]byte) ([]*x509.Certificate, error) {
 // verifyChain checks chain's leaf chains to the trust domain's bundle the agent serves.
 func verifyChain(t *testing.T, ctx context.Context, client delegatedv1.DelegatedIdentityClient, spire *spiretest.Env, chain []*x509.Certificate) {
 	t.Helper()
-	bundles, err := client.SubscribeToX509Bundles(ctx, &delegatedv1.SubscribeToX509BundlesRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := bundles.Recv()
-	if err != nil {
-		t.Fatalf("bundles: %v", err)
-	}
 	roots, inter := x509.NewCertPool(), x509.NewCertPool()
-	cas, err := x509.ParseCertificates(got.CaCertificates[spire.TrustDomain.IDString()])
-	if err != nil || len(cas) == 0 {
-		t.Fatalf("no bundle for %s: %v", spire.TrustDomain.IDString(), err)
-	}
-	for _, c := range cas {
+	for _, c := range spiretest.X509Bundle(ctx, t, client, spire.TrustDomain) {
 		roots.AddCert(c)
 	}
 	for _, c := range chain[1:] {

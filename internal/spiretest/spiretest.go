@@ -27,11 +27,14 @@ package spiretest
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,6 +42,7 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
+	delegatedv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/agent/delegatedidentity/v1"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc"
@@ -421,4 +425,62 @@ func (e *Env) CreateEntry(t testing.TB, id, parent spiffeid.ID, selectors ...str
 
 func apiID(id spiffeid.ID) *types.SPIFFEID {
 	return &types.SPIFFEID{TrustDomain: id.TrustDomain().Name(), Path: id.Path()}
+}
+
+// DelegatedClient is a client of the Delegated Identity API on the agent's admin socket, as the
+// node agent dials it (this process is the authorized delegate); it is closed when the test ends.
+func DelegatedClient(t testing.TB, admin string) delegatedv1.DelegatedIdentityClient {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+admin, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return delegatedv1.NewDelegatedIdentityClient(conn)
+}
+
+// X509Bundle is the X.509 roots of trust domain td in the first answer of the Delegated Identity
+// API's bundle stream; the test fails when that answer holds none.
+func X509Bundle(ctx context.Context, t testing.TB, client delegatedv1.DelegatedIdentityClient, td spiffeid.TrustDomain) []*x509.Certificate {
+	t.Helper()
+	bundles, err := client.SubscribeToX509Bundles(ctx, &delegatedv1.SubscribeToX509BundlesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := bundles.Recv()
+	if err != nil {
+		t.Fatalf("bundles: %v", err)
+	}
+	ders := got.CaCertificates[td.IDString()]
+	if len(ders) == 0 {
+		t.Fatalf("no bundle for %s in %v", td.IDString(), slices.Collect(maps.Keys(got.CaCertificates)))
+	}
+	cas, err := x509.ParseCertificates(ders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cas
+}
+
+// WaitX509SVID subscribes, through the Delegated Identity API, to the X.509 SVIDs of selectors
+// and waits until an answer holds the SVID of want, which it returns; it fails the test when the
+// stream ends first (ctx's deadline). A node agent syncs its entries every 5 s: its first
+// answers may not hold an entry just made.
+func WaitX509SVID(ctx context.Context, t testing.TB, client delegatedv1.DelegatedIdentityClient, want spiffeid.ID, selectors []*types.Selector) *delegatedv1.X509SVIDWithKey {
+	t.Helper()
+	stream, err := client.SubscribeToX509SVIDs(ctx, &delegatedv1.SubscribeToX509SVIDsRequest{Selectors: selectors})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("no SVID for %s from the Delegated Identity API: %v", want, err)
+		}
+		for _, s := range resp.X509Svids {
+			if s.X509Svid.Id.Path == want.Path() {
+				return s
+			}
+		}
+	}
 }

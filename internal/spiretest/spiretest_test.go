@@ -12,8 +12,6 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	delegatedv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/agent/delegatedidentity/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // TestDelegatedIdentity is the harness's proof: an entry with k8s selectors parented to the
@@ -25,38 +23,17 @@ func TestDelegatedIdentity(t *testing.T) {
 	web := spiffeid.RequireFromPath(env.TrustDomain, "/ns/default/sa/web")
 	env.CreateEntry(t, web, env.NodeAlias, "k8s:ns:default", "k8s:sa:web")
 
-	conn, err := grpc.NewClient("unix://"+env.AdminSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := delegatedv1.NewDelegatedIdentityClient(conn)
+	client := DelegatedClient(t, env.AdminSocket)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	bundles, err := client.SubscribeToX509Bundles(ctx, &delegatedv1.SubscribeToX509BundlesRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := bundles.Recv()
-	if err != nil {
-		t.Fatalf("bundles: %v", err)
-	}
 	roots := x509.NewCertPool()
-	ders := got.CaCertificates[env.TrustDomain.IDString()]
-	if len(ders) == 0 {
-		t.Fatalf("no bundle for %s in %v", env.TrustDomain.IDString(), keys(got.CaCertificates))
-	}
-	ca, err := x509.ParseCertificates(ders)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range ca {
+	for _, c := range X509Bundle(ctx, t, client, env.TrustDomain) {
 		roots.AddCert(c)
 	}
 
 	// The agent syncs entries every 5 s: the first answers may not have web's SVID yet.
-	svid := waitSVID(ctx, t, client, web, "k8s:ns:default", "k8s:sa:web")
+	svid := WaitX509SVID(ctx, t, client, web, selectors(t, "k8s:ns:default", "k8s:sa:web"))
 	cert, err := x509.ParseCertificate(svid.X509Svid.CertChain[0])
 	if err != nil {
 		t.Fatal(err)
@@ -89,25 +66,6 @@ func TestDelegatedIdentity(t *testing.T) {
 	}
 }
 
-func waitSVID(ctx context.Context, t *testing.T, client delegatedv1.DelegatedIdentityClient, want spiffeid.ID, sel ...string) *delegatedv1.X509SVIDWithKey {
-	t.Helper()
-	stream, err := client.SubscribeToX509SVIDs(ctx, &delegatedv1.SubscribeToX509SVIDsRequest{Selectors: selectors(t, sel...)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("no SVID for %s: %v", want, err)
-		}
-		for _, s := range resp.X509Svids {
-			if s.X509Svid.Id.Path == want.Path() {
-				return s
-			}
-		}
-	}
-}
-
 func selectors(t *testing.T, in ...string) []*types.Selector {
 	t.Helper()
 	var out []*types.Selector
@@ -125,12 +83,4 @@ func cut(s string) (string, string, bool) {
 		}
 	}
 	return s, "", false
-}
-
-func keys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

@@ -166,24 +166,22 @@ func fxEachAny(m protoreflect.Message, f func(*anypb.Any)) {
 
 func fxListener(t testing.TB, res xds.Resources, name string) *listenerv3.Listener {
 	t.Helper()
-	for _, l := range res.Listeners {
-		if l.GetName() == name {
-			return l
-		}
-	}
-	t.Fatalf("no listener %q among %v", name, fxNames(res.Listeners))
-	return nil
+	return fxNamed(t, "listener", res.Listeners, name)
 }
 
 func fxRoutes(t testing.TB, res xds.Resources, name string) *routev3.RouteConfiguration {
 	t.Helper()
-	for _, rc := range res.Routes {
-		if rc.GetName() == name {
-			return rc
-		}
+	return fxNamed(t, "route configuration", res.Routes, name)
+}
+
+// fxNamed is the resource of ms named name; kind names what ms are when there is none.
+func fxNamed[M interface{ GetName() string }](t testing.TB, kind string, ms []M, name string) M {
+	t.Helper()
+	i := slices.IndexFunc(ms, func(m M) bool { return m.GetName() == name })
+	if i < 0 {
+		t.Fatalf("no %s %q among %v", kind, name, fxNames(ms))
 	}
-	t.Fatalf("no route configuration %q among %v", name, fxNames(res.Routes))
-	return nil
+	return ms[i]
 }
 
 func fxNames[M interface{ GetName() string }](ms []M) []string {

@@ -42,19 +42,26 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("Build: %v", err)
 			}
 			dir := filepath.Join("testdata", name)
-			if *xds.Update {
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			rendered := renderKinds(t, res)
-			for _, kind := range goldenKinds {
-				golden.Compare(t, dir, kind, goldenSuffix, rendered[kind], *xds.Update)
-			}
+			compareKinds(t, dir, res)
 			golden.Orphans(t, dir, goldenKinds, "", goldenSuffix, *xds.Update)
 		})
 	}
 	orphanScenarios(t, names)
+}
+
+// compareKinds compares res, rendered a file per resource kind, with the golden files in dir
+// (with -update: writes them there, dir made first).
+func compareKinds(t *testing.T, dir string, res xds.Resources) {
+	t.Helper()
+	if *xds.Update {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rendered := renderKinds(t, res)
+	for _, kind := range goldenKinds {
+		golden.Compare(t, dir, kind, goldenSuffix, rendered[kind], *xds.Update)
+	}
 }
 
 // renderKinds renders each resource type of res as YAML.

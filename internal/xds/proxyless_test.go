@@ -119,15 +119,7 @@ func TestProxylessGolden(t *testing.T) {
 				t.Errorf("two builds differ:\n%s", strings.Join(v, "\n"))
 			}
 			dir := filepath.Join("testdata", "proxyless", name)
-			if *xds.Update {
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			rendered := renderKinds(t, res)
-			for _, kind := range goldenKinds {
-				golden.Compare(t, dir, kind, goldenSuffix, rendered[kind], *xds.Update)
-			}
+			compareKinds(t, dir, res)
 			golden.Compare(t, dir, "skipped", ".txt", []byte(strings.Join(res.Skipped, "\n")+"\n"), *xds.Update)
 		})
 	}

@@ -55,41 +55,52 @@ func TestEveryHopNamesItsPort(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.conn.Listener = client
-			out := sim.Dial(tc.conn)
-			if out.Verdict != xdssim.Forwarded {
-				t.Fatalf("the dial is not forwarded: %s", out)
-			}
-			arrived := 0
-			for _, target := range out.Targets {
-				for _, ep := range target.Receiving() {
-					if ep.Address != podIP {
-						continue
-					}
-					arrived++
-					if target.TLS == nil {
-						t.Errorf("the hop to %s for port %d is not TLS: %s", podKey, tc.port, out)
-						continue
-					}
-					if sni := strconv.Itoa(int(tc.port)); target.TLS.SNI != sni {
-						t.Errorf("the hop to %s for port %d sends SNI %q; want %q (every hop names its port)", podKey, tc.port, target.TLS.SNI, sni)
-					}
-					req := tc.conn.HTTP
-					if req != nil {
-						hop := *req
-						hop.HTTP2 = slices.Equal(target.UpstreamHTTP, []string{"h2"})
-						req = &hop
-					}
-					in := sim.Arrive(xds.InboundListener(podKey), target.TLS.SNI, target.TLS.ALPN, req)
-					want := xds.AppCluster(podKey, tc.port)
-					if in.Verdict != xdssim.Forwarded || len(in.Targets) != 1 || in.Targets[0].Cluster != want || in.Protocol != tc.protocol {
-						t.Errorf("port %d arrives at %s as %s; want %s, %s", tc.port, podKey, in, want, tc.protocol)
-					}
+			hopsInto(t, sim, tc.conn, podIP, podKey, tc.port, func(target xdssim.Target, in xdssim.Outcome) {
+				if sni := strconv.Itoa(int(tc.port)); target.TLS.SNI != sni {
+					t.Errorf("the hop to %s for port %d sends SNI %q; want %q (every hop names its port)", podKey, tc.port, target.TLS.SNI, sni)
 				}
-			}
-			if arrived == 0 {
-				t.Fatalf("no hop reaches %s (%s): the test proves nothing", podKey, out)
-			}
+				want := xds.AppCluster(podKey, tc.port)
+				if in.Verdict != xdssim.Forwarded || len(in.Targets) != 1 || in.Targets[0].Cluster != want || in.Protocol != tc.protocol {
+					t.Errorf("port %d arrives at %s as %s; want %s, %s", tc.port, podKey, in, want, tc.protocol)
+				}
+			})
 		})
+	}
+}
+
+// hopsInto dials conn in sim and follows every hop that reaches podIP into podKey's inbound
+// listener as Envoy would send it: over the hop's TLS (SNI and ALPN), the request in HTTP/2 when
+// the hop's upstream speaks h2. arrived gets each such hop and what the inbound makes of it. The
+// test fails when the dial is not forwarded, a hop to the pod for port is not TLS, or no hop
+// reaches podIP (the test would prove nothing).
+func hopsInto(t *testing.T, sim *xdssim.Sim, conn xdssim.Conn, podIP, podKey string, port int32, arrived func(target xdssim.Target, in xdssim.Outcome)) {
+	t.Helper()
+	out := sim.Dial(conn)
+	if out.Verdict != xdssim.Forwarded {
+		t.Fatalf("the dial is not forwarded: %s", out)
+	}
+	hops := 0
+	for _, target := range out.Targets {
+		for _, ep := range target.Receiving() {
+			if ep.Address != podIP {
+				continue
+			}
+			hops++
+			if target.TLS == nil {
+				t.Errorf("the hop to %s for port %d is not TLS: %s", podKey, port, out)
+				continue
+			}
+			req := conn.HTTP
+			if req != nil {
+				hop := *req
+				hop.HTTP2 = slices.Equal(target.UpstreamHTTP, []string{"h2"})
+				req = &hop
+			}
+			arrived(target, sim.Arrive(xds.InboundListener(podKey), target.TLS.SNI, target.TLS.ALPN, req))
+		}
+	}
+	if hops == 0 {
+		t.Fatalf("no hop reaches %s over the network (%s): the test proves nothing", podKey, out)
 	}
 }
 

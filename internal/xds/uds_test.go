@@ -4,7 +4,6 @@
 package xds_test
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -44,36 +43,15 @@ func TestUDSDeliveredToThePipe(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.conn.Listener = client
-			out := sim.Dial(tc.conn)
-			if out.Verdict != xdssim.Forwarded {
-				t.Fatalf("the dial is not forwarded: %s", out)
-			}
-			arrived := 0
-			for _, target := range out.Targets {
-				for _, ep := range target.Receiving() {
-					if ep.Address != podIP {
-						continue
-					}
-					arrived++
-					req := tc.conn.HTTP
-					if req != nil {
-						hop := *req
-						hop.HTTP2 = slices.Equal(target.UpstreamHTTP, []string{"h2"})
-						req = &hop
-					}
-					in := sim.Arrive(xds.InboundListener(podKey), target.TLS.SNI, target.TLS.ALPN, req)
-					if in.Verdict != xdssim.Forwarded || len(in.Targets) != 1 || in.Targets[0].Cluster != xds.AppCluster(podKey, tc.port) {
-						t.Fatalf("port %d arrives at %s as %s; want %s", tc.port, podKey, in, xds.AppCluster(podKey, tc.port))
-					}
-					got := in.Targets[0].Receiving()
-					if len(got) != 1 || got[0].Address != socket || got[0].Port != 0 {
-						t.Errorf("port %d is delivered to %+v; want the pod's socket %s only", tc.port, got, socket)
-					}
+			hopsInto(t, sim, tc.conn, podIP, podKey, tc.port, func(_ xdssim.Target, in xdssim.Outcome) {
+				if in.Verdict != xdssim.Forwarded || len(in.Targets) != 1 || in.Targets[0].Cluster != xds.AppCluster(podKey, tc.port) {
+					t.Fatalf("port %d arrives at %s as %s; want %s", tc.port, podKey, in, xds.AppCluster(podKey, tc.port))
 				}
-			}
-			if arrived == 0 {
-				t.Fatalf("no hop reaches %s over the network (%s): the test proves nothing", podKey, out)
-			}
+				got := in.Targets[0].Receiving()
+				if len(got) != 1 || got[0].Address != socket || got[0].Port != 0 {
+					t.Errorf("port %d is delivered to %+v; want the pod's socket %s only", tc.port, got, socket)
+				}
+			})
 		})
 	}
 }

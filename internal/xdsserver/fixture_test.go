@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/aether-mesh/aether-operator/internal/testrun"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 )
 
@@ -169,15 +170,7 @@ func startServerLogging(t *testing.T, verbosity int) (*Server, *logLines) {
 	}
 	logs := &logLines{}
 	s := New(Options{Listener: l, Log: funcr.New(logs.write, funcr.Options{Verbosity: verbosity})})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the server stopped with %v", err)
-		}
-	})
+	testrun.UntilCleanup(t, "the server", s.Start)
 	return s, logs
 }
 

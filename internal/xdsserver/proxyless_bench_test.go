@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
+	"github.com/aether-mesh/aether-operator/internal/testrun"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
 )
 
@@ -58,15 +59,7 @@ func BenchmarkProxylessHostile(b *testing.B) {
 	}
 	s := New(Options{Listener: envoy, ProxylessListener: socket, PodOfProcess: thisProcessIs(testPodUID), Log: logr.Discard()})
 	s.ResolvePodsWith(podsOf(testPods))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("the server stopped with %v", err)
-		}
-	})
+	testrun.UntilCleanup(b, "the server", s.Start)
 
 	conns := make([]*grpc.ClientConn, maxPerPod)
 	for i := range conns {

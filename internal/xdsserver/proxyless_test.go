@@ -24,6 +24,7 @@ import (
 
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/testrun"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
 )
 
@@ -95,15 +96,7 @@ func startOnBothSockets(t *testing.T, opts Options, pods map[string]string, befo
 	if before != nil {
 		before(s)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the server stopped with %v", err)
-		}
-	})
+	testrun.UntilCleanup(t, "the server", s.Start)
 	return s
 }
 

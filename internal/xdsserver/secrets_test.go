@@ -52,6 +52,18 @@ func keyOf(secret *tlsv3.Secret) []byte {
 	return secret.GetTlsCertificate().GetPrivateKey().GetInlineBytes()
 }
 
+// tlsFixture is a test CA of the mesh's trust domain and the base fixture with TLS on.
+func tlsFixture(t *testing.T) (*spiffetest.CA, fixture) {
+	t.Helper()
+	ca, err := spiffetest.NewCA("aether.internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := baseFixture()
+	f.tls = true
+	return ca, f
+}
+
 // TestSecretsServedByReference: the secrets PublishSecrets is given are merged into the node's
 // snapshot, those its clusters reference and no other; a real ADS client, asking for the secrets
 // its clusters name as Envoy does, receives them. A rotation is an SDS push and nothing else (the
@@ -60,12 +72,7 @@ func keyOf(secret *tlsv3.Secret) []byte {
 // the previous ones stay. No log line, go-control-plane's debug lines included, carries a key.
 func TestSecretsServedByReference(t *testing.T) {
 	s, logs := startServerLogging(t, 2)
-	ca, err := spiffetest.NewCA("aether.internal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := baseFixture()
-	f.tls = true
+	ca, f := tlsFixture(t)
 	given := testSecrets(t, ca, identity, otherIdentity)
 	if published, err := s.PublishSecrets("node-a", given); published || err != nil {
 		t.Fatalf("PublishSecrets before the node's first Publish: published %v, %v; want them kept, nothing published", published, err)
@@ -156,12 +163,7 @@ func TestSecretsServedByReference(t *testing.T) {
 // that no change of that secret will answer, so Envoy would never get its certificates.
 func TestSecretsADSNeedsEveryNameRequested(t *testing.T) {
 	s := New(Options{})
-	ca, err := spiffetest.NewCA("aether.internal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := baseFixture()
-	f.tls = true
+	ca, f := tlsFixture(t)
 	given := testSecrets(t, ca, identity, otherIdentity)
 	if _, err := s.PublishSecrets("node-a", given); err != nil {
 		t.Fatal(err)
@@ -203,12 +205,7 @@ func TestSecretsADSNeedsEveryNameRequested(t *testing.T) {
 // cluster references is not served even to a client asking for it by name.
 func TestSecretsDelta(t *testing.T) {
 	s, _ := startServer(t)
-	ca, err := spiffetest.NewCA("aether.internal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := baseFixture()
-	f.tls = true
+	ca, f := tlsFixture(t)
 	if _, err := s.PublishSecrets("node-a", testSecrets(t, ca, identity, otherIdentity)); err != nil {
 		t.Fatal(err)
 	}

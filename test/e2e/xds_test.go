@@ -176,7 +176,7 @@ func checkXDS(t *testing.T, ctx context.Context, address string, kubectl kubectl
 		if _, ok := s.Resources[xdstest.Listeners][extraListener]; !ok {
 			return fmt.Errorf("no listener %s", extraListener)
 		}
-		if lbEndpoint(s.LoadAssignment(assignment), "127.0.0.14") == nil {
+		if xdstest.LbEndpoint(s.LoadAssignment(assignment), "127.0.0.14") == nil {
 			return fmt.Errorf("load assignment %s does not list payments-extra (127.0.0.14)", assignment)
 		}
 		return nil
@@ -203,20 +203,9 @@ func nackLine(log, reason, resource, typeURL string) string {
 	return ""
 }
 
-func lbEndpoint(cla *endpointv3.ClusterLoadAssignment, ip string) *endpointv3.LbEndpoint {
-	for _, locality := range cla.GetEndpoints() {
-		for _, lb := range locality.GetLbEndpoints() {
-			if lb.GetEndpoint().GetAddress().GetSocketAddress().GetAddress() == ip {
-				return lb
-			}
-		}
-	}
-	return nil
-}
-
 // health is the health status of the endpoint at ip in cla, or "absent".
 func health(cla *endpointv3.ClusterLoadAssignment, ip string) string {
-	if lb := lbEndpoint(cla, ip); lb != nil {
+	if lb := xdstest.LbEndpoint(cla, ip); lb != nil {
 		return lb.GetHealthStatus().String()
 	}
 	return "absent"

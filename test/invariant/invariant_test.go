@@ -233,6 +233,26 @@ func frozen(t *testing.T, ctx context.Context, ns string, sys system) {
 	}
 }
 
+// frozenMesh is the start of every negative control: the mesh fixture in a namespace of its
+// own, converged and then frozen, so that the one thing the test changes is all Check finds.
+func frozenMesh(t *testing.T) (context.Context, string) {
+	t.Helper()
+	ctx := testContext(t)
+	ns := meshFixture(t, ctx)
+	sys := startSystem(t, ns)
+	converged(t, ctx, ns)
+	frozen(t, ctx, ns, sys)
+	return ctx, ns
+}
+
+// get reads ns/name into obj or fails the test.
+func get(t *testing.T, ctx context.Context, ns, name string, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // exactly fails the test unless found is exactly one violation of check on kind ns/name at field.
 func exactly(t *testing.T, found []Violation, check, kind, ns, name, field string) Violation {
 	t.Helper()
@@ -261,9 +281,7 @@ func TestConvergedMeshHasNoViolations(t *testing.T) {
 		t.Fatal(err)
 	}
 	route := &gwapiv1.HTTPRoute{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders-db"}, route); err != nil {
-		t.Fatal(err)
-	}
+	get(t, ctx, ns, "orders-db", route)
 	if len(eps.Items) != 3 || len(mss.Items) != 2 || len(route.Status.Parents) != 1 {
 		t.Fatalf("converged on %d MeshEndpoints, %d MeshServices and %d route status entries; the fixture means 3, 2 and 1",
 			len(eps.Items), len(mss.Items), len(route.Status.Parents))
@@ -301,16 +319,10 @@ func TestMissingEndpointIsAViolation(t *testing.T) {
 // TestMeshServicePortCountIsAViolation: a status written with a wrong endpoint count for port
 // 8080 (by the controller's own field manager: only the count is wrong) is exactly that.
 func TestMeshServicePortCountIsAViolation(t *testing.T) {
-	ctx := testContext(t)
-	ns := meshFixture(t, ctx)
-	sys := startSystem(t, ns)
-	converged(t, ctx, ns)
-	frozen(t, ctx, ns, sys)
+	ctx, ns := frozenMesh(t)
 
 	ms := &meshv1alpha1.MeshService{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders"}, ms); err != nil {
-		t.Fatal(err)
-	}
+	get(t, ctx, ns, "orders", ms)
 	i := slices.IndexFunc(ms.Status.Ports, func(p meshv1alpha1.ServicePort) bool { return p.Port == 8080 })
 	if i < 0 || ms.Status.Ports[i].Endpoints != 2 {
 		t.Fatalf("orders' converged status: ports %+v; want 8080 with 2 endpoints", ms.Status.Ports)
@@ -328,16 +340,10 @@ func TestMeshServicePortCountIsAViolation(t *testing.T) {
 // TestGeneratedServicePortsAreAViolation: the generated Service's TCP port renumbered (by the
 // controller's own field manager: only the ports are wrong) is exactly that.
 func TestGeneratedServicePortsAreAViolation(t *testing.T) {
-	ctx := testContext(t)
-	ns := meshFixture(t, ctx)
-	sys := startSystem(t, ns)
-	converged(t, ctx, ns)
-	frozen(t, ctx, ns, sys)
+	ctx, ns := frozenMesh(t)
 
 	svc := &corev1.Service{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders"}, svc); err != nil {
-		t.Fatal(err)
-	}
+	get(t, ctx, ns, "orders", svc)
 	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == 9000 })
 	if i < 0 {
 		t.Fatalf("the generated Service has no port 9000: %+v", svc.Spec.Ports)
@@ -355,16 +361,10 @@ func TestGeneratedServicePortsAreAViolation(t *testing.T) {
 // TestRouteConditionIsAViolation: the mesh's ResolvedRefs entry of a route patched to True (by
 // the controller's own field manager: only the condition is wrong) is exactly that.
 func TestRouteConditionIsAViolation(t *testing.T) {
-	ctx := testContext(t)
-	ns := meshFixture(t, ctx)
-	sys := startSystem(t, ns)
-	converged(t, ctx, ns)
-	frozen(t, ctx, ns, sys)
+	ctx, ns := frozenMesh(t)
 
 	route := &gwapiv1.HTTPRoute{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders-db"}, route); err != nil {
-		t.Fatal(err)
-	}
+	get(t, ctx, ns, "orders-db", route)
 	c := findCondition(route.Status.Parents[0].Conditions, string(gwapiv1.RouteConditionResolvedRefs))
 	c.Status, c.Reason, c.Message = metav1.ConditionTrue, string(gwapiv1.RouteReasonResolvedRefs), "all backends resolved"
 	if err := env.Client.Status().Update(ctx, route, client.FieldOwner(controller.FieldManager)); err != nil {
@@ -380,16 +380,10 @@ func TestRouteConditionIsAViolation(t *testing.T) {
 // mesh component, with the values it already had (so every other check is content), is exactly
 // that writer.
 func TestForeignFieldManagerIsAViolation(t *testing.T) {
-	ctx := testContext(t)
-	ns := meshFixture(t, ctx)
-	sys := startSystem(t, ns)
-	converged(t, ctx, ns)
-	frozen(t, ctx, ns, sys)
+	ctx, ns := frozenMesh(t)
 
 	ms := &meshv1alpha1.MeshService{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders"}, ms); err != nil {
-		t.Fatal(err)
-	}
+	get(t, ctx, ns, "orders", ms)
 	apply := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": meshv1alpha1.GroupVersion.String(), "kind": "MeshService",
 		"metadata": map[string]any{"namespace": ns, "name": "orders"},

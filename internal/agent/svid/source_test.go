@@ -4,7 +4,6 @@
 package svid_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +22,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/spiretest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 	"github.com/aether-mesh/aether-operator/internal/testlog"
+	"github.com/aether-mesh/aether-operator/internal/testrun"
 	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
@@ -38,15 +38,7 @@ func startSource(t *testing.T, socket string, logs *testlog.Lines, ids ...svid.I
 		t.Fatal(err)
 	}
 	src.Want(ids)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- src.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the source stopped with %v", err)
-		}
-	})
+	testrun.UntilCleanup(t, "the source", src.Start)
 	return src
 }
 

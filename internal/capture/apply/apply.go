@@ -96,13 +96,7 @@ func (a *Applier) Sync(path string, want capture.Ruleset) (Report, error) {
 		a.namespaces[path] = st
 	}
 	st.want = want
-	c, err := dial(path)
-	if err != nil {
-		st.committed = nil
-		return Report{Result: Failed}, err
-	}
-	defer c.close()
-	return st.sync(c)
+	return st.syncAt(path)
 }
 
 // Check is the periodic cheap check of the namespace at path: when its ruleset generation is
@@ -116,6 +110,12 @@ func (a *Applier) Check(path string) (Report, error) {
 	if !ok {
 		return Report{Result: Failed}, fmt.Errorf("capture/apply: network namespace %s was never synced", path)
 	}
+	return st.syncAt(path)
+}
+
+// syncAt brings the table of the namespace at path to st.want. A namespace it cannot reach keeps
+// nothing committed: the next sync there writes the whole ruleset.
+func (st *nsState) syncAt(path string) (Report, error) {
 	c, err := dial(path)
 	if err != nil {
 		st.committed = nil

@@ -156,23 +156,25 @@ func nftRule(chain *nftables.Chain, r capture.Rule) (*nftables.Rule, error) {
 	return &nftables.Rule{Table: table, Chain: chain, Exprs: exprs, UserData: comment(r)}, nil
 }
 
+// metaIs matches packets whose meta key (the socket's owner, its mark) is value.
+func metaIs(key expr.MetaKey, value uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: key, Register: reg1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binaryutil.NativeEndian.PutUint32(value)},
+	}
+}
+
 // matchExprs are m's expressions, as nft compiles the same text.
 func matchExprs(m capture.Match) ([]expr.Any, error) {
 	switch m.Kind {
 	case capture.MatchDaddr:
 		return daddrExprs(m.Prefix), nil
 	case capture.MatchOwner:
-		return []expr.Any{
-			&expr.Meta{Key: expr.MetaKeySKUID, Register: reg1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binaryutil.NativeEndian.PutUint32(m.UID)},
-		}, nil
+		return metaIs(expr.MetaKeySKUID, m.UID), nil
 	case capture.MatchTCP:
 		return isTCP(), nil
 	case capture.MatchMark:
-		return []expr.Any{
-			&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binaryutil.NativeEndian.PutUint32(m.Mark)},
-		}, nil
+		return metaIs(expr.MetaKeyMARK, m.Mark), nil
 	case capture.MatchProtoDport:
 		proto := byte(unix.IPPROTO_UDP)
 		if m.Proto == "tcp" {

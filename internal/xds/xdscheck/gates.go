@@ -6,6 +6,7 @@ package xdscheck
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -399,4 +400,28 @@ func listenerChains(l *listenerv3.Listener) []*listenerv3.FilterChain {
 		chains = append(slices.Clip(chains), d)
 	}
 	return chains
+}
+
+// inboundChains yields every chain of every inbound listener, the default chains too, with where
+// it stands (listener "in_8080" chain "x").
+func inboundChains(res xds.Resources) iter.Seq2[string, *listenerv3.FilterChain] {
+	return func(yield func(string, *listenerv3.FilterChain) bool) {
+		for _, l := range res.Listeners {
+			if l.GetTrafficDirection() != corev3.TrafficDirection_INBOUND {
+				continue
+			}
+			for _, fc := range listenerChains(l) {
+				if !yield(fmt.Sprintf("%s chain %q", resourceAt("listener", l.GetName()), fc.GetName()), fc) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// lastFilterAs unpacks fc's last filter, the one that ends its chain, into m; false when fc has
+// no filter or its last is not an m.
+func lastFilterAs(fc *listenerv3.FilterChain, m proto.Message) bool {
+	filters := fc.GetFilters()
+	return len(filters) > 0 && unpackAs(filters[len(filters)-1].GetTypedConfig(), m)
 }

@@ -179,17 +179,10 @@ func onlyIdempotent(m *routev3.RouteMatch) bool {
 //     overwrites it on every reply the proxy generates (so none carries the application's row).
 func InboundHTTP(res xds.Resources) []string {
 	var out []string
-	for _, l := range res.Listeners {
-		if l.GetTrafficDirection() != corev3.TrafficDirection_INBOUND {
-			continue
-		}
-		chains := listenerChains(l)
-		for _, fc := range chains {
-			hcm := &hcmv3.HttpConnectionManager{}
-			if len(fc.GetFilters()) == 0 || !unpackAs(fc.GetFilters()[len(fc.GetFilters())-1].GetTypedConfig(), hcm) {
-				continue
-			}
-			out = append(out, inboundHCM(fmt.Sprintf("%s chain %q", resourceAt("listener", l.GetName()), fc.GetName()), hcm)...)
+	for at, fc := range inboundChains(res) {
+		hcm := &hcmv3.HttpConnectionManager{}
+		if lastFilterAs(fc, hcm) {
+			out = append(out, inboundHCM(at, hcm)...)
 		}
 	}
 	return out

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
@@ -22,36 +21,28 @@ import (
 // prefix up to the first: a dot of the service's name is spelled '_').
 func TCPStats(res xds.Resources) []string {
 	var out []string
-	for _, l := range res.Listeners {
-		if l.GetTrafficDirection() != corev3.TrafficDirection_INBOUND {
+	for at, fc := range inboundChains(res) {
+		proxy := &tcpproxyv3.TcpProxy{}
+		if !lastFilterAs(fc, proxy) {
 			continue
 		}
-		chains := listenerChains(l)
-		for _, fc := range chains {
-			at := fmt.Sprintf("%s chain %q", resourceAt("listener", l.GetName()), fc.GetName())
-			filters := fc.GetFilters()
-			proxy := &tcpproxyv3.TcpProxy{}
-			if len(filters) == 0 || !unpackAs(filters[len(filters)-1].GetTypedConfig(), proxy) {
-				continue
+		tlsContext := &tlsv3.DownstreamTlsContext{}
+		var identity string
+		if unpackAs(fc.GetTransportSocket().GetTypedConfig(), tlsContext) {
+			if certs := tlsContext.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs(); len(certs) > 0 {
+				identity = certs[0].GetName()
 			}
-			tlsContext := &tlsv3.DownstreamTlsContext{}
-			var identity string
-			if unpackAs(fc.GetTransportSocket().GetTypedConfig(), tlsContext) {
-				if certs := tlsContext.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs(); len(certs) > 0 {
-					identity = certs[0].GetName()
-				}
-			}
-			_, nsAndSA, ok1 := strings.Cut(identity, "/ns/")
-			ns, sa, ok2 := strings.Cut(nsAndSA, "/sa/")
-			port := proxy.GetCluster()[strings.LastIndexByte(proxy.GetCluster(), ':')+1:]
-			if !ok1 || !ok2 || port == "" {
-				out = append(out, fmt.Sprintf("%s: its identity %q or its cluster %q does not say which service port it serves", at, identity, proxy.GetCluster()))
-				continue
-			}
-			want := "tcp_" + ns + "/" + strings.ReplaceAll(sa, ".", "_") + "_" + port
-			if got := proxy.GetStatPrefix(); got != want {
-				out = append(out, fmt.Sprintf("%s: tcp_proxy stat_prefix %q, want %q: the port's bytes and connections are not counted per service port", at, got, want))
-			}
+		}
+		_, nsAndSA, ok1 := strings.Cut(identity, "/ns/")
+		ns, sa, ok2 := strings.Cut(nsAndSA, "/sa/")
+		port := proxy.GetCluster()[strings.LastIndexByte(proxy.GetCluster(), ':')+1:]
+		if !ok1 || !ok2 || port == "" {
+			out = append(out, fmt.Sprintf("%s: its identity %q or its cluster %q does not say which service port it serves", at, identity, proxy.GetCluster()))
+			continue
+		}
+		want := "tcp_" + ns + "/" + strings.ReplaceAll(sa, ".", "_") + "_" + port
+		if got := proxy.GetStatPrefix(); got != want {
+			out = append(out, fmt.Sprintf("%s: tcp_proxy stat_prefix %q, want %q: the port's bytes and connections are not counted per service port", at, got, want))
 		}
 	}
 	return out

@@ -21,7 +21,7 @@ import (
 func EndpointChange(m model.Mesh) (model.Mesh, error) {
 	for i, svc := range m.Services {
 		for _, name := range memberNames(svc) {
-			changed := addReplica(flipHealth(cloneService(svc), name), name)
+			changed := addReplica(flipHealth(svc.Clone(), name), name)
 			if changed.Validate() != nil || !samePorts(svc, changed) {
 				continue
 			}
@@ -46,18 +46,6 @@ func memberNames(svc model.Service) []string {
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
-}
-
-func cloneService(s model.Service) model.Service {
-	s.Ports = slices.Clone(s.Ports)
-	for i := range s.Ports {
-		s.Ports[i].Pairs = slices.Clone(s.Ports[i].Pairs)
-		for j := range s.Ports[i].Pairs {
-			s.Ports[i].Pairs[j].Members = slices.Clone(s.Ports[i].Pairs[j].Members)
-		}
-	}
-	s.LeftOut = slices.Clone(s.LeftOut)
-	return s
 }
 
 // flipHealth flips the health of member key (<ns>/<name>) in every pair, and recounts Ready.

@@ -91,6 +91,18 @@ func (s State) LoadAssignment(name string) *endpointv3.ClusterLoadAssignment {
 	return cla
 }
 
+// LbEndpoint is the endpoint at ip in cla, or nil.
+func LbEndpoint(cla *endpointv3.ClusterLoadAssignment, ip string) *endpointv3.LbEndpoint {
+	for _, locality := range cla.GetEndpoints() {
+		for _, lb := range locality.GetLbEndpoints() {
+			if lb.GetEndpoint().GetAddress().GetSocketAddress().GetAddress() == ip {
+				return lb
+			}
+		}
+	}
+	return nil
+}
+
 // Client is one ADS stream.
 type Client struct {
 	node   *corev3.Node

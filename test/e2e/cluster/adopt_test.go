@@ -48,7 +48,7 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 	}
 	// outsider is an unmeshed pod (ServiceAccount default, no label) dialling target every second.
 	outsider := func(name, target string) *corev1.Pod {
-		return testPod(ns, name, withContainers(corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}}))
+		return testPod(ns, name, withContainers(dialing("client", target, "1s")))
 	}
 
 	BeforeAll(func() {
@@ -112,10 +112,7 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 	It("captures a meshed client's dial to the existing cluster IP on the declared port, with its original destination", func() {
 		target := users.Spec.ClusterIP + ":8080"
 		meshed := testPod(ns, "meshed-client", asManaged, withPorts("9000=tcp"), withServiceAccount("client"), withContainers(
-			corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}},
-			corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
-			corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}},
-		))
+			tcpApp, captureStandIn, dialing("client", target, "1s")))
 		Expect(k8s.Create(ctx, meshed)).To(Succeed())
 		podsRunning(ctx, meshed)
 		logSays(meshed, "client", target+" original-dst "+target+"\n")

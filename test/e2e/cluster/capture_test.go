@@ -37,24 +37,18 @@ var _ = Describe("capture on a real node", Ordered, func() {
 	var caught, plain *corev1.Pod
 
 	pod := podBuilder(ns, withPorts("9000=tcp"), withServiceAccount("capture"))
-	app := corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
 
 	BeforeAll(func() {
-		freshNamespace(ctx, ns, "capture")
-
 		// A first pod of the service gives it a VIP, which the pod under test is then told to dial.
 		// 9000=tcp is its default TCP port, so 18082 reaches something: the VIP's 18082 is in the
 		// dial surface that surface mode captures.
-		Expect(k8s.Create(ctx, pod("seed", asManaged, withContainers(app)))).To(Succeed())
-		vip = tcpVIP(ctx, ns, "capture", 2*time.Minute)
+		vip = seedService(ctx, ns, "capture")
 	})
 
 	It("catches a dial to the pod's own service VIP:18082 on 127.0.0.1:18001 in the same pod, with its original destination", func() {
 		target := vip + ":18082"
-		caught = pod("caught", asManaged, withContainers(app,
-			corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
-			corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}}))
-		plain = pod("plain", withContainers(app))
+		caught = pod("caught", asManaged, withContainers(tcpApp, captureStandIn, dialing("client", target, "1s")))
+		plain = pod("plain", withContainers(tcpApp))
 		startPods(ctx, caught, plain)
 
 		// The client prints "<target> <answer>" once a second; the listener may start after it.

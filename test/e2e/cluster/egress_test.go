@@ -35,7 +35,6 @@ var _ = Describe("a pod's traffic leaves from the pod", Ordered, func() {
 
 	// The node's server runs in the node's network namespace; every other pod is meshed.
 	pod := podBuilder(ns, withServiceAccount("egress"))
-	app := corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
 	ports := map[string]string{"endpoint.aether.io/ports": "9000=tcp"}
 
 	BeforeAll(func() {
@@ -48,7 +47,7 @@ var _ = Describe("a pod's traffic leaves from the pod", Ordered, func() {
 		nodeAddr = server.Status.PodIP
 
 		// A first pod of the service gives it a VIP with TCP port 9000.
-		Expect(k8s.Create(ctx, pod("seed", asManaged, withAnnotations(ports), withContainers(app)))).To(Succeed())
+		Expect(k8s.Create(ctx, pod("seed", asManaged, withAnnotations(ports), withContainers(tcpApp)))).To(Succeed())
 		ms := &meshv1alpha1.MeshService{}
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "egress"}, ms)).To(Succeed())
@@ -60,10 +59,8 @@ var _ = Describe("a pod's traffic leaves from the pod", Ordered, func() {
 	It("reaches the node's address from its own address in capture mode all, and a mesh VIP through the proxy", func() {
 		toNode, toVIP := net.JoinHostPort(nodeAddr, peerPort), net.JoinHostPort(vip, "9000")
 		annotations := map[string]string{model.AnnotationCaptureMode: string(model.CaptureAll), "endpoint.aether.io/ports": "9000=tcp"}
-		caller := pod("caller", asManaged, withAnnotations(annotations), withContainers(app,
-			corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
-			corev1.Container{Name: "to-node", Args: []string{"-dial", toNode, "-dial-every", "1s"}},
-			corev1.Container{Name: "to-vip", Args: []string{"-dial", toVIP, "-dial-every", "1s"}}))
+		caller := pod("caller", asManaged, withAnnotations(annotations), withContainers(tcpApp,
+			captureStandIn, dialing("to-node", toNode, "1s"), dialing("to-vip", toVIP, "1s")))
 		Expect(k8s.Create(ctx, caller)).To(Succeed())
 		podsRunning(ctx, caller)
 

@@ -76,9 +76,7 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		dialTarget = tcpVIP(ctx, ns, "steady", 3*time.Minute) + ":18082"
 		dialer := managedPod(ns, "steady-dialer", "steady", portsHTTPTCP)
 		for _, c := range []corev1.Container{
-			{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
-			{Name: "client", Args: []string{"-dial", dialTarget, "-dial-every", "200ms"}},
-			{Name: "name-client", Args: []string{"-dial", nameTarget, "-dial-every", "200ms"}},
+			captureStandIn, dialing("client", dialTarget, "200ms"), dialing("name-client", nameTarget, "200ms"),
 		} {
 			dialer.Spec.Containers = append(dialer.Spec.Containers, testServer(c))
 		}
@@ -272,11 +270,7 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 			g.Expect(relists(window, managerUser)).To(HaveKey("meshendpoints"), "the manager relists MeshEndpoints")
 			g.Expect(relists(window, agentUser)).To(HaveKey("pods"), "the agent relists its pods")
 		}, reconnectBound, time.Second).Should(Succeed())
-		Eventually(p.DoneAfter, reconnectBound, 200*time.Millisecond).WithArguments(back).Should(BeNumerically(">=", 1))
-		Eventually(l.DoneAfter, time.Minute, 200*time.Millisecond).WithArguments(back).Should(BeNumerically(">=", 15))
-		l.Stop()
-		p.Stop()
-		holds()
+		recovered(l, p, back, 15)
 		settled := time.Now()
 
 		// No write storm: a relist makes each controller reconcile everything it holds, and
@@ -319,11 +313,7 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		if breaking("agent-rewrite") {
 			plantedAgentWrite(agent, ns, "steady-0")
 		}
-		Eventually(p.DoneAfter, reconnectBound, 200*time.Millisecond).WithArguments(ready).Should(BeNumerically(">=", 1))
-		Eventually(l.DoneAfter, time.Minute, 200*time.Millisecond).WithArguments(ready).Should(BeNumerically(">=", 5))
-		l.Stop()
-		p.Stop()
-		holds()
+		recovered(l, p, ready, 5)
 		settled := time.Now()
 
 		touched := l.Touched(started, settled)
@@ -469,11 +459,7 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 
 		scaleManager(2)
 		back := time.Now()
-		Eventually(p.DoneAfter, reconnectBound, 200*time.Millisecond).WithArguments(back).Should(BeNumerically(">=", 1))
-		Eventually(l.DoneAfter, time.Minute, 200*time.Millisecond).WithArguments(back).Should(BeNumerically(">=", 5))
-		l.Stop()
-		p.Stop()
-		holds()
+		recovered(l, p, back, 5)
 		settled := time.Now()
 		wrote := touching(meshWrites(audited(back, settled), managerUser), steady)
 		Expect(wrote).To(BeEmpty(), "the returning manager wrote steady objects:\n%s", lines(wrote))
@@ -526,6 +512,17 @@ func report() string {
 		lines[i] = fmt.Sprintf("%s: %s; the invariant held after %s of checking", f.spec, f.text, f.settle.Round(10*time.Millisecond))
 	}
 	return strings.Join(lines, "\n")
+}
+
+// recovered waits until, after since, a change of the probe has reached the mesh (within
+// reconnectBound) and the load has made n changes; then it stops both and checks the invariant.
+func recovered(l *load, p *probe, since time.Time, n int) {
+	GinkgoHelper()
+	Eventually(p.DoneAfter, reconnectBound, 200*time.Millisecond).WithArguments(since).Should(BeNumerically(">=", 1))
+	Eventually(l.DoneAfter, time.Minute, 200*time.Millisecond).WithArguments(since).Should(BeNumerically(">=", n))
+	l.Stop()
+	p.Stop()
+	holds()
 }
 
 // holds checks the invariant over the whole cluster within settleBound, and fails with every

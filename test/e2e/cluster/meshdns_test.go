@@ -37,22 +37,18 @@ var _ = Describe("mesh DNS on a real node", Ordered, func() {
 	var caught, optedOut, plain *corev1.Pod
 
 	pod := podBuilder(ns, withPorts("9000=tcp"), withServiceAccount("payments"))
-	app := corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
 
 	BeforeAll(func() {
-		freshNamespace(ctx, ns, "payments")
-		Expect(k8s.Create(ctx, pod("seed", asManaged, withContainers(app)))).To(Succeed())
-		vip = tcpVIP(ctx, ns, "payments", 2*time.Minute)
+		vip = seedService(ctx, ns, "payments")
 	})
 
 	It("resolves the service's mesh name in a meshed pod, and the dial by that name is captured", func() {
 		target := "payments." + ns + ".aether.internal:18082"
-		proxy := corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}}
-		dialer := corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "1s"}}
-		caught = pod("caught", asManaged, withContainers(app, proxy, dialer))
+		dialer := dialing("client", target, "1s")
+		caught = pod("caught", asManaged, withContainers(tcpApp, captureStandIn, dialer))
 		optedOut = pod("opted-out", asManaged, withAnnotations(map[string]string{portspec.AnnotationMeshDNS: portspec.MeshDNSOff}),
-			withContainers(app, proxy, dialer))
-		plain = pod("plain", withContainers(app, dialer))
+			withContainers(tcpApp, captureStandIn, dialer))
+		plain = pod("plain", withContainers(tcpApp, dialer))
 		startPods(ctx, caught, optedOut, plain)
 
 		logs := func(p *corev1.Pod) string {

@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
@@ -109,6 +110,44 @@ func withDefaultGracePeriod(p *corev1.Pod) { p.Spec.TerminationGracePeriodSecond
 // withVolumes adds volumes.
 func withVolumes(volumes ...corev1.Volume) podOption {
 	return func(p *corev1.Pod) { p.Spec.Volumes = append(p.Spec.Volumes, volumes...) }
+}
+
+// tcpApp is the test server answering on TCP port 9000: the application of the capture specs' pods.
+var tcpApp = corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
+
+// captureStandIn stands in for the node's proxy inside a pod: on 127.0.0.1:18001, where capture
+// sends the pod's dials, it answers each with "original-dst <the dial's original destination>".
+var captureStandIn = corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}}
+
+// dialing is a container name that dials target every period and logs "<target> <answer>".
+func dialing(name, target, every string) corev1.Container {
+	return corev1.Container{Name: name, Args: []string{"-dial", target, "-dial-every", every}}
+}
+
+// seedService makes ns afresh with the service account sa and starts there the meshed pod seed
+// of sa's service, the test server on TCP 9000 (its default TCP port), which gives the service
+// its VIP; it returns the VIP.
+func seedService(ctx context.Context, ns, sa string) string {
+	GinkgoHelper()
+	freshNamespace(ctx, ns, sa)
+	Expect(k8s.Create(ctx, testPod(ns, "seed", withPorts("9000=tcp"), withServiceAccount(sa), asManaged, withContainers(tcpApp)))).To(Succeed())
+	return tcpVIP(ctx, ns, sa, 2*time.Minute)
+}
+
+// createWeb creates web in ns: the Service web (ClusterIP, port 8080, selecting app=web) and its
+// one meshed pod web-0 (service account web), answering "peer <caller>" on 8080. It returns the
+// Service, with its cluster IP.
+func createWeb(ctx context.Context, ns string) *corev1.Service {
+	GinkgoHelper()
+	web := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Name: "tcp", Port: 8080, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	Expect(k8s.Create(ctx, web)).To(Succeed())
+	Expect(k8s.Create(ctx, testPod(ns, "web-0", withLabels(map[string]string{"app": "web"}), asManaged, withPorts("8080=tcp"),
+		withServiceAccount("web"), withContainers(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})))).To(Succeed())
+	return web
 }
 
 // tcpVIP waits, up to within, until MeshService ns/service has a VIP and 9000 as its default TCP

@@ -143,13 +143,7 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 	})
 
 	It("derives the MeshService and a generated Service with a ClusterIP", func() {
-		ms := &meshv1alpha1.MeshService{}
-		Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "payments"}, ms)).To(Succeed())
-			g.Expect(ms.Status.Endpoints).To(Equal(meshv1alpha1.EndpointCounts{Ready: 2, Total: 2}))
-			g.Expect(ms.Status.Conditions).To(ContainElement(And(
-				HaveField("Type", meshv1alpha1.ServiceConditionReady), HaveField("Status", metav1.ConditionTrue))))
-		}, time.Minute, time.Second).Should(Succeed())
+		ms := readyMeshService(ctx, ns, "payments", meshv1alpha1.EndpointCounts{Ready: 2, Total: 2})
 		// The authority's port is the port: payments serves HTTP on 8080 and 9090, not 80, so a
 		// portless http:// reaches nothing and is answered 421 port-not-declared.
 		Expect(ms.Status.DefaultHTTPPort).To(BeNil())
@@ -210,13 +204,7 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 			g.Expect(ep.Status.Health).To(Equal(meshv1alpha1.HealthHealthy))
 		}, 2*time.Minute, time.Second).Should(Succeed())
 
-		ms := &meshv1alpha1.MeshService{}
-		Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, ms)).To(Succeed())
-			g.Expect(ms.Status.Endpoints).To(Equal(meshv1alpha1.EndpointCounts{Ready: 1, Total: 1}))
-			g.Expect(ms.Status.Conditions).To(ContainElement(And(
-				HaveField("Type", meshv1alpha1.ServiceConditionReady), HaveField("Status", metav1.ConditionTrue))))
-		}, time.Minute, time.Second).Should(Succeed())
+		ms := readyMeshService(ctx, ns, "ledger", meshv1alpha1.EndpointCounts{Ready: 1, Total: 1})
 		Expect(ms.Status.Ports).To(ConsistOf(And(HaveField("Port", int32(9090)), HaveField("Protocol", meshv1alpha1.ProtocolHTTP2))))
 
 		svc := &corev1.Service{}
@@ -324,3 +312,16 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 		}
 	})
 })
+
+// readyMeshService waits until MeshService ns/name counts want and is Ready, and returns it.
+func readyMeshService(ctx context.Context, ns, name string, want meshv1alpha1.EndpointCounts) *meshv1alpha1.MeshService {
+	GinkgoHelper()
+	ms := &meshv1alpha1.MeshService{}
+	Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ms)).To(Succeed())
+		g.Expect(ms.Status.Endpoints).To(Equal(want))
+		g.Expect(ms.Status.Conditions).To(ContainElement(And(
+			HaveField("Type", meshv1alpha1.ServiceConditionReady), HaveField("Status", metav1.ConditionTrue))))
+	}, time.Minute, time.Second).Should(Succeed())
+	return ms
+}

@@ -21,7 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
@@ -46,20 +45,11 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 
 	BeforeAll(func() {
 		freshNamespace(ctx, ns, "web", "client")
-		web := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
-				Ports: []corev1.ServicePort{{Name: "tcp", Port: 8080, TargetPort: intstr.FromInt32(8080)}}},
-		}
-		Expect(k8s.Create(ctx, web)).To(Succeed())
+		web := createWeb(ctx, ns)
 		target = web.Spec.ClusterIP + ":8080"
-		Expect(k8s.Create(ctx, testPod(ns, "web-0", withLabels(map[string]string{"app": "web"}), asManaged, withPorts("8080=tcp"),
-			withServiceAccount("web"), withContainers(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})))).To(Succeed())
 		for _, name := range dialers {
 			Expect(k8s.Create(ctx, testPod(ns, name, asManaged, withPorts("9000=tcp"), withServiceAccount("client"), withContainers(
-				corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}},
-				corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}},
-				corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "200ms"}})))).To(Succeed())
+				tcpApp, captureStandIn, dialing("client", target, "200ms"))))).To(Succeed())
 		}
 		Eventually(func(g Gomega) {
 			ms := &meshv1alpha1.MeshService{}

@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
@@ -42,22 +41,10 @@ var _ = Describe("agent upgrade under load", Label("faults"), Ordered, func() {
 
 	BeforeAll(func() {
 		freshNamespace(ctx, ns, append([]string{"web", "client", "canary"}, defaultLoad.Accounts...)...)
-		web := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
-				Ports: []corev1.ServicePort{{Name: "tcp", Port: 8080, TargetPort: intstr.FromInt32(8080)}}},
-		}
-		Expect(k8s.Create(ctx, web)).To(Succeed())
+		web := createWeb(ctx, ns)
 		target = web.Spec.ClusterIP + ":8080"
-		webPod := managedPod(ns, "web-0", "web", "8080=tcp")
-		webPod.Labels["app"] = "web"
-		webPod.Spec.Containers = []corev1.Container{testServer(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})}
-		Expect(k8s.Create(ctx, webPod)).To(Succeed())
-		dialer := managedPod(ns, "dialer", "client", "9000=tcp")
-		dialer.Spec.Containers = []corev1.Container{testServer(corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}),
-			testServer(corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}}),
-			testServer(corev1.Container{Name: "client", Args: []string{"-dial", target, "-dial-every", "200ms"}})}
-		Expect(k8s.Create(ctx, dialer)).To(Succeed())
+		Expect(k8s.Create(ctx, testPod(ns, "dialer", asManaged, withPorts("9000=tcp"), withServiceAccount("client"), withContainers(
+			tcpApp, captureStandIn, dialing("client", target, "200ms"))))).To(Succeed())
 		Expect(k8s.Create(ctx, managedPod(ns, "canary", "canary", portsHTTP))).To(Succeed())
 		Eventually(func(g Gomega) {
 			ms := &meshv1alpha1.MeshService{}
@@ -106,11 +93,7 @@ var _ = Describe("agent upgrade under load", Label("faults"), Ordered, func() {
 		ads.Close()
 		served := time.Now()
 
-		Eventually(p.DoneAfter, reconnectBound, 200*time.Millisecond).WithArguments(ready).Should(BeNumerically(">=", 1))
-		Eventually(l.DoneAfter, time.Minute, 200*time.Millisecond).WithArguments(ready).Should(BeNumerically(">=", 5))
-		l.Stop()
-		p.Stop()
-		holds()
+		recovered(l, p, ready, 5)
 
 		// Capture never absent: every dial from before the patch to 5 s after the new agent was
 		// ready went to the pod's capture listener.
