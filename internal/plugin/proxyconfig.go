@@ -275,8 +275,8 @@ func chainMatch(m *listenerv3.FilterChainMatch) string {
 	return strings.Join(parts, ", ")
 }
 
-// chainDestination says where a chain's network filter sends: a tcp_proxy's cluster(s), an HCM's
-// route configuration.
+// chainDestination says where a chain's terminal filter sends: a tcp_proxy's cluster(s), an HCM's
+// route configuration (the filters before it, which set state, are not shown).
 func chainDestination(fc *listenerv3.FilterChain) string {
 	var out []string
 	for _, f := range fc.GetFilters() {
@@ -302,7 +302,10 @@ func chainDestination(fc *listenerv3.FilterChain) string {
 			} else {
 				out = append(out, "http → inline routes "+v.GetRouteConfig().GetName())
 			}
-		default:
+		}
+	}
+	if len(out) == 0 { // no filter that sends anywhere: name them
+		for _, f := range fc.GetFilters() {
 			out = append(out, f.GetName())
 		}
 	}
