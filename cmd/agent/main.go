@@ -124,7 +124,8 @@ func main() {
 	}
 	xdsAddr, proxylessAddr, err := parseXDSAddresses(*xdsAddress, *proxylessAddress)
 	identities, identityErr := identitySource(*spireAdminSocket, *xdsAddress, meshDomain, issuer)
-	if err = errors.Join(err, identityErr); err != nil {
+	debug, debugErr := listenDebug(*debugAddr, *xdsAddress != "")
+	if err = errors.Join(err, identityErr, debugErr); err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
 	}
@@ -132,11 +133,6 @@ func main() {
 	if err == nil {
 		captureOpts.DNS, err = dnsOptions(*meshDNS, *meshDNSRate, *meshDNSBurst)
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
-		os.Exit(2)
-	}
-	debugListen, debugOn, err := proxyconfig.ParseAddress(*debugAddr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
@@ -228,12 +224,7 @@ func main() {
 			Capture: captureOpts, AccessLog: accessLog,
 		}
 		options.XDS.Identities = identities
-		if debugOn {
-			if options.XDS.Debug, err = net.Listen("tcp", debugListen); err != nil {
-				log.Error(err, "Failed to listen for the debug endpoint", "flag", "--"+proxyconfig.Flag, "address", debugListen)
-				os.Exit(1)
-			}
-		}
+		options.XDS.Debug = debug
 	}
 	if err := agent.Setup(mgr, options); err != nil {
 		log.Error(err, "Failed to set up the agent")
@@ -245,7 +236,7 @@ func main() {
 	announceIssuer(log, issuer)
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
 		"xdsAddress", *xdsAddress, "proxylessXDSAddress", *proxylessAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
-		"debugBindAddress", debugListen, "cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
+		"debugBindAddress", *debugAddr, "cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {
 		uninstallIfRemoved(cfg, scheme, self, options.CNIInstall.SelfToken, cniOpts, ignored, registry, netnsFile, log)
@@ -288,6 +279,20 @@ func parseXDSAddresses(xdsAddress, proxylessAddress string) (xdsAddr, proxylessA
 		return xdsAddr, proxylessAddr, fmt.Errorf("--proxyless-xds-address: %w", err)
 	}
 	return xdsAddr, proxylessAddr, nil
+}
+
+// listenDebug listens where --debug-bind-address says (a loopback address: proxyconfig.ParseAddress
+// refuses another); nil when it is 0, or without xDS serving (there is no snapshot to show).
+func listenDebug(value string, xds bool) (net.Listener, error) {
+	addr, on, err := proxyconfig.ParseAddress(value)
+	if err != nil || !on || !xds {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: listening on %s: %w", proxyconfig.Flag, addr, err)
+	}
+	return l, nil
 }
 
 // parseModes parses --capture-mode and --identity-issuer.

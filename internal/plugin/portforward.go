@@ -15,11 +15,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
 )
 
 // AgentGet reads path from port on the loopback of agent's pod: status and body of the answer.
@@ -41,17 +41,17 @@ func PortForwardGet(config *rest.Config) AgentGet {
 		if err != nil {
 			return 0, nil, err
 		}
-		dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, url)
+		dialer := spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: transport}, http.MethodPost, url)
 		// WebSockets first, SPDY for an API server that does not speak them (as kubectl does).
-		if tunnel, err := portforward.NewSPDYOverWebsocketDialer(url, config); err == nil {
-			dialer = portforward.NewFallbackDialer(tunnel, dialer, func(err error) bool {
+		if tunnel, err := portforward.NewSPDYOverWebsocketDialerForStreaming(url, config); err == nil {
+			dialer = portforward.NewFallbackDialerForStreaming(tunnel, dialer, func(err error) bool {
 				return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 			})
 		}
 		stop, ready := make(chan struct{}), make(chan struct{})
 		defer close(stop)
 		errOut := &lockedBuffer{}
-		fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, stop, ready, io.Discard, errOut)
+		fw, err := portforward.NewOnAddressesForStreaming(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, stop, ready, io.Discard, errOut)
 		if err != nil {
 			return 0, nil, err
 		}

@@ -44,7 +44,9 @@ func TestParseAddressLoopbackOnly(t *testing.T) {
 // noSnapshot is a node whose agent has published nothing yet.
 type noSnapshot struct{}
 
-func (noSnapshot) Published(string) (xds.Resources, map[string]string, bool) { return xds.Resources{}, nil, false }
+func (noSnapshot) Published(string) (xds.Resources, map[string]string, bool) {
+	return xds.Resources{}, nil, false
+}
 
 // TestHandlerBeforeTheFirstPublish: before its first publish the agent answers 503 saying so,
 // and a pod the last build left out is a 404 with the agent's reason.
@@ -78,4 +80,6 @@ func TestHandlerBeforeTheFirstPublish(t *testing.T) {
 // staticSnapshot is a published, empty configuration.
 type staticSnapshot struct{}
 
-func (staticSnapshot) Published(string) (xds.Resources, map[string]string, bool) { return xds.Resources{}, nil, true }
+func (staticSnapshot) Published(string) (xds.Resources, map[string]string, bool) {
+	return xds.Resources{}, nil, true
+}
