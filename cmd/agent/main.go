@@ -283,9 +283,9 @@ func parseXDSAddresses(xdsAddress, proxylessAddress string) (xdsAddr, proxylessA
 
 // listenDebug listens where --debug-bind-address says (a loopback address: proxyconfig.ParseAddress
 // refuses another); nil when it is 0, or without xDS serving (there is no snapshot to show).
-func listenDebug(value string, xds bool) (net.Listener, error) {
+func listenDebug(value string, serving bool) (net.Listener, error) {
 	addr, on, err := proxyconfig.ParseAddress(value)
-	if err != nil || !on || !xds {
+	if err != nil || !on || !serving {
 		return nil, err
 	}
 	l, err := net.Listen("tcp", addr)
