@@ -45,6 +45,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/meshdns"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/proxyconfig"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
@@ -92,6 +93,7 @@ func main() {
 	opts.BindFlags(flag.CommandLine)
 	pprofAddr := flag.String("pprof-bind-address", "0", "Address of the Go profiler's endpoints (/debug/pprof/); 0 (the default) disables them. Plain HTTP: loopback only, for a test bench.")
 	endpointTimes := flag.Bool("debug-endpoint-times", false, "Record, per MeshEndpoint, when this agent's probe made it Healthy and when the node's published xDS snapshot first held or dropped it, and serve them as JSON at "+agent.EndpointTimesPath+" on the metrics endpoint (under its authentication): what endpoint programming latency is measured from. Costs a walk of the snapshot's load assignments per publish.")
+	debugAddr := flag.String(proxyconfig.Flag, proxyconfig.DefaultAddress, "With xDS serving, the loopback address (IP and port) where the agent serves each pod's part of the node's published proxy configuration (its listeners, routes, clusters and endpoints, never a secret) for kubectl aether proxy-config, which reaches it through a port-forward to the agent's pod that the API server authorizes (create on pods/portforward). Plain HTTP without authentication: with hostNetwork (config/agent) it is the node's loopback, which every process of the node can reach, as the Envoy admin port; a non-loopback address is refused. 0: none.")
 	printVersion := flag.Bool("version", false, "Print the version, the commit and the Go version of this binary, and exit.")
 	flag.Parse()
 	if *printVersion {
@@ -122,7 +124,8 @@ func main() {
 	}
 	xdsAddr, proxylessAddr, err := parseXDSAddresses(*xdsAddress, *proxylessAddress)
 	identities, identityErr := identitySource(*spireAdminSocket, *xdsAddress, meshDomain, issuer)
-	if err = errors.Join(err, identityErr); err != nil {
+	debug, debugErr := listenDebug(*debugAddr, *xdsAddress != "")
+	if err = errors.Join(err, identityErr, debugErr); err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
 	}
@@ -221,6 +224,7 @@ func main() {
 			Capture: captureOpts, AccessLog: accessLog,
 		}
 		options.XDS.Identities = identities
+		options.XDS.Debug = debug
 	}
 	if err := agent.Setup(mgr, options); err != nil {
 		log.Error(err, "Failed to set up the agent")
@@ -232,7 +236,7 @@ func main() {
 	announceIssuer(log, issuer)
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
 		"xdsAddress", *xdsAddress, "proxylessXDSAddress", *proxylessAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
-		"cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
+		"debugBindAddress", *debugAddr, "cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {
 		uninstallIfRemoved(cfg, scheme, self, options.CNIInstall.SelfToken, cniOpts, ignored, registry, netnsFile, log)
@@ -275,6 +279,20 @@ func parseXDSAddresses(xdsAddress, proxylessAddress string) (xdsAddr, proxylessA
 		return xdsAddr, proxylessAddr, fmt.Errorf("--proxyless-xds-address: %w", err)
 	}
 	return xdsAddr, proxylessAddr, nil
+}
+
+// listenDebug listens where --debug-bind-address says (a loopback address: proxyconfig.ParseAddress
+// refuses another); nil when it is 0, or without xDS serving (there is no snapshot to show).
+func listenDebug(value string, serving bool) (net.Listener, error) {
+	addr, on, err := proxyconfig.ParseAddress(value)
+	if err != nil || !on || !serving {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: listening on %s: %w", proxyconfig.Flag, addr, err)
+	}
+	return l, nil
 }
 
 // parseModes parses --capture-mode and --identity-issuer.

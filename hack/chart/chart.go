@@ -154,7 +154,7 @@ func (g *generator) objects() ([]chartObject, error) {
 		out = append(out, chartObject{object: o, part: certManagerPart})
 	}
 	for _, o := range g.b.prometheus {
-		if o.kind == "ServiceMonitor" {
+		if o.kind == "ServiceMonitor" || o.kind == "PodMonitor" {
 			if err := g.selectRelease(o); err != nil {
 				return nil, fmt.Errorf("%s %s: %w", o.kind, o.name, err)
 			}
@@ -320,20 +320,23 @@ var clusterScoped = []string{
 	"CSIDriver",
 }
 
-// selectRelease narrows a ServiceMonitor's selector to its own release's Services (every object
-// of the chart carries the release in app.kubernetes.io/instance): two releases in one namespace
-// would otherwise each scrape both.
+// selectRelease narrows a ServiceMonitor's or a PodMonitor's selector to its own release's
+// Services or pods (every object of the chart, and every pod template, carries the release in
+// app.kubernetes.io/instance): two releases in one namespace would otherwise each scrape both.
 func (g *generator) selectRelease(o object) error {
 	match, err := find(o.node, "spec.selector.matchLabels")
 	if err != nil {
 		return err
 	}
-	match.Content = append(match.Content, str("app.kubernetes.io/instance"), g.t.value(".Release.Name"))
+	match.Content = append(match.Content, str(releaseLabel), g.t.value(".Release.Name"))
 	return nil
 }
 
+// releaseLabel is the label that names an object's release.
+const releaseLabel = "app.kubernetes.io/instance"
+
 // helperLabels are the labels _helpers.tpl's aether-operator.labels gives every object.
-var helperLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by"}
+var helperLabels = []string{"helm.sh/chart", releaseLabel, "app.kubernetes.io/managed-by"}
 
 // templateMetadata gives an object the release's namespace, names derived from the release, the
 // chart's labels and, for a CRD, helm's resource policy.
@@ -355,6 +358,13 @@ func (g *generator) templateMetadata(o chartObject) error {
 	}
 	k, v := g.t.lineKey(`{{- include "` + g.chartName + `.labels" $ | nindent ` + indentMark + ` }}`)
 	labels.Content = append([]*yaml.Node{k, v}, labels.Content...)
+	if podLabels, err := find(o.node, podMeta+".labels"); err == nil {
+		// Each pod carries its release too, so that a PodMonitor selects its own release's pods
+		// (selectRelease). Not in the workload's selector: that one is immutable, and an upgrade
+		// from a release without the label would fail.
+		remove(podLabels, releaseLabel)
+		podLabels.Content = append(podLabels.Content, str(releaseLabel), g.t.value(".Release.Name"))
+	}
 	if o.kind == kindCRD {
 		ann := lookup(meta, "annotations")
 		if ann == nil {

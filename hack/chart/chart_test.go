@@ -218,7 +218,8 @@ func withoutNamespaceObject(objs []obj) []obj {
 var chartFlags = []string{"--identity-issuer=", "--ignored-namespaces=", "--capture-mode=", "--mesh-dns=", "--mesh-domain=", "--spire-delegate-service-account="}
 
 // normalize removes from an object what the chart adds on purpose, so that what is left must
-// be kustomize's: its own labels (and kustomize's managed-by), CRDs' resource policy, the
+// be kustomize's: its own labels (and kustomize's managed-by), the release label of pod templates,
+// CRDs' resource policy, the
 // namespace of a cluster-scoped object, and chartFlags.
 func normalize(o obj) obj {
 	o = deepCopy(o).(obj)
@@ -233,6 +234,9 @@ func normalize(o obj) obj {
 		if len(labels) == 0 {
 			delete(meta, "labels")
 		}
+	}
+	if labels, ok := get(o, "spec", "template", "metadata", "labels").(obj); ok {
+		delete(labels, "app.kubernetes.io/instance") // each pod's release, for the PodMonitors
 	}
 	if ann, ok := meta["annotations"].(obj); ok {
 		delete(ann, "helm.sh/resource-policy")
@@ -424,8 +428,8 @@ func TestEnvoyOff(t *testing.T) {
 }
 
 // TestPrometheusOn: each prometheus.*.enabled adds config/prometheus's objects of its kinds, as
-// kustomize builds them (the alerts' and the dashboard's "{{" included; a ServiceMonitor's
-// selector narrowed to the release), and nothing else.
+// kustomize builds them (the alerts' and the dashboard's "{{" included; a ServiceMonitor's and a
+// PodMonitor's selector narrowed to the release), and nothing else.
 func TestPrometheusOn(t *testing.T) {
 	defaults := withoutCAInjection(withoutNamespaceObject(kustomized(t, defaultSpireDir)))
 	monitoring := kustomized(t, prometheusDir)
@@ -438,7 +442,7 @@ func TestPrometheusOn(t *testing.T) {
 			want := slices.Clone(defaults)
 			for _, o := range monitoring {
 				if slices.Contains(kinds, o["kind"].(string)) {
-					if o["kind"] == "ServiceMonitor" { // narrowed to the release's Services
+					if o["kind"] == "ServiceMonitor" || o["kind"] == "PodMonitor" { // narrowed to the release's Services or pods
 						o = deepCopy(o).(obj)
 						get(o, "spec", "selector", "matchLabels").(obj)["app.kubernetes.io/instance"] = release
 					}

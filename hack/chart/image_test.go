@@ -206,3 +206,71 @@ func TestMonitorsSelectTheirRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestPodMonitorsSelectTheirRelease: two releases in one namespace, each with its PodMonitor of
+// the node proxies: each selects its own release's Envoy pods (the DaemonSet's pod template) and
+// not the other's. Without the release in the selector both would select both (the negative
+// control: the monitor with that label dropped selects the other release's pods).
+func TestPodMonitorsSelectTheirRelease(t *testing.T) {
+	templates := map[string][]obj{}
+	monitors := map[string][]obj{}
+	for _, name := range []string{"mesh-a", "mesh-b"} {
+		out, err := helmTemplateAs(name, namespace, "--set", "prometheus.serviceMonitor.enabled=true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range decodeObjects(t, out) {
+			switch o["kind"] {
+			case "DaemonSet", "Deployment", "StatefulSet":
+				templates[name] = append(templates[name], o)
+			case "PodMonitor":
+				monitors[name] = append(monitors[name], o)
+			}
+		}
+	}
+	selects := func(selector obj, workload obj) bool {
+		labels, _ := get(workload, "spec", "template", "metadata", "labels").(obj)
+		for k, v := range selector {
+			if labels[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	for name, ms := range monitors {
+		if len(ms) == 0 {
+			t.Fatalf("release %s has no PodMonitor", name)
+		}
+		for _, m := range ms {
+			selector := get(m, "spec", "selector", "matchLabels").(obj)
+			own, others := 0, 0
+			for release, workloads := range templates {
+				for _, w := range workloads {
+					if !selects(selector, w) {
+						continue
+					}
+					if release != name {
+						t.Errorf("%s's %s selects release %s's pods of %s", name, field(m, "metadata", "name"), release, field(w, "metadata", "name"))
+					} else {
+						own++
+					}
+				}
+			}
+			if own != 1 {
+				t.Errorf("%s's %s selects the pods of %d of its own workloads, want 1", name, field(m, "metadata", "name"), own)
+			}
+			unnarrowed := deepCopy(selector).(obj)
+			delete(unnarrowed, "app.kubernetes.io/instance")
+			for release, workloads := range templates {
+				for _, w := range workloads {
+					if release != name && selects(unnarrowed, w) {
+						others++
+					}
+				}
+			}
+			if others == 0 {
+				t.Errorf("%s's %s without the release label selects no other release's pods: the test cannot tell", name, field(m, "metadata", "name"))
+			}
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/proxyconfig"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 )
 
@@ -147,6 +148,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		pub.uds = uds
 		if err := mgr.Add(pub); err != nil {
 			return err
+		}
+		if o.XDS.Debug != nil {
+			handler := proxyconfig.Handler(o.NodeName, o.XDS.Server, pub.whyLeftOut)
+			if err := mgr.Add(&debugServer{listener: o.XDS.Debug, handler: handler, log: mgr.GetLogger().WithName("debug")}); err != nil {
+				return err
+			}
 		}
 		if err := setupIdentities(mgr, o, pub.opts.MeshDomain); err != nil {
 			return err

@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -72,6 +74,10 @@ type XDSOptions struct {
 	// AccessLog, when set, is told the mesh of every build (the services, ports, pods and
 	// identities its counters may name); Server must serve it (xdsserver.Options.AccessLog).
 	AccessLog *accesslog.Server
+	// Debug, when set, is where the agent serves each pod's part of the node's published
+	// configuration (internal/proxyconfig, kubectl aether proxy-config): a loopback listener
+	// (--debug-bind-address). Nil: no debug endpoint.
+	Debug net.Listener
 }
 
 // publisher rebuilds the node's xDS configuration when an input changes, debounced, and publishes
@@ -107,6 +113,9 @@ type publisher struct {
 	times *EndpointTimes
 	// uds decides which pods' inbound goes to their Unix socket (LocalPod.UDSPath); nil: none.
 	uds *udsResolver
+	// leftOut are, by PodKey, why the last listing left each of the node's meshed pods out of the
+	// model: what the debug endpoint says of a pod with no configuration.
+	leftOut atomic.Pointer[map[string]string]
 }
 
 // newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
@@ -314,6 +323,7 @@ func (p *publisher) localPods(ctx context.Context, services []model.Service) ([]
 	}
 	var out []model.LocalPod
 	seen := make(map[types.UID]bool, len(pods.Items))
+	leftOut := map[string]string{}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		// Explicit, whatever the cache's field selector holds.
@@ -327,10 +337,12 @@ func (p *publisher) localPods(ctx context.Context, services []model.Service) ([]
 		}
 		if why != "" {
 			p.log.V(1).Info("Pod gets no proxy configuration yet", "pod", client.ObjectKeyFromObject(pod), "reason", why)
+			leftOut[xds.PodKey(pod.Namespace, pod.Name)] = why
 			continue
 		}
 		out = append(out, lp)
 	}
+	p.leftOut.Store(&leftOut)
 	for uid := range p.warned {
 		if !seen[uid] {
 			delete(p.warned, uid)
@@ -444,6 +456,15 @@ func (p *publisher) warnCaptureMode(ctx context.Context, pod *corev1.Pod, value 
 	p.warned[pod.UID] = value
 	p.log.Info("Pod's capture-mode annotation names no mode; the agent's mode applies", "pod", client.ObjectKeyFromObject(pod),
 		"annotation", model.AnnotationCaptureMode, "value", value, "valid", model.CaptureModes, "mode", p.opts.CaptureMode, "event", event.Name)
+}
+
+// whyLeftOut is why the last listing left pod namespace/name out of the node's model; empty when
+// it did not (or never saw it).
+func (p *publisher) whyLeftOut(namespace, name string) string {
+	if m := p.leftOut.Load(); m != nil {
+		return (*m)[xds.PodKey(namespace, name)]
+	}
+	return ""
 }
 
 // errNoView is Setup's answer to xDS serving without the cluster view it reads.

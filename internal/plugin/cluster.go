@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,13 +23,17 @@ import (
 )
 
 // NewScheme is the types kubectl aether reads: MeshServices, MeshEndpoints, Gateway API routes,
-// and pods (dial --from: the pod asked from, and its node's agent).
+// pods (dial --from: the pod asked from, and its node's agent) and access reviews (proxy-config).
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := meshv1alpha1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	if err := corev1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	// proxy-config asks whether the caller may port-forward to the agent.
+	if err := authorizationv1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	if err := gwapiv1.Install(s); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -62,7 +63,7 @@ data plane cannot disagree.`,
 	root.SetErr(streams.ErrOut)
 	root.SetIn(streams.In)
 	flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newCheckCommand(streams), newDialCommand(streams, flags), newStatusCommand(streams, flags), newVersionCommand(streams, flags))
+	root.AddCommand(newCheckCommand(streams), newDialCommand(streams, flags), newStatusCommand(streams, flags), newVersionCommand(streams, flags), newProxyConfigCommand(streams, flags))
 	return root
 }
 
@@ -311,4 +312,59 @@ controller's Accepted and ResolvedRefs. Colour only on a terminal.`,
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func newProxyConfigCommand(streams genericiooptions.IOStreams, flags *genericclioptions.ConfigFlags) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "proxy-config <pod>",
+		Short: "Show what the node's proxy serves for a pod: its listeners, routes and clusters, read from its node's agent",
+		Long: `Proxy-config reads, from the agent of the pod's node, the part of the node's published proxy
+configuration that the pod's proxy uses: its capture, proxy and inbound listeners with their filter
+chains (what each matches and where it sends), the route configurations those listeners name (virtual
+hosts and domains), and the clusters they send to (type, endpoint count, the SNI of their mTLS). It is
+what the agent serves the node's Envoy now, not a recomputation; secrets are never shown.
+
+The agent serves it on its loopback only (--debug-bind-address); proxy-config reaches it through a
+port-forward to the agent's pod, which the API server authorizes: you need create on pods/portforward
+in the agent's namespace (and get and list on pods, to find the pod and its node's agent).
+
+-o json or -o yaml prints the resources themselves, in Envoy's JSON (protojson).
+
+Exit status: 0 when the configuration is shown, 1 when the pod is not in the mesh or its agent renders
+nothing for it, 2 when it could not be read (no such pod, no ready agent, not allowed).`,
+		Example: `  # What the node's proxy serves for pod checkout-7d9f in namespace shop
+  kubectl aether proxy-config checkout-7d9f -n shop
+
+  # The same, as Envoy's own JSON
+  kubectl aether proxy-config shop/checkout-7d9f -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, namespace, err := clientFor(flags)
+			if err != nil {
+				return err
+			}
+			config, err := flags.ToRESTConfig()
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Msg: err.Error()}
+			}
+			name := args[0]
+			if ns, n, ok := strings.Cut(name, "/"); ok {
+				namespace, name = ns, n
+			}
+			report, err := ProxyConfig(cmd.Context(), c, namespace, name, PortForwardGet(config))
+			if err != nil {
+				return err
+			}
+			if output == OutputText {
+				return WriteProxyConfig(streams.Out, report)
+			}
+			return writeData(streams.Out, output, report.Config)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
 }

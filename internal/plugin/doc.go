@@ -9,6 +9,9 @@
 //   - Dial: what a client spelling reaches on a MeshService, answered by internal/resolve (never a
 //     second rule), with the endpoints and the routes behind that port.
 //   - Status: every MeshService's ports and the routes parented to it.
+//   - ProxyConfig: a pod's part of its node's published proxy configuration, read from the node
+//     agent's loopback debug endpoint (internal/proxyconfig) through a port-forward the API server
+//     authorizes (PortForwardGet); never recomputed here.
 //
 // The annotation grammar is internal/portspec's and the resolution rule internal/resolve's; this
 // package only finds the inputs and prints the answers.

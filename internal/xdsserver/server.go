@@ -16,6 +16,10 @@ import (
 	"sync"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -591,4 +595,38 @@ func (c controlPlaneLog) Warnf(format string, args ...any) {
 }
 func (c controlPlaneLog) Errorf(format string, args ...any) {
 	c.l.Error(fmt.Errorf(format, args...), "go-control-plane")
+}
+
+// Published is what nodeID's snapshot serves, as Publish was given it, and each type's version by
+// type URL; ok is false before its first publish. Secrets are not in it (xds.Resources holds
+// none): what a debug reader may see of a node's configuration. The messages are the served ones:
+// they must not be modified.
+func (s *Server) Published(nodeID string) (res xds.Resources, versions map[string]string, ok bool) {
+	s.mu.Lock()
+	sv, ok := s.served[nodeID]
+	s.mu.Unlock()
+	if !ok || sv.proxyless {
+		return xds.Resources{}, nil, false
+	}
+	versions = make(map[string]string, secretKind)
+	for i := range secretKind {
+		versions[kinds[i].url] = sv.versions[i]
+	}
+	return xds.Resources{
+		Clusters:  typed[*clusterv3.Cluster](sv.items[0]),
+		Endpoints: typed[*endpointv3.ClusterLoadAssignment](sv.items[1]),
+		Listeners: typed[*listenerv3.Listener](sv.items[2]),
+		Routes:    typed[*routev3.RouteConfiguration](sv.items[3]),
+	}, versions, true
+}
+
+// typed are items as their own type (what Publish was given).
+func typed[T cachetypes.Resource](items []cachetypes.Resource) []T {
+	out := make([]T, 0, len(items))
+	for _, r := range items {
+		if t, ok := r.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
 }
