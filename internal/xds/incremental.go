@@ -46,8 +46,8 @@ type Builder struct {
 
 // Build renders m as Build does, reusing what the previous build made from equal inputs.
 func (bl *Builder) Build(m model.Mesh) (Resources, error) {
-	if bl.memo == nil || bl.memo.domain != m.Domain || bl.memo.issuer != m.Issuer {
-		bl.memo = &memo{domain: m.Domain, issuer: m.Issuer, upstreams: map[sourceServiceKey]*upstreamMemo{},
+	if bl.memo == nil || bl.memo.domain != m.Domain || bl.memo.issuer != m.Issuer || bl.memo.distribution != m.Upstreams {
+		bl.memo = &memo{domain: m.Domain, issuer: m.Issuer, distribution: m.Upstreams, upstreams: map[sourceServiceKey]*upstreamMemo{},
 			loadAssignments: map[servicePortKey]*loadAssignmentMemo{}, apps: map[podID]*appMemo{}}
 	}
 	res, err := build(m, bl.memo)
@@ -68,6 +68,8 @@ type memo struct {
 	domain string
 	// issuer is the mesh's identity issuer: whether raw-TCP clusters exist at all.
 	issuer workloadidentity.Issuer
+	// distribution is the mesh's upstreams mode: whether the listeners fetch on demand.
+	distribution model.UpstreamsMode
 	// gen is the build under way: the parts it reused or made carry it.
 	gen uint64
 	// locality is the node's, which every load assignment's priorities derive from.
