@@ -376,10 +376,13 @@ func (e *listeningMemo) madeFrom(m model.Mesh, in listenerInputs) bool {
 // listening is what the listeners and route configurations are built from: the mesh and the
 // selection without the services' endpoints (listeningMesh, listeningInputs).
 //
-// listeningMesh is m's domain, issuer, node name, pods and routes: the node's locality orders load
+// listeningMesh is m's domain, issuer, node name, pods, routes and upstreams mode: the node's locality orders load
 // assignments only, and the listeners read the selected services (in.services), not m's list.
 func listeningMesh(m model.Mesh) model.Mesh {
-	return model.Mesh{Domain: m.Domain, Issuer: m.Issuer, Node: model.Node{Name: m.Node.Name}, Pods: m.Pods, Routes: m.Routes}
+	// Upstreams (whether they fetch on demand) but not Demanded: what was fetched changes no
+	// listener or route (warm.go).
+	return model.Mesh{Domain: m.Domain, Issuer: m.Issuer, Node: model.Node{Name: m.Node.Name}, Pods: m.Pods, Routes: m.Routes,
+		Upstreams: m.Upstreams}
 }
 
 // listeningInputs is in with each selected service without its endpoints (withoutEndpoints), and
