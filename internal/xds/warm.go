@@ -141,3 +141,42 @@ func WarmServices(m model.Mesh, pods []model.LocalPod) map[string]map[string]boo
 	}
 	return out
 }
+
+// Demand reads an on-demand request for the cluster named cluster, as Envoy sends it for a
+// cluster a route or chain names and the node does not carry: the local identity that dials
+// through it (the name's source qualification) and the service it reaches (ServiceKey), when m
+// has both. The answer is then a build of m with the service demanded by the identity
+// (WithDemand), which carries that cluster: any mesh service can be answered for, not only those
+// carried. ok is false for a name of no such cluster (a Host under the mesh domain that names
+// no service, an identity with no pod on the node): that request goes unanswered, and Envoy
+// fails it after its timeout.
+func Demand(m model.Mesh, cluster string) (identity, service string, ok bool) {
+	t, mesh := ParseCluster(cluster)
+	if !mesh || t.Inbound {
+		return "", "", false
+	}
+	identity, ok = SourceIdentity(m.Domain, t.SourceKey)
+	if !ok || !slices.ContainsFunc(m.Pods, func(p model.LocalPod) bool { return p.Identity == identity }) {
+		return "", "", false
+	}
+	name, namespace, ok := ParseFQDN(t.FQDN, m.Domain)
+	if !ok || !slices.ContainsFunc(m.Services, func(s model.Service) bool { return s.Namespace == namespace && s.Name == name }) {
+		return "", "", false
+	}
+	return identity, ServiceKey(name, namespace), true
+}
+
+// WithDemand is m with service (ServiceKey) among identity's Demanded; m is not modified.
+func WithDemand(m model.Mesh, identity, service string) model.Mesh {
+	demanded := make(map[string][]string, len(m.Demanded)+1)
+	for id, keys := range m.Demanded {
+		demanded[id] = keys
+	}
+	if !slices.Contains(demanded[identity], service) {
+		keys := append(slices.Clone(demanded[identity]), service)
+		slices.Sort(keys)
+		demanded[identity] = keys
+	}
+	m.Demanded = demanded
+	return m
+}
