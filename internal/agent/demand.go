@@ -95,6 +95,7 @@ func (d *demands) apply(m model.Mesh, now time.Time) model.Mesh {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	m.Demanded = nil // the record's, below: what is carried up front is read without it
 	warm := xds.WarmServices(m, m.Pods)
 	for _, name := range slices.Sorted(maps.Keys(d.pending)) {
 		identity, service, ok := xds.Demand(m, name)
@@ -104,11 +105,11 @@ func (d *demands) apply(m model.Mesh, now time.Time) model.Mesh {
 			d.log.V(1).Info("On-demand request for a cluster no service of the node's model has", "node", m.Node.Name, "cluster", name)
 			continue
 		}
+		if warm[identity][service] {
+			continue // carried up front: a request that crossed a rebuild
+		}
 		k := demandKey{identity, service}
 		d.last[k] = now
-		if warm[identity][service] {
-			continue // carried already: a request that crossed a rebuild
-		}
 		upstreamMisses.WithLabelValues(service).Inc()
 		if !d.logged[k] {
 			d.logged[k] = true
