@@ -114,20 +114,23 @@ func (b *builder) meshNameOnDemandRoute() *routev3.Route {
 		Name: MeshNameOnDemandRoute,
 		Match: &routev3.RouteMatch{
 			PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
-			Headers: []*routev3.HeaderMatcher{{Name: ":authority", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
+			Headers: []*routev3.HeaderMatcher{{Name: authorityHeader, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
 				StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{
 					SafeRegex: &matcherv3.RegexMatcher{Regex: MeshAuthorityPattern(b.mesh.Domain)},
 				}},
 			}}},
 		},
 		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-			ClusterSpecifier: &routev3.RouteAction_ClusterHeader{ClusterHeader: ":authority"},
+			ClusterSpecifier: &routev3.RouteAction_ClusterHeader{ClusterHeader: authorityHeader},
 			Timeout:          durationpb.New(0),
 		}},
 	}
 	b.check("route "+MeshNameOnDemandRoute, r)
 	return r
 }
+
+// authorityHeader is the request header Envoy routes by: the Host, HTTP/2's :authority.
+const authorityHeader = ":authority"
 
 // MeshAuthorityPattern is the RE2 pattern of an authority under the mesh domain: labels, the
 // domain, and an optional port (Envoy matches a header regex against the whole value).
@@ -330,7 +333,7 @@ func (b *builder) serviceVirtualHosts(s *meshService, hostRows []resolve.Dial) [
 	// route there, matched on the authority's port, gives it resolve's own words for :18082.
 	if wildcard >= 0 && plan[wildcard].built != nil && resolve.HTTPStatus(meshTCP.Outcome) != 0 {
 		answer := meshAnswer(resolve.HTTPStatus(meshTCP.Outcome), meshTCP)
-		answer.Match.Headers = []*routev3.HeaderMatcher{{Name: ":authority",
+		answer.Match.Headers = []*routev3.HeaderMatcher{{Name: authorityHeader,
 			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
 				MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: ":" + itoa(meshv1alpha1.MeshTCPPort)}}}}}
 		plan[wildcard].built.Routes = append([]*routev3.Route{answer}, plan[wildcard].built.Routes...)

@@ -4,6 +4,7 @@
 package xds
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -169,9 +170,7 @@ func Demand(m model.Mesh, cluster string) (identity, service string, ok bool) {
 // WithDemand is m with service (ServiceKey) among identity's Demanded; m is not modified.
 func WithDemand(m model.Mesh, identity, service string) model.Mesh {
 	demanded := make(map[string][]string, len(m.Demanded)+1)
-	for id, keys := range m.Demanded {
-		demanded[id] = keys
-	}
+	maps.Copy(demanded, m.Demanded)
 	if !slices.Contains(demanded[identity], service) {
 		keys := append(slices.Clone(demanded[identity]), service)
 		slices.Sort(keys)

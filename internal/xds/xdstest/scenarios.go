@@ -28,6 +28,8 @@ const (
 	// canaryVIP is payments-canary's VIP in the routed scenarios; catalogVIP is catalog's.
 	canaryVIP  = "10.96.0.12"
 	catalogVIP = "10.96.0.11"
+	// catalogPod is catalog's one pod, in the same region, at catalogAddress.
+	catalogPod, catalogAddress = "catalog-0", "10.244.2.11"
 )
 
 // at is hh:00 on Day.
@@ -132,8 +134,8 @@ func Scoped() model.Mesh { return scoped().Mesh() }
 func scoped() Scenario {
 	s := mixedHTTPPrimary()
 	s.Services = append(s.Services, ServiceDecl{shop, catalogService, catalogVIP})
-	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: "catalog-0", Node: SameRegion,
-		Address: "10.244.2.11", Port: "8080", Health: healthy, Created: at(9)})
+	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: catalogPod, Node: SameRegion,
+		Address: catalogAddress, Port: "8080", Health: healthy, Created: at(9)})
 	for i := range s.Workloads {
 		if s.Workloads[i].Node == ThisNode {
 			s.Workloads[i].Capture = model.CaptureScoped
@@ -250,8 +252,8 @@ func SharedPort() model.Mesh { return sharedPort().Mesh() }
 func sharedPort() Scenario {
 	s := simple("8080", "8080,9000=tcp", "")
 	s.Services = append(s.Services, ServiceDecl{shop, catalogService, catalogVIP})
-	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: "catalog-0", Node: SameRegion,
-		Address: "10.244.2.11", Port: "9000", Health: healthy, Created: at(9)})
+	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: catalogPod, Node: SameRegion,
+		Address: catalogAddress, Port: "9000", Health: healthy, Created: at(9)})
 	return s
 }
 
@@ -297,8 +299,8 @@ func declaredUpstreams() Scenario {
 	s := routes()
 	s.Upstreams = model.UpstreamsDeclared
 	s.Services = append(s.Services, ServiceDecl{shop, catalogService, catalogVIP})
-	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: "catalog-0", Node: SameRegion,
-		Address: "10.244.2.11", Port: "8080", Ports: "8080,5432=tcp", Health: healthy, Created: at(9)})
+	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: catalogPod, Node: SameRegion,
+		Address: catalogAddress, Port: "8080", Ports: "8080,5432=tcp", Health: healthy, Created: at(9)})
 	for i, w := range s.Workloads {
 		if w.Service == frontendService {
 			s.Workloads[i].Upstreams = "payments.shop"
