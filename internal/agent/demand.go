@@ -6,7 +6,6 @@ package agent
 import (
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -76,8 +75,8 @@ func (d *demands) ask(node string) func(nodeID string, clusters []string) {
 // touch records that a request or connection went through the cluster at t (an access-log
 // entry): a service carried on demand stays while it is used. The next rebuild reads it (apply).
 func (d *demands) touch(cluster string, t time.Time) {
-	if !strings.Contains(cluster, "|") || strings.HasPrefix(cluster, "app|") {
-		return // not a mesh cluster (xds.ParseCluster): nothing on demand
+	if target, mesh := xds.ParseCluster(cluster); !mesh || target.Inbound {
+		return // a pod's own app, the passthrough, the blackhole: nothing on demand
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
