@@ -74,6 +74,7 @@ func main() {
 	flag.StringVar(&envoyBootstrap, "envoy-bootstrap", "", "Path (ending in .yaml or .json) where the agent writes, at start, the bootstrap of the node's Envoy (node ID = --node-name, ADS on --xds-address's unix socket, admin on "+xds.DefaultAdminAddress+"); empty: write none. Needs a unix --xds-address.")
 	xdsAddress := flag.String("xds-address", xdsserver.DefaultAddress, "Where the agent serves xDS (ADS: state of the world and delta) to the node's Envoy, node ID = --node-name: unix:///path (its directory is created 0750, a stale socket replaced) or tcp://<loopback IP>:<port> (the stream carries no TLS: loopback only). Empty: no xDS serving, and no cluster-wide view of the mesh.")
 	captureMode := flag.String("capture-mode", string(model.CaptureSurface), "How a meshed pod's outbound TCP reaches its proxy, unless its annotation aether.io/capture-mode says otherwise: scoped (the mesh ports 18081 and 18082), surface (every dial surface's VIP and port) or all.")
+	upstreamsFlag := flag.String("upstreams", string(model.UpstreamsDeclared), "Which services the node's Envoy carries before a pod dials them: declared (per local identity, its own services, those its pods declare in "+portspec.AnnotationUpstreams+" and the backends of their routes; any other service is fetched on demand the first time a request names it, counted in aether_agent_upstreams_miss_total, and dropped after "+agent.DemandIdleTTL.String()+" unused; Envoy's ADS stream is then delta xDS) or all (every service for every local identity: the node's clusters grow as services × ports × local identities).")
 	captureResync := flag.Duration("capture-resync", agent.DefaultCaptureResync, "With xDS serving, the period of the cheap check of every meshed pod's capture table (table inet aether in its network namespace, programmed when the CNI plugin hands the pod over): a table deleted, flushed or edited by hand is repaired within one period.")
 	captureNever := flag.String("capture-never", "", "Comma-separated CIDRs (or addresses) that capture never redirects to the proxy, in any mode, beside loopback, link-local (169.254.0.0/16, fe80::/10: a cloud's metadata service) and the node's own addresses, which it never redirects either: e.g. a cloud's IPv6 metadata address fd00:ec2::254, or a range of the node network's services.")
 	captureUID := flag.Int64("capture-exclude-uid", -1, "A user ID whose sockets capture never redirects, for a proxy of your own that opens its upstream connections inside the pods' namespaces without the mesh's socket mark; -1: none. The node's Envoy (config/envoy) marks its sockets instead (capture returns the mark first) and runs as user 0: leave it at -1, as excluding 0 would exempt every container running as root.")
@@ -118,6 +119,10 @@ func main() {
 	}
 
 	mode, issuer, err := parseModes(*captureMode, *issuerFlag)
+	upstreams, upstreamsErr := model.ParseUpstreamsMode(*upstreamsFlag)
+	if upstreamsErr != nil {
+		err = errors.Join(err, fmt.Errorf("--upstreams: %w", upstreamsErr))
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
@@ -147,7 +152,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "agent: --envoy-bootstrap needs a unix --xds-address for the node's Envoy to connect to; it is %q\n", *xdsAddress)
 			os.Exit(2)
 		}
-		if err := writeEnvoyBootstrap(envoyBootstrap, xds.BootstrapConfig{NodeID: nodeName, XDSSocket: xdsAddr.Path}); err != nil {
+		if err := writeEnvoyBootstrap(envoyBootstrap, xds.BootstrapConfig{NodeID: nodeName, XDSSocket: xdsAddr.Path, Delta: upstreams.OnDemand()}); err != nil {
 			fmt.Fprintf(os.Stderr, "agent: writing the Envoy bootstrap: %v\n", err)
 			os.Exit(2)
 		}
@@ -221,7 +226,7 @@ func main() {
 		options.XDS = &agent.XDSOptions{
 			Server:     xdsserver.New(serverOptions),
 			MeshDomain: meshDomain, Issuer: issuer, CaptureMode: mode, NetNS: registry, NetNSPathTemplate: netns,
-			Capture: captureOpts, AccessLog: accessLog,
+			Capture: captureOpts, AccessLog: accessLog, Upstreams: upstreams,
 		}
 		options.XDS.Identities = identities
 		options.XDS.Debug = debug
@@ -235,7 +240,7 @@ func main() {
 
 	announceIssuer(log, issuer)
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
-		"xdsAddress", *xdsAddress, "proxylessXDSAddress", *proxylessAddress, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
+		"xdsAddress", *xdsAddress, "proxylessXDSAddress", *proxylessAddress, "upstreams", upstreams, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
 		"debugBindAddress", *debugAddr, "cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {

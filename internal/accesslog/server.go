@@ -61,7 +61,14 @@ type Server struct {
 	metrics *metrics
 	// dir is what the view knew at the last SetMesh; nil before the first.
 	dir atomic.Pointer[directory]
+	// onUpstream is told the upstream cluster of each entry (OnUpstream); nil: nobody.
+	onUpstream atomic.Pointer[func(cluster string)]
 }
+
+// OnUpstream makes the server call f with the upstream cluster of every final entry (a request
+// or connection that ended), on the stream's goroutine: f must not block. The agent learns from
+// it that a cluster fetched on demand is still used. A later call replaces f.
+func (s *Server) OnUpstream(f func(cluster string)) { s.onUpstream.Store(&f) }
 
 // New is a Server for o.
 func New(o Options) *Server {
@@ -174,6 +181,9 @@ func (s *Server) take(msg *accesslogv3.StreamAccessLogsMessage) {
 
 // about is what an entry's common properties say: its target, caller, and duration.
 func (s *Server) about(d *directory, c *accesslogdatav3.AccessLogCommon) (target, string, time.Duration) {
+	if f := s.onUpstream.Load(); f != nil && c.GetUpstreamCluster() != "" {
+		(*f)(c.GetUpstreamCluster())
+	}
 	t := d.target(c.GetUpstreamCluster())
 	caller := t.caller
 	if t.direction == Inbound && d != nil {

@@ -96,7 +96,7 @@ func cniResult(a answer) string {
 }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(refusedPods, viewObjects, viewEvents, xdsBuilds, xdsSkipped, cniRequests)
+	ctrlmetrics.Registry.MustRegister(refusedPods, viewObjects, viewEvents, xdsBuilds, xdsSkipped, cniRequests, upstreamMisses)
 	for _, command := range cniCommands {
 		for _, result := range []string{CNIManaged, CNIUnmanaged, CNIFailed} {
 			cniRequests.WithLabelValues(command, result)
@@ -109,3 +109,10 @@ func init() {
 	}
 	refusedPods.WithLabelValues(ReasonDefaultServiceAccount)
 }
+
+// upstreamMisses counts the on-demand fetches of a service a local identity does not declare
+// (config.aether.io/upstreams), by service (<name>.<namespace>): the signal to declare it.
+var upstreamMisses = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "aether_agent_upstreams_miss_total",
+	Help: "On-demand fetches by the node's Envoy of a service that no local pod of the calling identity declares in config.aether.io/upstreams (and that is not its own), by service (<name>.<namespace>): each is a first request that waited for the cluster; declare the service to keep it warm. Counted with --upstreams=declared only.",
+}, []string{"service"})

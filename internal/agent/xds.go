@@ -71,6 +71,11 @@ type XDSOptions struct {
 	// node's Envoy by SDS (sds.go); Setup runs it. Nil: no secrets are served, and the TLS
 	// contexts' secrets stay absent (Envoy waits for them).
 	Identities *svid.Source
+	// Upstreams says which services the node's Envoy carries before a pod dials them
+	// (model.UpstreamsMode, the agent's --upstreams); all if empty. With declared, the services
+	// a local identity does not carry are fetched on demand: the Server hands the names over,
+	// each rebuild carries them until they go idle (demand.go), and each miss is counted.
+	Upstreams model.UpstreamsMode
 	// AccessLog, when set, is told the mesh of every build (the services, ports, pods and
 	// identities its counters may name); Server must serve it (xdsserver.Options.AccessLog).
 	AccessLog *accesslog.Server
@@ -116,6 +121,9 @@ type publisher struct {
 	// leftOut are, by PodKey, why the last listing left each of the node's meshed pods out of the
 	// model: what the debug endpoint says of a pod with no configuration.
 	leftOut atomic.Pointer[map[string]string]
+	// demands are the services the node's identities asked for on demand (demand.go); nil
+	// unless the node carries declared upstreams only.
+	demands *demands
 }
 
 // newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
@@ -125,6 +133,7 @@ func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *
 	opts.MeshDomain = cmp.Or(opts.MeshDomain, resolve.DefaultMeshDomain)
 	opts.Issuer = cmp.Or(opts.Issuer, workloadidentity.SPIRE)
 	opts.CaptureMode = cmp.Or(opts.CaptureMode, model.CaptureSurface)
+	opts.Upstreams = cmp.Or(opts.Upstreams, model.UpstreamsAll)
 	if opts.NetNS == nil {
 		opts.NetNS = NewNetNS()
 	}
@@ -138,6 +147,13 @@ func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *
 	// server reads its callers' pods from this node's (proxylessPodNodeID).
 	opts.Server.OnProxylessChange(p.poke)
 	opts.Server.ResolvePodsWith(p.proxylessPodNodeID)
+	if opts.Upstreams.OnDemand() {
+		p.demands = newDemands(DemandIdleTTL, p.log, p.poke)
+		opts.Server.OnClusterDemand(p.demands.ask(p.node))
+		if opts.AccessLog != nil {
+			opts.AccessLog.OnUpstream(func(cluster string) { p.demands.touch(cluster, time.Now()) })
+		}
+	}
 	return p
 }
 
@@ -204,11 +220,17 @@ func (p *publisher) loop(ctx context.Context) error {
 	d := debouncer{quiet: rebuildQuiet, max: rebuildMax}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	var resync <-chan time.Time
+	var resync, expire <-chan time.Time
 	if p.capture != nil {
 		ticker := time.NewTicker(p.capture.resync)
 		defer ticker.Stop()
 		resync = ticker.C
+	}
+	if p.demands != nil {
+		// A service fetched on demand goes when idle for DemandIdleTTL: checked each minute.
+		ticker := time.NewTicker(time.Minute)
+		defer ticker.Stop()
+		expire = ticker.C
 	}
 	for {
 		select {
@@ -220,6 +242,11 @@ func (p *publisher) loop(ctx context.Context) error {
 		case <-resync:
 			p.capture.check(ctx)
 			continue
+		case now := <-expire:
+			if next := p.demands.next(); next.IsZero() || now.Before(next) {
+				continue
+			}
+			d.add(now)
 		case <-timer.C:
 		}
 		wait, pending := d.wait(time.Now())
@@ -240,6 +267,9 @@ func (p *publisher) loop(ctx context.Context) error {
 func (p *publisher) rebuild(ctx context.Context) {
 	m, err := p.mesh(ctx)
 	listed := err == nil
+	if listed && p.demands != nil {
+		m = p.demands.apply(m, time.Now())
+	}
 	var res xds.Resources
 	if listed && p.opts.Identities != nil {
 		// First: an identity new to the node is asked of SPIRE before its clusters are served.
@@ -293,7 +323,8 @@ func (p *publisher) mesh(ctx context.Context) (model.Mesh, error) {
 	if err != nil {
 		return model.Mesh{}, err
 	}
-	m := model.Mesh{Domain: p.opts.MeshDomain, Issuer: p.opts.Issuer, Node: model.Node{Name: p.node}, Services: services}
+	m := model.Mesh{Domain: p.opts.MeshDomain, Issuer: p.opts.Issuer, Node: model.Node{Name: p.node}, Services: services,
+		Upstreams: p.opts.Upstreams}
 	// The routes the controller accepted (ResolvedRefs=True for their current generation).
 	if m.Routes, err = p.view.Routes(ctx); err != nil {
 		return model.Mesh{}, err

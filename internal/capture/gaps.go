@@ -50,7 +50,7 @@ func ScopedGaps(m model.Mesh, pods []model.LocalPod) []ScopedGap {
 		}
 		gap := ScopedGap{Namespace: s.Namespace, Name: s.Name, Ports: ports}
 		for _, p := range scoped {
-			if calls(p, s) {
+			if calls(p, s, m.Domain) {
 				gap.Callers = append(gap.Callers, p.Namespace+"/"+p.Name)
 			}
 		}
@@ -79,11 +79,12 @@ func uncapturedTCPPorts(s model.Service) []int32 {
 }
 
 // calls reports whether pod may call s: its upstreams (<name> in its own namespace, or
-// <name>.<namespace>) name s, or it declares none.
-func calls(pod model.LocalPod, s model.Service) bool {
+// <name>.<namespace>, as resolve.Declares reads them) name s, or it declares none.
+func calls(pod model.LocalPod, s model.Service, domain string) bool {
 	if len(pod.Upstreams) == 0 {
 		return true
 	}
-	return slices.Contains(pod.Upstreams, s.Name+"."+s.Namespace) ||
-		(pod.Namespace == s.Namespace && slices.Contains(pod.Upstreams, s.Name))
+	return slices.ContainsFunc(pod.Upstreams, func(u string) bool {
+		return resolve.Declares(u, s.Name, s.Namespace, pod.Namespace, domain)
+	})
 }

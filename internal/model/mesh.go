@@ -4,6 +4,8 @@
 package model
 
 import (
+	"fmt"
+
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
@@ -28,7 +30,43 @@ type Mesh struct {
 	// Routes are the Gateway API routes whose status the controller set ResolvedRefs=True,
 	// sorted by kind, namespace and name.
 	Routes []Route
+	// Upstreams says which services each local identity has clusters for up front: every one
+	// (UpstreamsAll, the zero value), or its declared ones (UpstreamsDeclared) and the rest on
+	// demand (DESIGN section 8, Distribution).
+	Upstreams UpstreamsMode `json:"upstreams,omitempty"`
+	// Demanded are, per local identity (its SPIFFE ID), the services its pods asked for on
+	// demand and still use, as "<name>.<namespace>" (UpstreamsDeclared only): built up front
+	// beside the declared ones until they go idle. The agent keeps the record.
+	Demanded map[string][]string `json:"demanded,omitempty"`
 }
+
+// UpstreamsMode says which services a node carries clusters for before anyone dials them.
+type UpstreamsMode string
+
+const (
+	// UpstreamsAll carries every service for every local identity: the node's clusters grow as
+	// services × ports × local identities.
+	UpstreamsAll UpstreamsMode = "all"
+	// UpstreamsDeclared carries, per local identity, its own services, the services its pods
+	// declare (config.aether.io/upstreams), the backends of the routes of those, and what it
+	// asked for on demand (Demanded); Envoy asks for any other service when a request first
+	// names it (on-demand cluster discovery).
+	UpstreamsDeclared UpstreamsMode = "declared"
+)
+
+// ParseUpstreamsMode reads a distribution mode as the agent's --upstreams flag spells it.
+func ParseUpstreamsMode(s string) (UpstreamsMode, error) {
+	switch m := UpstreamsMode(s); m {
+	case UpstreamsAll, UpstreamsDeclared:
+		return m, nil
+	}
+	return "", fmt.Errorf("upstreams mode %q is neither %q nor %q: set %q to carry each identity's declared upstreams "+
+		"and fetch the rest on demand, or %q to carry every service up front", s, UpstreamsDeclared, UpstreamsAll,
+		UpstreamsDeclared, UpstreamsAll)
+}
+
+// OnDemand reports whether services a node does not carry up front are fetched on demand.
+func (m UpstreamsMode) OnDemand() bool { return m == UpstreamsDeclared }
 
 // Node is the node the data plane runs on; its locality orders the endpoints' priorities.
 type Node struct {

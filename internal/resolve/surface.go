@@ -249,3 +249,17 @@ func dialMeshTCP(s portspec.PortSet) Result {
 	}
 	return Result{Port: port, Protocol: meshv1alpha1.ProtocolTCP, Outcome: Reaches, Reason: "the default TCP port: " + why}
 }
+
+// Declares reports whether upstream, one element of a pod's config.aether.io/upstreams (as
+// internal/portspec parsed it: <name> or <name>.<namespace>), names service in namespace for a
+// pod in callerNamespace: it is one of the names that reach the service from there (NamesFrom),
+// so the bare name is the caller's own namespace's service, as it is when dialled. Compared
+// case-insensitively, as a Host is.
+func Declares(upstream, service, namespace, callerNamespace, meshDomain string) bool {
+	for _, name := range NamesFrom(service, namespace, callerNamespace, meshDomain) {
+		if strings.EqualFold(name, upstream) {
+			return true
+		}
+	}
+	return false
+}

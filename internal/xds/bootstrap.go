@@ -69,13 +69,16 @@ type BootstrapConfig struct {
 	// Anything but a loopback address is refused: the admin endpoint can drain, reconfigure and
 	// stop the proxy, and has no authentication.
 	AdminAddress string `json:"adminAddress,omitempty"`
+	// Delta makes the ADS stream delta xDS instead of state of the world: on-demand cluster
+	// discovery (model.UpstreamsDeclared) asks for clusters by name on a delta stream only.
+	Delta bool `json:"delta,omitempty"`
 
 	// maxDownstreamConnections replaces MaxDownstreamConnections (tests: a value the packed
 	// monitor's validator refuses shows that packed messages are validated).
 	maxDownstreamConnections int64
 }
 
-// Bootstrap renders the node's Envoy bootstrap: node, ADS over the agent's unix socket (LDS and
+// Bootstrap renders the node's Envoy bootstrap: node, ADS (delta xDS with Delta) over the agent's unix socket (LDS and
 // CDS by ADS, everything they reference by ADS too), admin on loopback, an admin runtime layer,
 // and the overload manager's downstream connection limit. The bootstrap and every message packed
 // into it pass their generated validators; bad input is an error naming the field.
@@ -89,6 +92,10 @@ func Bootstrap(c BootstrapConfig) (*bootstrapv3.Bootstrap, error) {
 		return nil, err
 	}
 	b := &builder{}
+	ads := corev3.ApiConfigSource_GRPC
+	if c.Delta {
+		ads = corev3.ApiConfigSource_DELTA_GRPC
+	}
 	bs := &bootstrapv3.Bootstrap{
 		Node: &corev3.Node{Id: c.NodeID, Cluster: c.Cluster},
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
@@ -96,7 +103,7 @@ func Bootstrap(c BootstrapConfig) (*bootstrapv3.Bootstrap, error) {
 		},
 		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
 			AdsConfig: &corev3.ApiConfigSource{
-				ApiType:             corev3.ApiConfigSource_GRPC,
+				ApiType:             ads,
 				TransportApiVersion: corev3.ApiVersion_V3,
 				GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
 					EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: XDSCluster},

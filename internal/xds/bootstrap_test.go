@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	overloadv3 "github.com/envoyproxy/go-control-plane/envoy/config/overload/v3"
 	downstreamconnectionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -193,5 +194,20 @@ func TestBootstrapValidatesPackedMessages(t *testing.T) {
 	bs.GetOverloadManager().GetResourceMonitors()[0].ConfigType = &overloadv3.ResourceMonitor_TypedConfig{TypedConfig: invalid}
 	if err := bs.ValidateAll(); err != nil {
 		t.Fatalf("the outer validator descended into the Any after all (the pack-time check may be redundant): %v", err)
+	}
+}
+
+// TestBootstrapDeltaForOnDemand: on-demand cluster discovery asks for clusters by name on a delta
+// stream only, so a node that fetches on demand (Delta, the agent's --upstreams=declared) gets an
+// ADS of DELTA_GRPC, and one that carries every service keeps state of the world.
+func TestBootstrapDeltaForOnDemand(t *testing.T) {
+	for delta, want := range map[bool]corev3.ApiConfigSource_ApiType{true: corev3.ApiConfigSource_DELTA_GRPC, false: corev3.ApiConfigSource_GRPC} {
+		bs, err := Bootstrap(BootstrapConfig{NodeID: "node-a", Delta: delta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bs.GetDynamicResources().GetAdsConfig().GetApiType(); got != want {
+			t.Errorf("Delta %v: ADS api_type %s, want %s", delta, got, want)
+		}
 	}
 }

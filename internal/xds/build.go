@@ -95,6 +95,8 @@ type builder struct {
 	// managers' local reply mappers, made once per build (outcome.go).
 	retries      retryPolicies
 	localReplies *hcmv3.LocalReplyConfig
+	// warmSet are the services each source carries up front (warm); nil until first read.
+	warmSet warmSet
 	// memo holds what the last builds made, to reuse, and records what this one makes; nil for
 	// a build afresh that keeps nothing (Build).
 	memo *memo

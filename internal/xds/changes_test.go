@@ -131,12 +131,13 @@ var enumValues = map[reflect.Type][]string{
 	reflect.TypeFor[meshv1alpha1.AppProtocol](): {"", "grpc"},
 	reflect.TypeFor[model.CaptureMode]():        {"surface", "scoped", "all"},
 	reflect.TypeFor[model.RouteKind]():          {"HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"},
-	reflect.TypeFor[workloadidentity.Issuer]():  {"none", "spire"}, // the zero value is spire: a change is to none
+	reflect.TypeFor[workloadidentity.Issuer]():  {"none", "spire"},   // the zero value is spire: a change is to none
+	reflect.TypeFor[model.UpstreamsMode]():      {"declared", "all"}, // the zero value is all: a change is to declared
 }
 
 // setAnother sets v to another value of its type: an IP address to the next, an enumeration to
 // its next value, another string to itself and "x", a number to the next, a time a minute later,
-// a bool to its opposite, a map to a copy with one more entry.
+// a bool to its opposite, a map or a list to a copy with one more entry.
 func setAnother(v reflect.Value) {
 	switch {
 	case v.Type() == timeType:
@@ -182,6 +183,12 @@ func setAnother(v reflect.Value) {
 		setAnother(e)
 		m.SetMapIndex(k, e)
 		v.Set(m)
+	case reflect.Slice:
+		e := reflect.New(v.Type().Elem()).Elem()
+		setAnother(e)
+		grown := reflect.MakeSlice(v.Type(), v.Len(), v.Len()+1) // a copy: the list may be shared
+		reflect.Copy(grown, v)
+		v.Set(reflect.Append(grown, e))
 	default:
 		panic("xds test: no change for a " + v.Type().String() + ": teach setAnother one")
 	}

@@ -82,14 +82,18 @@ func (b *builder) sources() []string {
 }
 
 // clusters are every cluster of the node, sorted by name: the passthrough and blackhole
-// clusters, each source's copy of each upstream service's clusters, and each local pod's app
-// clusters.
+// clusters, each source's copy of each upstream service's clusters it carries up front (every
+// one, or its warm ones: warm.go), and each local pod's app clusters.
 func (b *builder) clusters() []*clusterv3.Cluster {
 	out := make([]*clusterv3.Cluster, 0, b.memo.clusterCount())
 	out = append(out, b.nodeWideClusters()...)
 	upstreams := b.upstreams()
+	warm := b.warm()
 	for _, source := range b.sources() {
 		for _, u := range upstreams {
+			if !warm.carriesFor(source, ServiceKey(u.svc.Name, u.svc.Namespace)) {
+				continue // fetched on demand (warm.go)
+			}
 			out = append(out, b.serviceClusters(u, source)...)
 		}
 	}

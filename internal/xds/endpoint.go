@@ -29,7 +29,11 @@ func (b *builder) endpoints() []*endpointv3.ClusterLoadAssignment {
 		return nil
 	}
 	out := make([]*endpointv3.ClusterLoadAssignment, 0, b.memo.loadAssignmentCount())
+	warm := b.warm()
 	for _, u := range b.upstreams() {
+		if !warm.carriedByAny(ServiceKey(u.svc.Name, u.svc.Namespace)) {
+			continue // no cluster reads it until one is fetched on demand (warm.go)
+		}
 		for _, p := range u.svc.Ports {
 			if b.carries(p.Protocol) {
 				out = append(out, b.portLoadAssignment(u.fqdn, p.Number, p.Pairs[0].Members))

@@ -46,8 +46,8 @@ type Builder struct {
 
 // Build renders m as Build does, reusing what the previous build made from equal inputs.
 func (bl *Builder) Build(m model.Mesh) (Resources, error) {
-	if bl.memo == nil || bl.memo.domain != m.Domain || bl.memo.issuer != m.Issuer {
-		bl.memo = &memo{domain: m.Domain, issuer: m.Issuer, upstreams: map[sourceServiceKey]*upstreamMemo{},
+	if bl.memo == nil || bl.memo.domain != m.Domain || bl.memo.issuer != m.Issuer || bl.memo.distribution != m.Upstreams {
+		bl.memo = &memo{domain: m.Domain, issuer: m.Issuer, distribution: m.Upstreams, upstreams: map[sourceServiceKey]*upstreamMemo{},
 			loadAssignments: map[servicePortKey]*loadAssignmentMemo{}, apps: map[podID]*appMemo{}}
 	}
 	res, err := build(m, bl.memo)
@@ -68,6 +68,8 @@ type memo struct {
 	domain string
 	// issuer is the mesh's identity issuer: whether raw-TCP clusters exist at all.
 	issuer workloadidentity.Issuer
+	// distribution is the mesh's upstreams mode: whether the listeners fetch on demand.
+	distribution model.UpstreamsMode
 	// gen is the build under way: the parts it reused or made carry it.
 	gen uint64
 	// locality is the node's, which every load assignment's priorities derive from.
@@ -374,10 +376,13 @@ func (e *listeningMemo) madeFrom(m model.Mesh, in listenerInputs) bool {
 // listening is what the listeners and route configurations are built from: the mesh and the
 // selection without the services' endpoints (listeningMesh, listeningInputs).
 //
-// listeningMesh is m's domain, issuer, node name, pods and routes: the node's locality orders load
+// listeningMesh is m's domain, issuer, node name, pods, routes and upstreams mode: the node's locality orders load
 // assignments only, and the listeners read the selected services (in.services), not m's list.
 func listeningMesh(m model.Mesh) model.Mesh {
-	return model.Mesh{Domain: m.Domain, Issuer: m.Issuer, Node: model.Node{Name: m.Node.Name}, Pods: m.Pods, Routes: m.Routes}
+	// Upstreams (whether they fetch on demand) but not Demanded: what was fetched changes no
+	// listener or route (warm.go).
+	return model.Mesh{Domain: m.Domain, Issuer: m.Issuer, Node: model.Node{Name: m.Node.Name}, Pods: m.Pods, Routes: m.Routes,
+		Upstreams: m.Upstreams}
 }
 
 // listeningInputs is in with each selected service without its endpoints (withoutEndpoints), and

@@ -494,6 +494,9 @@ func (b *builder) countedTCPChain(name, statPrefix string, match *listenerv3.Fil
 	proxy := &tcpproxyv3.TcpProxy{StatPrefix: statPrefix, AccessLog: b.tcpAccessLog()}
 	if len(target) == 1 {
 		proxy.ClusterSpecifier = &tcpproxyv3.TcpProxy_Cluster{Cluster: target[0].base}
+		if t, mesh := ParseCluster(target[0].base); mesh && !t.Inbound && b.onDemand() {
+			proxy.OnDemand = tcpOnDemand() // a service the source may not carry (warm.go)
+		}
 	} else {
 		weighted := &tcpproxyv3.TcpProxy_WeightedCluster{}
 		for _, t := range target {

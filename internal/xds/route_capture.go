@@ -6,6 +6,7 @@ package xds
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -79,11 +80,16 @@ func (b *builder) routes() []*routev3.RouteConfiguration {
 	catchAll := &routev3.VirtualHost{
 		Name: CaptureCatchAllVirtualHost, Domains: []string{"*"}, Routes: []*routev3.Route{routeTo(PassthroughCluster)},
 	}
-	b.check("virtual host "+catchAll.GetName(), catchAll)
 	notMesh := &routev3.VirtualHost{
 		Name: ProxyNotMeshVirtualHost, Domains: []string{"*"},
 		Routes: []*routev3.Route{meshAnswer(resolve.HTTPStatus(resolve.NotMesh), resolve.NotMeshName(b.mesh.Domain))},
 	}
+	if b.onDemand() {
+		onDemand := b.withRetries([]*routev3.Route{b.meshNameOnDemandRoute()})
+		catchAll.Routes = append(slices.Clip(onDemand), catchAll.Routes...)
+		notMesh.Routes = append(slices.Clip(onDemand), notMesh.Routes...)
+	}
+	b.check("virtual host "+catchAll.GetName(), catchAll)
 	b.check("virtual host "+notMesh.GetName(), notMesh)
 	out := make([]*routev3.RouteConfiguration, 0, 2*len(identities))
 	for _, id := range slices.Compact(identities) {
@@ -93,6 +99,43 @@ func (b *builder) routes() []*routev3.RouteConfiguration {
 	}
 	slices.SortFunc(out, func(a, b *routev3.RouteConfiguration) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	return out
+}
+
+// meshNameOnDemandRoute is the catch-alls' first route on a node that fetches on demand (warm.go):
+// a Host under the mesh domain that no virtual host holds names no service (every service's
+// names have their virtual hosts, carried or not), so it is sent to the cluster the Host spells
+// (cluster_header :authority). No cluster has such a name (a mesh cluster's is qualified by its
+// source, MeshNameOnDemandRoute's pattern admits no "|"), so Envoy's on-demand discovery asks for
+// it, the agent has no answer, and after OnDemandTimeout the request is answered 503. This is
+// the design's "a name under the mesh domain that is no service fails after the on-demand
+// timeout"; any other Host keeps the catch-all's own answer.
+func (b *builder) meshNameOnDemandRoute() *routev3.Route {
+	r := &routev3.Route{
+		Name: MeshNameOnDemandRoute,
+		Match: &routev3.RouteMatch{
+			PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
+			Headers: []*routev3.HeaderMatcher{{Name: authorityHeader, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
+				StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{
+					SafeRegex: &matcherv3.RegexMatcher{Regex: MeshAuthorityPattern(b.mesh.Domain)},
+				}},
+			}}},
+		},
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+			ClusterSpecifier: &routev3.RouteAction_ClusterHeader{ClusterHeader: authorityHeader},
+			Timeout:          durationpb.New(0),
+		}},
+	}
+	b.check("route "+MeshNameOnDemandRoute, r)
+	return r
+}
+
+// authorityHeader is the request header Envoy routes by: the Host, HTTP/2's :authority.
+const authorityHeader = ":authority"
+
+// MeshAuthorityPattern is the RE2 pattern of an authority under the mesh domain: labels, the
+// domain, and an optional port (Envoy matches a header regex against the whole value).
+func MeshAuthorityPattern(domain string) string {
+	return `(?i)[a-z0-9]([-a-z0-9.]*[a-z0-9])?\.` + regexp.QuoteMeta(domain) + `(:[0-9]+)?`
 }
 
 // plannedVirtualHost is a capture virtual host before it is written for a source identity: either
@@ -290,7 +333,7 @@ func (b *builder) serviceVirtualHosts(s *meshService, hostRows []resolve.Dial) [
 	// route there, matched on the authority's port, gives it resolve's own words for :18082.
 	if wildcard >= 0 && plan[wildcard].built != nil && resolve.HTTPStatus(meshTCP.Outcome) != 0 {
 		answer := meshAnswer(resolve.HTTPStatus(meshTCP.Outcome), meshTCP)
-		answer.Match.Headers = []*routev3.HeaderMatcher{{Name: ":authority",
+		answer.Match.Headers = []*routev3.HeaderMatcher{{Name: authorityHeader,
 			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
 				MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: ":" + itoa(meshv1alpha1.MeshTCPPort)}}}}}
 		plan[wildcard].built.Routes = append([]*routev3.Route{answer}, plan[wildcard].built.Routes...)

@@ -163,13 +163,17 @@ func (b *builder) subsetHeaderConfig(what string, keys []string) map[string]*any
 
 // captureFilters are the capture HCM's HTTP filters: header-to-metadata with the pins (a virtual
 // host of a service publishing keys replaces it with its own, subsetHeaderConfig), then the
-// router.
+// on-demand filter when the node fetches what it does not carry (warm.go), then the router.
 func (b *builder) captureFilters() []*hcmv3.HttpFilter {
-	return append([]*hcmv3.HttpFilter{{
+	filters := []*hcmv3.HttpFilter{{
 		Name: HeaderToMetadataFilter,
 		ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: b.pack("the header-to-metadata filter",
 			&h2mv3.Config{RequestRules: SubsetHeaderRules(nil)})},
-	}}, b.routerFilters()...)
+	}}
+	if b.onDemand() {
+		filters = append(filters, b.onDemandHTTPFilter())
+	}
+	return append(filters, b.routerFilters()...)
 }
 
 // metadataKey spells metadata whole, in key order (a NUL cannot occur in a key or a value an

@@ -315,6 +315,9 @@ func walkSurfaces(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resour
 	if err := sim.Check(); err != nil {
 		t.Fatalf("Envoy would reject the configuration: %v", err)
 	}
+	// A service the node does not carry is fetched on demand (model.UpstreamsDeclared) and then
+	// walks as a carried one.
+	sim.FetchOnDemand(onDemandFetcher(t, m, build))
 	routed := map[string]bool{}
 	for _, r := range m.Routes {
 		for _, p := range r.Parents {

@@ -275,12 +275,20 @@ func (c *streams) OnDeltaStreamClosed(id int64, node *corev3.Node) {
 	c.s.log.Info("xDS client disconnected", "node", clipID(node.GetId()), "stream", id, "delta", true)
 }
 
-// OnStreamDeltaRequest logs and counts a NACK. Nothing needs parking: the delta server counts a
-// sent resource as the client's, so it sends a rejected one again only when it changes.
+// OnStreamDeltaRequest hands the clusters the node's Envoy subscribes to by name to the agent
+// (on-demand discovery, ondemand.go), and logs and counts a NACK. Nothing needs parking: the
+// delta server counts a sent resource as the client's, so it sends a rejected one again only when
+// it changes.
 func (c *streams) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 	last, known, node, refused := c.request(c.delta, id, req.GetNode(), req.GetTypeUrl())
-	if refused != nil || req.GetErrorDetail() == nil {
+	if refused != nil {
 		return refused
+	}
+	if !c.proxylessOnly {
+		c.s.clusterDemand(node, req.GetTypeUrl(), req.GetResourceNamesSubscribe())
+	}
+	if req.GetErrorDetail() == nil {
+		return nil
 	}
 	var names []string
 	if known && last.nonce == req.GetResponseNonce() {

@@ -110,6 +110,8 @@ type Server struct {
 	// proxyless are the connected proxyless clients, by node ID; onProxyless is told of changes.
 	proxyless   map[string]*proxylessClient
 	onProxyless []func()
+	// onDemand are told of the clusters a node's Envoy asks for on demand (ondemand.go).
+	onDemand []func(nodeID string, clusters []string)
 	// podNodeIDs reads a caller's pod UID as its node ID (ResolvePodsWith).
 	podNodeIDs PodNodeIDs
 	// peers are the proxyless socket's credentials: they learn each connection's caller (peer.go).

@@ -17,6 +17,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	ondemandv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/on_demand/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -53,8 +54,14 @@ func All(res xds.Resources) []string {
 // References checks that every cluster a tcp_proxy or a route action names (cluster,
 // weighted_clusters) is among the clusters, every EDS cluster's load assignment (its
 // service_name, else its name) is among the endpoints, and every RDS name is among the routes.
-// A missing cluster is a connection killed silently (tcp_proxy has no on-demand path).
+// A missing cluster is a connection killed silently, unless Envoy fetches it on demand: a mesh
+// cluster (xds.ParseCluster) that a tcp_proxy with on_demand over ADS names alone, or that a
+// route of a configuration names whose every connection manager runs the on-demand filter with
+// on-demand CDS over ADS (Envoy's on-demand filter asks for the route's cluster). Nothing else
+// has an on-demand path: a tcp_proxy's weighted_clusters, or a route of a manager without it.
 func References(res xds.Resources) []string {
+	onDemandRoutes := onDemandRouteConfigurations(res)
+	var routeConfiguration string
 	clusters, endpoints, routes := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, c := range res.Clusters {
 		clusters[c.GetName()] = true
@@ -71,21 +78,31 @@ func References(res xds.Resources) []string {
 			out = append(out, fmt.Sprintf("%s: %s %q is not among the %s", at, what, name, among))
 		}
 	}
+	// fetched reports whether Envoy asks for the missing cluster name on demand (onDemand).
+	fetched := func(name string, onDemand bool) bool {
+		t, mesh := xds.ParseCluster(name)
+		return onDemand && mesh && !t.Inbound
+	}
 	unreadable := walk(res, func(at string, m proto.Message, _ bool) {
 		switch t := m.(type) {
+		case *routev3.RouteConfiguration:
+			routeConfiguration = t.GetName()
 		case *tcpproxyv3.TcpProxy:
-			if c := t.GetCluster(); c != "" || t.GetWeightedClusters() == nil {
+			if c := t.GetCluster(); (c != "" || t.GetWeightedClusters() == nil) && !fetched(c, odcdsOverADS(t.GetOnDemand().GetOdcdsConfig())) {
 				need(at, "cluster", c, clusters, "clusters")
 			}
 			for _, w := range t.GetWeightedClusters().GetClusters() {
 				need(at, "weighted cluster", w.GetName(), clusters, "clusters")
 			}
 		case *routev3.RouteAction:
-			if c := t.GetCluster(); c != "" {
+			onDemand := onDemandRoutes[routeConfiguration]
+			if c := t.GetCluster(); c != "" && !fetched(c, onDemand) {
 				need(at, "cluster", c, clusters, "clusters")
 			}
 			for _, w := range t.GetWeightedClusters().GetClusters() {
-				need(at, "weighted cluster", w.GetName(), clusters, "clusters")
+				if !fetched(w.GetName(), onDemand) {
+					need(at, "weighted cluster", w.GetName(), clusters, "clusters")
+				}
 			}
 		case *hcmv3.HttpConnectionManager:
 			if rds := t.GetRds(); rds != nil {
@@ -101,6 +118,35 @@ func References(res xds.Resources) []string {
 	})
 	return append(out, unreadable...)
 }
+
+// onDemandRouteConfigurations are the RDS names whose every connection manager runs the on-demand
+// filter (xds.OnDemandFilter) with on-demand CDS over ADS: Envoy fetches a cluster their routes
+// name that it does not have.
+func onDemandRouteConfigurations(res xds.Resources) map[string]bool {
+	out := map[string]bool{}
+	walk(res, func(_ string, m proto.Message, _ bool) {
+		hcm, ok := m.(*hcmv3.HttpConnectionManager)
+		if !ok || hcm.GetRds() == nil {
+			return
+		}
+		name := hcm.GetRds().GetRouteConfigName()
+		fetches := false
+		for _, f := range hcm.GetHttpFilters() {
+			var config ondemandv3.OnDemand
+			if f.GetName() == xds.OnDemandFilter && f.GetTypedConfig().UnmarshalTo(&config) == nil &&
+				odcdsOverADS(config.GetOdcds().GetSource()) {
+				fetches = true
+			}
+		}
+		seen, had := out[name]
+		out[name] = fetches && (seen || !had)
+	})
+	return out
+}
+
+// odcdsOverADS reports whether on-demand CDS is asked of the ADS stream: the agent answers it
+// there, and nowhere else.
+func odcdsOverADS(source *corev3.ConfigSource) bool { return source.GetAds() != nil }
 
 // sdsReference checks one SDS reference. Secrets are not among the resources (the agent serves
 // them apart, as SPIRE issues them, and one not issued yet is simply absent), so what resolves it

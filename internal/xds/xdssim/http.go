@@ -13,6 +13,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	h2mv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_to_metadata/v3"
+	ondemandv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/on_demand/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 )
@@ -99,17 +100,19 @@ func isAuthorityChar(c rune) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune("-._~!$&'()*+,;=:@[]%", c)
 }
 
-// checkHTTPFilters accepts the router, last, after header-to-metadata filters: any other filter
-// could answer or deny a request, which this simulator would not see. Header-to-metadata only
-// writes the request's metadata, which the subset decision (subset.go) reads; it never answers.
+// checkHTTPFilters accepts the router, last, after header-to-metadata and on-demand filters: any
+// other filter could answer or deny a request, which this simulator would not see.
+// Header-to-metadata only writes the request's metadata, which the subset decision (subset.go)
+// reads; it never answers. The on-demand filter only delays the request until its route's
+// cluster exists (ondemand.go); the router answers as ever.
 func checkHTTPFilters(hcm *hcmv3.HttpConnectionManager) error {
 	filters := hcm.GetHttpFilters()
 	if len(filters) == 0 {
 		return fmt.Errorf("%w: the HTTP connection manager has no HTTP filter; Envoy requires the router last", ErrUnsupported)
 	}
 	for _, f := range filters[:len(filters)-1] {
-		if tc := f.GetTypedConfig(); tc == nil || !unpack(tc, &h2mv3.Config{}) {
-			return fmt.Errorf("%w: HTTP filter %q (only header-to-metadata and the router are modelled)", ErrUnsupported, f.GetName())
+		if tc := f.GetTypedConfig(); tc == nil || !unpack(tc, &h2mv3.Config{}) && !unpack(tc, &ondemandv3.OnDemand{}) {
+			return fmt.Errorf("%w: HTTP filter %q (only header-to-metadata, on-demand discovery and the router are modelled)", ErrUnsupported, f.GetName())
 		}
 	}
 	f := filters[len(filters)-1]
@@ -380,16 +383,36 @@ func (s *Sim) act(out *Outcome, rc *routev3.RouteConfiguration, vh *routev3.Virt
 // chosen cluster that is missing is Envoy's cluster_not_found answer (503 unless configured).
 func (s *Sim) forward(out *Outcome, ra *routev3.RouteAction, req *Request, local netip.AddrPort) {
 	up := upstream{http: true, request: req, local: local, state: out.state}
+	onDemand := httpOnDemand(out.routed.hcm)
+	to := func(name string, weight uint32) bool {
+		if err := s.discover(out, name, onDemand); err != nil {
+			*out = out.fail(Unmodelled, err)
+			return false
+		}
+		out.Targets = append(out.Targets, s.target(name, weight, up))
+		return true
+	}
 	switch spec := ra.GetClusterSpecifier().(type) {
 	case *routev3.RouteAction_Cluster:
-		out.Targets = []Target{s.target(spec.Cluster, 1, up)}
+		if !to(spec.Cluster, 1) {
+			return
+		}
+	case *routev3.RouteAction_ClusterHeader:
+		// The cluster the request header names (its first value); none is cluster_not_found.
+		if !to(out.routed.request[strings.ToLower(spec.ClusterHeader)], 1) {
+			return
+		}
 	case *routev3.RouteAction_WeightedClusters:
+		// Envoy picks one weighted cluster per request, then the on-demand filter asks for it: the
+		// simulator walks every choice, each discovered as if it were the one picked.
 		for _, cw := range spec.WeightedClusters.GetClusters() {
 			if cw.GetClusterHeader() != "" {
 				*out = out.fail(Unmodelled, fmt.Errorf("%w: a weighted cluster named by header %q", ErrUnsupported, cw.GetClusterHeader()))
 				return
 			}
-			out.Targets = append(out.Targets, s.target(cw.GetName(), cw.GetWeight().GetValue(), up))
+			if !to(cw.GetName(), cw.GetWeight().GetValue()) {
+				return
+			}
 		}
 	default:
 		*out = out.fail(Unmodelled, fmt.Errorf("%w: route %s chooses its cluster by %T", ErrUnsupported, out.Route, spec))

@@ -90,10 +90,20 @@ func unpack(a *anypb.Any, m proto.Message) bool {
 	return a.UnmarshalTo(m) == nil
 }
 
-// tcpProxy forwards the connection to its cluster, or to one of its weighted clusters.
+// tcpProxy forwards the connection to its cluster, or to one of its weighted clusters; a single
+// cluster it does not have is discovered on demand first when on_demand is set (ondemand.go).
 func (s *Sim) tcpProxy(out *Outcome, tp *tcpproxyv3.TcpProxy, local netip.AddrPort) {
+	if tp.GetTunnelingConfig() != nil || tp.GetOnDemand() != nil && tp.GetWeightedClusters() != nil {
+		*out = out.fail(Unmodelled, fmt.Errorf("%w: tcp_proxy %q tunnels, or discovers a weighted cluster on demand", ErrUnsupported, tp.GetStatPrefix()))
+		return
+	}
 	switch spec := tp.GetClusterSpecifier().(type) {
 	case *tcpproxyv3.TcpProxy_Cluster:
+		od := tp.GetOnDemand()
+		if err := s.discover(out, spec.Cluster, newODCDS(od.GetOdcdsConfig(), od.GetTimeout())); err != nil {
+			*out = out.fail(Unmodelled, err)
+			return
+		}
 		out.Targets = []Target{s.target(spec.Cluster, 1, upstream{local: local, state: out.state})}
 	case *tcpproxyv3.TcpProxy_WeightedClusters:
 		for _, cw := range spec.WeightedClusters.GetClusters() {
@@ -101,10 +111,6 @@ func (s *Sim) tcpProxy(out *Outcome, tp *tcpproxyv3.TcpProxy, local netip.AddrPo
 		}
 	default:
 		*out = out.fail(Unmodelled, fmt.Errorf("%w: tcp_proxy %q names no cluster", ErrUnsupported, tp.GetStatPrefix()))
-		return
-	}
-	if tp.GetTunnelingConfig() != nil || tp.GetOnDemand() != nil {
-		*out = out.fail(Unmodelled, fmt.Errorf("%w: tcp_proxy %q tunnels or discovers on demand", ErrUnsupported, tp.GetStatPrefix()))
 		return
 	}
 	out.settle(nil)

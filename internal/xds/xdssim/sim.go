@@ -24,6 +24,8 @@ type Sim struct {
 	clusters  map[string]*clusterv3.Cluster
 	endpoints map[string]*endpointv3.ClusterLoadAssignment
 	routes    map[string]*routev3.RouteConfiguration
+	// fetch answers on-demand cluster discovery (ondemand.go); nil answers nothing.
+	fetch Fetcher
 }
 
 // New indexes res by name. It keeps the first of two resources with one name (snapshot
@@ -229,6 +231,11 @@ type Outcome struct {
 	Response *Response
 	// Targets are the clusters the connection or request goes to: one, or the weighted choices.
 	Targets []Target
+	// OnDemand are the clusters Envoy asked for on demand before the request or connection went
+	// on (ondemand.go), in order; OnDemandWaited is how long it waited for answers that never
+	// came (the discovery timeout each). An answered request waits one round trip, not counted.
+	OnDemand       []string
+	OnDemandWaited time.Duration
 	// Verdict is what the client sees.
 	Verdict Verdict
 	// Err says why the connection reached no upstream and no configured answer; it wraps one of

@@ -17,9 +17,30 @@ import (
 // replica of it (same declaration, a new name and address) joins every pair it is a member of.
 // It takes the first member, services and members in order, whose change keeps every port's
 // protocol, every pair's vote order and the primary (checked by Service.Validate and a
-// comparison of the port sets): a change of protocol is not endpoint-only. m is not modified.
+// comparison of the port sets): a change of protocol is not endpoint-only. On a node that
+// carries declared upstreams only (model.UpstreamsDeclared), the local pods' own services come
+// first: every node carries them, so the change reaches a load assignment. m is not modified.
 func EndpointChange(m model.Mesh) (model.Mesh, error) {
-	for i, svc := range m.Services {
+	order := make([]int, 0, len(m.Services))
+	for i := range m.Services {
+		order = append(order, i)
+	}
+	if m.Upstreams.OnDemand() {
+		own := func(s model.Service) bool {
+			return slices.ContainsFunc(m.Pods, func(p model.LocalPod) bool { return p.Namespace == s.Namespace && p.Service == s.Name })
+		}
+		slices.SortStableFunc(order, func(a, b int) int {
+			switch oa, ob := own(m.Services[a]), own(m.Services[b]); {
+			case oa == ob:
+				return 0
+			case oa:
+				return -1
+			}
+			return 1
+		})
+	}
+	for _, i := range order {
+		svc := m.Services[i]
 		for _, name := range memberNames(svc) {
 			changed := addReplica(flipHealth(svc.Clone(), name), name)
 			if changed.Validate() != nil || !samePorts(svc, changed) {

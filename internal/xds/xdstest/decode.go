@@ -33,6 +33,10 @@ var (
 	fuzzKinds   = [4]model.RouteKind{model.HTTPRoute, model.GRPCRoute, model.TCPRoute, model.TLSRoute}
 )
 
+// fuzzUpstreams is what a local pod declares when the fuzz bytes say so: a service by its
+// qualified name and one by its bare name (the pod's own namespace's, or none).
+const fuzzUpstreams = "payments.shop,catalog"
+
 // fuzzStart is the creation time of an endpoint of age 0; a byte adds minutes.
 var fuzzStart = at(9)
 
@@ -45,7 +49,8 @@ const (
 // among valid values, and every pod goes through the annotation grammar and BuildService).
 //
 //	byte 0: bits 0-1 the local pods' capture mode, bits 2-3 the number of routes R, bit 4 a mesh
-//	without an identity issuer (none)
+//	without an identity issuer (none), bit 5 a node that carries declared upstreams only
+//	(model.UpstreamsDeclared), bit 6 every local pod declares fuzzUpstreams
 //	then R routes of 4 bytes (see route), then up to 4 services (payments, frontend, catalog,
 //	ledger), each a header byte (bits 0-1: its number of endpoints, 0-3) and 5 bytes an endpoint:
 //	a port mask over 80, 443, 5432, 6379, 8080, 8081, 9000, 9090; two bytes of 2-bit suffixes
@@ -61,6 +66,13 @@ func Decode(data []byte) Scenario {
 	capture, routeCount := fuzzCapture[data[0]&3], int(data[0]>>2&3)
 	if data[0]&(1<<4) != 0 {
 		s.Issuer = workloadidentity.NoIssuer
+	}
+	if data[0]&(1<<5) != 0 {
+		s.Upstreams = model.UpstreamsDeclared
+	}
+	upstreams := ""
+	if data[0]&(1<<6) != 0 {
+		upstreams = fuzzUpstreams
 	}
 	data = data[1:]
 	var routeData [][]byte
@@ -81,7 +93,11 @@ func Decode(data []byte) Scenario {
 			if len(data) < endpointBytes {
 				break
 			}
-			s.Workloads = append(s.Workloads, decodeWorkload(decl, len(s.Services)-1, i, data[:endpointBytes], capture))
+			w := decodeWorkload(decl, len(s.Services)-1, i, data[:endpointBytes], capture)
+			if w.Node == ThisNode {
+				w.Upstreams = upstreams
+			}
+			s.Workloads = append(s.Workloads, w)
 			data = data[endpointBytes:]
 		}
 	}
@@ -214,6 +230,12 @@ func Encode(s Scenario) []byte {
 	}
 	if !s.Issuer.Issues() {
 		head |= 1 << 4
+	}
+	if s.Upstreams.OnDemand() {
+		head |= 1 << 5
+	}
+	if slices.ContainsFunc(s.Workloads, func(w Workload) bool { return w.Node == ThisNode && w.Upstreams != "" }) {
+		head |= 1 << 6
 	}
 	decls := s.Services[:min(len(s.Services), len(fuzzServices))]
 	var services []byte

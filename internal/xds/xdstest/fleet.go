@@ -5,6 +5,9 @@ package xdstest
 
 import (
 	"fmt"
+	"strings"
+
+	"github.com/aether-mesh/aether-operator/internal/model"
 )
 
 // Fleet is the benchmarks' mesh (issue 12's acceptance): services services in namespace fleet,
@@ -27,6 +30,33 @@ func Fleet(services, endpoints int) Scenario {
 				Port: "8080", Ports: "8080,9090=h2,9000=tcp", Health: healthy, Created: at(9)})
 			n++
 		}
+	}
+	return s
+}
+
+// DeclaringFleet is Fleet with identities local pods, one each of the first identities services
+// (so as many local identities), each declaring declared upstreams in
+// config.aether.io/upstreams (the services after its own, by bare name: the same namespace),
+// on a node that carries upstreams as mode says. The distribution benchmark's mesh.
+func DeclaringFleet(services, endpoints, identities, declared int, mode model.UpstreamsMode) Scenario {
+	s := Fleet(services, endpoints)
+	s.Upstreams = mode
+	for i := range s.Workloads {
+		w := &s.Workloads[i]
+		var svc int
+		if _, err := fmt.Sscanf(w.Service, "svc-%04d", &svc); err != nil {
+			panic(fmt.Sprintf("xdstest: fleet service %q: %v", w.Service, err))
+		}
+		w.Node = []string{SameRegion, OtherRegion}[i%2]
+		if svc >= identities || w.Name != w.Service+"-00" {
+			continue
+		}
+		w.Node = ThisNode
+		var names []string
+		for k := 1; k <= declared; k++ {
+			names = append(names, fmt.Sprintf("svc-%04d", (svc+k)%services))
+		}
+		w.Upstreams = strings.Join(names, ",")
 	}
 	return s
 }

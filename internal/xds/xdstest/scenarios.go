@@ -28,6 +28,8 @@ const (
 	// canaryVIP is payments-canary's VIP in the routed scenarios; catalogVIP is catalog's.
 	canaryVIP  = "10.96.0.12"
 	catalogVIP = "10.96.0.11"
+	// catalogPod is catalog's one pod, in the same region, at catalogAddress.
+	catalogPod, catalogAddress = "catalog-0", "10.244.2.11"
 )
 
 // at is hh:00 on Day.
@@ -132,8 +134,8 @@ func Scoped() model.Mesh { return scoped().Mesh() }
 func scoped() Scenario {
 	s := mixedHTTPPrimary()
 	s.Services = append(s.Services, ServiceDecl{shop, catalogService, catalogVIP})
-	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: "catalog-0", Node: SameRegion,
-		Address: "10.244.2.11", Port: "8080", Health: healthy, Created: at(9)})
+	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: catalogPod, Node: SameRegion,
+		Address: catalogAddress, Port: "8080", Health: healthy, Created: at(9)})
 	for i := range s.Workloads {
 		if s.Workloads[i].Node == ThisNode {
 			s.Workloads[i].Capture = model.CaptureScoped
@@ -250,8 +252,8 @@ func SharedPort() model.Mesh { return sharedPort().Mesh() }
 func sharedPort() Scenario {
 	s := simple("8080", "8080,9000=tcp", "")
 	s.Services = append(s.Services, ServiceDecl{shop, catalogService, catalogVIP})
-	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: "catalog-0", Node: SameRegion,
-		Address: "10.244.2.11", Port: "9000", Health: healthy, Created: at(9)})
+	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: catalogPod, Node: SameRegion,
+		Address: catalogAddress, Port: "9000", Health: healthy, Created: at(9)})
 	return s
 }
 
@@ -283,6 +285,41 @@ func uds() Scenario {
 	return s
 }
 
+// DeclaredUpstreams is the routed mesh (Routes) with catalog beside it (HTTP 8080, TCP 5432,
+// one pod in the same region), on a node that carries declared upstreams only
+// (model.UpstreamsDeclared), where frontend declares config.aether.io/upstreams "payments.shop".
+// frontend's identity carries its own service, payments, and payments-canary (a backend of
+// payments' routes); payments' identity carries its own service and payments-canary. Nothing
+// carries catalog: its virtual hosts and capture chains still name its clusters, which Envoy
+// fetches on demand (the capture and proxy HCMs run the on-demand filter, catalog's tcp_proxy
+// chains have on_demand).
+func DeclaredUpstreams() model.Mesh { return declaredUpstreams().Mesh() }
+
+func declaredUpstreams() Scenario {
+	s := routes()
+	s.Upstreams = model.UpstreamsDeclared
+	s.Services = append(s.Services, ServiceDecl{shop, catalogService, catalogVIP})
+	s.Workloads = append(s.Workloads, Workload{Namespace: shop, Service: catalogService, Name: catalogPod, Node: SameRegion,
+		Address: catalogAddress, Port: "8080", Ports: "8080,5432=tcp", Health: healthy, Created: at(9)})
+	for i, w := range s.Workloads {
+		if w.Service == frontendService {
+			s.Workloads[i].Upstreams = "payments.shop"
+		}
+	}
+	return s
+}
+
+// OnDemand is DeclaredUpstreams after frontend asked for catalog on demand: the agent's answer
+// carries catalog's clusters for frontend's identity alone, and its load assignments; the
+// listeners and routes are DeclaredUpstreams' byte for byte.
+func OnDemand() model.Mesh { return onDemand().Mesh() }
+
+func onDemand() Scenario {
+	s := declaredUpstreams()
+	s.Demanded = map[string][]string{Identity(web, frontendService): {catalogService + "." + shop}}
+	return s
+}
+
 // Scenarios are every scenario as data, by the name of its golden directory.
 func Scenarios() map[string]Scenario {
 	return map[string]Scenario{
@@ -303,6 +340,8 @@ func Scenarios() map[string]Scenario {
 		"dual-stack-mesh":            dualStack(),
 		"subsets":                    subsets(),
 		"uds":                        uds(),
+		"declared-upstreams":         declaredUpstreams(),
+		"on-demand":                  onDemand(),
 	}
 }
 

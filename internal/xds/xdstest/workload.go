@@ -73,13 +73,15 @@ type Workload struct {
 	// UDSSocket is the endpoint.aether.io/uds-socket annotation (empty: not set); the pod then
 	// has the csi.aether.io volume it names, and an fsGroup.
 	UDSSocket string
+	// Upstreams is the config.aether.io/upstreams annotation (empty: not set).
+	Upstreams string
 }
 
 // Pod is the managed pod the workload is.
 func (w Workload) Pod() *corev1.Pod {
 	annotations := map[string]string{}
 	for key, value := range map[string]string{portspec.AnnotationPort: w.Port, portspec.AnnotationPorts: w.Ports,
-		portspec.AnnotationProtocol: w.Protocol} {
+		portspec.AnnotationProtocol: w.Protocol, portspec.AnnotationUpstreams: w.Upstreams} {
 		if value != "" {
 			annotations[key] = value
 		}
@@ -134,6 +136,15 @@ func (w Workload) Local() model.LocalPod {
 		Address: w.Address, Primary: ep.Spec.PrimaryPort, Ports: ep.Spec.Ports,
 		NetNS:    filepath.Join("/var/run/netns", "cni-"+w.Namespace+"-"+w.Name),
 		Identity: Identity(w.Namespace, w.Service), Capture: cmp.Or(w.Capture, model.CaptureSurface)}
+	if w.Upstreams != "" {
+		// Parsed as the node agent parses it (internal/portspec): a list it would refuse is a
+		// broken scenario.
+		spec, err := portspec.Parse(w.Pod().Annotations)
+		if err != nil {
+			panic(fmt.Sprintf("xdstest: workload %s/%s: %v", w.Namespace, w.Name, err))
+		}
+		lp.Upstreams = spec.Upstreams
+	}
 	if w.UDSSocket != "" {
 		// Resolved as the node agent resolves it: a workload whose socket it would refuse is a
 		// broken scenario.
@@ -169,6 +180,10 @@ type Scenario struct {
 	Routes    []model.Route
 	// Issuer is the mesh's workload-identity issuer (model.Mesh.Issuer): spire when empty.
 	Issuer workloadidentity.Issuer
+	// Upstreams is the node's distribution mode (model.Mesh.Upstreams): all when empty.
+	Upstreams model.UpstreamsMode
+	// Demanded are the services each local identity asked for on demand (model.Mesh.Demanded).
+	Demanded map[string][]string
 }
 
 // Inputs are the model's inputs of every service, sorted by namespace and name: its identity,
@@ -214,7 +229,8 @@ func Node() model.Node {
 
 // Mesh is the scenario as Build reads it: every service built by model.BuildService.
 func (s Scenario) Mesh() model.Mesh {
-	m := model.Mesh{Domain: Domain, Issuer: s.Issuer, Node: Node(), Pods: s.LocalPods(), Routes: slices.Clone(s.Routes)}
+	m := model.Mesh{Domain: Domain, Issuer: s.Issuer, Node: Node(), Pods: s.LocalPods(), Routes: slices.Clone(s.Routes),
+		Upstreams: s.Upstreams, Demanded: s.Demanded}
 	for _, in := range s.Inputs() {
 		m.Services = append(m.Services, model.BuildService(in))
 	}

@@ -59,8 +59,9 @@ func checkMesh(t testing.TB, name string, m model.Mesh) {
 // workload joins its service (each is a verified endpoint).
 func TestScenariosAreValid(t *testing.T) {
 	scenarios := xdstest.Scenarios()
-	if len(scenarios) != 17 {
-		t.Errorf("%d scenarios, want the 10 of the table, tls-routes, no-issuer, shared-port, dual-stack-mesh, primary-rollout, subsets and uds", len(scenarios))
+	if len(scenarios) != 19 {
+		t.Errorf("%d scenarios, want the 10 of the table, tls-routes, no-issuer, shared-port, dual-stack-mesh, primary-rollout, subsets, uds, "+
+			"declared-upstreams and on-demand", len(scenarios))
 	}
 	for name, m := range xdstest.All() {
 		checkMesh(t, name, m)
@@ -162,6 +163,9 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		"subsets":         "primary 8080; 8080/HTTP 9000/TCP; http default none; tcp default 9000",
 		"uds":             "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 		"primary-rollout": "primary 8080; 8080/HTTP 9000/TCP; http default none; tcp default 9000",
+		// The routed mesh, on a node that carries declared upstreams only.
+		"declared-upstreams": "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
+		"on-demand":          "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 	}
 	all := xdstest.All()
 	for name, m := range all {
@@ -172,9 +176,15 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		if scoped != (name == "scoped") {
 			t.Errorf("%s: a local pod in scoped mode: %v", name, scoped)
 		}
-		wantRoutes := map[string]int{"routes": 3, "tls-routes": 1}[name]
+		wantRoutes := map[string]int{"routes": 3, "tls-routes": 1, "declared-upstreams": 3, "on-demand": 3}[name]
 		if len(m.Routes) != wantRoutes {
 			t.Errorf("%s: %d routes, want %d", name, len(m.Routes), wantRoutes)
+		}
+		if declared := m.Upstreams == model.UpstreamsDeclared; declared != (name == "declared-upstreams" || name == "on-demand") {
+			t.Errorf("%s: the node carries declared upstreams only: %v", name, declared)
+		}
+		if demanded := len(m.Demanded) > 0; demanded != (name == "on-demand") {
+			t.Errorf("%s: services asked for on demand: %v", name, m.Demanded)
 		}
 		if issues := m.Issuer.Issues(); issues != (name != "no-issuer") {
 			t.Errorf("%s: the mesh has an identity issuer: %v", name, issues)
