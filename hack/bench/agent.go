@@ -198,7 +198,10 @@ type agentProcess struct {
 }
 
 // startAgent runs the agent binary as the node agent of node (kubeconfig), xDS serving on a unix
-// socket in dir, metrics and pprof on loopback ports of its own, with the flags more.
+// socket in dir, metrics and pprof on loopback ports of its own, with the flags more. Every agent
+// renders every service for its pods (--upstreams=all): the benchmarks measure how fast a change
+// reaches every node's configuration, which under declared upstreams only the nodes that carry
+// the service would hold. The proxy-config endpoint is off: the agents share one loopback.
 func startAgent(ctx context.Context, bin, kubeconfig, node, dir, logPath string, more ...string) (*agentProcess, error) {
 	ports, err := freePorts(2)
 	if err != nil {
@@ -214,7 +217,7 @@ func startAgent(ctx context.Context, bin, kubeconfig, node, dir, logPath string,
 	args := append([]string{"--kubeconfig=" + kubeconfig, "--node-name=" + node,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), "--metrics-secure=false", "--health-probe-bind-address=0",
 		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", ports[1]),
-		"--xds-address=unix://" + filepath.Join(dir, "xds.sock")}, more...)
+		"--xds-address=unix://" + filepath.Join(dir, "xds.sock"), "--upstreams=all", "--debug-bind-address=0"}, more...)
 	p.cmd = exec.CommandContext(ctx, bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	p.began = time.Now()

@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -76,6 +77,12 @@ type PodReconciler struct {
 	refused sync.Map // types.NamespacedName → string
 }
 
+// podWorkers is how many of the node's pods are reconciled at once (never one pod twice at once).
+// A registration waits on the API server twice and on the pod's first probe: one at a time, a
+// node taking fifty new pods in a rollout (hack/bench, latency) registered the last one minutes
+// after it started, on a busy API server.
+const podWorkers = 4
+
 // SetupWithManager registers the reconciler: pods (the cache holds only this node's), this
 // node's MeshEndpoints (so one whose pod vanished while the agent was down is found on start),
 // and the Node (its topology labels are every endpoint's locality).
@@ -99,6 +106,7 @@ func (r *PodReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(r.controllerName, "agent-pods")).
+		WithOptions(controller.Options{MaxConcurrentReconciles: podWorkers}).
 		For(&corev1.Pod{}).
 		Watches(&meshv1alpha1.MeshEndpoint{}, podOfEndpoint).
 		Watches(&corev1.Node{}, allPods, builder.WithPredicates(predicate.LabelChangedPredicate{})).
