@@ -56,8 +56,26 @@ func TestEndpointTimesFollowThePublishedSnapshots(t *testing.T) {
 	}
 
 	// Held again after its drop: a new held time, the drop cleared.
-	times.published(at(4), services, cla(map[string]corev3.HealthStatus{"10.0.0.1": corev3.HealthStatus_HEALTHY}))
+	fourth := cla(map[string]corev3.HealthStatus{"10.0.0.1": corev3.HealthStatus_HEALTHY})
+	times.published(at(4), services, fourth)
 	if g := times.Snapshot()["shop/ledger-0"]; !g.Held.Equal(at(4)) || !g.Dropped.IsZero() {
 		t.Errorf("shop/ledger-0 back in the snapshot: %+v, want held at %v and no drop", g, at(4))
+	}
+
+	// The same message published again (the builder reused it) holds what it held.
+	times.published(at(5), services, fourth)
+	if g := times.Snapshot()["shop/ledger-0"]; !g.Held.Equal(at(4)) || !g.Dropped.IsZero() {
+		t.Errorf("shop/ledger-0 in a reused message: %+v, want still held since %v", g, at(4))
+	}
+	// Moved to another message in one publish: never dropped in between; dropped once none holds it.
+	moved := cla(map[string]corev3.HealthStatus{"10.0.0.1": corev3.HealthStatus_HEALTHY})
+	moved[0].ClusterName = "ledger:9000"
+	times.published(at(6), services, moved)
+	if g := times.Snapshot()["shop/ledger-0"]; !g.Held.Equal(at(4)) || !g.Dropped.IsZero() {
+		t.Errorf("shop/ledger-0 moved to another load assignment: %+v, want still held since %v", g, at(4))
+	}
+	times.published(at(7), services, nil)
+	if g := times.Snapshot()["shop/ledger-0"]; !g.Dropped.Equal(at(7)) {
+		t.Errorf("shop/ledger-0 in no load assignment: %+v, want dropped at %v", g, at(7))
 	}
 }
