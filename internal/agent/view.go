@@ -202,12 +202,41 @@ func (v *View) Services(ctx context.Context) ([]model.Service, error) {
 	if err := v.cache.List(ctx, &services, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing MeshServices: %w", err)
 	}
-	var endpoints meshv1alpha1.MeshEndpointList
-	// No deep copy: the builder reads the endpoints and copies what it keeps.
-	if err := v.cache.List(ctx, &endpoints, client.UnsafeDisableDeepCopy); err != nil {
+	endpoints, err := v.endpoints(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("listing MeshEndpoints: %w", err)
 	}
-	return v.services.Build(services.Items, endpoints.Items), nil
+	return v.services.Build(services.Items, endpoints), nil
+}
+
+// endpoints are the cached MeshEndpoints, the cache's own objects: read them, never modify them.
+// Taken from the informer's store, they are not copied into a list (at ten thousand endpoints
+// the copy was a tenth of every rebuild).
+func (v *View) endpoints(ctx context.Context) ([]*meshv1alpha1.MeshEndpoint, error) {
+	informer, err := v.cache.GetInformer(ctx, &meshv1alpha1.MeshEndpoint{})
+	if err != nil {
+		return nil, err
+	}
+	withStore, ok := informer.(interface{ GetStore() toolscache.Store })
+	if !ok { // not an informer of client-go's: list (no deep copy) and point into the list
+		var list meshv1alpha1.MeshEndpointList
+		if err := v.cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		out := make([]*meshv1alpha1.MeshEndpoint, len(list.Items))
+		for i := range list.Items {
+			out[i] = &list.Items[i]
+		}
+		return out, nil
+	}
+	objects := withStore.GetStore().List()
+	out := make([]*meshv1alpha1.MeshEndpoint, 0, len(objects))
+	for _, o := range objects {
+		if ep, ok := o.(*meshv1alpha1.MeshEndpoint); ok {
+			out = append(out, ep)
+		}
+	}
+	return out, nil
 }
 
 // Routes are the Gateway API routes the data plane carries, as the model sees them

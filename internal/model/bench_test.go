@@ -76,11 +76,11 @@ func BenchmarkServicesEndpointChange(b *testing.B) {
 	})
 	b.Run("changed", func(b *testing.B) {
 		var sb model.ServiceBuilder
-		sb.Build(services, endpoints)
+		sb.Build(services, pointers(endpoints))
 		b.ReportAllocs()
 		for b.Loop() {
 			flip()
-			sb.Build(services, endpoints)
+			sb.Build(services, pointers(endpoints))
 		}
 	})
 }

@@ -125,3 +125,12 @@ func meshObjects(services, perService int) ([]meshv1alpha1.MeshService, []meshv1
 	}
 	return mss, eps
 }
+
+// pointers points at each of endpoints, as a cache's store hands them to a ServiceBuilder.
+func pointers(endpoints []meshv1alpha1.MeshEndpoint) []*meshv1alpha1.MeshEndpoint {
+	out := make([]*meshv1alpha1.MeshEndpoint, len(endpoints))
+	for i := range endpoints {
+		out[i] = &endpoints[i]
+	}
+	return out
+}

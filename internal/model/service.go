@@ -276,7 +276,7 @@ func boolRank(b bool) int {
 // certificate. The node agent builds its data plane from it; `kubectl aether dial --from` its
 // explanation of the same.
 func BuildServices(services []meshv1alpha1.MeshService, endpoints []meshv1alpha1.MeshEndpoint) []Service {
-	byService := verifiedByService(endpoints)
+	byService := verifiedByService(pointers(endpoints))
 	out := make([]Service, 0, len(services))
 	for i := range services {
 		ms := &services[i]
@@ -306,9 +306,9 @@ type builtService struct {
 }
 
 // Build is BuildServices(services, endpoints), each unchanged service's model reused. The
-// Services returned share their slices with the builder's memory and later builds: read them,
-// never modify them.
-func (sb *ServiceBuilder) Build(services []meshv1alpha1.MeshService, endpoints []meshv1alpha1.MeshEndpoint) []Service {
+// endpoints are read, never modified (they may be a cache's own objects). The Services returned
+// share their slices with the builder's memory and later builds: read them, never modify them.
+func (sb *ServiceBuilder) Build(services []meshv1alpha1.MeshService, endpoints []*meshv1alpha1.MeshEndpoint) []Service {
 	byService := verifiedByService(endpoints)
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
@@ -339,10 +339,10 @@ type serviceKey struct{ namespace, name string }
 // verifiedByService are the verified endpoints (registration.Verified) by their service, each
 // service's sorted by name so that a service's input reads the same however the lister ordered
 // them.
-func verifiedByService(endpoints []meshv1alpha1.MeshEndpoint) map[serviceKey][]*meshv1alpha1.MeshEndpoint {
+func verifiedByService(endpoints []*meshv1alpha1.MeshEndpoint) map[serviceKey][]*meshv1alpha1.MeshEndpoint {
 	byService := map[serviceKey][]*meshv1alpha1.MeshEndpoint{}
-	for i := range endpoints {
-		if ep := &endpoints[i]; registration.Verified(ep) {
+	for _, ep := range endpoints {
+		if registration.Verified(ep) {
 			k := serviceKey{ep.Namespace, ep.Spec.ServiceName}
 			byService[k] = append(byService[k], ep)
 		}
@@ -351,6 +351,15 @@ func verifiedByService(endpoints []meshv1alpha1.MeshEndpoint) map[serviceKey][]*
 		slices.SortFunc(eps, func(a, b *meshv1alpha1.MeshEndpoint) int { return cmp.Compare(a.Name, b.Name) })
 	}
 	return byService
+}
+
+// pointers are pointers to each of endpoints.
+func pointers(endpoints []meshv1alpha1.MeshEndpoint) []*meshv1alpha1.MeshEndpoint {
+	out := make([]*meshv1alpha1.MeshEndpoint, len(endpoints))
+	for i := range endpoints {
+		out[i] = &endpoints[i]
+	}
+	return out
 }
 
 // inputOf is the model's input of MeshService ms with its verified endpoints, copied.

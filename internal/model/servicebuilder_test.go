@@ -19,7 +19,7 @@ func TestServiceBuilder(t *testing.T) {
 	var sb model.ServiceBuilder
 	check := func(step string) []model.Service {
 		t.Helper()
-		got, want := sb.Build(services, endpoints), model.BuildServices(services, endpoints)
+		got, want := sb.Build(services, pointers(endpoints)), model.BuildServices(services, endpoints)
 		if len(got) != len(want) {
 			t.Fatalf("%s: the builder built %d services, BuildServices %d", step, len(got), len(want))
 		}
