@@ -72,7 +72,7 @@ verify-chart: ## Generate the chart into a temporary directory; fail, with a dif
 
 # Each line a `helm template` of dist/chart: the defaults; SPIRE off, SPIRE used but not installed
 # (a cluster's own), each with Envoy off too; SPIRE's namespace, trust domain and cluster name
-# changed; cert-manager off; Envoy off; the monitoring objects on; the workloads' placement, pod
+# changed; cert-manager on (the rotation off) with its own Secret name; Envoy off; the monitoring objects on; the workloads' placement, pod
 # metadata, log levels and extra arguments set.
 CHART_VARIANTS = "" \
 	"--set spire.enabled=false" \
@@ -80,12 +80,12 @@ CHART_VARIANTS = "" \
 	"--set spire.install=false" \
 	"--set spire.install=false --set envoy.enabled=false" \
 	"--set spire.namespace=ids-system --set spire.trustDomain=example.org --set spire.clusterName=prod" \
-	"--set certManager.enabled=false --set webhook.certSecretName=webhook-tls --set webhook.caBundle=Q0EK" \
+	"--set certManager.enabled=true --set webhook.certSecretName=webhook-tls" \
 	"--set envoy.enabled=false" \
 	"--set prometheus.serviceMonitor.enabled=true --set prometheus.rules.enabled=true --set prometheus.dashboard.enabled=true" \
 	"--set manager.logLevel=debug --set agent.logLevel=2 --set envoy.logLevel=warning --set manager.nodeSelector.disk=ssd --set agent.tolerations[0].operator=Exists --set envoy.nodeSelector.pool=mesh --set-string manager.podAnnotations.team=mesh --set agent.podLabels.team=mesh --set manager.extraArgs={--zap-devel} --set envoy.extraArgs={--concurrency,2}"
 .PHONY: chart-check
-chart-check: ## helm lint --strict and helm template of dist/chart (defaults; SPIRE off or not installed, its values; cert-manager, Envoy off; the workload values), with helm from hack/build-helm.sh; fails at the first that fails.
+chart-check: ## helm lint --strict and helm template of dist/chart (defaults; SPIRE off or not installed, its values; cert-manager on, Envoy off; the workload values), with helm from hack/build-helm.sh; fails at the first that fails.
 	@helm="$$(hack/build-helm.sh)/helm"; \
 	"$$helm" lint --strict dist/chart || exit 1; \
 	for args in $(CHART_VARIANTS); do \

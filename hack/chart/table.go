@@ -28,7 +28,7 @@ import (
 //     files and flags, found by pattern and checked to agree; the registrar's flags, checked
 //     against the agent's ServiceAccount; the manager's and the agent's --mesh-domain, the trust
 //     domain under spire.enabled, read back from SPIRE's configuration (spire.go);
-//   - webhook.caBundle, certManager.enabled's annotation and ignoredNamespaces in the webhooks'
+//   - certManager.enabled's annotation and ignoredNamespaces in the webhooks'
 //     namespaceSelector: a conditional key, a required value and a check against the binaries'
 //     default (values.go's webhook);
 //   - nameOverride, fullnameOverride, crd.keep: names and labels of every object (chart.go's
