@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
@@ -66,6 +68,16 @@ type latencyResult struct {
 	// AgentCPUS its CPU seconds in that span, on average.
 	PublishesPerAgent float64 `json:"publishes_per_agent"`
 	AgentCPUS         float64 `json:"agent_cpu_s"`
+	// CPUCores is, per process (kube-apiserver, etcd, manager, the agents together, the benchmark
+	// itself), the CPU it used over the churn in cores (CPU seconds per second of churn): where
+	// the machine's cores went.
+	CPUCores map[string]float64 `json:"cpu_cores_over_churn"`
+	// The manager's MeshService controller over the churn (its workqueue and controller-runtime
+	// metrics): how many reconciles, the mean time a service waited in the queue for a worker,
+	// and the mean reconcile.
+	ManagerReconciles float64 `json:"manager_reconciles"`
+	ManagerQueueWaitS float64 `json:"manager_queue_wait_mean_s"`
+	ManagerReconcileS float64 `json:"manager_reconcile_mean_s"`
 	ChurnS            float64 `json:"churn_s"`
 	WallS             float64 `json:"wall_s"`
 }
@@ -261,12 +273,27 @@ func (r *run) measureChurn(ctx context.Context, mgr *manager, agents []*latencyA
 	if err != nil {
 		return res, err
 	}
+	split := processesOf(mgr, agents)
+	splitBefore, err := split.cpu()
+	if err != nil {
+		return res, err
+	}
+	queueBefore, err := scrape(ctx, mgr.metrics)
+	if err != nil {
+		return res, err
+	}
+	apiServer, err := rest.HTTPClientFor(r.env.Config)
+	if err != nil {
+		return res, err
+	}
 	profiles := []struct {
 		profiler  *cpuProfiler
 		file, bin string
 	}{
 		{profileCPU(ctx, agents[0].proc.pprof), "agent-cpu.pprof", filepath.Join(r.cfg.out, "agent")},
 		{mgr.profileCPU(ctx), "manager-cpu.pprof", filepath.Join(r.cfg.out, "manager")},
+		// Its profile names its functions; the binary is not needed to read it.
+		{profileCPUVia(ctx, apiServer, strings.TrimSuffix(r.env.Config.Host, "/")+"/debug/pprof/"), "apiserver-cpu.pprof", ""},
 	}
 	churnFrom := time.Now()
 	if err := r.churnAt(ctx, changes, r.cfg.churnRate); err != nil {
@@ -295,6 +322,14 @@ func (r *run) measureChurn(ctx context.Context, mgr *manager, agents []*latencyA
 	if err != nil {
 		return res, err
 	}
+	splitAfter, err := split.cpu()
+	if err != nil {
+		return res, err
+	}
+	queueAfter, err := scrape(ctx, mgr.metrics)
+	if err != nil {
+		return res, err
+	}
 	last := map[string]map[string]agent.EndpointTime{} // by node
 	for _, a := range agents {
 		if last[a.node], err = a.times(ctx); err != nil {
@@ -316,6 +351,11 @@ func (r *run) measureChurn(ctx context.Context, mgr *manager, agents []*latencyA
 	}
 	res.PublishesPerAgent = (publishesAfter - publishesBefore) / n
 	res.AgentCPUS = (cpuAfter - cpuBefore) / n
+	res.CPUCores = map[string]float64{}
+	for name, after := range splitAfter {
+		res.CPUCores[name] = (after - splitBefore[name]) / res.ChurnS
+	}
+	res.ManagerReconciles, res.ManagerQueueWaitS, res.ManagerReconcileS = managerQueue(queueBefore, queueAfter)
 	res.AgentWritesBy = writesOf(window(reqs, churnFrom, churnTo), byAgentProcess)
 	res.AgentWritesPerChurnedPod = float64(res.AgentWritesBy.total()) / float64(len(changes))
 	for _, p := range profiles {
@@ -324,6 +364,55 @@ func (r *run) measureChurn(ctx context.Context, mgr *manager, agents []*latencyA
 		}
 	}
 	return res, nil
+}
+
+// processes are the run's processes by what they are, for their CPU time.
+type processes map[string][]int
+
+// processesOf are the API server and etcd (this process's children, as envtest started them),
+// the manager, the agents and this benchmark.
+func processesOf(mgr *manager, agents []*latencyAgent) processes {
+	ps := processes{"manager": {mgr.cmd.Process.Pid}, "bench": {os.Getpid()}}
+	for _, comm := range []string{"kube-apiserver", "etcd"} {
+		if pid, err := testenv.ChildPID(comm); err == nil {
+			ps[comm] = []int{pid}
+		} else {
+			fmt.Fprintf(os.Stderr, "bench: its CPU time is not reported: %v\n", err)
+		}
+	}
+	for _, a := range agents {
+		ps["agents"] = append(ps["agents"], a.proc.cmd.Process.Pid)
+	}
+	return ps
+}
+
+// cpu is each kind's CPU seconds so far.
+func (ps processes) cpu() (map[string]float64, error) {
+	out := map[string]float64{}
+	for name, pids := range ps {
+		for _, pid := range pids {
+			s, err := testenv.CPUSeconds(pid)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			out[name] += s
+		}
+	}
+	return out, nil
+}
+
+// managerQueue is, between two scrapes of the manager's metrics, how many MeshService reconciles
+// it made, the mean time a service waited in its queue, and the mean reconcile.
+func managerQueue(before, after map[string]float64) (reconciles, queueWait, reconcile float64) {
+	delta := func(series string) float64 { return sum(after, series) - sum(before, series) }
+	const queue, reconciled = `workqueue_queue_duration_seconds_%s{controller="meshservice"`, `controller_runtime_reconcile_time_seconds_%s{controller="meshservice"`
+	if n := delta(fmt.Sprintf(queue, "count")); n > 0 {
+		queueWait = delta(fmt.Sprintf(queue, "sum")) / n
+	}
+	if reconciles = delta(fmt.Sprintf(reconciled, "count")); reconciles > 0 {
+		reconcile = delta(fmt.Sprintf(reconciled, "sum")) / reconciles
+	}
+	return reconciles, queueWait, reconcile
 }
 
 // startAuditedControlPlane starts the API server and etcd as runSize does: the Service CIDR
@@ -524,8 +613,8 @@ func agentCounters(ctx context.Context, agents []*latencyAgent) (events map[stri
 			return nil, 0, 0, err
 		}
 		for s, v := range series {
-			if rest, ok := strings.CutPrefix(s, "aether_agent_view_events_total{"); ok {
-				events[strings.TrimSuffix(rest, "}")] += v
+			if labels, ok := strings.CutPrefix(s, "aether_agent_view_events_total{"); ok {
+				events[strings.TrimSuffix(labels, "}")] += v
 			}
 		}
 		publishes += sum(series, `aether_agent_xds_snapshots_total{result="published"`)
@@ -606,6 +695,15 @@ func latencyTable(results []latencyResult) string {
 		fmt.Fprintf(&b, "| %s | %d | %d | %.0f / %.0f / %.0f / %.0f | %.0f / %.0f / %.0f / %.0f | %.2f | %.2f |\n", r.Size, r.Agents, r.Churned,
 			r.AddP50Ms, r.AddP90Ms, r.AddP99Ms, r.AddMaxMs, r.RemoveP50Ms, r.RemoveP90Ms, r.RemoveP99Ms, r.RemoveMaxMs,
 			r.WatchEventsPerAgentPerChange, r.AgentWritesPerChurnedPod)
+	}
+	for _, r := range results {
+		names := slices.Sorted(maps.Keys(r.CPUCores))
+		cores := make([]string, len(names))
+		for i, n := range names {
+			cores[i] = fmt.Sprintf("%s %.2f", n, r.CPUCores[n])
+		}
+		fmt.Fprintf(&b, "\n%s over the churn: cores used: %s; the manager: %.0f reconciles, a service waited %.2f s in its queue and was reconciled in %.2f s (means)\n",
+			r.Size, strings.Join(cores, ", "), r.ManagerReconciles, r.ManagerQueueWaitS, r.ManagerReconcileS)
 	}
 	return b.String()
 }

@@ -265,6 +265,12 @@ func (m *manager) profileCPU(ctx context.Context) *cpuProfiler { return profileC
 
 // profileCPU profiles the process whose pprof endpoints are at base (manager.profileCPU).
 func profileCPU(ctx context.Context, base string) *cpuProfiler {
+	return profileCPUVia(ctx, http.DefaultClient, base)
+}
+
+// profileCPUVia is profileCPU through c: the API server's pprof endpoints need its admin's
+// credentials.
+func profileCPUVia(ctx context.Context, c *http.Client, base string) *cpuProfiler {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &cpuProfiler{stop: make(chan struct{}), cancel: cancel, done: make(chan error, 1)}
 	go func() {
@@ -275,7 +281,7 @@ func profileCPU(ctx context.Context, base string) *cpuProfiler {
 				return
 			default:
 			}
-			body, err := get(ctx, fmt.Sprintf("%sprofile?seconds=%d", base, int(profileSlice.Seconds())))
+			body, err := getVia(ctx, c, fmt.Sprintf("%sprofile?seconds=%d", base, int(profileSlice.Seconds())))
 			if ctx.Err() != nil { // stopped (finish) while this slice was under way
 				p.done <- nil
 				return
@@ -331,7 +337,11 @@ func (m *manager) heapProfile(ctx context.Context, path string) error {
 
 // topOf writes `go tool pprof -top` of a profile next to it (<profile>.top.txt).
 func topOf(ctx context.Context, bin, path string, extra ...string) error {
-	args := append(append([]string{"tool", "pprof", "-top", "-nodecount=25"}, extra...), bin, path)
+	args := append([]string{"tool", "pprof", "-top", "-nodecount=25"}, extra...)
+	if bin != "" { // a Go profile names its functions: the binary adds its source lines
+		args = append(args, bin)
+	}
+	args = append(args, path)
 	out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("go tool pprof -top %s: %w\n%s", path, err, out)
@@ -340,11 +350,15 @@ func topOf(ctx context.Context, bin, path string, extra ...string) error {
 }
 
 func get(ctx context.Context, url string) ([]byte, error) {
+	return getVia(ctx, http.DefaultClient, url)
+}
+
+func getVia(ctx context.Context, c *http.Client, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
 	}

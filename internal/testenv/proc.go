@@ -47,3 +47,33 @@ func MemoryMiB(pid int, key string) (float64, error) {
 	}
 	return 0, fmt.Errorf("no %s in /proc/%d/status", key, pid)
 }
+
+// ChildPID is the process id of this process's child whose command name (/proc/<pid>/comm) is
+// comm: the kube-apiserver or etcd envtest started, for a benchmark to read their CPU time.
+func ChildPID(comm string) (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	self := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// "pid (comm) state ppid ...": the name may hold spaces, so cut at the last parenthesis.
+		open, closing := bytes.IndexByte(raw, '('), bytes.LastIndexByte(raw, ')')
+		fields := strings.Fields(string(raw[closing+1:]))
+		if open < 0 || len(fields) < 2 || string(raw[open+1:closing]) != comm {
+			continue
+		}
+		if ppid, err := strconv.Atoi(fields[1]); err == nil && ppid == self {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no child process of %d is named %q", self, comm)
+}

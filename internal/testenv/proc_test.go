@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -39,5 +40,32 @@ func TestProcReaders(t *testing.T) {
 		if after, err = CPUSeconds(pid); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// ChildPID finds a child by its command name, and only a child of this process.
+func TestChildPID(t *testing.T) {
+	child := exec.Command("sleep", "60")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	pid, err := ChildPID("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid != child.Process.Pid {
+		t.Errorf("ChildPID(sleep) = %d, want the child %d", pid, child.Process.Pid)
+	}
+	if pid, err := ChildPID("no-such-command"); err == nil {
+		t.Errorf("ChildPID(no-such-command) = %d, want an error", pid)
+	}
+	// init (pid 1) is no child of this process.
+	raw, err := os.ReadFile("/proc/1/comm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid, err := ChildPID(string(raw[:len(raw)-1])); err == nil {
+		t.Errorf("ChildPID found pid %d, a process that is not this one's child", pid)
 	}
 }
