@@ -39,7 +39,9 @@ const (
 // Without it, the next reconcile read the older object from the cache, and the write it then
 // made lost to the first (a Conflict, or AlreadyExists for a Service it had just created), to be
 // retried after a second: at 100x10 with eight workers, one manager write in six was such a
-// retry (hack/bench).
+// retry (hack/bench). A List waits for the manager's latest write of any object of its kind, so
+// the reconcile reads a service's endpoints by key instead (serviceEndpoints), waiting only for
+// its own writes of them.
 //
 // Every write carries FieldManager, status writes too (without it, the API server names an update's
 // manager after the client's user agent, the binary's name): managedFields then tell the
