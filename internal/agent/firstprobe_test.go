@@ -10,11 +10,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
 // TestFirstStatusCarriesTheFirstProbe: a new endpoint whose pod answers its probe is never seen
@@ -79,4 +81,29 @@ func TestFirstStatusCarriesTheFirstProbe(t *testing.T) {
 				ep.Status.ObservedGeneration, meshv1alpha1.EndpointReasonRegistered, ep.Generation)
 		}
 	}
+}
+
+// TestStatusFollowsTheCreate: a new endpoint's first status is written right after its create,
+// on the object the create returned, not once the create's watch event reaches the agent's
+// cache: with the agent's MeshEndpoint watch held back, the endpoint is still Registered.
+func TestStatusFollowsTheCreate(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	node := "node-" + ns
+	if _, err := createNode(node)(env); err != nil {
+		t.Fatal(err)
+	}
+	hold := testenv.NewWatchHold("meshendpoints")
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = hold.Wrap
+	stop, err := startAgentWith(env, cfg, Options{NodeName: node, Health: testHealth, controllerName: "agent-" + ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	hold.Hold() // the agent's cache has synced (StartManager): from now on it sees no endpoint
+	t.Cleanup(hold.Release)
+
+	createPod(t, ctx, ns, "held", node, newPodIP(), true, map[string]string{portspec.AnnotationPort: "8080", portspec.AnnotationPorts: "8080"})
+	registeredEndpoint(t, ctx, ns, "held", "the endpoint Registered while the agent's cache has not seen it")
 }

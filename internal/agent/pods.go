@@ -189,11 +189,14 @@ func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 
 	switch {
 	case ep == nil:
-		if err := r.create(ctx, pod, spec); err != nil {
+		if ep, err = r.create(ctx, pod, spec); err != nil {
 			return err
 		}
+		// Its status follows at once, on the object the create returned. Left to the create's
+		// own watch event, it waited a watch round trip, and the controller's verdict on the new
+		// endpoint could land first: the write, from a cache without that verdict, then lost (a
+		// conflict) and was retried a second later.
 		logger.Info("Registered MeshEndpoint", "ports", spec.PortsSummary)
-		return nil // the MeshEndpoint's own watch brings it back here to set its status
 	case !equality.Semantic.DeepEqual(ep.Spec, spec) || !ownedBy(ep, pod):
 		if err := r.replace(ctx, ep, pod, spec); err != nil {
 			return err
@@ -207,13 +210,13 @@ func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	return r.setStatus(ctx, ep, registered)
 }
 
-// create writes pod's new MeshEndpoint, owned by the pod.
-func (r *PodReconciler) create(ctx context.Context, pod *corev1.Pod, spec meshv1alpha1.MeshEndpointSpec) error {
+// create writes pod's new MeshEndpoint, owned by the pod, and returns it as the API server stored it.
+func (r *PodReconciler) create(ctx context.Context, pod *corev1.Pod, spec meshv1alpha1.MeshEndpointSpec) (*meshv1alpha1.MeshEndpoint, error) {
 	ep := &meshv1alpha1.MeshEndpoint{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, OwnerReferences: []metav1.OwnerReference{podOwner(pod)}},
 		Spec:       spec,
 	}
-	return r.Create(ctx, ep, client.FieldOwner(FieldManager))
+	return ep, r.Create(ctx, ep, client.FieldOwner(FieldManager))
 }
 
 // replace overwrites ep's whole spec with the pod's registration and makes the pod its

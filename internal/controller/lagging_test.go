@@ -6,10 +6,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,9 +28,9 @@ import (
 func TestServiceEndpointsWaitOnlyForTheirOwnWrites(t *testing.T) {
 	ctx := testContext(t)
 	ns := isolated(t, ctx, "isolated-lagging", "default")
-	hold := &watchHold{}
+	hold := testenv.NewWatchHold("meshendpoints")
 	cfg := rest.CopyConfig(env.Config)
-	cfg.WrapTransport = hold.wrap
+	cfg.WrapTransport = hold.Wrap
 	cacheOptions := CacheOptions()
 	cacheOptions.DefaultNamespaces = map[string]cache.Config{ns: {}}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Cache: cacheOptions, Client: ClientOptions(),
@@ -63,15 +59,8 @@ func TestServiceEndpointsWaitOnlyForTheirOwnWrites(t *testing.T) {
 		return nil
 	})
 
-	hold.Lock()
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			hold.Unlock()
-		}
-	}
-	t.Cleanup(release)
+	hold.Hold()
+	t.Cleanup(hold.Release)
 	setHealthAs(t, ctx, r, payments, meshv1alpha1.HealthHealthy)
 
 	got, err := r.serviceEndpoints(bounded(t, ctx), types.NamespacedName{Namespace: ns, Name: "orders"})
@@ -88,41 +77,11 @@ func TestServiceEndpointsWaitOnlyForTheirOwnWrites(t *testing.T) {
 	if got, err := r.serviceEndpoints(bounded(t, ctx), types.NamespacedName{Namespace: ns, Name: "orders"}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("orders' endpoints read %v (err %v) before the cache saw the manager's own write of orders-0; want them to wait for it", names(got), err)
 	}
-	release()
+	hold.Release()
 	got, err = r.serviceEndpoints(ctx, types.NamespacedName{Namespace: ns, Name: "orders"})
 	if err != nil || len(got) != 1 || got[0].ResourceVersion != orders.ResourceVersion || got[0].Status.Health != meshv1alpha1.HealthHealthy {
 		t.Fatalf("orders' endpoints after the cache caught up: %v (err %v), want orders-0 at resourceVersion %s, Healthy", got, err, orders.ResourceVersion)
 	}
-}
-
-// watchHold holds back what MeshEndpoint watches deliver while it is locked: a read that returns
-// meanwhile hands its bytes over only once it is unlocked.
-type watchHold struct{ sync.RWMutex }
-
-func (h *watchHold) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(req *http.Request) (*http.Response, error) {
-		resp, err := rt.RoundTrip(req)
-		if err == nil && req.URL.Query().Get("watch") == "true" && strings.HasSuffix(req.URL.Path, "/meshendpoints") {
-			resp.Body = &heldBody{ReadCloser: resp.Body, hold: h}
-		}
-		return resp, err
-	})
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-type heldBody struct {
-	io.ReadCloser
-	hold *watchHold
-}
-
-func (b *heldBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.hold.RLock()
-	defer b.hold.RUnlock()
-	return n, err
 }
 
 // lagEndpoint creates a managed pod and its MeshEndpoint of service (no health, no verdict: no
