@@ -4,9 +4,13 @@
 package xdsserver
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -208,5 +212,37 @@ func sameServed(t *testing.T, got, want served) {
 	}
 	if !maps.Equal(got.secretRefs, want.secretRefs) {
 		t.Errorf("secret names %v, want %v", got.secretRefs, want.secretRefs)
+	}
+}
+
+// TestKindVersionIsTheWrittenHash: kindVersion, which gathers its bytes in large writes, is the
+// hash of each part written on its own (as versions were computed before, and across restarts
+// must stay), over names long and short, past its buffer's size.
+func TestKindVersionIsTheWrittenHash(t *testing.T) {
+	written := func(sortedNames []string, hashes map[string]hashed) string {
+		h := sha256.New()
+		for _, name := range sortedNames {
+			for _, part := range []string{name, hashes[name].version} {
+				_ = binary.Write(h, binary.BigEndian, uint64(len(part)))
+				h.Write([]byte(part))
+			}
+		}
+		return hex.EncodeToString(h.Sum(nil)[:8])
+	}
+	for _, n := range []int{0, 1, 10, 3000} {
+		hashes := map[string]hashed{}
+		var names []string
+		for i := range n {
+			name := fmt.Sprintf("outbound|%d||svc-%04d.fleet.svc.aether.internal", 8080+i%3, i)
+			if i%700 == 1 {
+				name += strings.Repeat("x", 20000) // longer than the buffer
+			}
+			names = append(names, name)
+			hashes[name] = hashed{version: fmt.Sprintf("%064x", i*7919)}
+		}
+		slices.Sort(names)
+		if got, want := kindVersion(names, hashes), written(names, hashes); got != want {
+			t.Errorf("%d names: version %s, want %s", n, got, want)
+		}
 	}
 }
