@@ -118,6 +118,17 @@ type capturer struct {
 	warned map[types.NamespacedName]string
 	// dns serves the mesh DNS in the pods; nil without CaptureOptions.DNS.
 	dns *dnsServers
+	// built are the last sync's rulesets, by rulesetKey, with the mesh each was built from: a
+	// sync whose mesh capture reads alike (capture.SameInputs) reuses a pod's ruleset rather than
+	// building every service's sets again (an endpoint's health changes no table). Only sync
+	// reads and writes it: the rebuild loop's.
+	built map[string]builtRuleset
+}
+
+// builtRuleset is a ruleset and the mesh it was built from (read only, as the model is).
+type builtRuleset struct {
+	mesh model.Mesh
+	rs   capture.Ruleset
 }
 
 // capturePod is a pod capture programs: its facts as a LocalPod, and its reference for Events.
@@ -191,18 +202,13 @@ func (c *capturer) sync(ctx context.Context, m model.Mesh, pods []capturePod, le
 	c.mu.Lock()
 	c.services, c.synced = m.Services, true
 	c.mu.Unlock()
-	rulesets := map[string]capture.Ruleset{} // pods alike share one ruleset, and its sets' memory
+	rulesets := newRulesets(c, m)
 	current := make(map[types.UID]bool, len(pods))
 	for _, p := range pods {
 		current[types.UID(p.local.UID)] = true
-		key := rulesetKey(p.local)
-		rs, ok := rulesets[key]
-		if !ok {
-			rs = capture.Build(m, p.local, c.options)
-			rulesets[key] = rs
-		}
-		c.program(ctx, p, rs)
+		c.program(ctx, p, rulesets.of(p.local))
 	}
+	c.built = rulesets.built
 	c.mu.Lock()
 	gone := map[types.UID]capturePod{}
 	for uid, p := range c.programmed {
@@ -222,6 +228,32 @@ func (c *capturer) sync(ctx context.Context, m model.Mesh, pods []capturePod, le
 		locals[i] = p.local
 	}
 	c.warnScopedGaps(ctx, capture.ScopedGaps(m, locals))
+}
+
+// rulesets are one sync's rulesets: pods alike share one ruleset, and its sets' memory.
+type rulesets struct {
+	c     *capturer
+	m     model.Mesh
+	built map[string]builtRuleset // by rulesetKey
+}
+
+func newRulesets(c *capturer, m model.Mesh) *rulesets {
+	return &rulesets{c: c, m: m, built: map[string]builtRuleset{}}
+}
+
+// of is capture.Build(m, p, c.options): the last sync's ruleset for pods like p when capture
+// reads the same of its mesh as of m, else built (TestCaptureRulesetsAreBuilds).
+func (r *rulesets) of(p model.LocalPod) capture.Ruleset {
+	key := rulesetKey(p)
+	if b, ok := r.built[key]; ok {
+		return b.rs
+	}
+	b, ok := r.c.built[key]
+	if !ok || !capture.SameInputs(b.mesh, r.m, p.Capture) {
+		b = builtRuleset{mesh: r.m, rs: capture.Build(r.m, p, r.c.options)}
+	}
+	r.built[key] = b
+	return b.rs
 }
 
 // rulesetKey is what of a pod its ruleset depends on, beyond the mesh.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,9 +39,26 @@ type EndpointTimes struct {
 	// build, so a publish reads only the messages that changed (at a thousand services, reading
 	// every one on every publish was a fifth of the agent's rebuild). An endpoint is held while
 	// any message holds it (EndpointTime.holders).
-	heldBy map[*endpointv3.ClusterLoadAssignment]map[string]string
+	heldBy map[*endpointv3.ClusterLoadAssignment]*heldEntry
+	// last are the last snapshot's load assignments, in order: a publish of as many compares its
+	// messages with these by position, and updates heldBy for the positions that changed only
+	// (patchHeld), rather than building it again from every message.
+	last []*endpointv3.ClusterLoadAssignment
+	// alwaysReplace makes every publish build heldBy again (replaceHeld): what tests compare
+	// patchHeld with.
+	alwaysReplace bool
+	// members names the addresses of the new messages, following the services from publish to
+	// publish (memberIndex): a publish reads the members of the services that changed, not all.
+	members memberIndex
 	// pruned is when prune last ran.
 	pruned time.Time
+}
+
+// heldEntry is what one load assignment message holds Healthy (key → address), and at how many
+// positions of the last snapshot's list it is.
+type heldEntry struct {
+	held map[string]string
+	n    int
 }
 
 // EndpointTime is one endpoint's times; a zero time is not (yet) seen.
@@ -59,7 +77,7 @@ type EndpointTime struct {
 
 // NewEndpointTimes returns an empty record.
 func NewEndpointTimes() *EndpointTimes {
-	return &EndpointTimes{byEP: map[string]*EndpointTime{}, heldBy: map[*endpointv3.ClusterLoadAssignment]map[string]string{}}
+	return &EndpointTimes{byEP: map[string]*EndpointTime{}, heldBy: map[*endpointv3.ClusterLoadAssignment]*heldEntry{}}
 }
 
 // entry is key's record, made if missing. Callers hold mu.
@@ -92,21 +110,18 @@ func (t *EndpointTimes) published(at time.Time, services []model.Service, loadAs
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	gone, next := t.heldBy, make(map[*endpointv3.ClusterLoadAssignment]map[string]string, len(loadAssignments))
 	var fresh []*endpointv3.ClusterLoadAssignment
-	for _, cla := range loadAssignments {
-		if held, ok := gone[cla]; ok {
-			next[cla] = held
-			delete(gone, cla)
-		} else if _, dup := next[cla]; !dup {
-			next[cla] = nil
-			fresh = append(fresh, cla)
-		}
+	var gone []map[string]string
+	if len(loadAssignments) == len(t.last) && !t.alwaysReplace {
+		fresh, gone = t.patchHeld(loadAssignments)
+	} else {
+		fresh, gone = t.replaceHeld(loadAssignments)
 	}
 	// What the new messages hold counts before what the gone ones held is let go, so that an
 	// endpoint moving from one message to another is never dropped in between.
-	for cla, held := range readHeld(fresh, services) {
-		next[cla] = held
+	t.members.update(services)
+	for cla, held := range readHeld(fresh, t.members.key) {
+		t.heldBy[cla].held = held
 		for key, address := range held {
 			e := t.entry(key)
 			if e.holders++; e.holders == 1 {
@@ -123,45 +138,173 @@ func (t *EndpointTimes) published(at time.Time, services []model.Service, loadAs
 			}
 		}
 	}
-	t.heldBy = next
 	if at.Sub(t.pruned) >= time.Minute {
 		t.prune(at)
 		t.pruned = at
 	}
 }
 
+// replaceHeld makes heldBy the messages of loadAssignments, from every one: those it did not
+// hold are fresh (to read), and what those it no longer holds held is gone. Callers hold mu.
+func (t *EndpointTimes) replaceHeld(loadAssignments []*endpointv3.ClusterLoadAssignment) (fresh []*endpointv3.ClusterLoadAssignment, gone []map[string]string) {
+	next := make(map[*endpointv3.ClusterLoadAssignment]*heldEntry, len(loadAssignments))
+	for _, cla := range loadAssignments {
+		if e := next[cla]; e != nil {
+			e.n++
+		} else if e := t.heldBy[cla]; e != nil {
+			e.n, next[cla] = 1, e
+		} else {
+			next[cla] = &heldEntry{n: 1}
+			fresh = append(fresh, cla)
+		}
+	}
+	for cla, e := range t.heldBy {
+		if next[cla] == nil {
+			gone = append(gone, e.held)
+		}
+	}
+	t.heldBy, t.last = next, slices.Clone(loadAssignments)
+	return fresh, gone
+}
+
+// patchHeld is replaceHeld for as many load assignments as last, from the positions whose
+// message changed only: each message counts the positions it is at, so one that moves, or is at
+// two, stays. Callers hold mu.
+func (t *EndpointTimes) patchHeld(loadAssignments []*endpointv3.ClusterLoadAssignment) (fresh []*endpointv3.ClusterLoadAssignment, gone []map[string]string) {
+	var changed []int
+	for j, cla := range loadAssignments {
+		if cla == t.last[j] {
+			continue
+		}
+		changed = append(changed, j)
+		if e := t.heldBy[cla]; e != nil {
+			e.n++
+		} else {
+			t.heldBy[cla] = &heldEntry{n: 1}
+			fresh = append(fresh, cla)
+		}
+	}
+	// Counted down after every count up: a message that moved is never gone in between.
+	for _, j := range changed {
+		old := t.last[j]
+		e := t.heldBy[old]
+		if e.n--; e.n == 0 {
+			gone = append(gone, e.held)
+			delete(t.heldBy, old)
+		}
+		t.last[j] = loadAssignments[j]
+	}
+	return fresh, gone
+}
+
 // readHeld is, for each load assignment, the endpoints it holds Healthy (key → address), named
-// through the services' members by address.
-func readHeld(loadAssignments []*endpointv3.ClusterLoadAssignment, services []model.Service) map[*endpointv3.ClusterLoadAssignment]map[string]string {
+// by keyOf (the key of the member at an address; empty: none).
+func readHeld(loadAssignments []*endpointv3.ClusterLoadAssignment, keyOf func(address string) string) map[*endpointv3.ClusterLoadAssignment]map[string]string {
 	if len(loadAssignments) == 0 {
 		return nil
-	}
-	keyOf := map[string]string{} // address → key, for the addresses held
-	for _, cla := range loadAssignments {
-		eachHealthy(cla, func(address string) { keyOf[address] = "" })
-	}
-	for _, s := range services {
-		for _, p := range s.Ports {
-			for _, pair := range p.Pairs {
-				for _, m := range pair.Members {
-					if key, ok := keyOf[m.Address]; ok && key == "" {
-						keyOf[m.Address] = m.Namespace + "/" + m.Name
-					}
-				}
-			}
-		}
 	}
 	out := make(map[*endpointv3.ClusterLoadAssignment]map[string]string, len(loadAssignments))
 	for _, cla := range loadAssignments {
 		held := map[string]string{}
 		eachHealthy(cla, func(address string) {
-			if key := keyOf[address]; key != "" {
+			if key := keyOf(address); key != "" {
 				held[key] = address
 			}
 		})
 		out[cla] = held
 	}
 	return out
+}
+
+// memberIndex is where the services' members are, by address: the positions of the services
+// with a member there, ascending. It follows the services from publish to publish and reads again
+// only those whose ports are not the same slice as before: a model.ServiceBuilder reuses an
+// unchanged service's, and the model's slices are read only. At a thousand services of ten
+// endpoints, reading every member on every publish was most of a publish's record.
+type memberIndex struct {
+	services []model.Service // as indexed (a copy of the list: the caller's may be reused)
+	at       map[string][]int
+}
+
+// update makes the index the services'.
+func (x *memberIndex) update(services []model.Service) {
+	if x.at == nil || len(services) != len(x.services) {
+		x.at = map[string][]int{}
+		for i := range services {
+			x.add(i, &services[i])
+		}
+		x.services = slices.Clone(services)
+		return
+	}
+	for i := range services {
+		if !samePorts(services[i].Ports, x.services[i].Ports) {
+			x.remove(i, &x.services[i])
+			x.add(i, &services[i])
+			x.services[i] = services[i]
+		}
+	}
+}
+
+// samePorts reports whether a and b are the same slice.
+func samePorts(a, b []model.Port) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// eachMember calls f with each of s's members, in order, until f returns false, in the services' order.
+func eachMember(s *model.Service, f func(m *model.Member) bool) {
+	for _, p := range s.Ports {
+		for _, pair := range p.Pairs {
+			for i := range pair.Members {
+				if !f(&pair.Members[i]) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// add indexes the members of s, at position i.
+func (x *memberIndex) add(i int, s *model.Service) {
+	eachMember(s, func(m *model.Member) bool {
+		at := x.at[m.Address]
+		if j, found := slices.BinarySearch(at, i); !found {
+			x.at[m.Address] = slices.Insert(at, j, i)
+		}
+		return true
+	})
+}
+
+// remove unindexes the members of s, at position i.
+func (x *memberIndex) remove(i int, s *model.Service) {
+	eachMember(s, func(m *model.Member) bool {
+		at := x.at[m.Address]
+		if j, found := slices.BinarySearch(at, i); found {
+			if at = slices.Delete(at, j, j+1); len(at) == 0 {
+				delete(x.at, m.Address)
+			} else {
+				x.at[m.Address] = at
+			}
+		}
+		return true
+	})
+}
+
+// key is the key ("namespace/name") of the first member at address, in the services' order;
+// empty when none is there.
+func (x *memberIndex) key(address string) string {
+	at := x.at[address]
+	if len(at) == 0 {
+		return ""
+	}
+	var key string
+	eachMember(&x.services[at[0]], func(m *model.Member) bool {
+		if m.Address == address {
+			key = m.Namespace + "/" + m.Name
+			return false
+		}
+		return true
+	})
+	return key
 }
 
 // eachHealthy calls f with the address of each of cla's Healthy endpoints.

@@ -4,6 +4,10 @@
 package agent
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -77,5 +81,124 @@ func TestEndpointTimesFollowThePublishedSnapshots(t *testing.T) {
 	times.published(at(7), services, nil)
 	if g := times.Snapshot()["shop/ledger-0"]; !g.Dropped.Equal(at(7)) {
 		t.Errorf("shop/ledger-0 in no load assignment: %+v, want dropped at %v", g, at(7))
+	}
+}
+
+// keyByWalk is the key of the first member at address in the services' order, read from every
+// member: what memberIndex answers without reading them.
+func keyByWalk(services []model.Service, address string) string {
+	for _, s := range services {
+		for _, p := range s.Ports {
+			for _, pair := range p.Pairs {
+				for _, m := range pair.Members {
+					if m.Address == address {
+						return m.Namespace + "/" + m.Name
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// TestMemberIndexIsTheWalk: over random changes of a few services at a time (members that move
+// between services, an address two services' members share, services that come and go), the
+// index names every address as reading every member does.
+func TestMemberIndexIsTheWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	addresses := make([]string, 40)
+	for i := range addresses {
+		addresses[i] = fmt.Sprintf("10.0.%d.%d", i/10, i%10)
+	}
+	service := func(n int) model.Service {
+		s := model.Service{Namespace: "ns", Name: fmt.Sprintf("svc-%d", n)}
+		for port := range 1 + rng.IntN(3) {
+			p := model.Port{Number: int32(8080 + port)}
+			for range 1 + rng.IntN(2) {
+				var pair model.Pair
+				for range rng.IntN(4) {
+					a := rng.IntN(len(addresses))
+					pair.Members = append(pair.Members, model.Member{Namespace: "ns", Name: fmt.Sprintf("ep-%d-%d", n, a), Address: addresses[a]})
+				}
+				p.Pairs = append(p.Pairs, pair)
+			}
+			s.Ports = append(s.Ports, p)
+		}
+		return s
+	}
+	services := make([]model.Service, 12)
+	for i := range services {
+		services[i] = service(i)
+	}
+	var x memberIndex
+	for round := range 300 {
+		services = slices.Clone(services) // the caller's list is its own, each publish
+		switch {
+		case round%50 == 49:
+			services = append(services, service(100+round))
+		case round%50 == 24 && len(services) > 2:
+			services = slices.Delete(services, 1, 2)
+		default:
+			for range 1 + rng.IntN(3) {
+				services[rng.IntN(len(services))] = service(rng.IntN(20))
+			}
+		}
+		x.update(services)
+		for _, a := range addresses {
+			if got, want := x.key(a), keyByWalk(services, a); got != want {
+				t.Fatalf("round %d: address %s is %q in the index, %q by reading every member", round, a, got, want)
+			}
+		}
+	}
+}
+
+// TestPatchedHeldIsTheReplaced: over random publishes (a load assignment replaced by a new
+// message, two swapped, one message at two positions, the list longer or shorter), the record
+// that patches what the last snapshot held by position is the record that builds it again from
+// every message on every publish.
+func TestPatchedHeldIsTheReplaced(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	services := []model.Service{{Namespace: "ns", Name: "svc", Ports: []model.Port{{Number: 8080, Pairs: []model.Pair{{}}}}}}
+	for i := range 30 {
+		services[0].Ports[0].Pairs[0].Members = append(services[0].Ports[0].Pairs[0].Members,
+			model.Member{Namespace: "ns", Name: fmt.Sprintf("ep-%d", i), Address: fmt.Sprintf("10.0.0.%d", i)})
+	}
+	message := func() *endpointv3.ClusterLoadAssignment {
+		locality := &endpointv3.LocalityLbEndpoints{}
+		for range 1 + rng.IntN(4) {
+			locality.LbEndpoints = append(locality.LbEndpoints, &endpointv3.LbEndpoint{HealthStatus: corev3.HealthStatus(rng.IntN(3)),
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: &corev3.Address{
+					Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{Address: fmt.Sprintf("10.0.0.%d", rng.IntN(32))}}}}}})
+		}
+		return &endpointv3.ClusterLoadAssignment{Endpoints: []*endpointv3.LocalityLbEndpoints{locality}}
+	}
+	list := make([]*endpointv3.ClusterLoadAssignment, 8)
+	for i := range list {
+		list[i] = message()
+	}
+	patched, replaced := NewEndpointTimes(), NewEndpointTimes()
+	replaced.alwaysReplace = true
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for round := range 500 {
+		list = slices.Clone(list)
+		switch op := rng.IntN(10); {
+		case op < 5:
+			list[rng.IntN(len(list))] = message()
+		case op < 7:
+			i, j := rng.IntN(len(list)), rng.IntN(len(list))
+			list[i], list[j] = list[j], list[i]
+		case op < 8:
+			list[rng.IntN(len(list))] = list[rng.IntN(len(list))]
+		case op < 9 && len(list) < 12:
+			list = append(list, message())
+		case len(list) > 2:
+			list = slices.Delete(list, 0, 1)
+		}
+		at = at.Add(time.Duration(rng.IntN(30)) * time.Second)
+		patched.published(at, services, list)
+		replaced.published(at, services, list)
+		if got, want := patched.Snapshot(), replaced.Snapshot(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: patched %+v, want %+v", round, got, want)
+		}
 	}
 }

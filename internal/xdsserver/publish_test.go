@@ -4,8 +4,13 @@
 package xdsserver
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -118,5 +123,126 @@ func TestChangeSendsTheChangedResourceOnly(t *testing.T) {
 			v3 := publishResources("the other load assignment changed", changed)
 			p.expect(t, c, "a change of "+otherAssignment, xdstest.Endpoints, p.sent([]string{otherAssignment}, both), v3[xdstest.Endpoints])
 		})
+	}
+}
+
+// TestPatchedPublishIsTheFullOnes: a publish that replaces a few messages in place (patch) makes
+// the snapshot the full path makes from nothing known: the same versions, names, resources by
+// name with their versions and references, and secret names. Over a fleet of 100 services (one
+// endpoint's health flipped, then back), a load assignment replaced by an equal copy (the version
+// stays), and a change of the TLS fixture's load assignment (its secrets named by the clusters
+// reused); and, patching nothing, the TLS fixture's clusters and listeners without TLS (secret
+// names read again).
+func TestPatchedPublishIsTheFullOnes(t *testing.T) {
+	before, after := endpointChangePair(t, 100)
+	tls := fixture{endpoints: []string{"127.0.0.11"}, statPrefix: "capture", host: fqdn, tls: true}.resources(t)
+	copied := before
+	copied.Endpoints = slices.Clone(before.Endpoints)
+	copied.Endpoints[7] = proto.Clone(before.Endpoints[7]).(*endpointv3.ClusterLoadAssignment)
+	plain := fixture{endpoints: []string{"127.0.0.11"}, statPrefix: "capture", host: fqdn}.resources(t)
+	plain.Endpoints = tls.Endpoints
+	for _, c := range []struct {
+		name        string
+		first, next xds.Resources
+		patched     bool
+	}{
+		{"an endpoint's health flipped", before, after, true},
+		{"and back", after, before, true},
+		{"an equal copy of a load assignment", before, copied, true},
+		{"a TLS fixture's endpoint added", tls, withEndpoint(tls, 0, "127.0.0.12"), true},
+		{"the TLS fixture without TLS", tls, plain, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			last, err := newServed(c.first, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var probe served
+			if c.patched && !probe.patch(1, resources(c.next.Endpoints), &last) {
+				t.Fatal("the load assignments were not patched: the test would compare the full path with itself")
+			}
+			got, err := newServed(c.next, false, &last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := newServed(c.next, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameServed(t, got, want)
+		})
+	}
+}
+
+// sameServed fails t where got and want differ in what a snapshot serves or a publish reads.
+func sameServed(t *testing.T, got, want served) {
+	t.Helper()
+	if got.versions != want.versions {
+		t.Fatalf("versions %v, want %v", got.versions, want.versions)
+	}
+	for i, k := range kinds[:secretKind] {
+		if !slices.Equal(got.names[i], want.names[i]) {
+			t.Errorf("%s names %v, want %v", k.short, got.names[i], want.names[i])
+		}
+		if !slices.Equal(got.items[i], want.items[i]) {
+			t.Errorf("%s items are not the messages given", k.short)
+		}
+		if !maps.Equal(got.versionMaps[i], want.versionMaps[i]) {
+			t.Errorf("%s version map %v, want %v", k.short, got.versionMaps[i], want.versionMaps[i])
+		}
+		if g, w := got.groups[i], want.groups[i]; g.Version != w.Version || len(g.Items) != len(w.Items) {
+			t.Errorf("%s resources at %s (%d), want %s (%d)", k.short, g.Version, len(g.Items), w.Version, len(w.Items))
+		}
+		for name, w := range want.groups[i].Items {
+			if g, ok := got.groups[i].Items[name]; !ok || !proto.Equal(g.Resource, w.Resource) || g.TTL != w.TTL {
+				t.Errorf("%s resource %q: %v, want %v", k.short, name, g.Resource, w.Resource)
+			}
+		}
+		if len(got.hashes[i]) != len(want.hashes[i]) {
+			t.Errorf("%s hashes %d, want %d", k.short, len(got.hashes[i]), len(want.hashes[i]))
+		}
+		for name, w := range want.hashes[i] {
+			g := got.hashes[i][name]
+			// references lists them in a map's order.
+			if g.version != w.version || !slices.Equal(slices.Sorted(slices.Values(g.refs)), slices.Sorted(slices.Values(w.refs))) ||
+				!proto.Equal(g.resource, w.resource) {
+				t.Errorf("%s hash of %q: %s %v, want %s %v", k.short, name, g.version, g.refs, w.version, w.refs)
+			}
+		}
+	}
+	if !maps.Equal(got.secretRefs, want.secretRefs) {
+		t.Errorf("secret names %v, want %v", got.secretRefs, want.secretRefs)
+	}
+}
+
+// TestKindVersionIsTheWrittenHash: kindVersion, which gathers its bytes in large writes, is the
+// hash of each part written on its own (as versions were computed before, and across restarts
+// must stay), over names long and short, past its buffer's size.
+func TestKindVersionIsTheWrittenHash(t *testing.T) {
+	written := func(sortedNames []string, hashes map[string]hashed) string {
+		h := sha256.New()
+		for _, name := range sortedNames {
+			for _, part := range []string{name, hashes[name].version} {
+				_ = binary.Write(h, binary.BigEndian, uint64(len(part)))
+				h.Write([]byte(part))
+			}
+		}
+		return hex.EncodeToString(h.Sum(nil)[:8])
+	}
+	for _, n := range []int{0, 1, 10, 3000} {
+		hashes := map[string]hashed{}
+		var names []string
+		for i := range n {
+			name := fmt.Sprintf("outbound|%d||svc-%04d.fleet.svc.aether.internal", 8080+i%3, i)
+			if i%700 == 1 {
+				name += strings.Repeat("x", 20000) // longer than the buffer
+			}
+			names = append(names, name)
+			hashes[name] = hashed{version: fmt.Sprintf("%064x", i*7919)}
+		}
+		slices.Sort(names)
+		if got, want := kindVersion(names, hashes), written(names, hashes); got != want {
+			t.Errorf("%d names: version %s, want %s", n, got, want)
+		}
 	}
 }

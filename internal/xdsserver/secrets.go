@@ -78,7 +78,8 @@ func (sv *served) setSecrets(all []*tlsv3.Secret) error {
 		}
 	}
 	last := *sv
-	return sv.set(secretKind, items, &last)
+	_, err := sv.set(secretKind, items, &last)
+	return err
 }
 
 // validSecrets checks that every secret has a name, no name is given twice, and each passes its

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -420,12 +421,20 @@ func newServed(res xds.Resources, forProxyless bool, last *served) (served, erro
 		resources(res.Clusters), resources(res.Endpoints), resources(res.Listeners), resources(res.Routes),
 	}
 	sv := served{proxyless: forProxyless}
+	var same [len(kinds)]bool
 	for i := range secretKind {
-		if err := sv.set(i, groups[i], last); err != nil {
+		var err error
+		if same[i], err = sv.set(i, groups[i], last); err != nil {
 			return served{}, err
 		}
 	}
 	if forProxyless {
+		return sv, nil
+	}
+	if same[0] && same[2] && last.secretRefs != nil {
+		// The very clusters and listeners of the last publish: they name the same secrets (the
+		// map is only read once made).
+		sv.secretRefs = last.secretRefs
 		return sv, nil
 	}
 	refs, err := xds.SecretNames(res.Clusters, res.Listeners)
@@ -441,17 +450,21 @@ func newServed(res xds.Resources, forProxyless bool, last *served) (served, erro
 
 // set makes items the resources of kinds[i], at the version their content hashes to. A resource
 // that last (nil: none) holds as the very same message keeps its hash; when the kind's version
-// comes out as last's, last's resources stay (their map is not built again).
-func (sv *served) set(i int, items []cachetypes.Resource, last *served) error {
+// comes out as last's, last's resources stay (their map is not built again). It reports whether
+// items are the very messages of last, in the same order (all of last's parts reused).
+func (sv *served) set(i int, items []cachetypes.Resource, last *served) (bool, error) {
 	if last != nil && last.items[i] != nil && slices.Equal(last.items[i], items) {
 		// The very messages of the last publish, in the same order: nothing to hash or check.
 		sv.versions[i], sv.names[i], sv.hashes[i] = last.versions[i], last.names[i], last.hashes[i]
 		sv.groups[i], sv.items[i], sv.versionMaps[i] = last.groups[i], last.items[i], last.versionMaps[i]
-		return nil
+		return true, nil
+	}
+	if last != nil && sv.patch(i, items, last) {
+		return false, nil
 	}
 	names, err := uniqueNames(kinds[i], items)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var known map[string]hashed
 	if last != nil {
@@ -464,11 +477,11 @@ func (sv *served) set(i int, items []cachetypes.Resource, last *served) error {
 			hashes[name] = h
 			continue
 		}
-		encoded, err := cachev3.MarshalResource(r)
+		h, err := hashOf(i, name, r)
 		if err != nil {
-			return fmt.Errorf("hashing the %s resource %q: %w", kinds[i].short, name, err)
+			return false, err
 		}
-		hashes[name] = hashed{resource: r, version: cachev3.HashResource(encoded), refs: references(r)}
+		hashes[name] = h
 	}
 	version := kindVersion(names, hashes)
 	if last != nil && last.versions[i] == version && last.groups[i].Items != nil {
@@ -481,7 +494,67 @@ func (sv *served) set(i int, items []cachetypes.Resource, last *served) error {
 		sv.groups[i], sv.hashes[i], sv.versionMaps[i] = cachev3.NewResources(version, items), hashes, versionMap
 	}
 	sv.versions[i], sv.names[i], sv.items[i] = version, names, slices.Clone(items)
-	return nil
+	return false, nil
+}
+
+// maxPatched is the most resources of a kind patch replaces; past it, set builds the kind anew.
+const maxPatched = 64
+
+// patch is set for items that are last's but for a few messages replaced in place, each by one of
+// the same name (a Builder's output after an endpoint change: the changed service's load
+// assignments are new messages, in the same places): the names are last's, and its maps are
+// copied with the replaced messages' entries changed, rather than built again from every
+// resource. It reports false, having set nothing, for any other change: set's full path then
+// makes the kind. The result is the full path's (TestPatchedPublishIsTheFullOnes).
+func (sv *served) patch(i int, items []cachetypes.Resource, last *served) bool {
+	prev := last.items[i]
+	if prev == nil || len(prev) != len(items) || last.groups[i].Items == nil {
+		return false
+	}
+	var changed []int
+	for j, r := range items {
+		if r == prev[j] {
+			continue
+		}
+		if len(changed) == maxPatched || r == nil || cachev3.GetResourceName(r) != cachev3.GetResourceName(prev[j]) {
+			return false
+		}
+		changed = append(changed, j)
+	}
+	hashes := maps.Clone(last.hashes[i])
+	for _, j := range changed {
+		name := cachev3.GetResourceName(items[j])
+		h, err := hashOf(i, name, items[j])
+		if err != nil {
+			return false // the full path reports it
+		}
+		hashes[name] = h
+	}
+	version := kindVersion(last.names[i], hashes)
+	if version == last.versions[i] {
+		sv.groups[i], sv.hashes[i], sv.versionMaps[i] = last.groups[i], last.hashes[i], last.versionMaps[i]
+	} else {
+		resources := maps.Clone(last.groups[i].Items)
+		versionMap := maps.Clone(last.versionMaps[i])
+		for _, j := range changed {
+			name := cachev3.GetResourceName(items[j])
+			resources[name] = cachetypes.ResourceWithTTL{Resource: items[j]}
+			versionMap[name] = hashes[name].version
+		}
+		sv.groups[i], sv.hashes[i], sv.versionMaps[i] = cachev3.Resources{Version: version, Items: resources}, hashes, versionMap
+	}
+	sv.versions[i], sv.names[i], sv.items[i] = version, last.names[i], slices.Clone(items)
+	return true
+}
+
+// hashOf is r's version (the hash of its deterministic encoding) and references; r is named name
+// and of kinds[i].
+func hashOf(i int, name string, r cachetypes.Resource) (hashed, error) {
+	encoded, err := cachev3.MarshalResource(r)
+	if err != nil {
+		return hashed{}, fmt.Errorf("hashing the %s resource %q: %w", kinds[i].short, name, err)
+	}
+	return hashed{resource: r, version: cachev3.HashResource(encoded), refs: references(r)}, nil
 }
 
 // references are the names of the load assignments and route configurations r references (by
@@ -499,11 +572,12 @@ func references(r cachetypes.Resource) []string {
 
 // consistent is go-control-plane's Snapshot.Consistent from the references each resource was
 // hashed with: the load assignments are exactly those the clusters name, the route configurations
-// exactly those the listeners name. A pair of kinds whose versions prev (published, so consistent)
-// served too is not checked again.
+// exactly those the listeners name. A pair of kinds prev (published, so consistent) served too is
+// not checked again: the referencing kind at the same version, the referenced one under the same
+// names (what its resources hold is no part of the check: an endpoint change is not checked).
 func (sv served) consistent(prev served, had bool) error {
 	for _, pair := range [...]struct{ from, to int }{{0, 1}, {2, 3}} {
-		if had && prev.versions[pair.from] == sv.versions[pair.from] && prev.versions[pair.to] == sv.versions[pair.to] {
+		if had && prev.versions[pair.from] == sv.versions[pair.from] && slices.Equal(prev.names[pair.to], sv.names[pair.to]) {
 			continue
 		}
 		named := map[string]bool{}
@@ -556,14 +630,22 @@ func uniqueNames(k kind, items []cachetypes.Resource) ([]string, error) {
 // encoding), in name order: equal contents give equal versions, whatever the order of the list,
 // across agent restarts too.
 func kindVersion(sortedNames []string, hashes map[string]hashed) string {
+	// The bytes go to the hash in large writes: writing each part on its own (binary.Write) cost
+	// as much as the hashing, on every publish of a changed kind.
 	h := sha256.New()
+	buf := make([]byte, 0, 16<<10)
 	for _, name := range sortedNames {
 		// Length-prefixed, so no two lists hash the same bytes.
-		for _, part := range []string{name, hashes[name].version} {
-			_ = binary.Write(h, binary.BigEndian, uint64(len(part)))
-			h.Write([]byte(part))
+		for _, part := range [2]string{name, hashes[name].version} {
+			buf = binary.BigEndian.AppendUint64(buf, uint64(len(part)))
+			buf = append(buf, part...)
+		}
+		if len(buf) >= cap(buf)/2 {
+			h.Write(buf)
+			buf = buf[:0]
 		}
 	}
+	h.Write(buf)
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
@@ -571,7 +653,7 @@ func kindVersion(sortedNames []string, hashes map[string]hashed) string {
 // known.
 func contentVersion(items []cachetypes.Resource) (string, error) {
 	var sv served
-	if err := sv.set(0, items, nil); err != nil {
+	if _, err := sv.set(0, items, nil); err != nil {
 		return "", err
 	}
 	return sv.versions[0], nil
