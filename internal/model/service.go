@@ -294,16 +294,20 @@ func BuildServices(services []meshv1alpha1.MeshService, endpoints []meshv1alpha1
 // the API server) is never taken for unchanged. Safe for concurrent use.
 type ServiceBuilder struct {
 	mu sync.Mutex
-	// built is each service's model and what it was built from; a service no longer listed is
-	// dropped at the next build.
+	// built is each service's model and what it was built from, kept in place across builds (a
+	// new map per build was most of what a build of an unchanged mesh allocated); a service not
+	// listed in a build is dropped at its end.
 	built map[ServiceKey]builtService
+	// builds counts the builds: each entry notes the last it was listed in.
+	builds uint64
 }
 
-// builtService is one service's model and the resourceVersion and members' fingerprint it was
-// built from.
+// builtService is one service's model, the resourceVersion and members' fingerprint it was built
+// from, and the last build that listed it.
 type builtService struct {
 	version     string
 	fingerprint string
+	listed      uint64
 	service     Service
 }
 
@@ -321,7 +325,11 @@ func (sb *ServiceBuilder) Build(services []meshv1alpha1.MeshService, endpoints [
 func (sb *ServiceBuilder) BuildMembers(services []meshv1alpha1.MeshService, members map[ServiceKey]Members) []Service {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	built := make(map[ServiceKey]builtService, len(services))
+	if sb.built == nil {
+		sb.built = make(map[ServiceKey]builtService, len(services))
+	}
+	sb.builds++
+	kept := 0
 	out := make([]Service, 0, len(services))
 	for i := range services {
 		ms := &services[i]
@@ -335,11 +343,17 @@ func (sb *ServiceBuilder) BuildMembers(services []meshv1alpha1.MeshService, memb
 			prev = builtService{version: ms.ResourceVersion, fingerprint: m.fingerprint, service: BuildService(inputOf(ms, m.endpoints))}
 		}
 		if versioned {
-			built[k] = prev
+			prev.listed = sb.builds
+			sb.built[k] = prev
+			kept++
+		} else if ok {
+			delete(sb.built, k)
 		}
 		out = append(out, prev.service)
 	}
-	sb.built = built
+	if len(sb.built) > kept {
+		maps.DeleteFunc(sb.built, func(_ ServiceKey, b builtService) bool { return b.listed != sb.builds })
+	}
 	sortServices(out)
 	return out
 }
@@ -362,12 +376,18 @@ type Members struct {
 // NewMembers are the Members of one service's endpoints, given in any order, each object once
 // (verified or not: the others are left out). The endpoints are read, never modified.
 func NewMembers(endpoints []*meshv1alpha1.MeshEndpoint) Members {
-	var m Members
+	var verified []*meshv1alpha1.MeshEndpoint
 	for _, ep := range endpoints {
 		if registration.Verified(ep) {
-			m.endpoints = append(m.endpoints, ep)
+			verified = append(verified, ep)
 		}
 	}
+	return membersOf(verified)
+}
+
+// membersOf are the Members of a service's verified endpoints, which it sorts in place.
+func membersOf(verified []*meshv1alpha1.MeshEndpoint) Members {
+	m := Members{endpoints: verified}
 	// Sorted, so that a service's input reads the same however the lister ordered them.
 	slices.SortFunc(m.endpoints, func(a, b *meshv1alpha1.MeshEndpoint) int { return cmp.Compare(a.Name, b.Name) })
 	var b strings.Builder
@@ -384,16 +404,19 @@ func NewMembers(endpoints []*meshv1alpha1.MeshEndpoint) Members {
 	return m
 }
 
-// GroupMembers are the Members of each service the endpoints name (namespace, spec.serviceName).
+// GroupMembers are the Members of each service the verified endpoints name (namespace,
+// spec.serviceName). The endpoints are read, never modified.
 func GroupMembers(endpoints []*meshv1alpha1.MeshEndpoint) map[ServiceKey]Members {
 	byService := map[ServiceKey][]*meshv1alpha1.MeshEndpoint{}
 	for _, ep := range endpoints {
-		k := ServiceKey{ep.Namespace, ep.Spec.ServiceName}
-		byService[k] = append(byService[k], ep)
+		if registration.Verified(ep) {
+			k := ServiceKey{ep.Namespace, ep.Spec.ServiceName}
+			byService[k] = append(byService[k], ep)
+		}
 	}
 	out := make(map[ServiceKey]Members, len(byService))
-	for k, eps := range byService {
-		out[k] = NewMembers(eps)
+	for k, verified := range byService {
+		out[k] = membersOf(verified)
 	}
 	return out
 }
