@@ -390,7 +390,12 @@ func membersOf(verified []*meshv1alpha1.MeshEndpoint) Members {
 	m := Members{endpoints: verified}
 	// Sorted, so that a service's input reads the same however the lister ordered them.
 	slices.SortFunc(m.endpoints, func(a, b *meshv1alpha1.MeshEndpoint) int { return cmp.Compare(a.Name, b.Name) })
+	size := 0
+	for _, ep := range m.endpoints {
+		size += len(ep.Name) + len(ep.ResourceVersion) + 2
+	}
 	var b strings.Builder
+	b.Grow(size) // one allocation: BuildServices fingerprints every service on every call
 	for _, ep := range m.endpoints {
 		if ep.ResourceVersion == "" {
 			m.unversioned = true
