@@ -47,8 +47,11 @@ type View struct {
 	skipped    []routes.Kind
 
 	// services builds the model of the cached services, each from its previous build while its
-	// objects are unchanged (Services is called on every rebuild).
+	// objects are unchanged (Services is called on every rebuild), from the endpoints as index
+	// keeps them grouped by service; indexed is index's registration on the MeshEndpoint informer.
 	services model.ServiceBuilder
+	index    *endpointIndex
+	indexed  toolscache.ResourceEventHandlerRegistration
 
 	mu sync.Mutex
 	// noted is the generation of each route whose uncarried parts were last logged, by
@@ -93,7 +96,7 @@ func newView(cfg *rest.Config, scheme *runtime.Scheme, slim bool, routeKinds []v
 	if err != nil {
 		return nil, fmt.Errorf("the agent's cluster view: %w", err)
 	}
-	v := &View{noted: map[string]int64{}, held: map[string]*atomic.Int64{}}
+	v := &View{noted: map[string]int64{}, held: map[string]*atomic.Int64{}, index: newEndpointIndex()}
 	services, endpoints, routeObjects := cache.ByObject{}, cache.ByObject{}, cache.ByObject{}
 	if slim {
 		services.Transform, endpoints.Transform, routeObjects.Transform = slimMeshService, slimMeshEndpoint, slimRoute
@@ -155,6 +158,12 @@ func newView(cfg *rest.Config, scheme *runtime.Scheme, slim bool, routeKinds []v
 		}); err != nil {
 			return nil, fmt.Errorf("counting the agent's cluster view of %ss: %w", kind, err)
 		}
+		if kind == "MeshEndpoint" {
+			// Before the cache starts: the index sees every endpoint from the first list on.
+			if v.indexed, err = informer.AddEventHandler(v.index); err != nil {
+				return nil, fmt.Errorf("indexing the agent's cluster view of MeshEndpoints: %w", err)
+			}
+		}
 	}
 	return v, nil
 }
@@ -174,9 +183,11 @@ func (v *View) NeedLeaderElection() bool { return false }
 
 // onChange registers handler on the view's informers: every change to a MeshService, a
 // MeshEndpoint or a route of the cluster reaches it (the xDS publisher's rebuild trigger; a
-// route's status turning ResolvedRefs=True is a change of the route).
+// route's status turning ResolvedRefs=True is a change of the route). A MeshEndpoint's change
+// reaches it once Services sees it (endpointIndex); the changes before the call do not.
 func (v *View) onChange(ctx context.Context, handler toolscache.ResourceEventHandler) error {
-	objects := []client.Object{&meshv1alpha1.MeshService{}, &meshv1alpha1.MeshEndpoint{}}
+	v.index.subscribe(handler)
+	objects := []client.Object{&meshv1alpha1.MeshService{}}
 	for _, k := range v.routeKinds {
 		objects = append(objects, k.obj)
 	}
@@ -192,51 +203,22 @@ func (v *View) onChange(ctx context.Context, handler toolscache.ResourceEventHan
 	return nil
 }
 
-// WaitForCacheSync blocks until the view holds every object the API server listed, or ctx ends.
-func (v *View) WaitForCacheSync(ctx context.Context) bool { return v.cache.WaitForCacheSync(ctx) }
+// WaitForCacheSync blocks until the view holds every object the API server listed, its endpoint
+// index included (the informer's store syncs before its handlers have seen every object), or
+// ctx ends.
+func (v *View) WaitForCacheSync(ctx context.Context) bool {
+	return v.cache.WaitForCacheSync(ctx) && toolscache.WaitForCacheSync(ctx.Done(), v.indexed.HasSynced)
+}
 
 // Services is the mesh as the model sees it: model.BuildServices of the cached MeshServices and
-// MeshEndpoints, each unchanged service's model reused from the last call (model.ServiceBuilder).
+// MeshEndpoints, each unchanged service's model reused from the last call (model.ServiceBuilder),
+// the endpoints grouped by service as they changed (endpointIndex).
 func (v *View) Services(ctx context.Context) ([]model.Service, error) {
 	var services meshv1alpha1.MeshServiceList
 	if err := v.cache.List(ctx, &services, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing MeshServices: %w", err)
 	}
-	endpoints, err := v.endpoints(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing MeshEndpoints: %w", err)
-	}
-	return v.services.Build(services.Items, endpoints), nil
-}
-
-// endpoints are the cached MeshEndpoints, the cache's own objects: read them, never modify them.
-// Taken from the informer's store, they are not copied into a list (at ten thousand endpoints
-// the copy was a tenth of every rebuild).
-func (v *View) endpoints(ctx context.Context) ([]*meshv1alpha1.MeshEndpoint, error) {
-	informer, err := v.cache.GetInformer(ctx, &meshv1alpha1.MeshEndpoint{})
-	if err != nil {
-		return nil, err
-	}
-	withStore, ok := informer.(interface{ GetStore() toolscache.Store })
-	if !ok { // not an informer of client-go's: list (no deep copy) and point into the list
-		var list meshv1alpha1.MeshEndpointList
-		if err := v.cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, err
-		}
-		out := make([]*meshv1alpha1.MeshEndpoint, len(list.Items))
-		for i := range list.Items {
-			out[i] = &list.Items[i]
-		}
-		return out, nil
-	}
-	objects := withStore.GetStore().List()
-	out := make([]*meshv1alpha1.MeshEndpoint, 0, len(objects))
-	for _, o := range objects {
-		if ep, ok := o.(*meshv1alpha1.MeshEndpoint); ok {
-			out = append(out, ep)
-		}
-	}
-	return out, nil
+	return v.index.build(&v.services, services.Items), nil
 }
 
 // Routes are the Gateway API routes the data plane carries, as the model sees them

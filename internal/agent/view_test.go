@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -269,10 +268,7 @@ func TestViewCountsItsObjects(t *testing.T) {
 // controller does not see.
 func TestViewRendersOnlyTheCurrentVerdict(t *testing.T) {
 	ctx := testContext(t)
-	ns := isolatedFromTheController
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	ns := isolatedNamespace(t, ctx)
 	if err := env.Client.Create(ctx, &meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,9 @@ func BenchmarkBuildService(b *testing.B) {
 // BenchmarkServicesEndpointChange: the agent's view rebuilds the whole mesh's model on every
 // change it sees. At 1 000 services of 10 verified endpoints, one endpoint's health flips per
 // op (with a new resourceVersion, as the API server writes it); "all" builds every service again
-// (BuildServices), "changed" only the changed one (a ServiceBuilder).
+// (BuildServices), "changed" only the changed one (a ServiceBuilder), still grouping and
+// fingerprinting every endpoint; "kept" keeps the groups across builds, as the agent's view does,
+// and regroups only the changed service (NewMembers, BuildMembers).
 func BenchmarkServicesEndpointChange(b *testing.B) {
 	services, endpoints := meshObjects(1000, 10)
 	rv := 1 << 20
@@ -81,6 +83,21 @@ func BenchmarkServicesEndpointChange(b *testing.B) {
 		for b.Loop() {
 			flip()
 			sb.Build(services, pointers(endpoints))
+		}
+	})
+	b.Run("kept", func(b *testing.B) {
+		var sb model.ServiceBuilder
+		members := model.GroupMembers(pointers(endpoints))
+		sb.BuildMembers(services, members)
+		// The flipped endpoint's service: its 10 endpoints, from the first of them.
+		first := len(endpoints) / 2 / 10 * 10
+		group := pointers(endpoints[first : first+10])
+		key := model.ServiceKey{Namespace: group[0].Namespace, Name: group[0].Spec.ServiceName}
+		b.ReportAllocs()
+		for b.Loop() {
+			flip()
+			members[key] = model.NewMembers(group)
+			sb.BuildMembers(services, members)
 		}
 	})
 }

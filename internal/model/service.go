@@ -276,11 +276,11 @@ func boolRank(b bool) int {
 // certificate. The node agent builds its data plane from it; `kubectl aether dial --from` its
 // explanation of the same.
 func BuildServices(services []meshv1alpha1.MeshService, endpoints []meshv1alpha1.MeshEndpoint) []Service {
-	byService := verifiedByService(pointers(endpoints))
+	byService := GroupMembers(pointers(endpoints))
 	out := make([]Service, 0, len(services))
 	for i := range services {
 		ms := &services[i]
-		out = append(out, BuildService(inputOf(ms, byService[serviceKey{ms.Namespace, ms.Name}])))
+		out = append(out, BuildService(inputOf(ms, byService[ServiceKey{ms.Namespace, ms.Name}].endpoints)))
 	}
 	sortServices(out)
 	return out
@@ -294,14 +294,20 @@ func BuildServices(services []meshv1alpha1.MeshService, endpoints []meshv1alpha1
 // the API server) is never taken for unchanged. Safe for concurrent use.
 type ServiceBuilder struct {
 	mu sync.Mutex
-	// built is each service's model and what it was built from; a service no longer listed is
-	// dropped at the next build.
-	built map[serviceKey]builtService
+	// built is each service's model and what it was built from, kept in place across builds (a
+	// new map per build was most of what a build of an unchanged mesh allocated); a service not
+	// listed in a build is dropped at its end.
+	built map[ServiceKey]builtService
+	// builds counts the builds: each entry notes the last it was listed in.
+	builds uint64
 }
 
-// builtService is one service's model and the fingerprint of its inputs (see fingerprint).
+// builtService is one service's model, the resourceVersion and members' fingerprint it was built
+// from, and the last build that listed it.
 type builtService struct {
+	version     string
 	fingerprint string
+	listed      uint64
 	service     Service
 }
 
@@ -309,48 +315,115 @@ type builtService struct {
 // endpoints are read, never modified (they may be a cache's own objects). The Services returned
 // share their slices with the builder's memory and later builds: read them, never modify them.
 func (sb *ServiceBuilder) Build(services []meshv1alpha1.MeshService, endpoints []*meshv1alpha1.MeshEndpoint) []Service {
-	byService := verifiedByService(endpoints)
+	return sb.BuildMembers(services, GroupMembers(endpoints))
+}
+
+// BuildMembers is Build with the endpoints already grouped by service (GroupMembers, or NewMembers
+// per service): a caller that keeps its groups across builds recomputes only the changed
+// services' Members, and the unchanged ones cost a lookup here. A service missing from members
+// has no endpoints.
+func (sb *ServiceBuilder) BuildMembers(services []meshv1alpha1.MeshService, members map[ServiceKey]Members) []Service {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	built := make(map[serviceKey]builtService, len(services))
+	if sb.built == nil {
+		sb.built = make(map[ServiceKey]builtService, len(services))
+	}
+	sb.builds++
+	kept := 0
 	out := make([]Service, 0, len(services))
 	for i := range services {
 		ms := &services[i]
-		k := serviceKey{ms.Namespace, ms.Name}
-		eps := byService[k]
-		fp := fingerprint(ms, eps)
+		k := ServiceKey{ms.Namespace, ms.Name}
+		m := members[k]
+		// Equal resourceVersions and fingerprints are equal inputs: the API server gives an
+		// object a new resourceVersion on every change. Without one, nothing says so.
+		versioned := ms.ResourceVersion != "" && !m.unversioned
 		prev, ok := sb.built[k]
-		if !ok || fp == "" || prev.fingerprint != fp {
-			prev = builtService{fingerprint: fp, service: BuildService(inputOf(ms, eps))}
+		if !ok || !versioned || prev.version != ms.ResourceVersion || prev.fingerprint != m.fingerprint {
+			prev = builtService{version: ms.ResourceVersion, fingerprint: m.fingerprint, service: BuildService(inputOf(ms, m.endpoints))}
 		}
-		if fp != "" {
-			built[k] = prev
+		if versioned {
+			prev.listed = sb.builds
+			sb.built[k] = prev
+			kept++
+		} else if ok {
+			delete(sb.built, k)
 		}
 		out = append(out, prev.service)
 	}
-	sb.built = built
+	if len(sb.built) > kept {
+		maps.DeleteFunc(sb.built, func(_ ServiceKey, b builtService) bool { return b.listed != sb.builds })
+	}
 	sortServices(out)
 	return out
 }
 
-// serviceKey is a service's namespace and name.
-type serviceKey struct{ namespace, name string }
+// ServiceKey is a service's namespace and name (an endpoint's namespace and spec.serviceName).
+type ServiceKey struct{ Namespace, Name string }
 
-// verifiedByService are the verified endpoints (registration.Verified) by their service, each
-// service's sorted by name so that a service's input reads the same however the lister ordered
-// them.
-func verifiedByService(endpoints []*meshv1alpha1.MeshEndpoint) map[serviceKey][]*meshv1alpha1.MeshEndpoint {
-	byService := map[serviceKey][]*meshv1alpha1.MeshEndpoint{}
+// Members are one service's verified endpoints (registration.Verified), sorted by name, and their
+// fingerprint: what BuildMembers reads of a service's endpoints. Computed once per change of the
+// service's endpoints, they spare a caller that keeps them the grouping, the sort and the
+// fingerprint of every unchanged service on every build.
+type Members struct {
+	endpoints []*meshv1alpha1.MeshEndpoint
+	// fingerprint names the endpoints: each one's name and resourceVersion, in name order.
+	fingerprint string
+	// unversioned is set when an endpoint has no resourceVersion: its service is always built.
+	unversioned bool
+}
+
+// NewMembers are the Members of one service's endpoints, given in any order, each object once
+// (verified or not: the others are left out). The endpoints are read, never modified.
+func NewMembers(endpoints []*meshv1alpha1.MeshEndpoint) Members {
+	var verified []*meshv1alpha1.MeshEndpoint
 	for _, ep := range endpoints {
 		if registration.Verified(ep) {
-			k := serviceKey{ep.Namespace, ep.Spec.ServiceName}
+			verified = append(verified, ep)
+		}
+	}
+	return membersOf(verified)
+}
+
+// membersOf are the Members of a service's verified endpoints, which it sorts in place.
+func membersOf(verified []*meshv1alpha1.MeshEndpoint) Members {
+	m := Members{endpoints: verified}
+	// Sorted, so that a service's input reads the same however the lister ordered them.
+	slices.SortFunc(m.endpoints, func(a, b *meshv1alpha1.MeshEndpoint) int { return cmp.Compare(a.Name, b.Name) })
+	size := 0
+	for _, ep := range m.endpoints {
+		size += len(ep.Name) + len(ep.ResourceVersion) + 2
+	}
+	var b strings.Builder
+	b.Grow(size) // one allocation: BuildServices fingerprints every service on every call
+	for _, ep := range m.endpoints {
+		if ep.ResourceVersion == "" {
+			m.unversioned = true
+		}
+		b.WriteByte(0)
+		b.WriteString(ep.Name)
+		b.WriteByte('/')
+		b.WriteString(ep.ResourceVersion)
+	}
+	m.fingerprint = b.String()
+	return m
+}
+
+// GroupMembers are the Members of each service the verified endpoints name (namespace,
+// spec.serviceName). The endpoints are read, never modified.
+func GroupMembers(endpoints []*meshv1alpha1.MeshEndpoint) map[ServiceKey]Members {
+	byService := map[ServiceKey][]*meshv1alpha1.MeshEndpoint{}
+	for _, ep := range endpoints {
+		if registration.Verified(ep) {
+			k := ServiceKey{ep.Namespace, ep.Spec.ServiceName}
 			byService[k] = append(byService[k], ep)
 		}
 	}
-	for _, eps := range byService {
-		slices.SortFunc(eps, func(a, b *meshv1alpha1.MeshEndpoint) int { return cmp.Compare(a.Name, b.Name) })
+	out := make(map[ServiceKey]Members, len(byService))
+	for k, verified := range byService {
+		out[k] = membersOf(verified)
 	}
-	return byService
+	return out
 }
 
 // pointers are pointers to each of endpoints.
@@ -372,28 +445,6 @@ func inputOf(ms *meshv1alpha1.MeshService, endpoints []*meshv1alpha1.MeshEndpoin
 		}
 	}
 	return in
-}
-
-// fingerprint names the objects a service's model is built from: the MeshService's
-// resourceVersion and each verified endpoint's name and resourceVersion, in name order. Equal
-// fingerprints are equal inputs, since the API server gives an object a new resourceVersion on
-// every change. Empty when any of them has no resourceVersion: such inputs are always built.
-func fingerprint(ms *meshv1alpha1.MeshService, endpoints []*meshv1alpha1.MeshEndpoint) string {
-	if ms.ResourceVersion == "" {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString(ms.ResourceVersion)
-	for _, ep := range endpoints {
-		if ep.ResourceVersion == "" {
-			return ""
-		}
-		b.WriteByte(0)
-		b.WriteString(ep.Name)
-		b.WriteByte('/')
-		b.WriteString(ep.ResourceVersion)
-	}
-	return b.String()
 }
 
 func sortServices(services []Service) {
