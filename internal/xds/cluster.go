@@ -36,8 +36,8 @@ var httpProtocolOptionsKey = string((&httpv3.HttpProtocolOptions{}).ProtoReflect
 // upstream is a service the node's pods dial over the mesh, with what its clusters and load
 // assignments derive from.
 type upstream struct {
-	svc  model.Service
-	fqdn string
+	svc       model.Service
+	key, fqdn string // ServiceKey, FQDN
 	// defaultTCP is what <fqdn>:18082 reaches (resolve.DefaultTCPPort); 0 when the service has no
 	// TCP port, and then no TCPDefaultCluster exists.
 	defaultTCP int32
@@ -53,7 +53,7 @@ func (b *builder) upstreams() []upstream {
 		if len(s.Ports) == 0 {
 			continue
 		}
-		u := upstream{svc: s.Service, fqdn: s.fqdn}
+		u := upstream{svc: s.Service, key: s.key, fqdn: s.fqdn}
 		if p, ok := resolve.DefaultTCPPort(s.ports); ok && b.carries(meshv1alpha1.ProtocolTCP) {
 			u.defaultTCP = p
 		}
@@ -91,7 +91,7 @@ func (b *builder) clusters() []*clusterv3.Cluster {
 	warm := b.warm()
 	for _, source := range b.sources() {
 		for _, u := range upstreams {
-			if !warm.carriesFor(source, ServiceKey(u.svc.Name, u.svc.Namespace)) {
+			if !warm.carriesFor(source, u.key) {
 				continue // fetched on demand (warm.go)
 			}
 			out = append(out, b.serviceClusters(u, source)...)

@@ -31,7 +31,7 @@ func (b *builder) endpoints() []*endpointv3.ClusterLoadAssignment {
 	out := make([]*endpointv3.ClusterLoadAssignment, 0, b.memo.loadAssignmentCount())
 	warm := b.warm()
 	for _, u := range b.upstreams() {
-		if !warm.carriedByAny(ServiceKey(u.svc.Name, u.svc.Namespace)) {
+		if !warm.carriedByAny(u.key) {
 			continue // no cluster reads it until one is fetched on demand (warm.go)
 		}
 		for _, p := range u.svc.Ports {

@@ -6,6 +6,7 @@ package xds
 import (
 	"cmp"
 	"maps"
+	"net/netip"
 	"reflect"
 	"slices"
 
@@ -24,6 +25,10 @@ import (
 // service's work, not the whole mesh's. Each reused output is keyed by everything it derives
 // from, compared whole:
 //
+//   - what the selection derives from a service alone (serviceFacts: its validity, FQDN and port
+//     set): the service itself (sameService, below);
+//   - the VIPs and names the selected services hold (hold): their namespaces, names and VIPs, in
+//     order;
 //   - a service's upstream clusters, per source: the source, the service's FQDN, identity,
 //     primary, default TCP port, ports with their protocols and published subset keys;
 //   - a port's load assignment: the service's FQDN, the port and, per member, namespace, name,
@@ -40,6 +45,16 @@ import (
 // exactly as Build's. What a build neither reuses nor makes is dropped. A Builder is not safe for
 // concurrent use; its outputs, like Build's, must not be modified (a later build may return the
 // same messages).
+//
+// Its inputs must not be modified either, once built: a service is compared by its slices'
+// identities, not their contents. A Service whose other fields are equal and whose Ports,
+// LeftOut and SubsetKeys are the very arrays of the last build's (the same first element, the
+// same length) is taken as unchanged, its ports, pairs and members not read again; and a port's
+// members that are the very array of the last build's keep its load assignment. So never modify
+// a Service's slices, or what they hold (pairs, members, metadata), in place between builds:
+// build a changed service anew, as model.BuildService does (model.ServiceBuilder shares an
+// unchanged service's slices and builds a changed one anew), or change a copy (Service.Clone).
+// Reading a thousand services' members again was most of a build after one endpoint changed.
 type Builder struct {
 	memo *memo
 }
@@ -47,8 +62,9 @@ type Builder struct {
 // Build renders m as Build does, reusing what the previous build made from equal inputs.
 func (bl *Builder) Build(m model.Mesh) (Resources, error) {
 	if bl.memo == nil || bl.memo.domain != m.Domain || bl.memo.issuer != m.Issuer || bl.memo.distribution != m.Upstreams {
-		bl.memo = &memo{domain: m.Domain, issuer: m.Issuer, distribution: m.Upstreams, upstreams: map[sourceServiceKey]*upstreamMemo{},
-			loadAssignments: map[servicePortKey]*loadAssignmentMemo{}, apps: map[podID]*appMemo{}}
+		bl.memo = &memo{domain: m.Domain, issuer: m.Issuer, distribution: m.Upstreams, services: map[serviceID]*serviceMemo{},
+			upstreams: map[sourceServiceKey]*upstreamMemo{}, loadAssignments: map[servicePortKey]*loadAssignmentMemo{},
+			apps: map[podID]*appMemo{}}
 	}
 	res, err := build(m, bl.memo)
 	if err != nil {
@@ -74,6 +90,10 @@ type memo struct {
 	gen uint64
 	// locality is the node's, which every load assignment's priorities derive from.
 	locality meshv1alpha1.Locality
+	// services are the facts selected from each service (serviceFacts), by namespace and name;
+	// held is what the selected services held (hold).
+	services map[serviceID]*serviceMemo
+	held     *heldMemo
 	// upstreams are each source's clusters of each upstream service, by source and FQDN.
 	upstreams map[sourceServiceKey]*upstreamMemo
 	// loadAssignments are the load assignments, by service and port.
@@ -98,9 +118,94 @@ func (mm *memo) start(m model.Mesh) {
 
 // sweep drops what the build that ends did not reuse or make: what the mesh no longer holds.
 func (mm *memo) sweep() {
+	maps.DeleteFunc(mm.services, func(_ serviceID, e *serviceMemo) bool { return e.gen != mm.gen })
 	maps.DeleteFunc(mm.upstreams, func(_ sourceServiceKey, e *upstreamMemo) bool { return e.gen != mm.gen })
 	maps.DeleteFunc(mm.loadAssignments, func(_ servicePortKey, e *loadAssignmentMemo) bool { return e.gen != mm.gen })
 	maps.DeleteFunc(mm.apps, func(_ podID, e *appMemo) bool { return e.gen != mm.gen })
+}
+
+// serviceID is a service, by namespace and name.
+type serviceID struct{ namespace, name string }
+
+// serviceMemo is a service's facts (serviceFacts) and the service they derive from. Keeping the
+// service keeps its arrays alive, so that no other array can take their address while they are
+// compared with (sameService).
+type serviceMemo struct {
+	gen   uint64
+	svc   model.Service
+	facts serviceFacts
+}
+
+// serviceFacts are s's facts (deriveFacts): the last build's when s is the service they were
+// derived from (sameService). The domain they read is the memo's.
+func (mm *memo) serviceFacts(domain string, s *model.Service) serviceFacts {
+	if mm == nil {
+		return deriveFacts(domain, s)
+	}
+	k := serviceID{s.Namespace, s.Name}
+	e := mm.services[k]
+	switch {
+	case e == nil:
+		e = &serviceMemo{svc: *s, facts: deriveFacts(domain, s)}
+		mm.services[k] = e
+	case !sameService(&e.svc, s):
+		*e = serviceMemo{svc: *s, facts: deriveFacts(domain, s)}
+	}
+	e.gen = mm.gen
+	return e.facts
+}
+
+// sameService reports whether s is the service last was, as the Builder's contract has it: the
+// same fields, its slices the very arrays (sameArray) of last's. TestSameServiceSeesEveryField
+// changes each field of a Service in turn.
+func sameService(last, s *model.Service) bool {
+	return last.Namespace == s.Namespace && last.Name == s.Name && last.Identity == s.Identity && last.VIP == s.VIP &&
+		last.Primary == s.Primary && last.Endpoints == s.Endpoints && last.Ready == s.Ready &&
+		sameArray(last.Ports, s.Ports) && sameArray(last.LeftOut, s.LeftOut) && sameArray(last.SubsetKeys, s.SubsetKeys)
+}
+
+// sameArray reports whether a and b are the same elements of the same array (or both empty).
+func sameArray[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// heldMemo is what the selected services held (hold), each with what it derives from.
+type heldMemo struct {
+	services []heldService
+	skipped  []error
+}
+
+// heldService is what one selected service held, and its namespace, name and VIP.
+type heldService struct {
+	namespace, name, vipSpelled string
+	vip                         netip.Addr
+	names                       []string
+	localName                   string
+}
+
+// holdServices is hold(domain, services): the last build's holdings, given again, when services
+// are the same namespaces, names and VIPs, in the same order. The domain is the memo's.
+func (mm *memo) holdServices(domain string, services []meshService) []error {
+	if mm == nil {
+		return hold(domain, services)
+	}
+	if h := mm.held; h != nil && slices.EqualFunc(h.services, services, func(e heldService, s meshService) bool {
+		return e.namespace == s.Namespace && e.name == s.Name && e.vipSpelled == s.VIP
+	}) {
+		for i := range services {
+			e := &h.services[i]
+			services[i].vip, services[i].names, services[i].localName = e.vip, e.names, e.localName
+		}
+		return h.skipped
+	}
+	skipped := hold(domain, services)
+	h := &heldMemo{services: make([]heldService, len(services)), skipped: skipped}
+	for i, s := range services {
+		h.services[i] = heldService{namespace: s.Namespace, name: s.Name, vipSpelled: s.VIP, vip: s.vip,
+			names: slices.Clip(s.names), localName: s.localName}
+	}
+	mm.held = h
+	return skipped
 }
 
 // sortedList is a list of resources as a build assembled it and as it sorted it.
@@ -261,6 +366,9 @@ func (b *builder) recordClusters(u upstream, source string, clusters []*clusterv
 type loadAssignmentMemo struct {
 	gen     uint64
 	members []memberShape
+	// from is the list of members last read: the same array again is the same members (the
+	// Builder's contract). Kept, it keeps the array alive, so that no other takes its address.
+	from    []model.Member
 	cla     *endpointv3.ClusterLoadAssignment
 	skipped []string
 }
@@ -283,9 +391,10 @@ func (b *builder) reusedLoadAssignment(fqdn string, port int32, members []model.
 		return nil
 	}
 	e := b.memo.loadAssignments[servicePortKey{fqdn, port}]
-	if e == nil || !sameMembers(e.members, members) {
+	if e == nil || !sameArray(e.from, members) && !sameMembers(e.members, members) {
 		return nil
 	}
+	e.from = members
 	e.gen = b.memo.gen
 	b.skipped = append(b.skipped, e.skipped...)
 	return e.cla
@@ -319,8 +428,8 @@ func (b *builder) recordLoadAssignment(fqdn string, port int32, members []model.
 		shapes[i] = memberShape{namespace: m.Namespace, name: m.Name, address: m.Address, health: m.Health, weight: m.Weight,
 			locality: m.Locality, metadata: maps.Clone(m.Metadata)}
 	}
-	b.memo.loadAssignments[servicePortKey{fqdn, port}] = &loadAssignmentMemo{gen: b.memo.gen, members: shapes, cla: cla,
-		skipped: slices.Clone(skipped)}
+	b.memo.loadAssignments[servicePortKey{fqdn, port}] = &loadAssignmentMemo{gen: b.memo.gen, members: shapes, from: members,
+		cla: cla, skipped: slices.Clone(skipped)}
 }
 
 // listeningMemo is a build's listeners and route configurations, the projection of the mesh

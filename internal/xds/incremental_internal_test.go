@@ -22,7 +22,7 @@ func projectionDisagreements(t *testing.T, compare func(s, p meshService) bool) 
 	t.Helper()
 	scenarios := xdstest.All()
 	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
-		in, err := selectInputs(scenarios[name])
+		in, err := selectInputs(scenarios[name], nil)
 		if err != nil {
 			t.Fatal(err)
 		}
