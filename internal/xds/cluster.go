@@ -87,14 +87,19 @@ func (b *builder) sources() []string {
 func (b *builder) clusters() []*clusterv3.Cluster {
 	out := make([]*clusterv3.Cluster, 0, b.memo.clusterCount())
 	out = append(out, b.nodeWideClusters()...)
-	upstreams := b.upstreams()
+	upstreams, sources := b.upstreams(), b.sources()
+	kept := b.memo.keptUpstreams(upstreams, sources) // nil when nothing is kept
 	warm := b.warm()
-	for _, source := range b.sources() {
-		for _, u := range upstreams {
+	for i, source := range sources {
+		for j, u := range upstreams {
 			if !warm.carriesFor(source, u.key) {
 				continue // fetched on demand (warm.go)
 			}
-			out = append(out, b.serviceClusters(u, source)...)
+			var slot *sourceClusters
+			if kept != nil {
+				slot = &kept[j].bySource[i]
+			}
+			out = append(out, b.serviceClusters(u, source, slot)...)
 		}
 	}
 	for _, pod := range b.in.pods {
@@ -109,9 +114,12 @@ func (b *builder) clusters() []*clusterv3.Cluster {
 // port's, and sends that port's SNI. Without a workload-identity issuer (model.Mesh.Issuer) there
 // is no raw-TCP cluster (no TCPCluster, no TCPDefaultCluster): raw TCP rides mTLS only, the dial
 // surface refuses it, and selectInputs names each service left without them in Skipped.
-func (b *builder) serviceClusters(u upstream, source string) []*clusterv3.Cluster {
-	if reused := b.reusedClusters(u, source); reused != nil {
-		return reused
+// kept, when not nil, holds the clusters the last builds made from the same inputs (a Builder's
+// keptUpstreams), and keeps those made now.
+func (b *builder) serviceClusters(u upstream, source string, kept *sourceClusters) []*clusterv3.Cluster {
+	if kept != nil && kept.clusters != nil {
+		kept.gen = b.memo.gen
+		return kept.clusters
 	}
 	out := make([]*clusterv3.Cluster, 0, len(u.svc.Ports)+1)
 	for _, p := range u.svc.Ports {
@@ -126,7 +134,9 @@ func (b *builder) serviceClusters(u upstream, source string) []*clusterv3.Cluste
 	if u.defaultTCP != 0 {
 		out = append(out, b.upstreamCluster(u, source, TCPDefaultCluster(u.fqdn), u.defaultTCP, false))
 	}
-	b.recordClusters(u, source, out)
+	if kept != nil {
+		*kept = sourceClusters{gen: b.memo.gen, clusters: out} // out is never nil: made
+	}
 	return out
 }
 

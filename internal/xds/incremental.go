@@ -63,7 +63,7 @@ type Builder struct {
 func (bl *Builder) Build(m model.Mesh) (Resources, error) {
 	if bl.memo == nil || bl.memo.domain != m.Domain || bl.memo.issuer != m.Issuer || bl.memo.distribution != m.Upstreams {
 		bl.memo = &memo{domain: m.Domain, issuer: m.Issuer, distribution: m.Upstreams, services: map[serviceID]*serviceMemo{},
-			upstreams: map[sourceServiceKey]*upstreamMemo{}, loadAssignments: map[servicePortKey]*loadAssignmentMemo{},
+			upstreams: map[string]*upstreamMemo{}, loadAssignments: map[servicePortKey]*loadAssignmentMemo{},
 			apps: map[podID]*appMemo{}}
 	}
 	res, err := build(m, bl.memo)
@@ -94,8 +94,9 @@ type memo struct {
 	// held is what the selected services held (hold).
 	services map[serviceID]*serviceMemo
 	held     *heldMemo
-	// upstreams are each source's clusters of each upstream service, by source and FQDN.
-	upstreams map[sourceServiceKey]*upstreamMemo
+	// upstreams are each upstream service's clusters, by FQDN, for each of sources (sorted).
+	upstreams map[string]*upstreamMemo
+	sources   []string
 	// loadAssignments are the load assignments, by service and port.
 	loadAssignments map[servicePortKey]*loadAssignmentMemo
 	// apps are each pod's app clusters; nodeWide the passthrough and blackhole clusters.
@@ -119,7 +120,14 @@ func (mm *memo) start(m model.Mesh) {
 // sweep drops what the build that ends did not reuse or make: what the mesh no longer holds.
 func (mm *memo) sweep() {
 	maps.DeleteFunc(mm.services, func(_ serviceID, e *serviceMemo) bool { return e.gen != mm.gen })
-	maps.DeleteFunc(mm.upstreams, func(_ sourceServiceKey, e *upstreamMemo) bool { return e.gen != mm.gen })
+	maps.DeleteFunc(mm.upstreams, func(_ string, e *upstreamMemo) bool { return e.gen != mm.gen })
+	for _, e := range mm.upstreams {
+		for i := range e.bySource {
+			if e.bySource[i].gen != mm.gen {
+				e.bySource[i] = sourceClusters{}
+			}
+		}
+	}
 	maps.DeleteFunc(mm.loadAssignments, func(_ servicePortKey, e *loadAssignmentMemo) bool { return e.gen != mm.gen })
 	maps.DeleteFunc(mm.apps, func(_ podID, e *appMemo) bool { return e.gen != mm.gen })
 }
@@ -304,12 +312,7 @@ func (b *builder) podAppClusters(pod model.LocalPod) []*clusterv3.Cluster {
 	return e.clusters
 }
 
-// sourceServiceKey is a service as one source dials it.
-type sourceServiceKey struct {
-	source, fqdn string
-}
-
-// upstreamMemo is one source's clusters of one service and what they derive from.
+// upstreamMemo is one service's upstream clusters, for each source, and what they derive from.
 type upstreamMemo struct {
 	gen        uint64
 	identity   string
@@ -317,7 +320,14 @@ type upstreamMemo struct {
 	defaultTCP int32
 	ports      []portShape
 	subsetKeys []string
-	clusters   []*clusterv3.Cluster
+	// bySource are each source's clusters, by its index in memo.sources.
+	bySource []sourceClusters
+}
+
+// sourceClusters are the clusters of a service as one source dials it; nil when not made.
+type sourceClusters struct {
+	gen      uint64
+	clusters []*clusterv3.Cluster
 }
 
 // portShape is a listed port as the clusters read it.
@@ -334,31 +344,48 @@ func (e *upstreamMemo) derivesFrom(u upstream) bool {
 	})
 }
 
-// reusedClusters are the clusters of u for source that the last build made from the same
-// inputs; nil when there are none.
-func (b *builder) reusedClusters(u upstream, source string) []*clusterv3.Cluster {
-	if b.memo == nil {
+// keptUpstreams are, for each of upstreams, its entry of the memo, whose clusters (bySource,
+// indexed as sources) derive from it as it stands: the last build's when they do, an empty one
+// otherwise. Each service is looked up and compared once, not once per source: at 50 local
+// identities, a thousand services are 50 000 lists of clusters. Nil when nothing is kept.
+func (mm *memo) keptUpstreams(upstreams []upstream, sources []string) []*upstreamMemo {
+	if mm == nil {
 		return nil
 	}
-	e := b.memo.upstreams[sourceServiceKey{source, u.fqdn}]
-	if e == nil || !e.derivesFrom(u) {
-		return nil
+	if !slices.Equal(mm.sources, sources) {
+		mm.reindexSources(sources)
 	}
-	e.gen = b.memo.gen
-	return e.clusters
+	out := make([]*upstreamMemo, len(upstreams))
+	for j, u := range upstreams {
+		e := mm.upstreams[u.fqdn]
+		if e == nil || !e.derivesFrom(u) {
+			ports := make([]portShape, len(u.svc.Ports))
+			for i, p := range u.svc.Ports {
+				ports[i] = portShape{p.Number, p.Protocol}
+			}
+			e = &upstreamMemo{identity: u.svc.Identity, primary: u.svc.Primary, defaultTCP: u.defaultTCP, ports: ports,
+				subsetKeys: u.svc.SubsetKeys, bySource: make([]sourceClusters, len(sources))}
+			mm.upstreams[u.fqdn] = e
+		}
+		e.gen = mm.gen
+		out[j] = e
+	}
+	return out
 }
 
-// recordClusters keeps the clusters of u for source for the next build.
-func (b *builder) recordClusters(u upstream, source string, clusters []*clusterv3.Cluster) {
-	if b.memo == nil {
-		return
+// reindexSources moves each kept service's clusters to the index of their source in sources (the
+// build's), dropping those of a source no longer listed.
+func (mm *memo) reindexSources(sources []string) {
+	for _, e := range mm.upstreams {
+		bySource := make([]sourceClusters, len(sources))
+		for i, source := range sources {
+			if k, ok := slices.BinarySearch(mm.sources, source); ok {
+				bySource[i] = e.bySource[k]
+			}
+		}
+		e.bySource = bySource
 	}
-	ports := make([]portShape, len(u.svc.Ports))
-	for i, p := range u.svc.Ports {
-		ports[i] = portShape{p.Number, p.Protocol}
-	}
-	b.memo.upstreams[sourceServiceKey{source, u.fqdn}] = &upstreamMemo{gen: b.memo.gen, identity: u.svc.Identity,
-		primary: u.svc.Primary, defaultTCP: u.defaultTCP, ports: ports, subsetKeys: u.svc.SubsetKeys, clusters: clusters}
+	mm.sources = slices.Clone(sources)
 }
 
 // loadAssignmentMemo is one load assignment, what it derives from, and the notes its build
