@@ -85,8 +85,8 @@ func (b *builder) sources() []string {
 // clusters, each source's copy of each upstream service's clusters it carries up front (every
 // one, or its warm ones: warm.go), and each local pod's app clusters.
 func (b *builder) clusters() []*clusterv3.Cluster {
-	out := make([]*clusterv3.Cluster, 0, b.memo.clusterCount())
-	out = append(out, b.nodeWideClusters()...)
+	out := assemble(b.memo.sortedClusters())
+	out.add(b.nodeWideClusters()...)
 	upstreams, sources := b.upstreams(), b.sources()
 	kept := b.memo.keptUpstreams(upstreams, sources) // nil when nothing is kept
 	warm := b.warm()
@@ -99,13 +99,13 @@ func (b *builder) clusters() []*clusterv3.Cluster {
 			if kept != nil {
 				slot = &kept[j].bySource[i]
 			}
-			out = append(out, b.serviceClusters(u, source, slot)...)
+			out.add(b.serviceClusters(u, source, slot)...)
 		}
 	}
 	for _, pod := range b.in.pods {
-		out = append(out, b.podAppClusters(pod)...)
+		out.add(b.podAppClusters(pod)...)
 	}
-	return sortByName(b, kindCluster, out, (*clusterv3.Cluster).GetName, b.memo.sortedClusters())
+	return sortByName(b, kindCluster, out.list(), (*clusterv3.Cluster).GetName, b.memo.sortedClusters())
 }
 
 // serviceClusters are u's clusters as source dials them: one per listed port (HTTPCluster for an

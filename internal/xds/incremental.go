@@ -221,6 +221,46 @@ type sortedList[T comparable] struct {
 	in, out []T
 }
 
+// assembly is a list of resources being assembled. While each item is the one the last build
+// assembled at its place (last.in), nothing is copied: at 50 local identities a build assembles
+// 150 000 clusters, and a list of them per build was half of what it allocated.
+type assembly[T comparable] struct {
+	last []T
+	// n items are last[:n]; items holds them instead from the first that is not.
+	n     int
+	items []T
+}
+
+// assemble begins a list assembled in the order of last's (nil when nothing is kept).
+func assemble[T comparable](last *sortedList[T]) *assembly[T] {
+	if last == nil {
+		return &assembly[T]{items: []T{}}
+	}
+	return &assembly[T]{last: last.in}
+}
+
+// add appends xs to the list.
+func (a *assembly[T]) add(xs ...T) {
+	for _, x := range xs {
+		if a.items == nil && a.n < len(a.last) && a.last[a.n] == x {
+			a.n++
+			continue
+		}
+		if a.items == nil {
+			a.items = append(make([]T, 0, max(len(a.last), a.n+len(xs))), a.last[:a.n]...)
+		}
+		a.items = append(a.items, x)
+	}
+}
+
+// list is the list as assembled: a part of last's while it is theirs (read it, never modify it).
+func (a *assembly[T]) list() []T {
+	if a.items == nil {
+		return a.last[:a.n]
+	}
+	return a.items
+}
+
 // sortByName returns items sorted by name, each name once (requireUnique). When items are the
 // very resources the last build assembled, in the same order (every part was reused), its sorted
 // list is returned again: sorting 8 000 clusters took longer than the rest of such a build.
@@ -243,20 +283,6 @@ func sortByName[T comparable](b *builder, kind string, items []T, name func(T) s
 }
 
 // The memo's parts, for a build that may keep none (a nil memo).
-
-func (mm *memo) clusterCount() int {
-	if mm == nil {
-		return 0
-	}
-	return len(mm.clusterList.in)
-}
-
-func (mm *memo) loadAssignmentCount() int {
-	if mm == nil {
-		return 0
-	}
-	return len(mm.loadAssignmentList.in)
-}
 
 func (mm *memo) sortedClusters() *sortedList[*clusterv3.Cluster] {
 	if mm == nil {
