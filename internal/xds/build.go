@@ -42,12 +42,12 @@ func Build(m model.Mesh) (Resources, error) { return build(m, nil) }
 // build renders m, reusing and recording in memo what it can (a Builder's), or afresh when memo
 // is nil.
 func build(m model.Mesh, memo *memo) (Resources, error) {
-	in, err := selectInputs(m)
-	if err != nil {
-		return Resources{}, err
-	}
 	if memo != nil {
 		memo.start(m)
+	}
+	in, err := selectInputs(m, memo)
+	if err != nil {
+		return Resources{}, err
 	}
 	// Every builder reads the same selection of pods and services, so no chain or route can name
 	// a cluster the cluster builder left out. The listeners and routes are built beside the

@@ -36,8 +36,8 @@ var httpProtocolOptionsKey = string((&httpv3.HttpProtocolOptions{}).ProtoReflect
 // upstream is a service the node's pods dial over the mesh, with what its clusters and load
 // assignments derive from.
 type upstream struct {
-	svc  model.Service
-	fqdn string
+	svc       model.Service
+	key, fqdn string // ServiceKey, FQDN
 	// defaultTCP is what <fqdn>:18082 reaches (resolve.DefaultTCPPort); 0 when the service has no
 	// TCP port, and then no TCPDefaultCluster exists.
 	defaultTCP int32
@@ -53,7 +53,7 @@ func (b *builder) upstreams() []upstream {
 		if len(s.Ports) == 0 {
 			continue
 		}
-		u := upstream{svc: s.Service, fqdn: s.fqdn}
+		u := upstream{svc: s.Service, key: s.key, fqdn: s.fqdn}
 		if p, ok := resolve.DefaultTCPPort(s.ports); ok && b.carries(meshv1alpha1.ProtocolTCP) {
 			u.defaultTCP = p
 		}
@@ -85,22 +85,27 @@ func (b *builder) sources() []string {
 // clusters, each source's copy of each upstream service's clusters it carries up front (every
 // one, or its warm ones: warm.go), and each local pod's app clusters.
 func (b *builder) clusters() []*clusterv3.Cluster {
-	out := make([]*clusterv3.Cluster, 0, b.memo.clusterCount())
-	out = append(out, b.nodeWideClusters()...)
-	upstreams := b.upstreams()
+	out := assemble(b.memo.sortedClusters())
+	out.add(b.nodeWideClusters()...)
+	upstreams, sources := b.upstreams(), b.sources()
+	kept := b.memo.keptUpstreams(upstreams, sources) // nil when nothing is kept
 	warm := b.warm()
-	for _, source := range b.sources() {
-		for _, u := range upstreams {
-			if !warm.carriesFor(source, ServiceKey(u.svc.Name, u.svc.Namespace)) {
+	for i, source := range sources {
+		for j, u := range upstreams {
+			if !warm.carriesFor(source, u.key) {
 				continue // fetched on demand (warm.go)
 			}
-			out = append(out, b.serviceClusters(u, source)...)
+			var slot *sourceClusters
+			if kept != nil {
+				slot = &kept[j].bySource[i]
+			}
+			out.add(b.serviceClusters(u, source, slot)...)
 		}
 	}
 	for _, pod := range b.in.pods {
-		out = append(out, b.podAppClusters(pod)...)
+		out.add(b.podAppClusters(pod)...)
 	}
-	return sortByName(b, kindCluster, out, (*clusterv3.Cluster).GetName, b.memo.sortedClusters())
+	return sortByName(b, kindCluster, out.list(), (*clusterv3.Cluster).GetName, b.memo.sortedClusters())
 }
 
 // serviceClusters are u's clusters as source dials them: one per listed port (HTTPCluster for an
@@ -109,9 +114,12 @@ func (b *builder) clusters() []*clusterv3.Cluster {
 // port's, and sends that port's SNI. Without a workload-identity issuer (model.Mesh.Issuer) there
 // is no raw-TCP cluster (no TCPCluster, no TCPDefaultCluster): raw TCP rides mTLS only, the dial
 // surface refuses it, and selectInputs names each service left without them in Skipped.
-func (b *builder) serviceClusters(u upstream, source string) []*clusterv3.Cluster {
-	if reused := b.reusedClusters(u, source); reused != nil {
-		return reused
+// kept, when not nil, holds the clusters the last builds made from the same inputs (a Builder's
+// keptUpstreams), and keeps those made now.
+func (b *builder) serviceClusters(u upstream, source string, kept *sourceClusters) []*clusterv3.Cluster {
+	if kept != nil && kept.clusters != nil {
+		kept.gen = b.memo.gen
+		return kept.clusters
 	}
 	out := make([]*clusterv3.Cluster, 0, len(u.svc.Ports)+1)
 	for _, p := range u.svc.Ports {
@@ -126,7 +134,9 @@ func (b *builder) serviceClusters(u upstream, source string) []*clusterv3.Cluste
 	if u.defaultTCP != 0 {
 		out = append(out, b.upstreamCluster(u, source, TCPDefaultCluster(u.fqdn), u.defaultTCP, false))
 	}
-	b.recordClusters(u, source, out)
+	if kept != nil {
+		*kept = sourceClusters{gen: b.memo.gen, clusters: out} // out is never nil: made
+	}
 	return out
 }
 

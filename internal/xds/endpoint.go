@@ -28,19 +28,19 @@ func (b *builder) endpoints() []*endpointv3.ClusterLoadAssignment {
 		// exactly the names its clusters read (go-control-plane's Consistent).
 		return nil
 	}
-	out := make([]*endpointv3.ClusterLoadAssignment, 0, b.memo.loadAssignmentCount())
+	out := assemble(b.memo.sortedLoadAssignments())
 	warm := b.warm()
 	for _, u := range b.upstreams() {
-		if !warm.carriedByAny(ServiceKey(u.svc.Name, u.svc.Namespace)) {
+		if !warm.carriedByAny(u.key) {
 			continue // no cluster reads it until one is fetched on demand (warm.go)
 		}
 		for _, p := range u.svc.Ports {
 			if b.carries(p.Protocol) {
-				out = append(out, b.portLoadAssignment(u.fqdn, p.Number, p.Pairs[0].Members))
+				out.add(b.portLoadAssignment(u.fqdn, p.Number, p.Pairs[0].Members))
 			}
 		}
 	}
-	return sortByName(b, "load assignment", out, (*endpointv3.ClusterLoadAssignment).GetClusterName,
+	return sortByName(b, "load assignment", out.list(), (*endpointv3.ClusterLoadAssignment).GetClusterName,
 		b.memo.sortedLoadAssignments())
 }
 

@@ -6,6 +6,7 @@ package xds
 import (
 	"cmp"
 	"maps"
+	"net/netip"
 	"reflect"
 	"slices"
 
@@ -24,6 +25,10 @@ import (
 // service's work, not the whole mesh's. Each reused output is keyed by everything it derives
 // from, compared whole:
 //
+//   - what the selection derives from a service alone (serviceFacts: its validity, FQDN and port
+//     set): the service itself (sameService, below);
+//   - the VIPs and names the selected services hold (hold): their namespaces, names and VIPs, in
+//     order;
 //   - a service's upstream clusters, per source: the source, the service's FQDN, identity,
 //     primary, default TCP port, ports with their protocols and published subset keys;
 //   - a port's load assignment: the service's FQDN, the port and, per member, namespace, name,
@@ -40,6 +45,16 @@ import (
 // exactly as Build's. What a build neither reuses nor makes is dropped. A Builder is not safe for
 // concurrent use; its outputs, like Build's, must not be modified (a later build may return the
 // same messages).
+//
+// Its inputs must not be modified either, once built: a service is compared by its slices'
+// identities, not their contents. A Service whose other fields are equal and whose Ports,
+// LeftOut and SubsetKeys are the very arrays of the last build's (the same first element, the
+// same length) is taken as unchanged, its ports, pairs and members not read again; and a port's
+// members that are the very array of the last build's keep its load assignment. So never modify
+// a Service's slices, or what they hold (pairs, members, metadata), in place between builds:
+// build a changed service anew, as model.BuildService does (model.ServiceBuilder shares an
+// unchanged service's slices and builds a changed one anew), or change a copy (Service.Clone).
+// Reading a thousand services' members again was most of a build after one endpoint changed.
 type Builder struct {
 	memo *memo
 }
@@ -47,8 +62,9 @@ type Builder struct {
 // Build renders m as Build does, reusing what the previous build made from equal inputs.
 func (bl *Builder) Build(m model.Mesh) (Resources, error) {
 	if bl.memo == nil || bl.memo.domain != m.Domain || bl.memo.issuer != m.Issuer || bl.memo.distribution != m.Upstreams {
-		bl.memo = &memo{domain: m.Domain, issuer: m.Issuer, distribution: m.Upstreams, upstreams: map[sourceServiceKey]*upstreamMemo{},
-			loadAssignments: map[servicePortKey]*loadAssignmentMemo{}, apps: map[podID]*appMemo{}}
+		bl.memo = &memo{domain: m.Domain, issuer: m.Issuer, distribution: m.Upstreams, services: map[serviceID]*serviceMemo{},
+			upstreams: map[string]*upstreamMemo{}, loadAssignments: map[servicePortKey]*loadAssignmentMemo{},
+			apps: map[podID]*appMemo{}}
 	}
 	res, err := build(m, bl.memo)
 	if err != nil {
@@ -74,8 +90,13 @@ type memo struct {
 	gen uint64
 	// locality is the node's, which every load assignment's priorities derive from.
 	locality meshv1alpha1.Locality
-	// upstreams are each source's clusters of each upstream service, by source and FQDN.
-	upstreams map[sourceServiceKey]*upstreamMemo
+	// services are the facts selected from each service (serviceFacts), by namespace and name;
+	// held is what the selected services held (hold).
+	services map[serviceID]*serviceMemo
+	held     *heldMemo
+	// upstreams are each upstream service's clusters, by FQDN, for each of sources (sorted).
+	upstreams map[string]*upstreamMemo
+	sources   []string
 	// loadAssignments are the load assignments, by service and port.
 	loadAssignments map[servicePortKey]*loadAssignmentMemo
 	// apps are each pod's app clusters; nodeWide the passthrough and blackhole clusters.
@@ -98,14 +119,146 @@ func (mm *memo) start(m model.Mesh) {
 
 // sweep drops what the build that ends did not reuse or make: what the mesh no longer holds.
 func (mm *memo) sweep() {
-	maps.DeleteFunc(mm.upstreams, func(_ sourceServiceKey, e *upstreamMemo) bool { return e.gen != mm.gen })
+	maps.DeleteFunc(mm.services, func(_ serviceID, e *serviceMemo) bool { return e.gen != mm.gen })
+	maps.DeleteFunc(mm.upstreams, func(_ string, e *upstreamMemo) bool { return e.gen != mm.gen })
+	for _, e := range mm.upstreams {
+		for i := range e.bySource {
+			if e.bySource[i].gen != mm.gen {
+				e.bySource[i] = sourceClusters{}
+			}
+		}
+	}
 	maps.DeleteFunc(mm.loadAssignments, func(_ servicePortKey, e *loadAssignmentMemo) bool { return e.gen != mm.gen })
 	maps.DeleteFunc(mm.apps, func(_ podID, e *appMemo) bool { return e.gen != mm.gen })
+}
+
+// serviceID is a service, by namespace and name.
+type serviceID struct{ namespace, name string }
+
+// serviceMemo is a service's facts (serviceFacts) and the service they derive from. Keeping the
+// service keeps its arrays alive, so that no other array can take their address while they are
+// compared with (sameService).
+type serviceMemo struct {
+	gen   uint64
+	svc   model.Service
+	facts serviceFacts
+}
+
+// serviceFacts are s's facts (deriveFacts): the last build's when s is the service they were
+// derived from (sameService). The domain they read is the memo's.
+func (mm *memo) serviceFacts(domain string, s *model.Service) serviceFacts {
+	if mm == nil {
+		return deriveFacts(domain, s)
+	}
+	k := serviceID{s.Namespace, s.Name}
+	e := mm.services[k]
+	switch {
+	case e == nil:
+		e = &serviceMemo{svc: *s, facts: deriveFacts(domain, s)}
+		mm.services[k] = e
+	case !sameService(&e.svc, s):
+		*e = serviceMemo{svc: *s, facts: deriveFacts(domain, s)}
+	}
+	e.gen = mm.gen
+	return e.facts
+}
+
+// sameService reports whether s is the service last was, as the Builder's contract has it: the
+// same fields, its slices the very arrays (sameArray) of last's. TestSameServiceSeesEveryField
+// changes each field of a Service in turn.
+func sameService(last, s *model.Service) bool {
+	return last.Namespace == s.Namespace && last.Name == s.Name && last.Identity == s.Identity && last.VIP == s.VIP &&
+		last.Primary == s.Primary && last.Endpoints == s.Endpoints && last.Ready == s.Ready &&
+		sameArray(last.Ports, s.Ports) && sameArray(last.LeftOut, s.LeftOut) && sameArray(last.SubsetKeys, s.SubsetKeys)
+}
+
+// sameArray reports whether a and b are the same elements of the same array (or both empty).
+func sameArray[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// heldMemo is what the selected services held (hold), each with what it derives from.
+type heldMemo struct {
+	services []heldService
+	skipped  []error
+}
+
+// heldService is what one selected service held, and its namespace, name and VIP.
+type heldService struct {
+	namespace, name, vipSpelled string
+	vip                         netip.Addr
+	names                       []string
+	localName                   string
+}
+
+// holdServices is hold(domain, services): the last build's holdings, given again, when services
+// are the same namespaces, names and VIPs, in the same order. The domain is the memo's.
+func (mm *memo) holdServices(domain string, services []meshService) []error {
+	if mm == nil {
+		return hold(domain, services)
+	}
+	if h := mm.held; h != nil && slices.EqualFunc(h.services, services, func(e heldService, s meshService) bool {
+		return e.namespace == s.Namespace && e.name == s.Name && e.vipSpelled == s.VIP
+	}) {
+		for i := range services {
+			e := &h.services[i]
+			services[i].vip, services[i].names, services[i].localName = e.vip, e.names, e.localName
+		}
+		return h.skipped
+	}
+	skipped := hold(domain, services)
+	h := &heldMemo{services: make([]heldService, len(services)), skipped: skipped}
+	for i, s := range services {
+		h.services[i] = heldService{namespace: s.Namespace, name: s.Name, vipSpelled: s.VIP, vip: s.vip,
+			names: slices.Clip(s.names), localName: s.localName}
+	}
+	mm.held = h
+	return skipped
 }
 
 // sortedList is a list of resources as a build assembled it and as it sorted it.
 type sortedList[T comparable] struct {
 	in, out []T
+}
+
+// assembly is a list of resources being assembled. While each item is the one the last build
+// assembled at its place (last.in), nothing is copied: at 50 local identities a build assembles
+// 150 000 clusters, and a list of them per build was half of what it allocated.
+type assembly[T comparable] struct {
+	last []T
+	// n items are last[:n]; items holds them instead from the first that is not.
+	n     int
+	items []T
+}
+
+// assemble begins a list assembled in the order of last's (nil when nothing is kept).
+func assemble[T comparable](last *sortedList[T]) *assembly[T] {
+	if last == nil {
+		return &assembly[T]{items: []T{}}
+	}
+	return &assembly[T]{last: last.in}
+}
+
+// add appends xs to the list.
+func (a *assembly[T]) add(xs ...T) {
+	for _, x := range xs {
+		if a.items == nil && a.n < len(a.last) && a.last[a.n] == x {
+			a.n++
+			continue
+		}
+		if a.items == nil {
+			a.items = append(make([]T, 0, max(len(a.last), a.n+len(xs))), a.last[:a.n]...)
+		}
+		a.items = append(a.items, x)
+	}
+}
+
+// list is the list as assembled: a part of last's while it is theirs (read it, never modify it).
+func (a *assembly[T]) list() []T {
+	if a.items == nil {
+		return a.last[:a.n]
+	}
+	return a.items
 }
 
 // sortByName returns items sorted by name, each name once (requireUnique). When items are the
@@ -130,20 +283,6 @@ func sortByName[T comparable](b *builder, kind string, items []T, name func(T) s
 }
 
 // The memo's parts, for a build that may keep none (a nil memo).
-
-func (mm *memo) clusterCount() int {
-	if mm == nil {
-		return 0
-	}
-	return len(mm.clusterList.in)
-}
-
-func (mm *memo) loadAssignmentCount() int {
-	if mm == nil {
-		return 0
-	}
-	return len(mm.loadAssignmentList.in)
-}
 
 func (mm *memo) sortedClusters() *sortedList[*clusterv3.Cluster] {
 	if mm == nil {
@@ -199,12 +338,7 @@ func (b *builder) podAppClusters(pod model.LocalPod) []*clusterv3.Cluster {
 	return e.clusters
 }
 
-// sourceServiceKey is a service as one source dials it.
-type sourceServiceKey struct {
-	source, fqdn string
-}
-
-// upstreamMemo is one source's clusters of one service and what they derive from.
+// upstreamMemo is one service's upstream clusters, for each source, and what they derive from.
 type upstreamMemo struct {
 	gen        uint64
 	identity   string
@@ -212,7 +346,14 @@ type upstreamMemo struct {
 	defaultTCP int32
 	ports      []portShape
 	subsetKeys []string
-	clusters   []*clusterv3.Cluster
+	// bySource are each source's clusters, by its index in memo.sources.
+	bySource []sourceClusters
+}
+
+// sourceClusters are the clusters of a service as one source dials it; nil when not made.
+type sourceClusters struct {
+	gen      uint64
+	clusters []*clusterv3.Cluster
 }
 
 // portShape is a listed port as the clusters read it.
@@ -229,31 +370,48 @@ func (e *upstreamMemo) derivesFrom(u upstream) bool {
 	})
 }
 
-// reusedClusters are the clusters of u for source that the last build made from the same
-// inputs; nil when there are none.
-func (b *builder) reusedClusters(u upstream, source string) []*clusterv3.Cluster {
-	if b.memo == nil {
+// keptUpstreams are, for each of upstreams, its entry of the memo, whose clusters (bySource,
+// indexed as sources) derive from it as it stands: the last build's when they do, an empty one
+// otherwise. Each service is looked up and compared once, not once per source: at 50 local
+// identities, a thousand services are 50 000 lists of clusters. Nil when nothing is kept.
+func (mm *memo) keptUpstreams(upstreams []upstream, sources []string) []*upstreamMemo {
+	if mm == nil {
 		return nil
 	}
-	e := b.memo.upstreams[sourceServiceKey{source, u.fqdn}]
-	if e == nil || !e.derivesFrom(u) {
-		return nil
+	if !slices.Equal(mm.sources, sources) {
+		mm.reindexSources(sources)
 	}
-	e.gen = b.memo.gen
-	return e.clusters
+	out := make([]*upstreamMemo, len(upstreams))
+	for j, u := range upstreams {
+		e := mm.upstreams[u.fqdn]
+		if e == nil || !e.derivesFrom(u) {
+			ports := make([]portShape, len(u.svc.Ports))
+			for i, p := range u.svc.Ports {
+				ports[i] = portShape{p.Number, p.Protocol}
+			}
+			e = &upstreamMemo{identity: u.svc.Identity, primary: u.svc.Primary, defaultTCP: u.defaultTCP, ports: ports,
+				subsetKeys: u.svc.SubsetKeys, bySource: make([]sourceClusters, len(sources))}
+			mm.upstreams[u.fqdn] = e
+		}
+		e.gen = mm.gen
+		out[j] = e
+	}
+	return out
 }
 
-// recordClusters keeps the clusters of u for source for the next build.
-func (b *builder) recordClusters(u upstream, source string, clusters []*clusterv3.Cluster) {
-	if b.memo == nil {
-		return
+// reindexSources moves each kept service's clusters to the index of their source in sources (the
+// build's), dropping those of a source no longer listed.
+func (mm *memo) reindexSources(sources []string) {
+	for _, e := range mm.upstreams {
+		bySource := make([]sourceClusters, len(sources))
+		for i, source := range sources {
+			if k, ok := slices.BinarySearch(mm.sources, source); ok {
+				bySource[i] = e.bySource[k]
+			}
+		}
+		e.bySource = bySource
 	}
-	ports := make([]portShape, len(u.svc.Ports))
-	for i, p := range u.svc.Ports {
-		ports[i] = portShape{p.Number, p.Protocol}
-	}
-	b.memo.upstreams[sourceServiceKey{source, u.fqdn}] = &upstreamMemo{gen: b.memo.gen, identity: u.svc.Identity,
-		primary: u.svc.Primary, defaultTCP: u.defaultTCP, ports: ports, subsetKeys: u.svc.SubsetKeys, clusters: clusters}
+	mm.sources = slices.Clone(sources)
 }
 
 // loadAssignmentMemo is one load assignment, what it derives from, and the notes its build
@@ -261,6 +419,9 @@ func (b *builder) recordClusters(u upstream, source string, clusters []*clusterv
 type loadAssignmentMemo struct {
 	gen     uint64
 	members []memberShape
+	// from is the list of members last read: the same array again is the same members (the
+	// Builder's contract). Kept, it keeps the array alive, so that no other takes its address.
+	from    []model.Member
 	cla     *endpointv3.ClusterLoadAssignment
 	skipped []string
 }
@@ -283,9 +444,10 @@ func (b *builder) reusedLoadAssignment(fqdn string, port int32, members []model.
 		return nil
 	}
 	e := b.memo.loadAssignments[servicePortKey{fqdn, port}]
-	if e == nil || !sameMembers(e.members, members) {
+	if e == nil || !sameArray(e.from, members) && !sameMembers(e.members, members) {
 		return nil
 	}
+	e.from = members
 	e.gen = b.memo.gen
 	b.skipped = append(b.skipped, e.skipped...)
 	return e.cla
@@ -319,8 +481,8 @@ func (b *builder) recordLoadAssignment(fqdn string, port int32, members []model.
 		shapes[i] = memberShape{namespace: m.Namespace, name: m.Name, address: m.Address, health: m.Health, weight: m.Weight,
 			locality: m.Locality, metadata: maps.Clone(m.Metadata)}
 	}
-	b.memo.loadAssignments[servicePortKey{fqdn, port}] = &loadAssignmentMemo{gen: b.memo.gen, members: shapes, cla: cla,
-		skipped: slices.Clone(skipped)}
+	b.memo.loadAssignments[servicePortKey{fqdn, port}] = &loadAssignmentMemo{gen: b.memo.gen, members: shapes, from: members,
+		cla: cla, skipped: slices.Clone(skipped)}
 }
 
 // listeningMemo is a build's listeners and route configurations, the projection of the mesh

@@ -22,7 +22,7 @@ func projectionDisagreements(t *testing.T, compare func(s, p meshService) bool) 
 	t.Helper()
 	scenarios := xdstest.All()
 	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
-		in, err := selectInputs(scenarios[name])
+		in, err := selectInputs(scenarios[name], nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,4 +100,47 @@ func (bl *Builder) ForgetHealth(m model.Mesh) {
 			}
 		}
 	}
+}
+
+// sameServiceDisagreements changes each field of a service of a scenario, one at a time (a list
+// to a copy with one more entry, a value to another (setAnother), by reflection, so a field added
+// to model.Service later is changed too), and returns a line for each change that same still
+// takes for the same service; and one more when the service is not the same as itself.
+func sameServiceDisagreements(same func(last, s *model.Service) bool) []string {
+	s := xdstest.MixedHTTPPrimary().Services[0]
+	var lines []string
+	if c := s; !same(&s, &c) {
+		lines = append(lines, "a copy sharing every list is not the same service")
+	}
+	for i := range reflect.TypeFor[model.Service]().NumField() {
+		changed := s // shares every list with s: only field i is replaced
+		if f := reflect.ValueOf(&changed).Elem().Field(i); f.Kind() == reflect.Slice {
+			f.Set(reflect.Append(reflect.AppendSlice(reflect.MakeSlice(f.Type(), 0, f.Len()+1), f), reflect.New(f.Type().Elem()).Elem()))
+		} else {
+			setAnother(f)
+		}
+		if same(&s, &changed) {
+			lines = append(lines, "field "+reflect.TypeFor[model.Service]().Field(i).Name+" changed, and sameService says the same")
+		}
+	}
+	// Equal lists in other arrays are other lists: only the very arrays are the same service.
+	if c := s.Clone(); same(&s, &c) {
+		lines = append(lines, "a clone (equal lists in new arrays) is taken as the same service")
+	}
+	return lines
+}
+
+// TestSameServiceSeesEveryField: a service's selection facts are kept while sameService says it
+// is the same, so it must say otherwise for any change of any field. The negative control forgets
+// Ready and is caught.
+func TestSameServiceSeesEveryField(t *testing.T) {
+	for _, l := range sameServiceDisagreements(sameService) {
+		t.Error(l)
+	}
+	withoutReady := func(last, s *model.Service) bool { c := *s; c.Ready = last.Ready; return sameService(last, &c) }
+	lines := sameServiceDisagreements(withoutReady)
+	if len(lines) == 0 {
+		t.Fatal("negative control: a comparison that forgets Ready was not caught")
+	}
+	t.Logf("negative control (Ready forgotten): %s", lines[0])
 }

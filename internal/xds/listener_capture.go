@@ -604,9 +604,9 @@ type meshService struct {
 //   - without a workload-identity issuer (model.Mesh.Issuer), a service's raw TCP: no raw-TCP
 //     clusters, its TCP capture chains closed (withoutRawTCP).
 //
-// selectInputs sorts and checks the mesh's pods and services. Its error is a fault of the whole
-// mesh.
-func selectInputs(m model.Mesh) (listenerInputs, error) {
+// selectInputs sorts and checks the mesh's pods and services, reusing what mm (a Builder's memo,
+// or nil) kept of the last build's selection. Its error is a fault of the whole mesh.
+func selectInputs(m model.Mesh, mm *memo) (listenerInputs, error) {
 	if m.Domain == "" {
 		return listenerInputs{}, fmt.Errorf("xds: the mesh domain is empty: set the agent's mesh domain (the default is %s)",
 			resolve.DefaultMeshDomain)
@@ -614,7 +614,7 @@ func selectInputs(m model.Mesh) (listenerInputs, error) {
 	in := listenerInputs{domain: m.Domain, ipv6: usesIPv6(m)}
 	in.pods, in.skipped = selectPods(m.Domain, m.Pods)
 	var skipped []error
-	in.services, skipped = selectServices(m.Domain, m.Services)
+	in.services, skipped = selectServices(m.Domain, m.Services, mm)
 	in.skipped = append(in.skipped, skipped...)
 	if !m.Issuer.Issues() {
 		in.skipped = append(in.skipped, withoutRawTCP(in.services)...)
@@ -726,35 +726,67 @@ func podProblem(domain string, p model.LocalPod) error {
 }
 
 // selectServices are the valid services, sorted by namespace and name, each with the VIP and the
-// names it holds.
-func selectServices(domain string, services []model.Service) (kept []meshService, skipped []error) {
-	sorted := slices.Clone(services)
-	slices.SortStableFunc(sorted, func(a, b model.Service) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
+// names it holds. With a memo (a Builder's), what it derives from each service alone
+// (serviceFacts) and what the services hold (holdServices) are the last build's when they derive
+// from the same: at a thousand services, deriving them again was most of a build after one
+// endpoint changed.
+func selectServices(domain string, services []model.Service, mm *memo) (kept []meshService, skipped []error) {
+	sorted := services
+	if !slices.IsSortedFunc(services, compareServices) { // the agent's come sorted: no copy
+		sorted = slices.Clone(services)
+		slices.SortStableFunc(sorted, compareServices)
+	}
+	kept = make([]meshService, 0, len(sorted))
+	for i := range sorted {
+		s := &sorted[i]
+		if i > 0 && compareServices(sorted[i-1], *s) == 0 { // sorted: a second listing follows the first
+			skipped = append(skipped, fmt.Errorf("xds: service %s/%s is listed twice; only its first listing counts", s.Namespace, s.Name))
+			continue
+		}
+		f := mm.serviceFacts(domain, s)
+		if f.problem != nil {
+			skipped = append(skipped, fmt.Errorf("xds: no chains, virtual hosts or routes for %w", f.problem))
+			continue
+		}
+		kept = append(kept, meshService{Service: *s, key: f.key, fqdn: f.fqdn, ports: f.ports})
+	}
+	return kept, append(skipped, mm.holdServices(domain, kept)...)
+}
+
+// compareServices orders services by namespace and name.
+func compareServices(a, b model.Service) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// serviceFacts are what selectServices derives from one service alone: serviceProblem's verdict
+// and, for a valid service, its key, FQDN and port set.
+type serviceFacts struct {
+	problem   error
+	key, fqdn string
+	ports     portspec.PortSet
+}
+
+// deriveFacts are s's serviceFacts.
+func deriveFacts(domain string, s *model.Service) serviceFacts {
+	if err := serviceProblem(*s); err != nil {
+		return serviceFacts{problem: err}
+	}
+	return serviceFacts{key: ServiceKey(s.Name, s.Namespace), fqdn: FQDN(s.Name, s.Namespace, domain), ports: s.PortSet()}
+}
+
+// hold gives the selected services the VIPs (holdVIP) and the names (holdNames) they hold, and
+// says what it left out. What it gives derives from the services' namespaces, names and VIPs, in
+// order, and the mesh domain alone.
+func hold(domain string, services []meshService) (skipped []error) {
 	vipHolder := map[netip.Addr]string{}
-	listed := map[string]bool{}
-	for _, s := range sorted {
-		key := s.Namespace + "/" + s.Name
-		if listed[key] {
-			skipped = append(skipped, fmt.Errorf("xds: service %s is listed twice; only its first listing counts", key))
-			continue
-		}
-		listed[key] = true
-		if err := serviceProblem(s); err != nil {
-			skipped = append(skipped, fmt.Errorf("xds: no chains, virtual hosts or routes for %w", err))
-			continue
-		}
-		ms := meshService{Service: s, key: ServiceKey(s.Name, s.Namespace), fqdn: FQDN(s.Name, s.Namespace, domain), ports: s.PortSet()}
-		if vip, err := holdVIP(s, vipHolder); err != nil {
+	for i := range services {
+		if vip, err := holdVIP(services[i].Service, vipHolder); err != nil {
 			skipped = append(skipped, err)
 		} else {
-			ms.vip = vip
+			services[i].vip = vip
 		}
-		kept = append(kept, ms)
 	}
-	skipped = append(skipped, holdNames(domain, kept)...)
-	return kept, skipped
+	return append(skipped, holdNames(domain, services)...)
 }
 
 // serviceProblem is model.Service.Validate's verdict, or a port of the mesh's own among s's

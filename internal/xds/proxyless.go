@@ -95,7 +95,7 @@ func BuildProxyless(m model.Mesh, c ProxylessClient) (Resources, error) {
 		return Resources{}, fmt.Errorf("xds: proxyless client identity %q is not of the mesh's shape %s/ns/<namespace>/sa/<serviceaccount>",
 			c.Identity, TrustBundleSecret(m.Domain))
 	}
-	services, skipped := selectServices(m.Domain, m.Services)
+	services, skipped := selectServices(m.Domain, m.Services, nil)
 	b := &builder{mesh: m, in: listenerInputs{domain: m.Domain, services: services, skipped: skipped}}
 	b.attached = b.attachRoutes()
 	p := &proxylessBuilder{builder: b, client: c, clusters: map[string]bool{}}
