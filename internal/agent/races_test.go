@@ -197,7 +197,16 @@ func TestRacesAreNotErrors(t *testing.T) {
 			plain := &PodReconciler{Client: env.Client, NodeName: node}
 			req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}
 			pod := createPod(t, ctx, ns, name, node, newPodIP(), true, tc.before)
-			if _, err := plain.Reconcile(ctx, req); err != nil { // creates the endpoint
+			if _, err := plain.Reconcile(ctx, req); err != nil { // creates the endpoint, and its status
+				t.Fatal(err)
+			}
+			// The status is taken back, so that the reconcile under test owes its first write.
+			ep, err := getEndpoint(ctx, ns, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep.Status = meshv1alpha1.MeshEndpointStatus{}
+			if err := env.Client.Status().Update(ctx, ep); err != nil {
 				t.Fatal(err)
 			}
 			if tc.during != nil {
