@@ -17,10 +17,8 @@ const (
 	// runs at once (--max-concurrent-reconciles). A reconcile waits on the API server for most of
 	// its time (the manager used 4 s of CPU in 40 s at 100x10): with one worker the manager fell
 	// 12 s behind the agents at 100x10; with eight it converged within the batching window of
-	// their last write. At 1000x10 with 20 agents churning 10 pods a second, eight were all busy
-	// (9.4 reconciles a second of 0.78 s each, on 5 % of a core) and a service waited 59 s in the
-	// queue on average: the workers, not the manager's CPU, were the limit (hack/bench latency).
-	DefaultMaxConcurrentReconciles = 32
+	// their last write (hack/bench).
+	DefaultMaxConcurrentReconciles = 8
 	// DefaultKubeAPIQPS is the client's sustained request rate (--kube-api-qps); negative turns the
 	// client-side limiter off and leaves fairness to the API server's API Priority and Fairness.
 	DefaultKubeAPIQPS = -1
