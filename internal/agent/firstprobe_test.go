@@ -101,9 +101,14 @@ func TestStatusFollowsTheCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	hold.Hold() // the agent's cache has synced (StartManager): from now on it sees no endpoint
+	annotations := map[string]string{portspec.AnnotationPort: "8080", portspec.AnnotationPorts: "8080"}
+	// A first pod registered shows the agent's caches synced and its pod controller running (the
+	// cache's first list may itself come over a watch, which the hold would stop).
+	createPod(t, ctx, ns, "first", node, newPodIP(), true, annotations)
+	registeredEndpoint(t, ctx, ns, "first", "the first endpoint Registered")
+	hold.Hold() // from now on the agent's cache sees no endpoint change
 	t.Cleanup(hold.Release)
 
-	createPod(t, ctx, ns, "held", node, newPodIP(), true, map[string]string{portspec.AnnotationPort: "8080", portspec.AnnotationPorts: "8080"})
+	createPod(t, ctx, ns, "held", node, newPodIP(), true, annotations)
 	registeredEndpoint(t, ctx, ns, "held", "the endpoint Registered while the agent's cache has not seen it")
 }
