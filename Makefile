@@ -125,7 +125,11 @@ test-cluster: ## The cluster tier: cluster-up, test-e2e, cluster-down (always, e
 .PHONY: test-e2e
 test-e2e: $(LOCALBIN) ## The cluster tier's specs but the fault suite, on the cluster of make cluster-up, run inside the node's network namespace.
 	# Compiled here (modules may need downloading), run inside the namespace (no network but the node's).
+	# What the specs fetch through the module proxy is fetched here too: cert-manager's CRDs (the
+	# install paths' dry run) and helm, so that inside the namespace both come from the caches.
 	go test -tags e2e -c -o "$(LOCALBIN)/cluster-e2e.test" ./test/e2e/cluster
+	hack/install/cert-manager-crds.sh >/dev/null
+	hack/build-helm.sh >/dev/null
 	cd test/e2e/cluster && nsenter --net=/run/netns/aether-node "$(LOCALBIN)/cluster-e2e.test" -test.v -test.count=1 -ginkgo.label-filter='!faults'
 
 .PHONY: test-faults
