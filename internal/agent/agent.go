@@ -106,6 +106,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&PodReconciler{
 		uds:            uds,
 		Client:         mgr.GetClient(),
+		apiReader:      mgr.GetAPIReader(),
 		NodeName:       o.NodeName,
 		Ignored:        o.IgnoredNamespaces,
 		Health:         o.Health,

@@ -4,13 +4,16 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
@@ -111,4 +114,77 @@ func TestStatusFollowsTheCreate(t *testing.T) {
 
 	createPod(t, ctx, ns, "held", node, newPodIP(), true, annotations)
 	registeredEndpoint(t, ctx, ns, "held", "the endpoint Registered while the agent's cache has not seen it")
+}
+
+// verdictAfterCreate is the real client as an agent's cache that has not yet seen the endpoint
+// named name (a Get answers NotFound), while the controller's verdict on it lands right after
+// the agent's create returns: the first status write, made on the created object, conflicts.
+type verdictAfterCreate struct {
+	client.Client
+	name string
+	t    *testing.T
+}
+
+func (c verdictAfterCreate) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, isEndpoint := obj.(*meshEndpoint); isEndpoint && key.Name == c.name {
+		return apierrors.NewNotFound(meshv1alpha1.GroupVersion.WithResource("meshendpoints").GroupResource(), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+func (c verdictAfterCreate) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if err := c.Client.Create(ctx, obj, opts...); err != nil {
+		return err
+	}
+	if ep, isEndpoint := obj.(*meshEndpoint); isEndpoint && ep.Name == c.name {
+		verdict := ep.DeepCopy()
+		patch := client.MergeFrom(verdict.DeepCopy())
+		verdict.Status.Conditions = conditions.Set(verdict.Status.Conditions, metav1.Condition{Type: meshv1alpha1.EndpointConditionVerified,
+			Status: metav1.ConditionTrue, Reason: "RealPod", Message: "matches its pod, says the staged controller"}, verdict.Generation, metav1.Now())
+		if err := c.Client.Status().Patch(ctx, verdict, patch); err != nil {
+			c.t.Errorf("the staged controller's verdict: %v", err)
+		}
+	}
+	return nil
+}
+
+// TestFirstStatusSurvivesTheVerdict: when the controller's verdict lands between a new
+// endpoint's create and its first status write, the write is made again on the endpoint as the
+// API server holds it, in the same reconcile, though the agent's cache has not seen the endpoint
+// yet (the next reconcile would find none there, and try to create it again). Both conditions
+// stand after that one reconcile. The negative control reads through the lagging cache only: the
+// endpoint is not found there, and the one reconcile leaves it without Registered.
+func TestFirstStatusSurvivesTheVerdict(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	node := "node-" + ns // no agent runs for it: the test's reconciler is its only writer
+	for _, tc := range []struct {
+		name           string
+		apiReader      func(lagging client.Client) client.Reader
+		wantRegistered bool
+	}{
+		{name: "read-past-the-cache", apiReader: func(client.Client) client.Reader { return env.Client }, wantRegistered: true},
+		{name: "cache-only", apiReader: func(lagging client.Client) client.Reader { return lagging }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			createPod(t, ctx, ns, tc.name, node, newPodIP(), true, map[string]string{portspec.AnnotationPorts: "8080"})
+			lagging := verdictAfterCreate{Client: env.Client, name: tc.name, t: t}
+			r := &PodReconciler{Client: lagging, apiReader: tc.apiReader(lagging), NodeName: node}
+			result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: tc.name}})
+			if err != nil || result.RequeueAfter > 0 {
+				t.Fatalf("reconcile: %+v, %v; want it done", result, err)
+			}
+			ep, err := getEndpoint(ctx, ns, tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified); c == nil || c.Status != metav1.ConditionTrue {
+				t.Errorf("the staged verdict is gone: %+v", ep.Status.Conditions)
+			}
+			c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionRegistered)
+			if registered := c != nil && c.Status == metav1.ConditionTrue; registered != tc.wantRegistered {
+				t.Errorf("Registered=True after the one reconcile: %v, want %v: %+v", registered, tc.wantRegistered, ep.Status.Conditions)
+			}
+		})
+	}
 }

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -71,6 +72,11 @@ type PodReconciler struct {
 
 	// uds says which pods serve on a Unix socket (the first probe goes there); nil: none.
 	uds *udsResolver
+
+	// apiReader reads past the cache: a new endpoint's first status write that lost to the
+	// controller's verdict is retried on the endpoint as the API server holds it, which the cache
+	// may not hold yet. Nil: the Client.
+	apiReader client.Reader
 
 	// refused maps each refused pod (namespace/name) to the name of the Event that said why, so
 	// a resync neither repeats the Event nor counts it twice. An entry goes with its pod.
@@ -187,16 +193,16 @@ func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 		return err
 	}
 
+	registered := metav1.Condition{Type: meshv1alpha1.EndpointConditionRegistered, Status: metav1.ConditionTrue,
+		Reason: meshv1alpha1.EndpointReasonRegistered, Message: "the MeshEndpoint matches the pod's annotations"}
 	switch {
 	case ep == nil:
 		if ep, err = r.create(ctx, pod, spec); err != nil {
 			return err
 		}
-		// Its status follows at once, on the object the create returned. Left to the create's
-		// own watch event, it waited a watch round trip, and the controller's verdict on the new
-		// endpoint could land first: the write, from a cache without that verdict, then lost (a
-		// conflict) and was retried a second later.
 		logger.Info("Registered MeshEndpoint", "ports", spec.PortsSummary)
+		r.refused.Delete(req.NamespacedName)
+		return r.firstStatus(ctx, ep, registered)
 	case !equality.Semantic.DeepEqual(ep.Spec, spec) || !ownedBy(ep, pod):
 		if err := r.replace(ctx, ep, pod, spec); err != nil {
 			return err
@@ -205,9 +211,33 @@ func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 		return nil
 	}
 	r.refused.Delete(req.NamespacedName)
-	registered := metav1.Condition{Type: meshv1alpha1.EndpointConditionRegistered, Status: metav1.ConditionTrue,
-		Reason: meshv1alpha1.EndpointReasonRegistered, Message: "the MeshEndpoint matches the pod's annotations"}
 	return r.setStatus(ctx, ep, registered)
+}
+
+// firstStatus writes a new endpoint's status at once, on the object the create returned. Left to
+// the create's own watch event, it waited a watch round trip, and the controller's verdict on the
+// new endpoint could land first: the write, from a cache without that verdict, then lost (a
+// conflict) and was retried a second later. The verdict can still land between the create and
+// this write (the first probe takes up to firstProbeTimeout): the write is then made again on the
+// endpoint read from the API server, as the cache may not hold it yet, as the controller's own
+// verdicts are. Were it left to the next reconcile, that would find no endpoint in a lagging
+// cache and create it again, failing until the cache caught up.
+func (r *PodReconciler) firstStatus(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, registered metav1.Condition) error {
+	reader := r.apiReader
+	if reader == nil {
+		reader = r.Client
+	}
+	attempts := 0
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if attempts++; attempts > 1 {
+			fresh := &meshv1alpha1.MeshEndpoint{}
+			if err := reader.Get(ctx, client.ObjectKeyFromObject(ep), fresh); err != nil {
+				return err
+			}
+			ep = fresh
+		}
+		return r.setStatus(ctx, ep, registered)
+	})
 }
 
 // create writes pod's new MeshEndpoint, owned by the pod, and returns it as the API server stored it.
