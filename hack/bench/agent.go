@@ -23,6 +23,7 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent"
+	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
@@ -64,8 +65,10 @@ func (r *run) measureAgent(ctx context.Context, mgr *manager, scratch string) (a
 	if err != nil {
 		return a, err
 	}
+	// Every service for its pods (--upstreams=all): this agent's sync is the cost of a node that
+	// carries the whole mesh.
 	proc, err := startAgent(ctx, filepath.Join(r.cfg.out, "agent"), kubeconfig, agentNode, filepath.Join(scratch, "agent-xds"),
-		filepath.Join(r.dir, "agent.log"),
+		filepath.Join(r.dir, "agent.log"), model.UpstreamsAll,
 		// No CNI hand-over, no plugin install: no pod's network namespace is known, so no capture.
 		"--cni-socket=", "--cni-kubeconfig=")
 	if err != nil {
@@ -198,11 +201,10 @@ type agentProcess struct {
 }
 
 // startAgent runs the agent binary as the node agent of node (kubeconfig), xDS serving on a unix
-// socket in dir, metrics and pprof on loopback ports of its own, with the flags more. Every agent
-// renders every service for its pods (--upstreams=all): the benchmarks measure how fast a change
-// reaches every node's configuration, which under declared upstreams only the nodes that carry
-// the service would hold. The proxy-config endpoint is off: the agents share one loopback.
-func startAgent(ctx context.Context, bin, kubeconfig, node, dir, logPath string, more ...string) (*agentProcess, error) {
+// socket in dir, metrics and pprof on loopback ports of its own, carrying upstreams (its
+// --upstreams), with the flags more. The proxy-config endpoint is off: the agents share one
+// loopback.
+func startAgent(ctx context.Context, bin, kubeconfig, node, dir, logPath string, upstreams model.UpstreamsMode, more ...string) (*agentProcess, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
@@ -217,7 +219,7 @@ func startAgent(ctx context.Context, bin, kubeconfig, node, dir, logPath string,
 	args := append([]string{"--kubeconfig=" + kubeconfig, "--node-name=" + node,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), "--metrics-secure=false", "--health-probe-bind-address=0",
 		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", ports[1]),
-		"--xds-address=unix://" + filepath.Join(dir, "xds.sock"), "--upstreams=all", "--debug-bind-address=0"}, more...)
+		"--xds-address=unix://" + filepath.Join(dir, "xds.sock"), "--upstreams=" + string(upstreams), "--debug-bind-address=0"}, more...)
 	p.cmd = exec.CommandContext(ctx, bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	p.began = time.Now()

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/aether-mesh/aether-operator/internal/agent"
+	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
@@ -85,15 +87,37 @@ type latencyResult struct {
 	WallS            float64 `json:"wall_s"`
 }
 
+// upstreamsAnnotations lists every service as "<name>.<namespace>" in as few
+// config.aether.io/upstreams values as fit under the annotation's cap.
+func upstreamsAnnotations(services []types.NamespacedName) []string {
+	var out []string
+	var value strings.Builder
+	for _, svc := range services {
+		name := svc.Name + "." + svc.Namespace
+		if value.Len() > 0 && value.Len()+len(",")+len(name) > portspec.MaxUpstreamsLength {
+			out = append(out, value.String())
+			value.Reset()
+		}
+		if value.Len() > 0 {
+			value.WriteByte(',')
+		}
+		value.WriteString(name)
+	}
+	return append(out, value.String())
+}
+
 // latencyNode is the node of agent process k.
 func latencyNode(k int) string { return fmt.Sprintf("bench-lat-node-%02d", k) }
 
 // latencyAgent is one agent process of the latency run and its node.
 type latencyAgent struct {
-	node   string
-	proc   *agentProcess
-	anchor *endpoint // the node's local pod: its identity's rendering carries every service
-	netns  string    // the anchor's network namespace (ip netns), where its capture is programmed
+	node string
+	proc *agentProcess
+	// anchors are the node's pods of one service (one local identity) that together declare
+	// every service as an upstream: the node carries every service, so every change must reach
+	// every agent. The first one's capture is programmed.
+	anchors []*endpoint
+	netns   string // the first anchor's network namespace (ip netns), where its capture is programmed
 }
 
 // churnChange is one churned pod: the old one deleted, its replacement created on its node.
@@ -136,8 +160,10 @@ func latencyBenchmark(ctx context.Context, cfg config) error {
 
 // runLatency runs one size: the workload's pods, 10 % of them (every tenth endpoint, as the
 // convergence churn picks them) on the agents' nodes and registered by the agents themselves, the
-// rest registered by the benchmark's writers as bench-convergence does; one anchor pod per agent
-// node; then the churn, each churned pod replaced by a new one on the same node.
+// rest registered by the benchmark's writers as bench-convergence does; on each agent node the
+// anchor pods that declare every service; then the churn, each churned pod replaced by a new one
+// on the same node. The agents run with declared upstreams (the default): each node carries every
+// service for its anchors' identity and its own service for each churned pod's.
 func runLatency(ctx context.Context, cfg config, sz size, built func() (string, error)) (res latencyResult, err error) {
 	r := &run{cfg: cfg, size: sz, dir: filepath.Join(cfg.out, "latency-"+sz.String()), work: newWorkload(sz, cfg.writers)}
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
@@ -160,15 +186,11 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 	if err := r.clients(ctx); err != nil {
 		return res, err
 	}
-	bin, err := built()
-	if err != nil {
-		return res, err
-	}
 	agents, changes := r.latencyPlan()
 	// Every pod on an agent's node answers its health probe, the replacements' from the start.
 	var probed []*endpoint
 	for _, a := range agents {
-		probed = append(probed, a.anchor)
+		probed = append(probed, a.anchors...)
 	}
 	for _, c := range changes {
 		probed = append(probed, c.old, c.replacement)
@@ -178,7 +200,7 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 		return res, err
 	}
 	defer stopApps()
-	mgr, err := r.latencySetup(ctx, bin, scratch, agents, len(changes))
+	mgr, err := r.latencySetup(ctx, built, scratch, agents, len(changes))
 	if mgr != nil {
 		defer mgr.stop()
 	}
@@ -193,7 +215,7 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 			return res, err
 		}
 	}
-	total := sz.services*sz.endpoints + cfg.agents
+	total := sz.services*sz.endpoints + cfg.agents*len(agents[0].anchors)
 	if err := waitAgents(ctx, agents, 10*time.Minute, func(times map[string]agent.EndpointTime) error {
 		if held := countHeld(times); held != total {
 			return fmt.Errorf("its snapshot holds %d of the %d endpoints Healthy", held, total)
@@ -209,14 +231,18 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 }
 
 // latencyPlan deals every tenth endpoint over the agents' nodes, each with its replacement, and
-// gives each agent node its anchor pod.
+// gives each agent node its anchor pods.
 func (r *run) latencyPlan() ([]*latencyAgent, []*churnChange) {
 	agents := make([]*latencyAgent, r.cfg.agents)
+	declared := upstreamsAnnotations(r.work.services)
 	for k := range agents {
 		svc := r.work.services[k*len(r.work.services)/r.cfg.agents]
-		agents[k] = &latencyAgent{node: latencyNode(k), anchor: &endpoint{
-			key: types.NamespacedName{Namespace: svc.Namespace, Name: fmt.Sprintf("%s-anchor%02d", svc.Name, k)},
-			svc: svc.Name, node: latencyNode(k), ip: r.work.newIP()}}
+		agents[k] = &latencyAgent{node: latencyNode(k)}
+		for i, upstreams := range declared {
+			agents[k].anchors = append(agents[k].anchors, &endpoint{
+				key: types.NamespacedName{Namespace: svc.Namespace, Name: fmt.Sprintf("%s-anchor%02d-%d", svc.Name, k, i)},
+				svc: svc.Name, node: latencyNode(k), ip: r.work.newIP(), upstreams: upstreams})
+		}
 	}
 	var changes []*churnChange
 	for s := range r.work.endpoints {
@@ -234,18 +260,22 @@ func (r *run) latencyPlan() ([]*latencyAgent, []*churnChange) {
 	return agents, changes
 }
 
-// latencySetup creates every pod with its IP and the anchors, starts the manager, and has the
-// writers register the endpoints off the agents' nodes. The manager is returned to be stopped,
-// even with an error.
-func (r *run) latencySetup(ctx context.Context, bin, scratch string, agents []*latencyAgent, onAgents int) (*manager, error) {
+// latencySetup creates every pod with its IP and the anchors, has the writers register the
+// endpoints off the agents' nodes, then starts the manager: it finds them all at its first list
+// and records each verdict once, where a manager already running would reconcile each service
+// again at each of its endpoints' writes, and race the writers' status patches. The manager is
+// returned to be stopped, even with an error.
+func (r *run) latencySetup(ctx context.Context, built func() (string, error), scratch string, agents []*latencyAgent, onAgents int) (*manager, error) {
 	sz := r.size
 	progress(sz, "latency: creating %d pods with their IPs", sz.services*sz.endpoints+len(agents))
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
 	for _, a := range agents {
-		if err := createPod(ctx, r.env.Client, a.anchor); err != nil {
-			return nil, err
+		for _, anchor := range a.anchors {
+			if err := createPod(ctx, r.env.Client, anchor); err != nil {
+				return nil, err
+			}
 		}
 	}
 	certDir := filepath.Join(scratch, "webhook-certs")
@@ -255,15 +285,19 @@ func (r *run) latencySetup(ctx context.Context, bin, scratch string, agents []*l
 	if err := writeServingCert(certDir); err != nil {
 		return nil, err
 	}
-	mgr, err := startManager(ctx, bin, r.managerKube, certDir, filepath.Join(r.dir, "manager.log"), r.cfg)
+	progress(sz, "latency: %d writers register the %d endpoints off the agents' nodes", r.cfg.writers, sz.services*sz.endpoints-onAgents)
+	if err := parallel(ctx, r.work.byWriter(func(ep *endpoint) bool { return ep.node == "" }), func(ctx context.Context, w int, ep *endpoint) error {
+		_, err := r.agent(w).registerAnswering(ctx, ep.pod)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	bin, err := built()
 	if err != nil {
 		return nil, err
 	}
-	progress(sz, "latency: %d writers register the %d endpoints off the agents' nodes", r.cfg.writers, sz.services*sz.endpoints-onAgents)
-	return mgr, parallel(ctx, r.work.byWriter(func(ep *endpoint) bool { return ep.node == "" }), func(ctx context.Context, w int, ep *endpoint) error {
-		_, err := r.agent(w).registerAnswering(ctx, ep.pod)
-		return err
-	})
+	progress(sz, "latency: starting the manager")
+	return startManager(ctx, bin, r.managerKube, certDir, filepath.Join(r.dir, "manager.log"), r.cfg)
 }
 
 // measureChurn replaces the churned pods, waits until every agent's snapshot followed, and
@@ -446,7 +480,7 @@ func (r *run) startLatencyAgent(ctx context.Context, bin, scratch string, k int,
 	if out, err := exec.CommandContext(ctx, "ip", "netns", "add", a.netns).CombinedOutput(); err != nil {
 		return fmt.Errorf("ip netns add %s: %w: %s", a.netns, err, out)
 	}
-	registry, err := json.Marshal(map[string]any{"pods": map[string]any{string(a.anchor.pod.UID): map[string]string{"netns": "/run/netns/" + a.netns}}})
+	registry, err := json.Marshal(map[string]any{"pods": map[string]any{string(a.anchors[0].pod.UID): map[string]string{"netns": "/run/netns/" + a.netns}}})
 	if err != nil {
 		return err
 	}
@@ -460,7 +494,7 @@ func (r *run) startLatencyAgent(ctx context.Context, bin, scratch string, k int,
 	// A loopback port picked free can be taken (by another process's outgoing connection) before
 	// the agent binds it: the agent then exits at once, and starts again on other ports.
 	for attempt := 1; ; attempt++ {
-		a.proc, err = startAgent(ctx, bin, kubeconfig, a.node, dir, filepath.Join(r.dir, a.node+".log"),
+		a.proc, err = startAgent(ctx, bin, kubeconfig, a.node, dir, filepath.Join(r.dir, a.node+".log"), model.UpstreamsDeclared,
 			"--debug-endpoint-times", "--mesh-dns=false", "--cni-socket="+filepath.Join(dir, "cni.sock"), "--cni-kubeconfig=")
 		if err != nil {
 			return err

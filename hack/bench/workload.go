@@ -50,6 +50,8 @@ type endpoint struct {
 	node   string // the node its pod runs on, when not its writer's (the agent process's pods)
 	ip     string
 	pod    *corev1.Pod
+	// upstreams is the pod's config.aether.io/upstreams, if it declares any.
+	upstreams string
 }
 
 func newWorkload(sz size, writers int) *workload {
@@ -117,17 +119,21 @@ func (w *workload) byWriter(pick func(*endpoint) bool) [][]*endpoint {
 }
 
 // podFor is the managed pod of ep as a kubelet would run it (not yet created): its
-// ServiceAccount is its service, its annotations declare the benchmark's ports.
+// ServiceAccount is its service, its annotations declare the benchmark's ports (and its upstreams,
+// if any).
 func podFor(ep *endpoint) *corev1.Pod {
 	node := nodeName(ep.writer)
 	if ep.node != "" {
 		node = ep.node
 	}
+	annotations := map[string]string{portspec.AnnotationPort: fmt.Sprint(ports[0].Port), portspec.AnnotationPorts: portspec.FormatPortsAnnotation(ports)}
+	if ep.upstreams != "" {
+		annotations[portspec.AnnotationUpstreams] = ep.upstreams
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ep.key.Namespace, Name: ep.key.Name,
-			Labels: map[string]string{registration.LabelManaged: registration.ManagedValue},
-			Annotations: map[string]string{portspec.AnnotationPort: fmt.Sprint(ports[0].Port),
-				portspec.AnnotationPorts: portspec.FormatPortsAnnotation(ports)}},
+			Labels:      map[string]string{registration.LabelManaged: registration.ManagedValue},
+			Annotations: annotations},
 		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: ep.svc,
 			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
 	}
