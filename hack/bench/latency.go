@@ -261,10 +261,11 @@ func (r *run) latencyPlan() ([]*latencyAgent, []*churnChange) {
 }
 
 // latencySetup creates every pod with its IP and the anchors, has the writers register the
-// endpoints off the agents' nodes, then starts the manager: it finds them all at its first list
-// and records each verdict once, where a manager already running would reconcile each service
-// again at each of its endpoints' writes, and race the writers' status patches. The manager is
-// returned to be stopped, even with an error.
+// endpoints off the agents' nodes, then starts the manager and waits until it is idle: it finds
+// them all at its first list and records each verdict once, where a manager already running
+// would reconcile each service again at each of its endpoints' writes, and race the writers'
+// status patches; and it does so before twenty agents starting at once take the machine. The
+// manager is returned to be stopped, even with an error.
 func (r *run) latencySetup(ctx context.Context, built func() (string, error), scratch string, agents []*latencyAgent, onAgents int) (*manager, error) {
 	sz := r.size
 	progress(sz, "latency: creating %d pods with their IPs", sz.services*sz.endpoints+len(agents))
@@ -297,7 +298,11 @@ func (r *run) latencySetup(ctx context.Context, built func() (string, error), sc
 		return nil, err
 	}
 	progress(sz, "latency: starting the manager")
-	return startManager(ctx, bin, r.managerKube, certDir, filepath.Join(r.dir, "manager.log"), r.cfg)
+	mgr, err := startManager(ctx, bin, r.managerKube, certDir, filepath.Join(r.dir, "manager.log"), r.cfg)
+	if err != nil {
+		return mgr, err
+	}
+	return mgr, mgr.waitIdle(ctx, r.quiet(), 10*time.Minute, sz.services)
 }
 
 // measureChurn replaces the churned pods, waits until every agent's snapshot followed, and

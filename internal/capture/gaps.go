@@ -50,7 +50,7 @@ func ScopedGaps(m model.Mesh, pods []model.LocalPod) []ScopedGap {
 		}
 		gap := ScopedGap{Namespace: s.Namespace, Name: s.Name, Ports: ports}
 		for _, p := range scoped {
-			if calls(p, s, m.Domain) {
+			if calls(p, s) {
 				gap.Callers = append(gap.Callers, p.Namespace+"/"+p.Name)
 			}
 		}
@@ -79,12 +79,13 @@ func uncapturedTCPPorts(s model.Service) []int32 {
 }
 
 // calls reports whether pod may call s: its upstreams (<name> in its own namespace, or
-// <name>.<namespace>, as resolve.Declares reads them) name s, or it declares none.
-func calls(pod model.LocalPod, s model.Service, domain string) bool {
+// <name>.<namespace>, as resolve.DeclaredService reads them) name s, or it declares none.
+func calls(pod model.LocalPod, s model.Service) bool {
 	if len(pod.Upstreams) == 0 {
 		return true
 	}
 	return slices.ContainsFunc(pod.Upstreams, func(u string) bool {
-		return resolve.Declares(u, s.Name, s.Namespace, pod.Namespace, domain)
+		name, namespace := resolve.DeclaredService(u, pod.Namespace)
+		return name == s.Name && namespace == s.Namespace
 	})
 }

@@ -250,16 +250,17 @@ func dialMeshTCP(s portspec.PortSet) Result {
 	return Result{Port: port, Protocol: meshv1alpha1.ProtocolTCP, Outcome: Reaches, Reason: "the default TCP port: " + why}
 }
 
-// Declares reports whether upstream, one element of a pod's config.aether.io/upstreams (as
-// internal/portspec parsed it: <name> or <name>.<namespace>), names service in namespace for a
-// pod in callerNamespace: it is one of the names that reach the service from there (NamesFrom),
-// so the bare name is the caller's own namespace's service, as it is when dialled. Compared
-// case-insensitively, as a Host is.
-func Declares(upstream, service, namespace, callerNamespace, meshDomain string) bool {
-	for _, name := range NamesFrom(service, namespace, callerNamespace, meshDomain) {
-		if strings.EqualFold(name, upstream) {
-			return true
-		}
+// DeclaredService is the service that upstream, one element of a pod's config.aether.io/upstreams
+// as internal/portspec parsed it (<name> or <name>.<namespace>), names for a pod in
+// callerNamespace. Of the names that reach a service from there (NamesFrom), those are the two a
+// declaration can spell: <name>.<namespace>, and the bare <name> for the caller's own
+// namespace's service, as it is when dialled. Compared case-insensitively, as a Host is. A
+// declaration is looked up by it, not tried against every service: a node's pods may declare
+// hundreds each, among thousands of services.
+func DeclaredService(upstream, callerNamespace string) (service, namespace string) {
+	upstream = strings.ToLower(upstream)
+	if name, ns, qualified := strings.Cut(upstream, "."); qualified {
+		return name, ns
 	}
-	return false
+	return upstream, callerNamespace
 }

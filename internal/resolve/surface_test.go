@@ -483,3 +483,28 @@ func TestNamesFrom(t *testing.T) {
 		t.Errorf("LocalName(payments) = %q; want payments", got)
 	}
 }
+
+// TestDeclaredService: a declaration names exactly the service whose names from the caller's
+// namespace (NamesFrom) include it, case aside, for every form internal/portspec accepts.
+func TestDeclaredService(t *testing.T) {
+	services := [][2]string{{"payments", "shop"}, {"payments", "finance"}, {"ledger", "shop"}}
+	upstreams := []string{"payments", "payments.shop", "Payments.SHOP", "payments.finance", "ledger", "ledger.finance", "audit"}
+	for _, caller := range []string{"shop", "finance", "elsewhere"} {
+		for _, u := range upstreams {
+			name, namespace := resolve.DeclaredService(u, caller)
+			matched := 0
+			for _, s := range services {
+				want := slices.ContainsFunc(resolve.NamesFrom(s[0], s[1], caller, resolve.DefaultMeshDomain), func(n string) bool { return strings.EqualFold(n, u) })
+				if got := name == s[0] && namespace == s[1]; got != want {
+					t.Errorf("DeclaredService(%q, from %s) = %s.%s; names %s.%s: %v, want %v (NamesFrom)", u, caller, name, namespace, s[0], s[1], got, want)
+				}
+				if want {
+					matched++
+				}
+			}
+			if matched > 1 {
+				t.Errorf("%q from %s names %d services", u, caller, matched)
+			}
+		}
+	}
+}

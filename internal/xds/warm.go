@@ -22,7 +22,7 @@ import (
 // node carries, per local identity, the clusters and load assignments of its warm services only:
 //
 //   - its own services (those of its pods: a pod's own service never needs declaring);
-//   - the services its pods declare in config.aether.io/upstreams, read by resolve.Declares
+//   - the services its pods declare in config.aether.io/upstreams, read by resolve.DeclaredService
 //     (the names that reach a service from the pod's namespace);
 //   - the backends of the HTTPRoutes and GRPCRoutes attached to those, and of every TCPRoute and
 //     TLSRoute (a tcp_proxy that splits by weight has no on-demand path, so its backends are
@@ -103,8 +103,12 @@ func (b *builder) warm() warmSet {
 
 // WarmServices are, per identity of pods, the keys (ServiceKey) of the services it carries up
 // front under model.UpstreamsDeclared: see the comment at the top of this file. Services are
-// matched to a declaration by resolve.Declares, the dial surface's names.
+// matched to a declaration by resolve.DeclaredService, the dial surface's names.
 func WarmServices(m model.Mesh, pods []model.LocalPod) map[string]map[string]bool {
+	services := make(map[string]bool, len(m.Services))
+	for _, s := range m.Services {
+		services[ServiceKey(s.Name, s.Namespace)] = true
+	}
 	out := map[string]map[string]bool{}
 	for _, p := range pods {
 		keys := out[p.Identity]
@@ -112,12 +116,12 @@ func WarmServices(m model.Mesh, pods []model.LocalPod) map[string]map[string]boo
 			keys = map[string]bool{}
 			out[p.Identity] = keys
 		}
-		for _, s := range m.Services {
-			if s.Namespace == p.Namespace && s.Name == p.Service ||
-				slices.ContainsFunc(p.Upstreams, func(u string) bool {
-					return resolve.Declares(u, s.Name, s.Namespace, p.Namespace, m.Domain)
-				}) {
-				keys[ServiceKey(s.Name, s.Namespace)] = true
+		if own := ServiceKey(p.Service, p.Namespace); services[own] {
+			keys[own] = true
+		}
+		for _, u := range p.Upstreams {
+			if declared := ServiceKey(resolve.DeclaredService(u, p.Namespace)); services[declared] {
+				keys[declared] = true
 			}
 		}
 	}
