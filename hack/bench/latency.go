@@ -115,9 +115,9 @@ type latencyAgent struct {
 	proc *agentProcess
 	// anchors are the node's pods of one service (one local identity) that together declare
 	// every service as an upstream: the node carries every service, so every change must reach
-	// every agent. The first one's capture is programmed.
+	// every agent.
 	anchors []*endpoint
-	netns   string // the first anchor's network namespace (ip netns), where its capture is programmed
+	netns   []string // the anchors' network namespaces (ip netns), where their capture is programmed
 }
 
 // churnChange is one churned pod: the old one deleted, its replacement created on its node.
@@ -268,7 +268,7 @@ func (r *run) latencyPlan() ([]*latencyAgent, []*churnChange) {
 // manager is returned to be stopped, even with an error.
 func (r *run) latencySetup(ctx context.Context, built func() (string, error), scratch string, agents []*latencyAgent, onAgents int) (*manager, error) {
 	sz := r.size
-	progress(sz, "latency: creating %d pods with their IPs", sz.services*sz.endpoints+len(agents))
+	progress(sz, "latency: creating %d pods with their IPs", sz.services*sz.endpoints+len(agents)*len(agents[0].anchors))
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -474,18 +474,24 @@ func startAuditedControlPlane(scratch, auditLog string) (*testenv.Env, error) {
 	}})
 }
 
-// startLatencyAgent makes agent k's network namespace (its anchor pod's, recorded in the
-// registry the agent reads at start as the CNI plugin would have handed it over) and starts it.
+// startLatencyAgent makes the network namespaces of agent k's anchor pods (recorded in the
+// registry the agent reads at start as the CNI plugin would have handed them over: only a pod
+// with one gets a proxy configuration) and starts it.
 func (r *run) startLatencyAgent(ctx context.Context, bin, scratch string, k int, a *latencyAgent) error {
 	dir := filepath.Join(scratch, fmt.Sprintf("agent-%02d", k))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	a.netns = fmt.Sprintf("aether-latency-%d-%02d", os.Getpid(), k)
-	if out, err := exec.CommandContext(ctx, "ip", "netns", "add", a.netns).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip netns add %s: %w: %s", a.netns, err, out)
+	pods := map[string]any{}
+	for i, anchor := range a.anchors {
+		netns := fmt.Sprintf("aether-latency-%d-%02d-%d", os.Getpid(), k, i)
+		if out, err := exec.CommandContext(ctx, "ip", "netns", "add", netns).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip netns add %s: %w: %s", netns, err, out)
+		}
+		a.netns = append(a.netns, netns)
+		pods[string(anchor.pod.UID)] = map[string]string{"netns": "/run/netns/" + netns}
 	}
-	registry, err := json.Marshal(map[string]any{"pods": map[string]any{string(a.anchors[0].pod.UID): map[string]string{"netns": "/run/netns/" + a.netns}}})
+	registry, err := json.Marshal(map[string]any{"pods": pods})
 	if err != nil {
 		return err
 	}
@@ -543,8 +549,8 @@ func (a *latencyAgent) stop() {
 	if a.proc != nil {
 		a.proc.stop()
 	}
-	if a.netns != "" {
-		_ = exec.Command("ip", "netns", "delete", a.netns).Run()
+	for _, netns := range a.netns {
+		_ = exec.Command("ip", "netns", "delete", netns).Run()
 	}
 }
 
