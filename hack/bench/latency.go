@@ -207,21 +207,12 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 	if err != nil {
 		return res, err
 	}
-	// One at a time: each agent starts once the one before has listed every endpoint. Twenty
-	// agents listing ten thousand MeshEndpoints at once on two shared cores (on a cluster each has
-	// its node's) kept the API server encoding lists and events for minutes: it closed the watches
-	// of agents too starved to read them (apiserver_terminated_watchers_total), and each such agent
-	// listed everything again.
-	progress(sz, "latency: starting %d agents, each once the one before has listed the endpoints", cfg.agents)
-	listed := sz.services*sz.endpoints - len(changes) // the writers' endpoints, there before any agent
+	progress(sz, "latency: starting %d agents", cfg.agents)
 	for k, a := range agents {
 		err := r.startLatencyAgent(ctx, filepath.Join(cfg.out, "agent"), scratch, k, a)
 		defer a.stop()
 		if err != nil {
 			return res, err
-		}
-		if err := a.proc.waitListed(ctx, listed); err != nil {
-			return res, fmt.Errorf("%s: %w", a.node, err)
 		}
 	}
 	total := sz.services*sz.endpoints + cfg.agents*len(agents[0].anchors)
@@ -549,32 +540,6 @@ func (p *agentProcess) waitServing(ctx context.Context) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the agent's metrics endpoint did not answer within 2 minutes; its log is %s", p.log)
-		}
-	}
-}
-
-// waitListed waits until the agent's view has received n MeshEndpoints (its initial list's count
-// as adds): its list is done.
-func (p *agentProcess) waitListed(ctx context.Context, n int) error {
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		series, err := scrape(ctx, p.metrics)
-		if err != nil {
-			return err
-		}
-		added := sum(series, `aether_agent_view_events_total{event="add",kind="MeshEndpoint"}`)
-		if added >= float64(n) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the agent's view listed %v of %d MeshEndpoints within 3 minutes; its log is %s", added, n, p.log)
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("the agent exited (%v); its log is %s", p.exit, p.log)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
