@@ -163,7 +163,8 @@ func latencyBenchmark(ctx context.Context, cfg config) error {
 // rest registered by the benchmark's writers as bench-convergence does; on each agent node the
 // anchor pods that declare every service; then the churn, each churned pod replaced by a new one
 // on the same node. The agents run with declared upstreams (the default): each node carries every
-// service for its anchors' identity and its own service for each churned pod's.
+// service for its anchors' identity, its one local identity (the churned pods have no network
+// namespace handed over, so no proxy configuration).
 func runLatency(ctx context.Context, cfg config, sz size, built func() (string, error)) (res latencyResult, err error) {
 	r := &run{cfg: cfg, size: sz, dir: filepath.Join(cfg.out, "latency-"+sz.String()), work: newWorkload(sz, cfg.writers)}
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
