@@ -219,9 +219,9 @@ func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 // new endpoint could land first: the write, from a cache without that verdict, then lost (a
 // conflict) and was retried a second later. The verdict can still land between the create and
 // this write (the first probe takes up to firstProbeTimeout): the write is then made again on the
-// endpoint read from the API server, as the cache may not hold it yet, as the controller's own
-// verdicts are. Were it left to the next reconcile, that would find no endpoint in a lagging
-// cache and create it again, failing until the cache caught up.
+// endpoint read from the API server (the cache may not hold it yet), as the controller retries
+// its verdicts. Left to the next reconcile, it would find no endpoint in a lagging cache and
+// create it again, failing until the cache caught up.
 func (r *PodReconciler) firstStatus(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, registered metav1.Condition) error {
 	reader := r.apiReader
 	if reader == nil {
