@@ -60,7 +60,9 @@ func slimService(obj any) (any, error) {
 // after the create, not the bare create. Without it, that reconcile found the status missing,
 // wrote it again from the older object and lost (a conflict), often twice; and the reconcile
 // that an endpoint's deletion brought deleted it again (not found): at 100x10 under churn
-// (hack/bench, latency), 388 of the agents' 701 status writes were such conflicts.
+// (hack/bench, latency), 388 of the agents' 701 status writes were such conflicts. A write of a
+// kind the agent does not cache must not be tracked (createEvent): tracking starts an informer
+// for the kind.
 func ClientOptions() client.Options {
 	return client.Options{Cache: &client.CacheOptions{EnableReadYourWritesConsistency: new(true)}, FieldOwner: FieldManager}
 }

@@ -406,7 +406,7 @@ func (c *capturer) event(ctx context.Context, name string, regarding corev1.Obje
 		Regarding:           regarding,
 		Note:                note,
 	}
-	if err := c.client.Create(ctx, event); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := createEvent(ctx, c.client, event); err != nil && !apierrors.IsAlreadyExists(err) {
 		c.log.Error(err, "Could not write a Warning Event; retrying on the next rebuild", "reason", reason, "regarding", regarding.Namespace+"/"+regarding.Name)
 		return false
 	}

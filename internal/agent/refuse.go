@@ -76,7 +76,7 @@ func (r *PodReconciler) refuse(ctx context.Context, pod *corev1.Pod, ep *meshv1a
 	if said, seen := r.refused.Load(key); seen && said == event.Name {
 		return nil // this process already said it
 	}
-	err := r.Create(ctx, event)
+	err := createEvent(ctx, r.Client, event)
 	created := err == nil
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
@@ -164,4 +164,11 @@ func (r *PodReconciler) reportingInstance() string { return reportingInstance(r.
 func reportingInstance(node string) string {
 	instance := ReportingController + "-" + node
 	return instance[:min(len(instance), 128)]
+}
+
+// createEvent writes event through c without read-your-writes tracking. The agent does not
+// cache Events (it may only create them): tracking the write (ClientOptions) would start an
+// informer for Events, which the agent's RBAC does not let it list, and wait on it forever.
+func createEvent(ctx context.Context, c client.Client, event *eventsv1.Event) error {
+	return c.Create(ctx, event, client.DisableReadYourWritesConsistency)
 }

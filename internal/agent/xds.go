@@ -479,7 +479,7 @@ func (p *publisher) warnCaptureMode(ctx context.Context, pod *corev1.Pod, value 
 		Regarding:           podReference(pod),
 		Note:                note,
 	}
-	if err := p.client.Create(ctx, event); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := createEvent(ctx, p.client, event); err != nil && !apierrors.IsAlreadyExists(err) {
 		p.log.Error(err, "Could not write the Warning Event on a pod's invalid capture mode; retrying on the next rebuild",
 			"pod", client.ObjectKeyFromObject(pod), "value", value)
 		return
