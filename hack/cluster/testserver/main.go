@@ -6,7 +6,7 @@
 // address of its pod. It also plays a meshed pod's capture listener (-original-dst: each
 // connection is answered "original-dst <address:port>", the destination it was dialled to, read
 // with SO_ORIGINAL_DST), a server that names who calls (-peer: "peer <source IP>") and a client of it (-dial: dials, prints the first line answered or
-// "error <why>", once or every -dial-every).
+// "error <why> (after <how long the dial took>)", once or every -dial-every).
 //
 //	testserver -http 8080 -h2c 9090 -grpc 9091 -tcp 9000 -health-path /healthz
 //	testserver -original-dst 127.0.0.1:18001
@@ -182,11 +182,18 @@ func main() {
 	}
 }
 
-// dialLoop prints one line per dial of address: what answered, or the error. With every zero it
+// dialLoop prints one line per dial of address: what answered, or the error and how long the dial
+// took ("error ... (after 3s)"). With every zero it
 // dials once and exits non-zero on an error.
 func dialLoop(address string, every time.Duration) {
 	for {
+		began := time.Now()
 		answer := testapp.DialOnce(address, 3*time.Second)
+		if strings.HasPrefix(answer, "error") {
+			// A failed dial may have waited out its timeout: its duration tells a reader of the
+			// log (stamped when the line is written) when it began.
+			answer += fmt.Sprintf(" (after %s)", time.Since(began).Round(time.Millisecond))
+		}
 		fmt.Printf("%s %s\n", address, answer)
 		if every == 0 {
 			if strings.HasPrefix(answer, "error") {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -338,9 +339,16 @@ func listenerChanges(before, after listenerSet) string {
 
 // dialLine is one line of the test server's dial loop: when it was logged, and the answer.
 type dialLine struct {
-	At     time.Time
+	At     time.Time // the kubelet's stamp: when the dial ended
 	Answer string
+	Took   time.Duration // a failed dial's duration, from its "(after <duration>)"; 0 when answered
 }
+
+// Began is when the dial began: its stamp less what it took.
+func (d dialLine) Began() time.Time { return d.At.Add(-d.Took) }
+
+// failedAfter is the suffix the test server's dial loop puts on a failed dial: how long it took.
+var failedAfter = regexp.MustCompile(` \(after ([^)]+)\)$`)
 
 // dialsUntil waits until pod ns/name's dial loop has logged a dial after until, and returns its
 // dials since since.
@@ -376,7 +384,12 @@ func containerDialLog(g Gomega, ns, name, container string, since time.Time) []d
 			continue
 		}
 		_, answer, _ := strings.Cut(line, " ")
-		out = append(out, dialLine{At: at, Answer: answer})
+		d := dialLine{At: at, Answer: answer}
+		if m := failedAfter.FindStringSubmatch(answer); m != nil {
+			d.Took, err = time.ParseDuration(m[1])
+			g.Expect(err).NotTo(HaveOccurred(), "a failed dial's duration: %q", lines.Text())
+		}
+		out = append(out, d)
 	}
 	return out
 }

@@ -8,6 +8,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -32,7 +33,8 @@ import (
 // proxy in their own pod (127.0.0.1:18001, answering "original-dst <destination>"). The agent's
 // DaemonSet is deleted, as the uninstall procedure's first step: each agent, stopping, takes table
 // inet aether out of every pod it captured. After that every formerly meshed pod's dial reaches
-// web directly (kube-proxy, "peer ..."), no dial fails on the way, and no network namespace of
+// web directly (kube-proxy, "peer ..."), a dial fails only if it was in flight as its pod's table
+// went (in the uninstall's window), and no network namespace of
 // the node holds table inet aether. The DaemonSet is created again when the spec ends (the pods
 // of this namespace stay uncaptured: they are deleted with it).
 //
@@ -117,13 +119,14 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 
 		// The dial loops, from before the delete until 3 s after the agent is gone: every dial
 		// answered (captured, then direct), and every one after the agent is gone reached web
-		// directly. While the agent takes the tables out, one pod at a time, a dialer already
-		// uncaptured may reach web while web's inbound capture still stands, with no proxy behind
-		// it here: such a dial is refused. Those are counted and reported, allowed only between
-		// the delete and the agent's exit.
+		// directly. A dial in flight as its pod's table is deleted fails: the table is the
+		// namespace's only nat chain, so the redirection's address translation goes with it, and
+		// the connection to the stand-in hangs until the dial's 3 s timeout. Such dials are counted
+		// and reported, allowed only if they began between the delete and the agent's exit (a
+		// failed dial's line is stamped when it ends, and says how long it took).
 		until := gone.Add(3 * time.Second)
 		var firstDirect []string
-		refused := 0
+		failed := 0
 		for _, name := range dialers {
 			var dials []dialLine
 			Eventually(func(g Gomega) {
@@ -134,14 +137,16 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 			Expect(dials[0].Answer).To(Equal("original-dst "+target), "dialer %s was not captured before the delete", name)
 			direct := time.Time{}
 			for _, d := range dials {
-				at := d.At.Format(time.RFC3339Nano)
 				if answered := d.Answer == "original-dst "+target || strings.HasPrefix(d.Answer, "peer "); !answered {
-					Expect(d.At.After(deleted) && !d.At.After(gone)).To(BeTrue(), "dialer %s: the dial at %s failed outside the uninstall's window: %s", name, at, d.Answer)
-					refused++
+					began := d.Began()
+					Expect(began.After(deleted) && !began.After(gone)).To(BeTrue(),
+						"dialer %s: the dial that began at %s failed outside the uninstall's window (%s to %s): %s\nits dials:\n%s",
+						name, began.Format(time.RFC3339Nano), deleted.Format(time.RFC3339Nano), gone.Format(time.RFC3339Nano), d.Answer, dialLines(dials))
+					failed++
 					continue
 				}
 				if d.At.After(gone) {
-					Expect(d.Answer).To(HavePrefix("peer "), "dialer %s: the dial at %s, after the agent was gone, did not reach web directly", name, at)
+					Expect(d.Answer).To(HavePrefix("peer "), "dialer %s: the dial at %s, after the agent was gone, did not reach web directly", name, d.At.Format(time.RFC3339Nano))
 				}
 				if direct.IsZero() && strings.HasPrefix(d.Answer, "peer ") {
 					direct = d.At
@@ -149,8 +154,8 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 			}
 			firstDirect = append(firstDirect, name+" "+direct.Sub(deleted).Round(time.Millisecond).String())
 		}
-		record("agent DaemonSet deleted: its pod gone %s after the delete; every meshed pod's table inet aether removed (%d pods, none left on the node); first direct dial of %s after the delete (%s); %d dials failed while the tables came out, none outside that window",
-			gone.Sub(deleted).Round(time.Millisecond), len(netns), target, strings.Join(firstDirect, ", "), refused)
+		record("agent DaemonSet deleted: its pod gone %s after the delete; every meshed pod's table inet aether removed (%d pods, none left on the node); first direct dial of %s after the delete (%s); %d dials in flight as the tables came out failed, none begun outside that window",
+			gone.Sub(deleted).Round(time.Millisecond), len(netns), target, strings.Join(firstDirect, ", "), failed)
 	})
 })
 
@@ -186,6 +191,15 @@ func followLog(pod *corev1.Pod, container string) <-chan string {
 		out <- string(data)
 	}()
 	return out
+}
+
+// dialLines is dials as a failure message shows them, one per line.
+func dialLines(dials []dialLine) string {
+	var b strings.Builder
+	for _, d := range dials {
+		fmt.Fprintf(&b, "  %s %s\n", d.At.Format(time.RFC3339Nano), d.Answer)
+	}
+	return b.String()
 }
 
 // tail is s's last n lines.
