@@ -5,6 +5,7 @@ package agent
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -331,20 +332,50 @@ func (t *EndpointTimes) prune(now time.Time) {
 
 // Snapshot is a copy of the record, by endpoint.
 func (t *EndpointTimes) Snapshot() map[string]EndpointTime {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make(map[string]EndpointTime, len(t.byEP))
-	for k, e := range t.byEP {
-		out[k] = *e
-	}
-	return out
+	_, all := t.since(time.Time{})
+	return all
 }
 
-// ServeHTTP answers the record as JSON: {"endpoints": {"ns/name": {healthy, held, dropped,
-// address}}}, times in RFC 3339 with nanoseconds.
-func (t *EndpointTimes) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+// ServeHTTP answers the record as JSON: {"held": <endpoints held now>, "endpoints": {"ns/name":
+// {healthy, held, dropped, address}}}, times in RFC 3339 with nanoseconds. With ?since=<RFC 3339
+// time> only the endpoints with a time at or after it are listed: a reader that waits on a few
+// changes, or on the count alone, does not make the agent encode (and itself decode) all of them
+// on every poll (at 10 000 endpoints a whole answer is 0.75 MB and about 50 ms of CPU).
+func (t *EndpointTimes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var since time.Time
+	if v := r.URL.Query().Get("since"); v != "" {
+		var err error
+		if since, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			http.Error(w, fmt.Sprintf("since=%q: %v; want an RFC 3339 time, e.g. 2026-12-01T10:00:00.5Z", v, err), http.StatusBadRequest)
+			return
+		}
+	}
+	held, endpoints := t.since(since)
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(struct {
-		Endpoints map[string]EndpointTime `json:"endpoints"`
-	}{t.Snapshot()})
+	_ = json.NewEncoder(w).Encode(EndpointTimesAnswer{Held: held, Endpoints: endpoints})
+}
+
+// EndpointTimesAnswer is what ServeHTTP answers.
+type EndpointTimesAnswer struct {
+	// Held is how many endpoints the node's snapshot holds Healthy now (held, not dropped since).
+	Held int `json:"held"`
+	// Endpoints are the endpoints' times, by "namespace/name": all, or those since the time asked.
+	Endpoints map[string]EndpointTime `json:"endpoints"`
+}
+
+// since counts the endpoints held now and copies those with a time at or after from (all of
+// them for a zero from).
+func (t *EndpointTimes) since(from time.Time) (int, map[string]EndpointTime) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	held, out := 0, map[string]EndpointTime{}
+	for k, e := range t.byEP {
+		if !e.Held.IsZero() && e.Dropped.IsZero() {
+			held++
+		}
+		if from.IsZero() || !e.Healthy.Before(from) || !e.Held.Before(from) || !e.Dropped.Before(from) {
+			out[k] = *e
+		}
+	}
+	return held, out
 }

@@ -4,10 +4,15 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +86,55 @@ func TestEndpointTimesFollowThePublishedSnapshots(t *testing.T) {
 	times.published(at(7), services, nil)
 	if g := times.Snapshot()["shop/ledger-0"]; !g.Dropped.Equal(at(7)) {
 		t.Errorf("shop/ledger-0 in no load assignment: %+v, want dropped at %v", g, at(7))
+	}
+}
+
+// TestEndpointTimesServeSince: the served answer counts the endpoints held now and lists all of
+// them, or with ?since those with a time at or after it; a since that is no time is a 400 naming
+// the value and the form wanted.
+func TestEndpointTimesServeSince(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	times := NewEndpointTimes()
+	times.byEP = map[string]*EndpointTime{
+		"shop/old":     {Held: at(1), Address: "10.0.0.1"},
+		"shop/dropped": {Held: at(1), Dropped: at(5), Address: "10.0.0.2"},
+		"shop/new":     {Healthy: at(4), Held: at(6), Address: "10.0.0.3"},
+		"shop/probed":  {Healthy: at(5)},
+	}
+	serve := func(query string) (int, EndpointTimesAnswer, string) {
+		w := httptest.NewRecorder()
+		times.ServeHTTP(w, httptest.NewRequest(http.MethodGet, EndpointTimesPath+query, nil))
+		var answer EndpointTimesAnswer
+		if w.Code == http.StatusOK {
+			if err := json.Unmarshal(w.Body.Bytes(), &answer); err != nil {
+				t.Fatalf("%s: %v: %s", query, err, w.Body)
+			}
+		}
+		return w.Code, answer, w.Body.String()
+	}
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{"shop/dropped", "shop/new", "shop/old", "shop/probed"}},
+		{"?since=" + at(5).Format(time.RFC3339Nano), []string{"shop/dropped", "shop/new", "shop/probed"}},
+		{"?since=" + at(6).Format(time.RFC3339Nano), []string{"shop/new"}},
+		{"?since=" + at(7).Format(time.RFC3339Nano), nil},
+	} {
+		code, answer, body := serve(tc.query)
+		if code != http.StatusOK {
+			t.Fatalf("%q: status %d: %s", tc.query, code, body)
+		}
+		if got := slices.Sorted(maps.Keys(answer.Endpoints)); !slices.Equal(got, tc.want) {
+			t.Errorf("%q lists %v, want %v", tc.query, got, tc.want)
+		}
+		if answer.Held != 2 {
+			t.Errorf("%q: held %d, want 2 (shop/old and shop/new)", tc.query, answer.Held)
+		}
+	}
+	if code, _, body := serve("?since=yesterday"); code != http.StatusBadRequest || !strings.Contains(body, `since="yesterday"`) || !strings.Contains(body, "RFC 3339") {
+		t.Errorf("since=yesterday: status %d, %q; want 400 naming the value and the form", code, body)
 	}
 }
 
