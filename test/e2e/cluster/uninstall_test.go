@@ -134,7 +134,8 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 				g.Expect(dials).NotTo(BeEmpty())
 				g.Expect(dials[len(dials)-1].At).To(BeTemporally(">", until))
 			}, time.Minute, time.Second).Should(Succeed())
-			Expect(dials[0].Answer).To(Equal("original-dst "+target), "dialer %s was not captured before the delete", name)
+			Expect(dials[0].Answer).To(Equal("original-dst "+target), "dialer %s was not captured before the delete (at %s); its dials:\n%s",
+				name, deleted.Format(time.RFC3339Nano), dialLines(dials))
 			direct := time.Time{}
 			for _, d := range dials {
 				if answered := d.Answer == "original-dst "+target || strings.HasPrefix(d.Answer, "peer "); !answered {
