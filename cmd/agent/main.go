@@ -56,6 +56,7 @@ import (
 )
 
 func main() {
+	agent.ListThenWatch() // before any client reads client-go's feature gates
 	if code, ok := runSubcommand(os.Args[1:]); ok {
 		os.Exit(code)
 	}
