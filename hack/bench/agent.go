@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,7 +69,7 @@ func (r *run) measureAgent(ctx context.Context, mgr *manager, scratch string) (a
 	// Every service for its pods (--upstreams=all): this agent's sync is the cost of a node that
 	// carries the whole mesh.
 	proc, err := startAgent(ctx, filepath.Join(r.cfg.out, "agent"), kubeconfig, agentNode, filepath.Join(scratch, "agent-xds"),
-		filepath.Join(r.dir, "agent.log"), model.UpstreamsAll,
+		filepath.Join(r.dir, "agent.log"), model.UpstreamsAll, 0,
 		// No CNI hand-over, no plugin install: no pod's network namespace is known, so no capture.
 		"--cni-socket=", "--cni-kubeconfig=")
 	if err != nil {
@@ -202,9 +203,9 @@ type agentProcess struct {
 
 // startAgent runs the agent binary as the node agent of node (kubeconfig), xDS serving on a unix
 // socket in dir, metrics and pprof on loopback ports of its own, carrying upstreams (its
-// --upstreams), with the flags more. The proxy-config endpoint is off: the agents share one
-// loopback.
-func startAgent(ctx context.Context, bin, kubeconfig, node, dir, logPath string, upstreams model.UpstreamsMode, more ...string) (*agentProcess, error) {
+// --upstreams), with the flags more, at the scheduling priority niceness (nice(1); 0: this
+// process's). The proxy-config endpoint is off: the agents share one loopback.
+func startAgent(ctx context.Context, bin, kubeconfig, node, dir, logPath string, upstreams model.UpstreamsMode, niceness int, more ...string) (*agentProcess, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
@@ -220,6 +221,11 @@ func startAgent(ctx context.Context, bin, kubeconfig, node, dir, logPath string,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), "--metrics-secure=false", "--health-probe-bind-address=0",
 		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", ports[1]),
 		"--xds-address=unix://" + filepath.Join(dir, "xds.sock"), "--upstreams=" + string(upstreams), "--debug-bind-address=0"}, more...)
+	if niceness != 0 {
+		// nice execs the agent: the process started is the agent's.
+		args = append([]string{"-n", strconv.Itoa(niceness), bin}, args...)
+		bin = "nice"
+	}
 	p.cmd = exec.CommandContext(ctx, bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	p.began = time.Now()
