@@ -568,8 +568,8 @@ func (a *latencyAgent) stop() {
 
 // countOnly is a since no endpoint's time reaches: the agent answers its count of endpoints held
 // alone, which is all the wait for the first sync needs (a whole answer is 0.75 MB at 10 000
-// endpoints, about 50 ms of CPU to encode and decode: twenty agents polled each second took
-// half of this machine).
+// endpoints, about 50 ms of CPU to encode and decode: twenty agents polled each second would
+// take about one of this machine's two cores).
 var countOnly = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 
 // times reads the agent's endpoint times: its count of endpoints held, and the endpoints with a

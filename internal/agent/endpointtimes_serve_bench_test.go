@@ -25,9 +25,7 @@ func BenchmarkEndpointTimesServe(b *testing.B) {
 	for b.Loop() {
 		w := httptest.NewRecorder()
 		times.ServeHTTP(w, httptest.NewRequest("GET", "/debug/endpoint-times", nil))
-		var out struct {
-			Endpoints map[string]EndpointTime `json:"endpoints"`
-		}
+		var out EndpointTimesAnswer
 		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || len(out.Endpoints) != 10000 {
 			b.Fatalf("%d endpoints read, %v", len(out.Endpoints), err)
 		}
