@@ -20,7 +20,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
@@ -165,7 +167,10 @@ func latencyBenchmark(ctx context.Context, cfg config) error {
 // anchor pods that declare every service; then the churn, each churned pod replaced by a new one
 // on the same node. The agents run with declared upstreams (the default): each node carries every
 // service for its anchors' identity, its one local identity (the churned pods have no network
-// namespace handed over, so no proxy configuration).
+// namespace handed over, so no proxy configuration). The agents start before the manager and
+// register their pods, so that the manager's first pass finds every endpoint: started after it, as
+// agents joining a running cluster, they had it reconcile every service a second time (each has
+// one endpoint on an agent's node) while all twenty made their first sync.
 func runLatency(ctx context.Context, cfg config, sz size, built func() (string, error)) (res latencyResult, err error) {
 	r := &run{cfg: cfg, size: sz, dir: filepath.Join(cfg.out, "latency-"+sz.String()), work: newWorkload(sz, cfg.writers)}
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
@@ -202,22 +207,40 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 		return res, err
 	}
 	defer stopApps()
-	mgr, err := r.latencySetup(ctx, built, scratch, agents, len(changes))
+	if err := r.latencyPods(ctx, agents, len(changes)); err != nil {
+		return res, err
+	}
+	if _, err := built(); err != nil {
+		return res, err
+	}
+	progress(sz, "latency: starting %d agents", cfg.agents)
+	for _, a := range agents {
+		defer a.stop()
+	}
+	if err := r.startLatencyAgents(ctx, filepath.Join(cfg.out, "agent"), scratch, agents); err != nil {
+		return res, err
+	}
+	var local []*endpoint
+	for k, a := range agents {
+		local = append(local, a.anchors...)
+		for _, c := range changes {
+			if c.agent == k {
+				local = append(local, c.old)
+			}
+		}
+	}
+	if err := r.waitRegistered(ctx, local, 5*time.Minute); err != nil {
+		return res, err
+	}
+	mgr, err := r.startLatencyManager(ctx, built, scratch)
 	if mgr != nil {
 		defer mgr.stop()
 	}
 	if err != nil {
 		return res, err
 	}
-	progress(sz, "latency: starting %d agents", cfg.agents)
-	for k, a := range agents {
-		err := r.startLatencyAgent(ctx, filepath.Join(cfg.out, "agent"), scratch, k, a)
-		defer a.stop()
-		if err != nil {
-			return res, err
-		}
-	}
 	total := sz.services*sz.endpoints + cfg.agents*len(agents[0].anchors)
+	progress(sz, "latency: waiting for every agent to hold the %d endpoints", total)
 	if err := waitAgents(ctx, agents, 10*time.Minute, countOnly, func(times agent.EndpointTimesAnswer) error {
 		if times.Held != total {
 			return fmt.Errorf("its snapshot holds %d of the %d endpoints Healthy", times.Held, total)
@@ -262,25 +285,34 @@ func (r *run) latencyPlan() ([]*latencyAgent, []*churnChange) {
 	return agents, changes
 }
 
-// latencySetup creates every pod with its IP and the anchors, has the writers register the
-// endpoints off the agents' nodes, then starts the manager and waits until it is idle: it finds
-// them all at its first list and records each verdict once, where a manager already running
-// would reconcile each service again at each of its endpoints' writes, and race the writers'
-// status patches; and it does so before twenty agents starting at once take the machine. The
-// manager is returned to be stopped, even with an error.
-func (r *run) latencySetup(ctx context.Context, built func() (string, error), scratch string, agents []*latencyAgent, onAgents int) (*manager, error) {
+// latencyPods creates every pod with its IP and the anchors, and has the writers register the
+// endpoints off the agents' nodes (onAgents of them are on the agents' nodes, registered by the
+// agents themselves).
+func (r *run) latencyPods(ctx context.Context, agents []*latencyAgent, onAgents int) error {
 	sz := r.size
 	progress(sz, "latency: creating %d pods with their IPs", sz.services*sz.endpoints+len(agents)*len(agents[0].anchors))
 	if err := r.setup(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	for _, a := range agents {
 		for _, anchor := range a.anchors {
 			if err := createPod(ctx, r.env.Client, anchor); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
+	progress(sz, "latency: %d writers register the %d endpoints off the agents' nodes", r.cfg.writers, sz.services*sz.endpoints-onAgents)
+	return parallel(ctx, r.work.byWriter(func(ep *endpoint) bool { return ep.node == "" }), func(ctx context.Context, w int, ep *endpoint) error {
+		_, err := r.agent(w).registerAnswering(ctx, ep.pod)
+		return err
+	})
+}
+
+// startLatencyManager starts the manager once every endpoint is registered, and waits until it
+// is idle: it finds them all at its first list and reconciles each service once, where a manager
+// already running would reconcile each service again at each of its endpoints' writes, and race
+// the writers' status patches. The manager is returned to be stopped, even with an error.
+func (r *run) startLatencyManager(ctx context.Context, built func() (string, error), scratch string) (*manager, error) {
 	certDir := filepath.Join(scratch, "webhook-certs")
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return nil, err
@@ -288,23 +320,79 @@ func (r *run) latencySetup(ctx context.Context, built func() (string, error), sc
 	if err := writeServingCert(certDir); err != nil {
 		return nil, err
 	}
-	progress(sz, "latency: %d writers register the %d endpoints off the agents' nodes", r.cfg.writers, sz.services*sz.endpoints-onAgents)
-	if err := parallel(ctx, r.work.byWriter(func(ep *endpoint) bool { return ep.node == "" }), func(ctx context.Context, w int, ep *endpoint) error {
-		_, err := r.agent(w).registerAnswering(ctx, ep.pod)
-		return err
-	}); err != nil {
-		return nil, err
-	}
 	bin, err := built()
 	if err != nil {
 		return nil, err
 	}
-	progress(sz, "latency: starting the manager")
+	progress(r.size, "latency: starting the manager")
 	mgr, err := startManager(ctx, bin, r.managerKube, certDir, filepath.Join(r.dir, "manager.log"), r.cfg)
 	if err != nil {
 		return mgr, err
 	}
-	return mgr, mgr.waitIdle(ctx, r.quiet(), 10*time.Minute, sz.services)
+	return mgr, mgr.waitIdle(ctx, r.quiet(), 10*time.Minute, r.size.services)
+}
+
+// startLatencyAgents writes each agent's kubeconfig (one at a time: each is written from the same
+// user's), then starts every agent at once.
+func (r *run) startLatencyAgents(ctx context.Context, bin, scratch string, agents []*latencyAgent) error {
+	dirs, kubeconfigs := make([]string, len(agents)), make([]string, len(agents))
+	for k, a := range agents {
+		dirs[k] = filepath.Join(scratch, fmt.Sprintf("agent-%02d", k))
+		if err := os.MkdirAll(dirs[k], 0o700); err != nil {
+			return err
+		}
+		var err error
+		if kubeconfigs[k], err = r.agentKubeconfigFor(a.node, filepath.Join(dirs[k], "kubeconfig")); err != nil {
+			return err
+		}
+	}
+	errs := make([]error, len(agents))
+	var wg sync.WaitGroup
+	for k, a := range agents {
+		wg.Go(func() { errs[k] = r.startLatencyAgent(ctx, bin, dirs[k], kubeconfigs[k], k, a) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// waitRegistered waits until the agents have registered each of eps (the pods on their nodes) and
+// found it Healthy, reading those MeshEndpoints alone: the manager starts after, and finds every
+// endpoint at its first list.
+func (r *run) waitRegistered(ctx context.Context, eps []*endpoint, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	pending := eps
+	for {
+		var mu sync.Mutex
+		var still []*endpoint
+		if err := parallel(ctx, spread(pending, 16), func(ctx context.Context, _ int, ep *endpoint) error {
+			var got meshv1alpha1.MeshEndpoint
+			err := r.env.Client.Get(ctx, ep.key, &got)
+			if client.IgnoreNotFound(err) != nil {
+				return err
+			}
+			if err != nil || got.Status.Health != meshv1alpha1.HealthHealthy {
+				mu.Lock()
+				still = append(still, ep)
+				mu.Unlock()
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if pending = still; len(pending) == 0 {
+			progress(r.size, "latency: the agents registered their %d endpoints", len(eps))
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the agents did not register %d of their %d endpoints Healthy within %s, %s among them",
+				len(pending), len(eps), timeout, pending[0].key)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // measureChurn replaces the churned pods, waits until every agent's snapshot followed, and
@@ -480,12 +568,8 @@ func startAuditedControlPlane(scratch, auditLog string) (*testenv.Env, error) {
 
 // startLatencyAgent makes the network namespaces of agent k's anchor pods (recorded in the
 // registry the agent reads at start as the CNI plugin would have handed them over: only a pod
-// with one gets a proxy configuration) and starts it.
-func (r *run) startLatencyAgent(ctx context.Context, bin, scratch string, k int, a *latencyAgent) error {
-	dir := filepath.Join(scratch, fmt.Sprintf("agent-%02d", k))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
+// with one gets a proxy configuration) and starts it, with its kubeconfig, in dir.
+func (r *run) startLatencyAgent(ctx context.Context, bin, dir, kubeconfig string, k int, a *latencyAgent) error {
 	pods := map[string]any{}
 	for i, anchor := range a.anchors {
 		netns := fmt.Sprintf("aether-latency-%d-%02d-%d", os.Getpid(), k, i)
@@ -500,10 +584,6 @@ func (r *run) startLatencyAgent(ctx context.Context, bin, scratch string, k int,
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "netns.json"), registry, 0o600); err != nil {
-		return err
-	}
-	kubeconfig, err := r.agentKubeconfigFor(a.node, filepath.Join(dir, "kubeconfig"))
-	if err != nil {
 		return err
 	}
 	// A loopback port picked free can be taken (by another process's outgoing connection) before
@@ -591,6 +671,7 @@ func (a *latencyAgent) times(ctx context.Context, since time.Time) (agent.Endpoi
 func waitAgents(ctx context.Context, agents []*latencyAgent, timeout time.Duration, since time.Time, done func(agent.EndpointTimesAnswer) error) error {
 	deadline := time.Now().Add(timeout)
 	pending := slices.Clone(agents)
+	reported := time.Now()
 	for {
 		var why error
 		var still []*latencyAgent
@@ -614,6 +695,10 @@ func waitAgents(ctx context.Context, agents []*latencyAgent, timeout time.Durati
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%d agents not there within %s; %w", len(pending), timeout, why)
+		}
+		if time.Since(reported) >= 15*time.Second {
+			fmt.Fprintf(os.Stderr, "bench: %s %d of %d agents there; %v\n", time.Now().Format("15:04:05"), len(agents)-len(pending), len(agents), why)
+			reported = time.Now()
 		}
 		select {
 		case <-ctx.Done():
