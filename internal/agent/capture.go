@@ -104,6 +104,7 @@ type capturer struct {
 	client client.Client // writes Events
 	view   *View
 	netns  *NetNS
+	specs  *podSpecs // the publisher's: the pods' parsed annotations
 	log    logr.Logger
 
 	mu sync.Mutex
@@ -144,7 +145,7 @@ func newCapturer(o CaptureOptions, p *publisher) *capturer {
 		applier = apply.New()
 	}
 	c := &capturer{applier: applier, options: capture.Options{ProxyUID: o.ProxyUID, Never: o.Never}, resync: cmp.Or(o.Resync, DefaultCaptureResync),
-		mode: p.opts.CaptureMode, issuer: p.opts.Issuer, node: p.node, client: p.client, view: p.view, netns: p.opts.NetNS, log: p.log.WithName("capture"),
+		mode: p.opts.CaptureMode, issuer: p.opts.Issuer, node: p.node, client: p.client, view: p.view, netns: p.opts.NetNS, specs: p.specs, log: p.log.WithName("capture"),
 		programmed: map[types.UID]capturePod{}, failed: map[types.UID]string{}, warned: map[types.NamespacedName]string{}}
 	if o.DNS != nil {
 		c.dns = newDNSServers(*o.DNS, p.opts.MeshDomain, p.log)
@@ -167,7 +168,7 @@ func (c *capturer) capturePods(pods []corev1.Pod, node string, ignored registrat
 		case !ignored.InMesh(pod):
 			left = append(left, pod.UID)
 		default:
-			in = append(in, newCapturePod(pod, path, mode(pod), c.dns != nil))
+			in = append(in, newCapturePod(c.specs, pod, path, mode(pod), c.dns != nil))
 		}
 	}
 	slices.SortFunc(in, func(a, b capturePod) int {
@@ -177,23 +178,22 @@ func (c *capturer) capturePods(pods []corev1.Pod, node string, ignored registrat
 }
 
 // newCapturePod is pod as capture reads it; meshDNS says whether the agent serves the mesh DNS.
-func newCapturePod(pod *corev1.Pod, netns string, mode model.CaptureMode, meshDNS bool) capturePod {
+func newCapturePod(specs *podSpecs, pod *corev1.Pod, netns string, mode model.CaptureMode, meshDNS bool) capturePod {
 	local := model.LocalPod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), NetNS: netns, Capture: mode,
 		MeshDNS: meshDNS && wantsMeshDNS(pod)}
-	local.ExcludeOutboundPorts, local.Upstreams = captureFacts(pod)
+	local.ExcludeOutboundPorts, local.Upstreams = captureFacts(specs.parse(pod))
 	meta := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}}
 	return capturePod{local: local, pod: meta}
 }
 
-// captureFacts are what pod's annotations say to capture: the ports it excludes and the services
-// it calls (internal/portspec, the one parser). Annotations that do not parse say nothing here:
-// the pod is refused registration, with an Event, by the pod reconciler.
-func captureFacts(pod *corev1.Pod) (exclude []int32, upstreams []string) {
-	spec, err := portspec.Parse(pod.Annotations)
+// captureFacts are what a pod's parsed annotations (podSpecs.parse) say to capture: the ports it
+// excludes and the services it calls, copied (the parsed Spec is shared). Annotations that do not
+// parse say nothing here: the pod is refused registration, with an Event, by the pod reconciler.
+func captureFacts(spec portspec.Spec, err error) (exclude []int32, upstreams []string) {
 	if err != nil {
 		return nil, nil
 	}
-	return spec.ExcludeOutboundPorts, spec.Upstreams
+	return slices.Clone(spec.ExcludeOutboundPorts), slices.Clone(spec.Upstreams)
 }
 
 // sync programs every capture pod from mesh m, forgets the pods whose namespace is gone (CNI
@@ -442,7 +442,7 @@ func (c *capturer) Program(ctx context.Context, pod *corev1.Pod, netns string) e
 	if err != nil {
 		mode = c.mode
 	}
-	p := newCapturePod(pod, netns, mode, c.dns != nil)
+	p := newCapturePod(c.specs, pod, netns, mode, c.dns != nil)
 	rs := capture.Build(model.Mesh{Issuer: c.issuer, Services: services}, p.local, c.options)
 	rep, err := c.applier.Sync(netns, rs)
 	c.mu.Lock()

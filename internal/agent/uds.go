@@ -88,6 +88,11 @@ func newUDSResolver(reader client.Reader, opts UDSOptions, log logr.Logger) *uds
 // cache.
 func (r *udsResolver) path(ctx context.Context, pod *corev1.Pod) (string, error) {
 	spec, err := portspec.Parse(pod.Annotations)
+	return r.pathOf(ctx, pod, spec, err)
+}
+
+// pathOf is path with pod's annotations parsed already (spec, or the error that refused them).
+func (r *udsResolver) pathOf(ctx context.Context, pod *corev1.Pod, spec portspec.Spec, err error) (string, error) {
 	if err != nil {
 		return "", nil // the pod is refused as a whole (no MeshEndpoint), elsewhere
 	}

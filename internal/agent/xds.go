@@ -118,6 +118,8 @@ type publisher struct {
 	times *EndpointTimes
 	// uds decides which pods' inbound goes to their Unix socket (LocalPod.UDSPath); nil: none.
 	uds *udsResolver
+	// specs are the node's meshed pods' parsed annotations, kept for the pods of the last listing.
+	specs *podSpecs
 	// leftOut are, by PodKey, why the last listing left each of the node's meshed pods out of the
 	// model: what the debug endpoint says of a pod with no configuration.
 	leftOut atomic.Pointer[map[string]string]
@@ -139,7 +141,7 @@ func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *
 	}
 	p := &publisher{cache: c, client: cl, view: o.View, node: o.NodeName, ignored: o.IgnoredNamespaces, opts: opts,
 		log: log.WithName("xds"), kick: make(chan struct{}, 1), warned: map[types.UID]string{},
-		skipped: map[string]bool{}, times: o.EndpointTimes}
+		skipped: map[string]bool{}, times: o.EndpointTimes, specs: newPodSpecs()}
 	if opts.Capture != nil {
 		p.capture = newCapturer(*opts.Capture, p)
 	}
@@ -374,6 +376,7 @@ func (p *publisher) localPods(ctx context.Context, services []model.Service) ([]
 		out = append(out, lp)
 	}
 	p.leftOut.Store(&leftOut)
+	p.specs.keep(seen)
 	for uid := range p.warned {
 		if !seen[uid] {
 			delete(p.warned, uid)
@@ -413,10 +416,11 @@ func (p *publisher) localPod(ctx context.Context, pod *corev1.Pod, identities ma
 	lp := model.LocalPod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Service: ep.Spec.ServiceName,
 		Address: ep.Spec.Address, Primary: ep.Spec.PrimaryPort, Ports: ep.Spec.Ports, NetNS: netns, Identity: identity,
 		Capture: p.captureMode(ctx, pod)}
-	lp.ExcludeOutboundPorts, lp.Upstreams = captureFacts(pod)
+	spec, specErr := p.specs.parse(pod)
+	lp.ExcludeOutboundPorts, lp.Upstreams = captureFacts(spec, specErr)
 	if p.uds != nil {
 		var err error
-		if lp.UDSPath, err = p.uds.path(ctx, pod); err != nil {
+		if lp.UDSPath, err = p.uds.pathOf(ctx, pod, spec, specErr); err != nil {
 			return model.LocalPod{}, "", err
 		}
 	}
