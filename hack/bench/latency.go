@@ -220,14 +220,12 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 	if err := r.startLatencyAgents(ctx, filepath.Join(cfg.out, "agent"), scratch, agents); err != nil {
 		return res, err
 	}
-	var local []*endpoint
-	for k, a := range agents {
+	var local []*endpoint // the pods on the agents' nodes
+	for _, a := range agents {
 		local = append(local, a.anchors...)
-		for _, c := range changes {
-			if c.agent == k {
-				local = append(local, c.old)
-			}
-		}
+	}
+	for _, c := range changes {
+		local = append(local, c.old)
 	}
 	if err := r.waitRegistered(ctx, local, 5*time.Minute); err != nil {
 		return res, err
@@ -241,7 +239,7 @@ func runLatency(ctx context.Context, cfg config, sz size, built func() (string, 
 	}
 	total := sz.services*sz.endpoints + cfg.agents*len(agents[0].anchors)
 	progress(sz, "latency: waiting for every agent to hold the %d endpoints", total)
-	if err := waitAgents(ctx, agents, 10*time.Minute, countOnly, func(times agent.EndpointTimesAnswer) error {
+	if err := waitAgents(ctx, sz, agents, 10*time.Minute, countOnly, func(times agent.EndpointTimesAnswer) error {
 		if times.Held != total {
 			return fmt.Errorf("its snapshot holds %d of the %d endpoints Healthy", times.Held, total)
 		}
@@ -431,7 +429,7 @@ func (r *run) measureChurn(ctx context.Context, mgr *manager, agents []*latencyA
 	if err := r.churnAt(ctx, changes, r.cfg.churnRate); err != nil {
 		return res, err
 	}
-	if err := waitAgents(ctx, agents, 5*time.Minute, churnFrom, func(times agent.EndpointTimesAnswer) error {
+	if err := waitAgents(ctx, r.size, agents, 5*time.Minute, churnFrom, func(times agent.EndpointTimesAnswer) error {
 		for _, c := range changes {
 			if times.Endpoints[keyOf(c.old)].Dropped.IsZero() {
 				return fmt.Errorf("its snapshot still holds %s", c.old.key)
@@ -667,8 +665,8 @@ func (a *latencyAgent) times(ctx context.Context, since time.Time) (agent.Endpoi
 }
 
 // waitAgents polls every agent's endpoint times (since since) until done says nothing is missing
-// for each.
-func waitAgents(ctx context.Context, agents []*latencyAgent, timeout time.Duration, since time.Time, done func(agent.EndpointTimesAnswer) error) error {
+// for each, telling the size's progress every 15 s.
+func waitAgents(ctx context.Context, sz size, agents []*latencyAgent, timeout time.Duration, since time.Time, done func(agent.EndpointTimesAnswer) error) error {
 	deadline := time.Now().Add(timeout)
 	pending := slices.Clone(agents)
 	reported := time.Now()
@@ -697,7 +695,7 @@ func waitAgents(ctx context.Context, agents []*latencyAgent, timeout time.Durati
 			return fmt.Errorf("%d agents not there within %s; %w", len(pending), timeout, why)
 		}
 		if time.Since(reported) >= 15*time.Second {
-			fmt.Fprintf(os.Stderr, "bench: %s %d of %d agents there; %v\n", time.Now().Format("15:04:05"), len(agents)-len(pending), len(agents), why)
+			progress(sz, "latency: %d of %d agents there; %v", len(agents)-len(pending), len(agents), why)
 			reported = time.Now()
 		}
 		select {

@@ -65,10 +65,3 @@ func (s *podSpecs) keep(keep map[types.UID]bool) {
 		}
 	}
 }
-
-// len is how many pods are remembered.
-func (s *podSpecs) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.byUID)
-}

@@ -60,11 +60,11 @@ func TestPodSpecs(t *testing.T) {
 	if _, err := s.parse(bad); err == nil {
 		t.Error("same resourceVersion: the remembered error is gone")
 	}
-	if n := s.len(); n != 2 {
+	if n := len(s.byUID); n != 2 {
 		t.Errorf("%d pods remembered, want 2 (a and b; c has no resourceVersion)", n)
 	}
 	s.keep(map[types.UID]bool{"b": true})
-	if n := s.len(); n != 1 {
+	if n := len(s.byUID); n != 1 {
 		t.Errorf("after keep(b): %d pods remembered, want 1", n)
 	}
 	if got := upstreams(s, pod("a", "2", "audit")); !slices.Equal(got, []string{"audit"}) {
