@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
 
 	"github.com/aether-mesh/aether-operator/internal/capture/apply/nstest"
 	"github.com/aether-mesh/aether-operator/internal/meshdns"
@@ -179,4 +180,92 @@ func TestNoServerRefusedAtOnce(t *testing.T) {
 	if n := p.resolver.count(); n != 0 {
 		t.Errorf("the resolver was asked %d queries; want none (the redirect holds while no server runs)", n)
 	}
+}
+
+// TestCountedBeforeTheReply: the server counts a query (Config.Observe) before it writes the
+// reply, over UDP and over TCP. While the observer holds the count, nothing has reached the pod's
+// socket; once it returns, the reply comes. So whoever has the reply reads the query counted: a
+// scraper of the agent's aether_agent_dns_queries_total, or a test that reads it after a lookup.
+// (Counted after the write, the reply is in the pod's socket while the observer holds: this test
+// fails.)
+func TestCountedBeforeTheReply(t *testing.T) {
+	p := newMeshPod(t, true)
+	svc := payments(t, p.mesh)
+	name := dns.Fqdn(svc.Name + "." + svc.Namespace + "." + resolve.DefaultMeshDomain)
+	for _, network := range []string{"udp", "tcp"} {
+		t.Run(network, func(t *testing.T) {
+			observed := make(chan string, 1)
+			release := make(chan struct{})
+			p.outcomes.setHook(func(outcome string) {
+				observed <- outcome
+				<-release
+			})
+			t.Cleanup(func() { p.outcomes.setHook(nil) })
+
+			var conn *dns.Conn
+			var err error
+			c := &dns.Client{Net: network}
+			if doErr := p.ns.Do(func() { conn, err = c.Dial(resolverDNS) }); doErr != nil {
+				t.Fatal(doErr)
+			}
+			if err != nil {
+				t.Fatalf("dialling %s over %s from the pod: %v", resolverDNS, network, err)
+			}
+			defer conn.Close()
+			q := new(dns.Msg)
+			q.SetQuestion(name, dns.TypeA)
+			if err := conn.WriteMsg(q); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case outcome := <-observed:
+				if outcome != meshdns.OutcomeMesh {
+					t.Errorf("outcome %q; want %q", outcome, meshdns.OutcomeMesh)
+				}
+			case <-time.After(10 * time.Second):
+				close(release)
+				t.Fatalf("the server did not count the %s query for %s in 10 s", network, name)
+			}
+			// The observer holds: the reply must not be in the pod's socket yet.
+			if n := unread(t, conn); n != 0 {
+				t.Errorf("%d bytes of the reply reached the pod before the query was counted; want none until the observer returns", n)
+			}
+			close(release)
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			reply, err := conn.ReadMsg()
+			if err != nil {
+				t.Fatalf("no reply once the query was counted: %v", err)
+			}
+			if a, ok := first(reply.Answer).(*dns.A); !ok || len(reply.Answer) != 1 || a.A.String() != svc.VIP {
+				t.Errorf("reply %v; want %s's VIP %s", reply.Answer, name, svc.VIP)
+			}
+		})
+	}
+}
+
+// unread is how many bytes wait in conn's socket, unread (SIOCINQ: for UDP the size of the
+// next datagram, for TCP every byte).
+func unread(t *testing.T, conn *dns.Conn) int {
+	t.Helper()
+	raw, err := conn.Conn.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var ioErr error
+	if err := raw.Control(func(fd uintptr) { n, ioErr = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
+		t.Fatal(err)
+	}
+	if ioErr != nil {
+		t.Fatalf("ioctl(SIOCINQ): %v", ioErr)
+	}
+	return n
+}
+
+// first is rrs' first record, nil if none.
+func first(rrs []dns.RR) dns.RR {
+	if len(rrs) == 0 {
+		return nil
+	}
+	return rrs[0]
 }

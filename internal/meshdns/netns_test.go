@@ -143,12 +143,27 @@ type meshPod struct {
 type outcomes struct {
 	mu sync.Mutex
 	n  map[string]int
+	// hook, if set, is called with each outcome before it is counted, on the server's goroutine.
+	hook func(outcome string)
 }
 
 func (o *outcomes) observe(outcome string) {
 	o.mu.Lock()
+	hook := o.hook
+	o.mu.Unlock()
+	if hook != nil {
+		hook(outcome)
+	}
+	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.n[outcome]++
+}
+
+// setHook sets (nil: clears) the hook observe calls.
+func (o *outcomes) setHook(hook func(outcome string)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.hook = hook
 }
 
 func (o *outcomes) get(outcome string) int {

@@ -78,7 +78,9 @@ type Config struct {
 	CacheSize int
 	// UpstreamTimeout bounds one forwarded exchange; DefaultUpstreamTimeout if zero.
 	UpstreamTimeout time.Duration
-	// Observe, if set, is told each query's outcome and how long it took to answer.
+	// Observe, if set, is told each query's outcome and how long it took to answer, before the
+	// reply is written: whoever has the reply can read it counted (a scraper never sees an
+	// answered query uncounted, nor a test that asked).
 	Observe func(outcome string, took time.Duration)
 }
 
@@ -338,10 +340,10 @@ func (s *Server) serveUDP(u *net.UDPConn) {
 		select {
 		case inFlight <- struct{}{}:
 		default:
+			s.observe(OutcomeRefused, start) // before the reply: see Config.Observe
 			if reply := failure(query, dns.RcodeRefused); reply != nil {
 				_, _ = u.WriteToUDPAddrPort(reply, peer)
 			}
-			s.observe(OutcomeRefused, start)
 			continue
 		}
 		s.wg.Go(func() {
@@ -349,10 +351,10 @@ func (s *Server) serveUDP(u *net.UDPConn) {
 			reply, outcome := s.h.answer(s.ctx, query, false, func() (netip.AddrPort, error) {
 				return origDst(s.ct, unix.IPPROTO_UDP, local, peer)
 			})
+			s.observe(outcome, start) // before the reply: see Config.Observe
 			if reply != nil {
 				_, _ = u.WriteToUDPAddrPort(reply, peer)
 			}
-			s.observe(outcome, start)
 		})
 	}
 }
@@ -394,12 +396,12 @@ func (s *Server) serveConn(c *net.TCPConn) {
 		}
 		start := time.Now()
 		reply, outcome := s.h.answer(s.ctx, query, true, dst)
+		s.observe(outcome, start) // before the reply: see Config.Observe
 		if reply != nil {
 			if err := writeFrame(c, reply); err != nil {
 				return
 			}
 		}
-		s.observe(outcome, start)
 	}
 }
 
