@@ -188,7 +188,7 @@ install-plugin: ## Install the kubectl plugin kubectl-aether into PLUGIN_DIR (de
 	  *) echo "installed $(PLUGIN_DIR)/kubectl-aether; $(PLUGIN_DIR) is not on PATH: add it (export PATH=\"$(PLUGIN_DIR):\$$PATH\") for kubectl to find the plugin";; esac
 
 .PHONY: release-plugin
-release-plugin: ## The kubectl plugin's release into bin/release: kubectl-aether for linux and darwin (amd64, arm64) and windows (amd64), one reproducible .tar.gz each, and the krew manifest aether.yaml naming RELEASE_URL/<archive> and its SHA-256 (VERSION=vX.Y.Z).
+release-plugin: ## The kubectl plugin's release into bin/release: kubectl-aether for linux and darwin (amd64, arm64) and windows (amd64), one reproducible .tar.gz each, and the krew manifest aether.yaml naming RELEASE_URL/<archive> and its SHA-256 (VERSION=vX.Y.Z); this machine's archive is unpacked and run, and must say VERSION and COMMIT (the unit tier runs a host build that links what go test compiled, without -trimpath and CGO_ENABLED=0).
 	go run ./hack/release -version "$(VERSION)" -commit "$(COMMIT)" -url "$(RELEASE_URL)" -o bin/release
 
 .PHONY: run

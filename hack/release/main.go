@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 )
 
 func main() {
@@ -22,12 +23,22 @@ func main() {
 	flag.StringVar(&opts.URL, "url", "", "The https:// base URL the archives will be served from; each platform's URL is <url>/<archive>")
 	flag.StringVar(&opts.Out, "o", "bin/release", "The directory to write the archives and aether.yaml into")
 	flag.Parse()
-	opts.Build = goBuild(opts.Version, opts.Commit)
+	opts.Build = goBuild(opts.Version, opts.Commit, shipped)
 	opts.License = licenseFile
 	manifest, err := Release(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)
+	}
+	// The shipped build of this machine's platform, run: the unit tier runs a local build (the
+	// same command without -trimpath and CGO_ENABLED=0, which would compile everything again).
+	if slices.Contains(Platforms, Host()) {
+		if err := checkReleased(opts.Out, opts.Version, opts.Commit); err != nil {
+			fmt.Fprintln(os.Stderr, "release:", err)
+			os.Exit(1)
+		}
+	} else {
+		fmt.Fprintf(os.Stderr, "release: no archive for this machine (%s/%s) to run; the archives are built but not run\n", Host().OS, Host().Arch)
 	}
 	fmt.Println(manifest)
 }

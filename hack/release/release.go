@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 
@@ -187,10 +188,12 @@ type file struct {
 // epoch is every archive entry's time: the same inputs give the same archive, byte for byte.
 var epoch = time.Unix(0, 0).UTC()
 
-// tarGz is a reproducible .tar.gz of files, in order: fixed times and owners.
+// tarGz is a reproducible .tar.gz of files, in order: fixed times and owners. The default
+// level, not the best: on the plugin's 82 MB binary the best took 21 s for an archive 0.7 %
+// smaller than the default's 6 s (measured on a loaded 2-core machine), per platform.
 func tarGz(files []file) ([]byte, error) {
 	var buf bytes.Buffer
-	gz, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	gz, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
 	if err != nil {
 		return nil, err
 	}
@@ -213,15 +216,101 @@ func tarGz(files []file) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// goBuild builds ./cmd/kubectl-aether for a platform, static and stamped with version and commit.
-func goBuild(version, commit string) func(Platform, string) error {
-	return func(p Platform, out string) error {
-		cmd := exec.Command("go", "build", "-trimpath",
-			"-ldflags", "-s -w -X github.com/aether-mesh/aether-operator/internal/version.version="+version+
-				" -X github.com/aether-mesh/aether-operator/internal/version.commit="+commit,
-			"-o", out, "./cmd/kubectl-aether")
-		cmd.Env = append(os.Environ(), "GOOS="+p.OS, "GOARCH="+p.Arch, "CGO_ENABLED=0")
-		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-		return cmd.Run()
+// buildMode says whether a build takes the release's two settings that change how every package
+// compiles, or the go command's defaults for them.
+type buildMode int
+
+const (
+	// shipped is the release's build: CGO_ENABLED=0 (a static binary, whatever the user's libc)
+	// and -trimpath (no path of the build machine in it).
+	shipped buildMode = iota
+	// local leaves those two at the go command's defaults, as go vet and go test compile the
+	// module: a build for the host then only links what they compiled. The shipped settings
+	// compile the plugin's dependencies (about 950 packages) once more in a configuration of
+	// their own, minutes on a loaded machine; the unit tier's run test builds local, and
+	// make release-plugin checks the shipped host binary the same way (checkReleased).
+	local
+)
+
+// buildCommand is the go build of ./cmd/kubectl-aether for p into out, stripped and stamped with
+// version and commit, run from the repository's root.
+func buildCommand(p Platform, version, commit, out string, mode buildMode) *exec.Cmd {
+	args := []string{"build"}
+	env := []string{"GOOS=" + p.OS, "GOARCH=" + p.Arch}
+	if mode == shipped {
+		args = append(args, "-trimpath")
+		env = append(env, "CGO_ENABLED=0")
+	}
+	args = append(args, "-ldflags", "-s -w -X github.com/aether-mesh/aether-operator/internal/version.version="+version+
+		" -X github.com/aether-mesh/aether-operator/internal/version.commit="+commit,
+		"-o", out, "./cmd/kubectl-aether")
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	return cmd
+}
+
+// goBuild is an Options.Build that runs buildCommand.
+func goBuild(version, commit string, mode buildMode) func(Platform, string) error {
+	return func(p Platform, out string) error { return buildCommand(p, version, commit, out, mode).Run() }
+}
+
+// Host is the platform this process runs on.
+func Host() Platform { return Platform{runtime.GOOS, runtime.GOARCH} }
+
+// checkReleased unpacks the host's archive from out and runs its binary: it must say the version
+// and commit the release stamped. A release whose archive for this machine does not run, or
+// runs unstamped, is refused before it is published.
+func checkReleased(out, version, commit string) error {
+	host := Host()
+	archive, err := os.ReadFile(filepath.Join(out, host.Archive(version)))
+	if err != nil {
+		return fmt.Errorf("reading the archive for this machine: %w", err)
+	}
+	files, err := untarGz(archive)
+	if err != nil {
+		return fmt.Errorf("%s: %w", host.Archive(version), err)
+	}
+	dir, err := os.MkdirTemp("", "aether-release-check-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	bin := filepath.Join(dir, host.Bin())
+	if err := os.WriteFile(bin, files[host.Bin()], 0o755); err != nil {
+		return err
+	}
+	got, err := exec.Command(bin, "version", "--client").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s from %s: version --client: %w\n%s", host.Bin(), host.Archive(version), err, got)
+	}
+	if want := "kubectl-aether " + version + " (commit " + commit + ", go"; !strings.HasPrefix(string(got), want) {
+		return fmt.Errorf("%s from %s says %q; want it to start %q (the version and commit the release stamps)",
+			host.Bin(), host.Archive(version), strings.TrimSpace(string(got)), want)
+	}
+	return nil
+}
+
+// untarGz reads every file of a .tar.gz, by name.
+func untarGz(archive []byte) (map[string][]byte, error) {
+	gz, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, err
+		}
+		out[h.Name] = b
 	}
 }

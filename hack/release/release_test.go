@@ -4,16 +4,12 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,26 +39,11 @@ func stubBuild(p Platform, out string) error {
 // untar reads every file of a .tar.gz.
 func untar(t *testing.T, archive []byte) map[string][]byte {
 	t.Helper()
-	gz, err := gzip.NewReader(bytes.NewReader(archive))
+	files, err := untarGz(archive)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string][]byte{}
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[h.Name] = b
-	}
+	return files
 }
 
 // TestManifestNamesEachArchive: the manifest has one platform per target, each with the archive's
@@ -145,30 +126,58 @@ func TestRefusesWhatKrewRefuses(t *testing.T) {
 	}
 }
 
-// TestReleasedPluginRuns: the real build for this machine's platform, archived, unpacked and run,
-// prints the version and commit the release stamped.
+// TestBuildCommand: every platform's build is the go build of ./cmd/kubectl-aether for that
+// GOOS and GOARCH, stripped and stamped with the version and commit; shipped, it is static
+// (CGO_ENABLED=0: it runs whatever the user's libc) and -trimpath (no path of the build machine in
+// the binary); local is the same command without those two, and nothing else differs, so that
+// TestReleasedPluginRuns, which runs a local build, runs the release's command.
+func TestBuildCommand(t *testing.T) {
+	const stamp = "-s -w -X github.com/aether-mesh/aether-operator/internal/version.version=v1.2.3 -X github.com/aether-mesh/aether-operator/internal/version.commit=abc"
+	for _, p := range Platforms {
+		t.Run(p.OS+"/"+p.Arch, func(t *testing.T) {
+			out := "/out/" + p.Bin()
+			for mode, want := range map[buildMode]struct{ args, env []string }{
+				shipped: {
+					[]string{"go", "build", "-trimpath", "-ldflags", stamp, "-o", out, "./cmd/kubectl-aether"},
+					[]string{"GOOS=" + p.OS, "GOARCH=" + p.Arch, "CGO_ENABLED=0"},
+				},
+				local: {
+					[]string{"go", "build", "-ldflags", stamp, "-o", out, "./cmd/kubectl-aether"},
+					[]string{"GOOS=" + p.OS, "GOARCH=" + p.Arch},
+				},
+			} {
+				cmd := buildCommand(p, "v1.2.3", "abc", out, mode)
+				if !slices.Equal(cmd.Args, want.args) {
+					t.Errorf("mode %d: args %q, want %q", mode, cmd.Args, want.args)
+				}
+				// What the build sets is appended to the caller's environment, so that it wins.
+				if env := cmd.Env[len(cmd.Env)-len(want.env):]; !slices.Equal(env, want.env) {
+					t.Errorf("mode %d: environment ends %q, want %q", mode, env, want.env)
+				}
+			}
+		})
+	}
+}
+
+// TestReleasedPluginRuns: the real build for this machine's platform (local: the release's
+// command without -trimpath and CGO_ENABLED=0, so that it links what go vet and go test compiled
+// rather than compiling the plugin's dependencies again; make release-plugin runs the shipped
+// one the same way), archived, unpacked and run, prints the version and commit the release
+// stamped; checked against another commit, the same archive is refused (checkReleased's negative
+// control).
 func TestReleasedPluginRuns(t *testing.T) {
-	host := Platform{runtime.GOOS, runtime.GOARCH}
 	out := t.TempDir()
 	// go build runs in the repository's root, where ./cmd/kubectl-aether is.
 	t.Chdir("../..")
 	if _, err := Release(Options{Version: "v1.2.3", Commit: "0123abc", URL: testURL, Out: out, License: "LICENSE",
-		Build: goBuild("v1.2.3", "0123abc"), Platforms: []Platform{host}}); err != nil {
+		Build: goBuild("v1.2.3", "0123abc", local), Platforms: []Platform{Host()}}); err != nil {
 		t.Fatal(err)
 	}
-	archive, err := os.ReadFile(filepath.Join(out, host.Archive("v1.2.3")))
-	if err != nil {
-		t.Fatal(err)
+	if err := checkReleased(out, "v1.2.3", "0123abc"); err != nil {
+		t.Error(err)
 	}
-	bin := filepath.Join(t.TempDir(), host.Bin())
-	if err := os.WriteFile(bin, untar(t, archive)[host.Bin()], 0o755); err != nil {
-		t.Fatal(err)
-	}
-	got, err := exec.Command(bin, "version", "--client").CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s version --client: %v\n%s", bin, err, got)
-	}
-	if !strings.HasPrefix(string(got), "kubectl-aether v1.2.3 (commit 0123abc, go") {
-		t.Errorf("the released plugin says %q, want its stamped version and commit", got)
+	err := checkReleased(out, "v1.2.3", "4567def")
+	if want := `says "kubectl-aether v1.2.3 (commit 0123abc, go`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("checked against another commit: %v; want an error containing %q", err, want)
 	}
 }
