@@ -152,6 +152,7 @@ func (b *builder) upstreamCluster(u upstream, source, base string, port int32, h
 		ClusterDiscoveryType: b.edsClusterType(),
 		ConnectTimeout:       b.clusterConnectTimeout(),
 		LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
+		CircuitBreakers:      sharedCircuitBreakers,
 	}
 	if http {
 		c.TypedExtensionProtocolOptions = b.httpOptions(what, meshv1alpha1.ProtocolHTTP2)
@@ -195,6 +196,8 @@ func (b *builder) passthroughCluster() *clusterv3.Cluster {
 		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
 		ConnectTimeout:       durationpb.New(connectTimeout),
 		UpstreamBindConfig:   b.podBindConfig(),
+		// The whole node's non-mesh egress goes through this one cluster.
+		CircuitBreakers: sharedCircuitBreakers,
 	}
 	b.check("cluster "+PassthroughCluster, c)
 	what := about{kind: kindCluster, name: PassthroughCluster}
@@ -216,8 +219,9 @@ func (b *builder) blackholeCluster() *clusterv3.Cluster {
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
 		ConnectTimeout:       durationpb.New(connectTimeout),
 		// It has no host, so it opens nothing; bound like every cluster a capture chain reaches,
-		// so that no such cluster is an exception to read past.
+		// and given the same circuit breakers, so that no such cluster is an exception to read past.
 		UpstreamBindConfig: b.podBindConfig(),
+		CircuitBreakers:    sharedCircuitBreakers,
 	}
 	b.check("cluster "+BlackholeCluster, c)
 	return c
@@ -237,6 +241,7 @@ func (b *builder) appClusters(pod model.LocalPod) []*clusterv3.Cluster {
 			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
 			ConnectTimeout:       durationpb.New(connectTimeout),
 			LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
+			CircuitBreakers:      sharedCircuitBreakers,
 			LoadAssignment: &endpointv3.ClusterLoadAssignment{
 				ClusterName: name,
 				Endpoints: []*endpointv3.LocalityLbEndpoints{{
@@ -268,7 +273,8 @@ func appAddress(pod model.LocalPod, port int32) *corev3.Address {
 }
 
 // httpOptions are the typed_extension_protocol_options that make a cluster speak protocol
-// upstream, explicitly: HTTP/2 for ProtocolHTTP2, HTTP/1.1 otherwise.
+// upstream, explicitly: HTTP/2 for ProtocolHTTP2, HTTP/1.1 otherwise, with that protocol's idle
+// timeout (idleTimeout).
 func (b *builder) httpOptions(what about, protocol meshv1alpha1.Protocol) map[string]*anypb.Any {
 	// Every HTTP cluster of one protocol carries the same options: packed (and validated) once
 	// per build and shared, read only, the map too (a build packs thousands of clusters).
@@ -288,7 +294,8 @@ func (b *builder) httpOptions(what about, protocol meshv1alpha1.Protocol) map[st
 		}
 	}
 	opts := &httpv3.HttpProtocolOptions{
-		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: explicit},
+		CommonHttpProtocolOptions: idleTimeout(protocol),
+		UpstreamProtocolOptions:   &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: explicit},
 	}
 	options := map[string]*anypb.Any{httpProtocolOptionsKey: b.packAbout(what.part("HTTP protocol options"), opts)}
 	b.httpOptionsOf = store(b.httpOptionsOf, protocol, options)

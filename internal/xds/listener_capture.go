@@ -466,6 +466,7 @@ func (b *builder) httpManager(name, routes string, http1 *corev3.Http1ProtocolOp
 		HttpProtocolOptions:  http1,
 		Http2ProtocolOptions: http2Options(),
 		AccessLog:            b.httpAccessLog(),
+		StreamIdleTimeout:    durationpb.New(StreamIdleTimeout),
 	}
 	return b.networkFilter(wellknown.HTTPConnectionManager, name, hcm)
 }
@@ -491,7 +492,7 @@ func (b *builder) weightedTCPChain(name string, match *listenerv3.FilterChainMat
 
 // countedTCPChain is weightedTCPChain with its bytes and connections counted under statPrefix.
 func (b *builder) countedTCPChain(name, statPrefix string, match *listenerv3.FilterChainMatch, target []weightedBase) *listenerv3.FilterChain {
-	proxy := &tcpproxyv3.TcpProxy{StatPrefix: statPrefix, AccessLog: b.tcpAccessLog()}
+	proxy := &tcpproxyv3.TcpProxy{StatPrefix: statPrefix, AccessLog: b.tcpAccessLog(), IdleTimeout: durationpb.New(TCPIdleTimeout)}
 	if len(target) == 1 {
 		proxy.ClusterSpecifier = &tcpproxyv3.TcpProxy_Cluster{Cluster: target[0].base}
 		if t, mesh := ParseCluster(target[0].base); mesh && !t.Inbound && b.onDemand() {

@@ -142,6 +142,11 @@ func (b *builder) inboundFloorChain(primary meshv1alpha1.PortProtocol, statPrefi
 func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMatch, domain, identity, cluster string) *listenerv3.FilterChain {
 	routes := &routev3.RouteConfiguration{
 		Name: name,
+		// An inline route configuration validates its clusters by default, and the app cluster
+		// arrives by CDS, which over ADS may come after the listener (a new pod's, on a delta
+		// stream): Envoy would refuse the listener and not be sent it again until it changed. Not
+		// validated, the chain answers 503 (no cluster) until the cluster arrives.
+		ValidateClusters: wrapperspb.Bool(false),
 		VirtualHosts: []*routev3.VirtualHost{{
 			Name:    InboundVirtualHost,
 			Domains: []string{"*"},
@@ -160,8 +165,9 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 		Http2ProtocolOptions: http2Options(),
 		// The destination's side of the retry table (outcome.go): which row applied, for the
 		// caller's proxy.
-		LocalReplyConfig: b.inboundLocalReplies(),
-		AccessLog:        b.httpAccessLog(),
+		LocalReplyConfig:  b.inboundLocalReplies(),
+		AccessLog:         b.httpAccessLog(),
+		StreamIdleTimeout: durationpb.New(StreamIdleTimeout),
 	}
 	callerIdentity(hcm)
 	return &listenerv3.FilterChain{

@@ -39,8 +39,8 @@ import (
 //	                                                       → "app-503"
 //	4 the app closed or reset the connection after it      local reply, flag UC/UR  exact "app-reset", only on
 //	  received the request: GET, HEAD, OPTIONS, TRACE,     → "app-reset"            the route twin matching
-//	  PUT, DELETE only                                                               :method GET|HEAD|OPTIONS|
-//	                                                                                 TRACE|PUT|DELETE
+//	  PUT, DELETE, QUERY only                                                        :method GET|HEAD|OPTIONS|
+//	                                                                                 TRACE|PUT|DELETE|QUERY
 //	5 the HTTP/2 app refused the stream (REFUSED_STREAM):  local reply, flag UR and exact "refused-stream"
 //	  every method                                         details remote_refused_
 //	                                                       stream_reset
@@ -119,8 +119,11 @@ const (
 )
 
 // IdempotentMethods are the methods row 4 replays: idempotent by definition (RFC 9110 section
-// 9.2.2). A method outside this list, one the proxy never heard of included, is not.
-var IdempotentMethods = []string{"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"}
+// 9.2.2), and QUERY, which its specification defines as safe and idempotent (a GET with a body:
+// the request's content says what to read) and which Envoy 1.40 forwards; its body is replayed
+// as a PUT's is (within the request buffer). A method outside this list, one the proxy never
+// heard of included, is not.
+var IdempotentMethods = []string{"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE", "QUERY"}
 
 // IdempotentMethodRegex is the :method matcher of a route's idempotent twin (Envoy matches a
 // safe_regex against the whole value).

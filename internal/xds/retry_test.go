@@ -23,8 +23,8 @@ import (
 // Retried, from the route's retry policy).
 
 // pageIdempotent are the methods row 4 replays (the page: "only GET, HEAD, OPTIONS, TRACE, PUT,
-// DELETE").
-var pageIdempotent = []string{"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"}
+// DELETE"), and QUERY, which its specification defines as safe and idempotent.
+var pageIdempotent = []string{"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE", "QUERY"}
 
 // pageMethods are the methods walked through every row: the idempotent ones, POST and PATCH (the
 // page: "A POST or PATCH your application received is never run again"), and one Envoy passes

@@ -32,8 +32,9 @@ var (
 	// clientRetryHeaders are the request headers Envoy's router reads for retries.
 	clientRetryHeaders = []string{"x-envoy-retry-on", "x-envoy-retry-grpc-on", "x-envoy-max-retries",
 		"x-envoy-retriable-status-codes", "x-envoy-retriable-header-names"}
-	// idempotent are the methods the page lets be replayed after the application received them.
-	idempotent = []string{"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"}
+	// idempotent are the methods the page lets be replayed after the application received them,
+	// and QUERY, safe and idempotent by its own definition.
+	idempotent = []string{"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE", "QUERY"}
 )
 
 const (
@@ -55,7 +56,7 @@ const (
 //   - two retries, 25–250 ms apart, on another host (the previous_hosts predicate);
 //   - retriable_headers on x-aether-outcome only, each an exact value the page allows, and
 //     "app-reset" (the application had the request) only on a route whose match admits only
-//     GET, HEAD, OPTIONS, TRACE, PUT or DELETE;
+//     GET, HEAD, OPTIONS, TRACE, PUT, DELETE or QUERY;
 //
 // and the route configuration removes x-aether-outcome from the responses it forwards and from
 // the requests, and the request headers by which a client asks Envoy's router for more retries
