@@ -123,7 +123,7 @@ cat >"$STATE/cni/net.d/10-aether.conflist" <<JSON
 JSON
 start containerd
 for _ in $(seq 60); do [[ -S /run/containerd/containerd.sock ]] && break; sleep 0.5; done
-images="pause operator testserver spire-server spire-agent"
+images="pause operator testserver spire-server spire-agent envoy"
 for img in $images; do [[ -f bin/images/$img.tar ]] || { make images >/dev/null; break; }; done
 for img in $images; do
   in_node "$RUNTIME/ctr" --address /run/containerd/containerd.sock -n k8s.io images import "bin/images/$img.tar" >/dev/null

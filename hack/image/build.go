@@ -24,6 +24,8 @@ type buildOptions struct {
 	SpireDir     string
 	SpireVersion string
 	CAFile       string
+	// Envoy is what the node Envoy's image is built from; no image when its Dir is empty.
+	Envoy envoyOptions
 	// Build compiles pkg for platform p into out with extra ldflags (tests compile small stand-ins).
 	Build func(p v1.Platform, pkg, out, ldflags string) error
 }
@@ -109,6 +111,16 @@ func buildImages(opts buildOptions, w io.Writer) error {
 		for _, sp := range spireSpecs(opts.SpireDir, opts.SpireVersion) {
 			jobs = append(jobs, job{sp.Name, sp.Archive, []v1.Platform{hostPlatform()}, func(v1.Platform) spec { return sp }})
 		}
+	}
+	if opts.Envoy.Dir != "" {
+		// The wheel's Envoy and the Debian packages are the host's: the host's platform alone,
+		// as SPIRE's. Its files are read once, here, so that a missing one fails before any
+		// archive is written.
+		sp, err := envoySpec(opts.Envoy, hostPlatform())
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, job{sp.Name, sp.Archive, []v1.Platform{hostPlatform()}, func(v1.Platform) spec { return sp }})
 	}
 	for _, j := range jobs {
 		x, err := build(j.platforms, j.specFor)

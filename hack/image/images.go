@@ -69,13 +69,17 @@ type spec struct {
 	Archive    string // <Archive>.tar and <Archive>.digest in the output directory
 	Entrypoint []string
 	User       string
+	Env        []string
 	Labels     map[string]string
 	Files      []file
 }
 
-// file is one file of an image: read from Source on disk, placed at Path with Mode.
+// file is one file of an image, placed at Path with Mode: read from Source on disk, or Data
+// itself when Source is empty, or, when Link is set, a symbolic link to Link.
 type file struct {
 	Source string
+	Data   []byte
+	Link   string
 	Path   string
 	Mode   int64
 }

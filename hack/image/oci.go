@@ -29,7 +29,7 @@ import (
 var epoch = time.Unix(0, 0).UTC()
 
 // image builds sp for platform p: one layer holding sp's files (sorted, owned by root, at epoch),
-// OCI media types, sp's entrypoint, user and labels.
+// OCI media types, sp's entrypoint, user, environment and labels.
 func image(sp spec, p v1.Platform) (v1.Image, error) {
 	raw, err := layerTar(sp.Files)
 	if err != nil {
@@ -54,11 +54,13 @@ func image(sp spec, p v1.Platform) (v1.Image, error) {
 	cfg.Created = v1.Time{Time: epoch}
 	cfg.Config.Entrypoint = sp.Entrypoint
 	cfg.Config.User = sp.User
+	cfg.Config.Env = sp.Env
 	cfg.Config.Labels = sp.Labels
 	return mutate.ConfigFile(img, cfg)
 }
 
-// layerTar is the uncompressed layer: sp's files and their parent directories, sorted by path.
+// layerTar is the uncompressed layer: sp's files (regular files and symbolic links) and their
+// parent directories (0755), sorted by path.
 func layerTar(files []file) ([]byte, error) {
 	sorted := slices.Clone(files)
 	slices.SortFunc(sorted, func(a, b file) int { return strings.Compare(a.Path, b.Path) })
@@ -66,9 +68,12 @@ func layerTar(files []file) ([]byte, error) {
 	tw := tar.NewWriter(&buf)
 	dirs := map[string]bool{}
 	for _, f := range sorted {
-		data, err := os.ReadFile(f.Source)
-		if err != nil {
-			return nil, fmt.Errorf("file %s for %s: %w", f.Source, f.Path, err)
+		data := f.Data
+		if f.Source != "" {
+			var err error
+			if data, err = os.ReadFile(f.Source); err != nil {
+				return nil, fmt.Errorf("file %s for %s: %w", f.Source, f.Path, err)
+			}
 		}
 		name := strings.TrimPrefix(path.Clean(f.Path), "/")
 		var parents []string
@@ -81,6 +86,12 @@ func layerTar(files []file) ([]byte, error) {
 			if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Mode: 0o755, ModTime: epoch, Typeflag: tar.TypeDir, Format: tar.FormatPAX}); err != nil {
 				return nil, err
 			}
+		}
+		if f.Link != "" {
+			if err := tw.WriteHeader(&tar.Header{Name: name, Linkname: f.Link, Mode: 0o777, ModTime: epoch, Typeflag: tar.TypeSymlink, Format: tar.FormatPAX}); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: f.Mode, Size: int64(len(data)), ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
 			return nil, err

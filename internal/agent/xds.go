@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sync/atomic"
@@ -29,6 +30,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/agent/svid"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/netnsprobe"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
@@ -126,6 +128,9 @@ type publisher struct {
 	// demands are the services the node's identities asked for on demand (demand.go); nil
 	// unless the node carries declared upstreams only.
 	demands *demands
+	// noIPv6 is, by network namespace path, whether IPv6 loopback could not be bound there
+	// (model.LocalPod.NoIPv6), probed once per path. Only the rebuild loop touches it.
+	noIPv6 map[string]bool
 }
 
 // newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
@@ -377,6 +382,11 @@ func (p *publisher) localPods(ctx context.Context, services []model.Service) ([]
 	}
 	p.leftOut.Store(&leftOut)
 	p.specs.keep(seen)
+	kept := make(map[string]bool, len(out))
+	for _, lp := range out {
+		kept[lp.NetNS] = true
+	}
+	maps.DeleteFunc(p.noIPv6, func(path string, _ bool) bool { return !kept[path] })
 	for uid := range p.warned {
 		if !seen[uid] {
 			delete(p.warned, uid)
@@ -415,7 +425,7 @@ func (p *publisher) localPod(ctx context.Context, pod *corev1.Pod, identities ma
 	}
 	lp := model.LocalPod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Service: ep.Spec.ServiceName,
 		Address: ep.Spec.Address, Primary: ep.Spec.PrimaryPort, Ports: ep.Spec.Ports, NetNS: netns, Identity: identity,
-		Capture: p.captureMode(ctx, pod)}
+		Capture: p.captureMode(ctx, pod), NoIPv6: p.withoutIPv6(netns)}
 	spec, specErr := p.specs.parse(pod)
 	lp.ExcludeOutboundPorts, lp.Upstreams = captureFacts(spec, specErr)
 	if p.uds != nil {
@@ -444,6 +454,29 @@ func (p *publisher) netns(pod *corev1.Pod) (path, why string) {
 		return "", err.Error()
 	}
 	return path, ""
+}
+
+// withoutIPv6 says whether IPv6 loopback cannot be bound in the network namespace at path (its
+// pod turned IPv6 off), probed the first time the path is seen. A namespace that cannot be entered
+// is taken to have IPv6, as the mesh says, and probed again next time: where no namespace is real
+// (--netns-path-template under make run) nothing binds there anyway.
+func (p *publisher) withoutIPv6(path string) bool {
+	if off, ok := p.noIPv6[path]; ok {
+		return off
+	}
+	on, err := netnsprobe.IPv6Loopback(path)
+	if err != nil {
+		p.log.V(1).Info("Could not read whether the pod's network namespace has IPv6; taking it to have it", "netns", path, "error", err.Error())
+		return false
+	}
+	if p.noIPv6 == nil {
+		p.noIPv6 = map[string]bool{}
+	}
+	p.noIPv6[path] = !on
+	if !on {
+		p.log.Info("The pod's network namespace has IPv6 turned off: its listeners bind IPv4 only", "netns", path)
+	}
+	return !on
 }
 
 // captureMode is pod's annotation's mode, else the agent's. An annotation that names no mode is

@@ -66,6 +66,9 @@ type LocalPod struct {
 	Ports   []meshv1alpha1.PortProtocol
 	// NetNS is the path of the pod's network namespace, as the CNI plugin hands it over.
 	NetNS string
+	// NoIPv6 is true when IPv6 loopback cannot be bound in the pod's namespace (its IPv6 is turned
+	// off): its listeners bind IPv4 only, even in a mesh that uses IPv6.
+	NoIPv6 bool `json:"noIPv6,omitempty"`
 	// Identity is the pod's SPIFFE ID (its ServiceAccount's MeshService identity).
 	Identity string
 	// Capture is the pod's capture mode.

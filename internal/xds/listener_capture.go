@@ -199,13 +199,18 @@ func (b *builder) fail(err error) {
 	}
 }
 
+// podIPv6 says whether pod p's listeners bind IPv6 beside IPv4: when the mesh uses IPv6 and the
+// pod's namespace has it (model.LocalPod.NoIPv6). In a namespace without ::1, Envoy fails the
+// whole listener on its [::1] address, and the pod would lose its IPv4 capture with it.
+func (b *builder) podIPv6(p model.LocalPod) bool { return b.in.ipv6 && !p.NoIPv6 }
+
 // captureListener is pod p's capture listener: 127.0.0.1:18001 in its netns, and [::1]:18001
-// when the mesh uses IPv6.
+// when the mesh uses IPv6 and the pod's namespace has it (podIPv6).
 func (b *builder) captureListener(p model.LocalPod, chains []*listenerv3.FilterChain) *listenerv3.Listener {
 	passthrough := b.tcpChain(CapturePassthroughChain, nil, PassthroughCluster)
 	b.leaveFromThePod(passthrough)
 	var ipv6 []*listenerv3.AdditionalAddress
-	if b.in.ipv6 {
+	if b.podIPv6(p) {
 		ipv6 = []*listenerv3.AdditionalAddress{{Address: netnsAddress(captureListenerAddressIPv6, meshv1alpha1.ProxyCapturePort, p.NetNS)}}
 	}
 	return &listenerv3.Listener{
@@ -245,7 +250,7 @@ func (b *builder) proxyListener(p model.LocalPod, chains []*listenerv3.FilterCha
 		return &listenerv3.Listener{Name: ProxyListener(PodKey(p.Namespace, p.Name))}
 	}
 	var ipv6 []*listenerv3.AdditionalAddress
-	if b.in.ipv6 {
+	if b.podIPv6(p) {
 		ipv6 = []*listenerv3.AdditionalAddress{{Address: netnsAddress(captureListenerAddressIPv6, meshv1alpha1.MeshHTTPPort, p.NetNS)}}
 	}
 	return &listenerv3.Listener{

@@ -111,7 +111,7 @@ func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.L
 	for _, c := range append(slices.Clip(chains), floor) {
 		b.limitConnections(c)
 	}
-	address, also := inboundListenerAddress(p, b.in.ipv6)
+	address, also := inboundListenerAddress(p, b.podIPv6(p))
 	return &listenerv3.Listener{
 		Name:                          InboundListener(pod),
 		Address:                       address,

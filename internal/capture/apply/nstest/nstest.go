@@ -78,6 +78,17 @@ func (ns *NS) AddAddr(t testing.TB, a string) {
 	ip(t, "-n", ns.Name, "addr", "add", a+prefix, "dev", "lo")
 }
 
+// DisableIPv6 turns IPv6 off in the namespace, as sysctl net.ipv6.conf.{all,lo}.disable_ipv6=1
+// would (written to /proc/sys from inside it: /proc/sys/net is the writer's namespace's), as a
+// pod's can be: its loopback loses ::1.
+func (ns *NS) DisableIPv6(t testing.TB) {
+	t.Helper()
+	for _, dev := range []string{"all", "lo"} {
+		file := "/proc/sys/net/ipv6/conf/" + dev + "/disable_ipv6"
+		ip(t, "netns", "exec", ns.Name, "sh", "-c", "echo 1 > "+file)
+	}
+}
+
 // Link joins ns and peer with a veth pair: ns's end holds local, peer's end remote (both in one
 // /24), and ns routes every destination to peer, so that a dial from ns that capture leaves alone
 // reaches peer's servers from ns's address, as a pod's leaves through its interface. Nothing is
