@@ -65,7 +65,9 @@ type envoyOptions struct {
 }
 
 // envoyName is the image's name for release version.
-func envoyName(version string) string { return envoyRepository + ":v" + strings.TrimPrefix(version, "v") }
+func envoyName(version string) string {
+	return envoyRepository + ":v" + strings.TrimPrefix(version, "v")
+}
 
 // tree is a file system read from Debian packages: each regular file and symbolic link by its
 // absolute path, and the package it came from.
@@ -239,8 +241,7 @@ func envoyFiles(opts envoyOptions, p v1.Platform) ([]file, error) {
 	taken := map[string]bool{envoyPath: true}
 	used := map[string]bool{} // the packages files were taken from
 	// take puts path p of the tree into the image, and, when p is a link, what it links to.
-	var take func(p, why string) (string, error)
-	take = func(p, why string) (string, error) {
+	take := func(p, why string) (string, error) {
 		target, ok := t.resolve(p)
 		if !ok {
 			return "", fmt.Errorf("%s: %s is in none of the Debian packages given (%s): add the package that ships it to ENVOY_IMAGE_PACKAGES in the Makefile (dpkg -S %s names it)", why, p, given, p)

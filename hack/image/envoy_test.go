@@ -352,7 +352,7 @@ func TestEnvoyImageRefusesMissingPackages(t *testing.T) {
 		opts envoyOptions
 		want []string
 	}{
-		"an older libc": {old, []string{"needs version GLIBC_", "of libc.so.6, which /lib/x86_64-linux-gnu/libc.so.6 (from libc6_0.0_amd64.deb) does not define"}},
+		"an older libc":  {old, []string{"needs version GLIBC_", "of libc.so.6, which /lib/x86_64-linux-gnu/libc.so.6 (from libc6_0.0_amd64.deb) does not define"}},
 		"no libc6":       {without("libc6"), []string{"needs " + firstNeeded + " (DT_NEEDED)", "/lib/x86_64-linux-gnu", "dpkg -S " + firstNeeded}},
 		"no coreutils":   {without("coreutils"), []string{"/bin/sleep", "config/envoy's DaemonSet runs /bin/sleep", "ENVOY_IMAGE_PACKAGES"}},
 		"a package more": {extra, []string{"no file of the Envoy image comes from unused_1.0_amd64.deb"}},
