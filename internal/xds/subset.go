@@ -20,7 +20,8 @@ import (
 
 // Subset routing: a request chooses which endpoints of a service it may land on with headers.
 //
-//   - x-aether-ip: <ip> and x-aether-pod: <pod> pin one endpoint: exactly it, or 503.
+//   - x-aether-ip: <ip> and x-aether-pod: <pod> pin one endpoint: exactly it, or 503. Both
+//     together pin the endpoint both name: exactly it, or 503 when they name two (or none).
 //   - x-aether-subset-<key>: <value> selects the endpoints that publish <key> with <value>
 //     (metadata.endpoint.aether.io/<key>), strictly: no such endpoint is a 503, never the rest of
 //     the service. Several such headers intersect.
@@ -58,10 +59,10 @@ const (
 )
 
 // subsetSelectorKeys are the key sets of the selectors of a service publishing keys (sorted):
-// ip and pod alone, every non-empty combination of the first MaxCombinedSubsetKeys keys (by
+// ip and pod alone and together (both pins: one more subset per endpoint, as each alone), every non-empty combination of the first MaxCombinedSubsetKeys keys (by
 // size, then in key order), then each further key alone. Each set is sorted.
 func subsetSelectorKeys(keys []string) [][]string {
-	out := [][]string{{SubsetKeyIP}, {SubsetKeyPod}}
+	out := [][]string{{SubsetKeyIP}, {SubsetKeyPod}, {SubsetKeyIP, SubsetKeyPod}}
 	combined := keys[:min(len(keys), MaxCombinedSubsetKeys)]
 	var combos [][]string
 	for mask := 1; mask < 1<<len(combined); mask++ {

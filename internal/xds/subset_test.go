@@ -23,7 +23,8 @@ const (
 // TestSubsetRouting: frontend's requests to payments:8080 with the x-aether-* headers land where
 // the workload page says ("Subset routing and locality", "Provider-defined subsets"), walked
 // through what Build renders by the simulator's subset decision. The expectations are the
-// page's, written by hand: a pin reaches exactly its endpoint or fails 503, a subset is strict,
+// page's, written by hand: a pin reaches exactly its endpoint or fails 503 (both pins: the
+// endpoint both name, or 503 when they name two), a subset is strict,
 // headers intersect, a pin mixed with a subset balances normally, no header changes nothing,
 // and a key beyond the fourth selects alone.
 func TestSubsetRouting(t *testing.T) {
@@ -62,6 +63,8 @@ func TestSubsetRouting(t *testing.T) {
 		{"subset with no endpoint fails", "two keys", map[string]string{"x-aether-subset-version": "v3"}, nil},
 		{"two headers intersect", "two keys", map[string]string{"x-aether-subset-version": "v2", "x-aether-subset-shard": "s2"}, []string{pay2}},
 		{"two headers with an empty intersection fail", "two keys", map[string]string{"x-aether-subset-version": "v1", "x-aether-subset-shard": "s2"}, nil},
+		{"both pins agreeing: that endpoint", "two keys", map[string]string{"x-aether-ip": pay1, "x-aether-pod": "payments-1"}, []string{pay1}},
+		{"both pins disagreeing fail", "two keys", map[string]string{"x-aether-ip": pay1, "x-aether-pod": "payments-2"}, nil},
 		{"pin and subset balance normally", "two keys", map[string]string{"x-aether-ip": pay1, "x-aether-subset-version": "v1"}, all},
 		{"no headers: every endpoint", "two keys", nil, all},
 		{"a key no endpoint publishes: every endpoint", "two keys", map[string]string{"x-aether-subset-color": "red"}, all},

@@ -38,10 +38,10 @@ var pins = map[string]string{pinIPHeader: ipKey, pinPodHeader: podKey}
 //     address, and pod;
 //   - a cluster's lb_subset_config balances over every endpoint when no selector holds the
 //     request's keys (ANY_ENDPOINT), and each selector is strict (NO_FALLBACK: a pin or a subset
-//     without endpoints fails, never spills); a pin's key is alone in its selector; a selector
-//     combines at most four keys;
+//     without endpoints fails, never spills); a pin's key is alone in its selector or with the
+//     other pin's; a selector combines at most four keys;
 //   - an HTTP cluster (it carries HTTP protocol options) whose hosts publish keys has selectors
-//     for ip, pod and each key alone;
+//     for ip, pod and each key alone, and for ip and pod together (both pins);
 //   - every header-to-metadata configuration maps exactly the x-aether-* headers, each into
 //     envoy.lb under its own key, the pins always;
 //   - a virtual host that routes to a cluster with subset keys maps exactly those keys' headers
@@ -117,6 +117,7 @@ func subsetConfig(at string, sc *clusterv3.Cluster_LbSubsetConfig, keys []string
 		out = append(out, fmt.Sprintf("%s: lb_subset_config falls back %s, not ANY_ENDPOINT: a request without subset headers would not be balanced over the service", at, sc.GetFallbackPolicy()))
 	}
 	alone := map[string]bool{}
+	pinned := false // a selector holds both pins
 	for i, s := range sc.GetSubsetSelectors() {
 		sat := fmt.Sprintf("%s: subset_selectors[%d] %q", at, i, s.GetKeys())
 		if s.GetFallbackPolicy() != clusterv3.Cluster_LbSubsetConfig_LbSubsetSelector_NO_FALLBACK {
@@ -125,10 +126,14 @@ func subsetConfig(at string, sc *clusterv3.Cluster_LbSubsetConfig, keys []string
 		if len(s.GetKeys()) > maxCombineKeys {
 			out = append(out, fmt.Sprintf("%s combines %d keys; at most %d combine", sat, len(s.GetKeys()), maxCombineKeys))
 		}
+		bothPins := slices.Equal(s.GetKeys(), []string{ipKey, podKey})
+		if bothPins {
+			pinned = true
+		}
 		for _, k := range s.GetKeys() {
 			switch {
-			case (k == ipKey || k == podKey) && len(s.GetKeys()) > 1:
-				out = append(out, fmt.Sprintf("%s combines the pin %q with other keys: pins are exclusive", sat, k))
+			case (k == ipKey || k == podKey) && len(s.GetKeys()) > 1 && !bothPins:
+				out = append(out, fmt.Sprintf("%s combines the pin %q with other keys: a pin combines with the other pin only", sat, k))
 			case k != ipKey && k != podKey && portspec.ReservedMetadataKey(k):
 				out = append(out, fmt.Sprintf("%s selects on the reserved key %q", sat, k))
 			}
@@ -141,6 +146,9 @@ func subsetConfig(at string, sc *clusterv3.Cluster_LbSubsetConfig, keys []string
 		if !alone[k] {
 			out = append(out, fmt.Sprintf("%s: no selector holds %q alone: a request selecting it alone would balance over the whole service", at, k))
 		}
+	}
+	if !pinned {
+		out = append(out, fmt.Sprintf("%s: no selector holds %q and %q together: a request with both pins would balance over the whole service", at, ipKey, podKey))
 	}
 	return out
 }

@@ -630,12 +630,16 @@ func TestGatesRejectBrokenCopies(t *testing.T) {
 			inboundHCM(t, res, "in_8080", func(h *hcmv3.HttpConnectionManager) { h.GetRouteConfig().RequestHeadersToRemove = nil })
 		}), `listener "inbound_shop/payments-0" chain "in_8080": its routes do not remove x-aether-outcome from requests`},
 		{"subsets: a selector that spills", xdscheck.Subsets, onSubsets(func(t testing.TB, res *xds.Resources) {
-			subsetCluster(t, res).GetLbSubsetConfig().GetSubsetSelectors()[2].FallbackPolicy = clusterv3.Cluster_LbSubsetConfig_LbSubsetSelector_ANY_ENDPOINT
-		}), `cluster "payments.shop.aether.internal:8080|web/frontend": subset_selectors[2] ["shard"] falls back ANY_ENDPOINT, not NO_FALLBACK: a pin or subset without endpoints would spill onto the rest of the service`},
+			subsetCluster(t, res).GetLbSubsetConfig().GetSubsetSelectors()[3].FallbackPolicy = clusterv3.Cluster_LbSubsetConfig_LbSubsetSelector_ANY_ENDPOINT
+		}), `cluster "payments.shop.aether.internal:8080|web/frontend": subset_selectors[3] ["shard"] falls back ANY_ENDPOINT, not NO_FALLBACK: a pin or subset without endpoints would spill onto the rest of the service`},
+		{"subsets: the two pins not selected together", xdscheck.Subsets, onSubsets(func(t testing.TB, res *xds.Resources) {
+			sc := subsetCluster(t, res).GetLbSubsetConfig()
+			sc.SubsetSelectors = append(sc.SubsetSelectors[:2:2], sc.SubsetSelectors[3:]...)
+		}), `cluster "payments.shop.aether.internal:8080|web/frontend": no selector holds "ip" and "pod" together: a request with both pins would balance over the whole service`},
 		{"subsets: a pin combined", xdscheck.Subsets, onSubsets(func(t testing.TB, res *xds.Resources) {
 			s := subsetCluster(t, res).GetLbSubsetConfig().GetSubsetSelectors()[0]
 			s.Keys = append(s.Keys, "version")
-		}), `cluster "payments.shop.aether.internal:8080|web/frontend": subset_selectors[0] ["ip" "version"] combines the pin "ip" with other keys: pins are exclusive`},
+		}), `cluster "payments.shop.aether.internal:8080|web/frontend": subset_selectors[0] ["ip" "version"] combines the pin "ip" with other keys: a pin combines with the other pin only`},
 		{"subsets: a host publishing a reserved key", xdscheck.Subsets, onSubsets(func(t testing.TB, res *xds.Resources) {
 			for _, cla := range res.Endpoints {
 				if cla.GetClusterName() == "payments.shop.aether.internal:8080" {
