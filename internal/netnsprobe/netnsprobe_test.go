@@ -26,4 +26,3 @@ func TestIPv6Loopback(t *testing.T) {
 		t.Error("a path that is no namespace: no error")
 	}
 }
-
