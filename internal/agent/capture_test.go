@@ -128,9 +128,13 @@ func TestCapture(t *testing.T) {
 			t.Errorf("dial %s: %q, want %q", address, got, want)
 		}
 	}
-	if n := captureSyncsTotal(t, apply.Applied); n <= applied {
-		t.Errorf("aether_agent_capture_syncs_total{result=applied} is %v, was %v", n, applied)
-	}
+	// The batch lands (the dial is captured) just before the capturer counts it: poll.
+	testenv.Eventually(t, "the sync counted", func() error {
+		if n := captureSyncsTotal(t, apply.Applied); n <= applied {
+			return fmt.Errorf("aether_agent_capture_syncs_total{result=applied} is %v, was %v", n, applied)
+		}
+		return nil
+	})
 
 	t.Run("a table flushed by hand is repaired within a resync", func(t *testing.T) {
 		repaired := captureSyncsTotal(t, apply.Repaired)
