@@ -8,45 +8,16 @@ import (
 	"testing"
 	"time"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdssim"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
+	"github.com/aether-mesh/aether-operator/internal/xds/xdswalk"
 )
 
-// onDemandFetcher answers the simulator's on-demand requests as the agent does: the name is read
-// back (xds.Demand) against the full model m, and the answer is the cluster of that name, with
-// the load assignment it reads, from a build of m with the service demanded by the identity.
-// Each answer is remembered, as the agent's record is.
+// onDemandFetcher is xdswalk.FetchAsTheAgent, a failed build failing t.
 func onDemandFetcher(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resources, error)) xdssim.Fetcher {
-	return func(name string) (*clusterv3.Cluster, []*endpointv3.ClusterLoadAssignment, bool) {
-		identity, service, ok := xds.Demand(m, name)
-		if !ok {
-			return nil, nil, false
-		}
-		m = xds.WithDemand(m, identity, service)
-		res, err := build(m)
-		if err != nil {
-			t.Errorf("the on-demand answer for %q: Build: %v", name, err)
-			return nil, nil, false
-		}
-		i := slices.IndexFunc(res.Clusters, func(c *clusterv3.Cluster) bool { return c.GetName() == name })
-		if i < 0 {
-			return nil, nil, false
-		}
-		c := res.Clusters[i]
-		assignment := c.GetEdsClusterConfig().GetServiceName()
-		var endpoints []*endpointv3.ClusterLoadAssignment
-		for _, e := range res.Endpoints {
-			if e.GetClusterName() == assignment {
-				endpoints = append(endpoints, e)
-			}
-		}
-		return c, endpoints, true
-	}
+	return xdswalk.FetchAsTheAgent(m, build, func(err error) { t.Errorf("%v", err) })
 }
 
 // TestOnDemand walks the design's distribution (DESIGN section 8; the workload page, "Declaring

@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -25,6 +23,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdssim"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
+	"github.com/aether-mesh/aether-operator/internal/xds/xdswalk"
 )
 
 // TestDialSurfaceLandsWhereStatusSays is the test that keeps status and data plane from ever
@@ -141,7 +140,7 @@ func TestDialSurfaceWalkCatchesDisagreement(t *testing.T) {
 
 // caughtFailures are the failures a negative control caused, but the per-shape summary; of
 // shape sh only, when set.
-func caughtFailures(failures []string, sh shape) []string {
+func caughtFailures(failures []string, sh xdswalk.Shape) []string {
 	var out []string
 	for _, f := range failures {
 		switch {
@@ -162,7 +161,7 @@ func TestDialSurfaceWalkCatchesSlowClients(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		build func(model.Mesh) (xds.Resources, error)
-		shape shape
+		shape xdswalk.Shape
 	}{
 		{"the inspectors never skipped, so a server-first client of a TCP port waits", func(m model.Mesh) (xds.Resources, error) {
 			res, err := xds.Build(m)
@@ -172,7 +171,7 @@ func TestDialSurfaceWalkCatchesSlowClients(t *testing.T) {
 				}
 			}
 			return res, err
-		}, shapeServerFirst},
+		}, xdswalk.ShapeServerFirst},
 		{"the HTTP ports' chains asking for http_inspector's verdict, which a late client never gets", func(m model.Mesh) (xds.Resources, error) {
 			res, err := xds.Build(m)
 			for _, l := range res.Listeners {
@@ -183,7 +182,7 @@ func TestDialSurfaceWalkCatchesSlowClients(t *testing.T) {
 				}
 			}
 			return res, err
-		}, shapeLate},
+		}, xdswalk.ShapeLate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := &recorder{TB: t}
@@ -303,7 +302,7 @@ func swapTCPClusters(res xds.Resources) {
 }
 
 // walkSurfaces walks every surface row of m (see TestDialSurfaceLandsWhereStatusSays) through
-// what build makes of m, each row with every shape of the traffic corpus (corpus.go's table),
+// what build makes of m, each row with every shape of the traffic corpus (xdswalk's table),
 // reporting what differs on t, and returns how many connections it walked. A failure names the
 // client, the row, the shape, what the table wants and what the data plane does.
 func walkSurfaces(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resources, error)) int {
@@ -318,61 +317,39 @@ func walkSurfaces(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resour
 	// A service the node does not carry is fetched on demand (model.UpstreamsDeclared) and then
 	// walks as a carried one.
 	sim.FetchOnDemand(onDemandFetcher(t, m, build))
-	routed := map[string]bool{}
-	for _, r := range m.Routes {
-		for _, p := range r.Parents {
-			routed[p.Namespace+"/"+p.Name] = true
-		}
-	}
 	local := map[string]model.LocalPod{}
 	for _, p := range m.Pods {
 		local[p.Address] = p
 	}
-	shared := sharedPorts(m)
-	failing := map[shape]int{}
+	shared := xdswalk.SharedPorts(m)
+	failing := map[xdswalk.Shape]int{}
 	walked := 0
 	for _, client := range m.Pods {
 		rules := capture.Build(m, client, capture.Options{})
 		if _, err := sim.CaptureRedirects(client.NetNS, rules); err != nil {
 			t.Errorf("%s's capture rules: %v", client.Name, err)
 		}
-		for _, svc := range m.Services {
-			if svc.VIP == "" || svc.Identity == "" || routed[svc.Namespace+"/"+svc.Name] {
+		for _, c := range xdswalk.Cases(m, client) {
+			conn := c.Conn
+			listener, _, err := xdswalk.CapturedBy(sim, client, rules, conn)
+			if err != nil {
+				walked++
+				t.Errorf("%s dials %q (%s): %v", client.Name, c.Row.Address, xdswalk.Describe(conn), err)
 				continue
 			}
-			set := svc.PortSet()
-			fqdn := xds.FQDN(svc.Name, svc.Namespace, m.Domain)
-			// The bare name too, from the service's own namespace (resolve.NamesFrom).
-			for _, name := range resolve.NamesFrom(svc.Name, svc.Namespace, client.Namespace, m.Domain) {
-				for _, template := range resolve.DialSurface(set, m.Issuer) {
-					row := template.For(name)
-					// The 421 bodies name the mesh name's spellings, whichever name the client
-					// used (one answer per authority keeps the route configuration small).
-					row.Result = template.For(fqdn).Result
-					for _, conn := range connections(row, name, svc.VIP, set, client.Capture) {
-						listener, err := capturedBy(sim, client, rules, conn)
-						if err != nil {
-							walked++
-							t.Errorf("%s dials %q (%s): %v", client.Name, row.Address, describe(conn), err)
-							continue
-						}
-						conn.Listener = listener
-						for _, sh := range corpus {
-							walked++
-							if err := walkShape(t, sim, walk{row: row, canonical: conn, shape: sh, name: name, fqdn: fqdn,
-								client: client, local: local, shared: shared}); err != nil {
-								failing[sh]++
-								t.Errorf("%s dials %q, shape %s (%s): %v", client.Name, row.Address, sh, describe(shapeConn(conn, sh, name)), err)
-							}
-						}
-					}
+			conn.Listener = listener
+			for _, sh := range xdswalk.Corpus {
+				walked++
+				if err := walkShape(t, sim, walk{Case: c, canonical: conn, shape: sh, local: local, shared: shared}); err != nil {
+					failing[sh]++
+					t.Errorf("%s dials %q, shape %s (%s): %v", client.Name, c.Row.Address, sh, xdswalk.Describe(xdswalk.ShapeConn(conn, sh, c.Name)), err)
 				}
 			}
 		}
 	}
 	if len(failing) > 0 {
 		var counts []string
-		for _, sh := range corpus {
+		for _, sh := range xdswalk.Corpus {
 			if failing[sh] > 0 {
 				counts = append(counts, fmt.Sprintf("%s: %d", sh, failing[sh]))
 			}
@@ -382,59 +359,32 @@ func walkSurfaces(t testing.TB, m model.Mesh, build func(model.Mesh) (xds.Resour
 	return walked
 }
 
-// walk is one connection of the corpus: a surface row, the connection that row's canonical
-// client makes, and the shape the walk sends instead.
+// walk is one connection of the corpus: a case of the walk, the connection its row's canonical
+// client makes through the listener its capture reaches, and the shape the walk sends instead.
 type walk struct {
-	row       resolve.Dial
+	xdswalk.Case
 	canonical xdssim.Conn
-	shape     shape
-	// name is the name the row spells; fqdn the service's mesh name.
-	name, fqdn string
-	client     model.LocalPod
-	local      map[string]model.LocalPod
-	// shared are the ports where the mesh cannot skip its inspectors (sharedPorts).
+	shape     xdswalk.Shape
+	local     map[string]model.LocalPod
+	// shared are the ports where the mesh cannot skip its inspectors (xdswalk.SharedPorts).
 	shared map[uint32]bool
 }
 
 // walkShape sends w's shape and says how its outcome differs from the table's.
 func walkShape(t testing.TB, sim *xdssim.Sim, w walk) error {
-	conn := shapeConn(w.canonical, w.shape, w.name)
-	want := expected(w.row, w.shape, uint16(conn.DstPort), w.shared[conn.DstPort])
+	conn := xdswalk.ShapeConn(w.canonical, w.shape, w.Name)
+	want := xdswalk.Expected(w.Row, w.shape, uint16(conn.DstPort), w.shared[conn.DstPort])
 	out := sim.Dial(conn)
-	if err := want.check(out, w.row.Result, w.fqdn); err != nil {
+	if err := want.Check(out, w.Row.Result, w.FQDN); err != nil {
 		return fmt.Errorf("want %s; %w", want, err)
 	}
-	if err := fromThePod(out, w.client); err != nil {
+	if err := fromThePod(out, w.Client); err != nil {
 		return err
 	}
-	if want.reaches() {
-		arrive(t, sim, out, w.row, want.protocol(w.row.Result), conn, w.local)
+	if want.Reaches() {
+		arrive(t, sim, out, w.Row, want.Protocol(w.Row.Result), conn, w.local)
 	}
 	return nil
-}
-
-// capturedBy is the listener a connection conn of client's reaches: the one the client's capture
-// rules redirect it to, bound in the client's network namespace at the loopback address of the
-// connection's family, which must be client's capture listener. A connection the rules leave
-// alone (a row connections() walks that the mode does not redirect, such as a port the service
-// does not declare) is walked through the capture listener as ever: its outcome (refused) is
-// the same whether the VIP or the passthrough refuses it.
-func capturedBy(sim *xdssim.Sim, client model.LocalPod, rules capture.Ruleset, conn xdssim.Conn) (string, error) {
-	own := xds.CaptureListener(xds.PodKey(client.Namespace, client.Name))
-	dst, err := netip.ParseAddr(conn.DstIP)
-	if err != nil {
-		return "", err
-	}
-	listener, err := sim.Capture(client.NetNS, rules, netip.AddrPortFrom(dst, uint16(conn.DstPort)))
-	switch {
-	case err != nil:
-		return "", err
-	case listener == "":
-		return own, nil
-	case listener != own:
-		return "", fmt.Errorf("the capture rules redirect it to listener %q, not the pod's capture listener %q", listener, own)
-	}
-	return listener, nil
 }
 
 // fromThePod says whether every upstream connection out opens leaves from client's network
@@ -451,71 +401,6 @@ func fromThePod(out xdssim.Outcome, client model.LocalPod) error {
 		}
 	}
 	return nil
-}
-
-// connections are the connections a client makes for one surface row, to the service's VIP (every
-// name resolves to it); none for the rows its capture mode does not redirect to the proxy, and
-// none for <name>:18081 itself (HostDecides: its Host rows are walked).
-func connections(row resolve.Dial, name, vip string, set interface {
-	Lookup(int32) (meshv1alpha1.Protocol, bool)
-}, mode model.CaptureMode) []xdssim.Conn {
-	const hostRow = resolve.HostRowPrefix
-	scoped := mode == model.CaptureScoped
-	http := func(port int32, host string) xdssim.Conn {
-		return xdssim.Conn{DstIP: vip, DstPort: uint32(port), HTTP: &xdssim.Request{Host: host}}
-	}
-	bytes := func(port int32) xdssim.Conn { return xdssim.Conn{DstIP: vip, DstPort: uint32(port)} }
-	undeclared := undeclaredPort(set)
-	addr := row.Address
-	switch {
-	case row.Outcome == resolve.HostDecides:
-		return nil
-	case strings.HasPrefix(addr, hostRow):
-		host := strings.TrimPrefix(addr, hostRow)
-		if strings.HasSuffix(host, ":"+resolve.AnyOtherPort) {
-			host = strings.TrimSuffix(host, resolve.AnyOtherPort) + strconv.Itoa(int(undeclared))
-		}
-		return []xdssim.Conn{http(meshv1alpha1.MeshHTTPPort, host)}
-	case addr == "http://"+name+"/":
-		if scoped {
-			return nil
-		}
-		return []xdssim.Conn{http(resolve.HTTPPort, name)}
-	case addr == "https://"+name+"/":
-		if scoped {
-			return nil
-		}
-		return []xdssim.Conn{{DstIP: vip, DstPort: uint32(resolve.HTTPSPort), TLS: true, SNI: name, ALPN: []string{"h2", "http/1.1"}}}
-	case addr == name+":"+resolve.AnyOtherPort:
-		if scoped {
-			return nil
-		}
-		return []xdssim.Conn{bytes(undeclared)}
-	}
-	port, err := strconv.Atoi(strings.TrimPrefix(addr, name+":"))
-	if err != nil {
-		panic(fmt.Sprintf("surface row %q is of no shape this walk knows", addr))
-	}
-	if scoped && int32(port) != meshv1alpha1.MeshTCPPort {
-		return nil
-	}
-	if p, ok := set.Lookup(int32(port)); ok && p.IsHTTP() {
-		// <name>:<p>, p HTTP: an HTTP client sends Host name:p.
-		return []xdssim.Conn{http(int32(port), name+":"+strconv.Itoa(port))}
-	}
-	return []xdssim.Conn{bytes(int32(port))}
-}
-
-// undeclaredPort is a port the service does not declare and the mesh does not own.
-func undeclaredPort(set interface {
-	Lookup(int32) (meshv1alpha1.Protocol, bool)
-}) int32 {
-	for _, p := range []int32{7, 1234, 65000, 65001} {
-		if _, ok := set.Lookup(p); !ok {
-			return p
-		}
-	}
-	panic("every candidate port is declared")
 }
 
 // arrive follows a Reaches row to each receiving endpoint on this node: the inbound listener must
@@ -545,24 +430,4 @@ func arrive(t testing.TB, sim *xdssim.Sim, out xdssim.Outcome, row resolve.Dial,
 			}
 		}
 	}
-}
-
-func describe(c xdssim.Conn) string {
-	s := net.JoinHostPort(c.DstIP, strconv.Itoa(int(c.DstPort)))
-	if c.TLS {
-		s += fmt.Sprintf(" TLS sni=%q alpn=%v", c.SNI, c.ALPN)
-	}
-	if c.HTTP != nil {
-		s += " HTTP Host=" + c.HTTP.Host
-		if c.HTTP.HTTP2 {
-			s += " (h2c)"
-		}
-	}
-	if c.FirstBytesAfter > 0 {
-		s += fmt.Sprintf(", first bytes after %s", c.FirstBytesAfter)
-	}
-	if c.ServerFirst {
-		s += ", server-first"
-	}
-	return s
 }
