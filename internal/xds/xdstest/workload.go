@@ -208,10 +208,13 @@ func (s Scenario) Inputs() []model.Input {
 }
 
 // LocalPods are the workloads on ThisNode, sorted by namespace and name.
-func (s Scenario) LocalPods() []model.LocalPod {
+func (s Scenario) LocalPods() []model.LocalPod { return s.localPodsOn(ThisNode) }
+
+// localPodsOn are the workloads on node, sorted by namespace and name.
+func (s Scenario) localPodsOn(node string) []model.LocalPod {
 	var out []model.LocalPod
 	for _, w := range s.Workloads {
-		if w.Node == ThisNode {
+		if w.Node == node {
 			out = append(out, w.Local())
 		}
 	}
@@ -222,14 +225,23 @@ func (s Scenario) LocalPods() []model.LocalPod {
 }
 
 // Node is ThisNode with its locality.
-func Node() model.Node {
-	n := nodes[ThisNode]
+func Node() model.Node { return nodeModel(ThisNode) }
+
+// nodeModel is the scenarios' node name with its locality.
+func nodeModel(name string) model.Node {
+	n := nodes[name]
 	return model.Node{Name: n.Name, Locality: meshv1alpha1.Locality{Region: n.Labels[registration.LabelRegion], Zone: n.Labels[registration.LabelZone]}}
 }
 
-// Mesh is the scenario as Build reads it: every service built by model.BuildService.
-func (s Scenario) Mesh() model.Mesh {
-	m := model.Mesh{Domain: Domain, Issuer: s.Issuer, Node: Node(), Pods: s.LocalPods(), Routes: slices.Clone(s.Routes),
+// Mesh is the scenario as Build reads it for ThisNode: every service built by
+// model.BuildService.
+func (s Scenario) Mesh() model.Mesh { return s.MeshOn(ThisNode) }
+
+// MeshOn is the scenario as the agent of node builds it (ThisNode, SameRegion or OtherRegion):
+// the workloads on node are its local pods and node's locality ranks the endpoints; the services
+// and routes are the mesh's. A live data plane runs one per node its workloads run on.
+func (s Scenario) MeshOn(node string) model.Mesh {
+	m := model.Mesh{Domain: Domain, Issuer: s.Issuer, Node: nodeModel(node), Pods: s.localPodsOn(node), Routes: slices.Clone(s.Routes),
 		Upstreams: s.Upstreams, Demanded: s.Demanded}
 	for _, in := range s.Inputs() {
 		m.Services = append(m.Services, model.BuildService(in))
