@@ -32,6 +32,7 @@ import (
 // of the whole is still checked, once.
 type shared struct {
 	ads            *corev3.ConfigSource
+	edsOnDemand    *corev3.ConfigSource
 	edsType        *clusterv3.Cluster_Type
 	connectTimeout *durationpb.Duration
 	healthyOnly    *clusterv3.Cluster_CommonLbConfig
@@ -92,6 +93,20 @@ func (b *builder) adsConfig(what about) *corev3.ConfigSource {
 	return b.shared.ads
 }
 
+// edsSource is where the clusters' load assignments come from: the ADS config source, with
+// AssignmentFetchTimeout on a node that fetches on demand (warm.go).
+func (b *builder) edsSource(what about) *corev3.ConfigSource {
+	if !b.onDemand() {
+		return b.adsConfig(what)
+	}
+	if b.shared.edsOnDemand == nil {
+		b.shared.edsOnDemand = adsSource()
+		b.shared.edsOnDemand.InitialFetchTimeout = durationpb.New(AssignmentFetchTimeout)
+		b.checkAbout(what.part("EDS config source"), b.shared.edsOnDemand)
+	}
+	return b.shared.edsOnDemand
+}
+
 // edsClusterType is the build's cluster type EDS (a oneof wrapper: Cluster checks its value).
 func (b *builder) edsClusterType() *clusterv3.Cluster_Type {
 	if b.shared.edsType == nil {
@@ -125,7 +140,7 @@ func (b *builder) edsConfig(what about, fqdn string, port int32) *clusterv3.Clus
 	if c, ok := b.shared.edsConfigs[k]; ok {
 		return c
 	}
-	c := &clusterv3.Cluster_EdsClusterConfig{ServiceName: LoadAssignment(fqdn, port), EdsConfig: b.adsConfig(what)}
+	c := &clusterv3.Cluster_EdsClusterConfig{ServiceName: LoadAssignment(fqdn, port), EdsConfig: b.edsSource(what)}
 	b.checkAbout(what.part("EDS config"), c)
 	b.shared.edsConfigs = store(b.shared.edsConfigs, k, c)
 	return c

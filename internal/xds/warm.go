@@ -41,6 +41,20 @@ import (
 // agent answers within one rebuild (its debounce, some 100 ms), so 2 s is ample.
 const OnDemandTimeout = 2 * time.Second
 
+// AssignmentFetchTimeout is, on a node that fetches on demand, how long a cluster Envoy adds waits
+// for its load assignment (its EDS config's initial_fetch_timeout; Envoy's default is 15 s) before
+// it warms with the copy Envoy already holds (Envoy's EDS cache), or none. A load assignment's
+// name carries no source, so a service fetched for a second identity reads one the stream already
+// delivered, and Envoy subscribes to a name once: nothing new is asked for. The agent's xDS server
+// sends the assignment again with each new reader (xdsserver: a load assignment's delta version
+// names its readers), but a delta stream may deliver it before the cluster, when the cluster
+// update waits for the acknowledgement of the previous one (fetches come in bursts); the cluster
+// then waits this long. Measured with a live Envoy 1.40: at the default, every request of the
+// second identity failed at OnDemandTimeout for 15 s (test/envoy's live walk). Short of
+// OnDemandTimeout by the agent's answer (one rebuild); a fresh assignment is delivered in the
+// same round trip as its cluster, well within it.
+const AssignmentFetchTimeout = 500 * time.Millisecond
+
 // OnDemandFilter is the HTTP filter of on-demand cluster discovery.
 const OnDemandFilter = "envoy.filters.http.on_demand"
 

@@ -54,8 +54,13 @@ var kinds = [...]kind{
 	{cachetypes.Secret, resourcev3.SecretType, "secret"},
 }
 
-// secretKind is the index of the secrets in kinds.
-const secretKind = len(kinds) - 1
+// secretKind is the index of the secrets in kinds; clusterKind and endpointKind those of the
+// clusters and their load assignments.
+const (
+	secretKind   = len(kinds) - 1
+	clusterKind  = 0
+	endpointKind = 1
+)
 
 // otherType is the short name of any type outside kinds (a client's typo).
 const otherType = "other"
@@ -134,6 +139,11 @@ type served struct {
 	versionMaps [len(kinds)]map[string]string
 	// groups are the snapshot's resources: a secrets-only change reuses the other four.
 	groups [len(kinds)]cachev3.Resources
+	// readers are, per load assignment, a digest of the names of the clusters that read it, and
+	// assignmentVersions each load assignment's delta version: its content's and its readers'
+	// (stampReaders).
+	readers            map[string]string
+	assignmentVersions map[string]string
 	// secretRefs are the secrets the clusters' and listeners' TLS contexts name (xds.SecretNames).
 	secretRefs map[string]bool
 	// proxyless is set for a proxyless client's snapshot (in the proxyless cache): no secrets.
@@ -158,6 +168,7 @@ func (sv served) snapshot() *cachev3.Snapshot {
 		snap.Resources[k.typ] = sv.groups[i]
 		snap.VersionMap[k.url] = sv.versionMaps[i] // read only, by every snapshot that shares it
 	}
+	snap.VersionMap[kinds[endpointKind].url] = sv.assignmentVersions
 	return snap
 }
 
@@ -428,6 +439,7 @@ func newServed(res xds.Resources, forProxyless bool, last *served) (served, erro
 			return served{}, err
 		}
 	}
+	sv.stampReaders(last)
 	if forProxyless {
 		return sv, nil
 	}
@@ -495,6 +507,62 @@ func (sv *served) set(i int, items []cachetypes.Resource, last *served) (bool, e
 	}
 	sv.versions[i], sv.names[i], sv.items[i] = version, names, slices.Clone(items)
 	return false, nil
+}
+
+// stampReaders makes each load assignment's delta version its content's and its readers': the
+// clusters that read it. Delta xDS sends a resource again only when its version changes, and
+// Envoy subscribes to a load assignment once, whichever of its clusters read it (it sends no new
+// subscription for a name it holds). So a cluster added later that reads an assignment the stream
+// already holds (a service fetched on demand for a second identity, the clusters of a new pod's
+// identity: the assignment's name carries no source) waits, warming, for a delivery that never
+// comes; Envoy 1.40 gives it its cached copy only at the EDS config's initial_fetch_timeout (15 s),
+// while every request for it fails at the on-demand timeout. With the readers in its version the
+// assignment is sent again with the cluster that needs it; its content unchanged, Envoy rebuilds
+// nothing for the clusters that held it. A state-of-the-world stream is left as it was (it reads
+// the kind's version, which stays its content's).
+func (sv *served) stampReaders(last *served) {
+	content := sv.versionMaps[endpointKind]
+	if last != nil && last.readers != nil && last.versions[clusterKind] == sv.versions[clusterKind] {
+		sv.readers = last.readers // the same clusters read the same assignments
+		if last.versions[endpointKind] == sv.versions[endpointKind] {
+			sv.assignmentVersions = last.assignmentVersions
+			return
+		}
+		if len(content) == len(last.assignmentVersions) {
+			// An endpoint change: only the assignments whose content changed are stamped again.
+			stamped := maps.Clone(last.assignmentVersions)
+			for name, version := range content {
+				if last.versionMaps[endpointKind][name] != version {
+					stamped[name] = version + "+" + sv.readers[name]
+				}
+			}
+			sv.assignmentVersions = stamped
+			return
+		}
+	} else {
+		sv.readers = readersOf(sv.hashes[clusterKind])
+	}
+	stamped := make(map[string]string, len(content))
+	for name, version := range content {
+		stamped[name] = version + "+" + sv.readers[name]
+	}
+	sv.assignmentVersions = stamped
+}
+
+// readersOf is, per load assignment the clusters reference, a digest of their names.
+func readersOf(clusters map[string]hashed) map[string]string {
+	by := map[string][]string{}
+	for name, h := range clusters {
+		for _, ref := range h.refs {
+			by[ref] = append(by[ref], name)
+		}
+	}
+	out := make(map[string]string, len(by))
+	for ref, names := range by {
+		slices.Sort(names)
+		out[ref] = cachev3.HashResource([]byte(strings.Join(names, "\n")))
+	}
+	return out
 }
 
 // maxPatched is the most resources of a kind patch replaces; past it, set builds the kind anew.

@@ -139,8 +139,10 @@
 //
 // # What it does not model
 //
-// Listener hand-off to another listener bound to the original destination (reported as
-// ErrHandoff), the filter_chain_matcher API, an allowed CONNECT method (not extended CONNECT:
+// The delivery of the resources: the simulator reads one set of them, as if Envoy held them all,
+// warm (a cluster that waits for a load assignment its stream never sends again, for one, is
+// test/envoy's live walk's to see). Listener hand-off to another listener bound to the original
+// destination (reported as ErrHandoff), the filter_chain_matcher API, an allowed CONNECT method (not extended CONNECT:
 // Envoy's CONNECT upgrade, connect_matcher, a route's connect_config), an HCM's own upgrade filter
 // chains, the HTTP/2 upstream's own allow_connect (RFC 8441 makes the receiver's SETTINGS
 // decide, which Arrive models), the upgraded stream after its headers (the 101 or 200, the
