@@ -294,10 +294,15 @@ func TestGeneratedServiceIsExactlyDerived(t *testing.T) {
 
 // TestHeadlessServiceIsRecreated: a generated Service left headless (clusterIP None: a user
 // went through ExternalName, or an older version wrote it) cannot get a VIP by an update; the
-// controller replaces it.
+// controller replaces it. The Service is in place before a controller runs, as after an upgrade
+// from the version that wrote it: in a namespace the package's manager does not see, the
+// controller of a manager of the test's own starts once the MeshService and the headless Service
+// exist. (With the package's controller watching, it could write the Service with a VIP between
+// the MeshService's creation and the headless one's, and the test failed on "services \"atlas\"
+// already exists".)
 func TestHeadlessServiceIsRecreated(t *testing.T) {
 	ctx := testContext(t)
-	ns := namespaceWithSA(t, ctx, "atlas")
+	ns := isolated(t, ctx, "isolated-headless", "atlas")
 	ms := &meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "atlas"}}
 	if err := env.Client.Create(ctx, ms); err != nil {
 		t.Fatal(err)
@@ -312,6 +317,7 @@ func TestHeadlessServiceIsRecreated(t *testing.T) {
 	if err := env.Client.Create(ctx, headless); err != nil {
 		t.Fatal(err)
 	}
+	isolatedManager(t, ns, DefaultBatchWindow)
 	endpoint(t, ctx, ns, "atlas-0", "atlas", healthy, 8080, 8080, "HTTP")
 	testenv.Eventually(t, "a Service with a VIP replaces the headless one", func() error {
 		got, err := getServed(ctx, ns, "atlas")

@@ -69,7 +69,7 @@ func startManager(e *testenv.Env) (stop func(), err error) {
 
 // isolatedNamespaces are out of the package manager's sight (its cache's field selector): a test
 // there runs a reconciler of its own (called directly, or in a manager of its own) alone.
-var isolatedNamespaces = []string{"isolated-reads", "isolated-burst", "isolated-trickle", "isolated-noissuer", "isolated-verdict", "isolated-prompt", "isolated-lagging"}
+var isolatedNamespaces = []string{"isolated-reads", "isolated-burst", "isolated-trickle", "isolated-noissuer", "isolated-verdict", "isolated-prompt", "isolated-lagging", "isolated-headless"}
 
 // outsideIsolated selects every object outside isolatedNamespaces.
 func outsideIsolated() fields.Selector {
