@@ -46,6 +46,10 @@ const (
 	AtHeader    = "X-Testapp-At"
 	ProtoHeader = "X-Testapp-Proto"
 	HelloPrefix = "testapp-hello"
+	// ResetPath is where an HTTP server takes the request and answers nothing: it aborts the
+	// connection (HTTP/1.1) or the stream (HTTP/2), as an application that crashed with the request
+	// in hand does (the mesh's "app-reset" row: retried for idempotent methods only).
+	ResetPath = "/testapp/reset"
 )
 
 // Serve listens on host for every port and serves until the returned closers are closed. On an
@@ -54,6 +58,7 @@ func Serve(host string, p Ports) ([]io.Closer, error) {
 	var closers []io.Closer
 	mux := http.NewServeMux()
 	mux.HandleFunc(p.HealthPath, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc(ResetPath, func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 			w.Header().Set(AtHeader, local.String())

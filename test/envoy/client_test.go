@@ -6,6 +6,7 @@ package envoy_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -84,7 +85,7 @@ func (c client) send(conn xdssim.Conn, sh xdswalk.Shape) xdswalk.Seen {
 	case conn.TLS:
 		return c.handshake(rec, conn)
 	case conn.HTTP != nil && conn.HTTP.HTTP2:
-		return c.h2c(rec, conn.HTTP.Host)
+		return c.h2c(rec, conn.HTTP)
 	}
 	request := []byte(probe)
 	if conn.HTTP != nil {
@@ -96,7 +97,7 @@ func (c client) send(conn xdssim.Conn, sh xdswalk.Shape) xdswalk.Seen {
 	return c.read(rec, bufio.NewReader(rec), string(request))
 }
 
-// http1Request is req's bytes in HTTP/1.1, or HTTP/1.0 (ab's request: no Connection header),
+// http1Request is req's bytes (its method and path; GET / when unset) in HTTP/1.1, or HTTP/1.0 (ab's request: no Connection header),
 // with WebSocket's upgrade headers when it asks for one.
 func http1Request(req *xdssim.Request) []byte {
 	var b bytes.Buffer
@@ -104,7 +105,8 @@ func http1Request(req *xdssim.Request) []byte {
 	if req.HTTP10 {
 		version = "HTTP/1.0"
 	}
-	fmt.Fprintf(&b, "GET / %s\r\nHost: %s\r\n", version, req.Host)
+	method, path := cmp.Or(req.Method, "GET"), cmp.Or(req.Path, "/")
+	fmt.Fprintf(&b, "%s %s %s\r\nHost: %s\r\n", method, path, version, req.Host)
 	if req.Upgrade != "" {
 		fmt.Fprintf(&b, "Connection: Upgrade\r\nUpgrade: %s\r\n", req.Upgrade)
 	} else if !req.HTTP10 {
@@ -230,9 +232,9 @@ func (c client) handshake(rec *recorder, conn xdssim.Conn) xdswalk.Seen {
 	return refusal("the TLS handshake: ", err)
 }
 
-// h2c sends one GET with prior knowledge of HTTP/2 (Go's client: its preface, SETTINGS and
-// HEADERS at once), for host.
-func (c client) h2c(rec *recorder, host string) xdswalk.Seen {
+// h2c sends one request with prior knowledge of HTTP/2 (Go's client: its preface, SETTINGS and
+// HEADERS at once): r's host, method, path and headers (GET / when unset).
+func (c client) h2c(rec *recorder, r *xdssim.Request) xdswalk.Seen {
 	protocols := new(http.Protocols)
 	protocols.SetUnencryptedHTTP2(true)
 	used := false
@@ -245,11 +247,14 @@ func (c client) h2c(rec *recorder, host string) xdswalk.Seen {
 			return rec, nil
 		}}
 	defer transport.CloseIdleConnections()
-	req, err := http.NewRequest(http.MethodGet, "http://"+rec.RemoteAddr().String()+"/", nil)
+	req, err := http.NewRequest(cmp.Or(r.Method, http.MethodGet), "http://"+rec.RemoteAddr().String()+cmp.Or(r.Path, "/"), nil)
 	if err != nil {
 		return xdswalk.Seen{Kind: xdswalk.SawUnknown, Detail: err.Error()}
 	}
-	req.Host = host
+	req.Host = r.Host
+	for name, value := range r.Headers {
+		req.Header.Set(name, value)
+	}
 	resp, err := transport.RoundTrip(req)
 	if err != nil {
 		if first := rec.first(); bytes.HasPrefix(first, []byte(testapp.HelloPrefix)) {
