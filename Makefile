@@ -128,7 +128,7 @@ test: verify-generated vet lint binaries spire-binaries envoy chart-check rules-
 	$(MAKE) --no-print-directory test-faults
 
 .PHONY: test-envoy
-test-envoy: ## The live Envoy tier: a real Envoy 1.40 (hack/build-envoy.sh) served every golden scenario by the agent's xDS server, its listeners bound in network namespaces (needs root).
+test-envoy: ## The live Envoy tier (needs root, about 3 min): real Envoys 1.40 (hack/build-envoy.sh) served every golden scenario by the agent's xDS server in network namespaces, and the dial-surface walk's traffic through them to real servers, judged by the table and against the simulator.
 	AETHER_ENVOY="$$(hack/build-envoy.sh)/envoy" go test ./test/envoy/... -count=1
 
 .PHONY: test-unit
