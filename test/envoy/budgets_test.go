@@ -27,7 +27,7 @@ func TestCircuitBreakersAreTheNodes(t *testing.T) {
 	}
 	// Lines of the form <cluster>::default_priority::max_connections::<n>.
 	limits := map[string]map[string]int{}
-	for _, line := range strings.Split(string(body), "\n") {
+	for line := range strings.SplitSeq(string(body), "\n") {
 		parts := strings.Split(line, "::")
 		if len(parts) != 4 || parts[1] != "default_priority" {
 			continue
