@@ -273,6 +273,9 @@ func TestDraining(t *testing.T) {
 	// A preStop sleep of 60 s keeps it in drain phase 1 (Draining) for 59 s (drain_test.go).
 	pod := createTerminablePod(t, ctx, ns, "leaving", testNode, ip, port, 60, 90, "example.com/hold")
 	healthIs(t, ns, "leaving", meshv1alpha1.HealthHealthy)
+	// The MeshService controller's verdict is a write of its own: settled first, so that the
+	// rounds below watch the agent alone (TestTwoPhaseDrain).
+	verdictIs(t, ns, "leaving", metav1.ConditionTrue)
 	// A pod beside it whose listener counts the prober's rounds: each round probes it once.
 	witnessIP := newPodIP()
 	witnessPort, probes, stopWitness := listenTCPCounting(t, witnessIP)
@@ -344,6 +347,9 @@ func TestRestart(t *testing.T) {
 		probes[name] = count
 		createPod(t, ctx, ns, name, node, ip, true, map[string]string{portspec.AnnotationProtocol: "tcp", portspec.AnnotationPort: strconv.Itoa(port)})
 		healthIs(t, ns, name, meshv1alpha1.HealthHealthy)
+		// The MeshService controller, which keeps running, writes its verdict on the same
+		// status: settled before the versions are taken, so a later write is the agent's.
+		verdictIs(t, ns, name, metav1.ConditionTrue)
 	}
 	stop()
 

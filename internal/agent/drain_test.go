@@ -215,8 +215,8 @@ func conditionsSummary(ep *meshEndpoint) string {
 	return "[" + strings.Join(out, " ") + "]"
 }
 
-// verdictIs waits until ns/name's endpoint carries the MeshService controller's verdict, Verified
-// with status want.
+// verdictIs waits until ns/name's endpoint carries the MeshService controller's verdict on its
+// current generation, Verified with status want.
 func verdictIs(t *testing.T, ns, name string, want metav1.ConditionStatus) {
 	t.Helper()
 	testenv.Eventually(t, name+" Verified="+string(want), func() error {
@@ -224,8 +224,9 @@ func verdictIs(t *testing.T, ns, name string, want metav1.ConditionStatus) {
 		if err != nil {
 			return err
 		}
-		if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified); c == nil || c.Status != want {
-			return fmt.Errorf("Verified is %+v", c)
+		if c := conditions.Find(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified); c == nil || c.Status != want ||
+			c.ObservedGeneration != ep.Generation {
+			return fmt.Errorf("Verified is %+v on generation %d", c, ep.Generation)
 		}
 		return nil
 	})
