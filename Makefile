@@ -228,7 +228,7 @@ cluster-binaries: ## Build (or reuse) kubelet, kube-controller-manager, kube-sch
 	hack/cluster/build-runtime.sh >/dev/null
 
 .PHONY: cluster-up
-cluster-up: cluster-binaries images ## A single-node cluster in network namespace aether-node with the operator deployed from config/base and SPIRE from config/spire (config/default without the node's Envoy; kubectl: hack/cluster/kubectl.sh).
+cluster-up: cluster-binaries images ## A single-node cluster in network namespace aether-node with the operator deployed from config/default (the node's Envoy from make images' image) and SPIRE from config/spire (kubectl: hack/cluster/kubectl.sh).
 	hack/cluster/up.sh
 	hack/cluster/deploy.sh
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Deploys the operator into the local cluster (hack/cluster/up.sh) the way a user does, but
-# without the node's Envoy (config/envoy, whose envoyproxy/envoy image this cluster cannot pull: its
-# images come from the local import of make images, and no registry is reachable from it), with
-# SPIRE and the CSI node plugin, and the node's CNI dirs under $STATE/cni. One of the documented
+# Deploys the operator into the local cluster (hack/cluster/up.sh) the way a user does, with the
+# node's Envoy (config/envoy), SPIRE and the CSI node plugin, and the node's CNI dirs under
+# $STATE/cni. This cluster's images come from the local import of make images (no registry is
+# reachable from it), so the node Envoy's image is make images' (hack/image envoy.go: the same
+# release binary as envoyproxy/envoy, with the files config/envoy's DaemonSet needs) in place of
+# envoyproxy/envoy: the repository changes, nothing else of the DaemonSet. One of the documented
 # install paths (hack/install/install.sh) is installed for real: the Helm chart, by the documented
-# command with the node's values, or kustomize, config/base with the components config/spire and
-# config/csi through an overlay written to $STATE/deploy. Either way the manager keeps its webhook
+# command with the node's values, or kustomize, config/base with the components config/envoy,
+# config/spire and config/csi through an overlay written to $STATE/deploy. Either way the manager keeps its webhook
 # certificate itself (--cert-rotation: Secret webhook-server-cert and the webhook configurations'
 # caBundle), as on a cluster without cert-manager. test/e2e/cluster/install_test.go dry-runs the
 # other paths against this API server.
@@ -18,7 +20,14 @@ NS=aether-operator-system
 P=$STATE/pki
 log() { echo "cluster-deploy: $*" >&2; }
 
-# config/base and config/spire as they are, but for two things this node lacks:
+# The node Envoy's image, as make images named it in its archive (docker.io/aether/envoy:v<release>):
+# put in place of envoyproxy/envoy by both install paths.
+envoy_image=$(tar -xOf bin/images/envoy.tar index.json | sed -n 's/.*"io.containerd.image.name": *"\([^"]*\)".*/\1/p')
+[[ $envoy_image == *:* ]] || { echo "cluster-deploy: bin/images/envoy.tar names no image (\"$envoy_image\"): run make images" >&2; exit 1; }
+envoy_repository=${envoy_image%:*} envoy_tag=${envoy_image##*:}
+
+# config/base, config/envoy, config/spire and config/csi as they are, but for three things this node lacks:
+# - a registry: the node Envoy's image is the local one above;
 # - its runtime reads its CNI configuration and plugins under $STATE/cni (hack/cluster/up.sh),
 #   not /etc/cni/net.d and /opt/cni/bin, so the agent DaemonSet's two hostPaths point there;
 # - it has no cluster DNS, so the SPIRE agent finds its server by the Service's address, which
@@ -30,15 +39,21 @@ log() { echo "cluster-deploy: $*" >&2; }
 overlay=$STATE/deploy
 mkdir -p "$overlay"
 cat >"$overlay/kustomization.yaml" <<YAML
-# Written by hack/cluster/deploy.sh: config/base, config/spire and config/csi, with the node's CNI dirs under
-# $STATE/cni and the SPIRE server's address from the Service's environment.
+# Written by hack/cluster/deploy.sh: config/base, config/envoy, config/spire and config/csi, with the
+# local Envoy image, the node's CNI dirs under $STATE/cni and the SPIRE server's address from the
+# Service's environment.
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
 - $(realpath --relative-to="$overlay" config/base)
 components:
+- $(realpath --relative-to="$overlay" config/envoy)
 - $(realpath --relative-to="$overlay" config/spire)
 - $(realpath --relative-to="$overlay" config/csi)
+images:
+- name: docker.io/envoyproxy/envoy
+  newName: $envoy_repository
+  newTag: $envoy_tag
 patches:
 - target: {kind: DaemonSet, name: spire-agent}
   patch: |-
@@ -81,15 +96,15 @@ if [[ -z $install ]]; then
 fi
 case $install in
 kustomize)
-  log "kubectl apply -k config/base + config/spire + config/csi (config/default without the node's Envoy, with SPIRE; the node's CNI dirs under $STATE/cni)"
+  log "kubectl apply -k config/base + config/envoy + config/spire + config/csi (config/default with SPIRE; Envoy's image $envoy_image; the node's CNI dirs under $STATE/cni)"
   $K apply -k "$overlay" >/dev/null
   ;;
 helm)
   HELM=$(hack/build-helm.sh 2>/dev/null | tail -1)/helm
-  log "hack/install/install.sh helm: the documented helm install (the chart's defaults: SPIRE on, cert-manager off, the manager's rotation), with Envoy off and the node's CNI dirs under $STATE/cni"
+  log "hack/install/install.sh helm: the documented helm install (the chart's defaults: Envoy on, SPIRE on, cert-manager off, the manager's rotation), with Envoy's image $envoy_image and the node's CNI dirs under $STATE/cni"
   # Helm, like every client, runs inside the node's network namespace.
   HELM=$HELM HELM_ARGS="--kubeconfig $P/admin.kubeconfig" nsenter --net="/run/netns/${AETHER_NETNS:-aether-node}" \
-    hack/install/install.sh helm --set envoy.enabled=false \
+    hack/install/install.sh helm --set envoy.image.repository="$envoy_repository" --set envoy.image.tag="$envoy_tag" \
     --set agent.cni.binDir="$STATE/cni/bin" --set agent.cni.confDir="$STATE/cni/net.d" >/dev/null
   # The kustomize overlay's one patch a chart value does not cover: no cluster DNS here.
   $K -n spire-system patch daemonset spire-agent --type=json \
@@ -121,6 +136,11 @@ rolled_out "$NS" deployment/aether-operator-controller-manager 300s
 log "the manager's webhook certificate: Secret webhook-server-cert ($($K -n "$NS" get secret webhook-server-cert -o jsonpath='{.data.ca\.crt}' | base64 -d | openssl x509 -noout -subject -enddate | tr '\n' ' '))"
 rolled_out "$NS" daemonset/aether-operator-agent 120s
 rolled_out "$NS" daemonset/aether-operator-csi-node 120s
+# The node's Envoy is ready once it holds the agent's first configuration (its /ready, answered by
+# envoy-helper): the agent wrote its bootstrap, Envoy reached the agent's xDS socket and took what
+# it was sent.
+rolled_out "$NS" daemonset/aether-operator-envoy 120s
+log "the node's Envoy: image $($K -n "$NS" get pods -l app.kubernetes.io/name=aether-envoy -o jsonpath='{.items[0].status.containerStatuses[?(@.name=="envoy")].image}'), ready"
 log "the agent's init container chained aether-cni into $STATE/cni/net.d/10-aether.conflist:"
 grep -o '"type": "[a-z-]*"' "$STATE/cni/net.d/10-aether.conflist" | tr '\n' ' ' >&2; echo >&2
 

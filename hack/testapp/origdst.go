@@ -7,8 +7,11 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -109,19 +112,32 @@ const PeerPrefix = "peer"
 // ServePeer answers each connection l accepts with one line, "peer <its source IP>", and closes
 // it: who the server sees calling (a pod's own address, or a node's when a proxy re-opened the
 // connection from the node). It returns when l is closed.
-func ServePeer(l net.Listener) {
+func ServePeer(l net.Listener) { ServePeerAs(l, "", 0) }
+
+// ServePeerAs is ServePeer naming the server too, "peer <source IP> at <name>" when name is set
+// (which of a service's pods a connection reached), and holding each connection delay before it
+// answers: a request in flight, for as long as delay, through whatever carries it (a proxy that
+// stops meanwhile breaks it).
+func ServePeerAs(l net.Listener, name string, delay time.Duration) {
+	suffix := ""
+	if name != "" {
+		suffix = " at " + name
+	}
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			return
 		}
-		peer := c.RemoteAddr().String()
-		if tcp, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-			peer = tcp.IP.String()
-		}
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		_, _ = fmt.Fprintln(c, PeerPrefix+" "+peer)
-		_ = c.Close()
+		go func() {
+			peer := c.RemoteAddr().String()
+			if tcp, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+				peer = tcp.IP.String()
+			}
+			time.Sleep(delay)
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			_, _ = fmt.Fprintln(c, PeerPrefix+" "+peer+suffix)
+			_ = c.Close()
+		}()
 	}
 }
 
@@ -137,4 +153,33 @@ func originalDstAnswer(c net.Conn) string {
 		return "error " + err.Error()
 	}
 	return OriginalDstPrefix + " " + dst.String()
+}
+
+// GetOnce sends GET url with the Host header host (the URL's own when empty) and returns one line:
+// "<status code> <the body's first line>", with "x-aether-error=<value>" before the body when the
+// mesh answered with one, or "error <why>". A mesh routes an HTTP request by its Host, so a client
+// dialling a VIP names the service there.
+func GetOnce(url, host string, timeout time.Duration) string {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return "error " + err.Error()
+	}
+	req.Host = host
+	// A connection per request: each GET is one more trip through capture and the proxy. No
+	// proxy from the environment (Proxy nil): the dial is capture's to take.
+	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "error " + err.Error()
+	}
+	defer func() { _ = resp.Body.Close() }()
+	line, err := bufio.NewReader(io.LimitReader(resp.Body, 4096)).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return fmt.Sprintf("error reading the answer of %s (%d): %v", url, resp.StatusCode, err)
+	}
+	answer := strconv.Itoa(resp.StatusCode)
+	if e := resp.Header.Get("x-aether-error"); e != "" {
+		answer += " x-aether-error=" + e
+	}
+	return answer + " " + strings.TrimSpace(line)
 }

@@ -6,7 +6,8 @@
 // address of its pod. It also plays a meshed pod's capture listener (-original-dst: each
 // connection is answered "original-dst <address:port>", the destination it was dialled to, read
 // with SO_ORIGINAL_DST), a server that names who calls (-peer: "peer <source IP>") and a client of it (-dial: dials, prints the first line answered or
-// "error <why> (after <how long the dial took>)", once or every -dial-every).
+// "error <why> (after <how long the dial took>)", once or every -dial-every), and an HTTP client
+// (-get: the status and the body's first line, the same way).
 //
 //	testserver -http 8080 -h2c 9090 -grpc 9091 -tcp 9000 -health-path /healthz
 //	testserver -original-dst 127.0.0.1:18001
@@ -14,6 +15,7 @@
 //	testserver -peer :19099
 //	testserver -uds /run/app/app.sock
 //	testserver -dial 10.96.0.10:18082 -dial-every 1s
+//	testserver -get http://10.96.0.10:8080/hello -get-host web.shop.aether.internal:8080 -dial-every 1s
 //
 // Where no Envoy can run, -grpc-inbound 18008 stands in for the node Envoy's inbound listener:
 // gRPC over mTLS with the pod's SVID (-identity-dir). In client mode, -proxyless-client
@@ -74,8 +76,11 @@ func main() {
 	originalDst := flag.String("original-dst", "", "address to accept on, answering each connection \"original-dst <its SO_ORIGINAL_DST>\" (a meshed pod's capture listener is 127.0.0.1:18001)")
 	uds := flag.String("uds", "", "path of a unix socket to create (mode 0660) and accept on, answering each connection \"uds <path>\" (an app serving on a Unix socket)")
 	peer := flag.String("peer", "", "address to accept on, answering each connection \"peer <its source IP>\" (who the server sees calling)")
+	peerName := flag.String("peer-name", "", "with -peer: the server's name, added to each answer: \"peer <its source IP> at <name>\" (which pod a connection reached)")
 	dial := flag.String("dial", "", "address to dial; prints the first line answered, or \"error <why>\"")
-	dialEvery := flag.Duration("dial-every", 0, "with -dial: dial again at this interval, forever (0: once, then exit)")
+	dialEvery := flag.Duration("dial-every", 0, "with -dial or -get: dial again at this interval, forever (0: once, then exit)")
+	get := flag.String("get", "", "an http:// URL to GET; prints \"<url> <status> [x-aether-error=<value>] <the body's first line>\", or \"error <why>\"")
+	getHost := flag.String("get-host", "", "with -get: the request's Host header (empty: the URL's), which a mesh routes by")
 	inbound := flag.Int("grpc-inbound", 0, "port of the stand-in for the node Envoy's inbound listener: gRPC (health) over mTLS with the SVID in -identity-dir; 0: none")
 	identityDir := flag.String("identity-dir", proxyless.IdentityDir, "directory of the pod's SVID, key and trust bundle (svid.pem, svid_key.pem, bundle.pem)")
 	trustDomain := flag.String("trust-domain", "aether.internal", "the trust domain whose clients -grpc-inbound accepts")
@@ -84,7 +89,7 @@ func main() {
 	fetchSVID := flag.String("fetch-svid", "", "path of a SPIRE agent's Workload API socket: print \"svid <SPIFFE ID>\" of the pod's X.509 SVID and exit, or exit 1 after -fetch-timeout")
 	fetchTimeout := flag.Duration("fetch-timeout", time.Minute, "with -fetch-svid: how long to keep asking")
 	reusePort := flag.Bool("reuse-port", false, "with -original-dst: bind it with SO_REUSEPORT, so that another process can bind the same address beside this one")
-	answerDelay := flag.Duration("answer-delay", 0, "with -original-dst: hold each connection this long before answering it (a request in flight)")
+	answerDelay := flag.Duration("answer-delay", 0, "with -original-dst or -peer: hold each connection this long before answering it (a request in flight)")
 	drain := flag.Bool("drain", false, "with -original-dst: on SIGTERM, stop accepting (close the listener), answer every connection in flight, then exit; without it SIGTERM exits at once")
 	flag.Parse()
 	if *fetchSVID != "" {
@@ -92,7 +97,11 @@ func main() {
 		return
 	}
 	if *dial != "" {
-		dialLoop(*dial, *dialEvery)
+		dialLoop(*dial, *dialEvery, func() string { return testapp.DialOnce(*dial, 3*time.Second) })
+		return
+	}
+	if *get != "" {
+		dialLoop(*get, *dialEvery, func() string { return testapp.GetOnce(*get, *getHost, 3*time.Second) })
 		return
 	}
 	var draining *testapp.DrainingServer
@@ -144,7 +153,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "testserver: %v\n", err)
 			os.Exit(1)
 		}
-		go testapp.ServePeer(l)
+		go testapp.ServePeerAs(l, *peerName, *answerDelay)
 		fmt.Printf("testserver: answering the peer's address on %s\n", l.Addr())
 	}
 	if _, err := testapp.Serve("", ports); err != nil {
@@ -182,13 +191,13 @@ func main() {
 	}
 }
 
-// dialLoop prints one line per dial of address: what answered, or the error and how long the dial
-// took ("error ... (after 3s)"). With every zero it
+// dialLoop prints one line per dial of address (once returns its answer): what answered, or the
+// error and how long the dial took ("error ... (after 3s)"). With every zero it
 // dials once and exits non-zero on an error.
-func dialLoop(address string, every time.Duration) {
+func dialLoop(address string, every time.Duration, once func() string) {
 	for {
 		began := time.Now()
-		answer := testapp.DialOnce(address, 3*time.Second)
+		answer := once()
 		if strings.HasPrefix(answer, "error") {
 			// A failed dial may have waited out its timeout: its duration tells a reader of the
 			// log (stamped when the line is written) when it began.

@@ -24,18 +24,18 @@ import (
 // selecting app=web, port 8080) and clients that use it. Labelling its pod template
 // aether.io/managed: "true" rolls it into the mesh; the controller adopts the Service read-only
 // (its cluster IP becomes the VIP, the Service is never written), a meshed client's dial to that
-// cluster IP on the declared port is captured in its own network namespace (the stand-in for the
-// node's Envoy on 127.0.0.1:18001 answers with the original destination), and a client outside
-// the mesh still reaches the pods through kube-proxy.
+// cluster IP on the declared port is captured in its own network namespace and carried by the
+// node's Envoy to web's pod (which then sees the node's Envoy calling, not the client), and a
+// client outside the mesh still reaches the pods through kube-proxy.
 var _ = Describe("meshing an application that already has a Service", Ordered, func() {
 	const ns = "adopt"
 	ctx := context.Background()
 	var users *corev1.Service
 	var deploy *appsv1.Deployment
 
-	// The application answers each connection on 8080 with "peer <caller's IP>": who reached it.
-	// Declared 8080=tcp, its health is a TCP connect.
-	app := testServer(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})
+	// The application answers each connection on 8080 with "peer <caller's IP> at <its pod>": who
+	// reached it, and where. Declared 8080=tcp, its health is a TCP connect.
+	app := testServer(peerApp("app", "8080"))
 	// logSays waits until the container's log holds a line starting with line.
 	logSays := func(p *corev1.Pod, container, line string) {
 		GinkgoHelper()
@@ -109,13 +109,26 @@ var _ = Describe("meshing an application that already has a Service", Ordered, f
 		Expect(now.OwnerReferences).To(BeEmpty())
 	})
 
-	It("captures a meshed client's dial to the existing cluster IP on the declared port, with its original destination", func() {
+	It("captures a meshed client's dial to the existing cluster IP on the declared port, and the node's Envoy carries it to web", func() {
 		target := users.Spec.ClusterIP + ":8080"
 		meshed := testPod(ns, "meshed-client", asManaged, withPorts("9000=tcp"), withServiceAccount("client"), withContainers(
-			tcpApp, captureStandIn, dialing("client", target, "1s")))
+			tcpApp, dialing("client", target, "1s")))
 		Expect(k8s.Create(ctx, meshed)).To(Succeed())
 		podsRunning(ctx, meshed)
-		logSays(meshed, "client", target+" original-dst "+target+"\n")
+		// web's one pod, once the rollout into the mesh is over.
+		var web corev1.Pod
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": "web", "aether.io/managed": "true"})).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(1))
+			g.Expect(pods.Items[0].Status.PodIP).NotTo(BeEmpty())
+			web = pods.Items[0]
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		// Through the mesh web sees the node's Envoy calling; through kube-proxy it would see the
+		// client's address, meshed.Status.PodIP.
+		answers := meshAnswers(ctx, &web)
+		Expect(answers).To(HaveLen(1), "one node Envoy")
+		logSays(meshed, "client", target+" "+answers[0]+"\n")
 	})
 
 	It("still serves a client outside the mesh through kube-proxy, straight to the pods", func() {

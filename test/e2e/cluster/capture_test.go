@@ -27,9 +27,13 @@ import (
 // Capture on the real node: the kubelet starts a managed pod, the CNI plugin hands it to the
 // agent, and the agent programs table inet aether in the pod's network namespace (surface mode,
 // the default) before the pod's containers start. Inside that pod one container dials its
-// MeshService's VIP on the mesh's TCP port 18082 and another, on 127.0.0.1:18001 where the
-// node's Envoy would listen, answers with the connection's SO_ORIGINAL_DST (the test server's
-// -original-dst). An unmanaged pod's namespace holds no table.
+// MeshService's VIP on the mesh's TCP port 18082; capture redirects it to 127.0.0.1:18001, where
+// the node's Envoy listens in the pod's namespace, and Envoy, matching the connection's original
+// destination (the VIP and 18082) to the service's chain, carries it over mTLS to the service's
+// default TCP port, 9000, in one of its pods, whose application answers (tcpApp: "peer <the node
+// Envoy's address> at <the pod>"). 18082 is no port of any Service: nothing but the mesh answers
+// there. An
+// unmanaged pod's namespace holds no table.
 var _ = Describe("capture on a real node", Ordered, func() {
 	const ns = "capture"
 	ctx := context.Background()
@@ -45,18 +49,20 @@ var _ = Describe("capture on a real node", Ordered, func() {
 		vip = seedService(ctx, ns, "capture")
 	})
 
-	It("catches a dial to the pod's own service VIP:18082 on 127.0.0.1:18001 in the same pod, with its original destination", func() {
+	It("catches a dial to the pod's own service VIP:18082 on 127.0.0.1:18001 in the same pod, and the node's Envoy carries it to the service by its original destination", func() {
 		target := vip + ":18082"
-		caught = pod("caught", asManaged, withContainers(tcpApp, captureStandIn, dialing("client", target, "1s")))
+		caught = pod("caught", asManaged, withContainers(tcpApp, dialing("client", target, "1s")))
 		plain = pod("plain", withContainers(tcpApp))
 		startPods(ctx, caught, plain)
 
 		// The client prints "<target> <answer>" once a second; the listener may start after it.
+		// The service's pods: seed and caught itself.
+		answers := meshAnswers(ctx, runningPod(ctx, ns, "seed"), caught)
 		logs := clientset().CoreV1().Pods(ns).GetLogs(caught.Name, &corev1.PodLogOptions{Container: "client"})
 		Eventually(func(g Gomega) {
 			out, err := logs.DoRaw(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(string(out)).To(ContainSubstring(target + " original-dst " + target + "\n"))
+			g.Expect(string(out)).To(answeredBy(target, answers))
 		}, time.Minute, time.Second).Should(Succeed())
 	})
 

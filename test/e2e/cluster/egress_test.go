@@ -24,7 +24,8 @@ import (
 // on the node's own address (a host-network pod that answers with the caller's address) and is
 // seen as itself, never redirected to the proxy and never re-opened from the node; in the same
 // pod, a dial of its service's VIP is still captured (127.0.0.1:18001, where the node's Envoy
-// listens, answered here by the test server's SO_ORIGINAL_DST stand-in).
+// listens) and carried to the service: on the mesh's TCP port 18082, which no Service has, so that
+// only the mesh can answer it (tcpApp, on the default TCP port 9000 of one of the service's pods).
 var _ = Describe("a pod's traffic leaves from the pod", Ordered, func() {
 	const (
 		ns       = "egress"
@@ -57,10 +58,10 @@ var _ = Describe("a pod's traffic leaves from the pod", Ordered, func() {
 	})
 
 	It("reaches the node's address from its own address in capture mode all, and a mesh VIP through the proxy", func() {
-		toNode, toVIP := net.JoinHostPort(nodeAddr, peerPort), net.JoinHostPort(vip, "9000")
+		toNode, toVIP := net.JoinHostPort(nodeAddr, peerPort), net.JoinHostPort(vip, "18082")
 		annotations := map[string]string{model.AnnotationCaptureMode: string(model.CaptureAll), "endpoint.aether.io/ports": "9000=tcp"}
 		caller := pod("caller", asManaged, withAnnotations(annotations), withContainers(tcpApp,
-			captureStandIn, dialing("to-node", toNode, "1s"), dialing("to-vip", toVIP, "1s")))
+			dialing("to-node", toNode, "1s"), dialing("to-vip", toVIP, "1s")))
 		Expect(k8s.Create(ctx, caller)).To(Succeed())
 		podsRunning(ctx, caller)
 
@@ -75,7 +76,7 @@ var _ = Describe("a pod's traffic leaves from the pod", Ordered, func() {
 			ContainSubstring(toNode+" peer "+caller.Status.PodIP+"\n"),
 			"the node's server must see the pod (%s), not the node (%s) nor a redirect to the proxy", caller.Status.PodIP, nodeAddr)
 		Eventually(logsOf("to-vip"), time.Minute, time.Second).Should(
-			ContainSubstring(toVIP+" original-dst "+toVIP+"\n"), "a dial of the mesh's VIP is captured in mode all")
+			answeredBy(toVIP, meshAnswers(ctx, runningPod(ctx, ns, "seed"), caller)), "a dial of the mesh's VIP is captured in mode all, and carried by the mesh")
 	})
 
 	AfterAll(func() {

@@ -8,9 +8,7 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -191,23 +189,16 @@ var _ = Describe("Workload identities from SPIRE", Ordered, func() {
 	})
 })
 
-// agentXDSSocket is the node agent's xDS socket as the node's Envoy reaches it: in the agent pod's
-// emptyDir xds-socket (config/agent), under the kubelet's directory on the node, which this
-// process reads directly (it runs on the host's file system, in the node's network namespace).
+// agentXDSSocket is the node agent's xDS socket as the node's Envoy reaches it (xdsSocket): this
+// process reads the node's file system directly (it runs on the host's, in the node's network
+// namespace).
 func agentXDSSocket(ctx context.Context) string {
 	GinkgoHelper()
 	var pods corev1.PodList
 	Expect(k8s.List(ctx, &pods, client.InNamespace("aether-operator-system"),
 		client.MatchingLabels{"app.kubernetes.io/name": "aether-agent"})).To(Succeed())
 	Expect(pods.Items).To(HaveLen(1))
-	dir := "/var/lib/kubelet/pods/" + string(pods.Items[0].UID) + "/volumes/kubernetes.io~empty-dir/xds-socket"
-	// That path is longer than a unix socket address may be (108 bytes): dial it through a
-	// short symbolic link to its directory.
-	short, err := os.MkdirTemp("", "xds")
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(os.RemoveAll, short)
-	Expect(os.Symlink(dir, filepath.Join(short, "d"))).To(Succeed())
-	return "unix://" + filepath.Join(short, "d", "xds.sock")
+	return xdsSocket(&pods.Items[0])
 }
 
 // registrarPID is the process ID, on the node, of the SPIRE registrar (the operator image's

@@ -239,10 +239,9 @@ func (l *load) Summary() string {
 }
 
 // managedPod is a managed pod of ServiceAccount sa declaring ports, serving HTTP on 8080 and TCP on
-// 9000 (the test server), quick to delete; opts add to it.
+// 9000 (tcpApp: "peer <caller>" there), quick to delete; opts add to it.
 func managedPod(ns, name, sa, ports string, opts ...podOption) *corev1.Pod {
-	return testPod(ns, name, append([]podOption{asManaged, withPorts(ports), withServiceAccount(sa),
-		withContainers(corev1.Container{Name: "app", Args: []string{"-http", "8080", "-tcp", "9000"}})}, opts...)...)
+	return testPod(ns, name, append([]podOption{asManaged, withPorts(ports), withServiceAccount(sa), withContainers(tcpApp)}, opts...)...)
 }
 
 // setPorts changes pod ns/name's endpoint.aether.io/ports to ports (a merge patch).

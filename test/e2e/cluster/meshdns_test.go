@@ -27,27 +27,28 @@ import (
 // reads the pod's resolv.conf: this cluster has no cluster DNS, so the kubelet's resolv.conf names
 // no nameserver and the resolver asks 127.0.0.1:53). Capture redirects the query to the agent's
 // mesh DNS in the pod's namespace, which answers the VIP; the dial to VIP:18082 is then captured
-// like any VIP dial (another container answers on 127.0.0.1:18001 with the original destination).
+// like any VIP dial, and the node's Envoy carries it to the service's default TCP port in one of
+// its pods (tcpApp answers "peer <the node Envoy's address> at <that pod>").
 // A meshed pod that opts out (aether.io/mesh-dns: "false") has capture but no DNS rule, and an
 // unmeshed pod no table at all: their DNS is untouched.
 var _ = Describe("mesh DNS on a real node", Ordered, func() {
 	const ns = "meshdns"
 	ctx := context.Background()
-	var vip string
 	var caught, optedOut, plain *corev1.Pod
 
 	pod := podBuilder(ns, withPorts("9000=tcp"), withServiceAccount("payments"))
 
 	BeforeAll(func() {
-		vip = seedService(ctx, ns, "payments")
+		// The seed gives payments its VIP: the mesh DNS answers the name with it.
+		seedService(ctx, ns, "payments")
 	})
 
 	It("resolves the service's mesh name in a meshed pod, and the dial by that name is captured", func() {
 		target := "payments." + ns + ".aether.internal:18082"
 		dialer := dialing("client", target, "1s")
-		caught = pod("caught", asManaged, withContainers(tcpApp, captureStandIn, dialer))
+		caught = pod("caught", asManaged, withContainers(tcpApp, dialer))
 		optedOut = pod("opted-out", asManaged, withAnnotations(map[string]string{portspec.AnnotationMeshDNS: portspec.MeshDNSOff}),
-			withContainers(tcpApp, captureStandIn, dialer))
+			withContainers(tcpApp, dialer))
 		plain = pod("plain", withContainers(tcpApp, dialer))
 		startPods(ctx, caught, optedOut, plain)
 
@@ -56,14 +57,16 @@ var _ = Describe("mesh DNS on a real node", Ordered, func() {
 			Expect(err).NotTo(HaveOccurred())
 			return string(out)
 		}
-		want := target + " original-dst " + vip + ":18082\n"
-		Eventually(func() string { return logs(caught) }, time.Minute, time.Second).Should(ContainSubstring(want))
+		// The service payments' pods, all three of this spec's meshed pods: the name took the dial
+		// to payments' VIP, the one the chain Envoy matched belongs to, on its default TCP port.
+		answers := meshAnswers(ctx, runningPod(ctx, ns, "seed"), caught, optedOut)
+		Eventually(func() string { return logs(caught) }, time.Minute, time.Second).Should(answeredBy(target, answers))
 		// The pods whose DNS is left alone cannot resolve the mesh name (no cluster DNS here):
 		// their dials fail to resolve, and never reach the VIP.
 		for _, p := range []*corev1.Pod{optedOut, plain} {
 			Eventually(func() string { return logs(p) }, time.Minute, time.Second).Should(ContainSubstring(target+" error"),
 				"pod %s", p.Name)
-			Expect(logs(p)).NotTo(ContainSubstring("original-dst"), "pod %s", p.Name)
+			Expect(logs(p)).NotTo(ContainSubstring(target+" peer "), "pod %s", p.Name)
 		}
 	})
 

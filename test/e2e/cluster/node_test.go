@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/aether-operator/internal/testenv"
+	"github.com/aether-mesh/aether-operator/internal/xdsserver"
 )
 
 // What the fault specs do to the node itself: they run on it (in its network namespace, on its
@@ -234,16 +235,59 @@ func agentMetric(g Gomega, name, labels string) float64 {
 	return sum
 }
 
-// xdsSocket is the address of the agent's xDS socket (xdsserver.DefaultAddress, in its pod's
-// memory-backed emptyDir xds-socket, which the node's Envoy shares in config/default), as the
-// node sees it: through a short symbolic link to that directory, whose own path is longer than
-// a unix socket address may be (108 bytes), as agentXDSSocket does.
+// xdsSocket is the address of the agent's xDS socket as the node sees it: where the agent's
+// --xds-address puts it inside its container (xdsserver.DefaultAddress, in its pod's emptyDir
+// xds-socket, config/agent; with the node's Envoy, config/envoy, the host directory
+// /var/run/aether/proxy, which Envoy's pods mount too), found on the node through the container's
+// volume mounts (this process runs on the host's file system, in the node's network namespace),
+// and dialled through a short symbolic link to its directory, as a kubelet volume's path is longer
+// than a unix socket address may be (108 bytes).
 func xdsSocket(agent *corev1.Pod) string {
 	GinkgoHelper()
-	dir := filepath.Join("/var/lib/kubelet/pods", string(agent.UID), "volumes", "kubernetes.io~empty-dir", "xds-socket")
+	dir, name := agentSocketOnNode(agent)
 	short, err := os.MkdirTemp("", "xds")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(os.RemoveAll, short)
 	Expect(os.Symlink(dir, filepath.Join(short, "d"))).To(Succeed())
-	return "unix://" + filepath.Join(short, "d", "xds.sock")
+	return "unix://" + filepath.Join(short, "d", name)
+}
+
+// agentSocketOnNode is the node's directory holding the agent container's --xds-address socket,
+// and the socket's name: the volume mounted at the longest prefix of its path, a hostPath (its
+// path on the node) or an emptyDir (under the kubelet's pod directory).
+func agentSocketOnNode(agent *corev1.Pod) (dir, name string) {
+	GinkgoHelper()
+	var c *corev1.Container
+	for i := range agent.Spec.Containers {
+		if agent.Spec.Containers[i].Name == "agent" {
+			c = &agent.Spec.Containers[i]
+		}
+	}
+	Expect(c).NotTo(BeNil(), "pod %s has no container agent", agent.Name)
+	socket := strings.TrimPrefix(xdsserver.DefaultAddress, "unix://")
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--xds-address="); ok {
+			Expect(v).To(HavePrefix("unix://"), "the agent's --xds-address")
+			socket = strings.TrimPrefix(v, "unix://")
+		}
+	}
+	var mount *corev1.VolumeMount
+	for i, m := range c.VolumeMounts {
+		if strings.HasPrefix(filepath.Dir(socket)+"/", strings.TrimSuffix(m.MountPath, "/")+"/") && (mount == nil || len(m.MountPath) > len(mount.MountPath)) {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	Expect(mount).NotTo(BeNil(), "no volume of the agent's holds its xDS socket %s", socket)
+	rest, _ := filepath.Rel(mount.MountPath, filepath.Dir(socket))
+	for _, v := range agent.Spec.Volumes {
+		switch {
+		case v.Name != mount.Name:
+		case v.HostPath != nil:
+			return filepath.Join(v.HostPath.Path, rest), filepath.Base(socket)
+		case v.EmptyDir != nil:
+			return filepath.Join("/var/lib/kubelet/pods", string(agent.UID), "volumes", "kubernetes.io~empty-dir", v.Name, rest), filepath.Base(socket)
+		}
+	}
+	Fail(fmt.Sprintf("the agent's volume %s, which holds its xDS socket %s, is neither a hostPath nor an emptyDir", mount.Name, socket))
+	return "", ""
 }

@@ -112,12 +112,73 @@ func withVolumes(volumes ...corev1.Volume) podOption {
 	return func(p *corev1.Pod) { p.Spec.Volumes = append(p.Spec.Volumes, volumes...) }
 }
 
-// tcpApp is the test server answering on TCP port 9000: the application of the capture specs' pods.
-var tcpApp = corev1.Container{Name: "app", Args: []string{"-tcp", "9000"}}
+// tcpApp is the application of the capture specs' pods. Their ports, "9000=tcp", leave the
+// default HTTP port 8080 their primary, which the agent probes (GET /): it serves HTTP there, so
+// that the endpoint is healthy (the node's Envoy sends nothing to an unhealthy one: it closes the
+// connection). On TCP port 9000, their default TCP port (what <VIP>:18082 reaches), it speaks
+// first and closes: "peer <the caller's address> at <its pod's name>". A dial the mesh carried is
+// answered with the node Envoy's address as the caller (meshAnswers): the destination's inbound
+// listener hands the connection to the application from the Envoy's own pod; one that reached a
+// pod directly, through kube-proxy, with the dialler's.
+var tcpApp = peerApp("app", "9000", "-http", "8080")
 
-// captureStandIn stands in for the node's proxy inside a pod: on 127.0.0.1:18001, where capture
-// sends the pod's dials, it answers each with "original-dst <the dial's original destination>".
-var captureStandIn = corev1.Container{Name: "proxy", Args: []string{"-original-dst", "127.0.0.1:18001"}}
+// peerApp is container name answering on TCP port "peer <the caller's address> at <its pod's
+// name>" (tcpApp's answer), with the test server's other flags args.
+func peerApp(name, port string, args ...string) corev1.Container {
+	return corev1.Container{Name: name, Args: append(args, "-peer", ":"+port, "-peer-name", "$(POD_NAME)"),
+		Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}
+}
+
+// meshAnswers are the answers a dial gets when the mesh carries it to tcpApp in one of pods:
+// "peer <a node Envoy's address> at <that pod's name>", for every Envoy running (two during the
+// node Envoy's handover) and every pod.
+func meshAnswers(ctx context.Context, pods ...*corev1.Pod) []string {
+	GinkgoHelper()
+	var envoys corev1.PodList
+	Expect(k8s.List(ctx, &envoys, client.InNamespace(operatorNamespace), client.MatchingLabels{"app.kubernetes.io/name": "aether-envoy"})).To(Succeed())
+	var out []string
+	for _, e := range envoys.Items {
+		if e.Status.PodIP == "" {
+			continue
+		}
+		for _, p := range pods {
+			out = append(out, "peer "+e.Status.PodIP+" at "+p.Name)
+		}
+	}
+	Expect(out).NotTo(BeEmpty(), "no node Envoy runs with an address")
+	return out
+}
+
+// steadilyCarried checks that the dial log of container in pod ns/name holds, over the last
+// window, at least three dials, every one answered with one of answers: the mesh carries the
+// pod's dials steadily. While a spec's pods start, the node's Envoy is sent new listeners for each
+// (a connection still in a listener's filters when that listener is replaced is closed), so a
+// spec that counts failed dials starts from here.
+func steadilyCarried(g Gomega, ns, name, container string, answers []string, window time.Duration) {
+	dials := containerDialLog(g, ns, name, container, time.Now().Add(-window))
+	g.Expect(len(dials)).To(BeNumerically(">=", 3), "dials of %s/%s in the last %s", name, container, window)
+	for _, d := range dials {
+		g.Expect(answers).To(ContainElement(d.Answer), "%s/%s's dial at %s", name, container, d.At.Format(time.RFC3339Nano))
+	}
+}
+
+// runningPod waits until pod ns/name runs with an IP, and returns it.
+func runningPod(ctx context.Context, ns, name string) *corev1.Pod {
+	GinkgoHelper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	podsRunning(ctx, p)
+	return p
+}
+
+// answeredBy matches a dial log (lines "<target> <answer>") holding a line of target answered
+// with one of answers.
+func answeredBy(target string, answers []string) OmegaMatcher {
+	var lines []OmegaMatcher
+	for _, a := range answers {
+		lines = append(lines, ContainSubstring(target+" "+a+"\n"))
+	}
+	return Or(lines...)
+}
 
 // dialing is a container name that dials target every period and logs "<target> <answer>".
 func dialing(name, target, every string) corev1.Container {
@@ -135,8 +196,8 @@ func seedService(ctx context.Context, ns, sa string) string {
 }
 
 // createWeb creates web in ns: the Service web (ClusterIP, port 8080, selecting app=web) and its
-// one meshed pod web-0 (service account web), answering "peer <caller>" on 8080. It returns the
-// Service, with its cluster IP.
+// one meshed pod web-0 (service account web), answering "peer <caller> at web-0" on 8080 (peerApp).
+// It returns the Service, with its cluster IP.
 func createWeb(ctx context.Context, ns string) *corev1.Service {
 	GinkgoHelper()
 	web := &corev1.Service{
@@ -146,7 +207,7 @@ func createWeb(ctx context.Context, ns string) *corev1.Service {
 	}
 	Expect(k8s.Create(ctx, web)).To(Succeed())
 	Expect(k8s.Create(ctx, testPod(ns, "web-0", withLabels(map[string]string{"app": "web"}), asManaged, withPorts("8080=tcp"),
-		withServiceAccount("web"), withContainers(corev1.Container{Name: "app", Args: []string{"-peer", ":8080"}})))).To(Succeed())
+		withServiceAccount("web"), withContainers(peerApp("app", "8080"))))).To(Succeed())
 	return web
 }
 

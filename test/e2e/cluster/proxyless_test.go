@@ -24,54 +24,33 @@ import (
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
-	"github.com/aether-mesh/aether-operator/internal/spiffetest"
 )
 
 // Proxyless gRPC on a real node: a client pod (the test server in client mode) annotated
 // aether.io/proxyless: "grpc" gets its bootstrap from the pod webhook and its configuration from
 // the node agent's proxyless socket, and balances its RPCs over the three pods of a gRPC service,
-// reaching each at <pod IP>:18008 over mTLS (the test server stands in for the node's Envoy's
-// inbound listener there: no Envoy image can be pulled). Until the identity issue wires SPIRE,
-// the pods' SVIDs come from a test CA, as Secrets mounted where the bootstrap reads them.
+// reaching each at <pod IP>:18008 over mTLS, where the node's Envoy's inbound listener terminates
+// it and hands the RPC to the pod's gRPC server. Both ends' SVIDs are SPIRE's: the client's files
+// from the webhook's aether-identity sidecar (where its bootstrap reads them), the server's by SDS
+// to Envoy, each verified against the mesh's bundle and pinned to the other's SPIFFE ID.
 var _ = Describe("proxyless gRPC", Ordered, func() {
 	const ns = "proxyless"
 	ctx := context.Background()
 	var payments *appsv1.Deployment
 
-	// identitySecret is name's Secret holding an SVID of spiffe://aether.internal/ns/proxyless/sa/<sa>.
-	identitySecret := func(ca *spiffetest.CA, name, sa string) *corev1.Secret {
-		cert, key, err := ca.Issue("spiffe://aether.internal/ns/" + ns + "/sa/" + sa)
-		Expect(err).NotTo(HaveOccurred())
-		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Data: map[string][]byte{"svid.pem": cert, "svid_key.pem": key, "bundle.pem": ca.BundlePEM}}
-	}
-	identityVolume := func(secret string) (corev1.Volume, corev1.VolumeMount) {
-		return corev1.Volume{Name: "identity", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}},
-			corev1.VolumeMount{Name: "identity", MountPath: proxyless.IdentityDir, ReadOnly: true}
-	}
 	// clientPod is a proxyless gRPC client of payments, with the client's identity; env adds to
 	// its container's environment.
 	clientPod := func(name string, env ...corev1.EnvVar) *corev1.Pod {
-		volume, mount := identityVolume("client-identity")
 		return testPod(ns, name, asManaged,
 			withAnnotations(map[string]string{"aether.io/proxyless": "grpc", "endpoint.aether.io/health-path": "/healthz"}),
-			withServiceAccount("client"), withVolumes(volume), withContainers(corev1.Container{Name: "app",
-				Args:         []string{"-proxyless-client", "xds:///payments." + ns + ".aether.internal:9090", "-client-port", "8080"},
-				Env:          env,
-				VolumeMounts: []corev1.VolumeMount{mount},
+			withServiceAccount("client"), withContainers(corev1.Container{Name: "app",
+				Args: []string{"-proxyless-client", "xds:///payments." + ns + ".aether.internal:9090", "-client-port", "8080"},
+				Env:  env,
 			}))
 	}
 
 	BeforeAll(func() {
-		freshNamespace(ctx, ns)
-		ca, err := spiffetest.NewCA("aether.internal")
-		Expect(err).NotTo(HaveOccurred())
-		for _, sa := range []string{"payments", "client"} {
-			Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}})).To(Succeed())
-			Expect(k8s.Create(ctx, identitySecret(ca, sa+"-identity", sa))).To(Succeed())
-		}
-
-		volume, mount := identityVolume("payments-identity")
+		freshNamespace(ctx, ns, "payments", "client")
 		payments = &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments"},
 			Spec: appsv1.DeploymentSpec{
@@ -85,12 +64,7 @@ var _ = Describe("proxyless gRPC", Ordered, func() {
 					Spec: corev1.PodSpec{
 						ServiceAccountName:            "payments",
 						TerminationGracePeriodSeconds: new(int64(10)),
-						Volumes:                       []corev1.Volume{volume},
-						Containers: []corev1.Container{testServer(corev1.Container{
-							Name:         "app",
-							Args:         []string{"-grpc", "9090", "-grpc-inbound", "18008"},
-							VolumeMounts: []corev1.VolumeMount{mount},
-						})},
+						Containers:                    []corev1.Container{testServer(corev1.Container{Name: "app", Args: []string{"-grpc", "9090"}})},
 					},
 				},
 			},

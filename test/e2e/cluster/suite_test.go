@@ -4,8 +4,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package cluster is the end-to-end tier on a real single-node cluster (make cluster-up, the
-// operator deployed from config/base, config/default without the node's Envoy, and SPIRE from
-// config/spire, by hack/cluster/deploy.sh). It must run inside the node's network namespace (make test-cluster
+// operator deployed from config/default, the node's Envoy included (its image make images'), and
+// SPIRE from config/spire, by hack/cluster/deploy.sh). It must run inside the node's network namespace (make test-cluster
 // does), so that every request it sends — to the API server, to pods — stays inside that
 // namespace.
 package cluster

@@ -29,12 +29,12 @@ import (
 
 // Uninstall under a dial loop (docs/install.md, "Uninstall"): an application web with its own Service
 // (ClusterIP, port 8080, answering "peer <caller>"), meshed, so its cluster IP is the VIP; two
-// meshed dialers dial that cluster IP every 200 ms, captured into the stand-in of the node's
-// proxy in their own pod (127.0.0.1:18001, answering "original-dst <destination>"). The agent's
+// meshed dialers dial that cluster IP every 200 ms, captured and carried by the node's Envoy, so
+// that web sees the node's Envoy calling (meshAnswers). The agent's
 // DaemonSet is deleted, as the uninstall procedure's first step: each agent, stopping, takes table
 // inet aether out of every pod it captured. After that every formerly meshed pod's dial reaches
-// web directly (kube-proxy, "peer ..."), a dial fails only if it was in flight as its pod's table
-// went (in the uninstall's window), and no network namespace of
+// web directly (kube-proxy: web sees another caller than itself), a dial fails only if it was in
+// flight as its pod's table went (in the uninstall's window), and no network namespace of
 // the node holds table inet aether. The DaemonSet is created again when the spec ends (the pods
 // of this namespace stay uncaptured: they are deleted with it).
 //
@@ -44,6 +44,9 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 	ctx := context.Background()
 	dialers := []string{"dialer-0", "dialer-1"}
 	var target string // web's cluster IP (the VIP) and port
+	var meshed string // web's answer to a dial the mesh carried: "peer <the node Envoy's address> at web-0"
+	// direct says whether answer is web's to a dial that reached it without the mesh.
+	direct := func(answer string) bool { return strings.HasPrefix(answer, "peer ") && answer != meshed }
 
 	BeforeAll(func() {
 		freshNamespace(ctx, ns, "web", "client")
@@ -51,19 +54,20 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 		target = web.Spec.ClusterIP + ":8080"
 		for _, name := range dialers {
 			Expect(k8s.Create(ctx, testPod(ns, name, asManaged, withPorts("9000=tcp"), withServiceAccount("client"), withContainers(
-				tcpApp, captureStandIn, dialing("client", target, "200ms"))))).To(Succeed())
+				tcpApp, dialing("client", target, "200ms"))))).To(Succeed())
 		}
+		meshed = meshAnswers(ctx, runningPod(ctx, ns, "web-0"))[0]
 		Eventually(func(g Gomega) {
 			ms := &meshv1alpha1.MeshService{}
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, ms)).To(Succeed())
 			g.Expect(ms.Status.VIP).To(Equal(web.Spec.ClusterIP), "web's VIP is its Service's cluster IP")
 		}, 3*time.Minute, time.Second).Should(Succeed())
-		// Captured: each dialer's latest dial was answered by the stand-in in its own pod.
+		// Captured: each dialer's dials are carried by the mesh, steadily (each takes a second: a
+		// server-first client on 8080, which other pods declare HTTP, waits out the listener's
+		// inspectors).
 		Eventually(func(g Gomega) {
 			for _, name := range dialers {
-				dials := dialLog(g, ns, name, time.Now().Add(-2*time.Second))
-				g.Expect(dials).NotTo(BeEmpty(), "dialer %s", name)
-				g.Expect(dials[len(dials)-1].Answer).To(Equal("original-dst "+target), "dialer %s", name)
+				steadilyCarried(g, ns, name, "client", []string{meshed}, 5*time.Second)
 			}
 		}, 3*time.Minute, time.Second).Should(Succeed())
 	})
@@ -121,9 +125,11 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 		// answered (captured, then direct), and every one after the agent is gone reached web
 		// directly. A dial in flight as its pod's table is deleted fails: the table is the
 		// namespace's only nat chain, so the redirection's address translation goes with it, and
-		// the connection to the stand-in hangs until the dial's 3 s timeout. Such dials are counted
-		// and reported, allowed only if they began between the delete and the agent's exit (a
-		// failed dial's line is stamped when it ends, and says how long it took).
+		// the connection to the node's Envoy hangs until the dial's 3 s timeout. Such dials are
+		// counted and reported, allowed only if they were in flight between the delete and the
+		// agent's exit (a failed dial's line is stamped when it ends, and says how long it took):
+		// through the node's Envoy a dial takes a while (the mTLS hop), so one begun just before
+		// the delete can still be in flight when the tables go.
 		until := gone.Add(3 * time.Second)
 		var firstDirect []string
 		failed := 0
@@ -134,26 +140,28 @@ var _ = Describe("uninstall under a dial loop", Label("faults"), Ordered, func()
 				g.Expect(dials).NotTo(BeEmpty())
 				g.Expect(dials[len(dials)-1].At).To(BeTemporally(">", until))
 			}, time.Minute, time.Second).Should(Succeed())
-			Expect(dials[0].Answer).To(Equal("original-dst "+target), "dialer %s was not captured before the delete (at %s); its dials:\n%s",
+			Expect(dials[0].Answer).To(Equal(meshed), "dialer %s was not captured before the delete (at %s); its dials:\n%s",
 				name, deleted.Format(time.RFC3339Nano), dialLines(dials))
-			direct := time.Time{}
+			first := time.Time{}
 			for _, d := range dials {
-				if answered := d.Answer == "original-dst "+target || strings.HasPrefix(d.Answer, "peer "); !answered {
+				if answered := d.Answer == meshed || direct(d.Answer); !answered {
+					// In flight while the tables came out: begun before the agent was gone, and
+					// not over before the delete (its line is stamped when it ended).
 					began := d.Began()
-					Expect(began.After(deleted) && !began.After(gone)).To(BeTrue(),
-						"dialer %s: the dial that began at %s failed outside the uninstall's window (%s to %s): %s\nits dials:\n%s",
-						name, began.Format(time.RFC3339Nano), deleted.Format(time.RFC3339Nano), gone.Format(time.RFC3339Nano), d.Answer, dialLines(dials))
+					Expect(!began.After(gone) && !d.At.Before(deleted)).To(BeTrue(),
+						"dialer %s: the dial from %s to %s failed, not in flight during the uninstall's window (%s to %s): %s\nits dials:\n%s",
+						name, began.Format(time.RFC3339Nano), d.At.Format(time.RFC3339Nano), deleted.Format(time.RFC3339Nano), gone.Format(time.RFC3339Nano), d.Answer, dialLines(dials))
 					failed++
 					continue
 				}
 				if d.At.After(gone) {
-					Expect(d.Answer).To(HavePrefix("peer "), "dialer %s: the dial at %s, after the agent was gone, did not reach web directly", name, d.At.Format(time.RFC3339Nano))
+					Expect(direct(d.Answer)).To(BeTrue(), "dialer %s: the dial at %s, after the agent was gone, did not reach web directly: %s", name, d.At.Format(time.RFC3339Nano), d.Answer)
 				}
-				if direct.IsZero() && strings.HasPrefix(d.Answer, "peer ") {
-					direct = d.At
+				if first.IsZero() && direct(d.Answer) {
+					first = d.At
 				}
 			}
-			firstDirect = append(firstDirect, name+" "+direct.Sub(deleted).Round(time.Millisecond).String())
+			firstDirect = append(firstDirect, name+" "+first.Sub(deleted).Round(time.Millisecond).String())
 		}
 		record("agent DaemonSet deleted: its pod gone %s after the delete; every meshed pod's table inet aether removed (%d pods, none left on the node); first direct dial of %s after the delete (%s); %d dials in flight as the tables came out failed, none begun outside that window",
 			gone.Sub(deleted).Round(time.Millisecond), len(netns), target, strings.Join(firstDirect, ", "), failed)
