@@ -160,26 +160,49 @@ func originalDstAnswer(c net.Conn) string {
 // mesh answered with one, or "error <why>". A mesh routes an HTTP request by its Host, so a client
 // dialling a VIP names the service there.
 func GetOnce(url, host string, timeout time.Duration) string {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return "error " + err.Error()
-	}
-	req.Host = host
+	return RequestOnce(http.MethodGet, url, host, timeout)
+}
+
+// RequestOnce is GetOnce with another method (a POST, whose reset the mesh must not retry): the
+// same line, "<method> " before it when the method is not GET.
+func RequestOnce(method, url, host string, timeout time.Duration) string {
 	// A connection per request: each GET is one more trip through capture and the proxy. No
 	// proxy from the environment (Proxy nil): the dial is capture's to take.
 	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	_, answer := send(client, method, url, host)
+	return methodPrefix(method) + answer
+}
+
+// methodPrefix starts an answer line of a request that is not a GET: its method and a space.
+func methodPrefix(method string) string {
+	if method == http.MethodGet {
+		return ""
+	}
+	return method + " "
+}
+
+// send sends one request with client and returns its status (0 when there was no answer) and
+// the answer line of GetOnce.
+func send(client *http.Client, method, url, host string) (int, string) {
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		return 0, "error " + err.Error()
+	}
+	req.Host = host
 	resp, err := client.Do(req)
 	if err != nil {
-		return "error " + err.Error()
+		return 0, "error " + err.Error()
 	}
 	defer func() { _ = resp.Body.Close() }()
 	line, err := bufio.NewReader(io.LimitReader(resp.Body, 4096)).ReadString('\n')
 	if err != nil && err != io.EOF {
-		return fmt.Sprintf("error reading the answer of %s (%d): %v", url, resp.StatusCode, err)
+		return 0, fmt.Sprintf("error reading the answer of %s (%d): %v", url, resp.StatusCode, err)
 	}
+	// The rest of the body, so that the connection goes back to a keep-alive pool.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	answer := strconv.Itoa(resp.StatusCode)
 	if e := resp.Header.Get("x-aether-error"); e != "" {
 		answer += " x-aether-error=" + e
 	}
-	return answer + " " + strings.TrimSpace(line)
+	return resp.StatusCode, answer + " " + strings.TrimSpace(line)
 }

@@ -34,6 +34,10 @@ type Ports struct {
 	Hello []int
 	// HealthPath answers 200 "ok".
 	HealthPath string
+	// ResetRequests makes the HTTP servers take every request but the health path's as
+	// ResetPath does: the pod is healthy, and every request sent to it is reset before an answer
+	// (the mesh must retry an idempotent one on another pod, and must not retry a POST).
+	ResetRequests bool
 }
 
 // What the servers tell about themselves, so a client (a test sending through a proxy) learns
@@ -50,6 +54,11 @@ const (
 	// connection (HTTP/1.1) or the stream (HTTP/2), as an application that crashed with the request
 	// in hand does (the mesh's "app-reset" row: retried for idempotent methods only).
 	ResetPath = "/testapp/reset"
+	// WhoamiPath answers one line saying who called, as the server read it:
+	// "whoami peer <the connection's source IP> xff <X-Forwarded-For> xfcc <X-Forwarded-Client-Cert>"
+	// ("-" for a header the request lacks). Behind the mesh the connection comes from the node
+	// proxy; the caller's address and identity are in the headers the destination's proxy set.
+	WhoamiPath = "/testapp/whoami"
 )
 
 // Serve listens on host for every port and serves until the returned closers are closed. On an
@@ -58,8 +67,13 @@ func Serve(host string, p Ports) ([]io.Closer, error) {
 	var closers []io.Closer
 	mux := http.NewServeMux()
 	mux.HandleFunc(p.HealthPath, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc(ResetPath, func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) })
+	reset := func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }
+	mux.HandleFunc(ResetPath, reset)
+	mux.HandleFunc(WhoamiPath, whoami)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if p.ResetRequests {
+			reset(w, r)
+		}
 		if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 			w.Header().Set(AtHeader, local.String())
 		}
@@ -112,6 +126,21 @@ func Serve(host string, p Ports) ([]io.Closer, error) {
 		}
 	}
 	return closers, nil
+}
+
+// whoami answers WhoamiPath.
+func whoami(w http.ResponseWriter, r *http.Request) {
+	peer, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		peer = r.RemoteAddr
+	}
+	orDash := func(name string) string {
+		if v := r.Header.Get(name); v != "" {
+			return v
+		}
+		return "-"
+	}
+	_, _ = fmt.Fprintf(w, "whoami peer %s xff %s xfcc %s\n", peer, orDash("X-Forwarded-For"), orDash("X-Forwarded-Client-Cert"))
 }
 
 // closerFunc adapts a function to io.Closer.

@@ -6,8 +6,11 @@
 // address of its pod. It also plays a meshed pod's capture listener (-original-dst: each
 // connection is answered "original-dst <address:port>", the destination it was dialled to, read
 // with SO_ORIGINAL_DST), a server that names who calls (-peer: "peer <source IP>") and a client of it (-dial: dials, prints the first line answered or
-// "error <why> (after <how long the dial took>)", once or every -dial-every), and an HTTP client
-// (-get: the status and the body's first line, the same way).
+// "error <why> (after <how long the dial took>)", once or every -dial-every), a gRPC health
+// client (-grpc-health) and a WebSocket client (-websocket) that print their answers the same way,
+// and an HTTP client
+// (-get: the status and the body's first line, the same way; with -load-rate a steady load of
+// such requests, each failure logged and a count of all at the end).
 //
 //	testserver -http 8080 -h2c 9090 -grpc 9091 -tcp 9000 -health-path /healthz
 //	testserver -original-dst 127.0.0.1:18001
@@ -16,6 +19,7 @@
 //	testserver -uds /run/app/app.sock
 //	testserver -dial 10.96.0.10:18082 -dial-every 1s
 //	testserver -get http://10.96.0.10:8080/hello -get-host web.shop.aether.internal:8080 -dial-every 1s
+//	testserver -get http://10.96.0.10:8080/hello -get-host web.shop.aether.internal:8080 -load-rate 100 -load-for 30s
 //
 // Where no Envoy can run, -grpc-inbound 18008 stands in for the node Envoy's inbound listener:
 // gRPC over mTLS with the pod's SVID (-identity-dir). In client mode, -proxyless-client
@@ -40,6 +44,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -81,6 +86,12 @@ func main() {
 	dialEvery := flag.Duration("dial-every", 0, "with -dial or -get: dial again at this interval, forever (0: once, then exit)")
 	get := flag.String("get", "", "an http:// URL to GET; prints \"<url> <status> [x-aether-error=<value>] <the body's first line>\", or \"error <why>\"")
 	getHost := flag.String("get-host", "", "with -get: the request's Host header (empty: the URL's), which a mesh routes by")
+	getMethod := flag.String("get-method", http.MethodGet, "with -get: the request's method (a line of another method starts with it)")
+	loadRate := flag.Int("load-rate", 0, "with -get: send that many requests a second over keep-alive connections, for -load-for, logging each failure \"load failed <sent at> <answer>\" and at the end \"load done sent=<n> answered=<n> failed=<n>\" (then idle until SIGTERM); 0: no load")
+	loadFor := flag.Duration("load-for", 30*time.Second, "with -load-rate: how long to send")
+	grpcHealth := flag.String("grpc-health", "", "address to call grpc.health.v1.Health/Check at (cleartext HTTP/2, :authority -get-host); prints \"<address> grpc <status>\" or the error, as -dial")
+	websocket := flag.String("websocket", "", "an http:// URL to open a WebSocket to (Host -get-host), send a line over and read it back; prints \"<url> websocket 101 echo <the line>\" or the error, as -dial")
+	resetRequests := flag.Bool("reset-requests", false, "reset every HTTP request but the health path's before answering it (a healthy pod whose application resets what it is sent)")
 	inbound := flag.Int("grpc-inbound", 0, "port of the stand-in for the node Envoy's inbound listener: gRPC (health) over mTLS with the SVID in -identity-dir; 0: none")
 	identityDir := flag.String("identity-dir", proxyless.IdentityDir, "directory of the pod's SVID, key and trust bundle (svid.pem, svid_key.pem, bundle.pem)")
 	trustDomain := flag.String("trust-domain", "aether.internal", "the trust domain whose clients -grpc-inbound accepts")
@@ -92,6 +103,7 @@ func main() {
 	answerDelay := flag.Duration("answer-delay", 0, "with -original-dst or -peer: hold each connection this long before answering it (a request in flight)")
 	drain := flag.Bool("drain", false, "with -original-dst: on SIGTERM, stop accepting (close the listener), answer every connection in flight, then exit; without it SIGTERM exits at once")
 	flag.Parse()
+	ports.ResetRequests = *resetRequests
 	if *fetchSVID != "" {
 		fetch(*fetchSVID, *fetchTimeout)
 		return
@@ -100,8 +112,20 @@ func main() {
 		dialLoop(*dial, *dialEvery, func() string { return testapp.DialOnce(*dial, 3*time.Second) })
 		return
 	}
+	if *grpcHealth != "" {
+		dialLoop(*grpcHealth, *dialEvery, func() string { return testapp.GRPCHealthOnce(*grpcHealth, *getHost, 3*time.Second) })
+		return
+	}
+	if *websocket != "" {
+		dialLoop(*websocket, *dialEvery, func() string { return testapp.WebSocketOnce(*websocket, *getHost, 3*time.Second) })
+		return
+	}
+	if *get != "" && *loadRate > 0 {
+		load(testapp.Load{Method: *getMethod, URL: *get, Host: *getHost, Rate: *loadRate, For: *loadFor, Timeout: 10 * time.Second})
+		return
+	}
 	if *get != "" {
-		dialLoop(*get, *dialEvery, func() string { return testapp.GetOnce(*get, *getHost, 3*time.Second) })
+		dialLoop(*get, *dialEvery, func() string { return testapp.RequestOnce(*getMethod, *get, *getHost, 3*time.Second) })
 		return
 	}
 	var draining *testapp.DrainingServer
@@ -212,6 +236,30 @@ func dialLoop(address string, every time.Duration, once func() string) {
 		}
 		time.Sleep(every)
 	}
+}
+
+// load runs l once a request is answered 200 (a meshed pod's first requests may go out before the
+// node's proxy has its listeners: they measure its start, not a disruption), logging when it
+// began, each failure and the summary, then idles until SIGTERM: a container that exited would be
+// restarted and load again.
+func load(l testapp.Load) {
+	for tries := 1; ; tries++ {
+		answer := testapp.RequestOnce(l.Method, l.URL, l.Host, 3*time.Second)
+		if strings.HasPrefix(strings.TrimPrefix(answer, l.Method+" "), "200 ") {
+			fmt.Printf("load answered after %d tries: %s\n", tries, answer)
+			break
+		}
+		if tries%25 == 1 {
+			fmt.Printf("load waiting for an answer: %s\n", answer)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	fmt.Printf("load began %s: %d requests/s for %s, %s %s Host %s\n", time.Now().UTC().Format(time.RFC3339Nano), l.Rate, l.For, l.Method, l.URL, l.Host)
+	result := l.Run(func(line string) { fmt.Printf("load failed %s\n", line) })
+	fmt.Println(result)
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
+	<-stop
 }
 
 // fetch prints the SPIFFE ID of the SVID the Workload API at socket gives this process, or exits

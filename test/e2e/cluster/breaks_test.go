@@ -51,6 +51,8 @@ var breaks = map[string]string{
 	"fail-open":       "the pod webhook's failurePolicy set to Fail: with the manager down, the bad pod is not admitted",
 	"handover":        "the old proxy killed with SIGKILL instead of drained: the connections it holds are reset",
 	"upgrade-capture": "the dialer's table inet aether deleted as the agent's rollout starts: its dials go uncaptured",
+	"rollout":         "web's pods deleted at once with no grace instead of rolled: the load's requests fail",
+	"agent-crash":     "the node's Envoy killed with SIGKILL instead of the agent: the load's requests fail",
 }
 
 // breaking reports whether this spec's recovery is to be broken (break name).

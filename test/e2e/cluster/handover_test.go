@@ -8,6 +8,7 @@ package cluster
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,10 +19,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/aether-mesh/aether-operator/internal/xds"
 )
 
 // The node proxy's handover on the real node, as config/envoy's DaemonSet replaces the node's
-// Envoy (maxSurge 1, maxUnavailable 0): its pod template changes, as an upgrade changes it; a new
+// Envoy (maxSurge 1, maxUnavailable 0): its image changes to a new tag, as an upgrade changes it; a new
 // Envoy pod starts beside the old one and binds every listener in every meshed pod's network
 // namespace beside the old one's, with SO_REUSEPORT (the agent sets enable_reuse_port on every
 // listener), so the kernel spreads new connections over both; once the new one is ready the old
@@ -29,8 +32,9 @@ import (
 // /drain_listeners?graceful, then the drain time) before it stops. Meanwhile three containers of a
 // meshed pod dial their service's VIP:18082 in loops, every dial carried by the mesh to the
 // service's application, which holds each connection 1 s before it answers: requests in flight
-// through both Envoys, on both sides of the mesh (the capture listener and the inbound one). No
-// dial may fail.
+// through both Envoys, on both sides of the mesh (the capture listener and the inbound one); and
+// another meshed pod sends the service 100 HTTP requests a second over keep-alive connections. No
+// dial and no request may fail.
 //
 // Negative control: AETHER_FAULTS_BREAK=handover kills the old Envoy with SIGKILL once the new one
 // is ready (no drain): the connections it holds are reset, and the spec fails on the failed dials.
@@ -41,7 +45,7 @@ var _ = Describe("node proxy handover under a dial loop", Label("faults"), Order
 		holdsAnswers = "1s"
 	)
 	ctx := context.Background()
-	var target string
+	var target, vip string
 	var answers []string      // what a dial carried by the mesh is answered (meshAnswers)
 	var servers []*corev1.Pod // the service's pods, whose application answers
 	clients := []string{"client-0", "client-1", "client-2"}
@@ -54,10 +58,11 @@ var _ = Describe("node proxy handover under a dial loop", Label("faults"), Order
 	}
 
 	BeforeAll(func() {
-		freshNamespace(ctx, ns, "handover")
+		freshNamespace(ctx, ns, "handover", "caller")
 		seed := testPod(ns, "seed", asManaged, withPorts("9000=tcp"), withServiceAccount("handover"), withContainers(app))
 		Expect(k8s.Create(ctx, seed)).To(Succeed())
-		target = tcpVIP(ctx, ns, "handover", 3*time.Minute) + ":18082"
+		vip = tcpVIP(ctx, ns, "handover", 3*time.Minute)
+		target = vip + ":18082"
 
 		pod := testPod(ns, "proxied", asManaged, withPorts("9000=tcp"), withServiceAccount("handover"), withContainers(app))
 		for _, name := range clients {
@@ -86,16 +91,24 @@ var _ = Describe("node proxy handover under a dial loop", Label("faults"), Order
 			old = pods[0]
 		}, time.Minute, time.Second).Should(Succeed())
 
-		// What an upgrade of the node's Envoy changes: its pod template (here an annotation, as
-		// kubectl rollout restart writes one).
+		// A steady load of HTTP requests beside the dial loops, from a pod of another service: 100 a
+		// second to the service's HTTP port (its primary, 8080), for longer than the hand-over takes.
+		const loadFor = time.Minute
+		l := startLoader(ctx, ns, "loader", "caller", "handover", "http://"+vip+":8080/under-handover",
+			xds.FQDN("handover", ns, "aether.internal")+":8080", 100, loadFor)
+
+		// What an upgrade of the node's Envoy changes: its image, to a new tag (here the same
+		// image, tagged anew on the node).
 		ds := &appsv1.DaemonSet{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: envoyDaemon}, ds)).To(Succeed())
 		patch := client.MergeFrom(ds.DeepCopy())
-		if ds.Spec.Template.Annotations == nil {
-			ds.Spec.Template.Annotations = map[string]string{}
-		}
+		envoy := slices.IndexFunc(ds.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "envoy" })
+		Expect(envoy).To(BeNumerically(">=", 0), "the DaemonSet %s has no container envoy", envoyDaemon)
+		image := ds.Spec.Template.Spec.Containers[envoy].Image
+		next := image + "-handover-" + strconv.FormatInt(time.Now().Unix(), 10)
+		ctr("images", "tag", "--force", image, next)
 		started := time.Now()
-		ds.Spec.Template.Annotations["aether.io/handover-spec"] = started.UTC().Format(time.RFC3339Nano)
+		ds.Spec.Template.Spec.Containers[envoy].Image = next
 		Expect(k8s.Patch(ctx, ds, patch)).To(Succeed())
 
 		var replacement corev1.Pod
@@ -141,8 +154,11 @@ var _ = Describe("node proxy handover under a dial loop", Label("faults"), Order
 		Expect(failed).To(BeEmpty(), "%d of %d dials failed across the handover (patched %s, the new Envoy %s ready %s, the old one %s gone %s, stopped by %s):\n%s",
 			len(failed), len(dials), started.Format(time.RFC3339Nano), replacement.Name, ready.Format(time.RFC3339Nano), old.Name, gone.Format(time.RFC3339Nano),
 			signal, strings.Join(failed, "\n"))
-		record("node Envoy handover (DaemonSet rolled, maxSurge 1; three dial loops through the mesh, each answer held %s): the new Envoy ready %s after the patch, the old one gone %s after that (%s); %d dials of %s from 2 s before the patch to 3 s after, none failed",
-			holdsAnswers, ready.Sub(started).Round(time.Millisecond), gone.Sub(ready).Round(time.Millisecond), signal, len(dials), target)
+		Expect(gone).To(BeTemporally("<", l.began.Add(loadFor)), "the hand-over outlasted the load")
+		result := l.result(ctx)
+		record("node Envoy handover (DaemonSet rolled to image %s, maxSurge 1; three dial loops through the mesh, each answer held %s; %d HTTP requests/s): the new Envoy ready %s after the patch, the old one gone %s after that (%s); %d dials of %s from 2 s before the patch to 3 s after, none failed; load: %s",
+			next, holdsAnswers, 100, ready.Sub(started).Round(time.Millisecond), gone.Sub(ready).Round(time.Millisecond), signal, len(dials), target, result)
+		Expect(result.failed).To(BeZero(), "HTTP requests failed across the hand-over (stopped by %s):\n%s", signal, result.failures)
 	})
 })
 
