@@ -93,7 +93,7 @@ var _ = Describe("node proxy handover under a dial loop", Label("faults"), Order
 
 		// A steady load of HTTP requests beside the dial loops, from a pod of another service: 100 a
 		// second to the service's HTTP port (its primary, 8080), for longer than the hand-over takes.
-		const loadFor = time.Minute
+		const loadFor = 45 * time.Second
 		l := startLoader(ctx, ns, "loader", "caller", "handover", "http://"+vip+":8080/under-handover",
 			xds.FQDN("handover", ns, "aether.internal")+":8080", 100, loadFor)
 

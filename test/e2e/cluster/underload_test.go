@@ -89,7 +89,7 @@ var _ = Describe("requests under load through the node's Envoy", Label("faults")
 	})
 
 	It("loses no request while web's Deployment rolls its pods", func() {
-		const loadFor = 45 * time.Second
+		const loadFor = 35 * time.Second
 		l := startLoader(ctx, ns, "roll-load", "caller", "web", url, host, rate, loadFor)
 		signal := "a rolling update (maxSurge 1, maxUnavailable 0)"
 		rolled := time.Now()
@@ -112,7 +112,7 @@ var _ = Describe("requests under load through the node's Envoy", Label("faults")
 	})
 
 	It("loses no request while the node's agent is killed with SIGKILL and restarts", func() {
-		const loadFor = 20 * time.Second
+		const loadFor = 15 * time.Second
 		l := startLoader(ctx, ns, "crash-load", "caller", "web", url, host, rate, loadFor)
 		victim, container, what := agentPod(), "agent", "the agent"
 		if breaking("agent-crash") {
