@@ -18,6 +18,15 @@ fi
 # containerd shims re-parent to init but stay in the namespace: the loop above got them.
 # /run/aether/uds: the CSI plugin's per-pod tmpfs mounts (config/csi), and the shared bind of the
 # directory itself that up.sh made.
+# The pods' processes: each pod has a network namespace of its own, so they are not among the
+# node namespace's, and a container outlives its killed shim. The kubelet (cgroupDriver cgroupfs)
+# puts every one under the kubepods cgroup.
+kubepods() { find /sys/fs/cgroup/pids/kubepods /sys/fs/cgroup/kubepods -name cgroup.procs -exec cat {} + 2>/dev/null; }
+for _ in 1 2 3; do
+  pids=$(kubepods)
+  [[ -z $pids ]] && break
+  kill -9 $pids 2>/dev/null; sleep 1
+done
 for path in /var/lib/kubelet /run/containerd /run/aether/uds "$STATE"; do
   grep -o " $path[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
 done
@@ -37,6 +46,7 @@ grep -qE " (/var/lib/kubelet|/run/containerd|/run/aether/uds|$STATE)" /proc/moun
 for path in "$STATE" /run/containerd /var/lib/kubelet /var/lib/cni /run/aether /run/spire; do
   [[ -e $path ]] && { echo "cluster-down: $path is still there" >&2; left=1; }
 done
+[[ -n $(kubepods) ]] && { echo "cluster-down: pods' processes are still running: $(kubepods | head -3 | xargs)" >&2; left=1; }
 if pgrep -f -- "$STATE" >/dev/null || pgrep -f -- "--net=/run/netns/$NETNS" >/dev/null; then
   echo "cluster-down: processes of the cluster are still running: $(pgrep -fa -- "$STATE" | head -3)" >&2
   left=1
