@@ -67,12 +67,20 @@ build_k8s() {
       ldflags+=" -X $pkg.gitMinor=$(echo "${K8S_VERSION#v}" | cut -d. -f2)"
       ldflags+=" -X $pkg.gitTreeState=clean"
     done
-    mkdir -p "$k8s_dir"
+    # One go build for every command: the packages they share are compiled once either way (the
+    # build cache), but one invocation also links the commands side by side, which one build per
+    # command would do one after the other.
+    local pkgs=() tmp=$k8s_dir/.build
     for cmd in "$@"; do
-      log "building $cmd $K8S_VERSION (the first build of the set takes about 10 minutes on 2 cores)"
-      CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$k8s_dir/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" >&2
-      mv "$k8s_dir/$cmd.tmp" "$k8s_dir/$cmd"
+      pkgs+=("k8s.io/kubernetes/cmd/$cmd")
     done
+    rm -rf "$tmp" && mkdir -p "$tmp"
+    log "building $* $K8S_VERSION (the first build of the set takes about 10 minutes on 2 cores)"
+    CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}" >&2
+    for cmd in "$@"; do
+      mv "$tmp/$cmd" "$k8s_dir/$cmd"
+    done
+    rmdir "$tmp"
   )
 }
 

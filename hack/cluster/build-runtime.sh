@@ -24,7 +24,8 @@ exec 9>"$CACHE/.lock-runtime"
 flock 9
 
 # build_module MODULE VERSION OUTDIR CGO TAGS PKG:NAME... builds each package PKG of
-# MODULE@VERSION (a path inside the module, "." for its root) into OUTDIR/NAME.
+# MODULE@VERSION (a path inside the module, "." for its root) into OUTDIR/NAME, NAME being the
+# last element of PKG's import path (go build's name for it).
 build_module() {
   local module=$1 version=$2 out=$3 cgo=$4 tags=$5
   shift 5
@@ -38,15 +39,21 @@ build_module() {
   fi
   local src
   src=$(go mod download -json "$module@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-  mkdir -p "$out"
+  local pkgs=() names=() tmp=$out/.build
   for spec in "${missing[@]}"; do
-    local pkg=${spec%%:*} name=${spec#*:}
-    log "building $name from $module@$version"
-    # Build inside the module's own (read-only) tree, with its own go.mod and go.sum: exactly
-    # its release's dependencies.
-    (cd "$src" && CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags "-s -w" -o "$out/$name.tmp" "./$pkg") >&2
-    mv "$out/$name.tmp" "$out/$name"
+    pkgs+=("./${spec%%:*}")
+    names+=("${spec#*:}")
   done
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  log "building ${names[*]} from $module@$version"
+  # Build inside the module's own (read-only) tree, with its own go.mod and go.sum: exactly its
+  # release's dependencies. One go build for every package: they link side by side. Each
+  # binary is named after its package's last path element, as NAME is.
+  (cd "$src" && CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags "-s -w" -o "$tmp/" "${pkgs[@]}") >&2
+  for name in "${names[@]}"; do
+    mv "$tmp/$name" "$out/$name"
+  done
+  rmdir "$tmp"
 }
 
 if ! pkg-config --exists libseccomp 2>/dev/null; then
