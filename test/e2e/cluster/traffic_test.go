@@ -43,14 +43,6 @@ var _ = Describe("traffic through the node's Envoy", Ordered, func() {
 	webName := xds.FQDN("web", ns, "aether.internal")
 	flakyName := xds.FQDN("flaky", ns, "aether.internal")
 	callerID := "spiffe://aether.internal/ns/" + ns + "/sa/caller"
-	// The clients' lines: "<what was dialled> <the answer>", the answer as hack/testapp's clients
-	// print it.
-	logOf := func(p *corev1.Pod, container string) string {
-		GinkgoHelper()
-		out, err := clientset().CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
-		Expect(err).NotTo(HaveOccurred())
-		return string(out)
-	}
 	healthz := withAnnotations(map[string]string{portspec.AnnotationHealthPath: "/healthz"})
 
 	BeforeAll(func() {
@@ -99,10 +91,10 @@ var _ = Describe("traffic through the node's Envoy", Ordered, func() {
 	It("carries HTTP, gRPC, a WebSocket and raw TCP to the application, each in its protocol", func() {
 		envoys := meshAnswers(ctx, web)
 		Eventually(func(g Gomega) {
-			g.Expect(logOf(caller, "grpc")).To(ContainSubstring(webVIP+":9091 grpc SERVING\n"), "the gRPC health check through the mesh")
-			g.Expect(logOf(caller, "websocket")).To(ContainSubstring("http://"+webVIP+":8080/chat websocket 101 echo over the upgraded stream\n"),
+			g.Expect(containerLog(ctx, caller, "grpc")).To(ContainSubstring(webVIP+":9091 grpc SERVING\n"), "the gRPC health check through the mesh")
+			g.Expect(containerLog(ctx, caller, "websocket")).To(ContainSubstring("http://"+webVIP+":8080/chat websocket 101 echo over the upgraded stream\n"),
 				"the WebSocket through the mesh")
-			g.Expect(logOf(caller, "tcp")).To(answeredBy(webVIP+":9000", envoys), "the raw TCP dial through the mesh")
+			g.Expect(containerLog(ctx, caller, "tcp")).To(answeredBy(webVIP+":9000", envoys), "the raw TCP dial through the mesh")
 		}, 2*time.Minute, time.Second).Should(Succeed(), "the node Envoy's view:\n%s", admin.diagnosis("-"))
 	})
 
@@ -112,7 +104,7 @@ var _ = Describe("traffic through the node's Envoy", Ordered, func() {
 		// verified, the caller's.
 		var line string
 		Eventually(func(g Gomega) {
-			m := regexp.MustCompile(`(?m)^http://\S+ 200 (whoami .*)$`).FindStringSubmatch(logOf(caller, "whoami"))
+			m := regexp.MustCompile(`(?m)^http://\S+ 200 (whoami .*)$`).FindStringSubmatch(containerLog(ctx, caller, "whoami"))
 			g.Expect(m).NotTo(BeNil(), "no answer of %s through the mesh", testapp.WhoamiPath)
 			line = m[1]
 		}, 2*time.Minute, time.Second).Should(Succeed(), "the node Envoy's view:\n%s", admin.diagnosis("-"))
@@ -140,18 +132,18 @@ var _ = Describe("traffic through the node's Envoy", Ordered, func() {
 		outsider := testPod(ns, "outsider", withRestartNever, withContainers(
 			corev1.Container{Name: "client", Args: []string{"-get", "http://" + web.Status.PodIP + ":8080" + testapp.WhoamiPath}}))
 		startPods(ctx, outsider)
-		Eventually(func() string { return logOf(outsider, "client") }, time.Minute, time.Second).Should(
+		Eventually(func() string { return containerLog(ctx, outsider, "client") }, time.Minute, time.Second).Should(
 			ContainSubstring(" 200 whoami peer "+outsider.Status.PodIP+" xff - xfcc -\n"), "a request from outside the mesh has no XFCC")
 		AddReportEntry("who calls", fmt.Sprintf("the application's answer through the mesh: %q; web-0's inbound connections (ss in its namespace):\n%s", line, peers))
 	})
 
 	It("answers a request for a raw-TCP port with 421 and its x-aether-error, and reaches the service by its mesh name", func() {
 		Eventually(func(g Gomega) {
-			g.Expect(logOf(caller, "not-http")).To(MatchRegexp(`(?m)^http://%s:8080/ 421 x-aether-error=port-not-http `, regexp.QuoteMeta(webVIP)),
+			g.Expect(containerLog(ctx, caller, "not-http")).To(MatchRegexp(`(?m)^http://%s:8080/ 421 x-aether-error=port-not-http `, regexp.QuoteMeta(webVIP)),
 				"Host %s:9000 names web's raw-TCP port: the mesh's own answer", webName)
 			// By name: the pod's resolver asks the mesh DNS (capture takes the query), which answers
 			// the VIP; Host is the name the client dialled.
-			g.Expect(logOf(caller, "by-name")).To(ContainSubstring("http://" + webName + ":8080/by-name 200 testapp at " + webName + ":8080, HTTP/1.1 /by-name\n"))
+			g.Expect(containerLog(ctx, caller, "by-name")).To(ContainSubstring("http://" + webName + ":8080/by-name 200 testapp at " + webName + ":8080, HTTP/1.1 /by-name\n"))
 		}, 2*time.Minute, time.Second).Should(Succeed(), "the node Envoy's view:\n%s", admin.diagnosis("-"))
 	})
 
@@ -168,10 +160,10 @@ var _ = Describe("traffic through the node's Envoy", Ordered, func() {
 		// resetting pod's proxy answering x-aether-outcome: app-reset.
 		var summary string
 		Eventually(func() string {
-			summary = lastMatch(logOf(caller, "gets"), `load done .*`)
+			summary = lastMatch(containerLog(ctx, caller, "gets"), `load done .*`)
 			return summary
-		}, 2*time.Minute, time.Second).ShouldNot(BeEmpty(), "the GETs did not finish:\n%s", logOf(caller, "gets"))
-		Expect(summary).To(MatchRegexp(`^load done sent=\d+ answered=\d+ failed=0$`), "a GET the resetting pod took was not retried:\n%s", logOf(caller, "gets"))
+		}, 2*time.Minute, time.Second).ShouldNot(BeEmpty(), "the GETs did not finish:\n%s", containerLog(ctx, caller, "gets"))
+		Expect(summary).To(MatchRegexp(`^load done sent=\d+ answered=\d+ failed=0$`), "a GET the resetting pod took was not retried:\n%s", containerLog(ctx, caller, "gets"))
 		var getRetries int
 		var getResets float64
 		Eventually(func(g Gomega) {
@@ -190,9 +182,9 @@ var _ = Describe("traffic through the node's Envoy", Ordered, func() {
 		startPods(ctx, poster)
 		var posts string
 		Eventually(func() string {
-			posts = logOf(poster, "posts")
+			posts = containerLog(ctx, poster, "posts")
 			return lastMatch(posts, `load done .*`)
-		}, 2*time.Minute, time.Second).ShouldNot(BeEmpty(), "the POSTs did not finish:\n%s", logOf(poster, "posts"))
+		}, 2*time.Minute, time.Second).ShouldNot(BeEmpty(), "the POSTs did not finish:\n%s", containerLog(ctx, poster, "posts"))
 		failed := regexp.MustCompile(`(?m)^load failed \S+ (.*)$`).FindAllStringSubmatch(posts, -1)
 		Expect(failed).NotTo(BeEmpty(), "no POST failed: the resetting pod took none, or the mesh retried them:\n%s", posts)
 		for _, f := range failed {
