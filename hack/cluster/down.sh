@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Tears down what hack/cluster/up.sh started: every process in the node's network namespace,
+# Tears down what hack/cluster/up.sh started: every process in the node's network namespace and
+# every pod's process (the kubepods cgroup),
 # the mounts the kubelet and containerd made (the pods' network namespaces pinned under
 # /run/netns too), the namespace, the state directory and the fixed paths they write. Safe to
 # run twice; fails if anything is left behind.

@@ -27,7 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/capture/apply/nstest"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
@@ -65,8 +64,7 @@ var _ = Describe("a request across the mesh through the node's Envoy", Ordered, 
 	)
 	fqdn := xds.FQDN("greeter", ns, "aether.internal")
 	cluster := xds.SourceCluster(xds.HTTPCluster(fqdn, 8080), "spiffe://aether.internal/ns/"+ns+"/sa/caller")
-	// Envoy's stats spell a cluster's name with '_' for ':'.
-	clusterStats := "cluster." + strings.ReplaceAll(cluster, ":", "_")
+	clusterStats := clusterStatsPrefix(cluster)
 
 	BeforeAll(func() {
 		freshNamespace(ctx, ns, "greeter", "caller")
@@ -78,13 +76,7 @@ var _ = Describe("a request across the mesh through the node's Envoy", Ordered, 
 		server = pod("greeter-0", asManaged, withServiceAccount("greeter"), withPorts("8080"),
 			withContainers(corev1.Container{Name: "app", Args: []string{"-http", "8080"}}))
 		startPods(ctx, server)
-		ms := &meshv1alpha1.MeshService{}
-		Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "greeter"}, ms)).To(Succeed())
-			g.Expect(ms.Status.VIP).NotTo(BeEmpty())
-			g.Expect(meshCondition(ms.Status.Conditions, "Ready").Status).To(Equal(metav1.ConditionTrue), "MeshService greeter is not Ready")
-		}, 2*time.Minute, time.Second).Should(Succeed())
-		vip = ms.Status.VIP
+		vip = meshVIP(ctx, ns, "greeter")
 		host = fqdn + ":8080"
 		url = "http://" + vip + ":8080" + path
 	})
@@ -178,6 +170,12 @@ var _ = Describe("a request across the mesh through the node's Envoy", Ordered, 
 		}, 3*time.Second, 500*time.Millisecond).Should(Succeed())
 	})
 })
+
+// clusterStatsPrefix is the prefix of cluster's counters in the node Envoy's /stats, which
+// spell a cluster's name with '_' for ':'.
+func clusterStatsPrefix(cluster string) string {
+	return "cluster." + strings.ReplaceAll(cluster, ":", "_")
+}
 
 // accessLogged are the agent's aether_agent_requests_total series of the services of namespace
 // ns (what the node's Envoy logged of them), keyed "<direction> <service> <port> <caller>

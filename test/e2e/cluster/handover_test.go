@@ -155,7 +155,7 @@ var _ = Describe("node proxy handover under a dial loop", Label("faults"), Order
 			len(failed), len(dials), started.Format(time.RFC3339Nano), replacement.Name, ready.Format(time.RFC3339Nano), old.Name, gone.Format(time.RFC3339Nano),
 			signal, strings.Join(failed, "\n"))
 		Expect(gone).To(BeTemporally("<", l.began.Add(loadFor)), "the hand-over outlasted the load")
-		result := l.result(ctx)
+		result := l.result()
 		record("node Envoy handover (DaemonSet rolled to image %s, maxSurge 1; three dial loops through the mesh, each answer held %s; %d HTTP requests/s): the new Envoy ready %s after the patch, the old one gone %s after that (%s); %d dials of %s from 2 s before the patch to 3 s after, none failed; load: %s",
 			next, holdsAnswers, 100, ready.Sub(started).Round(time.Millisecond), gone.Sub(ready).Round(time.Millisecond), signal, len(dials), target, result)
 		Expect(result.failed).To(BeZero(), "HTTP requests failed across the hand-over (stopped by %s):\n%s", signal, result.failures)

@@ -234,8 +234,14 @@ func initStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
 // containerLog is the log of p's container name (an init container too).
 func containerLog(ctx context.Context, p *corev1.Pod, name string) string {
 	GinkgoHelper()
-	out, err := clientset().CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: name}).DoRaw(ctx)
-	Expect(err).NotTo(HaveOccurred())
+	return logOf(Default, p, name)
+}
+
+// logOf is containerLog inside a poll: an error (the container restarting, its log not yet
+// there) fails g, and the poll tries again.
+func logOf(g Gomega, p *corev1.Pod, name string) string {
+	out, err := clientset().CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: name}).DoRaw(context.Background())
+	g.Expect(err).NotTo(HaveOccurred(), "the log of container %s of pod %s/%s", name, p.Namespace, p.Name)
 	return string(out)
 }
 

@@ -91,10 +91,10 @@ var _ = Describe("traffic through the node's Envoy", Ordered, func() {
 	It("carries HTTP, gRPC, a WebSocket and raw TCP to the application, each in its protocol", func() {
 		envoys := meshAnswers(ctx, web)
 		Eventually(func(g Gomega) {
-			g.Expect(containerLog(ctx, caller, "grpc")).To(ContainSubstring(webVIP+":9091 grpc SERVING\n"), "the gRPC health check through the mesh")
-			g.Expect(containerLog(ctx, caller, "websocket")).To(ContainSubstring("http://"+webVIP+":8080/chat websocket 101 echo over the upgraded stream\n"),
+			g.Expect(logOf(g, caller, "grpc")).To(ContainSubstring(webVIP+":9091 grpc SERVING\n"), "the gRPC health check through the mesh")
+			g.Expect(logOf(g, caller, "websocket")).To(ContainSubstring("http://"+webVIP+":8080/chat websocket 101 echo over the upgraded stream\n"),
 				"the WebSocket through the mesh")
-			g.Expect(containerLog(ctx, caller, "tcp")).To(answeredBy(webVIP+":9000", envoys), "the raw TCP dial through the mesh")
+			g.Expect(logOf(g, caller, "tcp")).To(answeredBy(webVIP+":9000", envoys), "the raw TCP dial through the mesh")
 		}, 2*time.Minute, time.Second).Should(Succeed(), "the node Envoy's view:\n%s", admin.diagnosis("-"))
 	})
 
@@ -104,7 +104,7 @@ var _ = Describe("traffic through the node's Envoy", Ordered, func() {
 		// verified, the caller's.
 		var line string
 		Eventually(func(g Gomega) {
-			m := regexp.MustCompile(`(?m)^http://\S+ 200 (whoami .*)$`).FindStringSubmatch(containerLog(ctx, caller, "whoami"))
+			m := regexp.MustCompile(`(?m)^http://\S+ 200 (whoami .*)$`).FindStringSubmatch(logOf(g, caller, "whoami"))
 			g.Expect(m).NotTo(BeNil(), "no answer of %s through the mesh", testapp.WhoamiPath)
 			line = m[1]
 		}, 2*time.Minute, time.Second).Should(Succeed(), "the node Envoy's view:\n%s", admin.diagnosis("-"))
@@ -132,24 +132,24 @@ var _ = Describe("traffic through the node's Envoy", Ordered, func() {
 		outsider := testPod(ns, "outsider", withRestartNever, withContainers(
 			corev1.Container{Name: "client", Args: []string{"-get", "http://" + web.Status.PodIP + ":8080" + testapp.WhoamiPath}}))
 		startPods(ctx, outsider)
-		Eventually(func() string { return containerLog(ctx, outsider, "client") }, time.Minute, time.Second).Should(
+		Eventually(func(g Gomega) string { return logOf(g, outsider, "client") }, time.Minute, time.Second).Should(
 			ContainSubstring(" 200 whoami peer "+outsider.Status.PodIP+" xff - xfcc -\n"), "a request from outside the mesh has no XFCC")
 		AddReportEntry("who calls", fmt.Sprintf("the application's answer through the mesh: %q; web-0's inbound connections (ss in its namespace):\n%s", line, peers))
 	})
 
 	It("answers a request for a raw-TCP port with 421 and its x-aether-error, and reaches the service by its mesh name", func() {
 		Eventually(func(g Gomega) {
-			g.Expect(containerLog(ctx, caller, "not-http")).To(MatchRegexp(`(?m)^http://%s:8080/ 421 x-aether-error=port-not-http `, regexp.QuoteMeta(webVIP)),
+			g.Expect(logOf(g, caller, "not-http")).To(MatchRegexp(`(?m)^http://%s:8080/ 421 x-aether-error=port-not-http `, regexp.QuoteMeta(webVIP)),
 				"Host %s:9000 names web's raw-TCP port: the mesh's own answer", webName)
 			// By name: the pod's resolver asks the mesh DNS (capture takes the query), which answers
 			// the VIP; Host is the name the client dialled.
-			g.Expect(containerLog(ctx, caller, "by-name")).To(ContainSubstring("http://" + webName + ":8080/by-name 200 testapp at " + webName + ":8080, HTTP/1.1 /by-name\n"))
+			g.Expect(logOf(g, caller, "by-name")).To(ContainSubstring("http://" + webName + ":8080/by-name 200 testapp at " + webName + ":8080, HTTP/1.1 /by-name\n"))
 		}, 2*time.Minute, time.Second).Should(Succeed(), "the node Envoy's view:\n%s", admin.diagnosis("-"))
 	})
 
 	It("retries a GET the application reset on the other pod, and never a POST", func() {
 		cluster := xds.SourceCluster(xds.HTTPCluster(flakyName, 8080), callerID)
-		stats := "cluster." + strings.ReplaceAll(cluster, ":", "_")
+		stats := clusterStatsPrefix(cluster)
 		retries := stats + ".upstream_rq_retry"
 		resets := func(g Gomega) float64 {
 			// The labels in either order (the exposition sorts them by name).
@@ -159,8 +159,8 @@ var _ = Describe("traffic through the node's Envoy", Ordered, func() {
 		// The GETs: every one answered, some of them after a retry, each retry prompted by the
 		// resetting pod's proxy answering x-aether-outcome: app-reset.
 		var summary string
-		Eventually(func() string {
-			summary = lastMatch(containerLog(ctx, caller, "gets"), `load done .*`)
+		Eventually(func(g Gomega) string {
+			summary = lastMatch(logOf(g, caller, "gets"), `load done .*`)
 			return summary
 		}, 2*time.Minute, time.Second).ShouldNot(BeEmpty(), "the GETs did not finish:\n%s", containerLog(ctx, caller, "gets"))
 		Expect(summary).To(MatchRegexp(`^load done sent=\d+ answered=\d+ failed=0$`), "a GET the resetting pod took was not retried:\n%s", containerLog(ctx, caller, "gets"))
@@ -181,8 +181,8 @@ var _ = Describe("traffic through the node's Envoy", Ordered, func() {
 					"-get-method", "POST", "-load-rate", "20", "-load-for", "5s"}}))
 		startPods(ctx, poster)
 		var posts string
-		Eventually(func() string {
-			posts = containerLog(ctx, poster, "posts")
+		Eventually(func(g Gomega) string {
+			posts = logOf(g, poster, "posts")
 			return lastMatch(posts, `load done .*`)
 		}, 2*time.Minute, time.Second).ShouldNot(BeEmpty(), "the POSTs did not finish:\n%s", containerLog(ctx, poster, "posts"))
 		failed := regexp.MustCompile(`(?m)^load failed \S+ (.*)$`).FindAllStringSubmatch(posts, -1)

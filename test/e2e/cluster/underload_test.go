@@ -106,7 +106,7 @@ var _ = Describe("requests under load through the node's Envoy", Label("faults")
 		awaitRollout(ctx, ns, "web", replicas)
 		done := time.Now()
 		Expect(done).To(BeTemporally("<", l.began.Add(loadFor)), "the rollout outlasted the load: it ended %s after the load began", done.Sub(l.began))
-		result := l.result(ctx)
+		result := l.result()
 		record("rolling update of %d pods under %d requests/s (%s): rolled in %s; %s", replicas, rate, signal, done.Sub(rolled).Round(time.Millisecond), result)
 		Expect(result.failed).To(BeZero(), "requests failed during %s:\n%s", signal, result.failures)
 	})
@@ -127,7 +127,7 @@ var _ = Describe("requests under load through the node's Envoy", Label("faults")
 		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
 		ready := time.Now()
 		Expect(ready).To(BeTemporally("<", l.began.Add(loadFor)), "%s's restart outlasted the load", what)
-		result := l.result(ctx)
+		result := l.result()
 		record("%s killed with SIGKILL under %d requests/s: ready again %s after the kill; %s", what, rate, ready.Sub(killed).Round(time.Millisecond), result)
 		Expect(result.failed).To(BeZero(), "requests failed while %s restarted:\n%s", what, result.failures)
 	})
@@ -168,7 +168,7 @@ func startLoader(ctx context.Context, ns, name, sa, upstream, url, host string, 
 	startPods(ctx, p)
 	l := &loader{pod: p}
 	Eventually(func(g Gomega) {
-		m := loadBegan.FindStringSubmatch(containerLog(ctx, p, "load"))
+		m := loadBegan.FindStringSubmatch(logOf(g, p, "load"))
 		g.Expect(m).NotTo(BeNil(), "the load has not begun: no request answered yet")
 		var err error
 		l.began, err = time.Parse(time.RFC3339Nano, m[1])
@@ -178,11 +178,11 @@ func startLoader(ctx context.Context, ns, name, sa, upstream, url, host string, 
 }
 
 // result waits for the load to end and reads its summary.
-func (l *loader) result(ctx context.Context) loadResult {
+func (l *loader) result() loadResult {
 	GinkgoHelper()
 	var r loadResult
 	Eventually(func(g Gomega) {
-		log := containerLog(ctx, l.pod, "load")
+		log := logOf(g, l.pod, "load")
 		m := loadDone.FindStringSubmatch(log)
 		g.Expect(m).NotTo(BeNil(), "the load has not ended")
 		r.sent, _ = strconv.Atoi(m[1])
