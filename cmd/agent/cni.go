@@ -53,7 +53,7 @@ type cniFlags struct {
 // install, so they default to the DaemonSet's mounts; the agent keeps the plugin installed only
 // when told where.
 func (f *cniFlags) bind(flags *flag.FlagSet, confDirDefault, binDirDefault string) {
-	flags.StringVar(&f.socket, "cni-socket", cni.DefaultSocket, "The unix socket where the agent answers the CNI plugin, at the same path on the host and in the agent's container (the plugin runs on the host); the registry of the pods' network namespaces is kept beside it (netns.json). Empty: no hand-over (the agent then learns no pod's network namespace but from --netns-path-template).")
+	flags.StringVar(&f.socket, "cni-socket", cni.DefaultSocket, "The unix socket where the agent answers the CNI plugin, at the same path on the host and in the agent's container (the plugin runs on the host); the registry of the pods' network namespaces is kept beside it (netns.json), and, with --upstreams=declared, the record of what the node fetched on demand (demands.json). Empty: no hand-over (the agent then learns no pod's network namespace but from --netns-path-template), and the on-demand record is kept in memory only.")
 	flags.StringVar(&f.kubeconfig, "cni-kubeconfig", cni.DefaultKubeconfig, "Where the plugin's kubeconfig is kept (a token of --cni-service-account, 0600), at the same path on the host and in the container: the plugin reads a pod with it only when the agent is unreachable, to fail ADD for a meshed pod and pass any other. Empty: none (the plugin then fails ADD for every pod outside the ignored namespaces while the agent is unreachable).")
 	flags.StringVar(&f.serviceAccount, "cni-service-account", "aether-operator-cni", "The plugin's own ServiceAccount, in the agent's namespace (POD_NAMESPACE), which may only get pods: the agent asks for its token (TokenRequest, one hour, renewed after 48 minutes) and writes it into --cni-kubeconfig.")
 	flags.DurationVar(&f.timeout, "cni-timeout", cni.DefaultTimeout, "How long the plugin waits for the agent's answer (and, with the agent unreachable, for the API server's) before failing an ADD; the kubelet retries.")
@@ -296,5 +296,6 @@ func uninstallIfRemoved(cfg *rest.Config, scheme *runtime.Scheme, self agent.Sel
 	}
 	if removed && netnsFile != "" {
 		_ = os.Remove(netnsFile)
+		_ = os.Remove(filepath.Join(filepath.Dir(netnsFile), agent.DemandsFile)) // nothing is fetched for a node off the mesh
 	}
 }

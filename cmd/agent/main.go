@@ -42,6 +42,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/agent/svid"
+	"github.com/aether-mesh/aether-operator/internal/demand"
 	"github.com/aether-mesh/aether-operator/internal/meshdns"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
@@ -75,7 +76,7 @@ func main() {
 	flag.StringVar(&envoyBootstrap, "envoy-bootstrap", "", "Path (ending in .yaml or .json) where the agent writes, at start, the bootstrap of the node's Envoy (node ID = --node-name, ADS on --xds-address's unix socket, admin on "+xds.DefaultAdminAddress+"); empty: write none. Needs a unix --xds-address.")
 	xdsAddress := flag.String("xds-address", xdsserver.DefaultAddress, "Where the agent serves xDS (ADS: state of the world and delta) to the node's Envoy, node ID = --node-name: unix:///path (its directory is created 0750, a stale socket replaced) or tcp://<loopback IP>:<port> (the stream carries no TLS: loopback only). Empty: no xDS serving, and no cluster-wide view of the mesh.")
 	captureMode := flag.String("capture-mode", string(model.CaptureSurface), "How a meshed pod's outbound TCP reaches its proxy, unless its annotation aether.io/capture-mode says otherwise: scoped (the mesh ports 18081 and 18082), surface (every dial surface's VIP and port) or all.")
-	upstreamsFlag := flag.String("upstreams", string(model.UpstreamsDeclared), "Which services the node's Envoy carries before a pod dials them: declared (per local identity, its own services, those its pods declare in "+portspec.AnnotationUpstreams+" and the backends of their routes; any other service is fetched on demand the first time a request names it, counted in aether_agent_upstreams_miss_total, and dropped after "+agent.DemandIdleTTL.String()+" unused; Envoy's ADS stream is then delta xDS) or all (every service for every local identity: the node's clusters grow as services × ports × local identities).")
+	upstreamsFlag := flag.String("upstreams", string(model.UpstreamsDeclared), "Which services the node's Envoy carries before a pod dials them: declared (per local identity, its own services, those its pods declare in "+portspec.AnnotationUpstreams+" and the backends of their routes; any other service is fetched on demand the first time a request names it, counted in aether_agent_upstreams_miss_total, and dropped after "+demand.IdleTTL.String()+" unused; Envoy's ADS stream is then delta xDS) or all (every service for every local identity: the node's clusters grow as services × ports × local identities).")
 	captureResync := flag.Duration("capture-resync", agent.DefaultCaptureResync, "With xDS serving, the period of the cheap check of every meshed pod's capture table (table inet aether in its network namespace, programmed when the CNI plugin hands the pod over): a table deleted, flushed or edited by hand is repaired within one period.")
 	captureNever := flag.String("capture-never", "", "Comma-separated CIDRs (or addresses) that capture never redirects to the proxy, in any mode, beside loopback, link-local (169.254.0.0/16, fe80::/10: a cloud's metadata service) and the node's own addresses, which it never redirects either: e.g. a cloud's IPv6 metadata address fd00:ec2::254, or a range of the node network's services.")
 	captureUID := flag.Int64("capture-exclude-uid", -1, "A user ID whose sockets capture never redirects, for a proxy of your own that opens its upstream connections inside the pods' namespaces without the mesh's socket mark; -1: none. The node's Envoy (config/envoy) marks its sockets instead (capture returns the mark first) and runs as user 0: leave it at -1, as excluding 0 would exempt every container running as root.")
@@ -231,6 +232,7 @@ func main() {
 		}
 		options.XDS.Identities = identities
 		options.XDS.Debug = debug
+		options.XDS.Demands = demandRecord(upstreams, cniOpts.socket, log)
 	}
 	if err := agent.Setup(mgr, options); err != nil {
 		log.Error(err, "Failed to set up the agent")
@@ -373,4 +375,20 @@ func cniInstallOptions(cfg *rest.Config, scheme *runtime.Scheme, f cniFlags, ign
 		opts.SelfToken = &agent.ServiceAccountToken{Client: cs.CoreV1(), Namespace: self.Pod.Namespace, Name: selfAccount, Lifetime: agent.SelfTokenLifetime}
 	}
 	return opts, self, nil
+}
+
+// demandRecord is the record of what the node fetched on demand, with --upstreams=declared: kept
+// in the CNI run directory beside the netns registry, so that a restarted agent's first build
+// carries it and the node's Envoy keeps those clusters. Nil (the agent keeps one in memory)
+// without a run directory or on-demand fetching. A record that does not parse stops the agent.
+func demandRecord(upstreams model.UpstreamsMode, cniSocket string, log logr.Logger) *demand.Record {
+	if !upstreams.OnDemand() || cniSocket == "" {
+		return nil
+	}
+	rec, err := agent.OpenDemands(filepath.Join(filepath.Dir(cniSocket), agent.DemandsFile), log)
+	if err != nil {
+		log.Error(err, "Failed to read the on-demand record")
+		os.Exit(1)
+	}
+	return rec
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/agent/svid"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
+	"github.com/aether-mesh/aether-operator/internal/demand"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/netnsprobe"
 	"github.com/aether-mesh/aether-operator/internal/registration"
@@ -76,8 +77,12 @@ type XDSOptions struct {
 	// Upstreams says which services the node's Envoy carries before a pod dials them
 	// (model.UpstreamsMode, the agent's --upstreams); all if empty. With declared, the services
 	// a local identity does not carry are fetched on demand: the Server hands the names over,
-	// each rebuild carries them until they go idle (demand.go), and each miss is counted.
+	// each rebuild carries them until they go idle (Demands), and each miss is counted.
 	Upstreams model.UpstreamsMode
+	// Demands is the record of what the node fetched on demand (OpenDemands: kept in a state
+	// file, so that a restarted agent's first build carries it); with declared upstreams, one in
+	// memory if nil.
+	Demands *demand.Record
 	// AccessLog, when set, is told the mesh of every build (the services, ports, pods and
 	// identities its counters may name); Server must serve it (xdsserver.Options.AccessLog).
 	AccessLog *accesslog.Server
@@ -125,9 +130,9 @@ type publisher struct {
 	// leftOut are, by PodKey, why the last listing left each of the node's meshed pods out of the
 	// model: what the debug endpoint says of a pod with no configuration.
 	leftOut atomic.Pointer[map[string]string]
-	// demands are the services the node's identities asked for on demand (demand.go); nil
-	// unless the node carries declared upstreams only.
-	demands *demands
+	// demands are the services the node's identities asked for on demand; nil unless the node
+	// carries declared upstreams only.
+	demands *demand.Record
 	// noIPv6 is, by network namespace path, whether IPv6 loopback could not be bound there
 	// (model.LocalPod.NoIPv6), probed once per path. Only the rebuild loop touches it.
 	noIPv6 map[string]bool
@@ -155,10 +160,13 @@ func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *
 	opts.Server.OnProxylessChange(p.poke)
 	opts.Server.ResolvePodsWith(p.proxylessPodNodeID)
 	if opts.Upstreams.OnDemand() {
-		p.demands = newDemands(DemandIdleTTL, p.log, p.poke)
-		opts.Server.OnClusterDemand(p.demands.ask(p.node))
+		p.demands = opts.Demands
+		if p.demands == nil {
+			p.demands, _ = OpenDemands("", p.log) // in memory: nothing to read
+		}
+		opts.Server.OnClusterDemand(p.demands.Ask(p.node, p.poke))
 		if opts.AccessLog != nil {
-			opts.AccessLog.OnUpstream(func(cluster string) { p.demands.touch(cluster, time.Now()) })
+			opts.AccessLog.OnUpstream(func(cluster string) { p.demands.Touch(cluster, time.Now()) })
 		}
 	}
 	return p
@@ -234,7 +242,7 @@ func (p *publisher) loop(ctx context.Context) error {
 		resync = ticker.C
 	}
 	if p.demands != nil {
-		// A service fetched on demand goes when idle for DemandIdleTTL: checked each minute.
+		// A service fetched on demand goes when idle for demand.IdleTTL: checked each minute.
 		ticker := time.NewTicker(time.Minute)
 		defer ticker.Stop()
 		expire = ticker.C
@@ -250,7 +258,7 @@ func (p *publisher) loop(ctx context.Context) error {
 			p.capture.check(ctx)
 			continue
 		case now := <-expire:
-			if next := p.demands.next(); next.IsZero() || now.Before(next) {
+			if next := p.demands.Next(); next.IsZero() || now.Before(next) {
 				continue
 			}
 			d.add(now)
@@ -275,7 +283,7 @@ func (p *publisher) rebuild(ctx context.Context) {
 	m, err := p.mesh(ctx)
 	listed := err == nil
 	if listed && p.demands != nil {
-		m = p.demands.apply(m, time.Now())
+		m = p.demands.Apply(m, time.Now())
 	}
 	var res xds.Resources
 	if listed && p.opts.Identities != nil {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,8 +39,9 @@ type node struct {
 	// res is what the server serves, built from mesh (its pods' namespaces filled in).
 	res  xds.Resources
 	mesh model.Mesh
-	// secrets are the SDS secrets served, by name.
+	// secrets are the SDS secrets served, by name; issued are those secrets.
 	secrets []string
+	issued  []*tlsv3.Secret
 	// netns are the pods' namespaces by their path.
 	netns map[string]*nstest.NS
 	// ca issued the secrets (a fabric's nodes share one: their hops are mTLS).
@@ -84,12 +86,19 @@ type nodeOptions struct {
 type xdsServer struct {
 	*xdsserver.Server
 	socket string
+	// stop stops the server and reports how it ended on t; once.
+	stop func()
 }
 
 // serveXDS starts an xDS server; it stops when t ends.
 func serveXDS(t *testing.T) *xdsServer {
 	t.Helper()
-	socket := filepath.Join(t.TempDir(), "xds.sock")
+	return serveXDSOn(t, filepath.Join(t.TempDir(), "xds.sock"))
+}
+
+// serveXDSOn starts an xDS server on socket; it stops when t ends, or at its stop.
+func serveXDSOn(t *testing.T, socket string) *xdsServer {
+	t.Helper()
 	l, err := xdsserver.Listen(xdsserver.Address{Network: "unix", Path: socket})
 	if err != nil {
 		t.Fatal(err)
@@ -98,13 +107,22 @@ func serveXDS(t *testing.T) *xdsServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Start(ctx) }()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		if err := <-served; err != nil {
 			t.Errorf("xDS server: %v", err)
 		}
 	})
-	return &xdsServer{Server: srv, socket: socket}
+	t.Cleanup(stop)
+	return &xdsServer{Server: srv, socket: socket, stop: stop}
+}
+
+// restart stops s and starts a new server on its socket, as an agent that restarts does: it
+// starts with nothing published, and the Envoys it served reconnect to it.
+func (s *xdsServer) restart(t *testing.T) *xdsServer {
+	t.Helper()
+	s.stop()
+	return serveXDSOn(t, s.socket)
 }
 
 // startNodeOn builds m's resources with each local pod in its namespace of o.pods, changes them
@@ -134,6 +152,7 @@ func startNodeOn(t *testing.T, m model.Mesh, o nodeOptions) *node {
 
 	nodeID := m.Node.Name
 	secrets := n.issueSecrets(t, res)
+	n.issued = secrets
 	if _, err := o.xds.PublishSecrets(nodeID, secrets); err != nil {
 		t.Fatalf("PublishSecrets: %v", err)
 	}

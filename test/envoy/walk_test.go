@@ -6,16 +6,19 @@ package envoy_test
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/aether-mesh/aether-operator/internal/capture"
 	"github.com/aether-mesh/aether-operator/internal/capture/apply"
+	"github.com/aether-mesh/aether-operator/internal/demand"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/spiffetest"
 	"github.com/aether-mesh/aether-operator/internal/testroot"
@@ -82,6 +85,16 @@ type liveMesh struct {
 	sims   map[string]*xdssim.Sim
 	// filtersTimeout is the capture listener's listener_filters_timeout.
 	filtersTimeout time.Duration
+	// srv serves every node; builds build each node's resources (with the planted break, if any).
+	srv    *xdsServer
+	builds map[string]func(model.Mesh) (xds.Resources, error)
+	// dir holds the nodes' on-demand records (demandsFile).
+	dir string
+}
+
+// demandsFile is node's on-demand record's state file.
+func (lm *liveMesh) demandsFile(node string) string {
+	return filepath.Join(lm.dir, node+"-demands.json")
 }
 
 // startMesh runs s live: the fabric, an Envoy per node (this node's resources changed by mutate,
@@ -96,7 +109,7 @@ func startMesh(t *testing.T, s xdstest.Scenario, mutate func(*xds.Resources)) *l
 		t.Fatal(err)
 	}
 	srv := serveXDS(t)
-	lm := &liveMesh{fabric: f, nodes: map[string]*node{}, sims: map[string]*xdssim.Sim{}}
+	lm := &liveMesh{fabric: f, nodes: map[string]*node{}, sims: map[string]*xdssim.Sim{}, srv: srv, dir: t.TempDir()}
 	var names []string
 	for _, w := range s.Workloads {
 		names = append(names, w.Node)
@@ -121,7 +134,7 @@ func startMesh(t *testing.T, s xdstest.Scenario, mutate func(*xds.Resources)) *l
 		n := startNodeOn(t, m, o)
 		lm.nodes[name] = n
 		if o.delta {
-			srv.OnClusterDemand(answerDemand(t, srv, n.mesh, builds[name]))
+			answerDemand(t, srv, lm.demandsFile(name), n.mesh, builds[name])
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(lm.nodes)) {
@@ -131,6 +144,7 @@ func startMesh(t *testing.T, s xdstest.Scenario, mutate func(*xds.Resources)) *l
 		lm.sims[name] = xdssim.New(n.res)
 		lm.sims[name].FetchOnDemand(xdswalk.FetchAsTheAgent(n.mesh, builds[name], func(err error) { t.Errorf("%v", err) }))
 	}
+	lm.builds = builds
 	here := lm.nodes[xdstest.ThisNode]
 	if here == nil {
 		t.Fatalf("no pod runs on %s: the scenario has no client", xdstest.ThisNode)
@@ -148,14 +162,24 @@ func startMesh(t *testing.T, s xdstest.Scenario, mutate func(*xds.Resources)) *l
 	return lm
 }
 
-// answerDemand answers the on-demand requests of m's node as the agent does (internal/agent's
-// demand.go): the names asked for are recorded, and a rebuild, on its own goroutine, carries each
-// one m resolves (xds.Demand) for the identity that asked (xds.WithDemand), builds the node's
-// configuration again (build) and publishes it. It stops when t ends.
-func answerDemand(t *testing.T, srv *xdsServer, m model.Mesh, build func(model.Mesh) (xds.Resources, error)) func(string, []string) {
-	var mu sync.Mutex
-	var pending []string
-	poke := make(chan struct{}, 1)
+// answerDemand answers the on-demand requests of m's node as the agent does, with the agent's
+// record (internal/demand, kept in file): each request, on its own goroutine, builds the node's
+// configuration again (build) from m with what the record carries (beside what m's scenario
+// demands) and publishes it on srv. It stops when t ends. poke asks for a build (a restarted
+// agent's first).
+func answerDemand(t *testing.T, srv *xdsServer, file string, m model.Mesh, build func(model.Mesh) (xds.Resources, error)) (poke func()) {
+	t.Helper()
+	rec, err := demand.Open(demand.Options{Log: logr.Discard(), File: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kick := make(chan struct{}, 1)
+	poke = func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	t.Cleanup(func() { close(done); <-stopped })
@@ -165,43 +189,26 @@ func answerDemand(t *testing.T, srv *xdsServer, m model.Mesh, build func(model.M
 			select {
 			case <-done:
 				return
-			case <-poke:
+			case <-kick:
 			}
-			mu.Lock()
-			names := pending
-			pending = nil
-			mu.Unlock()
-			asked := false
-			for _, name := range names {
-				if identity, service, ok := xds.Demand(m, name); ok {
-					m, asked = xds.WithDemand(m, identity, service), true
+			withRecord := rec.Apply(m, time.Now())
+			for identity, services := range m.Demanded {
+				for _, service := range services {
+					withRecord = xds.WithDemand(withRecord, identity, service)
 				}
 			}
-			if !asked {
-				continue
-			}
-			res, err := build(m)
+			res, err := build(withRecord)
 			if err != nil {
-				t.Errorf("the on-demand answer for %v: Build: %v", names, err)
+				t.Errorf("the on-demand answer: Build: %v", err)
 				continue
 			}
 			if _, err := srv.Publish(m.Node.Name, res); err != nil {
-				t.Errorf("the on-demand answer for %v: Publish: %v", names, err)
+				t.Errorf("the on-demand answer: Publish: %v", err)
 			}
 		}
 	}()
-	return func(nodeID string, names []string) {
-		if nodeID != m.Node.Name {
-			return
-		}
-		mu.Lock()
-		pending = append(pending, names...)
-		mu.Unlock()
-		select {
-		case poke <- struct{}{}:
-		default:
-		}
-	}
+	srv.OnClusterDemand(rec.Ask(m.Node.Name, poke))
+	return poke
 }
 
 // filtersTimeoutOf is listener's listener_filters_timeout in res.
@@ -261,6 +268,40 @@ func (r walkResult) String() string {
 // walk sends every case of the corpus from this node's pods (those keep selects, when set),
 // reports each disagreement on t and counts them.
 func (lm *liveMesh) walk(t testing.TB, keep func(liveCase) bool) walkResult {
+	cases := lm.cases(t, keep)
+	seen := lm.send(cases)
+	r := walkResult{cases: len(cases), sent: len(seen), kinds: map[xdswalk.SeenKind]int{}}
+	for _, lc := range cases {
+		live := seen[lc.wire]
+		r.kinds[live.Kind]++
+		tableErr := lc.want.Admits(live, lc.Row.Result, lm.filtersTimeout)
+		simDiff := live.Differs(lc.predicted, lm.filtersTimeout)
+		if tableErr == nil && simDiff == "" {
+			continue
+		}
+		verdict := func(disagrees bool, why string) string {
+			if !disagrees {
+				return "agrees"
+			}
+			return "DISAGREES: " + why
+		}
+		if tableErr != nil {
+			r.table++
+		}
+		if simDiff != "" {
+			r.simulator++
+		}
+		t.Errorf("%s dials %q, shape %s (%s):\n\tlive Envoy: %s\n\ttable:      %s; %s\n\tsimulator:  %s; %s",
+			lc.Client.Name, lc.Row.Address, lc.shape, xdswalk.Describe(lc.conn), live,
+			lc.want, verdict(tableErr != nil, fmt.Sprint(tableErr)),
+			lc.predicted, verdict(simDiff != "", simDiff))
+	}
+	return r
+}
+
+// cases are the corpus's cases from this node's pods (those keep selects, when set), each with
+// what the table expects and the simulator predicts.
+func (lm *liveMesh) cases(t testing.TB, keep func(liveCase) bool) []liveCase {
 	var cases []liveCase
 	here := lm.sims[xdstest.ThisNode]
 	shared := xdswalk.SharedPorts(lm.mesh)
@@ -290,34 +331,7 @@ func (lm *liveMesh) walk(t testing.TB, keep func(liveCase) bool) walkResult {
 			}
 		}
 	}
-	seen := lm.send(cases)
-	r := walkResult{cases: len(cases), sent: len(seen), kinds: map[xdswalk.SeenKind]int{}}
-	for _, lc := range cases {
-		live := seen[lc.wire]
-		r.kinds[live.Kind]++
-		tableErr := lc.want.Admits(live, lc.Row.Result, lm.filtersTimeout)
-		simDiff := live.Differs(lc.predicted, lm.filtersTimeout)
-		if tableErr == nil && simDiff == "" {
-			continue
-		}
-		verdict := func(disagrees bool, why string) string {
-			if !disagrees {
-				return "agrees"
-			}
-			return "DISAGREES: " + why
-		}
-		if tableErr != nil {
-			r.table++
-		}
-		if simDiff != "" {
-			r.simulator++
-		}
-		t.Errorf("%s dials %q, shape %s (%s):\n\tlive Envoy: %s\n\ttable:      %s; %s\n\tsimulator:  %s; %s",
-			lc.Client.Name, lc.Row.Address, lc.shape, xdswalk.Describe(lc.conn), live,
-			lc.want, verdict(tableErr != nil, fmt.Sprint(tableErr)),
-			lc.predicted, verdict(simDiff != "", simDiff))
-	}
-	return r
+	return cases
 }
 
 // liveParallel is how many connections that send at once are open at once: the CPU they take is
