@@ -59,6 +59,9 @@ const (
 	// ("-" for a header the request lacks). Behind the mesh the connection comes from the node
 	// proxy; the caller's address and identity are in the headers the destination's proxy set.
 	WhoamiPath = "/testapp/whoami"
+	// HangPath is where an HTTP server takes the request and never answers, until the client goes
+	// away: a stuck upstream, which only a timeout ends.
+	HangPath = "/testapp/hang"
 )
 
 // Serve listens on host for every port and serves until the returned closers are closed. On an
@@ -70,6 +73,7 @@ func Serve(host string, p Ports) ([]io.Closer, error) {
 	reset := func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }
 	mux.HandleFunc(ResetPath, reset)
 	mux.HandleFunc(WhoamiPath, whoami)
+	mux.HandleFunc(HangPath, func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if p.ResetRequests {
 			reset(w, r)

@@ -265,12 +265,7 @@ func routeKey(r routes.Route) string { return string(r.Kind) + " " + r.Namespace
 
 // noteUncarried logs what of a carried route the data plane leaves out, once per generation.
 func (v *View) noteUncarried(ctx context.Context, r routes.Route) {
-	var notes []string
-	for i, rule := range r.Rules {
-		for _, n := range rule.Uncarried {
-			notes = append(notes, fmt.Sprintf("rule %d: %s", i, n))
-		}
-	}
+	notes := r.Uncarried()
 	if len(notes) == 0 {
 		return
 	}

@@ -3,6 +3,8 @@
 
 package model
 
+import "time"
+
 // RouteKind is the Gateway API kind of a route.
 type RouteKind string
 
@@ -41,6 +43,17 @@ type RouteRule struct {
 	// Matches are ORed; none means every request. TCPRoute and TLSRoute rules have none.
 	Matches  []RouteMatch
 	Backends []Backend
+	// Timeouts are an HTTPRoute rule's; none for the other kinds.
+	Timeouts RouteTimeouts
+}
+
+// RouteTimeouts are an HTTPRoute rule's timeouts (Gateway API's timeouts), each 0 for none: the
+// mesh sets no deadline of its own on a request.
+type RouteTimeouts struct {
+	// Request bounds the whole request, retries included: past it the client is answered 504.
+	Request time.Duration
+	// BackendRequest bounds each attempt at a backend (a retry is a new attempt).
+	BackendRequest time.Duration
 }
 
 // RouteMatch is one HTTPRoute or GRPCRoute match; its fields are ANDed.

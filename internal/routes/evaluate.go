@@ -62,8 +62,10 @@ type Rule struct {
 	// alone means every request).
 	Matches     []model.RouteMatch `json:"-"`
 	MatchesNone bool               `json:"-"`
+	// Timeouts are an HTTPRoute rule's timeouts the data plane carries.
+	Timeouts model.RouteTimeouts `json:"-"`
 	// Uncarried says, one sentence each, what of the rule the data plane leaves out (a match it
-	// cannot express, filters).
+	// cannot express, filters, a timeout that is no duration).
 	Uncarried []string `json:"-"`
 }
 
@@ -104,6 +106,9 @@ func Evaluate(in Input) []gwapiv1.RouteParentStatus {
 		switch ms := in.meshService(ns, name); {
 		case ms != nil:
 			acc = in.accepted(ref, ms)
+			if notes := in.Route.Uncarried(); acc.Status == metav1.ConditionTrue && len(notes) > 0 {
+				acc.Message += ". Not applied by the mesh: " + strings.Join(notes, "; ")
+			}
 		case !slices.Contains(in.Services, ns+"/"+name):
 			acc = condition(gwapiv1.RouteConditionAccepted, false, gwapiv1.RouteReasonNoMatchingParent, fmt.Sprintf(
 				"parentRef %s: Service %s/%s does not exist, so the route attaches to nothing. The mesh creates the Service of "+
@@ -229,6 +234,18 @@ func resolvedRefs(in Input) metav1.Condition {
 		}
 	}
 	return condition(gwapiv1.RouteConditionResolvedRefs, false, reason, strings.Join(problems, " "))
+}
+
+// Uncarried says what of the route's rules the data plane leaves out, one note each, named by
+// its rule; none for nothing.
+func (r Route) Uncarried() []string {
+	var notes []string
+	for i, rule := range r.Rules {
+		for _, n := range rule.Uncarried {
+			notes = append(notes, ruleName(i, rule)+": "+n)
+		}
+	}
+	return notes
 }
 
 func ruleName(i int, rule Rule) string {

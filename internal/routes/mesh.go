@@ -59,7 +59,7 @@ func MeshRoute(route Route, parents []gwapiv1.RouteParentStatus) (model.Route, b
 		if rule.MatchesNone {
 			continue
 		}
-		var r model.RouteRule
+		r := model.RouteRule{Timeouts: rule.Timeouts}
 		if len(rule.Matches) > 0 {
 			r.Matches = slices.Clone(rule.Matches)
 		}

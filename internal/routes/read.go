@@ -5,6 +5,7 @@ package routes
 
 import (
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,12 +46,32 @@ func read[R any](kind Kind, meta metav1.ObjectMeta, spec gwapiv1.CommonRouteSpec
 	return route
 }
 
-// httpRule reads an HTTPRoute rule: its backends and weights, and its matches as the data plane
-// carries them.
+// httpRule reads an HTTPRoute rule: its backends and weights, its matches as the data plane
+// carries them, and its timeouts.
 func httpRule(rule gwapiv1.HTTPRouteRule) Rule {
-	return requestRule(rule.Name, len(rule.Filters), rule.BackendRefs, func(b gwapiv1.HTTPBackendRef) (gwapiv1.BackendRef, int) {
+	r := requestRule(rule.Name, len(rule.Filters), rule.BackendRefs, func(b gwapiv1.HTTPBackendRef) (gwapiv1.BackendRef, int) {
 		return b.BackendRef, len(b.Filters)
 	}, rule.Matches, httpMatch)
+	if t := rule.Timeouts; t != nil {
+		r.Timeouts.Request = r.timeout("timeouts.request", t.Request)
+		r.Timeouts.BackendRequest = r.timeout("timeouts.backendRequest", t.BackendRequest)
+	}
+	return r
+}
+
+// timeout is a Gateway API duration (GEP-2257: 1 to 4 of <number><h|m|s|ms>, "0s" for none) as
+// the data plane carries it; 0 when unset, and when it is no duration, which is noted with the
+// field's name (Gateway API's CRDs refuse such a value; one stored without them is not applied).
+func (r *Rule) timeout(field string, d *gwapiv1.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	v, err := time.ParseDuration(string(*d))
+	if err != nil || v < 0 {
+		r.Uncarried = append(r.Uncarried, fmt.Sprintf("%s %q is not a duration (write e.g. 10s, 1m30s or 500ms; 0s for none): no timeout is applied", field, *d))
+		return 0
+	}
+	return v
 }
 
 // grpcRule reads a GRPCRoute rule as httpRule reads an HTTPRoute rule.

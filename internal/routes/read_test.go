@@ -4,12 +4,17 @@
 package routes
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/model"
 )
 
 // TestRead: each of the four kinds reads as its Kind, with every rule's backends in order and a
@@ -52,5 +57,37 @@ func TestRead(t *testing.T) {
 	}
 	if _, _, ok := Read(&corev1.Service{}); ok {
 		t.Error("a Service read as a route")
+	}
+}
+
+// TestReadTimeouts: an HTTPRoute rule's timeouts are read as durations (0s: none), carried into
+// the data plane's rule, and a value that is no duration (stored without Gateway
+// API's CRD validation) is applied as none and named, field and value, in the route's
+// Accepted message, so the user learns it is not applied.
+func TestReadTimeouts(t *testing.T) {
+	d := func(s string) *gwapiv1.Duration { v := gwapiv1.Duration(s); return &v }
+	route := &gwapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "r"}, Spec: gwapiv1.HTTPRouteSpec{Rules: []gwapiv1.HTTPRouteRule{
+		{Timeouts: &gwapiv1.HTTPRouteTimeouts{Request: d("1m30s"), BackendRequest: d("500ms")}},
+		{Timeouts: &gwapiv1.HTTPRouteTimeouts{Request: d("0s")}},
+		{Timeouts: &gwapiv1.HTTPRouteTimeouts{Request: d("10 seconds")}},
+		{},
+	}}}
+	r, _, _ := Read(route)
+	want := []model.RouteTimeouts{{Request: 90 * time.Second, BackendRequest: 500 * time.Millisecond}, {}, {}, {}}
+	for i, rule := range r.Rules {
+		if rule.Timeouts != want[i] {
+			t.Errorf("rule %d: timeouts %+v, want %+v", i, rule.Timeouts, want[i])
+		}
+	}
+	notes := r.Uncarried()
+	if len(notes) != 1 || !strings.Contains(notes[0], `rule 2: timeouts.request "10 seconds" is not a duration`) || !strings.Contains(notes[0], "no timeout is applied") {
+		t.Errorf("notes %q, want one naming rule 2's timeouts.request and its value", notes)
+	}
+	group, kind := gwapiv1.Group(""), gwapiv1.Kind("Service")
+	r.ParentRefs = []gwapiv1.ParentReference{{Group: &group, Kind: &kind, Name: "payments"}}
+	in := Input{Route: r, MeshServices: []meshv1alpha1.MeshService{{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "payments"}}}}
+	acc := Evaluate(in)[0].Conditions[0]
+	if acc.Status != metav1.ConditionTrue || !strings.Contains(acc.Message, "Not applied by the mesh: "+notes[0]) {
+		t.Errorf("Accepted %s %q, want True, naming what is not applied", acc.Status, acc.Message)
 	}
 }

@@ -168,6 +168,18 @@ func (b *builder) outboundRetryPolicies() retryPolicies {
 	return b.retries
 }
 
+// withPerTryTimeout is p with each attempt bounded by perTry (an HTTPRoute rule's
+// timeouts.backendRequest), as copies; p itself when perTry is nil (most routes share the
+// build's two policies).
+func (p retryPolicies) withPerTryTimeout(perTry *durationpb.Duration) retryPolicies {
+	if perTry == nil {
+		return p
+	}
+	out := retryPolicies{anyMethod: proto.Clone(p.anyMethod).(*routev3.RetryPolicy), idempotent: proto.Clone(p.idempotent).(*routev3.RetryPolicy)}
+	out.anyMethod.PerTryTimeout, out.idempotent.PerTryTimeout = perTry, perTry
+	return out
+}
+
 // retryPolicy retries row 1 and the outcome values retriable.
 func (b *builder) retryPolicy(retriable []string) *routev3.RetryPolicy {
 	p := &routev3.RetryPolicy{
@@ -198,13 +210,14 @@ func (b *builder) retryPolicy(retriable []string) *routev3.RetryPolicy {
 // left as they are. The routes are the builder's own; their matches may be shared with other
 // ports (route_gateway.go), so a twin's is a copy.
 func (b *builder) withRetries(routes []*routev3.Route) []*routev3.Route {
-	policies := b.outboundRetryPolicies()
+	shared := b.outboundRetryPolicies()
 	out := make([]*routev3.Route, 0, 2*len(routes))
 	for _, r := range routes {
 		if r.GetRoute() == nil {
 			out = append(out, r)
 			continue
 		}
+		policies := shared.withPerTryTimeout(r.GetRoute().GetRetryPolicy().GetPerTryTimeout())
 		switch methodsOf(r.GetMatch()) {
 		case onlyIdempotent:
 			r.GetRoute().RetryPolicy = policies.idempotent

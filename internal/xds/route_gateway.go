@@ -110,6 +110,8 @@ type gatewayRule struct {
 	// cluster once; nil when noBackend says why the rule has none.
 	backends  []weightedBase
 	noBackend string
+	// timeouts are the rule's (an HTTPRoute's): 0 for none.
+	timeouts model.RouteTimeouts
 }
 
 // gatewayMatch is one match: its Envoy form and what orders it.
@@ -252,7 +254,7 @@ func (b *builder) resolveRoute(r *model.Route, services map[string]*meshService)
 		rules = rules[:1]
 	}
 	for i, rule := range rules {
-		gr := gatewayRule{index: i}
+		gr := gatewayRule{index: i, timeouts: rule.Timeouts}
 		if http {
 			for j, m := range rule.Matches {
 				gm, err := buildMatch(r.Kind, m)
@@ -566,7 +568,11 @@ func setRuleAction(r *routev3.Route, rule *gatewayRule, identity string) {
 		r.Action = directResponse(500, rule.noBackend+"\n")
 		return
 	}
-	action := &routev3.RouteAction{Timeout: durationpb.New(0)}
+	action := &routev3.RouteAction{Timeout: durationpb.New(rule.timeouts.Request)}
+	if rule.timeouts.BackendRequest > 0 {
+		// Each attempt's bound goes in the retry policy, which withRetries gives the route.
+		action.RetryPolicy = &routev3.RetryPolicy{PerTryTimeout: durationpb.New(rule.timeouts.BackendRequest)}
+	}
 	clusters := qualify(rule.backends, identity)
 	if len(clusters) == 1 {
 		action.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: clusters[0].base}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -497,5 +498,44 @@ func TestRouteNotesAreListedOnce(t *testing.T) {
 	}
 	if !gwSkippedMentions(res, "TCPRoute shop/b is not applied on payments.shop.aether.internal:9000") {
 		t.Errorf("Skipped does not name the TCPRoute left out:\n%s", strings.Join(res.Skipped, "\n"))
+	}
+}
+
+// Timeouts: an HTTPRoute rule's timeouts.request is its route's timeout and timeouts.backendRequest
+// each attempt's (the retry policy's per_try_timeout), on the route and on its idempotent twin,
+// beside the mesh's retry conditions; a rule that sets none has no timeout (0: the mesh sets no
+// deadline of its own), and the other routes keep the build's shared policies.
+func TestHTTPRouteTimeouts(t *testing.T) {
+	timed := gwRule([]model.Backend{gwBackend("payments", 8080, 1)}, model.RouteMatch{PathType: "PathPrefix", Path: "/timed"})
+	timed.Timeouts = model.RouteTimeouts{Request: 3 * time.Second, BackendRequest: time.Second}
+	route := gwRoute(model.HTTPRoute, gwShop, "timeouts", 8080, timed,
+		gwRule([]model.Backend{gwBackend("payments", 8080, 1)}, model.RouteMatch{PathType: "PathPrefix", Path: "/untimed"}))
+	res, _ := gwBuild(t, gwMesh(t, route))
+	seen := map[int]int{}
+	for _, rc := range res.Routes {
+		for _, vh := range rc.GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				for rule, want := range []struct{ timeout, perTry time.Duration }{{3 * time.Second, time.Second}, {0, 0}} {
+					if r.GetName() != xds.GatewayRoute("HTTPRoute", gwShop, "timeouts", rule, 0) {
+						continue
+					}
+					seen[rule]++
+					action := r.GetRoute()
+					if got := action.GetTimeout().AsDuration(); action.GetTimeout() == nil || got != want.timeout {
+						t.Errorf("%s in %s: timeout %v, want %v", r.GetName(), rc.GetName(), action.GetTimeout(), want.timeout)
+					}
+					policy := action.GetRetryPolicy()
+					if got := policy.GetPerTryTimeout().AsDuration(); got != want.perTry || (want.perTry == 0) != (policy.GetPerTryTimeout() == nil) {
+						t.Errorf("%s in %s: per-try timeout %v, want %v", r.GetName(), rc.GetName(), policy.GetPerTryTimeout(), want.perTry)
+					}
+					if policy.GetRetryOn() != xds.RetryOn {
+						t.Errorf("%s in %s: retry_on %q, want the mesh's %q beside the per-try timeout", r.GetName(), rc.GetName(), policy.GetRetryOn(), xds.RetryOn)
+					}
+				}
+			}
+		}
+	}
+	if seen[0] == 0 || seen[1] == 0 {
+		t.Fatalf("routes of rule 0 seen %d times, of rule 1 %d: the route was not built", seen[0], seen[1])
 	}
 }

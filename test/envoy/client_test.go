@@ -51,6 +51,8 @@ type client struct {
 	// connection held (longer than the capture listener's listener filters timeout, after which
 	// a TCP port's connection goes on).
 	window time.Duration
+	// deadline is how long the whole exchange may take before the client gives up; 15 s if 0.
+	deadline time.Duration
 }
 
 // send opens conn as shape sh and says what the client saw.
@@ -68,7 +70,7 @@ func (c client) send(conn xdssim.Conn, sh xdswalk.Shape) xdswalk.Seen {
 	connected := time.Now()
 	rec := &recorder{Conn: raw}
 	defer rec.Close()
-	_ = rec.SetDeadline(time.Now().Add(15*time.Second + conn.FirstBytesAfter))
+	_ = rec.SetDeadline(time.Now().Add(cmp.Or(c.deadline, 15*time.Second) + conn.FirstBytesAfter))
 	if conn.FirstBytesAfter > 0 {
 		// The shape itself: a client whose first bytes come this late (a pooled connection's
 		// first request), not a wait for something to happen.
