@@ -138,13 +138,18 @@ const (
 )
 
 // localityTier is how far l is from the node: the same zone of the same region, another zone of
-// the same region, or another region.
+// the same region, or another region. A node without topology labels expresses no preference
+// (every endpoint is as near as any), and one with a region but no zone prefers its region only:
+// a missing label is not a place, and two nodes that both lack it are not neighbours. An
+// endpoint whose node has no region is elsewhere to a node that has one.
 func (b *builder) localityTier(l meshv1alpha1.Locality) int {
 	node := b.mesh.Node.Locality
 	switch {
+	case node.Region == "" && node.Zone == "":
+		return sameZone
 	case l.Region != node.Region:
 		return elsewhere
-	case l.Zone != node.Zone:
+	case node.Zone != "" && l.Zone != node.Zone:
 		return sameRegion
 	}
 	return sameZone

@@ -320,6 +320,19 @@ func onDemand() Scenario {
 	return s
 }
 
+// UnlabelledNodes is the common cast (payments HTTP 8080 on each node) where this node and node-b
+// carry no topology labels and node-c (another region) does: this node's frontend has no place to
+// prefer, so payments' load assignment is one priority holding all three pods (a node without
+// labels expresses no preference: it is no neighbour of another unlabelled node). From node-c,
+// the pods on the unlabelled nodes are elsewhere.
+func UnlabelledNodes() model.Mesh { return unlabelledNodes().Mesh() }
+
+func unlabelledNodes() Scenario {
+	s := simple("8080", "8080", "")
+	s.Unlabelled = []string{ThisNode, SameRegion}
+	return s
+}
+
 // Scenarios are every scenario as data, by the name of its golden directory.
 func Scenarios() map[string]Scenario {
 	return map[string]Scenario{
@@ -342,6 +355,7 @@ func Scenarios() map[string]Scenario {
 		"uds":                        uds(),
 		"declared-upstreams":         declaredUpstreams(),
 		"on-demand":                  onDemand(),
+		"unlabelled-nodes":           unlabelledNodes(),
 	}
 }
 

@@ -184,6 +184,9 @@ type Scenario struct {
 	Upstreams model.UpstreamsMode
 	// Demanded are the services each local identity asked for on demand (model.Mesh.Demanded).
 	Demanded map[string][]string
+	// Unlabelled are the nodes that carry no topology labels here: their locality, and that of
+	// the endpoints on them, is empty.
+	Unlabelled []string
 }
 
 // Inputs are the model's inputs of every service, sorted by namespace and name: its identity,
@@ -192,6 +195,9 @@ func (s Scenario) Inputs() []model.Input {
 	byService := map[ServiceDecl][]meshv1alpha1.MeshEndpoint{}
 	for _, w := range s.Workloads {
 		if ep := w.Endpoint(); apimeta.IsStatusConditionTrue(ep.Status.Conditions, meshv1alpha1.EndpointConditionVerified) {
+			if slices.Contains(s.Unlabelled, w.Node) {
+				ep.Spec.Locality = meshv1alpha1.Locality{}
+			}
 			key := ServiceDecl{Namespace: w.Namespace, Name: w.Service}
 			byService[key] = append(byService[key], ep)
 		}
@@ -243,6 +249,9 @@ func (s Scenario) Mesh() model.Mesh { return s.MeshOn(ThisNode) }
 func (s Scenario) MeshOn(node string) model.Mesh {
 	m := model.Mesh{Domain: Domain, Issuer: s.Issuer, Node: nodeModel(node), Pods: s.localPodsOn(node), Routes: slices.Clone(s.Routes),
 		Upstreams: s.Upstreams, Demanded: s.Demanded}
+	if slices.Contains(s.Unlabelled, node) {
+		m.Node.Locality = meshv1alpha1.Locality{}
+	}
 	for _, in := range s.Inputs() {
 		m.Services = append(m.Services, model.BuildService(in))
 	}

@@ -24,7 +24,8 @@ import (
 // of their documented order, a local pod whose service is missing.
 func checkMesh(t testing.TB, name string, m model.Mesh) {
 	t.Helper()
-	if m.Domain != xdstest.Domain || m.Node.Name != xdstest.ThisNode || m.Node.Locality.Zone == "" {
+	// Every node but the unlabelled-nodes scenario's has its locality.
+	if m.Domain != xdstest.Domain || m.Node.Name != xdstest.ThisNode || (m.Node.Locality.Zone == "") != strings.HasPrefix(name, "unlabelled-nodes") {
 		t.Errorf("%s: domain %q, node %+v", name, m.Domain, m.Node)
 	}
 	byKey := func(ns, n string) string { return ns + "/" + n }
@@ -59,9 +60,9 @@ func checkMesh(t testing.TB, name string, m model.Mesh) {
 // workload joins its service (each is a verified endpoint).
 func TestScenariosAreValid(t *testing.T) {
 	scenarios := xdstest.Scenarios()
-	if len(scenarios) != 19 {
+	if len(scenarios) != 20 {
 		t.Errorf("%d scenarios, want the 10 of the table, tls-routes, no-issuer, shared-port, dual-stack-mesh, primary-rollout, subsets, uds, "+
-			"declared-upstreams and on-demand", len(scenarios))
+			"declared-upstreams, on-demand and unlabelled-nodes", len(scenarios))
 	}
 	for name, m := range xdstest.All() {
 		checkMesh(t, name, m)
@@ -166,6 +167,7 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		// The routed mesh, on a node that carries declared upstreams only.
 		"declared-upstreams": "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 		"on-demand":          "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
+		"unlabelled-nodes":   "primary 8080; 8080/HTTP; http default none; tcp default none",
 	}
 	all := xdstest.All()
 	for name, m := range all {
