@@ -178,9 +178,10 @@ func (r *PodReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 		node = nil // no locality until the Node is seen
 	}
 	// The webhook denies such a pod; one admitted while it was down is refused here, in the
-	// same words, before its annotations are read.
+	// same words: every problem at once (registration.Problems), its annotations' too.
 	if err := registration.CheckServiceAccount(pod); err != nil {
-		return r.refuse(ctx, pod, ep, defaultServiceAccount(err))
+		_, problems := registration.Problems(pod)
+		return r.refuse(ctx, pod, ep, defaultServiceAccount(problems))
 	}
 	spec, err := registration.Registration(pod, node)
 	var invalid portspec.ErrorList

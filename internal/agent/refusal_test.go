@@ -240,11 +240,18 @@ func TestDefaultServiceAccountRefused(t *testing.T) {
 	ns := namespace(t, ctx)
 	ports := map[string]string{portspec.AnnotationPorts: "8080"}
 	before := refusals(t, portspec.Kind(ReasonDefaultServiceAccount))
-	for name, sa := range map[string]string{"unset": "", "named": registration.DefaultServiceAccount} {
-		pod := createPodAs(t, ctx, ns, name, sa, testNode, newPodIP(), true, ports)
-		want := registration.CheckServiceAccount(pod)
-		if want == nil {
+	// The named one also declares a reserved port: its refusal says both at once.
+	for name, tc := range map[string]struct {
+		sa    string
+		ports map[string]string
+	}{"unset": {"", ports}, "named": {registration.DefaultServiceAccount, map[string]string{portspec.AnnotationPorts: "8080,18082"}}} {
+		pod := createPodAs(t, ctx, ns, name, tc.sa, testNode, newPodIP(), true, tc.ports)
+		_, want := registration.Problems(pod)
+		if registration.CheckServiceAccount(pod) == nil || want == nil {
 			t.Fatalf("pod %s runs as %q, yet CheckServiceAccount finds nothing wrong", name, pod.Spec.ServiceAccountName)
+		}
+		if name == "named" && !strings.Contains(want.Error(), "port 18082 is reserved") {
+			t.Fatalf("pod %s: Problems says %q, nothing of its reserved port", name, want)
 		}
 		testenv.Eventually(t, "the refusal Event of "+name, func() error {
 			return podEventOf(t, ns, name, ReasonDefaultServiceAccount, want.Error())

@@ -88,9 +88,8 @@ type PodTemplate struct {
 
 // Judge is the webhook's rule on one pod template, as on a CREATE: without the label, not judged;
 // labelled with a value other than "true", not judged but warned (portspec.NotManagedWarning);
-// else a template running as the default ServiceAccount is denied
-// (registration.CheckServiceAccount), then portspec.Warnings as warnings and portspec.Parse's
-// error as the denial.
+// else every problem of its ServiceAccount and annotations is one denial (registration.Problems),
+// and portspec.Warnings are warnings.
 func Judge(t PodTemplate) []Finding {
 	finding := func(severity, msg string) Finding {
 		return Finding{File: t.File, Document: t.Document, Item: t.Item, Kind: t.Kind, Namespace: t.Namespace,
@@ -104,10 +103,7 @@ func Judge(t PodTemplate) []Finding {
 		return []Finding{finding(SeverityWarning, portspec.NotManagedWarning(value))}
 	}
 	var out []Finding
-	if err := registration.CheckServiceAccount(t.pod()); err != nil {
-		// The webhook's first denial: its annotations are not judged until this is fixed.
-		out = append(out, finding(SeverityError, err.Error()))
-	} else if _, err := portspec.Parse(t.Annotations); err != nil {
+	if _, err := registration.Problems(t.pod()); err != nil {
 		out = append(out, finding(SeverityError, err.Error()))
 	}
 	for _, w := range portspec.Warnings(t.Annotations) {
@@ -116,10 +112,11 @@ func Judge(t PodTemplate) []Finding {
 	return out
 }
 
-// pod is the pod the template makes, as far as the webhook's ServiceAccount rule reads it: a Pod
-// keeps its name; a workload's pods are named after it (web-*).
+// pod is the pod the template makes, as far as registration.Problems reads it (its name,
+// ServiceAccount and annotations): a Pod keeps its name; a workload's pods are named after it
+// (web-*).
 func (t PodTemplate) pod() *corev1.Pod {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name, Labels: t.Labels, Annotations: t.Annotations},
 		Spec: corev1.PodSpec{ServiceAccountName: t.ServiceAccount}}
 	if pod.Namespace == "" {
 		pod.Namespace = "<namespace>"

@@ -102,6 +102,19 @@ func (e *DefaultServiceAccountError) Error() string {
 		"or remove the label %s", e.Pod, LabelManaged, ManagedValue, how, LabelManaged)
 }
 
+// Problems is every reason, of those a managed pod's ServiceAccount and annotations show, the
+// mesh does not take it, at once: its ServiceAccount (CheckServiceAccount) and its annotations'
+// errors (portspec.Parse's, bounded), one per line, each with its fix, so a user fixes all of
+// them in one round; nil for none. spec is the parsed annotations when they parse. The pod
+// webhook denies with it (beside its checks of the pod's volumes), the node agent refuses with it
+// when the webhook was down, and kubectl aether check reports it. errors.As finds a
+// *DefaultServiceAccountError and a portspec.ErrorList in it.
+func Problems(pod *corev1.Pod) (spec portspec.Spec, err error) {
+	account := CheckServiceAccount(pod)
+	spec, parsed := portspec.Parse(pod.Annotations)
+	return spec, errors.Join(account, parsed)
+}
+
 // CheckServiceAccount returns a *DefaultServiceAccountError when pod runs as the `default`
 // ServiceAccount (named or unset), else nil. Whether the pod is managed is the caller's to know.
 func CheckServiceAccount(pod *corev1.Pod) error {

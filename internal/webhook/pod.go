@@ -5,6 +5,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -101,27 +102,26 @@ func review(ctx context.Context, pod, old *corev1.Pod) admission.Response {
 	if old != nil && portspec.IsManaged(old.Labels) && equalOn(old.Annotations, pod.Annotations, portspec.IsGrammarKey) {
 		return admission.Allowed("mesh annotations unchanged").WithWarnings(warnings...)
 	}
-	if err := registration.CheckServiceAccount(pod); err != nil {
-		return admission.Denied(err.Error()).WithWarnings(warnings...)
-	}
 	if err := judge(ctx, JudgeDeadline, func() error { return judgeSpec(pod) }); err != nil {
 		return admission.Denied(err.Error()).WithWarnings(warnings...)
 	}
 	return admission.Allowed("").WithWarnings(warnings...)
 }
 
-// judgeSpec parses pod's annotations and judges its socket delivery against its volumes
-// (registration.CheckUDSSocket, CheckUDSVolumes): the one csi.aether.io volume, with an fsGroup,
-// and the annotation naming it.
+// judgeSpec is every problem of pod at once: its ServiceAccount and annotations
+// (registration.Problems) and its socket delivery against its volumes (registration.
+// CheckUDSSocket, CheckUDSVolumes: the one csi.aether.io volume, with an fsGroup, and the
+// annotation naming it), judged when its annotations parse.
 func judgeSpec(pod *corev1.Pod) error {
-	spec, err := portspec.Parse(pod.Annotations)
+	spec, problems := registration.Problems(pod)
+	var invalid portspec.ErrorList
 	switch {
-	case err != nil:
-		return err
+	case errors.As(problems, &invalid):
+		return problems // the socket's annotation may be among what does not parse
 	case spec.UDSSocket != nil:
-		return registration.CheckUDSSocket(pod, portspec.AnnotationUDSSocket, *spec.UDSSocket)
+		return errors.Join(problems, registration.CheckUDSSocket(pod, portspec.AnnotationUDSSocket, *spec.UDSSocket))
 	}
-	return registration.CheckUDSVolumes(pod)
+	return errors.Join(problems, registration.CheckUDSVolumes(pod))
 }
 
 // equalOn reports whether a and b hold the same keys and values among the keys for which in

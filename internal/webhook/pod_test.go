@@ -377,3 +377,28 @@ func TestDefaultServiceAccountDenied(t *testing.T) {
 	update(t, ctx, plain, `labelling "true"`, func(p *corev1.Pod) { p.Labels = map[string]string{portspec.LabelManaged: "true"} },
 		want(plain.Name, false))
 }
+
+// TestEveryProblemInOneDenial: a managed pod on the `default` ServiceAccount that also declares a
+// reserved port and a misspelt protocol is told all three in one denial, each with its fix, one
+// per line: the ServiceAccount's, then the annotations' errors as the parser gives them. (Told
+// only of the ServiceAccount before, the user fixed it, applied again and only then learnt of
+// the port.)
+func TestEveryProblemInOneDenial(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	p := pod(ns, true, map[string]string{portspec.AnnotationPorts: "8080=tpc,18082"})
+	p.Spec.ServiceAccountName = ""
+	err := env.Client.Create(ctx, p)
+	if err == nil {
+		t.Fatal("a managed pod on the default ServiceAccount with a reserved port was admitted")
+	}
+	for _, want := range []string{
+		`names no ServiceAccount, so it runs as "default"`,
+		`unknown protocol suffix "tpc" on port 8080`,
+		`port 18082 is reserved`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("denial\n%s\nsays nothing of %q", err, want)
+		}
+	}
+}
