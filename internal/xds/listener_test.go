@@ -144,6 +144,10 @@ func TestCaptureListener(t *testing.T) {
 				{fxHTTP(vip, 8080), xds.CaptureHTTPServicePortChain("api.shop", 8080), hcm},
 				{fxHTTP(vip, 18082), xds.CaptureHTTPChain, hcm},
 				{fxRaw(vip, 18082), xds.CapturePassthroughChain, passthrough}, // kube-proxy refuses it
+				// The listener itself, dialled directly: closed, raw or HTTP, never passed through
+				// (back to itself).
+				{fxRaw("127.0.0.1", 18001), xds.CaptureSelfChain, "tcp:" + xds.BlackholeCluster},
+				{fxHTTP("127.0.0.1", 18001), xds.CaptureSelfChain, "tcp:" + xds.BlackholeCluster},
 			},
 		},
 		"scoped": {
@@ -200,11 +204,14 @@ func TestCaptureListener(t *testing.T) {
 			}
 			res := fxBuild(t, fxMesh([]model.LocalPod{pod}, tc.services...))
 			l := fxListener(t, res, xds.CaptureListener(xds.PodKey(pod.Namespace, pod.Name)))
-			if got := fxNames(l.GetFilterChains()); !slices.Equal(got, tc.chains) {
-				t.Errorf("chains %v, want %v", got, tc.chains)
+			// Every capture listener has its self chain, on its own port, uninspected.
+			chains := slices.Sorted(slices.Values(append(slices.Clip(tc.chains), xds.CaptureSelfChain)))
+			if got := fxNames(l.GetFilterChains()); !slices.Equal(got, chains) {
+				t.Errorf("chains %v, want %v", got, chains)
 			}
-			if got := fxDisabledPorts(t, l); !slices.Equal(got, tc.uninspected) {
-				t.Errorf("inspectors off on ports %v, want %v", got, tc.uninspected)
+			uninspected := slices.Sorted(slices.Values(append(slices.Clip(tc.uninspected), 18001)))
+			if got := fxDisabledPorts(t, l); !slices.Equal(got, uninspected) {
+				t.Errorf("inspectors off on ports %v, want %v", got, uninspected)
 			}
 			if l.GetDefaultFilterChain().GetName() != xds.CapturePassthroughChain {
 				t.Errorf("default chain %q, want %q", l.GetDefaultFilterChain().GetName(), xds.CapturePassthroughChain)
@@ -257,7 +264,7 @@ func TestCaptureNoBacktracking(t *testing.T) {
 	want := []string{xds.CaptureHTTPChain, xds.CaptureHTTPPortChain(18081), xds.CaptureHTTPPortChain(80), xds.CaptureHTTPPortChain(8080),
 		xds.CaptureHTTPPortChain(9000), xds.CaptureHTTPServicePortChain("ledger.shop", 80), xds.CaptureHTTPServicePortChain("ledger.shop", 9000),
 		xds.CaptureHTTPServicePortChain("payments.shop", 80), xds.CaptureHTTPServicePortChain("payments.shop", 8080),
-		xds.CaptureTCPChain("payments.shop"), xds.CaptureTCPPortChain("payments.shop", 9000)}
+		xds.CaptureSelfChain, xds.CaptureTCPChain("payments.shop"), xds.CaptureTCPPortChain("payments.shop", 9000)}
 	if got := fxNames(l.GetFilterChains()); !slices.Equal(got, want) {
 		t.Fatalf("chains %v, want %v", got, want)
 	}

@@ -157,6 +157,9 @@ const (
 	CaptureHTTPChain = "cap_http"
 	// CaptureBlackholeChain closes :18082 connections no service claims (scoped mode).
 	CaptureBlackholeChain = "cap_tcp_blackhole"
+	// CaptureSelfChain closes a connection whose original destination is the capture listener
+	// itself (a pod that dials 127.0.0.1:18001): passed through, it would come back, and again.
+	CaptureSelfChain = "cap_self"
 	// CapturePassthroughChain is the default chain: the original destination, untouched.
 	CapturePassthroughChain = "cap_passthrough"
 	// CaptureCatchAllVirtualHost is the capture route configuration's virtual host for a Host that
