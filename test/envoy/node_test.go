@@ -491,3 +491,18 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// statSum is the sum of e's counters whose names match re (a stat that ends up in several
+// scopes, or one read by pattern).
+func statSum(t *testing.T, e *envoytest.Envoy, re *regexp.Regexp) uint64 {
+	t.Helper()
+	stats, err := e.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, v := range envoytest.Matching(stats, re) {
+		n += v
+	}
+	return n
+}

@@ -25,17 +25,7 @@ func TestAResetRequestIsRetriedWhenIdempotent(t *testing.T) {
 	c := client{ns: lm.fabric.pods[xds.PodKey("web", "frontend-0")], podOf: lm.fabric.pod, window: 2 * time.Second}
 	e := lm.nodes[xdstest.ThisNode].envoy
 	retries := regexp.MustCompile(`^cluster\.payments\.shop\.aether\.internal.8080\|web/frontend\.upstream_rq_retry$`)
-	count := func() uint64 {
-		stats, err := e.Stats()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n uint64
-		for _, v := range envoytest.Matching(stats, retries) {
-			n += v
-		}
-		return n
-	}
+	count := func() uint64 { return statSum(t, e, retries) }
 	if len(func() map[string]uint64 { s, _ := e.Stats(); return envoytest.Matching(s, retries) }()) == 0 {
 		t.Fatalf("no stat matches %s: the test reads nothing", retries)
 	}

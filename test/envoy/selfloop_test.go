@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aether-mesh/aether-operator/internal/envoytest"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
 )
@@ -25,17 +24,7 @@ func TestTheCaptureListenerRefusesItself(t *testing.T) {
 	frontend := lm.fabric.pods[xds.PodKey("web", "frontend-0")]
 	e := lm.nodes[xdstest.ThisNode].envoy
 	accepted := regexp.MustCompile(`^listener\.127\.0\.0\.1_18001\.downstream_cx_total$`)
-	count := func() uint64 {
-		stats, err := e.Stats()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n uint64
-		for _, v := range envoytest.Matching(stats, accepted) {
-			n += v
-		}
-		return n
-	}
+	count := func() uint64 { return statSum(t, e, accepted) }
 	for _, sent := range []string{"raw bytes\n", "GET / HTTP/1.1\r\nHost: 127.0.0.1:18001\r\n\r\n"} {
 		before := count()
 		var c net.Conn
