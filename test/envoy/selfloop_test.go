@@ -4,9 +4,11 @@
 package envoy_test
 
 import (
+	"errors"
 	"io"
 	"net"
 	"regexp"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,7 +42,8 @@ func TestTheCaptureListenerRefusesItself(t *testing.T) {
 		_ = c.Close()
 		after := count()
 		t.Logf("%q: read %q (%v); the listener accepted %d connections", sent, got, err, after-before)
-		if err != nil {
+		// Closed at once: a FIN, or a reset when the proxy closed before it read what was sent.
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
 			t.Errorf("%q: %v, want the connection closed by the proxy", sent, err)
 		}
 		if after-before != 1 {
