@@ -155,7 +155,7 @@ func (p *peerCredentials) callerOf(conn net.Conn) Caller {
 		if cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); credErr != nil {
 			return
 		}
-		pidfd, pidfdErr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD)
+		pidfd, pidfdErr = peerPIDFD(int(fd))
 	}); err != nil {
 		return Caller{Err: err}
 	}
@@ -166,8 +166,15 @@ func (p *peerCredentials) callerOf(conn net.Conn) Caller {
 	switch {
 	case pidfdErr == nil:
 		defer func() { _ = unix.Close(pidfd) }()
-	case errors.Is(pidfdErr, unix.ENOPROTOOPT), errors.Is(pidfdErr, unix.EINVAL):
-		// A kernel before 6.5: the pid alone (the residual risk above).
+	case errors.Is(pidfdErr, unix.ENOPROTOOPT):
+		// A kernel before 6.5, which has no such option: the pid alone (the residual risk above).
+	case errors.Is(pidfdErr, unix.EINVAL):
+		// The kernel has the option and cannot hold the process: it exited (and was reaped)
+		// after it connected, and its pid may be another process's already. Before 6.16 the
+		// kernel says so with EINVAL; since, it hands out a pidfd of the exited process, which
+		// exited below tells.
+		caller.Err = fmt.Errorf("holding the calling process (SO_PEERPIDFD): %w: it exited after it connected, and its pid may name another process now", pidfdErr)
+		return caller
 	default:
 		caller.Err = fmt.Errorf("holding the calling process (SO_PEERPIDFD): %w (it exited?)", pidfdErr)
 		return caller
@@ -178,6 +185,10 @@ func (p *peerCredentials) callerOf(conn net.Conn) Caller {
 	}
 	return caller
 }
+
+// peerPIDFD is SO_PEERPIDFD of the connected unix socket fd: a pidfd of the process that
+// connected. A variable so that a test can give the answers of kernels other than its own.
+var peerPIDFD = func(fd int) (int, error) { return unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEERPIDFD) }
 
 // exited reports whether the process of pidfd has exited (a pidfd turns readable then).
 func exited(pidfd int) bool {
