@@ -115,6 +115,9 @@ func (s *Server) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 		if errors.Is(err, errInUse) {
 			return nil, status.Errorf(codes.FailedPrecondition, "pod %s: one %s volume per pod: %v", pod, DriverName, err)
 		}
+		if errors.Is(err, errKernel) {
+			return nil, status.Errorf(codes.FailedPrecondition, "pod %s: %v", pod, err)
+		}
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", pod, err)
 	}
 	s.Log.Printf("published pod %s (uid %s) socket directory %s, group %d, onto %s", pod, uid, s.Volumes.PodDir(uid), gid, req.GetTargetPath())

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,8 +26,15 @@ const DefaultSize = 1 << 20
 
 // mountFlags are the tmpfs's and the bind's: a socket directory holds sockets, never programs
 // (noexec, nosuid), devices (nodev) or symlinks anyone follows (nosymfollow: the proxy, root,
-// dials a path in a directory the pod writes).
-const mountFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC | unix.MS_NOSYMFOLLOW
+// dials a path in a directory the pod writes). A variable so that a test can leave one out, as a
+// kernel that does not know it does (before 5.10, MS_NOSYMFOLLOW is ignored without a word).
+var mountFlags uintptr = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC | unix.MS_NOSYMFOLLOW
+
+// mountOptions are mountFlags as the mount table spells them: what Publish reads back.
+var mountOptions = []string{"nosuid", "nodev", "noexec", "nosymfollow"}
+
+// errKernel: the kernel did not apply a flag the volume needs.
+var errKernel = errors.New("the kernel did not apply the socket directory's mount flags")
 
 // dirMode is the tmpfs root's mode: the owner (root) and the pod's fsGroup read and write;
 // setgid, so a socket the app creates belongs to the fsGroup too, and 0660 on it lets the pod's
@@ -81,6 +90,10 @@ func (v Volumes) Publish(uid string, gid uint32, target string, readOnly bool) e
 			return err
 		}
 		tmpfs, _ = find(table, dir)
+		if err := applied(tmpfs); err != nil {
+			_ = unix.Unmount(dir, 0)
+			return err
+		}
 	}
 	// A retry after a failure between the mount and this point: the owner may not be set yet.
 	if err := unix.Chown(dir, 0, int(gid)); err != nil {
@@ -104,13 +117,38 @@ func (v Volumes) Publish(uid string, gid uint32, target string, readOnly bool) e
 		return fmt.Errorf("bind %s onto %s: %w", dir, target, err)
 	}
 	// A bind takes no flags of its own on the first call: a remount of the bind sets them.
-	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | mountFlags)
+	flags := unix.MS_BIND | unix.MS_REMOUNT | mountFlags
 	if readOnly {
 		flags |= unix.MS_RDONLY
 	}
 	if err := unix.Mount("", target, "", flags, ""); err != nil {
 		_ = unix.Unmount(target, 0)
 		return fmt.Errorf("remount %s nosuid,nodev,noexec,nosymfollow: %w", target, err)
+	}
+	if table, err = mounts(); err != nil {
+		return err
+	}
+	if bound, _ := find(table, target); applied(bound) != nil {
+		_ = unix.Unmount(target, 0)
+		return applied(bound)
+	}
+	return nil
+}
+
+// applied checks m's options, read back from the mount table, for every one of mountOptions: a
+// kernel ignores a flag it does not know, and nosymfollow is what keeps the node's proxy, root,
+// from following a symlink the pod leaves where its socket should be (to the node's xDS socket,
+// say).
+func applied(m mount) error {
+	have := strings.Split(m.Opts, ",")
+	for _, o := range mountOptions {
+		if !slices.Contains(have, o) {
+			var uts unix.Utsname
+			_ = unix.Uname(&uts)
+			return fmt.Errorf("%w: %s is mounted %s, without %s (Linux %s; nosymfollow needs 5.10 or later): "+
+				"a pod could leave a symlink there that the node's proxy follows, so the volume is refused",
+				errKernel, m.Point, m.Opts, o, unix.ByteSliceToString(uts.Release[:]))
+		}
 	}
 	return nil
 }

@@ -314,3 +314,37 @@ func TestUnescapeOctal(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishRefusesAKernelThatIgnoresNosymfollow: NodePublishVolume reads the mount's options
+// back. Mounted without nosymfollow, as a kernel before 5.10 does when given MS_NOSYMFOLLOW (it
+// ignores a flag it does not know, without an error), the volume is refused with
+// FailedPrecondition naming the flag and the kernel, and nothing stays mounted; with the flag,
+// the same request is served (the control: this kernel applies it).
+func TestPublishRefusesAKernelThatIgnoresNosymfollow(t *testing.T) {
+	testroot.Require(t, "mounts tmpfs and binds")
+	n := startNode(t)
+	target := filepath.Join(n.kubelet, "pods", testUID, "volumes", "kubernetes.io~csi", "uds", "mount")
+	flags := mountFlags
+	t.Cleanup(func() { mountFlags = flags })
+	mountFlags &^= unix.MS_NOSYMFOLLOW
+
+	_, err := n.NodePublishVolume(context.Background(), publishRequest(target, testUID, "65532"))
+	t.Logf("without nosymfollow: %v", err)
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "without nosymfollow") || !strings.Contains(err.Error(), "Linux ") {
+		t.Errorf("NodePublishVolume on a kernel that ignores nosymfollow: %v, want FailedPrecondition naming nosymfollow and the kernel", err)
+	}
+	table, err := mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range table {
+		if strings.HasPrefix(m.Point, n.dir) || strings.HasPrefix(m.Point, n.kubelet+"/pods") {
+			t.Errorf("a refused publish left %s mounted (%s)", m.Point, m.Opts)
+		}
+	}
+
+	mountFlags = flags
+	if _, err := n.NodePublishVolume(context.Background(), publishRequest(target, testUID, "65532")); err != nil {
+		t.Fatalf("with nosymfollow: %v", err)
+	}
+}
