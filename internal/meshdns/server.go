@@ -4,6 +4,7 @@
 package meshdns
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -38,7 +39,8 @@ const (
 	// OutcomeUpstreamFailure: the pod's resolver did not answer (or its address could not be
 	// read): SERVFAIL.
 	OutcomeUpstreamFailure = "upstream_failure"
-	// OutcomeRefused: over the pod's rate: REFUSED.
+	// OutcomeRefused: over the pod's rate, or a query sent to the server's own address (which it
+	// would forward to itself): REFUSED.
 	OutcomeRefused = "refused"
 )
 
@@ -57,6 +59,10 @@ const (
 	tcpIdle = 10 * time.Second
 	// maxInFlight bounds one pod's queries in progress (each holds a goroutine and a buffer).
 	maxInFlight = 256
+	// maxTCPConns bounds the TCP connections one pod's server holds at once (a resolver opens one,
+	// or a few for answers truncated over UDP); one past it is closed as it comes, so a pod cannot
+	// make its server, and the agent, hold a goroutine and a buffer per connection it opens.
+	maxTCPConns = 64
 	// spareSockets is how many fresh upstream sockets each pod's server keeps ready.
 	spareSockets = 8
 )
@@ -138,6 +144,11 @@ func (h *handler) forward(ctx context.Context, query []byte, q *dns.Msg, tcp boo
 	if err != nil {
 		return failure(query, dns.RcodeServerFailure), OutcomeUpstreamFailure
 	}
+	if isSelf(to) {
+		// Sent to the server itself (127.0.0.1:18054 dialled directly, no redirect): forwarded,
+		// it would come back here, again and again.
+		return failure(query, dns.RcodeRefused), OutcomeRefused
+	}
 	key := ""
 	if q != nil {
 		key = cacheKey(to.String(), q)
@@ -160,6 +171,9 @@ func (h *handler) forward(ctx context.Context, query []byte, q *dns.Msg, tcp boo
 	}
 	return answer, OutcomeForwarded
 }
+
+// isSelf reports whether to is where the server itself listens: loopback, its port.
+func isSelf(to netip.AddrPort) bool { return to.Port() == Port && to.Addr().Unmap().IsLoopback() }
 
 // udpLimit is the largest answer q's sender takes over UDP: its EDNS0 buffer size, or 512.
 func udpLimit(q *dns.Msg) int {
@@ -240,6 +254,8 @@ type Server struct {
 	// socket, so a new source port, per forwarded query, without a trip to the namespace's thread
 	// on the query's path).
 	spare chan *net.UDPConn
+	// tcpConns holds a token per TCP connection served (maxTCPConns at most).
+	tcpConns chan struct{}
 }
 
 // Serve starts the mesh DNS in the network namespace at netns: it listens on 127.0.0.1:Port and,
@@ -249,7 +265,7 @@ func Serve(netns string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{thread: thread, spare: make(chan *net.UDPConn, spareSockets)}
+	s := &Server{thread: thread, spare: make(chan *net.UDPConn, spareSockets), tcpConns: make(chan struct{}, maxTCPConns)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.h = newHandler(cfg, s)
 	var openErr error
@@ -368,9 +384,20 @@ func (s *Server) serveTCP(l net.Listener) {
 			}
 			continue
 		}
-		s.wg.Go(func() { s.serveConn(c.(*net.TCPConn)) })
+		select {
+		case s.tcpConns <- struct{}{}:
+			s.wg.Go(func() {
+				defer func() { <-s.tcpConns }()
+				s.serveConn(c.(*net.TCPConn))
+			})
+		default:
+			_ = c.Close() // at maxTCPConns: the pod's resolver retries, or falls back to UDP
+		}
 	}
 }
+
+// HeldTCPConns is how many TCP connections the server holds now (at most maxTCPConns).
+func (s *Server) HeldTCPConns() int { return len(s.tcpConns) }
 
 // serveConn answers the queries of one TCP connection in turn (RFC 7766 framing).
 func (s *Server) serveConn(c *net.TCPConn) {
@@ -405,14 +432,20 @@ func (s *Server) serveConn(c *net.TCPConn) {
 	}
 }
 
+// readFrame reads one length-prefixed message. Its buffer grows as the bytes arrive
+// (bytes.Buffer.ReadFrom, from 512 bytes), not to the length the prefix announces: a client that
+// announces 64 KiB and sends nothing makes the server hold almost nothing.
 func readFrame(r io.Reader) ([]byte, error) {
 	var size [2]byte
 	if _, err := io.ReadFull(r, size[:]); err != nil {
 		return nil, err
 	}
-	msg := make([]byte, binary.BigEndian.Uint16(size[:]))
-	_, err := io.ReadFull(r, msg)
-	return msg, err
+	var msg bytes.Buffer
+	n := int64(binary.BigEndian.Uint16(size[:]))
+	if read, err := msg.ReadFrom(io.LimitReader(r, n)); err != nil || read < n {
+		return nil, cmp.Or(err, io.ErrUnexpectedEOF)
+	}
+	return msg.Bytes(), nil
 }
 
 func writeFrame(w io.Writer, msg []byte) error {
