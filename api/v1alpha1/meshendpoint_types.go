@@ -97,13 +97,15 @@ type HealthCheckMode string
 const (
 	// HealthCheckEDS means the node agent vets the endpoint and publishes its health (delegated liveness).
 	HealthCheckEDS HealthCheckMode = "eds"
-	// HealthCheckActive means every client proxy probes the endpoint itself.
+	// HealthCheckActive means the client proxies probe the endpoint too, through the mesh hop: when
+	// any endpoint of a service asks, every client's clusters of the service probe all of its
+	// endpoints, on top of the node agent's verdict.
 	HealthCheckActive HealthCheckMode = "active"
 )
 
 // HealthCheck is how an endpoint's health is established.
 type HealthCheck struct {
-	// mode is eds (the node agent probes) or active (each client proxy probes).
+	// mode is eds (the node agent probes) or active (the client proxies probe too).
 	// +kubebuilder:default=eds
 	// +optional
 	Mode HealthCheckMode `json:"mode,omitempty"`

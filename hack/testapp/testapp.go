@@ -32,8 +32,11 @@ type Ports struct {
 	// A client that waits for the server is answered at once, and one that sends anything sees
 	// who it reached before its echo.
 	Hello []int
-	// HealthPath answers 200 "ok".
+	// HealthPath answers 200 "ok", or 503 "failing" when FailHealth is set: the application says
+	// it cannot serve, and still answers every other path (a probe must take it out; a client
+	// that does not probe sees nothing wrong).
 	HealthPath string
+	FailHealth bool
 	// ResetRequests makes the HTTP servers take every request but the health path's as
 	// ResetPath does: the pod is healthy, and every request sent to it is reset before an answer
 	// (the mesh must retry an idempotent one on another pod, and must not retry a POST).
@@ -69,7 +72,13 @@ const (
 func Serve(host string, p Ports) ([]io.Closer, error) {
 	var closers []io.Closer
 	mux := http.NewServeMux()
-	mux.HandleFunc(p.HealthPath, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc(p.HealthPath, func(w http.ResponseWriter, _ *http.Request) {
+		if p.FailHealth {
+			http.Error(w, "failing", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
 	reset := func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }
 	mux.HandleFunc(ResetPath, reset)
 	mux.HandleFunc(WhoamiPath, whoami)

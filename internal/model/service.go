@@ -52,7 +52,24 @@ type Service struct {
 	// subsets with (x-aether-subset-<key>). A reserved key never appears (portspec refuses it; a
 	// MeshEndpoint written by other means that carries one is not published under it).
 	SubsetKeys []string
+	// ActiveCheck is how the clients' proxies probe the service's endpoints themselves; the zero
+	// value when no endpoint asks them to (the node agents' verdicts alone then decide).
+	ActiveCheck ActiveCheck
 }
+
+// ActiveCheck is the clients' own probing of a service's endpoints, which an endpoint asks for
+// with endpoint.aether.io/health-check-mode: active. A proxy's probe configuration belongs to a
+// cluster, a service's port, not to one endpoint: so when any endpoint asks, every endpoint of
+// the service is probed (during a rollout that turns it on, the others too), on top of the
+// health its node agent publishes.
+type ActiveCheck struct {
+	// Path is the HTTP path probed on an HTTP primary: the one most of the asking endpoints
+	// declare, ties to the lower path; empty when nothing is probed.
+	Path string
+}
+
+// On reports whether the clients probe.
+func (c ActiveCheck) On() bool { return c.Path != "" }
 
 // Clone is a copy of s whose slices (its ports, their pairs and members, LeftOut, SubsetKeys) are
 // its own, so that a change to the copy reaches nothing else. The members' Metadata stays shared,
@@ -193,6 +210,7 @@ func BuildService(in Input) Service {
 	}
 
 	svc.Primary = primaryVote(endpoints)
+	svc.ActiveCheck = activeCheckVote(endpoints)
 	ports := make([]Port, 0, len(pairs))
 	for _, number := range slices.Sorted(maps.Keys(pairs)) {
 		port := Port{Number: number, Pairs: make([]Pair, 0, len(pairs[number]))}
@@ -211,6 +229,25 @@ func BuildService(in Input) Service {
 // declaration, then the protocol's name. Each key is a fact of the whole set of endpoints.
 func protocolVote(a, b Pair) int {
 	return cmp.Or(-cmp.Compare(a.Ready, b.Ready), -a.Newest.Compare(b.Newest), cmp.Compare(a.Protocol, b.Protocol))
+}
+
+// activeCheckVote is the service's ActiveCheck: on when an endpoint asks for it, probing the path
+// most of those that ask declare (ties to the lower path). A MeshEndpoint written by other means
+// without a path probes "/", its CRD default.
+func activeCheckVote(endpoints []*meshv1alpha1.MeshEndpoint) ActiveCheck {
+	tally := map[string]int{}
+	for _, ep := range endpoints {
+		if ep.Spec.HealthCheck.Mode == meshv1alpha1.HealthCheckActive {
+			tally[cmp.Or(ep.Spec.HealthCheck.Path, "/")]++
+		}
+	}
+	var best string
+	for path, n := range tally {
+		if best == "" || n > tally[best] || n == tally[best] && path < best {
+			best = path
+		}
+	}
+	return ActiveCheck{Path: best}
 }
 
 // primaryVote is the primary port most endpoints declare; ties go to the newer declaration (the

@@ -294,3 +294,38 @@ func TestSubsetKeys(t *testing.T) {
 		t.Errorf("a service without metadata publishes %q", none.SubsetKeys)
 	}
 }
+
+// TestActiveCheck: clients probe a service when any endpoint asks (health-check-mode active),
+// whatever its health, on the path most of the asking endpoints declare (ties to the lower path;
+// "/" for one that declares none); a service whose endpoints all leave it to their agents
+// (eds, or nothing) is not probed.
+func TestActiveCheck(t *testing.T) {
+	ep := func(name string, mode meshv1alpha1.HealthCheckMode, path string, health meshv1alpha1.Health) meshv1alpha1.MeshEndpoint {
+		e := endpoint(t, name, "09:00", 8080, health, "8080/HTTP")
+		e.Spec.HealthCheck = meshv1alpha1.HealthCheck{Mode: mode, Path: path}
+		return e
+	}
+	const active, eds = meshv1alpha1.HealthCheckActive, meshv1alpha1.HealthCheckEDS
+	for _, tc := range []struct {
+		name      string
+		endpoints []meshv1alpha1.MeshEndpoint
+		want      model.ActiveCheck
+	}{
+		{"no endpoint asks", []meshv1alpha1.MeshEndpoint{ep("a", eds, "/healthz", healthy), ep("b", "", "", healthy)}, model.ActiveCheck{}},
+		{"one asks, unhealthy", []meshv1alpha1.MeshEndpoint{ep("a", eds, "/", healthy), ep("b", active, "/ready", unhealthy)},
+			model.ActiveCheck{Path: "/ready"}},
+		{"the path most askers declare", []meshv1alpha1.MeshEndpoint{ep("a", active, "/z", healthy), ep("b", active, "/z", healthy),
+			ep("c", active, "/a", healthy), ep("d", eds, "/a", healthy), ep("e", eds, "/a", healthy)}, model.ActiveCheck{Path: "/z"}},
+		{"tie: the lower path", []meshv1alpha1.MeshEndpoint{ep("a", active, "/z", healthy), ep("b", active, "/a", healthy)},
+			model.ActiveCheck{Path: "/a"}},
+		{"no path declared: /", []meshv1alpha1.MeshEndpoint{ep("a", active, "", pending)}, model.ActiveCheck{Path: "/"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, order := range [][]meshv1alpha1.MeshEndpoint{tc.endpoints, reversed(tc.endpoints)} {
+				if got := build(t, input(order...)).ActiveCheck; got != tc.want {
+					t.Errorf("active check %+v, want %+v", got, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -169,7 +169,7 @@ var (
 
 // HealthCheck is how an endpoint's health is established.
 type HealthCheck struct {
-	// Mode is "eds" (the node agent probes) or "active" (each client proxy probes).
+	// Mode is "eds" (the node agent probes) or "active" (the client proxies probe too).
 	Mode string `json:"mode"`
 	// Path is the HTTP path probed on an HTTP primary.
 	Path string `json:"path"`

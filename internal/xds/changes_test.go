@@ -183,6 +183,8 @@ func setAnother(v reflect.Value) {
 		setAnother(e)
 		m.SetMapIndex(k, e)
 		v.Set(m)
+	case reflect.Struct:
+		setAnother(v.Field(0)) // one field changed is another value
 	case reflect.Slice:
 		e := reflect.New(v.Type().Elem()).Elem()
 		setAnother(e)

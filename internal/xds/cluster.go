@@ -170,6 +170,7 @@ func (b *builder) upstreamCluster(u upstream, source, base string, port int32, h
 	c.TransportSocket = b.upstreamTLS(what, hop{
 		source: source, destination: u.svc.Identity, sni: ServerName(port), http: http,
 	})
+	b.activeChecking(what, c, u, source, port)
 	return c
 }
 

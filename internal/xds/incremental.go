@@ -168,7 +168,7 @@ func (mm *memo) serviceFacts(domain string, s *model.Service) serviceFacts {
 // changes each field of a Service in turn.
 func sameService(last, s *model.Service) bool {
 	return last.Namespace == s.Namespace && last.Name == s.Name && last.Identity == s.Identity && last.VIP == s.VIP &&
-		last.Primary == s.Primary && last.Endpoints == s.Endpoints && last.Ready == s.Ready &&
+		last.Primary == s.Primary && last.Endpoints == s.Endpoints && last.Ready == s.Ready && last.ActiveCheck == s.ActiveCheck &&
 		sameArray(last.Ports, s.Ports) && sameArray(last.LeftOut, s.LeftOut) && sameArray(last.SubsetKeys, s.SubsetKeys)
 }
 
@@ -346,6 +346,10 @@ type upstreamMemo struct {
 	defaultTCP int32
 	ports      []portShape
 	subsetKeys []string
+	// activeCheck is the service's probing of its endpoints (healthcheck.go), and probesGRPC
+	// whether the probe speaks gRPC (its primary's declaration, which ports does not hold).
+	activeCheck model.ActiveCheck
+	probesGRPC  bool
 	// bySource are each source's clusters, by its index in memo.sources.
 	bySource []sourceClusters
 }
@@ -365,7 +369,7 @@ type portShape struct {
 // derivesFrom reports whether the clusters of e derive from u as they stand.
 func (e *upstreamMemo) derivesFrom(u upstream) bool {
 	return e.identity == u.svc.Identity && e.primary == u.svc.Primary && e.defaultTCP == u.defaultTCP &&
-		slices.Equal(e.subsetKeys, u.svc.SubsetKeys) && slices.EqualFunc(e.ports, u.svc.Ports, func(s portShape, p model.Port) bool {
+		e.activeCheck == u.svc.ActiveCheck && e.probesGRPC == probesGRPC(u.svc) && slices.Equal(e.subsetKeys, u.svc.SubsetKeys) && slices.EqualFunc(e.ports, u.svc.Ports, func(s portShape, p model.Port) bool {
 		return s.number == p.Number && s.protocol == p.Protocol
 	})
 }
@@ -390,7 +394,7 @@ func (mm *memo) keptUpstreams(upstreams []upstream, sources []string) []*upstrea
 				ports[i] = portShape{p.Number, p.Protocol}
 			}
 			e = &upstreamMemo{identity: u.svc.Identity, primary: u.svc.Primary, defaultTCP: u.defaultTCP, ports: ports,
-				subsetKeys: u.svc.SubsetKeys, bySource: make([]sourceClusters, len(sources))}
+				subsetKeys: u.svc.SubsetKeys, activeCheck: u.svc.ActiveCheck, probesGRPC: probesGRPC(u.svc), bySource: make([]sourceClusters, len(sources))}
 			mm.upstreams[u.fqdn] = e
 		}
 		e.gen = mm.gen

@@ -68,6 +68,10 @@ type shared struct {
 	// httpAccessLog and tcpAccessLog are every HCM's and every tcp_proxy's access log
 	// (accesslog.go).
 	httpAccessLog, tcpAccessLog []*accesslogv3.AccessLog
+	// activeChecks are the probes of the actively checked services (healthcheck.go), and
+	// outliers their clusters' outlier detection.
+	activeChecks map[activeCheckKey]*corev3.HealthCheck
+	outliers     *clusterv3.OutlierDetection
 }
 
 // servicePortKey is a port of a service, by the service's FQDN.

@@ -36,6 +36,8 @@ type appSpec struct {
 	HTTP  []int
 	H2C   []int
 	Hello []int
+	// FailHealth makes the health path answer 503 (testapp.Ports.FailHealth).
+	FailHealth bool
 }
 
 // appReady is the line an application process writes once every server listens.
@@ -55,7 +57,7 @@ func runApp(spec string) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", appEnv, err)
 		return 2
 	}
-	closers, err := testapp.Serve(s.Host, testapp.Ports{HTTP: s.HTTP, H2C: s.H2C, Hello: s.Hello, HealthPath: "/healthz"})
+	closers, err := testapp.Serve(s.Host, testapp.Ports{HTTP: s.HTTP, H2C: s.H2C, Hello: s.Hello, HealthPath: "/healthz", FailHealth: s.FailHealth})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "serving %+v: %v\n", s, err)
 		return 1

@@ -55,8 +55,9 @@ const (
 	kubeProxyTable         = "aether-kube-proxy"
 )
 
-// newFabric wires every pod of s and starts its application.
-func newFabric(t *testing.T, s xdstest.Scenario) *fabric {
+// newFabric wires every pod of s and starts its application; the applications of the pods named
+// in failingHealth (by xds.PodKey) answer their health path 503.
+func newFabric(t *testing.T, s xdstest.Scenario, failingHealth ...string) *fabric {
 	t.Helper()
 	f := &fabric{router: nstest.NewNamed(t, "aefab"), pods: map[string]*nstest.NS{}, keys: map[string]string{}}
 	for _, w := range s.Workloads {
@@ -74,13 +75,14 @@ func newFabric(t *testing.T, s xdstest.Scenario) *fabric {
 	}
 	f.rejectVIPs(t, s)
 	for _, w := range s.Workloads {
-		f.addPod(t, w)
+		f.addPod(t, w, slices.Contains(failingHealth, xds.PodKey(w.Namespace, w.Name)))
 	}
 	return f
 }
 
-// addPod gives workload w a namespace linked to the router, and its application.
-func (f *fabric) addPod(t *testing.T, w xdstest.Workload) {
+// addPod gives workload w a namespace linked to the router, and its application (failing its
+// health path when failHealth is set).
+func (f *fabric) addPod(t *testing.T, w xdstest.Workload, failHealth bool) {
 	t.Helper()
 	key := xds.PodKey(w.Namespace, w.Name)
 	ns := nstest.NewNamed(t, "aelive")
@@ -108,7 +110,7 @@ func (f *fabric) addPod(t *testing.T, w xdstest.Workload) {
 		command(t, "ip", "-n", f.router.Name, "route", "add", a+prefix, "dev", link)
 		f.keys[a] = key
 	}
-	spec := appSpec{Host: w.Address}
+	spec := appSpec{Host: w.Address, FailHealth: failHealth}
 	for _, p := range w.Endpoint().Spec.Ports {
 		switch {
 		case p.Protocol == meshv1alpha1.ProtocolHTTP2:

@@ -40,8 +40,16 @@ func (s *Sim) target(name string, weight uint32, up upstream) Target {
 }
 
 func (s *Sim) resolve(t *Target, cl *clusterv3.Cluster, up upstream) error {
-	if cl.GetClusterType() != nil || cl.GetLoadBalancingPolicy() != nil || len(cl.GetTransportSocketMatches()) > 0 {
-		return fmt.Errorf("%w: cluster %q uses a custom cluster type, load_balancing_policy or transport_socket_matches", ErrUnsupported, cl.GetName())
+	if cl.GetClusterType() != nil || cl.GetLoadBalancingPolicy() != nil {
+		return fmt.Errorf("%w: cluster %q uses a custom cluster type or load_balancing_policy", ErrUnsupported, cl.GetName())
+	}
+	for _, m := range cl.GetTransportSocketMatches() {
+		// A match with criteria is chosen by an endpoint's envoy.transport_socket_match metadata
+		// (checked in members: none may carry it) or by a health check's criteria: traffic keeps
+		// the cluster's own socket. One without criteria takes every connection: not modelled.
+		if len(m.GetMatch().GetFields()) == 0 {
+			return fmt.Errorf("%w: cluster %q has a transport socket match without criteria (%q)", ErrUnsupported, cl.GetName(), m.GetName())
+		}
 	}
 	t.Type = cl.GetType().String()
 	var opts *upstreamhttpv3.HttpProtocolOptions
@@ -90,6 +98,10 @@ func (s *Sim) resolve(t *Target, cl *clusterv3.Cluster, up upstream) error {
 	return sourceFamilies(cl, addrs)
 }
 
+// transportSocketMatchKey is the metadata filter under which an endpoint picks one of its
+// cluster's transport_socket_matches.
+const transportSocketMatchKey = "envoy.transport_socket_match"
+
 // members flattens a load assignment into its endpoints.
 func members(cla *endpointv3.ClusterLoadAssignment) ([]Endpoint, error) {
 	var out []Endpoint
@@ -100,6 +112,9 @@ func members(cla *endpointv3.ClusterLoadAssignment) ([]Endpoint, error) {
 			ep := lb.GetEndpoint()
 			if ep == nil {
 				return nil, fmt.Errorf("%w: a named endpoint (endpoint_name)", ErrUnsupported)
+			}
+			if _, ok := lb.GetMetadata().GetFilterMetadata()[transportSocketMatchKey]; ok {
+				return nil, fmt.Errorf("%w: an endpoint that picks its transport socket (%s metadata)", ErrUnsupported, transportSocketMatchKey)
 			}
 			e := Endpoint{Health: lb.GetHealthStatus().String(), Priority: le.GetPriority(), Locality: locality, Weight: 1}
 			if w := lb.GetLoadBalancingWeight(); w != nil {

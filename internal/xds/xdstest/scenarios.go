@@ -333,6 +333,22 @@ func unlabelledNodes() Scenario {
 	return s
 }
 
+// ActiveHealth is the common cast with payments serving HTTP 8080 (primary) and TCP 9000, its
+// pods asking the clients to probe them (health-check-mode active, health path /healthz): every
+// payments cluster probes the primary, the TCP ones through a transport socket of their own with
+// the primary's SNI, and ejects outliers.
+func ActiveHealth() model.Mesh { return activeHealth().Mesh() }
+
+func activeHealth() Scenario {
+	s := simple("8080", "8080,9000=tcp", "")
+	for i := range s.Workloads {
+		if s.Workloads[i].Service == paymentsService {
+			s.Workloads[i].HealthCheckMode, s.Workloads[i].HealthPath = "active", "/healthz"
+		}
+	}
+	return s
+}
+
 // Scenarios are every scenario as data, by the name of its golden directory.
 func Scenarios() map[string]Scenario {
 	return map[string]Scenario{
@@ -356,6 +372,7 @@ func Scenarios() map[string]Scenario {
 		"declared-upstreams":         declaredUpstreams(),
 		"on-demand":                  onDemand(),
 		"unlabelled-nodes":           unlabelledNodes(),
+		"active-health":              activeHealth(),
 	}
 }
 

@@ -75,13 +75,17 @@ type Workload struct {
 	UDSSocket string
 	// Upstreams is the config.aether.io/upstreams annotation (empty: not set).
 	Upstreams string
+	// HealthCheckMode and HealthPath are the endpoint.aether.io/health-check-mode and
+	// health-path annotations (empty: not set).
+	HealthCheckMode, HealthPath string
 }
 
 // Pod is the managed pod the workload is.
 func (w Workload) Pod() *corev1.Pod {
 	annotations := map[string]string{}
 	for key, value := range map[string]string{portspec.AnnotationPort: w.Port, portspec.AnnotationPorts: w.Ports,
-		portspec.AnnotationProtocol: w.Protocol, portspec.AnnotationUpstreams: w.Upstreams} {
+		portspec.AnnotationProtocol: w.Protocol, portspec.AnnotationUpstreams: w.Upstreams,
+		portspec.AnnotationHealthCheckMode: w.HealthCheckMode, portspec.AnnotationHealthPath: w.HealthPath} {
 		if value != "" {
 			annotations[key] = value
 		}

@@ -60,9 +60,9 @@ func checkMesh(t testing.TB, name string, m model.Mesh) {
 // workload joins its service (each is a verified endpoint).
 func TestScenariosAreValid(t *testing.T) {
 	scenarios := xdstest.Scenarios()
-	if len(scenarios) != 20 {
+	if len(scenarios) != 21 {
 		t.Errorf("%d scenarios, want the 10 of the table, tls-routes, no-issuer, shared-port, dual-stack-mesh, primary-rollout, subsets, uds, "+
-			"declared-upstreams, on-demand and unlabelled-nodes", len(scenarios))
+			"declared-upstreams, on-demand, unlabelled-nodes and active-health", len(scenarios))
 	}
 	for name, m := range xdstest.All() {
 		checkMesh(t, name, m)
@@ -168,6 +168,7 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		"declared-upstreams": "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 		"on-demand":          "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 		"unlabelled-nodes":   "primary 8080; 8080/HTTP; http default none; tcp default none",
+		"active-health":      "primary 8080; 8080/HTTP 9000/TCP; http default none; tcp default 9000",
 	}
 	all := xdstest.All()
 	for name, m := range all {
