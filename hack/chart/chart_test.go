@@ -704,9 +704,10 @@ func TestBadValues(t *testing.T) {
 		want string
 	}{
 		{[]string{"agent.captureMode=everything"}, `agent.captureMode: "everything" is not a capture mode; set one of scoped, surface, all`},
-		{[]string{"spire.trustDomain=Aether.Internal"}, `spire.trustDomain: "Aether.Internal" is not a DNS domain in lower case (letters, digits, '-' and '.', at most 253 characters); it is SPIRE's trust domain and the mesh's domain: set one such as aether.internal`},
-		// Without SPIRE's install, the manager's --mesh-domain still takes it.
-		{[]string{"spire.install=false", "spire.trustDomain=mesh_"}, `spire.trustDomain: "mesh_" is not a DNS domain in lower case`},
+		{[]string{"meshDomain=Aether.Internal"}, `meshDomain: "Aether.Internal" is not a DNS domain in lower case (letters, digits, '-' and '.', at most 253 characters); it names the services and is the SPIFFE trust domain: set one such as aether.internal`},
+		// Without SPIRE, the manager's and the agent's --mesh-domain still take it.
+		{[]string{"spire.enabled=false", "meshDomain=mesh_"}, `meshDomain: "mesh_" is not a DNS domain in lower case`},
+		{[]string{"spire.trustDomain=corp.example"}, `spire.trustDomain: "corp.example" is not meshDomain "aether.internal"; the mesh's domain is its SPIFFE trust domain: set meshDomain: corp.example and leave spire.trustDomain empty`},
 		{[]string{"spire.namespace=" + namespace}, `spire.namespace: "aether-operator-system" is the release's namespace; with spire.install the chart creates SPIRE's namespace, apart from the operator's: set another, such as spire-system (or spire.install=false to run your own SPIRE)`},
 		{[]string{"spire.namespace=Spire"}, `spire.namespace: "Spire" is not a namespace name (lower-case letters, digits and '-', at most 63 characters): set one such as spire-system`},
 		{[]string{"spire.clusterName=a:b"}, `spire.clusterName: "a:b" is not a cluster name for SPIRE's k8s_psat (letters, digits, '-', '_' and '.', starting and ending with a letter or digit): set one such as aether`},

@@ -217,6 +217,12 @@ envoy:
   # config/envoy gives it (--drain-time-s, --drain-strategy, ...).
   extraArgs:{{y 4 "envoy.extraArgs"}}
 
+# meshDomain is the mesh's DNS domain and its SPIFFE trust domain: services are
+# <svc>.<ns>.<meshDomain> and identities spiffe://<meshDomain>/ns/<ns>/sa/<sa>. The manager's and
+# the agent's --mesh-domain, and SPIRE's trust domain (spire.trustDomain). A DNS domain in lower
+# case. The node agent refuses to start when its SPIRE agent serves another trust domain.
+meshDomain: {{.Spire.TrustDomain}}
+
 # ignoredNamespaces are the namespaces the mesh never takes, whatever their pods' labels: the
 # manager's, the agent's and install-cni's --ignored-namespaces, and the namespaces the pod
 # webhooks are never called for. The release's namespace is always added.
@@ -224,7 +230,7 @@ ignoredNamespaces:{{y 0 "ignoredNamespaces"}}
 
 spire:
   # enabled makes SPIRE the mesh's workload identity issuer: the manager and the agent run with
-  # --identity-issuer=spire and --mesh-domain=<trustDomain>, and the node agent mounts the SPIRE
+  # --identity-issuer=spire, and the node agent mounts the SPIRE
   # agent's admin socket (the host's /run/spire/admin-sockets) and fetches its pods' SVIDs there
   # (--spire-admin-socket=/run/spire/admin-sockets/admin.sock): config/spire's patches of the
   # node agent. false: --identity-issuer=none, the mesh without an issuer (config/default), and
@@ -234,20 +240,19 @@ spire:
   # namespace): the SPIRE server (a StatefulSet of one, with the manager's registrar as a sidecar,
   # which writes the MeshServices' registration entries), a SPIRE agent per node (DaemonSet), their
   # RBAC and configuration. Only with enabled. false: the cluster runs its own SPIRE, whose trust
-  # domain is trustDomain, whose agents serve the Workload API at
+  # domain is meshDomain, whose agents serve the Workload API at
   # /run/spire/agent-sockets/spire-agent.sock and the admin API at
   # /run/spire/admin-sockets/admin.sock on each node, with
-  # spiffe://<trustDomain>/ns/<release namespace>/sa/<fullname>-agent among their
+  # spiffe://<meshDomain>/ns/<release namespace>/sa/<fullname>-agent among their
   # authorized_delegates, and whose registration you manage (or run the registrar yourself).
   install: true
   # namespace is SPIRE's own namespace, which the chart creates (and helm uninstall deletes) with
   # install: not the release's, so that the cluster's identity issuer, its CA and its RBAC stay
   # apart from the operator's. It must not exist before the install.
   namespace: {{.Spire.Namespace}}
-  # trustDomain is SPIRE's trust domain, which is the mesh's domain: services are
-  # <svc>.<ns>.<trustDomain> and identities spiffe://<trustDomain>/ns/<ns>/sa/<sa>. A DNS domain
-  # in lower case.
-  trustDomain: {{.Spire.TrustDomain}}
+  # trustDomain is SPIRE's trust domain, which is the mesh's domain. "": meshDomain. Anything
+  # but meshDomain is refused: set meshDomain instead.
+  trustDomain: ""
   # clusterName is the cluster's name in SPIRE's k8s_psat node attestation: the server admits
   # agents of this cluster, and the node agents' alias entry selects k8s_psat:cluster:<clusterName>.
   clusterName: {{.Spire.ClusterName}}
@@ -474,13 +479,25 @@ The namespaces the mesh never takes: ignoredNamespaces and the release's own, as
 {{- end }}
 
 {{/*
-spire.trustDomain, refused unless it is a DNS domain in lower case (the manager's --mesh-domain,
-and a SPIFFE trust domain).
+meshDomain, refused unless it is a DNS domain in lower case (the manager's and the agent's
+--mesh-domain, and a SPIFFE trust domain).
+*/}}
+{{- define "@.meshDomain" -}}
+{{- $d := toString .Values.meshDomain }}
+{{- if or (gt (len $d) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $d)) }}
+{{- fail (printf "meshDomain: %q is not a DNS domain in lower case (letters, digits, '-' and '.', at most 253 characters); it names the services and is the SPIFFE trust domain: set one such as @DOMAIN@" $d) }}
+{{- end }}
+{{- $d }}
+{{- end }}
+
+{{/*
+spire.trustDomain: meshDomain, which it may only repeat (the mesh's domain is its trust domain).
 */}}
 {{- define "@.spireTrustDomain" -}}
-{{- $td := toString .Values.spire.trustDomain }}
-{{- if or (gt (len $td) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $td)) }}
-{{- fail (printf "spire.trustDomain: %q is not a DNS domain in lower case (letters, digits, '-' and '.', at most 253 characters); it is SPIRE's trust domain and the mesh's domain: set one such as @DOMAIN@" $td) }}
+{{- $d := include "@.meshDomain" . }}
+{{- $td := toString (.Values.spire.trustDomain | default $d) }}
+{{- if ne $td $d }}
+{{- fail (printf "spire.trustDomain: %q is not meshDomain %q; the mesh's domain is its SPIFFE trust domain: set meshDomain: %s and leave spire.trustDomain empty" $td $d $td) }}
 {{- end }}
 {{- $td }}
 {{- end }}
@@ -606,7 +623,7 @@ Wait for the manager and the node agents:
 
 {{- if and .Values.spire.enabled .Values.spire.install }}
 
-and SPIRE, the mesh's identity issuer (trust domain {{ .Values.spire.trustDomain }}):
+and SPIRE, the mesh's identity issuer (trust domain ` + g.helper("spireTrustDomain") + `):
 
   kubectl -n {{ .Values.spire.namespace }} rollout status statefulset/` + g.spireServer + `
   kubectl -n {{ .Values.spire.namespace }} rollout status daemonset/` + g.spireAgent + `

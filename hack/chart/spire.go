@@ -46,7 +46,7 @@ type spireDefaults struct {
 // spire templates config/spire's objects (objs) from the spire values: their namespace, trust
 // domain and cluster name (the table does their images and resources); the delegate the
 // registrar registers is the node agent's (ds) ServiceAccount. The manager and the agent get
-// --mesh-domain, the trust domain, under spire.enabled.
+// --mesh-domain, meshDomain, whatever the issuer (SPIRE's trust domain must be the same).
 func (g *generator) spire(dep, ds chartObject, objs []chartObject) error {
 	server, err := only(objs, "StatefulSet")
 	if err != nil {
@@ -92,7 +92,7 @@ func (g *generator) spire(dep, ds chartObject, objs []chartObject) error {
 		obj  chartObject
 		path string
 	}{{dep, managerContainer}, {ds, agentContainer}} {
-		if err := g.condFlags(o.obj, o.path, spireOn, "--mesh-domain="+td); err != nil {
+		if err := g.flags(o.obj, o.path, "--mesh-domain="+g.helper("meshDomain")); err != nil {
 			return err
 		}
 	}

@@ -102,7 +102,7 @@ func TestSpireOff(t *testing.T) {
 		t.Run(strings.Join(c.set, ","), func(t *testing.T) {
 			objs := render(t, sets(c.set...)...)
 			sameObjects(t, objs, withoutCAInjection(withoutNamespaceObject(kustomized(t, c.dir))))
-			wantIdentityFlags(t, objs, "none", "<unset>") // <unset>: the binary's default
+			wantIdentityFlags(t, objs, "none", "aether.internal") // meshDomain's default, with or without SPIRE
 			if f, v, m := adminSocketWiring(t, objs); f != "" || v != "" || m != "" {
 				t.Errorf("the node agent still has SPIRE's admin socket: flag %q, volume %q, mount %q", f, v, m)
 			}
@@ -131,7 +131,7 @@ func TestSpireInstallOff(t *testing.T) {
 			if f, v, m := adminSocketWiring(t, objs); f != adminSocket || v != adminSocketDir || m != adminSocketDir {
 				t.Errorf("the node agent's admin socket: flag %q, volume %q, mount %q; want %s, %s, %s", f, v, m, adminSocket, adminSocketDir, adminSocketDir)
 			}
-			wantIdentityFlags(t, objs, "spire", "aether.internal") // spire.trustDomain's default
+			wantIdentityFlags(t, objs, "spire", "aether.internal") // meshDomain's default
 			if got := inNamespace(objs, spireNamespace); len(got) > 0 {
 				t.Errorf("SPIRE's objects with spire.install=false: %v", got)
 			}
@@ -187,7 +187,7 @@ func TestSpireFollowsTheRelease(t *testing.T) {
 	}
 }
 
-// TestSpireValues: spire.namespace, spire.trustDomain and spire.clusterName change exactly what
+// TestSpireValues: spire.namespace, meshDomain and spire.clusterName change exactly what
 // config/spire's namespace, trust domain (aether.internal) and k8s_psat cluster ("aether") are
 // in the defaults, everywhere (objects' namespaces, references, SPIRE's configuration, the
 // registrar's node selector and node agent path, the --mesh-domain flags), and nothing else.
@@ -196,7 +196,7 @@ func TestSpireValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed, err := helmTemplate(sets("spire.namespace=ids-system", "spire.trustDomain=example.org", "spire.clusterName=prod")...)
+	changed, err := helmTemplate(sets("spire.namespace=ids-system", "meshDomain=example.org", "spire.clusterName=prod")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,5 +330,45 @@ func TestMergeTwice(t *testing.T) {
 	_, err = tm.merge("DaemonSet x", withoutB, withB, ".Values.b")
 	if err == nil || !strings.Contains(err.Error(), "DaemonSet x.spec has keys") || !strings.Contains(err.Error(), "in a mapping already templated by another condition") {
 		t.Errorf("b adding a key beside a's: error %v, want one naming DaemonSet x.spec", err)
+	}
+}
+
+// TestMeshDomain: meshDomain is the manager's and the agent's --mesh-domain, with SPIRE or
+// without, and SPIRE's trust domain (its server's and agent's trust_domain, the registrar's
+// --mesh-domain, the delegate's ID); spire.trustDomain may repeat it, and nothing else.
+func TestMeshDomain(t *testing.T) {
+	const domain = "corp.example"
+	for _, set := range [][]string{{"meshDomain=" + domain}, {"meshDomain=" + domain, "spire.trustDomain=" + domain}, {"meshDomain=" + domain, "spire.enabled=false"}} {
+		t.Run(strings.Join(set, ","), func(t *testing.T) {
+			objs := render(t, sets(set...)...)
+			issuer := "spire"
+			if slices.Contains(set, "spire.enabled=false") {
+				issuer = "none"
+			}
+			wantIdentityFlags(t, objs, issuer, domain)
+			if issuer == "none" {
+				return
+			}
+			if got := flagValue(containerIn(t, objs, spireNamespace, "StatefulSet", "registrar"), "--mesh-domain"); got != domain {
+				t.Errorf("the registrar's --mesh-domain=%s, want %s", got, domain)
+			}
+			var confs int
+			for _, o := range objs {
+				if o["kind"] != "ConfigMap" || field(o, "metadata", "namespace") != spireNamespace {
+					continue
+				}
+				for _, key := range []string{"server.conf", "agent.conf"} {
+					if c := field(o, "data", key); c != "" {
+						confs++
+						if !strings.Contains(c, `trust_domain = "`+domain+`"`) || strings.Contains(c, "aether.internal") {
+							t.Errorf("SPIRE's %s does not hold trust domain %s alone:\n%s", key, domain, c)
+						}
+					}
+				}
+			}
+			if confs != 2 {
+				t.Errorf("%d SPIRE configurations found, want the server's and the agent's", confs)
+			}
+		})
 	}
 }

@@ -63,13 +63,25 @@ The namespaces the mesh never takes: ignoredNamespaces and the release's own, as
 {{- end }}
 
 {{/*
-spire.trustDomain, refused unless it is a DNS domain in lower case (the manager's --mesh-domain,
-and a SPIFFE trust domain).
+meshDomain, refused unless it is a DNS domain in lower case (the manager's and the agent's
+--mesh-domain, and a SPIFFE trust domain).
+*/}}
+{{- define "aether-operator.meshDomain" -}}
+{{- $d := toString .Values.meshDomain }}
+{{- if or (gt (len $d) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $d)) }}
+{{- fail (printf "meshDomain: %q is not a DNS domain in lower case (letters, digits, '-' and '.', at most 253 characters); it names the services and is the SPIFFE trust domain: set one such as aether.internal" $d) }}
+{{- end }}
+{{- $d }}
+{{- end }}
+
+{{/*
+spire.trustDomain: meshDomain, which it may only repeat (the mesh's domain is its trust domain).
 */}}
 {{- define "aether-operator.spireTrustDomain" -}}
-{{- $td := toString .Values.spire.trustDomain }}
-{{- if or (gt (len $td) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $td)) }}
-{{- fail (printf "spire.trustDomain: %q is not a DNS domain in lower case (letters, digits, '-' and '.', at most 253 characters); it is SPIRE's trust domain and the mesh's domain: set one such as aether.internal" $td) }}
+{{- $d := include "aether-operator.meshDomain" . }}
+{{- $td := toString (.Values.spire.trustDomain | default $d) }}
+{{- if ne $td $d }}
+{{- fail (printf "spire.trustDomain: %q is not meshDomain %q; the mesh's domain is its SPIFFE trust domain: set meshDomain: %s and leave spire.trustDomain empty" $td $d $td) }}
 {{- end }}
 {{- $td }}
 {{- end }}

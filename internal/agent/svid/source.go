@@ -117,7 +117,14 @@ type Source struct {
 	bundlePEM []byte
 	// changed is closed, and replaced, when Secrets changes.
 	changed chan struct{}
+	// stop ends Start with its cause (a SPIRE of another trust domain); set by Start.
+	stop context.CancelCauseFunc
 }
+
+// ErrOtherTrustDomain is what Start returns when the SPIRE agent serves trust domains and the
+// mesh's is not among them: every identity it would issue fails the mesh's pinning, so serving
+// on would only make every connection of the node fail its handshake, without a word.
+var ErrOtherTrustDomain = errors.New("svid: the SPIRE agent is of another trust domain")
 
 // subscription is one wanted identity's stream and its current SVID.
 type subscription struct {
@@ -165,6 +172,7 @@ func (s *Source) Start(ctx context.Context) error {
 		s.mu.Unlock()
 		return errors.New("svid: the source was started twice")
 	}
+	ctx, s.stop = context.WithCancelCause(ctx)
 	s.ctx = ctx
 	for _, sub := range s.subs {
 		s.launchLocked(sub)
@@ -176,7 +184,11 @@ func (s *Source) Start(ctx context.Context) error {
 	go s.followBundle(ctx)
 	<-ctx.Done()
 	s.wg.Wait()
-	return s.conn.Close()
+	closed := s.conn.Close()
+	if cause := context.Cause(ctx); errors.Is(cause, ErrOtherTrustDomain) {
+		return cause
+	}
+	return closed
 }
 
 // Want makes ids the identities the source holds SVIDs of: a new one is subscribed, one no longer
@@ -328,6 +340,11 @@ func (s *Source) followBundle(ctx context.Context) {
 					return err
 				}
 				r.received()
+				if err := s.checkTrustDomain(resp.GetCaCertificates()); err != nil {
+					s.opts.Log.Error(err, "Refusing to serve identities")
+					s.stop(err)
+					return nil
+				}
 				s.updateBundle(resp.GetCaCertificates())
 			}
 		}()
@@ -382,6 +399,24 @@ func (s *Source) updateSVID(sub *subscription, svids []*delegatedv1.X509SVIDWith
 		s.opts.Log.Info("SVID rotated", "identity", picked.ID, "serial", picked.Serial, "notAfter", picked.NotAfter, "previousSerial", prev.Serial)
 	}
 	s.notifyLocked()
+}
+
+// checkTrustDomain refuses bundles (keyed by trust domain) that name trust domains, none of them
+// the mesh's: the SPIRE agent is of another trust domain than the one the agent was given
+// (--mesh-domain), and says which.
+func (s *Source) checkTrustDomain(bundles map[string][]byte) error {
+	td := s.opts.TrustDomain
+	if len(bundles) == 0 {
+		return nil // nothing said yet
+	}
+	if _, ok := bundles[td.IDString()]; ok {
+		return nil
+	}
+	if _, ok := bundles[td.Name()]; ok {
+		return nil
+	}
+	return fmt.Errorf("%w: it serves %q, and the mesh's domain is %q (--mesh-domain): the mesh's domain is its SPIFFE trust domain; "+
+		"give the mesh and SPIRE the same one (the chart's meshDomain)", ErrOtherTrustDomain, slices.Sorted(maps.Keys(bundles)), td.Name())
 }
 
 // updateBundle keeps the trust domain's authorities from bundles (keyed by trust domain, as

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -343,4 +344,35 @@ func (p *socketProxy) stop() {
 func pipe(dst, src net.Conn) {
 	_, _ = io.Copy(dst, src)
 	_ = dst.Close()
+}
+
+// TestSourceRefusesASPIREOfAnotherTrustDomain: given a SPIRE of trust domain other.example, a
+// source for the mesh's aether.internal stops, naming both domains and the fix, rather than
+// serving on without a bundle (every handshake of the node would fail, and nothing would say
+// why).
+func TestSourceRefusesASPIREOfAnotherTrustDomain(t *testing.T) {
+	const other = "other.example"
+	env := spiretest.Start(t, spiretest.Options{TrustDomain: other})
+	logs := &testlog.Lines{}
+	src, err := svid.New(svid.Options{Socket: env.AdminSocket, TrustDomain: spiffeid.RequireTrustDomainFromString(domain),
+		Log: logs.Logger(1), RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- src.Start(t.Context()) }()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the source still runs after a minute against a SPIRE of %s (want it stopped); its log: %q", other, logs.With(""))
+	}
+	t.Logf("Start: %v", err)
+	if !errors.Is(err, svid.ErrOtherTrustDomain) {
+		t.Fatalf("Start returned %v, want ErrOtherTrustDomain", err)
+	}
+	for _, want := range []string{other, domain, "--mesh-domain", "meshDomain"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not name %q: %v", want, err)
+		}
+	}
 }
