@@ -286,7 +286,9 @@ func uninstallIfRemoved(cfg *rest.Config, scheme *runtime.Scheme, self agent.Sel
 			}
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Reads, and the wait for a replaced DaemonSet (agent.Uninstalling: 10 s), within the pod's
+	// grace period (30 s).
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	removePlugin := func() error { return uninstallCNI(f.installer(ignored), f.kubeconfig, io.Discard) }
 	removed, err := agent.UninstallIfRemoved(ctx, self, c, spareReader, registry, removePlugin, log)

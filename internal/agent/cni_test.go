@@ -134,12 +134,14 @@ func TestListenCNI(t *testing.T) {
 }
 
 // TestUninstallingTellsAnUninstallFromARestart reads, from the real API server, the agent's pod
-// and its DaemonSet: only a DaemonSet deleted, being deleted or replaced, or credentials revoked,
-// mean the plugin goes (a refusal of the credentials themselves, 401, is TestARefusedPodTokenIsNoUninstall's).
+// and its DaemonSet: only a DaemonSet deleted or being deleted, with none of its name back within
+// the replace window, or credentials revoked, mean the plugin goes (a refusal of the credentials
+// themselves, 401, is TestARefusedPodTokenIsNoUninstall's). A DaemonSet deleted and created again
+// (kubectl replace --force), before the agent looks or while it waits, is no uninstall.
 func TestUninstallingTellsAnUninstallFromARestart(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testContext(t) // the replace window is 2 s (TestMain)
 	ns := namespace(t, ctx)
-	newDaemonSet := func(finalizers ...string) *appsv1.DaemonSet {
+	daemonSet := func(finalizers ...string) *appsv1.DaemonSet {
 		labels := map[string]string{"app": "agent"}
 		ds := &appsv1.DaemonSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent", Finalizers: finalizers},
@@ -148,6 +150,10 @@ func TestUninstallingTellsAnUninstallFromARestart(t *testing.T) {
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "registry.example/agent:1"}}},
 			}},
 		}
+		return ds
+	}
+	newDaemonSet := func(finalizers ...string) *appsv1.DaemonSet {
+		ds := daemonSet(finalizers...)
 		if err := env.Client.Create(ctx, ds); err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +186,7 @@ func TestUninstallingTellsAnUninstallFromARestart(t *testing.T) {
 	if err := env.Client.Delete(ctx, ds); err != nil { // held by its finalizer: being deleted
 		t.Fatal(err)
 	}
-	expect(key, env.Client, true, "is being deleted")
+	expect(key, env.Client, true, "is being deleted, and none of its name came back within 2s")
 
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ds), ds); err != nil {
 		t.Fatal(err)
@@ -190,10 +196,22 @@ func TestUninstallingTellsAnUninstallFromARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.EventuallyGone(t, env.Client, ds)
-	expect(key, env.Client, true, "is deleted")
+	expect(key, env.Client, true, "is deleted, and none of its name came back within 2s")
 
-	newDaemonSet() // the same name, another object
-	expect(key, env.Client, true, "was deleted and created again")
+	// Created again while the agent waits (once it has read the DaemonSet and found none): a
+	// replacement, whose agent takes over.
+	looked := &dsReads{Reader: env.Client, read: make(chan struct{}, 1)}
+	created := make(chan error, 1)
+	go func() {
+		<-looked.read
+		created <- env.Client.Create(ctx, daemonSet())
+	}()
+	expect(key, looked, false, "was replaced (deleted and created again")
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	// Created again before the agent looks.
+	expect(key, env.Client, false, "was replaced (deleted and created again")
 
 	nobody, err := env.ClientAs("nobody", nil, nil)
 	if err != nil {
@@ -247,4 +265,22 @@ func TestCNIKeeperPutsThePluginBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, "the keeper puts the plugin back", installed)
+}
+
+// dsReads is a reader that tells, on read, each time a DaemonSet was read (dropped when nobody
+// listens).
+type dsReads struct {
+	client.Reader
+	read chan struct{}
+}
+
+func (r *dsReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := r.Reader.Get(ctx, key, obj, opts...)
+	if _, ok := obj.(*appsv1.DaemonSet); ok {
+		select {
+		case r.read <- struct{}{}:
+		default:
+		}
+	}
+	return err
 }

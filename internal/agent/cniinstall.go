@@ -120,10 +120,12 @@ type Self struct {
 	Owner *metav1.OwnerReference
 }
 
-// Uninstalling reports whether the agent stops because its DaemonSet is going away: deleted,
-// being deleted, or replaced by another of the same name; or because its credentials are
-// revoked with the installation (its role unbound: 403; its ServiceAccount deleted). Then the
-// node's CNI plugin goes too. An agent that stops for any other reason (a restart, an upgrade, a
+// Uninstalling reports whether the agent stops because its DaemonSet is going away: deleted, or
+// being deleted, with none of the same name back within replaceWindow; or because its
+// credentials are revoked with the installation (its role unbound: 403; its ServiceAccount
+// deleted). Then the node's CNI plugin goes too. A DaemonSet replaced by another of the same
+// name (kubectl replace --force, a GitOps tool's Replace: deleted and created again) is no
+// uninstall: the new one's agent takes the node's pods over, captured all along. An agent that stops for any other reason (a restart, an upgrade, a
 // node drain, its pod force-deleted) leaves the plugin in place: it fails ADD for meshed pods
 // until the next agent answers, so none starts uncaptured. When it cannot tell (the API server
 // unreachable), it says so with an error, and the caller keeps the plugin: fail closed, as the
@@ -174,22 +176,45 @@ func uninstalling(ctx context.Context, self Self, c client.Reader) (bool, string
 	if owner == nil || owner.Kind != "DaemonSet" {
 		return false, fmt.Sprintf("pod %s is not a DaemonSet's: nothing says the installation is going away", self.Pod), nil
 	}
-	ds := &appsv1.DaemonSet{}
-	name := self.Pod.Namespace + "/" + owner.Name
-	err := c.Get(ctx, client.ObjectKey{Namespace: self.Pod.Namespace, Name: owner.Name}, ds)
-	switch {
-	case apierrors.IsNotFound(err):
-		return true, fmt.Sprintf("DaemonSet %s is deleted", name), nil
-	case apierrors.IsUnauthorized(err):
-		return false, "", fmt.Errorf("reading the agent's DaemonSet %s: %w", name, err)
-	case apierrors.IsForbidden(err):
-		return revoked(err)
-	case err != nil:
-		return false, "", fmt.Errorf("reading the agent's DaemonSet %s: %w", name, err)
-	case ds.UID != owner.UID:
-		return true, fmt.Sprintf("DaemonSet %s was deleted and created again (uid %s, the pod's owner was %s)", name, ds.UID, owner.UID), nil
-	case ds.DeletionTimestamp != nil:
-		return true, fmt.Sprintf("DaemonSet %s is being deleted", name), nil
+	key := client.ObjectKey{Namespace: self.Pod.Namespace, Name: owner.Name}
+	name := key.String()
+	var going string // why the DaemonSet looks gone, while waiting for a replacement
+	deadline := time.Now().Add(replaceWindow)
+	for {
+		ds := &appsv1.DaemonSet{}
+		err := c.Get(ctx, key, ds)
+		switch {
+		case apierrors.IsNotFound(err):
+			going = "is deleted"
+		case apierrors.IsUnauthorized(err):
+			return false, "", fmt.Errorf("reading the agent's DaemonSet %s: %w", name, err)
+		case apierrors.IsForbidden(err):
+			return revoked(err)
+		case err != nil:
+			return false, "", fmt.Errorf("reading the agent's DaemonSet %s: %w", name, err)
+		case ds.DeletionTimestamp != nil:
+			going = "is being deleted"
+		case ds.UID != owner.UID:
+			return false, fmt.Sprintf("DaemonSet %s was replaced (deleted and created again: uid %s, the pod's owner was %s): the new one's agent takes the node's pods over",
+				name, ds.UID, owner.UID), nil
+		default:
+			return false, fmt.Sprintf("DaemonSet %s stays: the agent restarts or is upgraded", name), nil
+		}
+		if !time.Now().Before(deadline) {
+			return true, fmt.Sprintf("DaemonSet %s %s, and none of its name came back within %s", name, going, replaceWindow), nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, "", fmt.Errorf("DaemonSet %s %s; waiting for one of its name to come back (a replacement, not an uninstall): %w", name, going, ctx.Err())
+		case <-time.After(replacePoll):
+		}
 	}
-	return false, fmt.Sprintf("DaemonSet %s stays: the agent restarts or is upgraded", name), nil
 }
+
+// replaceWindow is how long a stopping agent whose DaemonSet is deleted, or being deleted, waits
+// for one of the same name to be created (a replacement: kubectl replace --force deletes the old
+// object, waits for it to go, and creates the new at once) before it takes the deletion for an
+// uninstall; replacePoll is how often it looks. Variables for the tests. A replacement that
+// deletes in the foreground (the DaemonSet waits for its pods, this one among them) cannot be
+// told from a deletion within the window, and uninstalls.
+var replaceWindow, replacePoll = 10 * time.Second, 250 * time.Millisecond

@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	loopbackHost.Store(10)
+	// A stopping agent waits this long for a deleted DaemonSet's replacement (Uninstalling); the
+	// tests that delete one wait it out.
+	replaceWindow = 2 * time.Second
 	testenv.Run(m, &env, createNode(testNode), startAgent(testNode), startMeshServiceController, stopBenchMesh)
 }
 
