@@ -247,7 +247,7 @@ func main() {
 		"debugBindAddress", *debugAddr, "cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {
-		uninstallIfRemoved(cfg, scheme, self, options.CNIInstall.SelfToken, cniOpts, ignored, registry, netnsFile, log)
+		uninstallIfRemoved(cfg, scheme, self, options.CNIInstall.ReaderToken, cniOpts, ignored, registry, netnsFile, log)
 	}
 	if err != nil {
 		log.Error(err, "Agent stopped")
@@ -350,7 +350,7 @@ func listenForPods(a xdsserver.Address) (net.Listener, error) {
 }
 
 // cniInstallOptions keep the plugin installed when --cni-conf-dir is set (nil otherwise): its kubeconfig with a token
-// of --cni-service-account, and the spare token of the agent's own ServiceAccount it reads with
+// of --cni-service-account, and the token of the agent's reader (agent.ReaderAccount) it reads with
 // when it stops and its pod's token is refused; self is what it learnt of its own pod.
 func cniInstallOptions(cfg *rest.Config, scheme *runtime.Scheme, f cniFlags, ignored registration.IgnoredNamespaces, log logr.Logger) (*agent.CNIInstallOptions, agent.Self, error) {
 	if f.confDir == "" {
@@ -372,7 +372,7 @@ func cniInstallOptions(cfg *rest.Config, scheme *runtime.Scheme, f cniFlags, ign
 		if err != nil {
 			return nil, self, err
 		}
-		opts.SelfToken = &agent.ServiceAccountToken{Client: cs.CoreV1(), Namespace: self.Pod.Namespace, Name: selfAccount, Lifetime: agent.SelfTokenLifetime}
+		opts.ReaderToken = &agent.ServiceAccountToken{Client: cs.CoreV1(), Namespace: self.Pod.Namespace, Name: agent.ReaderAccount(selfAccount), Lifetime: agent.ReaderTokenLifetime}
 	}
 	return opts, self, nil
 }

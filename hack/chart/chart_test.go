@@ -670,7 +670,7 @@ func TestNamesFollowTheRelease(t *testing.T) {
 		t.Errorf("release mesh in mesh-system still names %s- or %s:\n%s", release, namespace, grepLines(rest, release+"-", namespace))
 	}
 	for _, want := range []string{
-		`request.userInfo.username == "system:serviceaccount:mesh-system:mesh-aether-operator-agent"`,
+		`request.userInfo.username == 'system:serviceaccount:' + 'mesh-system' + ':' + 'mesh-aether-operator-agent'`,
 		"name: mesh-aether-operator-controller-manager",
 		"- mesh-aether-operator-webhook-service.mesh-system.svc",
 		"cert-manager.io/inject-ca-from: mesh-system/mesh-aether-operator-serving-cert",

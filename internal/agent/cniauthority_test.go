@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -178,7 +180,7 @@ func TestPluginKubeconfigCanOnlyGetPods(t *testing.T) {
 		t.Errorf("the plugin's kubeconfig speaks as %+v (%v), want %s", who, err, want)
 	}
 
-	other := &ServiceAccountToken{Client: asAgent(t).CoreV1(), Namespace: testenv.AgentNamespace, Name: "aether-operator-controller-manager", Lifetime: SelfTokenLifetime}
+	other := &ServiceAccountToken{Client: asAgent(t).CoreV1(), Namespace: testenv.AgentNamespace, Name: "aether-operator-controller-manager", Lifetime: ReaderTokenLifetime}
 	if _, err := other.Token(ctx); !apierrors.IsForbidden(err) {
 		t.Errorf("the agent asked for the manager's token: %v, want Forbidden (its Role names two ServiceAccounts)", err)
 	}
@@ -211,9 +213,9 @@ func tokenLifetime(t *testing.T, token string) time.Duration {
 }
 
 // TestARefusedPodTokenIsNoUninstall: when the agent stops and the API server refuses its pod's
-// token (401: the pod was force-deleted), the plugin stays while the DaemonSet does; a spare token
-// of the agent's ServiceAccount bound to no pod (asked for under the shipped Role) then tells a
-// deleted DaemonSet, and a deleted ServiceAccount.
+// token (401: the pod was force-deleted), the plugin stays while the DaemonSet does; a token of
+// the agent's reader bound to no pod (asked for under the shipped Role) then tells a deleted
+// DaemonSet, and a deleted ServiceAccount (the reader's, deleted with the installation).
 func TestARefusedPodTokenIsNoUninstall(t *testing.T) {
 	ctx := testContext(t)
 	installShippedRBAC(t, ctx)
@@ -233,8 +235,8 @@ func TestARefusedPodTokenIsNoUninstall(t *testing.T) {
 
 	// The agent's pod token, as the kubelet projects it: bound to the pod.
 	podToken := &ServiceAccountToken{Client: kubernetes.NewForConfigOrDie(env.Config).CoreV1(), Namespace: testenv.AgentNamespace,
-		Name: testenv.AgentName, BoundPod: pod.Name, Lifetime: SelfTokenLifetime}
-	spare := &ServiceAccountToken{Client: asAgent(t).CoreV1(), Namespace: testenv.AgentNamespace, Name: testenv.AgentName, Lifetime: SelfTokenLifetime}
+		Name: testenv.AgentName, BoundPod: pod.Name, Lifetime: ReaderTokenLifetime}
+	spare := &ServiceAccountToken{Client: asAgent(t).CoreV1(), Namespace: testenv.AgentNamespace, Name: ReaderAccount(testenv.AgentName), Lifetime: ReaderTokenLifetime}
 	reader := func(tokens *ServiceAccountToken) client.Reader {
 		t.Helper()
 		token, err := tokens.Token(ctx)
@@ -276,7 +278,7 @@ func TestARefusedPodTokenIsNoUninstall(t *testing.T) {
 	expect(withSpare, true, "is deleted")
 	expect(nil, false, "refuses the agent's pod token")
 
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.AgentNamespace, Name: testenv.AgentName}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.AgentNamespace, Name: ReaderAccount(testenv.AgentName)}}
 	if err := env.Client.Delete(ctx, sa); err != nil {
 		t.Fatal(err)
 	}
@@ -288,4 +290,125 @@ func TestARefusedPodTokenIsNoUninstall(t *testing.T) {
 		return nil
 	})
 	expect(withSpare, true, "the ServiceAccount is deleted with the installation")
+}
+
+// TestAnAgentCannotTakeAnotherNodesClaim: the agent may ask for tokens of two ServiceAccounts, the
+// plugin's and its reader's, never of its own: one of its own bound to another node's agent pod
+// would carry that node's claim, which the node-authority policy takes for that node's agent
+// (root on one node could then write every node's MeshEndpoints). Under the shipped RBAC the
+// agent of one node asking for its ServiceAccount's token bound to another node's agent pod is
+// Forbidden; a token of the reader cannot be bound to that pod (the API server binds a token to a
+// pod of its own ServiceAccount only), and unbound it may get pods and DaemonSets, nothing else.
+func TestAnAgentCannotTakeAnotherNodesClaim(t *testing.T) {
+	ctx := testContext(t)
+	installShippedRBAC(t, ctx)
+	other := "node-b-" + rand.String(5)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: other}}
+	if err := env.Client.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+	if _, err := env.AgentTokenConfig(ctx, other); err != nil { // the other node's agent pod
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: testenv.AgentNamespace, Name: "agent-" + other}, pod); err != nil {
+		t.Fatal(err)
+	}
+	boundToIt := func(account string) error {
+		request := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(600)),
+			BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}}
+		_, err := asAgent(t).CoreV1().ServiceAccounts(testenv.AgentNamespace).CreateToken(ctx, account, request, metav1.CreateOptions{})
+		return err
+	}
+	if err := boundToIt(testenv.AgentName); !apierrors.IsForbidden(err) {
+		t.Errorf("the agent of %s asked for its ServiceAccount's token bound to %s's agent pod (it would carry %s's claim): %v, want Forbidden",
+			testNode, other, other, err)
+	}
+	reader := ReaderAccount(testenv.AgentName)
+	if err := boundToIt(reader); err == nil {
+		t.Errorf("a token of the reader bound to %s's agent pod, which runs as the agent: granted, want refused", other)
+	}
+	tokens := &ServiceAccountToken{Client: asAgent(t).CoreV1(), Namespace: testenv.AgentNamespace, Name: reader, Lifetime: ReaderTokenLifetime}
+	token, err := tokens.Token(ctx)
+	if err != nil {
+		t.Fatalf("the reader's token, bound to no pod: %v", err)
+	}
+	if granted := grantedBeyondAnyone(t, ctx, WithToken(env.Config, token), testenv.AgentNamespace); !slices.Equal(granted, []string{"get /pods", "get apps/daemonsets"}) {
+		t.Errorf("the reader may %q; want only [get /pods get apps/daemonsets]", granted)
+	}
+}
+
+// TestNodeAuthorityFollowsTheAgentsNamespace: config/base built with another namespace and name
+// prefix (mesh-system, mesh-) gives a node-authority policy that matches the agent's username as
+// built, system:serviceaccount:mesh-system:mesh-agent, not the shipped one: applied to the real API
+// server, it denies that agent, with its node's claim, a MeshEndpoint of another node. (Spelt
+// out, the policy matched only the shipped namespace and prefix: under any other it matched
+// nobody, and every agent could write every node's endpoints.)
+func TestNodeAuthorityFollowsTheAgentsNamespace(t *testing.T) {
+	ctx := testContext(t)
+	if _, err := testenv.InstallNodeAuthority(env); err != nil { // the agent's ClusterRole, agent-role
+		t.Fatal(err)
+	}
+	const agentNS, prefix = "mesh-system", "mesh-"
+	user := "system:serviceaccount:" + agentNS + ":" + prefix + "agent"
+	config := filepath.Join(t.TempDir(), "config")
+	if out, err := exec.CommandContext(ctx, "cp", "-r", filepath.Join(testenv.RepoRoot(), "config"), config).CombinedOutput(); err != nil {
+		t.Fatalf("copying config/: %v\n%s", err, out)
+	}
+	base := filepath.Join(config, "base", "kustomization.yaml")
+	k, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.NewReplacer("namespace: aether-operator-system\n", "namespace: "+agentNS+"\n",
+		"namePrefix: aether-operator-\n", "namePrefix: "+prefix+"\n").Replace(string(k))
+	if changed == string(k) || strings.Count(changed, agentNS) != 1 {
+		t.Fatalf("config/base/kustomization.yaml does not set namespace and namePrefix as this test expects:\n%s", k)
+	}
+	if err := os.WriteFile(base, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := env.Kubectl(ctx, "kustomize", filepath.Join(config, "base"))
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v\n%s", err, stderr)
+	}
+	var keep [][]byte
+	for doc := range bytes.SplitSeq([]byte(out), []byte("\n---\n")) {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(meta.Kind, "ValidatingAdmissionPolicy") {
+			keep = append(keep, doc)
+		}
+	}
+	policies := string(bytes.Join(keep, []byte("\n---\n")))
+	// The expression as one line (kustomize folds a long one).
+	if len(keep) != 2 || !strings.Contains(strings.Join(strings.Fields(policies), " "), "'"+agentNS+"' + ':' + '"+prefix+"agent'") {
+		t.Fatalf("the built policy and binding (%d) do not name %s:\n%s", len(keep), user, policies)
+	}
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(file, []byte(policies), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, err := env.Kubectl(ctx, "apply", "-f", file); err != nil {
+		t.Fatalf("kubectl apply the built policy: %v\n%s%s", err, out, stderr)
+	}
+	// That agent's rights: the shipped agent role, bound to it.
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: prefix + "agent-" + rand.String(5)},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agent-role"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: agentNS, Name: prefix + "agent"}}}
+	if err := env.Client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), binding) })
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Extra: map[string][]string{testenv.NodeClaim: {testNode}},
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + agentNS, "system:authenticated"}}
+	asThatAgent, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeAuthorityEnforced(t, ctx, asThatAgent, namespace(t, ctx), testNode)
 }

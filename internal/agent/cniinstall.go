@@ -40,9 +40,9 @@ type CNIInstallOptions struct {
 	// PluginToken is the token the kubeconfig carries: the plugin's own ServiceAccount's, which
 	// may only get pods. Required with Kubeconfig.
 	PluginToken *ServiceAccountToken
-	// SelfToken, when set, is kept fresh too: a token of the agent's own ServiceAccount bound to
-	// no pod, which Uninstalling reads with when the agent's pod-bound token is refused.
-	SelfToken *ServiceAccountToken
+	// ReaderToken, when set, is kept fresh too: a token of the agent's reader (ReaderAccount),
+	// bound to no pod, which Uninstalling reads with when the agent's pod-bound token is refused.
+	ReaderToken *ServiceAccountToken
 	// Interval is how often both are checked (DefaultCNIKeepInterval if zero).
 	Interval time.Duration
 }
@@ -84,8 +84,8 @@ func (k *cniKeeper) keep(ctx context.Context) {
 				"serviceAccount", k.opts.PluginToken.Namespace+"/"+k.opts.PluginToken.Name)
 		}
 	}
-	if k.opts.SelfToken != nil {
-		if _, err := k.opts.SelfToken.Token(ctx); err != nil {
+	if k.opts.ReaderToken != nil {
+		if _, err := k.opts.ReaderToken.Token(ctx); err != nil {
 			k.log.Error(err, "Could not renew the agent's spare token (read with when its pod's token is refused as it stops); retrying")
 		}
 	}
@@ -133,8 +133,9 @@ type Self struct {
 //
 // c reads with the agent's pod-bound token. The API server refuses that token (401) once the pod
 // is deleted, force-deleted or not, which says "this token died", not "uninstall": then spare,
-// a live token of the agent's ServiceAccount bound to no pod, reads again. Only when the API
-// server refuses that one too is the ServiceAccount gone. Without spare, a 401 keeps the plugin.
+// a live token of the agent's reader (ReaderAccount) bound to no pod, reads again. Only when the
+// API server refuses that one too is the reader's ServiceAccount gone, deleted with the
+// installation. Without spare, a 401 keeps the plugin.
 func Uninstalling(ctx context.Context, self Self, c, spare client.Reader) (bool, string, error) {
 	removed, why, err := uninstalling(ctx, self, c)
 	if !apierrors.IsUnauthorized(err) {
@@ -147,11 +148,11 @@ func Uninstalling(ctx context.Context, self Self, c, spare client.Reader) (bool,
 	removed, why, err = uninstalling(ctx, self, spare)
 	switch {
 	case apierrors.IsUnauthorized(err):
-		return true, fmt.Sprintf("the API server refuses both the agent's pod token (%v) and a live token of its ServiceAccount bound to no pod (%v): the ServiceAccount is deleted with the installation", refused, err), nil
+		return true, fmt.Sprintf("the API server refuses both the agent's pod token (%v) and a live token of its reader's ServiceAccount, bound to no pod (%v): the ServiceAccount is deleted with the installation", refused, err), nil
 	case err != nil:
 		return false, "", err
 	}
-	return removed, "the agent's pod token is refused; read with its ServiceAccount's token bound to no pod: " + why, nil
+	return removed, "the agent's pod token is refused; read with its reader's token, bound to no pod: " + why, nil
 }
 
 // uninstalling is Uninstalling with one credential; a 401 is returned as an error.

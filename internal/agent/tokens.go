@@ -27,10 +27,18 @@ const (
 	// ServiceAccount, and no pod runs as the plugin's, so its lifetime is its only bound: an
 	// hour covers an agent's restart or upgrade (when the plugin needs it) with room to spare.
 	PluginTokenLifetime = time.Hour
-	// SelfTokenLifetime is the lifetime of the agent's spare token of its own ServiceAccount
-	// (held in memory only): the API server's minimum.
-	SelfTokenLifetime = 10 * time.Minute
+	// ReaderTokenLifetime is the lifetime of the agent's token of its reader (ReaderAccount; held
+	// in memory only): the API server's minimum.
+	ReaderTokenLifetime = 10 * time.Minute
 )
+
+// ReaderAccount is the ServiceAccount of the agent's reader, beside the agent's own (agentAccount)
+// in its namespace: <agentAccount>-reader, which may only get the agent's pods and DaemonSet
+// (config/rbac/agent/reader.yaml). The agent asks for its tokens, never for its own
+// ServiceAccount's: a TokenRequest may bind a token to any pod of its ServiceAccount, and one of
+// the agent's own bound to another node's agent pod would carry that node's name claim, which
+// the node-authority policy takes for that node's agent. No pod runs as the reader.
+func ReaderAccount(agentAccount string) string { return agentAccount + "-reader" }
 
 // ServiceAccountToken keeps a token of one ServiceAccount, asked of the TokenRequest API and
 // asked again once four fifths of its lifetime have passed (as the kubelet renews projected
