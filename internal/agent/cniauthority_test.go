@@ -44,9 +44,23 @@ const pluginServiceAccount = "aether-operator-cni"
 // kubectl.
 func installShippedRBAC(t *testing.T, ctx context.Context) {
 	t.Helper()
-	out, stderr, err := env.Kubectl(ctx, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "base"))
+	rbac := kustomized(t, ctx, filepath.Join(testenv.RepoRoot(), "config", "base"),
+		"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+	file := filepath.Join(t.TempDir(), "rbac.yaml")
+	if err := os.WriteFile(file, rbac, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, err := env.Kubectl(ctx, "apply", "-f", file); err != nil {
+		t.Fatalf("kubectl apply the shipped RBAC: %v\n%s%s", err, out, stderr)
+	}
+}
+
+// kustomized is `kubectl kustomize dir`, only the objects of kinds, as one YAML stream.
+func kustomized(t *testing.T, ctx context.Context, dir string, kinds ...string) []byte {
+	t.Helper()
+	out, stderr, err := env.Kubectl(ctx, "kustomize", dir)
 	if err != nil {
-		t.Fatalf("kubectl kustomize config/base: %v\n%s", err, stderr)
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr)
 	}
 	var keep [][]byte
 	for doc := range bytes.SplitSeq([]byte(out), []byte("\n---\n")) {
@@ -54,17 +68,11 @@ func installShippedRBAC(t *testing.T, ctx context.Context) {
 		if err := yaml.Unmarshal(doc, &meta); err != nil {
 			t.Fatal(err)
 		}
-		if slices.Contains([]string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}, meta.Kind) {
+		if slices.Contains(kinds, meta.Kind) {
 			keep = append(keep, doc)
 		}
 	}
-	file := filepath.Join(t.TempDir(), "rbac.yaml")
-	if err := os.WriteFile(file, bytes.Join(keep, []byte("\n---\n")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, stderr, err := env.Kubectl(ctx, "apply", "-f", file); err != nil {
-		t.Fatalf("kubectl apply the shipped RBAC: %v\n%s%s", err, out, stderr)
-	}
+	return bytes.Join(keep, []byte("\n---\n"))
 }
 
 // agentPod creates a pod standing for the agent's own in the agent's namespace, controlled by ds
@@ -369,24 +377,10 @@ func TestNodeAuthorityFollowsTheAgentsNamespace(t *testing.T) {
 	if err := os.WriteFile(base, []byte(changed), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, err := env.Kubectl(ctx, "kustomize", filepath.Join(config, "base"))
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v\n%s", err, stderr)
-	}
-	var keep [][]byte
-	for doc := range bytes.SplitSeq([]byte(out), []byte("\n---\n")) {
-		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasPrefix(meta.Kind, "ValidatingAdmissionPolicy") {
-			keep = append(keep, doc)
-		}
-	}
-	policies := string(bytes.Join(keep, []byte("\n---\n")))
+	policies := string(kustomized(t, ctx, filepath.Join(config, "base"), "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
 	// The expression as one line (kustomize folds a long one).
-	if len(keep) != 2 || !strings.Contains(strings.Join(strings.Fields(policies), " "), "'"+agentNS+"' + ':' + '"+prefix+"agent'") {
-		t.Fatalf("the built policy and binding (%d) do not name %s:\n%s", len(keep), user, policies)
+	if strings.Count(policies, "kind: ValidatingAdmissionPolicy") != 2 || !strings.Contains(strings.Join(strings.Fields(policies), " "), "'"+agentNS+"' + ':' + '"+prefix+"agent'") {
+		t.Fatalf("the built policy and binding do not name %s:\n%s", user, policies)
 	}
 	file := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(file, []byte(policies), 0o600); err != nil {
