@@ -89,7 +89,7 @@ CHART_VARIANTS = "" \
 	"--set spire.enabled=false --set envoy.enabled=false" \
 	"--set spire.install=false" \
 	"--set spire.install=false --set envoy.enabled=false" \
-	"--set spire.namespace=ids-system --set spire.trustDomain=example.org --set spire.clusterName=prod" \
+	"--set spire.namespace=ids-system --set meshDomain=example.org --set spire.clusterName=prod" \
 	"--set certManager.enabled=true --set webhook.certSecretName=webhook-tls" \
 	"--set envoy.enabled=false" \
 	"--set prometheus.serviceMonitor.enabled=true --set prometheus.rules.enabled=true --set prometheus.dashboard.enabled=true" \

@@ -24,10 +24,10 @@ import (
 //   - envoy.enabled and spire.enabled: merges of whole kustomize builds (config/base against
 //     config/default, each without and with config/spire), not a field (chart.go's objects);
 //   - spire.install: SPIRE's own objects, under spire.enabled too (chart.go's spireObjects);
-//   - spire.namespace, spire.trustDomain, spire.clusterName: words inside SPIRE's configuration
+//   - spire.namespace, meshDomain (spire.trustDomain), spire.clusterName: words inside SPIRE's configuration
 //     files and flags, found by pattern and checked to agree; the registrar's flags, checked
-//     against the agent's ServiceAccount; the manager's and the agent's --mesh-domain, the trust
-//     domain under spire.enabled, read back from SPIRE's configuration (spire.go);
+//     against the agent's ServiceAccount; the manager's and the agent's --mesh-domain, meshDomain
+//     whatever the issuer, read back from SPIRE's configuration (spire.go);
 //   - certManager.enabled's annotation and ignoredNamespaces in the webhooks'
 //     namespaceSelector: a conditional key, a required value and a check against the binaries'
 //     default (values.go's webhook);
