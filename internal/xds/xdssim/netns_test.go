@@ -9,10 +9,12 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	setfilterstatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/set_filter_state/v3"
 	netsetfilterstatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/set_filter_state/v3"
 	filterstateoverridev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/local_address_selectors/filter_state_override/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdssim"
@@ -92,6 +94,44 @@ func TestWhereTheUpstreamLeavesFrom(t *testing.T) {
 			}
 			if got := out.Targets[0]; got.Netns != tc.netns || got.Mark != tc.mark {
 				t.Errorf("the upstream leaves from %q with mark %#x; want %q, %#x", got.Netns, got.Mark, tc.netns, tc.mark)
+			}
+		})
+	}
+}
+
+// TestTransportSocketMatchesForProbes: a cluster's transport socket match with criteria (the
+// mesh's probe socket, chosen by a health check's criteria) leaves traffic on the cluster's own
+// socket, and the simulator forwards; a match without criteria (every connection) and an endpoint
+// that picks a socket by its metadata are Unmodelled, never passed.
+func TestTransportSocketMatchesForProbes(t *testing.T) {
+	criteria := &structpb.Struct{Fields: map[string]*structpb.Value{"aether.io/health-check": structpb.NewStringValue("primary")}}
+	picking := ep("10.1.0.1", 18008, corev3.HealthStatus_HEALTHY)
+	picking.Metadata = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"envoy.transport_socket_match": criteria}}
+	for name, tc := range map[string]struct {
+		match      *structpb.Struct
+		endpoint   *endpointv3.LbEndpoint
+		unmodelled bool
+	}{
+		"criteria, for probes":          {match: criteria},
+		"no criteria: every connection": {match: &structpb.Struct{}, unmodelled: true},
+		"an endpoint that picks it":     {match: criteria, endpoint: picking, unmodelled: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := base()
+			res.Clusters[0].TransportSocketMatches = []*clusterv3.Cluster_TransportSocketMatch{{Name: "probe", Match: tc.match}}
+			if tc.endpoint != nil {
+				res.Endpoints[0] = cla("a.svc:80", locality("z", 0, 1, tc.endpoint))
+			}
+			res.Listeners = []*listenerv3.Listener{capture(chains(chain("cap", tcpProxy("a"), dport(80))))}
+			out := xdssim.New(res).Dial(tcpTo(vipA, 80))
+			if tc.unmodelled {
+				if out.Verdict != xdssim.Unmodelled || !errors.Is(out.Err, xdssim.ErrUnsupported) {
+					t.Fatalf("%s; want Unmodelled", out)
+				}
+				return
+			}
+			if out.Verdict != xdssim.Forwarded || len(out.Targets) != 1 || out.Targets[0].Cluster != "a" {
+				t.Fatalf("%s; want forwarded to cluster a", out)
 			}
 		})
 	}
