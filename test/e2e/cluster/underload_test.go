@@ -111,13 +111,19 @@ var _ = Describe("requests under load through the node's Envoy", Label("faults")
 		Expect(result.failed).To(BeZero(), "requests failed during %s:\n%s", signal, result.failures)
 	})
 
+	// The loader does not declare web: its node fetched web on demand, and the restarted agent
+	// must carry it from its first configuration (its record of what the node fetched outlives
+	// it), so the node's Envoy removes no cluster.
 	It("loses no request while the node's agent is killed with SIGKILL and restarts", func() {
 		const loadFor = 15 * time.Second
-		l := startLoader(ctx, ns, "crash-load", "caller", "web", url, host, rate, loadFor)
+		l := startLoader(ctx, ns, "crash-load", "caller", "", url, host, rate, loadFor)
 		victim, container, what := agentPod(), "agent", "the agent"
 		if breaking("agent-crash") {
 			victim, container, what = envoyPod(ctx), "envoy", "the node's Envoy"
 		}
+		envoy := nodeEnvoy(ctx)
+		const removed = "cluster_manager.cluster_removed"
+		removedBefore := envoy.stats(removed)[removed]
 		restarts := containerRestarts(victim, container)
 		killed := killContainer(victim, container)
 		Eventually(func(g Gomega) {
@@ -130,6 +136,10 @@ var _ = Describe("requests under load through the node's Envoy", Label("faults")
 		result := l.result()
 		record("%s killed with SIGKILL under %d requests/s: ready again %s after the kill; %s", what, rate, ready.Sub(killed).Round(time.Millisecond), result)
 		Expect(result.failed).To(BeZero(), "requests failed while %s restarted:\n%s", what, result.failures)
+		if !breaking("agent-crash") {
+			Expect(envoy.stats(removed)[removed]).To(Equal(removedBefore),
+				"the node's Envoy removed clusters when the restarted agent's configuration came: it forgot what was fetched on demand")
+		}
 	})
 })
 
@@ -155,13 +165,17 @@ var (
 	loadFail  = regexp.MustCompile(`(?m)^load failed .*$`)
 )
 
-// startLoader starts pod ns/name, of ServiceAccount sa with upstream service declared, sending
-// rate GETs a second of url with Host host for loadFor once one is answered, and returns once the
-// load began.
+// startLoader starts pod ns/name, of ServiceAccount sa with upstream service declared ("": none,
+// its node fetches the service on demand), sending rate GETs a second of url with Host host for
+// loadFor once one is answered, and returns once the load began.
 func startLoader(ctx context.Context, ns, name, sa, upstream, url, host string, rate int, loadFor time.Duration) *loader {
 	GinkgoHelper()
+	annotations := map[string]string{}
+	if upstream != "" {
+		annotations[portspec.AnnotationUpstreams] = upstream
+	}
 	p := testPod(ns, name, asManaged, withServiceAccount(sa), withPorts("8080"),
-		withAnnotations(map[string]string{portspec.AnnotationUpstreams: upstream}), withContainers(
+		withAnnotations(annotations), withContainers(
 			corev1.Container{Name: "app", Args: []string{"-http", "8080"}},
 			corev1.Container{Name: "load", Args: []string{"-get", url, "-get-host", host,
 				"-load-rate", strconv.Itoa(rate), "-load-for", loadFor.String()}}))

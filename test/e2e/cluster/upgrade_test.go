@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
-	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
 // An upgrade of the agent under load (docs/install.md, "Upgrade"): the agent's DaemonSet is changed as an
@@ -46,13 +45,11 @@ var _ = Describe("agent upgrade under load", Label("faults"), Ordered, func() {
 		freshNamespace(ctx, ns, append([]string{"web", "client", "canary"}, defaultLoad.Accounts...)...)
 		web := createWeb(ctx, ns)
 		target = web.Spec.ClusterIP + ":8080"
-		// The dialer declares web its upstream, so web's cluster is in the first configuration the
-		// restarted agent serves. A service fetched on demand is not: the agent's record of what
-		// the node fetched is in memory, and a connection that needs the service while the new
-		// agent starts fails after the on-demand timeout (docs/architecture.md, "Distribution").
+		// The dialer does not declare web: its node fetches web on demand, and the upgraded agent
+		// carries it from its first configuration (the record of what the node fetched outlives
+		// the agent: docs/architecture.md, "Distribution"), so no dial waits for a fetch.
 		Expect(k8s.Create(ctx, testPod(ns, "dialer", asManaged, withPorts("9000=tcp"), withServiceAccount("client"),
-			withAnnotations(map[string]string{portspec.AnnotationUpstreams: "web"}), withContainers(
-				tcpApp, dialing("client", target, "200ms"))))).To(Succeed())
+			withContainers(tcpApp, dialing("client", target, "200ms"))))).To(Succeed())
 		meshed = meshAnswers(ctx, runningPod(ctx, ns, "web-0"))[0]
 		Expect(k8s.Create(ctx, managedPod(ns, "canary", "canary", portsHTTP))).To(Succeed())
 		Eventually(func(g Gomega) {
