@@ -128,9 +128,10 @@ func (v Volumes) Publish(uid string, gid uint32, target string, readOnly bool) e
 	if table, err = mounts(); err != nil {
 		return err
 	}
-	if bound, _ := find(table, target); applied(bound) != nil {
+	bound, _ := find(table, target)
+	if err := applied(bound); err != nil {
 		_ = unix.Unmount(target, 0)
-		return applied(bound)
+		return err
 	}
 	return nil
 }

@@ -4,6 +4,7 @@
 package meshdns_test
 
 import (
+	"fmt"
 	"net"
 	"runtime"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/aether-mesh/aether-operator/internal/meshdns"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
 // TestHostileTCPConnectionsAreBounded: a pod opens 10 000 TCP connections to its mesh DNS, each
@@ -49,7 +51,12 @@ func TestHostileTCPConnectionsAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The server holds as many as it takes (its cap; without one, all of them).
-	waitFor(t, "the attacker's server holding connections", func() bool { return attacker.server.HeldTCPConns() >= 64 })
+	testenv.Eventually(t, "the attacker's server holding its cap of connections", func() error {
+		if held := attacker.server.HeldTCPConns(); held < 64 {
+			return fmt.Errorf("%d held", held)
+		}
+		return nil
+	})
 
 	var after runtime.MemStats
 	runtime.GC()
@@ -100,17 +107,5 @@ func TestAQuerySentToTheServerItselfIsRefused(t *testing.T) {
 	}
 	if got := p.outcomes.get(meshdns.OutcomeRefused); got != 2 {
 		t.Errorf("%d queries counted refused, want 2", got)
-	}
-}
-
-// waitFor polls cond until it holds, for up to 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30 s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
