@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	csiSocket := fset.String("csi-socket", csinode.DefaultCSISocket, "the CSI socket, a path on the node the kubelet dials")
 	regDir := fset.String("registration-dir", csinode.DefaultRegistrationDir, "the kubelet's plugin registration directory")
 	socketDir := fset.String("socket-dir", csinode.DefaultSocketDir, "where the pods' socket directories are mounted, one per pod UID")
+	spireSockets := fset.String("spire-agent-sockets", "", "the node's SPIRE agent socket directory, which a volume with volumeAttributes "+csinode.VolumeAttribute+": "+csinode.VolumeSPIREAgentSockets+" gets read-only (the identity containers' way to the Workload API); \"\": such volumes are refused")
 	size := fset.String("tmpfs-size", "1Mi", "each pod's tmpfs size, a Kubernetes quantity")
 	showVersion := fset.Bool("version", false, "print the version and exit")
 	if err := fset.Parse(args); err != nil {
@@ -56,9 +57,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := log.New(stderr, "aether-csi-node: ", log.LstdFlags|log.LUTC|log.Lmsgprefix)
 	srv := &csinode.Server{
-		NodeName: *nodeName,
-		Volumes:  csinode.Volumes{Dir: *socketDir, Size: q.Value()},
-		Log:      logger,
+		NodeName:          *nodeName,
+		Volumes:           csinode.Volumes{Dir: *socketDir, Size: q.Value()},
+		SPIREAgentSockets: *spireSockets,
+		Log:               logger,
 	}
 	if err := csinode.Serve(ctx, srv, csinode.Sockets{CSI: *csiSocket, RegistrationDir: *regDir}); err != nil {
 		logger.Print(err)

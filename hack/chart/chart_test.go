@@ -215,7 +215,7 @@ func withoutNamespaceObject(objs []obj) []obj {
 
 // chartFlags are the flags the chart sets on every run, where config/ leaves them to the
 // binaries' defaults: normalize removes them, and each test checks their values itself.
-var chartFlags = []string{"--identity-issuer=", "--ignored-namespaces=", "--capture-mode=", "--mesh-dns=", "--mesh-domain=", "--spire-delegate-service-account="}
+var chartFlags = []string{"--identity-issuer=", "--identity-gate=", "--ignored-namespaces=", "--capture-mode=", "--mesh-dns=", "--mesh-domain=", "--spire-delegate-service-account="}
 
 // normalize removes from an object what the chart adds on purpose, so that what is left must
 // be kustomize's: its own labels (and kustomize's managed-by), the release label of pod templates,
@@ -387,6 +387,7 @@ func TestDefaultsAreKustomize(t *testing.T) {
 		{"DaemonSet", "agent", "--ignored-namespaces", ignored},
 		{"DaemonSet", "agent", "--capture-mode", "surface"},
 		{"DaemonSet", "agent", "--mesh-dns", "true"},
+		{"Deployment", "manager", "--identity-gate", "true"},
 		{"DaemonSet", "install-cni", "--ignored-namespaces", ignored},
 		{"Deployment", "manager", "--mesh-domain", "aether.internal"},
 		{"DaemonSet", "agent", "--mesh-domain", "aether.internal"},
@@ -570,6 +571,7 @@ func TestValues(t *testing.T) {
 		{"replicas", []string{"manager.replicas=3"}, func(o []obj) any { return get(dep(o), "spec", "replicas") }, 3},
 		{"capture mode", []string{"agent.captureMode=all"}, flagOf("DaemonSet", "agent", "--capture-mode"), "all"},
 		{"mesh DNS", []string{"agent.meshDNS=false"}, flagOf("DaemonSet", "agent", "--mesh-dns"), "false"},
+		{"identity gate", []string{"identityGate.enabled=false"}, flagOf("Deployment", "manager", "--identity-gate"), "false"},
 		{"manager image", []string{"manager.image.repository=r.example/op", "manager.image.tag=v9", "manager.image.pullPolicy=Always"},
 			image("Deployment", "manager"), "r.example/op:v9 Always"},
 		{"manager image: the identity containers the webhook injects", []string{"manager.image.repository=r.example/op", "manager.image.tag=v9"},

@@ -160,14 +160,23 @@ agent:
   # chart sets (a flag given again here wins).
   extraArgs:{{y 4 "agent.extraArgs"}}
 
+identityGate:
+  # enabled injects the identity gate into mesh pods (the manager's --identity-gate): the init
+  # container aether-identity-ready holds a pod until SPIRE has issued its SVID. Its way to SPIRE's
+  # socket is an inline csi.aether.io volume (not a hostPath), so gated pods pass Pod Security's
+  # baseline and restricted levels; the CSI node plugin runs for it whatever udsCsi.enabled says.
+  # Only with spire.enabled. A pod opts out with the annotation aether.io/identity-gate: "false".
+  enabled: {{d "identityGate.enabled"}}
+
 udsCsi:
   # enabled runs csi.aether.io, the mesh's CSI node plugin, on every node (config/csi): the carrier
   # of an app's Unix socket (endpoint.aether.io/uds-socket). A pod with an inline
   # csi: {driver: csi.aether.io} volume gets a tmpfs of its own at /run/aether/uds/<pod-uid>,
-  # root:<its fsGroup>, mode 2770, which the node's Envoy dials and the agent probes. false: no
-  # plugin, and the agents (--uds-csi=false) keep every pod on TCP delivery and read no
-  # EndpointPolicy; pods with such a volume wait in ContainerCreating (FailedMount). With
-  # envoy.enabled false it still runs: the agent probes the sockets for your own proxy.
+  # root:<its fsGroup>, mode 2770, which the node's Envoy dials and the agent probes. false: the
+  # agents (--uds-csi=false) keep every pod on TCP delivery and read no EndpointPolicy; pods with
+  # such a volume wait in ContainerCreating (FailedMount); the plugin still runs for the identity
+  # gate (identityGate.enabled, with spire.enabled). With envoy.enabled false it still runs: the
+  # agent probes the sockets for your own proxy.
   enabled: {{d "udsCsi.enabled"}}
   # image of the plugin: the operator's (tag "" is the chart's appVersion; digest pins it).
   image:{{image 4 "udsCsi.image"}}

@@ -120,8 +120,9 @@ func TestOperatorImagesFollowAppVersion(t *testing.T) {
 }
 
 // TestUDSCSIValue: the csi.aether.io node plugin (config/csi: its CSIDriver and DaemonSet) renders
-// by default and without the node's Envoy, and udsCsi.enabled=false leaves both out and nothing
-// else, and turns the agents' socket delivery off (--uds-csi=false).
+// by default and without the node's Envoy; udsCsi.enabled=false turns the agents' socket delivery
+// off (--uds-csi=false) and keeps the plugin for the identity gate's socket volume; with the gate
+// off too, or without SPIRE, the plugin's two objects go and nothing else.
 func TestUDSCSIValue(t *testing.T) {
 	has := func(objs []obj) (driver, plugin bool) {
 		for _, o := range objs {
@@ -136,18 +137,34 @@ func TestUDSCSIValue(t *testing.T) {
 			t.Errorf("%v: CSIDriver %v, plugin DaemonSet %v; want both", args, d, p)
 		}
 	}
-	off := render(t, "--set", "udsCsi.enabled=false")
-	if d, p := has(off); d || p {
-		t.Errorf("udsCsi.enabled=false: CSIDriver %v, plugin DaemonSet %v; want neither", d, p)
+	gateOnly := render(t, "--set", "udsCsi.enabled=false")
+	if d, p := has(gateOnly); !d || !p {
+		t.Errorf("udsCsi.enabled=false, the gate on: CSIDriver %v, plugin DaemonSet %v; want both, for the gate", d, p)
 	}
-	if got := flagValue(container(t, off, "DaemonSet", "agent"), "--uds-csi"); got != "false" {
+	if got := flagValue(container(t, gateOnly, "DaemonSet", "agent"), "--uds-csi"); got != "false" {
 		t.Errorf("udsCsi.enabled=false: the agent's --uds-csi=%q, want false", got)
 	}
 	if got := flagValue(container(t, all, "DaemonSet", "agent"), "--uds-csi"); got != "true" {
 		t.Errorf("by default the agent's --uds-csi=%q, want true", got)
 	}
+	off := render(t, "--set", "udsCsi.enabled=false", "--set", "identityGate.enabled=false")
+	if d, p := has(off); d || p {
+		t.Errorf("udsCsi.enabled=false, identityGate.enabled=false: CSIDriver %v, plugin DaemonSet %v; want neither", d, p)
+	}
 	if len(off) != len(all)-2 {
-		t.Errorf("udsCsi.enabled=false renders %d objects, want the default's %d less the plugin's two", len(off), len(all))
+		t.Errorf("udsCsi.enabled=false, identityGate.enabled=false renders %d objects, want the default's %d less the plugin's two", len(off), len(all))
+	}
+	if d, p := has(render(t, "--set", "udsCsi.enabled=false", "--set", "spire.enabled=false")); d || p {
+		t.Errorf("udsCsi.enabled=false without SPIRE (no gate): CSIDriver %v, plugin DaemonSet %v; want neither", d, p)
+	}
+	for set, want := range map[string]string{"": "true", "identityGate.enabled=false": "false"} {
+		args := []string{}
+		if set != "" {
+			args = []string{"--set", set}
+		}
+		if got := flagValue(container(t, render(t, args...), "Deployment", "manager"), "--identity-gate"); got != want {
+			t.Errorf("%q: the manager's --identity-gate=%q, want %s", set, got, want)
+		}
 	}
 	if c := container(t, all, "DaemonSet", "csi-node"); c["image"] != "docker.io/aether/operator:dev" {
 		t.Errorf("the plugin runs %v, want the operator's image", c["image"])

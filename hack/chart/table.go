@@ -45,6 +45,7 @@ var table = slices.Concat([]row{
 	{value: certSecretName, in: manager, at: managerContainer, how: setFlag, flag: "--cert-rotation-secret", text: "{{ .Values." + certSecretName + " }}"},
 	{value: certSecretName, in: sel{kind: "Role", name: "webhook-cert-role"}, at: "rules[0].resourceNames[0]", how: setScalar},
 	{value: "spire.enabled", in: manager, at: managerContainer, how: setFlag, flag: "--identity-issuer", text: identityIssuer},
+	{value: identityGateValue, in: manager, at: managerContainer, how: setFlag, flag: "--identity-gate", text: `{{ if .Values.identityGate.enabled }}true{{ else }}false{{ end }}`, dflt: "true"}, // cmd/manager's --identity-gate default
 	{value: ignoredValue, in: manager, at: managerContainer, how: setFlag, flag: ignoredNamespacesFlag, text: ignoredFlag},
 	// The pod webhook injects the identity containers from the manager's own image: one value.
 	{value: managerImage, in: manager, at: managerContainer, how: setFlag, flag: "--identity-image", text: imageRef(".Values." + managerImage)},
@@ -94,7 +95,8 @@ var table = slices.Concat([]row{
 	{value: "spire.registrar.resources", in: spireServer, at: registrarContainer + ".resources", how: setBlock},
 
 	// The csi.aether.io node plugin (config/csi), the carrier of apps' Unix sockets.
-	{value: "udsCsi.enabled", in: csiObjects, how: gateObjects},
+	// It runs for the identity gate too, whose socket volume it carries (SPIRE's agent sockets).
+	{value: "udsCsi.enabled", in: csiObjects, how: gateObjects, text: csiNeeded},
 	// The agent delivers to sockets, and reads EndpointPolicies, only where the plugin runs.
 	{value: "udsCsi.enabled", in: agent, at: agentContainer, how: setFlag, flag: "--uds-csi", text: `{{ if .Values.udsCsi.enabled }}true{{ else }}false{{ end }}`, dflt: "true"}, // cmd/agent's --uds-csi default
 	{value: "udsCsi.image", in: csiNode, at: csiContainer, how: setImage, appTag: true},
@@ -142,6 +144,13 @@ const pullSecrets = "imagePullSecrets"
 // certSecretName is the Secret of the webhooks' certificate: the manager mounts it, the rotation
 // writes it (and its Role names it), or cert-manager's Certificate does.
 const certSecretName = "webhook.certSecretName"
+
+// identityGateValue turns the identity gate on, the manager's --identity-gate.
+const identityGateValue = "identityGate.enabled"
+
+// csiNeeded is when the csi.aether.io plugin runs: for the apps' sockets, or for the identity
+// gate's SPIRE socket volume (injected only with SPIRE).
+const csiNeeded = "or .Values.udsCsi.enabled (and .Values.spire.enabled .Values." + identityGateValue + ")"
 
 // serviceMonitorValue turns on the monitors of the mesh's metrics and its proxies' statistics.
 const serviceMonitorValue = "prometheus.serviceMonitor.enabled"
@@ -341,6 +350,9 @@ func (g *generator) apply(r row, o *chartObject) error {
 	text := strings.ReplaceAll(r.text, "@.", g.chartName+".")
 	switch r.how {
 	case gateObjects:
+		if r.text != "" { // a condition of more than the value
+			v = r.text
+		}
 		if o.cond == "" {
 			o.cond = v
 		} else {

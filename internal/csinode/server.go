@@ -21,6 +21,19 @@ import (
 // CSIDriver object.
 const DriverName = "csi.aether.io"
 
+// VolumeAttribute, in a csi.aether.io volume's volumeAttributes, says what the volume carries:
+// unset, the pod's own socket directory (a tmpfs per pod); VolumeSPIREAgentSockets, the node's
+// SPIRE agent socket directory, bound read-only. One driver for both, not a second driver name:
+// one CSIDriver object and one registration with the kubelet, and no claim on csi.spiffe.io,
+// which a cluster may run the SPIFFE CSI driver under.
+const VolumeAttribute = "aether.io/volume"
+
+// VolumeSPIREAgentSockets is the VolumeAttribute value of the node's SPIRE agent socket
+// directory: the identity containers' way to the Workload API without a hostPath volume, which
+// Pod Security's baseline and restricted levels refuse. Any pod may mount it, as any pod may dial
+// the Workload API: SPIRE attests the caller's process, not the path it came by.
+const VolumeSPIREAgentSockets = "spire-agent-sockets"
+
 // The volume context the kubelet adds to an inline volume's NodePublishVolume when the CSIDriver
 // has podInfoOnMount: true.
 const (
@@ -37,7 +50,10 @@ type Server struct {
 
 	NodeName string
 	Volumes  Volumes
-	Log      *log.Logger
+	// SPIREAgentSockets is the node's SPIRE agent socket directory, as the plugin sees it: what a
+	// VolumeSPIREAgentSockets volume binds. "": such volumes are refused.
+	SPIREAgentSockets string
+	Log               *log.Logger
 }
 
 // GetPluginInfo names the driver.
@@ -102,6 +118,15 @@ func (s *Server) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 	if !podUIDPattern.MatchString(uid) {
 		return nil, status.Errorf(codes.InvalidArgument, "pod %s: %s %q is not a Kubernetes UID", pod, ctxPodUID, uid)
 	}
+	switch kind := vc[VolumeAttribute]; kind {
+	case "": // the pod's socket directory, below
+	case VolumeSPIREAgentSockets:
+		return s.publishSPIREAgentSockets(req, pod)
+	default:
+		return nil, status.Errorf(codes.InvalidArgument,
+			"pod %s: volumeAttributes %s: %q is no volume %s serves: leave it out for the pod's socket directory, or set %q for SPIRE's agent socket directory (read-only)",
+			pod, VolumeAttribute, kind, DriverName, VolumeSPIREAgentSockets)
+	}
 	if mnt.GetVolumeMountGroup() == "" {
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"pod %s has no fsGroup: the %s volume's socket directory is owned by the pod's fsGroup (mode 2770, no world-writable fallback): set spec.securityContext.fsGroup",
@@ -121,6 +146,26 @@ func (s *Server) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 		return nil, status.Errorf(codes.Internal, "pod %s: %v", pod, err)
 	}
 	s.Log.Printf("published pod %s (uid %s) socket directory %s, group %d, onto %s", pod, uid, s.Volumes.PodDir(uid), gid, req.GetTargetPath())
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// publishSPIREAgentSockets binds the node's SPIRE agent socket directory onto the volume's
+// target, read-only whatever the pod asked: the socket is the node's, the pod only dials it.
+func (s *Server) publishSPIREAgentSockets(req *csi.NodePublishVolumeRequest, pod string) (*csi.NodePublishVolumeResponse, error) {
+	if s.SPIREAgentSockets == "" {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"pod %s: %s=%s: the %s plugin of node %s runs without --spire-agent-sockets, so it carries no SPIRE socket directory (install it with SPIRE, or turn the identity gate off)",
+			pod, VolumeAttribute, VolumeSPIREAgentSockets, DriverName, s.NodeName)
+	}
+	if err := s.Volumes.PublishNodeDirectory(s.SPIREAgentSockets, req.GetTargetPath()); err != nil {
+		if errors.Is(err, errNoDirectory) || errors.Is(err, errKernel) {
+			// The kubelet retries: the pod waits in ContainerCreating, as it did for a hostPath of
+			// type Directory on a node whose SPIRE agent has not started.
+			return nil, status.Errorf(codes.FailedPrecondition, "pod %s: %v", pod, err)
+		}
+		return nil, status.Errorf(codes.Internal, "pod %s: %v", pod, err)
+	}
+	s.Log.Printf("published pod %s SPIRE's agent socket directory %s, read-only, onto %s", pod, s.SPIREAgentSockets, req.GetTargetPath())
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 

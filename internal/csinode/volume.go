@@ -136,6 +136,56 @@ func (v Volumes) Publish(uid string, gid uint32, target string, readOnly bool) e
 	return nil
 }
 
+// errNoDirectory: the node directory a volume carries is not there (yet).
+var errNoDirectory = errors.New("no such directory on the node")
+
+// PublishNodeDirectory binds the node's directory dir onto target, read-only, nosuid, nodev,
+// noexec and nosymfollow: a directory of the node's (SPIRE's agent socket directory) carried to a
+// pod without a hostPath volume. Idempotent: a target that already is dir is kept.
+func (v Volumes) PublishNodeDirectory(dir, target string) error {
+	var src unix.Stat_t
+	if err := unix.Stat(dir, &src); err != nil {
+		return fmt.Errorf("%w: %s: %v", errNoDirectory, dir, err)
+	}
+	if src.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%w: %s is not a directory", errNoDirectory, dir)
+	}
+	table, err := mounts()
+	if err != nil {
+		return err
+	}
+	if _, ok := find(table, target); ok {
+		var at unix.Stat_t
+		if err := unix.Stat(target, &at); err == nil && at.Dev == src.Dev && at.Ino == src.Ino {
+			return nil
+		}
+		return fmt.Errorf("%s is mounted already, and not from %s", target, dir)
+	}
+	if err := os.MkdirAll(target, 0o750); err != nil {
+		return err
+	}
+	if err := unix.Mount(dir, target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s onto %s: %w", dir, target, err)
+	}
+	if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|mountFlags, ""); err != nil {
+		_ = unix.Unmount(target, 0)
+		return fmt.Errorf("remount %s ro,nosuid,nodev,noexec,nosymfollow: %w", target, err)
+	}
+	if table, err = mounts(); err != nil {
+		return err
+	}
+	bound, _ := find(table, target)
+	if err := applied(bound); err != nil {
+		_ = unix.Unmount(target, 0)
+		return err
+	}
+	if !slices.Contains(strings.Split(bound.Opts, ","), "ro") {
+		_ = unix.Unmount(target, 0)
+		return fmt.Errorf("%w: %s is mounted %s, not read-only", errKernel, target, bound.Opts)
+	}
+	return nil
+}
+
 // applied checks m's options, read back from the mount table, for every one of mountOptions: a
 // kernel ignores a flag it does not know, and nosymfollow is what keeps the node's proxy, root,
 // from following a symlink the pod leaves where its socket should be (to the node's xDS socket,

@@ -5,6 +5,7 @@ package csinode
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log"
 	"net"
@@ -35,6 +36,7 @@ type node struct {
 	csi.NodeClient
 	csi.IdentityClient
 	dir      string // the pods' socket directories
+	spire    string // stands in for the node's SPIRE agent socket directory
 	kubelet  string // stands in for /var/lib/kubelet
 	sockets  Sockets
 	served   chan error
@@ -62,13 +64,14 @@ func startNode(t *testing.T) *node {
 	n := &node{
 		dir:     filepath.Join(root, "uds"),
 		kubelet: filepath.Join(root, "kubelet"),
+		spire:   filepath.Join(root, "spire"),
 		served:  make(chan error, 1),
 	}
 	n.sockets = Sockets{
 		CSI:             filepath.Join(n.kubelet, "plugins", DriverName, "csi.sock"),
 		RegistrationDir: filepath.Join(n.kubelet, "plugins_registry"),
 	}
-	srv := &Server{NodeName: "node-a", Volumes: Volumes{Dir: n.dir, Size: DefaultSize}, Log: log.New(io.Discard, "", 0)}
+	srv := &Server{NodeName: "node-a", Volumes: Volumes{Dir: n.dir, Size: DefaultSize}, SPIREAgentSockets: n.spire, Log: log.New(io.Discard, "", 0)}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stopping = cancel
 	go func() { n.served <- Serve(ctx, srv, n.sockets) }()
@@ -299,6 +302,128 @@ func TestPublishRefusesWhatItCannotServe(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPublishCarriesSPIREsSocketDirectoryReadOnly: a volume with the attribute of SPIRE's agent
+// sockets is the node's directory, bound read-only (asked read-write, as a pod may), nosuid,
+// nodev, noexec, nosymfollow: its socket answers through the volume, nothing can be written there,
+// and unpublishing takes the bind away and leaves the node's directory and socket as they were.
+func TestPublishCarriesSPIREsSocketDirectoryReadOnly(t *testing.T) {
+	testroot.Require(t, "binds a directory")
+	n := startNode(t)
+	ctx := context.Background()
+	if err := os.Mkdir(n.spire, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(n.spire, "spire-agent.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("workload api"))
+			_ = c.Close()
+		}
+	}()
+
+	target := filepath.Join(n.kubelet, "pods", "a", "spire", "mount")
+	req := publishRequest(target, testUID, "") // no fsGroup: the socket is the node's, mode 0777
+	req.VolumeContext[VolumeAttribute] = VolumeSPIREAgentSockets
+	for range 2 { // the kubelet retries: the second publish changes nothing
+		if _, err := n.NodePublishVolume(ctx, req); err != nil {
+			t.Fatalf("NodePublishVolume: %v", err)
+		}
+	}
+	table, err := mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at []mount
+	for _, m := range table {
+		if m.Point == target {
+			at = append(at, m)
+		}
+	}
+	if len(at) != 1 {
+		t.Fatalf("%s is mounted %d times (%+v), want once", target, len(at), at)
+	}
+	for _, flag := range []string{"ro", "nosuid", "nodev", "noexec", "nosymfollow"} {
+		if !hasOpt(at[0].Opts, flag) {
+			t.Errorf("%s is mounted %s, without %s", target, at[0].Opts, flag)
+		}
+	}
+	c, err := net.Dial("unix", filepath.Join(target, "spire-agent.sock"))
+	if err != nil {
+		t.Fatalf("dialling SPIRE's socket through the volume: %v", err)
+	}
+	got, _ := io.ReadAll(c)
+	_ = c.Close()
+	if string(got) != "workload api" {
+		t.Errorf("SPIRE's socket through the volume answered %q, want %q", got, "workload api")
+	}
+	if err := os.WriteFile(filepath.Join(target, "planted"), nil, 0o600); !errors.Is(err, unix.EROFS) {
+		t.Errorf("writing into the volume: %v, want EROFS", err)
+	}
+
+	if _, err := n.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "csi-5a8d1f", TargetPath: target}); err != nil {
+		t.Fatalf("NodeUnpublishVolume: %v", err)
+	}
+	if table, err = mounts(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := find(table, target); ok {
+		t.Errorf("%s is still mounted after unpublish", target)
+	}
+	if _, err := os.Stat(filepath.Join(n.spire, "spire-agent.sock")); err != nil {
+		t.Errorf("unpublish took SPIRE's socket from the node: %v", err)
+	}
+}
+
+// TestPublishRefusesWhatIsNoSPIREDirectory: an attribute the plugin does not know, and SPIRE's
+// socket directory not (yet) on the node, are refused with the attribute and the directory
+// named, nothing mounted; the kubelet retries the second, as it retried a hostPath of type
+// Directory.
+func TestPublishRefusesWhatIsNoSPIREDirectory(t *testing.T) {
+	testroot.Require(t, "serves the plugin's sockets under a root-owned temp dir")
+	n := startNode(t)
+	target := filepath.Join(n.kubelet, "pods", "a", "spire", "mount")
+	unknown := publishRequest(target, testUID, "")
+	unknown.VolumeContext[VolumeAttribute] = "spire-agent-socket"
+	missing := publishRequest(target, testUID, "")
+	missing.VolumeContext[VolumeAttribute] = VolumeSPIREAgentSockets
+	for _, tc := range []struct {
+		name string
+		req  *csi.NodePublishVolumeRequest
+		code codes.Code
+		says string
+	}{
+		{"an unknown attribute", unknown, codes.InvalidArgument, `volumeAttributes aether.io/volume: "spire-agent-socket" is no volume csi.aether.io serves`},
+		{"no SPIRE directory on the node", missing, codes.FailedPrecondition, "no such directory on the node: " + n.spire},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := n.NodePublishVolume(context.Background(), tc.req)
+			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("NodePublishVolume: %v, want %s saying %q", err, tc.code, tc.says)
+			}
+			table, err := mounts()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := find(table, target); ok {
+				t.Errorf("a refused publish mounted %s", target)
+			}
+		})
+	}
+	without := &Server{NodeName: "node-a", Log: log.New(io.Discard, "", 0)}
+	if _, err := without.NodePublishVolume(context.Background(), missing); status.Code(err) != codes.FailedPrecondition ||
+		!strings.Contains(err.Error(), "runs without --spire-agent-sockets") {
+		t.Errorf("a plugin without --spire-agent-sockets: %v, want FailedPrecondition naming the flag", err)
 	}
 }
 

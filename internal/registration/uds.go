@@ -10,12 +10,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/aether-mesh/aether-operator/internal/csinode"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
 // UDSDriver is the CSI driver of the one supported socket carrier: the mesh's node plugin, which
 // mounts a per-pod tmpfs at <root>/<pod UID> on the node and binds it into the pod.
-const UDSDriver = "csi.aether.io"
+const UDSDriver = csinode.DriverName
 
 // UDSReason says why a pod's socket delivery cannot happen: the label of the agent's
 // aether_agent_uds_resolve_failures_total.
@@ -59,11 +60,12 @@ func (e *UDSError) Error() string { return e.Message }
 // udsCarrierFix is what a pod is told to declare.
 const udsCarrierFix = "declare it as an inline csi: {driver: " + UDSDriver + "} volume, the only socket carrier, and mount it where the app binds its socket"
 
-// csiVolumes are the names of pod's csi.aether.io inline volumes.
+// csiVolumes are the names of pod's csi.aether.io inline volumes that carry its socket
+// directory: not the one of SPIRE's agent sockets, which the identity gate mounts.
 func csiVolumes(pod *corev1.Pod) []string {
 	var names []string
 	for _, v := range pod.Spec.Volumes {
-		if v.CSI != nil && v.CSI.Driver == UDSDriver {
+		if v.CSI != nil && v.CSI.Driver == UDSDriver && v.CSI.VolumeAttributes[csinode.VolumeAttribute] != csinode.VolumeSPIREAgentSockets {
 			names = append(names, v.Name)
 		}
 	}

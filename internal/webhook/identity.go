@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/aether-mesh/aether-operator/internal/csinode"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
@@ -23,8 +24,9 @@ const (
 	// FilesContainer, a native sidecar of a proxyless gRPC pod, runs `aether-identity files`:
 	// the pod's certificate files, from its SVID, in IdentityVolume.
 	FilesContainer = "aether-identity"
-	// WorkloadSocketVolume is the node's SPIRE Workload API socket directory (a hostPath),
-	// mounted into GateContainer and FilesContainer only.
+	// WorkloadSocketVolume is the node's SPIRE Workload API socket directory (an inline
+	// csi.aether.io volume of SPIRE's agent sockets, read-only), mounted into GateContainer and
+	// FilesContainer only.
 	WorkloadSocketVolume = "aether-spire-workload-api"
 	// IdentityVolume holds a proxyless pod's certificate files (an emptyDir in memory): written
 	// by FilesContainer, read-only in the app containers at proxyless.IdentityDir.
@@ -195,14 +197,18 @@ func identitySecurityContext(pod *corev1.Pod) *corev1.SecurityContext {
 }
 
 // addWorkloadSocketVolume adds the node's Workload API socket directory as WorkloadSocketVolume,
-// unless pod has it: a hostPath of type Directory, so that on a node without SPIRE's agent the
-// pod waits (FailedMount) rather than start without its identity.
+// unless pod has it: an inline csi.aether.io volume that the node plugin binds read-only from
+// SPIRE's agent socket directory. Not a hostPath, which Pod Security's baseline and restricted
+// levels refuse: a mesh pod must start in a namespace that enforces them. On a node without
+// SPIRE's agent the plugin refuses the volume and the pod waits (FailedMount) rather than start
+// without its identity.
 func addWorkloadSocketVolume(pod *corev1.Pod) {
 	if slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == WorkloadSocketVolume }) {
 		return
 	}
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: WorkloadSocketVolume, VolumeSource: corev1.VolumeSource{
-		HostPath: &corev1.HostPathVolumeSource{Path: workloadidentity.NodeWorkloadSocketDir, Type: new(corev1.HostPathDirectory)}}})
+		CSI: &corev1.CSIVolumeSource{Driver: csinode.DriverName, ReadOnly: new(true),
+			VolumeAttributes: map[string]string{csinode.VolumeAttribute: csinode.VolumeSPIREAgentSockets}}}})
 }
 
 func hasContainer(containers []corev1.Container, name string) bool {

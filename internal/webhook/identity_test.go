@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/aether-mesh/aether-operator/internal/csinode"
 	"github.com/aether-mesh/aether-operator/internal/golden"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
@@ -119,6 +121,48 @@ func TestIdentityGateInjected(t *testing.T) {
 	checkSocketOnlyIn(t, p, GateContainer)
 	if sc := gate.SecurityContext; sc.RunAsUser == nil || *sc.RunAsUser != identityUser || sc.RunAsGroup == nil || *sc.RunAsGroup != identityUser {
 		t.Errorf("the gate of a pod naming no user runs as %v:%v, want %d:%d", sc.RunAsUser, sc.RunAsGroup, identityUser, identityUser)
+	}
+}
+
+// TestIdentityGatePassesPodSecurity: in a namespace that enforces Pod Security's restricted
+// level, the API server's own PodSecurity admission takes a restricted mesh pod with the gate the
+// injector adds (its socket an inline csi.aether.io volume); the control, the same pod with the
+// socket a hostPath as the gate once mounted it, is refused naming the volume.
+func TestIdentityGatePassesPodSecurity(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	namespace := &corev1.Namespace{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, namespace); err != nil {
+		t.Fatal(err)
+	}
+	namespace.Labels = map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}
+	if err := env.Client.Update(ctx, namespace); err != nil {
+		t.Fatal(err)
+	}
+	restricted := func() *corev1.Pod {
+		p := pod(ns, true, nil)
+		p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: new(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: new(false),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+		return p
+	}
+	p := restricted()
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatalf("a restricted mesh pod in a restricted namespace: %v", err)
+	}
+	if !hasContainer(p.Spec.InitContainers, GateContainer) {
+		t.Fatalf("the pod was admitted without its gate: init containers %v", containerNames(p.Spec.InitContainers))
+	}
+	checkSocketOnlyIn(t, p, GateContainer)
+
+	hostPath := restricted()
+	hostPath.Spec.Volumes = []corev1.Volume{{Name: WorkloadSocketVolume, VolumeSource: corev1.VolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: workloadidentity.NodeWorkloadSocketDir, Type: new(corev1.HostPathDirectory)}}}}
+	err := env.Client.Create(ctx, hostPath)
+	if err == nil || !strings.Contains(err.Error(), `violates PodSecurity "restricted:latest"`) ||
+		!strings.Contains(err.Error(), `volume "`+WorkloadSocketVolume+`" uses restricted volume type "hostPath"`) {
+		t.Errorf("the gate's socket as a hostPath: %v, want PodSecurity's refusal naming the volume", err)
 	}
 }
 
@@ -364,8 +408,10 @@ func checkIdentityContainer(t *testing.T, c corev1.Container, args ...string) {
 func checkSocketOnlyIn(t *testing.T, p *corev1.Pod, names ...string) {
 	t.Helper()
 	v := volume(p, WorkloadSocketVolume)
-	if v == nil || v.HostPath == nil || v.HostPath.Path != workloadidentity.NodeWorkloadSocketDir || ptr.Deref(v.HostPath.Type, "") != corev1.HostPathDirectory {
-		t.Errorf("volume %s is %+v, want hostPath %s (Directory)", WorkloadSocketVolume, v, workloadidentity.NodeWorkloadSocketDir)
+	if v == nil || v.CSI == nil || v.CSI.Driver != csinode.DriverName || !ptr.Deref(v.CSI.ReadOnly, false) ||
+		!maps.Equal(v.CSI.VolumeAttributes, map[string]string{csinode.VolumeAttribute: csinode.VolumeSPIREAgentSockets}) {
+		t.Errorf("volume %s is %+v, want a read-only %s volume of %s: %s", WorkloadSocketVolume, v, csinode.DriverName,
+			csinode.VolumeAttribute, csinode.VolumeSPIREAgentSockets)
 	}
 	var mounting []string
 	for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
