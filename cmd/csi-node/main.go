@@ -4,10 +4,11 @@
 // Command aether-csi-node is the mesh's CSI node plugin, csi.aether.io: it gives each pod with an
 // inline csi.aether.io volume a small tmpfs at /run/aether/uds/<pod-uid>, owned root:<fsGroup>,
 // mode 2770, bound onto the volume's mount path, where the app creates the Unix socket the node's
-// proxy delivers to. It registers itself with the kubelet (no registrar sidecar) and runs in the
+// proxy delivers to; a volume with volumeAttributes aether.io/volume: spire-agent-sockets gets the
+// node's SPIRE agent socket directory instead, read-only. It registers itself with the kubelet (no registrar sidecar) and runs in the
 // DaemonSet of config/csi (internal/csinode says how).
 //
-//	aether-csi-node --node-name NODE [--csi-socket PATH] [--registration-dir DIR] [--socket-dir DIR] [--tmpfs-size 1Mi]
+//	aether-csi-node --node-name NODE [--csi-socket PATH] [--registration-dir DIR] [--socket-dir DIR] [--tmpfs-size 1Mi] [--spire-agent-sockets DIR]
 //
 // Exit codes: 0 stopped by a signal, 1 failed or refused by the kubelet (said on stderr; the
 // DaemonSet restarts it and it registers again), 2 bad usage.
