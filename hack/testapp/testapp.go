@@ -65,6 +65,12 @@ const (
 	// HangPath is where an HTTP server takes the request and never answers, until the client goes
 	// away: a stuck upstream, which only a timeout ends.
 	HangPath = "/testapp/hang"
+	// SlowPath answers 200 slowly: "line <i>" for i from 1 to ?lines= (10), one every ?every= (a
+	// Go duration, 100ms), each flushed as it is written, then "done": a response that stays in
+	// flight for as long as a test needs, whose last line says it arrived whole.
+	SlowPath = "/testapp/slow"
+	// SlowDone is SlowPath's last line.
+	SlowDone = "done"
 )
 
 // Serve listens on host for every port and serves until the returned closers are closed. On an
@@ -83,6 +89,7 @@ func Serve(host string, p Ports) ([]io.Closer, error) {
 	mux.HandleFunc(ResetPath, reset)
 	mux.HandleFunc(WhoamiPath, whoami)
 	mux.HandleFunc(HangPath, func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	mux.HandleFunc(SlowPath, slow)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if p.ResetRequests {
 			reset(w, r)
@@ -154,6 +161,41 @@ func whoami(w http.ResponseWriter, r *http.Request) {
 		return "-"
 	}
 	_, _ = fmt.Fprintf(w, "whoami peer %s xff %s xfcc %s\n", peer, orDash("X-Forwarded-For"), orDash("X-Forwarded-Client-Cert"))
+}
+
+// slow answers SlowPath.
+func slow(w http.ResponseWriter, r *http.Request) {
+	lines, every := 10, 100*time.Millisecond
+	if v := r.URL.Query().Get("lines"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			http.Error(w, "lines: not a count: "+v, http.StatusBadRequest)
+			return
+		}
+		lines = n
+	}
+	if v := r.URL.Query().Get("every"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			http.Error(w, "every: not a duration: "+v, http.StatusBadRequest)
+			return
+		}
+		every = d
+	}
+	flush := http.NewResponseController(w).Flush
+	for i := 1; i <= lines; i++ {
+		if i > 1 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(every):
+			}
+		}
+		if _, err := fmt.Fprintf(w, "line %d\n", i); err != nil || flush() != nil {
+			return
+		}
+	}
+	_, _ = fmt.Fprintln(w, SlowDone)
 }
 
 // closerFunc adapts a function to io.Closer.

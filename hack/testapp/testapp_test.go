@@ -150,3 +150,48 @@ func TestHelloAndWebSocket(t *testing.T) {
 		t.Errorf("echo on the upgraded stream: %q %v", line, err)
 	}
 }
+
+// TestSlowStreams: SlowPath writes its lines one by one, flushed, the given time apart, then
+// SlowDone; a bad count or duration is a 400.
+func TestSlowStreams(t *testing.T) {
+	port := freePort(t)
+	closers, err := Serve("127.0.0.1", Ports{HTTP: []int{port}, HealthPath: "/healthz"})
+	t.Cleanup(func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://127.0.0.1:" + strconv.Itoa(port) + SlowPath
+	const every = 200 * time.Millisecond
+	resp, err := http.Get(base + "?lines=3&every=" + every.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	first, err := r.ReadString('\n')
+	if err != nil || first != "line 1\n" {
+		t.Fatalf("first line %q, %v", first, err)
+	}
+	firstAt := time.Now()
+	rest, err := io.ReadAll(r)
+	if err != nil || string(rest) != "line 2\nline 3\n"+SlowDone+"\n" {
+		t.Fatalf("the rest: %q, %v", rest, err)
+	}
+	if took := time.Since(firstAt); took < 2*every {
+		t.Errorf("the rest came %s after the first line, want at least %s: not streamed", took, 2*every)
+	}
+	for _, query := range []string{"?lines=x", "?every=soon", "?lines=-1"} {
+		resp, err := http.Get(base + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", query, resp.StatusCode)
+		}
+	}
+}

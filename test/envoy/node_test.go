@@ -79,6 +79,8 @@ type nodeOptions struct {
 	// xds serves the node; ca issues its secrets (nil: a CA of its own, of m's trust domain).
 	xds *xdsServer
 	ca  *spiffetest.CA
+	// envoyArgs are Envoy's extra command-line arguments (--drain-time-s, say).
+	envoyArgs []string
 }
 
 // xdsServer is the agent's xDS server on a unix socket: one serves every node of a test, each by
@@ -169,7 +171,7 @@ func startNodeOn(t *testing.T, m model.Mesh, o nodeOptions) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.envoy = envoytest.Start(t, bootstrap, admin, envoytest.Options{LogLevel: "warning", Netns: o.netns})
+	n.envoy = envoytest.Start(t, bootstrap, admin, envoytest.Options{LogLevel: "warning", Netns: o.netns, Args: o.envoyArgs})
 	return n
 }
 

@@ -112,6 +112,8 @@ type meshOptions struct {
 	mutate func(*xds.Resources)
 	// failingHealth are the pods (xds.PodKey) whose applications answer their health path 503.
 	failingHealth []string
+	// envoyArgs are every node's Envoy's extra command-line arguments.
+	envoyArgs []string
 }
 
 // startMeshWith is startMesh with opts.
@@ -136,7 +138,7 @@ func startMeshWith(t *testing.T, s xdstest.Scenario, opts meshOptions) *liveMesh
 		m := s.MeshOn(name)
 		// A node that carries its declared upstreams only asks for the others on demand, which
 		// Envoy does on a delta stream alone.
-		o := nodeOptions{pods: f.pods, netns: f.router, xds: srv, ca: ca, delta: m.Upstreams == model.UpstreamsDeclared}
+		o := nodeOptions{pods: f.pods, netns: f.router, xds: srv, ca: ca, delta: m.Upstreams == model.UpstreamsDeclared, envoyArgs: opts.envoyArgs}
 		if name == xdstest.ThisNode {
 			o.mutate = mutate
 		}
