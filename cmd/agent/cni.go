@@ -301,3 +301,15 @@ func uninstallIfRemoved(cfg *rest.Config, scheme *runtime.Scheme, self agent.Sel
 		_ = os.Remove(filepath.Join(filepath.Dir(netnsFile), agent.DemandsFile)) // nothing is fetched for a node off the mesh
 	}
 }
+
+// netnsDrainTail is CNIOptions.DrainTail of --netns-drain-tail d: d, or for 0 (none) a negative
+// one, zero being the option's default.
+func netnsDrainTail(d time.Duration) (time.Duration, error) {
+	switch {
+	case d < 0:
+		return 0, fmt.Errorf("--netns-drain-tail %s is negative; 0 for none, e.g. %s", d, agent.DefaultNetNSDrainTail)
+	case d == 0:
+		return -1, nil
+	}
+	return d, nil
+}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/capture"
@@ -144,5 +145,18 @@ func TestUninstallSubcommand(t *testing.T) {
 	}
 	if _, err := os.Stat(file); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the registry %s is still there (%v)", file, err)
+	}
+}
+
+// TestNetNSDrainTail: --netns-drain-tail's duration is the option's; 0 (none) is a negative
+// option, the option's zero being its default; a negative flag is refused, naming the flag.
+func TestNetNSDrainTail(t *testing.T) {
+	for flag, want := range map[time.Duration]time.Duration{time.Minute: time.Minute, 5 * time.Second: 5 * time.Second, 0: -1} {
+		if got, err := netnsDrainTail(flag); err != nil || got != want {
+			t.Errorf("netnsDrainTail(%s) = %s, %v; want %s", flag, got, err, want)
+		}
+	}
+	if _, err := netnsDrainTail(-time.Second); err == nil || !strings.Contains(err.Error(), "--netns-drain-tail -1s is negative") {
+		t.Errorf("a negative tail: %v, want a refusal naming the flag", err)
 	}
 }

@@ -84,6 +84,7 @@ func main() {
 	meshDNSRate := flag.Float64("mesh-dns-rate", meshdns.DefaultRate, "With --mesh-dns, each pod's DNS query rate (queries per second, a token bucket of --mesh-dns-burst): a query over it is answered REFUSED and counted.")
 	meshDNSBurst := flag.Int("mesh-dns-burst", meshdns.DefaultBurst, "With --mesh-dns, the burst of each pod's DNS query rate.")
 	netnsTemplate := flag.String("netns-path-template", "", "Where no CNI plugin hands each pod's network namespace over (make run): a Go template of a pod's netns path over .Namespace, .Name and .UID, e.g. /var/run/netns/aether-{{.Namespace}}-{{.Name}}, used for a pod the plugin did not hand over. Empty: a pod whose netns was not handed over gets no listeners.")
+	drainTail := flag.Duration("netns-drain-tail", agent.DefaultNetNSDrainTail, "How long a meshed pod's network namespace stays pinned after the CNI plugin's DEL (its sandbox deleted), and its listeners in the node Envoy's configuration, so that connections still finishing through them are not cut; they are withdrawn when it ends, and at once when the pod's sandbox is added again. 0: none (the listeners go with the next rebuild).")
 	var cniOpts cniFlags
 	cniOpts.bind(flag.CommandLine, "", "/host/opt/cni/bin")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
@@ -149,6 +150,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "agent: --netns-path-template: %v\n", err)
 		os.Exit(2)
 	}
+	drainTailOption, err := netnsDrainTail(*drainTail)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
+		os.Exit(2)
+	}
 	if envoyBootstrap != "" {
 		if xdsAddr.Network != "unix" {
 			fmt.Fprintf(os.Stderr, "agent: --envoy-bootstrap needs a unix --xds-address for the node's Envoy to connect to; it is %q\n", *xdsAddress)
@@ -201,7 +207,7 @@ func main() {
 			log.Error(err, "Failed to listen for the CNI plugin", "socket", cniOpts.socket)
 			os.Exit(1)
 		}
-		options.CNI = &agent.CNIOptions{Listener: listener, NetNS: registry}
+		options.CNI = &agent.CNIOptions{Listener: listener, NetNS: registry, DrainTail: drainTailOption}
 	}
 	cniInstall, self, err := cniInstallOptions(cfg, scheme, cniOpts, ignored, log)
 	if err != nil {
@@ -244,6 +250,7 @@ func main() {
 	announceIssuer(log, issuer)
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
 		"xdsAddress", *xdsAddress, "proxylessXDSAddress", *proxylessAddress, "upstreams", upstreams, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
+		"netnsDrainTail", *drainTail,
 		"debugBindAddress", *debugAddr, "cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {

@@ -140,7 +140,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		}
 	}
 	if o.CNI != nil && o.CNI.NetNS == nil {
-		o.CNI = &CNIOptions{Listener: o.CNI.Listener, NetNS: NewNetNS(), Capture: o.CNI.Capture, CacheWait: o.CNI.CacheWait}
+		cniOptions := *o.CNI
+		cniOptions.NetNS = NewNetNS()
+		o.CNI = &cniOptions
 	}
 	var pub *publisher
 	if o.XDS != nil {

@@ -63,6 +63,10 @@ type CNIOptions struct {
 	// CacheWait is how long the agent waits for a pod its cache has not seen yet before it reads
 	// the pod from the API server (DefaultCNICacheWait if zero).
 	CacheWait time.Duration
+	// DrainTail is how long a deleted sandbox's namespace stays pinned, and its pod's listeners in
+	// the node Envoy's configuration, after DEL (NetNS.DrainSandbox): DefaultNetNSDrainTail if
+	// zero; negative: none (the listeners go with the next rebuild).
+	DrainTail time.Duration
 }
 
 // DefaultCNICacheWait is CNIOptions.CacheWait's default. The kubelet starts a pod's sandbox right
@@ -112,15 +116,18 @@ type cniServer struct {
 	netns     *NetNS
 	capture   CaptureProgrammer
 	cacheWait time.Duration
+	drainTail time.Duration // not positive: none
 	listener  net.Listener
 	log       logr.Logger
 }
 
-// newCNIServer is the server of o.CNI (whose NetNS Setup defaulted), CacheWait defaulted.
+// newCNIServer is the server of o.CNI (whose NetNS Setup defaulted), CacheWait and DrainTail
+// defaulted.
 func newCNIServer(cache, reader client.Reader, log logr.Logger, o Options) *cniServer {
 	c := *o.CNI
 	return &cniServer{cache: cache, reader: reader, node: o.NodeName, ignored: o.IgnoredNamespaces, netns: c.NetNS,
-		capture: c.Capture, cacheWait: cmp.Or(c.CacheWait, DefaultCNICacheWait), listener: c.Listener, log: log.WithName("cni")}
+		capture: c.Capture, cacheWait: cmp.Or(c.CacheWait, DefaultCNICacheWait), drainTail: cmp.Or(c.DrainTail, DefaultNetNSDrainTail),
+		listener: c.Listener, log: log.WithName("cni")}
 }
 
 // NeedLeaderElection is false: every node's agent answers its own node's plugin.
@@ -220,17 +227,26 @@ func (s *cniServer) add(ctx context.Context, req cni.Request) answer {
 	return decided(true, why)
 }
 
-// del forgets the pod whose sandbox is deleted: never a failure, whatever the agent knew of it.
+// del forgets the pod whose sandbox is deleted, its drain tail running on (NetNS.DrainSandbox):
+// never a failure, whatever the agent knew of it.
 func (s *cniServer) del(_ context.Context, req cni.Request) answer {
-	uid, forgotten := s.netns.ForgetSandbox(types.UID(req.UID), req.ContainerID)
+	uid, forgotten := s.netns.DrainSandbox(types.UID(req.UID), req.ContainerID, s.drainTail)
 	if !forgotten {
 		return decided(false, fmt.Sprintf("no network namespace of pod %s was recorded from sandbox %s: nothing to forget", req.Pod(), req.ContainerID))
 	}
+	// Capture forgets the pod at once, tail or not: its table stays in the namespace as it is
+	// (removed nothing; a connection it redirected already runs on its conntrack entry), but is
+	// no longer kept in sync. The pod's processes are gone at DEL: no new connection starts there
+	// for a rule to redirect, and a service change meanwhile has nothing to reach.
 	if s.capture != nil {
 		s.capture.Forget(uid)
 	}
-	s.log.Info("Forgot the pod's network namespace", "pod", req.Pod(), "uid", uid, "containerID", req.ContainerID)
-	return decided(true, fmt.Sprintf("forgot the network namespace of pod %s", req.Pod()))
+	listeners := "its listeners go with the next rebuild (no drain tail)"
+	if s.drainTail > 0 {
+		listeners = fmt.Sprintf("its listeners stay for the drain tail, %s", s.drainTail)
+	}
+	s.log.Info("Forgot the pod's network namespace", "pod", req.Pod(), "uid", uid, "containerID", req.ContainerID, "listeners", listeners)
+	return decided(true, fmt.Sprintf("forgot the network namespace of pod %s; %s", req.Pod(), listeners))
 }
 
 // check confirms that a meshed pod's namespace is recorded from this sandbox.

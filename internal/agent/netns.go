@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,11 +32,31 @@ import (
 // file, and an agent that starts reads it back, so a restart does not lose the pods that were
 // handed over before it (the file lives in the agent's run directory on the host, a tmpfs: it goes
 // with a reboot, as the namespaces do).
+//
+// A pod whose sandbox is deleted (DrainSandbox, CNI DEL) is forgotten at once, as every reader of
+// the recorded paths sees it, but its drain tail runs on: for that long its namespace stays pinned
+// and the xDS publisher keeps the pod's listeners, so that connections still finishing through
+// them are not cut with the sandbox. The tails are not in the state file: a restarted
+// agent has neither the pins (the old process's descriptors) nor the pods' last listeners to keep.
 type NetNS struct {
 	mu      sync.Mutex
 	pods    map[types.UID]netnsEntry
+	tails   map[types.UID]*drainTail
 	changed func()
 	file    string // the state file; empty: in memory only
+}
+
+// DefaultNetNSDrainTail is CNIOptions.DrainTail's default (--netns-drain-tail), the design's
+// tail: a connection through a deleted pod's listeners has this long, then the node Envoy's drain
+// time (20 s in config/envoy) once the tail's end withdraws them.
+const DefaultNetNSDrainTail = 60 * time.Second
+
+// drainTail is one deleted sandbox's tail: its entry, the open descriptor that pins its
+// namespace (nil when the path could no longer be opened) and the timer that ends it.
+type drainTail struct {
+	entry netnsEntry
+	pin   *os.File
+	timer *time.Timer
 }
 
 // netnsEntry is one pod's namespace and the sandbox that handed it over ("" when recorded by
@@ -51,13 +72,15 @@ type netnsState struct {
 }
 
 // NewNetNS returns an empty registry, in memory only.
-func NewNetNS() *NetNS { return &NetNS{pods: map[types.UID]netnsEntry{}} }
+func NewNetNS() *NetNS {
+	return &NetNS{pods: map[types.UID]netnsEntry{}, tails: map[types.UID]*drainTail{}}
+}
 
 // OpenNetNS returns the registry kept in file, with what the file holds (none if it does not
 // exist yet), but for the pods whose namespace no longer exists (their sandbox was deleted while
 // no agent ran): those are dropped, and listed in dropped.
 func OpenNetNS(file string) (n *NetNS, dropped []string, err error) {
-	n = &NetNS{pods: map[types.UID]netnsEntry{}, file: file}
+	n = &NetNS{pods: map[types.UID]netnsEntry{}, tails: map[types.UID]*drainTail{}, file: file}
 	data, err := os.ReadFile(file)
 	if errors.Is(err, fs.ErrNotExist) {
 		return n, nil, nil
@@ -88,13 +111,16 @@ func OpenNetNS(file string) (n *NetNS, dropped []string, err error) {
 // Record sets pod uid's netns path, which must be absolute.
 func (n *NetNS) Record(uid types.UID, path string) error { return n.RecordSandbox(uid, "", path) }
 
-// RecordSandbox sets pod uid's netns path, handed over by sandbox (the CNI container ID).
+// RecordSandbox sets pod uid's netns path, handed over by sandbox (the CNI container ID). A drain
+// tail of the pod's earlier sandbox ends at once: the pod's listeners move to the new namespace
+// (they have the same names), and the old ones drain in Envoy as any replaced listener does.
 func (n *NetNS) RecordSandbox(uid types.UID, sandbox, path string) error {
 	if !filepath.IsAbs(path) {
 		return fmt.Errorf("the network namespace of pod %s: %q is not an absolute path", uid, path)
 	}
 	entry := netnsEntry{Path: path, Sandbox: sandbox}
 	n.mu.Lock()
+	ended := n.endTail(uid)
 	changed := n.pods[uid] != entry
 	n.pods[uid] = entry
 	var err error
@@ -103,23 +129,32 @@ func (n *NetNS) RecordSandbox(uid types.UID, sandbox, path string) error {
 	}
 	notify := n.changed
 	n.mu.Unlock()
-	if changed && notify != nil {
+	if (changed || ended) && notify != nil {
 		notify()
 	}
 	return err
 }
 
-// Forget drops pod uid's path (the pod's sandbox is gone).
+// Forget drops pod uid's path (the pod's sandbox is gone), with no drain tail.
 func (n *NetNS) Forget(uid types.UID) {
-	n.forget(func() (types.UID, bool) { _, had := n.pods[uid]; return uid, had })
+	n.forget(0, func() (types.UID, bool) { _, had := n.pods[uid]; return uid, had })
 }
 
 // ForgetSandbox drops the pod whose path sandbox handed over: pod uid's, or, when uid is empty,
 // whichever pod's it was. A path recorded by another sandbox stays (a pod's replaced sandbox may
 // be deleted after its new one was added); one recorded without a sandbox goes. It reports the
-// pod it forgot, if any.
+// pod it forgot, if any. No drain tail: DrainSandbox is CNI DEL's.
 func (n *NetNS) ForgetSandbox(uid types.UID, sandbox string) (types.UID, bool) {
-	return n.forget(func() (types.UID, bool) {
+	return n.DrainSandbox(uid, sandbox, 0)
+}
+
+// DrainSandbox is ForgetSandbox, the forgotten pod's drain tail running for tail (none when tail
+// is not positive): its namespace pinned by an open descriptor, so that it outlives the runtime's
+// removal of the sandbox's bind mount (a lazy unmount, which an open descriptor does not block),
+// and the pod listed by draining until the tail ends, when the pin is closed and the change told
+// (the publisher's rebuild then withdraws the pod's listeners).
+func (n *NetNS) DrainSandbox(uid types.UID, sandbox string, tail time.Duration) (types.UID, bool) {
+	return n.forget(tail, func() (types.UID, bool) {
 		if uid != "" {
 			e, had := n.pods[uid]
 			return uid, had && (e.Sandbox == "" || e.Sandbox == sandbox)
@@ -133,12 +168,16 @@ func (n *NetNS) ForgetSandbox(uid types.UID, sandbox string) (types.UID, bool) {
 	})
 }
 
-// forget drops the pod pick names (called with the lock held), if pick says so. A failed write of
-// the state file is not the caller's to handle: the next change writes the whole state again.
-func (n *NetNS) forget(pick func() (types.UID, bool)) (types.UID, bool) {
+// forget drops the pod pick names (called with the lock held), if pick says so, and starts its
+// drain tail when tail is positive. A failed write of the state file is not the caller's to
+// handle: the next change writes the whole state again.
+func (n *NetNS) forget(tail time.Duration, pick func() (types.UID, bool)) (types.UID, bool) {
 	n.mu.Lock()
 	uid, drop := pick()
 	if drop {
+		if tail > 0 {
+			n.startTail(uid, n.pods[uid], tail)
+		}
 		delete(n.pods, uid)
 		_ = n.save()
 	}
@@ -148,6 +187,51 @@ func (n *NetNS) forget(pick func() (types.UID, bool)) (types.UID, bool) {
 		notify()
 	}
 	return uid, drop
+}
+
+// startTail starts pod uid's drain tail of entry (called with the lock held). A namespace that
+// can no longer be opened (the runtime removed it before DEL) is not pinned: the tail still
+// keeps the pod's listeners, whose sockets hold the namespace themselves.
+func (n *NetNS) startTail(uid types.UID, entry netnsEntry, tail time.Duration) {
+	n.endTail(uid)
+	t := &drainTail{entry: entry}
+	t.pin, _ = os.Open(entry.Path)
+	t.timer = time.AfterFunc(tail, func() {
+		n.mu.Lock()
+		ended := n.tails[uid] == t && n.endTail(uid)
+		notify := n.changed
+		n.mu.Unlock()
+		if ended && notify != nil {
+			notify()
+		}
+	})
+	n.tails[uid] = t
+}
+
+// endTail ends pod uid's drain tail, if one runs: its timer stopped, its pin closed (called with
+// the lock held). It reports whether one ran.
+func (n *NetNS) endTail(uid types.UID) bool {
+	t, ok := n.tails[uid]
+	if !ok {
+		return false
+	}
+	t.timer.Stop()
+	if t.pin != nil {
+		_ = t.pin.Close()
+	}
+	delete(n.tails, uid)
+	return true
+}
+
+// draining are the pods whose drain tail runs, each with the path its deleted sandbox had: a copy.
+func (n *NetNS) draining() map[types.UID]string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make(map[types.UID]string, len(n.tails))
+	for uid, t := range n.tails {
+		out[uid] = t.entry.Path
+	}
+	return out
 }
 
 // Sandbox is pod uid's recorded path and the sandbox that handed it over.

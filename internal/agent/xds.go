@@ -136,6 +136,9 @@ type publisher struct {
 	// noIPv6 is, by network namespace path, whether IPv6 loopback could not be bound there
 	// (model.LocalPod.NoIPv6), probed once per path. Only the rebuild loop touches it.
 	noIPv6 map[string]bool
+	// lastPods are the last listing's local pods, by UID: what a pod whose drain tail runs keeps
+	// (withDrainTails). Only the rebuild loop touches it.
+	lastPods map[types.UID]model.LocalPod
 }
 
 // newPublisher is the publisher of o.XDS, its unset options defaulted: the default mesh domain,
@@ -357,7 +360,8 @@ func (p *publisher) mesh(ctx context.Context) (model.Mesh, error) {
 
 // localPods are this node's meshed pods that can have a proxy: each with a MeshEndpoint of its
 // own that the controller Verified, a MeshService identity, and a network namespace. The others
-// are left out (logged at V(1) with why) until they have all three; sorted by namespace and name.
+// are left out (logged at V(1) with why) until they have all three; a pod whose drain tail runs
+// keeps its last listing's (withDrainTails). Sorted by namespace and name.
 func (p *publisher) localPods(ctx context.Context, services []model.Service) ([]model.LocalPod, error) {
 	identities := make(map[types.NamespacedName]string, len(services))
 	for _, s := range services {
@@ -370,6 +374,7 @@ func (p *publisher) localPods(ctx context.Context, services []model.Service) ([]
 	var out []model.LocalPod
 	seen := make(map[types.UID]bool, len(pods.Items))
 	leftOut := map[string]string{}
+	draining := p.opts.NetNS.draining()
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		// Explicit, whatever the cache's field selector holds.
@@ -377,6 +382,9 @@ func (p *publisher) localPods(ctx context.Context, services []model.Service) ([]
 			continue
 		}
 		seen[pod.UID] = true
+		if _, ok := draining[pod.UID]; ok {
+			continue // its sandbox is deleted: withDrainTails keeps what it had
+		}
 		lp, why, err := p.localPod(ctx, pod, identities)
 		if err != nil {
 			return nil, err
@@ -388,6 +396,7 @@ func (p *publisher) localPods(ctx context.Context, services []model.Service) ([]
 		}
 		out = append(out, lp)
 	}
+	out = p.withDrainTails(out, draining)
 	p.leftOut.Store(&leftOut)
 	p.specs.keep(seen)
 	kept := make(map[string]bool, len(out))
@@ -407,6 +416,32 @@ func (p *publisher) localPods(ctx context.Context, services []model.Service) ([]
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return out, nil
+}
+
+// withDrainTails is out with, for each pod whose drain tail runs (draining: its deleted sandbox's
+// namespace, by UID), the local pod of the last listing, as it was: its listeners stay in the
+// node Envoy's configuration while the tail runs, whatever became of its Pod and MeshEndpoint
+// meanwhile (the kubelet deletes the Pod, and the agent its MeshEndpoint, once the containers are
+// gone), so that connections still finishing through them are not cut. They go with the rebuild
+// the tail's end asks for. A pod that had no listeners gets none; nor does one whose name a pod
+// of out holds now (a StatefulSet's replacement: its listeners, of the same names, win). The last
+// listing is then out.
+func (p *publisher) withDrainTails(out []model.LocalPod, draining map[types.UID]string) []model.LocalPod {
+	holds := make(map[string]bool, len(out))
+	for _, lp := range out {
+		holds[xds.PodKey(lp.Namespace, lp.Name)] = true
+	}
+	for uid, path := range draining {
+		lp, ok := p.lastPods[uid]
+		if ok && lp.NetNS == path && !holds[xds.PodKey(lp.Namespace, lp.Name)] {
+			out = append(out, lp)
+		}
+	}
+	p.lastPods = make(map[types.UID]model.LocalPod, len(out))
+	for _, lp := range out {
+		p.lastPods[types.UID(lp.UID)] = lp
+	}
+	return out
 }
 
 // localPod is pod as its proxy needs it, or why it cannot have one yet.

@@ -94,6 +94,17 @@ func startXDSAgent(t *testing.T, ns string, configure ...func(*XDSOptions)) *xds
 // when proxyless.
 func startXDSAgentServing(t *testing.T, ns string, proxyless bool, configure ...func(*XDSOptions)) *xdsAgent {
 	t.Helper()
+	return startXDSAgentWith(t, ns, proxyless, func(o *Options) {
+		for _, c := range configure {
+			c(o.XDS)
+		}
+	})
+}
+
+// startXDSAgentWith is startXDSAgentServing with change making any change to the agent's options
+// first (CNI hand-over, say).
+func startXDSAgentWith(t *testing.T, ns string, proxyless bool, change func(*Options)) *xdsAgent {
+	t.Helper()
 	node := "node-" + ns
 	if _, err := createNode(node)(env); err != nil {
 		t.Fatal(err)
@@ -133,9 +144,7 @@ func startXDSAgentServing(t *testing.T, ns string, proxyless bool, configure ...
 		Server: server, MeshDomain: "aether.internal", CaptureMode: model.CaptureSurface, NetNS: NewNetNS(), NetNSPathTemplate: template,
 		AccessLog: accessLog,
 	}}
-	for _, c := range configure {
-		c(o.XDS)
-	}
+	change(&o)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Cache: CacheOptions(node), Controller: config.Controller{SkipNameValidation: new(true)},
