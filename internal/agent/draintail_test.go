@@ -8,10 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,14 +28,30 @@ import (
 
 // pinnedBy says whether one of this process's descriptors is open on the file path names (a
 // network namespace's, or any other), by its device and inode: path itself may be gone since.
-func pinnedBy(t *testing.T, file fileID) bool {
+func pinnedBy(t *testing.T, namespace fileID) bool {
 	t.Helper()
 	fds, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, fd := range fds {
-		if id, err := idOf(filepath.Join("/proc/self/fd", fd.Name())); err == nil && id == file {
+		link, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if err != nil || !strings.HasPrefix(link, "socket:") {
+			continue
+		}
+		n, err := strconv.Atoi(fd.Name())
+		if err != nil {
+			continue
+		}
+		// SIOCGSKNS: a descriptor of the socket's network namespace.
+		ns, err := unix.IoctlRetInt(n, unix.SIOCGSKNS)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(ns, &st)
+		_ = unix.Close(ns)
+		if err == nil && st.Dev == namespace.dev && st.Ino == namespace.ino {
 			return true
 		}
 	}
@@ -63,9 +82,9 @@ func mustID(t *testing.T, path string) fileID {
 }
 
 // TestNetNSDrainTailPinsTheNamespace: DEL (DrainSandbox) forgets the pod at once, as every reader
-// of the recorded paths sees it, and pins its namespace by an open descriptor: the runtime's
-// removal of the bind mount (ip netns del: a lazy unmount and an unlink, as container runtimes
-// remove a sandbox's) succeeds, and the namespace lives on in the pin. A new ADD of the same pod
+// of the recorded paths sees it, and pins its namespace by a socket made in it: the runtime's
+// removal of the bind mount succeeds, even as a plain (not lazy) unmount, and the namespace lives
+// on in the pin. A new ADD of the same pod
 // ends the tail at once (the pin closed); a tail left alone ends when it is due, tells the change
 // (the publisher's rebuild) and closes its pin. ForgetSandbox starts no tail.
 func TestNetNSDrainTailPinsTheNamespace(t *testing.T) {
@@ -98,21 +117,25 @@ func TestNetNSDrainTailPinsTheNamespace(t *testing.T) {
 	if d := n.draining(); d[uid] != path {
 		t.Errorf("draining after DEL: %v, want %s: %s", d, uid, path)
 	}
-	if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-		t.Fatalf("the runtime's removal of the namespace's bind mount failed with the pin open: %v: %s", err, out)
+	// The runtime's removal of the namespace, as plain as it can be: an unmount that is not lazy
+	// (which a descriptor of the path would fail with EBUSY), and the unlink.
+	if err := unix.Unmount(path, 0); err != nil {
+		t.Fatalf("unmounting %s with the pin held: %v", path, err)
 	}
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatalf("%s still exists after ip netns del: %v", path, err)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
 	}
 	if !pinnedBy(t, namespace) {
 		t.Errorf("no descriptor of the agent holds %s after DEL: the namespace is not pinned", namespace)
 	}
 
 	// The pod's sandbox added again: the old tail ends at once.
-	replacement := filepath.Join(t.TempDir(), "netns-2")
-	if err := os.WriteFile(replacement, nil, 0o444); err != nil {
-		t.Fatal(err)
+	second := name + "-2"
+	if out, err := exec.Command("ip", "netns", "add", second).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", second, err, out)
 	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", second).Run() })
+	replacement := "/var/run/netns/" + second
 	if err := n.RecordSandbox(uid, "sandbox-2", replacement); err != nil {
 		t.Fatal(err)
 	}

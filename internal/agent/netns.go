@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/aether-mesh/aether-operator/internal/cni"
+	"github.com/aether-mesh/aether-operator/internal/netnsprobe"
 )
 
 // NetNS holds each local pod's network namespace path, by pod UID: where the node's Envoy puts
@@ -51,7 +52,7 @@ type NetNS struct {
 // time (20 s in config/envoy) once the tail's end withdraws them.
 const DefaultNetNSDrainTail = 60 * time.Second
 
-// drainTail is one deleted sandbox's tail: its entry, the open descriptor that pins its
+// drainTail is one deleted sandbox's tail: its entry, the socket that pins its
 // namespace (nil when the path could no longer be opened) and the timer that ends it.
 type drainTail struct {
 	entry netnsEntry
@@ -149,8 +150,8 @@ func (n *NetNS) ForgetSandbox(uid types.UID, sandbox string) (types.UID, bool) {
 }
 
 // DrainSandbox is ForgetSandbox, the forgotten pod's drain tail running for tail (none when tail
-// is not positive): its namespace pinned by an open descriptor, so that it outlives the runtime's
-// removal of the sandbox's bind mount (a lazy unmount, which an open descriptor does not block),
+// is not positive): its namespace pinned by a socket made in it (netnsprobe.Pin), so that it
+// outlives the runtime's removal of the sandbox's bind mount, which the pin does not block,
 // and the pod listed by draining until the tail ends, when the pin is closed and the change told
 // (the publisher's rebuild then withdraws the pod's listeners).
 func (n *NetNS) DrainSandbox(uid types.UID, sandbox string, tail time.Duration) (types.UID, bool) {
@@ -195,7 +196,9 @@ func (n *NetNS) forget(tail time.Duration, pick func() (types.UID, bool)) (types
 func (n *NetNS) startTail(uid types.UID, entry netnsEntry, tail time.Duration) {
 	n.endTail(uid)
 	t := &drainTail{entry: entry}
-	t.pin, _ = os.Open(entry.Path)
+	if pin, err := netnsprobe.Pin(entry.Path); err == nil {
+		t.pin = pin
+	}
 	t.timer = time.AfterFunc(tail, func() {
 		n.mu.Lock()
 		ended := n.tails[uid] == t && n.endTail(uid)

@@ -53,3 +53,37 @@ func IPv6Loopback(path string) (bool, error) {
 	a := <-done
 	return a.ok, a.err
 }
+
+// Pin holds the network namespace at path alive until the returned file is closed: a socket made
+// inside it (every socket holds its namespace), not an open descriptor of path. A descriptor of
+// path would hold the mount the path is, and a runtime that removes a sandbox's namespace with a
+// plain unmount (not a lazy one) would fail with EBUSY for as long as the pin is held.
+func Pin(path string) (*os.File, error) {
+	type answer struct {
+		fd  int
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+		f, err := os.Open(path)
+		if err == nil {
+			err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
+			f.Close()
+		}
+		if err != nil {
+			done <- answer{err: fmt.Errorf("entering the network namespace %s: %w", path, err)}
+			return
+		}
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			err = fmt.Errorf("a socket in the network namespace %s: %w", path, err)
+		}
+		done <- answer{fd, err}
+	}()
+	a := <-done
+	if a.err != nil {
+		return nil, a.err
+	}
+	return os.NewFile(uintptr(a.fd), "pin of "+path), nil
+}
