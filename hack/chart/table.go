@@ -45,7 +45,7 @@ var table = slices.Concat([]row{
 	{value: certSecretName, in: manager, at: managerContainer, how: setFlag, flag: "--cert-rotation-secret", text: "{{ .Values." + certSecretName + " }}"},
 	{value: certSecretName, in: sel{kind: "Role", name: "webhook-cert-role"}, at: "rules[0].resourceNames[0]", how: setScalar},
 	{value: "spire.enabled", in: manager, at: managerContainer, how: setFlag, flag: "--identity-issuer", text: identityIssuer},
-	{value: identityGateValue, in: manager, at: managerContainer, how: setFlag, flag: "--identity-gate", text: `{{ if .Values.identityGate.enabled }}true{{ else }}false{{ end }}`, dflt: "true"}, // cmd/manager's --identity-gate default
+	{value: identityGateValue, in: manager, at: managerContainer, how: setFlag, flag: "--identity-gate", text: `{{ if .Values.identityGate.enabled }}true{{ else }}false{{ end }}`, dflt: flagTrue}, // cmd/manager's --identity-gate default
 	{value: ignoredValue, in: manager, at: managerContainer, how: setFlag, flag: ignoredNamespacesFlag, text: ignoredFlag},
 	// The pod webhook injects the identity containers from the manager's own image: one value.
 	{value: managerImage, in: manager, at: managerContainer, how: setFlag, flag: "--identity-image", text: imageRef(".Values." + managerImage)},
@@ -64,7 +64,7 @@ var table = slices.Concat([]row{
 	{value: "spire.enabled", in: agent, at: agentContainer, how: setFlag, flag: "--identity-issuer", text: identityIssuer},
 	{value: ignoredValue, in: agent, at: agentContainer, how: setFlag, flag: ignoredNamespacesFlag, text: ignoredFlag},
 	{value: "agent.captureMode", in: agent, at: agentContainer, how: setFlag, flag: "--capture-mode", text: `{{ include "@.captureMode" $ }}`, dflt: string(model.CaptureSurface)},
-	{value: "agent.meshDNS", in: agent, at: agentContainer, how: setFlag, flag: "--mesh-dns", text: `{{ if .Values.agent.meshDNS }}true{{ else }}false{{ end }}`, dflt: "true"}, // cmd/agent's --mesh-dns default
+	{value: "agent.meshDNS", in: agent, at: agentContainer, how: setFlag, flag: "--mesh-dns", text: `{{ if .Values.agent.meshDNS }}true{{ else }}false{{ end }}`, dflt: flagTrue}, // cmd/agent's --mesh-dns default
 	{value: ignoredValue, in: agent, at: installCNIContainer, how: setFlag, flag: ignoredNamespacesFlag, text: ignoredFlag},
 }, placement("agent", agent), []row{
 	{value: "agent.logLevel", in: agent, at: agentContainer, how: addFlag, flag: "--zap-log-level", text: zapLevel("agent")},
@@ -98,7 +98,7 @@ var table = slices.Concat([]row{
 	// It runs for the identity gate too, whose socket volume it carries (SPIRE's agent sockets).
 	{value: "udsCsi.enabled", in: csiObjects, how: gateObjects, text: csiNeeded},
 	// The agent delivers to sockets, and reads EndpointPolicies, only where the plugin runs.
-	{value: "udsCsi.enabled", in: agent, at: agentContainer, how: setFlag, flag: "--uds-csi", text: `{{ if .Values.udsCsi.enabled }}true{{ else }}false{{ end }}`, dflt: "true"}, // cmd/agent's --uds-csi default
+	{value: "udsCsi.enabled", in: agent, at: agentContainer, how: setFlag, flag: "--uds-csi", text: `{{ if .Values.udsCsi.enabled }}true{{ else }}false{{ end }}`, dflt: flagTrue}, // cmd/agent's --uds-csi default
 	{value: "udsCsi.image", in: csiNode, at: csiContainer, how: setImage, appTag: true},
 	{value: "udsCsi.resources", in: csiNode, at: csiContainer + ".resources", how: setBlock},
 
@@ -144,6 +144,9 @@ const pullSecrets = "imagePullSecrets"
 // certSecretName is the Secret of the webhooks' certificate: the manager mounts it, the rotation
 // writes it (and its Role names it), or cert-manager's Certificate does.
 const certSecretName = "webhook.certSecretName"
+
+// flagTrue is a boolean flag's default true, as the rows' dflt spells it.
+const flagTrue = "true"
 
 // identityGateValue turns the identity gate on, the manager's --identity-gate.
 const identityGateValue = "identityGate.enabled"

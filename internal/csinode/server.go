@@ -21,7 +21,7 @@ import (
 // CSIDriver object.
 const DriverName = "csi.aether.io"
 
-// VolumeAttribute, in a csi.aether.io volume's volumeAttributes, says what the volume carries:
+// VolumeAttribute is the key, in a csi.aether.io volume's volumeAttributes, of what it carries:
 // unset, the pod's own socket directory (a tmpfs per pod); VolumeSPIREAgentSockets, the node's
 // SPIRE agent socket directory, bound read-only. One driver for both, not a second driver name:
 // one CSIDriver object and one registration with the kubelet, and no claim on csi.spiffe.io,
