@@ -175,7 +175,7 @@ func (r *Record) Apply(m model.Mesh, now time.Time) model.Mesh {
 	for _, name := range slices.Sorted(maps.Keys(r.pending)) {
 		identity, service, ok := xds.Demand(m, name)
 		if !ok {
-			// A Host under the mesh domain that names no service, or an identity that left: no
+			// A service deleted since the configuration named it, or an identity that left: no
 			// answer, and Envoy fails the request after its on-demand timeout.
 			r.o.Log.V(1).Info("On-demand request for a cluster no service of the node's model has", "node", m.Node.Name, "cluster", name)
 			continue

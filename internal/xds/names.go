@@ -168,10 +168,6 @@ const (
 	// ProxyNotMeshVirtualHost is the proxy route configuration's virtual host for a Host that
 	// names no mesh service: 404 not-mesh-name.
 	ProxyNotMeshVirtualHost = "proxy_not_mesh"
-	// MeshNameOnDemandRoute is the catch-alls' route for a Host under the mesh domain that names no
-	// service, on a node that fetches on demand: it waits for on-demand discovery, which never
-	// answers, and fails after OnDemandTimeout (route_capture.go).
-	MeshNameOnDemandRoute = "mesh_name_on_demand"
 )
 
 // Gateway API routes in a capture virtual host (route_gateway.go).

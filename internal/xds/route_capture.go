@@ -6,7 +6,6 @@ package xds
 import (
 	"cmp"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -59,6 +58,13 @@ import (
 // recognise: with capture mode "all", plain-HTTP egress to the world keeps working, and a mesh
 // VIP with a foreign Host is refused by kube-proxy as it would be without the mesh. A 404 there
 // would break every captured non-mesh HTTP client.
+//
+// So is a Host under the mesh domain that names no service, on a node that fetches on demand as
+// on one that carries everything: every service has its virtual hosts, carried or not, so no
+// virtual host means no service, and the answer is given at once. Such a Host never becomes an
+// on-demand request: a Host is the caller's to spell, and each distinct one would be a
+// subscription the node's Envoy keeps, a rebuild of the agent's, and a name in the Envoy's first
+// request when it reconnects.
 
 // The proxy route configuration (ProxyRoutes) is the capture one with another catch-all: the
 // mesh's HTTP proxy port (18081) is what a client sets as HTTP_PROXY, and what it sends there is
@@ -84,11 +90,6 @@ func (b *builder) routes() []*routev3.RouteConfiguration {
 		Name: ProxyNotMeshVirtualHost, Domains: []string{"*"},
 		Routes: []*routev3.Route{meshAnswer(resolve.HTTPStatus(resolve.NotMesh), resolve.NotMeshName(b.mesh.Domain))},
 	}
-	if b.onDemand() {
-		onDemand := b.withRetries([]*routev3.Route{b.meshNameOnDemandRoute()})
-		catchAll.Routes = append(slices.Clip(onDemand), catchAll.Routes...)
-		notMesh.Routes = append(slices.Clip(onDemand), notMesh.Routes...)
-	}
 	b.check("virtual host "+catchAll.GetName(), catchAll)
 	b.check("virtual host "+notMesh.GetName(), notMesh)
 	out := make([]*routev3.RouteConfiguration, 0, 2*len(identities))
@@ -101,42 +102,8 @@ func (b *builder) routes() []*routev3.RouteConfiguration {
 	return out
 }
 
-// meshNameOnDemandRoute is the catch-alls' first route on a node that fetches on demand (warm.go):
-// a Host under the mesh domain that no virtual host holds names no service (every service's
-// names have their virtual hosts, carried or not), so it is sent to the cluster the Host spells
-// (cluster_header :authority). No cluster has such a name (a mesh cluster's is qualified by its
-// source, MeshNameOnDemandRoute's pattern admits no "|"), so Envoy's on-demand discovery asks for
-// it, the agent has no answer, and after OnDemandTimeout the request is answered 503. This is
-// the design's "a name under the mesh domain that is no service fails after the on-demand
-// timeout"; any other Host keeps the catch-all's own answer.
-func (b *builder) meshNameOnDemandRoute() *routev3.Route {
-	r := &routev3.Route{
-		Name: MeshNameOnDemandRoute,
-		Match: &routev3.RouteMatch{
-			PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
-			Headers: []*routev3.HeaderMatcher{{Name: authorityHeader, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
-				StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{
-					SafeRegex: &matcherv3.RegexMatcher{Regex: MeshAuthorityPattern(b.mesh.Domain)},
-				}},
-			}}},
-		},
-		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-			ClusterSpecifier: &routev3.RouteAction_ClusterHeader{ClusterHeader: authorityHeader},
-			Timeout:          durationpb.New(0),
-		}},
-	}
-	b.check("route "+MeshNameOnDemandRoute, r)
-	return r
-}
-
 // authorityHeader is the request header Envoy routes by: the Host, HTTP/2's :authority.
 const authorityHeader = ":authority"
-
-// MeshAuthorityPattern is the RE2 pattern of an authority under the mesh domain: labels, the
-// domain, and an optional port (Envoy matches a header regex against the whole value).
-func MeshAuthorityPattern(domain string) string {
-	return `(?i)[a-z0-9]([-a-z0-9.]*[a-z0-9])?\.` + regexp.QuoteMeta(domain) + `(:[0-9]+)?`
-}
 
 // plannedVirtualHost is a capture virtual host before it is written for a source identity: either
 // built already (a 421 answer is the same for every source), or a port of a service to route to.

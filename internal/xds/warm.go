@@ -166,9 +166,9 @@ func WarmServices(m model.Mesh, pods []model.LocalPod) map[string]map[string]boo
 // through it (the name's source qualification) and the service it reaches (ServiceKey), when m
 // has both. The answer is then a build of m with the service demanded by the identity
 // (WithDemand), which carries that cluster: any mesh service can be answered for, not only those
-// carried. ok is false for a name of no such cluster (a Host under the mesh domain that names
-// no service, an identity with no pod on the node): that request goes unanswered, and Envoy
-// fails it after its timeout.
+// carried. ok is false for a name of no such cluster (a service deleted since the configuration
+// named it, an identity with no pod on the node): that request goes unanswered, and Envoy fails
+// it after its timeout.
 func Demand(m model.Mesh, cluster string) (identity, service string, ok bool) {
 	t, mesh := ParseCluster(cluster)
 	if !mesh || t.Inbound {

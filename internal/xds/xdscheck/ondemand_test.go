@@ -107,19 +107,29 @@ func TestReferencesAcceptOnDemandOnlyWhereConfigured(t *testing.T) {
 	}
 }
 
-// TestProxyPortOnDemandRouteIsNarrow: the proxy port's catch-all may send a Host to on-demand
-// discovery only by an :authority pattern; a route there naming its cluster by the Host for any
-// Host (no :authority match) is a violation, as is one last (the catch-all must end in 404).
-func TestProxyPortOnDemandRouteIsNarrow(t *testing.T) {
+// TestProxyPortCatchAllSubscribesNothing: the proxy port's catch-all answers every route 404; a
+// route there that names its cluster by the Host (an on-demand fetch of whatever name a caller
+// spells: a subscription of the node's Envoy per distinct Host) is a violation, first or last.
+func TestProxyPortCatchAllSubscribesNothing(t *testing.T) {
+	byHost := &routev3.Route{
+		Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+			ClusterSpecifier: &routev3.RouteAction_ClusterHeader{ClusterHeader: ":authority"},
+		}},
+	}
 	for _, tc := range []struct {
 		name   string
 		change func(vh *routev3.VirtualHost)
 	}{
-		{"without its :authority match", func(vh *routev3.VirtualHost) { vh.Routes[0].Match.Headers = nil }},
-		{"last", func(vh *routev3.VirtualHost) { vh.Routes = vh.Routes[:len(vh.Routes)-1] }},
+		{"first", func(vh *routev3.VirtualHost) { vh.Routes = append([]*routev3.Route{byHost}, vh.Routes...) }},
+		{"last", func(vh *routev3.VirtualHost) { vh.Routes = append(vh.Routes, byHost) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			broken := clone(declared(t))
+			intact := declared(t)
+			if got := xdscheck.ProxyPort(intact); len(got) != 0 {
+				t.Fatalf("the intact configuration has violations: %q", got)
+			}
+			broken := clone(intact)
 			found := false
 			for _, rc := range broken.Routes {
 				for _, vh := range rc.GetVirtualHosts() {

@@ -108,24 +108,12 @@ func proxyHCM(at string, hcm *hcmv3.HttpConnectionManager, routes map[string]*ro
 		if !slices.Contains(vh.GetDomains(), "*") {
 			continue
 		}
-		last := len(vh.GetRoutes()) - 1
 		for i, r := range vh.GetRoutes() {
-			if r.GetDirectResponse().GetStatus() != 404 && (i == last || !meshNameOnDemand(r)) {
+			if r.GetDirectResponse().GetStatus() != 404 {
 				out = append(out, fmt.Sprintf("%s (the proxy port's): virtual_hosts[%s].routes[%d] (domain *) does not answer 404: a host that is not the mesh's must be answered 404, never passed through",
 					rcAt, vh.GetName(), i))
 			}
 		}
 	}
 	return out
-}
-
-// meshNameOnDemand reports whether r is a catch-all's route for a Host under the mesh domain on a
-// node that fetches on demand: it matches the :authority by a regular expression and names its
-// cluster by the :authority (cluster_header), which no cluster's name is, so the request waits
-// for on-demand discovery and fails; it never reaches the original destination.
-func meshNameOnDemand(r *routev3.Route) bool {
-	byAuthority := slices.ContainsFunc(r.GetMatch().GetHeaders(), func(h *routev3.HeaderMatcher) bool {
-		return h.GetName() == ":authority" && h.GetStringMatch().GetSafeRegex().GetRegex() != ""
-	})
-	return byAuthority && r.GetRoute().GetClusterHeader() == ":authority"
 }
