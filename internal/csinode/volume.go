@@ -113,27 +113,39 @@ func (v Volumes) Publish(uid string, gid uint32, target string, readOnly bool) e
 	if err := os.MkdirAll(target, 0o750); err != nil {
 		return err
 	}
-	if err := unix.Mount(dir, target, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind %s onto %s: %w", dir, target, err)
+	return bind(dir, target, readOnly)
+}
+
+// bind mounts source onto target with mountFlags (and read-only when readOnly), reads the flags
+// back, and takes the bind away again when one did not take.
+func bind(source, target string, readOnly bool) error {
+	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s onto %s: %w", source, target, err)
 	}
 	// A bind takes no flags of its own on the first call: a remount of the bind sets them.
 	flags := unix.MS_BIND | unix.MS_REMOUNT | mountFlags
+	want := "nosuid,nodev,noexec,nosymfollow"
 	if readOnly {
 		flags |= unix.MS_RDONLY
+		want = "ro," + want
 	}
 	if err := unix.Mount("", target, "", flags, ""); err != nil {
 		_ = unix.Unmount(target, 0)
-		return fmt.Errorf("remount %s nosuid,nodev,noexec,nosymfollow: %w", target, err)
+		return fmt.Errorf("remount %s %s: %w", target, want, err)
 	}
-	if table, err = mounts(); err != nil {
+	table, err := mounts()
+	if err != nil {
 		return err
 	}
 	bound, _ := find(table, target)
-	if err := applied(bound); err != nil {
-		_ = unix.Unmount(target, 0)
-		return err
+	err = applied(bound)
+	if err == nil && readOnly && !slices.Contains(strings.Split(bound.Opts, ","), "ro") {
+		err = fmt.Errorf("%w: %s is mounted %s, not read-only", errKernel, target, bound.Opts)
 	}
-	return nil
+	if err != nil {
+		_ = unix.Unmount(target, 0)
+	}
+	return err
 }
 
 // errNoDirectory: the node directory a volume carries is not there (yet).
@@ -164,26 +176,7 @@ func (v Volumes) PublishNodeDirectory(dir, target string) error {
 	if err := os.MkdirAll(target, 0o750); err != nil {
 		return err
 	}
-	if err := unix.Mount(dir, target, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind %s onto %s: %w", dir, target, err)
-	}
-	if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|mountFlags, ""); err != nil {
-		_ = unix.Unmount(target, 0)
-		return fmt.Errorf("remount %s ro,nosuid,nodev,noexec,nosymfollow: %w", target, err)
-	}
-	if table, err = mounts(); err != nil {
-		return err
-	}
-	bound, _ := find(table, target)
-	if err := applied(bound); err != nil {
-		_ = unix.Unmount(target, 0)
-		return err
-	}
-	if !slices.Contains(strings.Split(bound.Opts, ","), "ro") {
-		_ = unix.Unmount(target, 0)
-		return fmt.Errorf("%w: %s is mounted %s, not read-only", errKernel, target, bound.Opts)
-	}
-	return nil
+	return bind(dir, target, true)
 }
 
 // applied checks m's options, read back from the mount table, for every one of mountOptions: a

@@ -28,14 +28,8 @@ func IPv6Loopback(path string) (bool, error) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
-		f, err := os.Open(path)
-		if err == nil {
-			err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
-			f.Close()
-		}
-		if err != nil {
-			done <- answer{err: fmt.Errorf("entering the network namespace %s: %w", path, err)}
+		if err := enter(path); err != nil {
+			done <- answer{err: err}
 			return
 		}
 		c, err := net.ListenPacket("udp6", "[::1]:0")
@@ -65,14 +59,8 @@ func Pin(path string) (*os.File, error) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
-		f, err := os.Open(path)
-		if err == nil {
-			err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
-			f.Close()
-		}
-		if err != nil {
-			done <- answer{err: fmt.Errorf("entering the network namespace %s: %w", path, err)}
+		if err := enter(path); err != nil {
+			done <- answer{err: err}
 			return
 		}
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
@@ -86,4 +74,20 @@ func Pin(path string) (*os.File, error) {
 		return nil, a.err
 	}
 	return os.NewFile(uintptr(a.fd), "pin of "+path), nil
+}
+
+// enter locks the calling goroutine to its OS thread for good (the thread exits with the
+// goroutine, never handed back to the scheduler in another namespace) and moves the thread into
+// the network namespace at path (setns(2): CAP_SYS_ADMIN).
+func enter(path string) error {
+	runtime.LockOSThread()
+	f, err := os.Open(path)
+	if err == nil {
+		err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
+		f.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("entering the network namespace %s: %w", path, err)
+	}
+	return nil
 }
