@@ -19,6 +19,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	overloadv3 "github.com/envoyproxy/go-control-plane/envoy/config/overload/v3"
 	downstreamconnectionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
+	fixedheapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -49,6 +50,17 @@ const (
 	// pod of its node, and without a global limit a connection flood exhausts its file descriptors
 	// and memory, and with them every pod's traffic. Connections over it are closed on accept.
 	MaxDownstreamConnections = 50000
+	// MaxHeap is the heap the node's Envoy's overload manager measures its pressure against (the
+	// fixed_heap monitor): 900 MiB, below the 1 GiB memory limit of config/envoy's container, so
+	// that Envoy sheds load before the kernel kills it (and with it every pod's traffic). At
+	// ShrinkHeapAt of it Envoy returns free memory to the system; at StopRequestsAt it answers
+	// new requests 503 until the pressure falls. A container given a larger limit keeps this cap.
+	MaxHeap = 900 << 20
+	// ShrinkHeapAt is the fixed_heap pressure at which Envoy returns free memory (shrink_heap).
+	ShrinkHeapAt = 0.90
+	// StopRequestsAt is the pressure at which it answers new requests 503
+	// (stop_accepting_requests).
+	StopRequestsAt = 0.98
 	// xdsConnectTimeout bounds a connection to the local xDS socket: it is a unix socket on the
 	// same node, so a slow connect means the agent is not there, and Envoy should retry soon.
 	xdsConnectTimeout = time.Second
@@ -126,17 +138,45 @@ func Bootstrap(c BootstrapConfig) (*bootstrapv3.Bootstrap, error) {
 			Name:           "admin",
 			LayerSpecifier: &bootstrapv3.RuntimeLayer_AdminLayer_{AdminLayer: &bootstrapv3.RuntimeLayer_AdminLayer{}},
 		}}},
-		OverloadManager: &overloadv3.OverloadManager{ResourceMonitors: []*overloadv3.ResourceMonitor{{
-			Name: "envoy.resource_monitors.global_downstream_max_connections",
-			ConfigType: &overloadv3.ResourceMonitor_TypedConfig{TypedConfig: b.pack("the overload manager's downstream connections monitor",
-				&downstreamconnectionsv3.DownstreamConnectionsConfig{MaxActiveDownstreamConnections: c.maxDownstreamConnections})},
-		}}},
+		OverloadManager: &overloadv3.OverloadManager{
+			RefreshInterval: durationpb.New(overloadRefresh),
+			ResourceMonitors: []*overloadv3.ResourceMonitor{{
+				Name: "envoy.resource_monitors.global_downstream_max_connections",
+				ConfigType: &overloadv3.ResourceMonitor_TypedConfig{TypedConfig: b.pack("the overload manager's downstream connections monitor",
+					&downstreamconnectionsv3.DownstreamConnectionsConfig{MaxActiveDownstreamConnections: c.maxDownstreamConnections})},
+			}, {
+				Name: FixedHeapMonitor,
+				ConfigType: &overloadv3.ResourceMonitor_TypedConfig{TypedConfig: b.pack("the overload manager's heap monitor",
+					&fixedheapv3.FixedHeapConfig{MaxHeapSizeBytes: MaxHeap})},
+			}},
+			Actions: []*overloadv3.OverloadAction{
+				heapAction(ShrinkHeapAction, ShrinkHeapAt),
+				heapAction(StopRequestsAction, StopRequestsAt),
+			},
+		},
 	}
 	b.check("the bootstrap", bs)
 	if b.err != nil {
 		return nil, b.err
 	}
 	return bs, nil
+}
+
+// The overload manager's heap monitor and the actions it triggers (Envoy's names).
+const (
+	FixedHeapMonitor   = "envoy.resource_monitors.fixed_heap"
+	ShrinkHeapAction   = "envoy.overload_actions.shrink_heap"
+	StopRequestsAction = "envoy.overload_actions.stop_accepting_requests"
+	// overloadRefresh is how often the monitors are read (Envoy's default, stated).
+	overloadRefresh = time.Second
+)
+
+// heapAction is the overload action name, triggered when the heap's pressure reaches at.
+func heapAction(name string, at float64) *overloadv3.OverloadAction {
+	return &overloadv3.OverloadAction{Name: name, Triggers: []*overloadv3.Trigger{{
+		Name:         FixedHeapMonitor,
+		TriggerOneof: &overloadv3.Trigger_Threshold{Threshold: &overloadv3.ThresholdTrigger{Value: at}},
+	}}}
 }
 
 // xdsCluster is the static cluster Envoy's ADS stream runs on: the agent's unix socket, HTTP/2

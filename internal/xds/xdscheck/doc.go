@@ -35,8 +35,10 @@
 //   - AccessLogs: every HTTP connection manager and tcp_proxy of the node's Envoy logs every
 //     request and connection, unfiltered, to the node agent (Envoy's gRPC access logger over the
 //     bootstrap's xDS cluster), the HTTP ones with the response header x-aether-outcome;
+//   - HTTP2Limits: every HTTP connection manager and HTTP/2 upstream bounds its streams and
+//     windows;
 //   - BootstrapLimits (over the bootstrap, not the resources): the overload manager caps the
-//     node's downstream connections;
+//     node's downstream connections and sheds load on its heap;
 //   - ListenersAndRoutesEqual: the stability gate (an endpoint-only change leaves every
 //     listener and route byte-identical).
 //

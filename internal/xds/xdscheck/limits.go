@@ -5,13 +5,20 @@ package xdscheck
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	overloadv3 "github.com/envoyproxy/go-control-plane/envoy/config/overload/v3"
 	connectionlimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/connection_limit/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	downstreamconnectionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
+	fixedheapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/aether-mesh/aether-operator/internal/xds"
 )
@@ -107,7 +114,8 @@ func limitsConnections(filters []*listenerv3.Filter) string {
 // BootstrapLimits checks that the bootstrap caps the node's downstream connections: the overload
 // manager runs the global_downstream_max_connections monitor with a positive maximum (the only
 // limit that counts connections over every listener, however many pods the node runs), and no
-// static listener ignores it (the admin endpoint may: it must answer when the cap is reached).
+// static listener ignores it (the admin endpoint may: it must answer when the cap is reached);
+// and its heap (heapLimits).
 func BootstrapLimits(bs *bootstrapv3.Bootstrap) []string {
 	var out []string
 	var found bool
@@ -127,9 +135,88 @@ func BootstrapLimits(bs *bootstrapv3.Bootstrap) []string {
 	if !found {
 		out = append(out, fmt.Sprintf("overload manager: no %s monitor: nothing caps the node's downstream connections", globalConnectionsMonitor))
 	}
+	out = append(out, heapLimits(bs.GetOverloadManager())...)
 	for _, l := range bs.GetStaticResources().GetListeners() {
 		if l.GetIgnoreGlobalConnLimit() {
 			out = append(out, fmt.Sprintf("%s: ignore_global_conn_limit: the node-wide connection cap does not count it", resourceAt("static listener", l.GetName())))
+		}
+	}
+	return out
+}
+
+// The most HTTP/2 may hold on one connection under HTTP2Limits.
+const (
+	maxHTTP2Streams          = 1024
+	maxHTTP2StreamWindow     = 1 << 20
+	maxHTTP2ConnectionWindow = 16 << 20
+)
+
+// HTTP2Limits checks that every HTTP connection manager and every HTTP/2 upstream bounds what one
+// HTTP/2 connection holds: max_concurrent_streams at most 1 024, initial_stream_window_size at
+// most 1 MiB and initial_connection_window_size at most 16 MiB, each set, not left to Envoy's
+// defaults (which have changed between releases; 1.40's windows are 16 and 24 MiB, which let one
+// peer's streams make the node's Envoy buffer gigabytes).
+func HTTP2Limits(res xds.Resources) []string {
+	var out []string
+	check := func(at string, h2 *corev3.Http2ProtocolOptions) {
+		for _, b := range []struct {
+			field string
+			value *wrapperspb.UInt32Value
+			most  uint32
+		}{
+			{"max_concurrent_streams", h2.GetMaxConcurrentStreams(), maxHTTP2Streams},
+			{"initial_stream_window_size", h2.GetInitialStreamWindowSize(), maxHTTP2StreamWindow},
+			{"initial_connection_window_size", h2.GetInitialConnectionWindowSize(), maxHTTP2ConnectionWindow},
+		} {
+			switch {
+			case b.value == nil:
+				out = append(out, fmt.Sprintf("%s: http2_protocol_options.%s unset: left to Envoy's default, which is a sidecar's", at, b.field))
+			case b.value.GetValue() > b.most:
+				out = append(out, fmt.Sprintf("%s: http2_protocol_options.%s %d, want at most %d", at, b.field, b.value.GetValue(), b.most))
+			}
+		}
+	}
+	unreadable := walk(res, func(at string, m proto.Message, _ bool) {
+		switch t := m.(type) {
+		case *hcmv3.HttpConnectionManager:
+			check(fmt.Sprintf("%s: HTTP connection manager %q", at, t.GetStatPrefix()), t.GetHttp2ProtocolOptions())
+		case *httpv3.HttpProtocolOptions:
+			if h2 := upstreamHTTP2(t); h2 != nil {
+				check(at+": its HTTP/2 upstream", h2)
+			}
+		}
+	})
+	return append(out, unreadable...)
+}
+
+// heapLimits are the violations of the bootstrap's overload manager on the heap: a fixed_heap
+// monitor with a positive maximum, and the shrink_heap and stop_accepting_requests actions
+// triggered by it at a pressure in (0, 1].
+func heapLimits(om *overloadv3.OverloadManager) []string {
+	var out []string
+	found := false
+	for _, m := range om.GetResourceMonitors() {
+		if m.GetName() != xds.FixedHeapMonitor {
+			continue
+		}
+		found = true
+		cfg := &fixedheapv3.FixedHeapConfig{}
+		if err := m.GetTypedConfig().UnmarshalTo(cfg); err != nil || cfg.GetMaxHeapSizeBytes() == 0 {
+			out = append(out, fmt.Sprintf("overload manager: monitor %s: want a FixedHeapConfig with a positive max_heap_size_bytes (%v)", xds.FixedHeapMonitor, err))
+		}
+	}
+	if !found {
+		return append(out, fmt.Sprintf("overload manager: no %s monitor: nothing sheds load before the node's Envoy runs out of memory", xds.FixedHeapMonitor))
+	}
+	for _, action := range []string{xds.ShrinkHeapAction, xds.StopRequestsAction} {
+		triggered := slices.ContainsFunc(om.GetActions(), func(a *overloadv3.OverloadAction) bool {
+			return a.GetName() == action && slices.ContainsFunc(a.GetTriggers(), func(t *overloadv3.Trigger) bool {
+				v := t.GetThreshold().GetValue()
+				return t.GetName() == xds.FixedHeapMonitor && v > 0 && v <= 1
+			})
+		})
+		if !triggered {
+			out = append(out, fmt.Sprintf("overload manager: no %s triggered by %s at a pressure in (0, 1]", action, xds.FixedHeapMonitor))
 		}
 	}
 	return out

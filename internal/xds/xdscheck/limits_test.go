@@ -11,6 +11,8 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -107,6 +109,15 @@ func TestBootstrapLimitsRejectBrokenCopies(t *testing.T) {
 		"a static listener outside the cap": {func(bs *bootstrapv3.Bootstrap) {
 			bs.StaticResources.Listeners = append(bs.StaticResources.Listeners, &listenerv3.Listener{Name: "side-door", IgnoreGlobalConnLimit: true})
 		}, `static listener "side-door": ignore_global_conn_limit`},
+		"no heap monitor": {func(bs *bootstrapv3.Bootstrap) {
+			bs.OverloadManager.ResourceMonitors = bs.OverloadManager.ResourceMonitors[:1]
+		}, "no envoy.resource_monitors.fixed_heap monitor"},
+		"no shrink_heap action": {func(bs *bootstrapv3.Bootstrap) {
+			bs.OverloadManager.Actions = bs.OverloadManager.Actions[1:]
+		}, "no envoy.overload_actions.shrink_heap triggered by envoy.resource_monitors.fixed_heap"},
+		"stop_accepting_requests never triggered": {func(bs *bootstrapv3.Bootstrap) {
+			bs.OverloadManager.Actions[1].GetTriggers()[0].GetThreshold().Value = 1.5
+		}, "no envoy.overload_actions.stop_accepting_requests triggered by envoy.resource_monitors.fixed_heap at a pressure in (0, 1]"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			broken := proto.Clone(bs).(*bootstrapv3.Bootstrap)
@@ -118,4 +129,53 @@ func TestBootstrapLimitsRejectBrokenCopies(t *testing.T) {
 			t.Log(strings.Join(v, "\n"))
 		})
 	}
+}
+
+// TestHTTP2LimitsRejectBrokenCopies: the real build passes; a connection manager without its
+// stream bound, and an HTTP/2 upstream with a window above the cap, fail it.
+func TestHTTP2LimitsRejectBrokenCopies(t *testing.T) {
+	res, _ := inboundBuild(t)
+	if v := xdscheck.HTTP2Limits(res); v != nil {
+		t.Fatalf("the build fails:\n%s", strings.Join(v, "\n"))
+	}
+	for name, tc := range map[string]struct {
+		breakIt func(res xds.Resources)
+		want    string
+	}{
+		"an HCM with Envoy's default streams": {func(res xds.Resources) {
+			firstHCM(t, res, corev3.TrafficDirection_INBOUND, func(h *hcmv3.HttpConnectionManager) { h.Http2ProtocolOptions.MaxConcurrentStreams = nil })
+		}, "http2_protocol_options.max_concurrent_streams unset"},
+		"an upstream window of 256 MiB": {func(res xds.Resources) {
+			firstHTTP2Upstream(t, res, func(o *httpv3.HttpProtocolOptions) {
+				o.GetExplicitHttpConfig().GetHttp2ProtocolOptions().InitialStreamWindowSize = wrapperspb.UInt32(256 << 20)
+			})
+		}, "its HTTP/2 upstream: http2_protocol_options.initial_stream_window_size 268435456, want at most 1048576"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			broken := clone(res)
+			tc.breakIt(broken)
+			v := xdscheck.HTTP2Limits(broken)
+			if !strings.Contains(strings.Join(v, "\n"), tc.want) {
+				t.Errorf("violations %q, want one saying %q", v, tc.want)
+			}
+			if v := xdscheck.HTTP2Limits(res); v != nil {
+				t.Errorf("breaking the copy broke the original: %q", v)
+			}
+		})
+	}
+}
+
+// firstHTTP2Upstream changes the protocol options of res's first cluster that speaks HTTP/2
+// explicitly (a mesh hop's), in place.
+func firstHTTP2Upstream(t testing.TB, res xds.Resources, change func(*httpv3.HttpProtocolOptions)) {
+	t.Helper()
+	for _, c := range res.Clusters {
+		o := &httpv3.HttpProtocolOptions{}
+		a := c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
+		if a != nil && a.UnmarshalTo(o) == nil && o.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil {
+			clusterOptions(t, res, c.GetName(), change)
+			return
+		}
+	}
+	t.Fatal("no cluster speaks HTTP/2 explicitly")
 }

@@ -177,8 +177,9 @@ func hcmChain(t testing.TB) *listenerv3.FilterChain {
 			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: pack(t, &routerv3.Router{})}}},
 		AccessLog: []*accesslogv3.AccessLog{{Name: "envoy.access_loggers.file",
 			ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: pack(t, &fileaccesslogv3.FileAccessLog{Path: "/dev/stdout"})}}, httpLog(t)},
-		UpgradeConfigs:       []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}},
-		Http2ProtocolOptions: &corev3.Http2ProtocolOptions{AllowConnect: true},
+		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}},
+		Http2ProtocolOptions: &corev3.Http2ProtocolOptions{AllowConnect: true, MaxConcurrentStreams: wrapperspb.UInt32(100),
+			InitialStreamWindowSize: wrapperspb.UInt32(64 << 10), InitialConnectionWindowSize: wrapperspb.UInt32(1 << 20)},
 	}
 	return &listenerv3.FilterChain{
 		Name:             xds.CaptureHTTPChain,
