@@ -27,6 +27,7 @@ import (
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/routes"
+	"github.com/aether-mesh/aether-operator/internal/xds"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
 	"github.com/aether-mesh/aether-operator/test/invariant"
 )
@@ -353,8 +354,9 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		// The mesh settles first: the earlier specs' pods may still be terminating, starting, or
 		// re-registering after their last annotation change, and each of those changes the
 		// listeners when it completes. Settled: every pod of the namespace is Ready and none is
-		// terminating, every meshed one has its MeshEndpoint Verified for its current spec, and
-		// the served listeners' version holds for 3 s.
+		// terminating, every meshed one has its MeshEndpoint Verified for its current spec, no
+		// listener is of a pod that is gone (a deleted pod's listeners stay for its drain tail,
+		// which a restarted agent does not keep), and the served listeners' version holds for 3 s.
 		Eventually(func(g Gomega) {
 			var pods corev1.PodList
 			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
@@ -374,9 +376,19 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		listeners := awaitListeners(ads)
 		Eventually(func(g Gomega) {
 			listeners = awaitListeners(ads)
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods)).To(Succeed())
+			for _, name := range listeners.Names {
+				for _, kind := range []func(string) string{xds.CaptureListener, xds.ProxyListener, xds.InboundListener} {
+					if key, ok := strings.CutPrefix(name, kind("")); ok {
+						g.Expect(slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return xds.PodKey(p.Namespace, p.Name) == key })).
+							To(BeTrue(), "listener %s is of a pod that is gone: its drain tail runs", name)
+					}
+				}
+			}
 			g.Consistently(func() string { return ads.State().Versions[xdstest.Listeners] }, 3*time.Second, 200*time.Millisecond).
 				Should(Equal(listeners.Version))
-		}, 2*time.Minute, time.Second).Should(Succeed())
+		}, 3*time.Minute, time.Second).Should(Succeed())
 		ads.Close()
 		inputs := meshObjects()
 		// The mesh name resolves (the agent's mesh DNS answers in the dialer's namespace) before
