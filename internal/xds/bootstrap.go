@@ -84,6 +84,10 @@ type BootstrapConfig struct {
 	// Delta makes the ADS stream delta xDS instead of state of the world: on-demand cluster
 	// discovery (model.UpstreamsDeclared) asks for clusters by name on a delta stream only.
 	Delta bool `json:"delta,omitempty"`
+	// MaxConnections is the node's cap on Envoy's downstream connections (the overload manager's
+	// global_downstream_max_connections); default MaxDownstreamConnections. Each pod's capture
+	// and proxy listener hold at most PodListenerConnections of it.
+	MaxConnections int64 `json:"maxConnections,omitempty"`
 
 	// maxDownstreamConnections replaces MaxDownstreamConnections (tests: a value the packed
 	// monitor's validator refuses shows that packed messages are validated).
@@ -132,9 +136,16 @@ func Bootstrap(c BootstrapConfig) (*bootstrapv3.Bootstrap, error) {
 			// an operator needs it.
 			IgnoreGlobalConnLimit: true,
 		},
-		// No static layer: every runtime value is Envoy's built-in default. The admin layer lets
-		// an operator on the node change one at /runtime_modify (loopback only, like all admin).
+		// No static layer: every runtime value but the agent's is Envoy's built-in default. The
+		// agent's layer (RTDS over ADS) holds each pod's listener connection limits
+		// (ListenerLimitsLayer). The admin layer, last so that it wins, lets an operator on the
+		// node change a value at /runtime_modify (loopback only, like all admin).
 		LayeredRuntime: &bootstrapv3.LayeredRuntime{Layers: []*bootstrapv3.RuntimeLayer{{
+			Name: ListenerLimitsLayer,
+			LayerSpecifier: &bootstrapv3.RuntimeLayer_RtdsLayer_{RtdsLayer: &bootstrapv3.RuntimeLayer_RtdsLayer{
+				Name: ListenerLimitsLayer, RtdsConfig: adsSource(),
+			}},
+		}, {
 			Name:           "admin",
 			LayerSpecifier: &bootstrapv3.RuntimeLayer_AdminLayer_{AdminLayer: &bootstrapv3.RuntimeLayer_AdminLayer{}},
 		}}},
@@ -215,6 +226,9 @@ func (c BootstrapConfig) withDefaults() BootstrapConfig {
 		c.AdminAddress = DefaultAdminAddress
 	}
 	if c.maxDownstreamConnections == 0 {
+		c.maxDownstreamConnections = c.MaxConnections
+	}
+	if c.maxDownstreamConnections == 0 {
 		c.maxDownstreamConnections = MaxDownstreamConnections
 	}
 	return c
@@ -224,6 +238,9 @@ func (c BootstrapConfig) withDefaults() BootstrapConfig {
 func (c BootstrapConfig) check() error {
 	if c.NodeID == "" {
 		return fmt.Errorf("xds: BootstrapConfig.NodeID is empty: set it to the node's name (the agent's --node-name), the ID its snapshot is served under")
+	}
+	if c.MaxConnections < 0 {
+		return fmt.Errorf("xds: BootstrapConfig.MaxConnections is %d: it caps the node's downstream connections and must be positive, or 0 for the default %d", c.MaxConnections, MaxDownstreamConnections)
 	}
 	if !filepath.IsAbs(c.XDSSocket) {
 		return fmt.Errorf("xds: BootstrapConfig.XDSSocket %q is not an absolute path: Envoy resolves it from its own working directory, not the agent's; use an absolute path such as %s", c.XDSSocket, DefaultXDSSocket)

@@ -13,6 +13,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -29,6 +30,8 @@ type Resources struct {
 	Endpoints []*endpointv3.ClusterLoadAssignment
 	Listeners []*listenerv3.Listener
 	Routes    []*routev3.RouteConfiguration
+	// Runtimes are the RTDS layers the bootstrap names: ListenerLimitsLayer, always one.
+	Runtimes []*runtimev3.Runtime
 	// Skipped says, one sentence each and sorted, what Build left out of an otherwise good build
 	// and why: one bad service or pod does not take the node's whole configuration down with it.
 	Skipped []string
@@ -62,6 +65,8 @@ func build(m model.Mesh, memo *memo) (Resources, error) {
 	res.Clusters = b.clusters()
 	res.Endpoints = b.endpoints()
 	listening.Wait()
+	res.Runtimes = []*runtimev3.Runtime{podListenerLimits(res.Listeners)}
+	b.check("the runtime layer "+ListenerLimitsLayer, res.Runtimes[0])
 	// The first error in the order the parts are listed, as one builder would have recorded it.
 	b.fail(l.err)
 	b.skipped = append(b.skipped, l.skipped...)

@@ -253,6 +253,7 @@ func (b *builder) captureListener(p model.LocalPod, shared []*listenerv3.FilterC
 		ContinueOnListenerFiltersTimeout: true,
 		FilterChains:                     chains,
 		DefaultFilterChain:               passthrough,
+		PerConnectionBufferLimitBytes:    wrapperspb.UInt32(ConnectionBufferLimit),
 		TrafficDirection:                 corev3.TrafficDirection_OUTBOUND,
 	}
 }
@@ -276,12 +277,13 @@ func (b *builder) proxyListener(p model.LocalPod, chains []*listenerv3.FilterCha
 		ipv6 = []*listenerv3.AdditionalAddress{{Address: netnsAddress(captureListenerAddressIPv6, meshv1alpha1.MeshHTTPPort, p.NetNS)}}
 	}
 	return &listenerv3.Listener{
-		Name:                ProxyListener(PodKey(p.Namespace, p.Name)),
-		Address:             netnsAddress(captureListenerAddress, meshv1alpha1.MeshHTTPPort, p.NetNS),
-		AdditionalAddresses: ipv6,
-		EnableReusePort:     reusePort(),
-		FilterChains:        []*listenerv3.FilterChain{chains[i]},
-		TrafficDirection:    corev3.TrafficDirection_OUTBOUND,
+		Name:                          ProxyListener(PodKey(p.Namespace, p.Name)),
+		Address:                       netnsAddress(captureListenerAddress, meshv1alpha1.MeshHTTPPort, p.NetNS),
+		AdditionalAddresses:           ipv6,
+		EnableReusePort:               reusePort(),
+		FilterChains:                  []*listenerv3.FilterChain{chains[i]},
+		PerConnectionBufferLimitBytes: wrapperspb.UInt32(ConnectionBufferLimit),
+		TrafficDirection:              corev3.TrafficDirection_OUTBOUND,
 	}
 }
 

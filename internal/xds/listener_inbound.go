@@ -57,11 +57,13 @@ const (
 	// InboundHandshakeTimeout bounds the mTLS handshake after it (every chain's
 	// transport_socket_connect_timeout; unset, Envoy waits as long as the peer trickles bytes).
 	InboundHandshakeTimeout = 10 * time.Second
-	// InboundBufferLimit is each connection's read and write buffer soft limit
-	// (per_connection_buffer_limit_bytes; Envoy's default is 1 MiB): 32 KiB, Envoy's advice for a
-	// listener facing untrusted peers, so a thousand slow readers hold 32 MiB, not 1 GiB. Above it
-	// Envoy stops reading from the other side until the buffer drains: back-pressure, not loss.
-	InboundBufferLimit = 32 << 10
+	// ConnectionBufferLimit is each connection's read and write buffer soft limit on every
+	// listener of a pod, inbound, capture and proxy (per_connection_buffer_limit_bytes; Envoy's
+	// default is 1 MiB): 32 KiB, Envoy's advice for a listener facing untrusted peers, so a
+	// thousand slow readers hold 32 MiB, not 1 GiB, and one pod at its connection limits
+	// (PodListenerConnections) holds 256 MiB, not 8 GiB. Above it Envoy stops reading from the
+	// other side until the buffer drains: back-pressure, not loss.
+	ConnectionBufferLimit = 32 << 10
 	// InboundChainConnections is how many connections each chain of an inbound listener (one per
 	// port of the pod, and the floor) holds at once (the connection_limit filter, first on every
 	// chain; Envoy counts per chain); more are closed at once. Mesh peers pool their connections
@@ -119,7 +121,7 @@ func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.L
 		EnableReusePort:               reusePort(),
 		ListenerFilters:               []*listenerv3.ListenerFilter{b.listenerFilter(wellknown.TLSInspector, &tlsinspectorv3.TlsInspector{})},
 		ListenerFiltersTimeout:        durationpb.New(InboundListenerFiltersTimeout),
-		PerConnectionBufferLimitBytes: wrapperspb.UInt32(InboundBufferLimit),
+		PerConnectionBufferLimitBytes: wrapperspb.UInt32(ConnectionBufferLimit),
 		FilterChains:                  chains,
 		DefaultFilterChain:            floor,
 		TrafficDirection:              corev3.TrafficDirection_INBOUND,

@@ -24,6 +24,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	cachetypes "github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -45,12 +46,13 @@ type kind struct {
 
 // kinds are the types a node's snapshot holds, in ADS order (clusters before their endpoints,
 // listeners before their routes, the secrets their TLS contexts name last). Publish serves the
-// first four (xds.Resources), PublishSecrets the secrets (secrets.go).
+// first five (xds.Resources), PublishSecrets the secrets (secrets.go).
 var kinds = [...]kind{
 	{cachetypes.Cluster, resourcev3.ClusterType, "cluster"},
 	{cachetypes.Endpoint, resourcev3.EndpointType, "endpoint"},
 	{cachetypes.Listener, resourcev3.ListenerType, "listener"},
 	{cachetypes.Route, resourcev3.RouteType, "route"},
+	{cachetypes.Runtime, resourcev3.RuntimeType, "runtime"},
 	{cachetypes.Secret, resourcev3.SecretType, "secret"},
 }
 
@@ -430,6 +432,7 @@ func danglingReferences(snap *cachev3.Snapshot) string {
 func newServed(res xds.Resources, forProxyless bool, last *served) (served, error) {
 	groups := [len(kinds)][]cachetypes.Resource{
 		resources(res.Clusters), resources(res.Endpoints), resources(res.Listeners), resources(res.Routes),
+		resources(res.Runtimes),
 	}
 	sv := served{proxyless: forProxyless}
 	var same [len(kinds)]bool
@@ -769,6 +772,7 @@ func (s *Server) Published(nodeID string) (res xds.Resources, versions map[strin
 		Endpoints: typed[*endpointv3.ClusterLoadAssignment](sv.items[1]),
 		Listeners: typed[*listenerv3.Listener](sv.items[2]),
 		Routes:    typed[*routev3.RouteConfiguration](sv.items[3]),
+		Runtimes:  typed[*runtimev3.Runtime](sv.items[4]),
 	}, versions, true
 }
 

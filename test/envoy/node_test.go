@@ -81,6 +81,8 @@ type nodeOptions struct {
 	ca  *spiffetest.CA
 	// envoyArgs are Envoy's extra command-line arguments (--drain-time-s, say).
 	envoyArgs []string
+	// maxConnections is the bootstrap's cap on downstream connections (0: the default).
+	maxConnections int64
 }
 
 // xdsServer is the agent's xDS server on a unix socket: one serves every node of a test, each by
@@ -163,7 +165,7 @@ func startNodeOn(t *testing.T, m model.Mesh, o nodeOptions) *node {
 	}
 
 	admin := envoytest.AdminAddress()
-	bs, err := xds.Bootstrap(xds.BootstrapConfig{NodeID: nodeID, XDSSocket: o.xds.socket, AdminAddress: admin, Delta: o.delta})
+	bs, err := xds.Bootstrap(xds.BootstrapConfig{NodeID: nodeID, XDSSocket: o.xds.socket, AdminAddress: admin, Delta: o.delta, MaxConnections: o.maxConnections})
 	if err != nil {
 		t.Fatal(err)
 	}

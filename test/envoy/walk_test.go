@@ -114,6 +114,8 @@ type meshOptions struct {
 	failingHealth []string
 	// envoyArgs are every node's Envoy's extra command-line arguments.
 	envoyArgs []string
+	// maxConnections is this node's cap on Envoy's downstream connections (0: the default).
+	maxConnections int64
 }
 
 // startMeshWith is startMesh with opts.
@@ -140,7 +142,7 @@ func startMeshWith(t *testing.T, s xdstest.Scenario, opts meshOptions) *liveMesh
 		// Envoy does on a delta stream alone.
 		o := nodeOptions{pods: f.pods, netns: f.router, xds: srv, ca: ca, delta: m.Upstreams == model.UpstreamsDeclared, envoyArgs: opts.envoyArgs}
 		if name == xdstest.ThisNode {
-			o.mutate = mutate
+			o.mutate, o.maxConnections = mutate, opts.maxConnections
 		}
 		builds[name] = func(m model.Mesh) (xds.Resources, error) {
 			res, err := xds.Build(m)

@@ -40,7 +40,7 @@ func All(res xds.Resources) []string {
 	}{
 		{"names", Names}, {"references", References}, {"chains", Chains}, {"pinning", Pinning},
 		{"consistency", Consistency}, {"validation", Validation}, {"domains", Domains}, {"from the pod", FromThePod},
-		{"inbound limits", InboundLimits}, {"http2 limits", HTTP2Limits}, {"upgrades", Upgrades}, {"families", Families},
+		{"inbound limits", InboundLimits}, {"pod listener limits", PodListenerLimits}, {"http2 limits", HTTP2Limits}, {"upgrades", Upgrades}, {"families", Families},
 		{"retries", Retries}, {"inbound http", InboundHTTP}, {"subsets", Subsets}, {"tcp stats", TCPStats},
 		{"proxy port", ProxyPort}, {"reuse port", ReusePort}, {"access logs", AccessLogs}, {"uds delivery", UDSDelivery},
 	} {

@@ -5,7 +5,9 @@ package xdscheck
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
@@ -18,6 +20,7 @@ import (
 	fixedheapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -37,6 +40,9 @@ const (
 	// maxChainConnections is the most connections one inbound chain may hold at once: a tenth of
 	// a node's cap of 50 000 at most, so that one pod's port cannot take the node's budget.
 	maxChainConnections = 5000
+	// maxPodListenerConnections is the most connections one pod's capture or proxy listener may
+	// hold: its two listeners together at most a quarter of a node's cap of 50 000.
+	maxPodListenerConnections = 6250
 	// globalConnectionsMonitor is the overload manager's connection cap (Envoy's documentation,
 	// "Limiting active connections").
 	globalConnectionsMonitor = "envoy.resource_monitors.global_downstream_max_connections"
@@ -98,6 +104,53 @@ func InboundLimits(res xds.Resources) []string {
 	return out
 }
 
+// PodListenerLimits checks that every pod's capture and proxy listener (the listeners a pod's own
+// applications reach: the pod may be hostile) bounds what one connection buffers
+// (per_connection_buffer_limit_bytes set, at most 64 KiB) and how many connections it holds: the
+// runtime layer xds.ListenerLimitsLayer gives its connection-limit key a value of 1..6 250, so that
+// one pod cannot take the node's downstream connections (the overload manager's cap) from the
+// others, and does not ignore the node-wide cap.
+func PodListenerLimits(res xds.Resources) []string {
+	var out []string
+	var layer map[string]*structpb.Value
+	for _, r := range res.Runtimes {
+		if r.GetName() == xds.ListenerLimitsLayer {
+			layer = r.GetLayer().GetFields()
+		}
+	}
+	if layer == nil {
+		out = append(out, fmt.Sprintf("no runtime layer %s: no pod listener has a connection limit", xds.ListenerLimitsLayer))
+	}
+	for _, l := range res.Listeners {
+		name := l.GetName()
+		if !strings.HasPrefix(name, xds.CaptureListener("")) && !strings.HasPrefix(name, xds.ProxyListener("")) {
+			continue
+		}
+		at := resourceAt("listener", name)
+		switch limit := l.GetPerConnectionBufferLimitBytes(); {
+		case limit == nil:
+			out = append(out, fmt.Sprintf("%s: no per_connection_buffer_limit_bytes: each connection of the pod may buffer Envoy's default 1 MiB", at))
+		case limit.GetValue() == 0 || limit.GetValue() > maxInboundBuffer:
+			out = append(out, fmt.Sprintf("%s: per_connection_buffer_limit_bytes %d, want 1..%d", at, limit.GetValue(), maxInboundBuffer))
+		}
+		if l.GetIgnoreGlobalConnLimit() {
+			out = append(out, fmt.Sprintf("%s: ignore_global_conn_limit: the node-wide connection cap does not count it", at))
+		}
+		if layer == nil {
+			continue
+		}
+		key := xds.ListenerConnectionLimitKey(name)
+		v, ok := layer[key]
+		switch n := v.GetNumberValue(); {
+		case !ok:
+			out = append(out, fmt.Sprintf("%s: runtime layer %s has no %s: the pod may hold every connection the node allows", at, xds.ListenerLimitsLayer, key))
+		case n < 1 || n > maxPodListenerConnections || n != math.Trunc(n):
+			out = append(out, fmt.Sprintf("%s: %s is %v, want a whole number 1..%d", at, key, v.AsInterface(), maxPodListenerConnections))
+		}
+	}
+	return out
+}
+
 // limitsConnections says what is wrong with a chain's connection bound, "" when its first filter is
 // connection_limit with a positive max_connections of at most maxChainConnections.
 func limitsConnections(filters []*listenerv3.Filter) string {
@@ -136,6 +189,9 @@ func BootstrapLimits(bs *bootstrapv3.Bootstrap) []string {
 		out = append(out, fmt.Sprintf("overload manager: no %s monitor: nothing caps the node's downstream connections", globalConnectionsMonitor))
 	}
 	out = append(out, heapLimits(bs.GetOverloadManager())...)
+	if !hasListenerLimitsLayer(bs) {
+		out = append(out, fmt.Sprintf("layered runtime: no RTDS layer %s over ADS: the pods' listener connection limits never reach Envoy", xds.ListenerLimitsLayer))
+	}
 	for _, l := range bs.GetStaticResources().GetListeners() {
 		if l.GetIgnoreGlobalConnLimit() {
 			out = append(out, fmt.Sprintf("%s: ignore_global_conn_limit: the node-wide connection cap does not count it", resourceAt("static listener", l.GetName())))
@@ -187,6 +243,18 @@ func HTTP2Limits(res xds.Resources) []string {
 		}
 	})
 	return append(out, unreadable...)
+}
+
+// hasListenerLimitsLayer reports whether bs's runtime has the RTDS layer xds.ListenerLimitsLayer
+// fetched over ADS.
+func hasListenerLimitsLayer(bs *bootstrapv3.Bootstrap) bool {
+	for _, layer := range bs.GetLayeredRuntime().GetLayers() {
+		rtds := layer.GetRtdsLayer()
+		if rtds.GetName() == xds.ListenerLimitsLayer && rtds.GetRtdsConfig().GetAds() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // heapLimits are the violations of the bootstrap's overload manager on the heap: a fixed_heap

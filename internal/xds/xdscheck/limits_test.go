@@ -15,6 +15,7 @@ import (
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -88,6 +89,65 @@ func TestInboundLimitsRejectBrokenCopies(t *testing.T) {
 	}
 }
 
+// TestPodListenerLimitsRejectBrokenCopies: the real build passes; each copy with a pod listener's
+// bound removed or loosened fails with the line naming it, in All too.
+func TestPodListenerLimitsRejectBrokenCopies(t *testing.T) {
+	build := func(t *testing.T) xds.Resources {
+		res, err := xds.Build(xdstest.All()["mixed-http-primary"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if v := xdscheck.PodListenerLimits(build(t)); v != nil {
+		t.Fatalf("the build fails:\n%s", strings.Join(v, "\n"))
+	}
+	listener := func(res xds.Resources, name string) *listenerv3.Listener {
+		for _, l := range res.Listeners {
+			if l.GetName() == name {
+				return l
+			}
+		}
+		t.Fatalf("no listener %s", name)
+		return nil
+	}
+	capture, proxy := xds.CaptureListener("web/frontend-0"), xds.ProxyListener("web/frontend-0")
+	for name, tc := range map[string]struct {
+		breakIt func(res *xds.Resources)
+		want    string
+	}{
+		"no runtime layer": {func(res *xds.Resources) { res.Runtimes = nil }, "no runtime layer aether_listener_limits"},
+		"a capture listener without its key": {func(res *xds.Resources) {
+			delete(res.Runtimes[0].GetLayer().GetFields(), xds.ListenerConnectionLimitKey(capture))
+		}, "has no envoy.resource_limits.listener.capture_web/frontend-0.connection_limit"},
+		"a proxy listener at the node's whole budget": {func(res *xds.Resources) {
+			res.Runtimes[0].GetLayer().GetFields()[xds.ListenerConnectionLimitKey(proxy)] = structpb.NewNumberValue(xds.MaxDownstreamConnections)
+		}, "connection_limit is 50000, want a whole number 1..6250"},
+		"a limit of nothing": {func(res *xds.Resources) {
+			res.Runtimes[0].GetLayer().GetFields()[xds.ListenerConnectionLimitKey(capture)] = structpb.NewStringValue("many")
+		}, `connection_limit is many`},
+		"no buffer limit on the capture listener": {func(res *xds.Resources) {
+			listener(*res, capture).PerConnectionBufferLimitBytes = nil
+		}, "no per_connection_buffer_limit_bytes"},
+		"Envoy's 1 MiB default on the proxy listener": {func(res *xds.Resources) {
+			listener(*res, proxy).PerConnectionBufferLimitBytes = wrapperspb.UInt32(1 << 20)
+		}, "per_connection_buffer_limit_bytes 1048576, want 1..65536"},
+		"outside the connection cap": {func(res *xds.Resources) { listener(*res, proxy).IgnoreGlobalConnLimit = true }, "ignore_global_conn_limit"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := build(t)
+			tc.breakIt(&res)
+			v := xdscheck.PodListenerLimits(res)
+			if !strings.Contains(strings.Join(v, "\n"), tc.want) {
+				t.Errorf("violations %q, want one saying %q", v, tc.want)
+			}
+			if all := strings.Join(xdscheck.All(res), "\n"); !strings.Contains(all, "pod listener limits: ") {
+				t.Errorf("All does not run the gate: %s", all)
+			}
+		})
+	}
+}
+
 // TestBootstrapLimitsRejectBrokenCopies: the node's bootstrap passes; without the overload
 // manager's monitor, with a cap of 0, or with a static listener outside the cap, it fails.
 func TestBootstrapLimitsRejectBrokenCopies(t *testing.T) {
@@ -109,6 +169,9 @@ func TestBootstrapLimitsRejectBrokenCopies(t *testing.T) {
 		"a static listener outside the cap": {func(bs *bootstrapv3.Bootstrap) {
 			bs.StaticResources.Listeners = append(bs.StaticResources.Listeners, &listenerv3.Listener{Name: "side-door", IgnoreGlobalConnLimit: true})
 		}, `static listener "side-door": ignore_global_conn_limit`},
+		"no listener limits layer": {func(bs *bootstrapv3.Bootstrap) {
+			bs.LayeredRuntime.Layers = bs.LayeredRuntime.Layers[1:]
+		}, "no RTDS layer aether_listener_limits over ADS"},
 		"no heap monitor": {func(bs *bootstrapv3.Bootstrap) {
 			bs.OverloadManager.ResourceMonitors = bs.OverloadManager.ResourceMonitors[:1]
 		}, "no envoy.resource_monitors.fixed_heap monitor"},
