@@ -13,9 +13,10 @@ ENVOY_VERSION ?= 1.40.0
 export ENVOY_VERSION
 # The Debian packages, at the versions installed here (hack/build-debs.sh), that the node Envoy's
 # image takes its other files from: libc6, the C library the release binary loads and its loader;
-# dash, the /bin/sh of config/envoy's script; coreutils, its sleep. hack/image names a file none of
-# them holds, and refuses a package it takes nothing from.
-ENVOY_IMAGE_PACKAGES ?= libc6 dash coreutils
+# dash, the /bin/sh of config/envoy's script; coreutils, its sleep; util-linux, unshare, which the
+# cluster tier's seccomp spec runs in the Envoy container (the official image, Ubuntu's, has it
+# too). hack/image names a file none of them holds, and refuses a package it takes nothing from.
+ENVOY_IMAGE_PACKAGES ?= libc6 dash coreutils util-linux
 # What the binaries print for --version (internal/version): git's description of the commit
 # (a tag when there is one, "-dirty" with uncommitted changes) and the commit itself.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)

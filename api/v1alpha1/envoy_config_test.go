@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/aether-mesh/aether-operator/internal/seccomp"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 )
@@ -205,6 +206,8 @@ func envoyProblems(agentDS, envoyDS *appsv1.DaemonSet, line string) []string {
 		report("Envoy does not run as the agent's group, which owns the xDS socket")
 	}
 
+	problems = append(problems, seccompProblems(spec, envoy)...)
+
 	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 		report("API credentials reach Envoy's pod (automountServiceAccountToken is not false)")
 	}
@@ -231,6 +234,63 @@ func envoyProblems(agentDS, envoyDS *appsv1.DaemonSet, line string) []string {
 	_, adminPort, _ := net.SplitHostPort(xds.DefaultAdminAddress)
 	if p := envoy.ReadinessProbe; p != nil && p.HTTPGet != nil && p.HTTPGet.Port.String() == adminPort && p.HTTPGet.Host != "127.0.0.1" {
 		report("Envoy's readiness probe reaches the admin endpoint %s from outside its loopback", xds.DefaultAdminAddress)
+	}
+	return problems
+}
+
+// seccompProblems lists how Envoy's pod falls short of running Envoy under its own seccomp
+// profile (internal/seccomp): the runtime's default allows a container holding SYS_ADMIN mount,
+// unshare and bpf. The profile is Localhost, seccomp.EnvoyLocalhostProfile under the kubelet's
+// <root dir>/seccomp; an init container writes it there with the agent's install-seccomp, from a
+// host directory that is that profile's own (<root dir>/seccomp/aether), which Envoy does not mount.
+func seccompProblems(spec *corev1.PodSpec, envoy *corev1.Container) []string {
+	var problems []string
+	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if sc := envoy.SecurityContext; sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost ||
+		sc.SeccompProfile.LocalhostProfile == nil || *sc.SeccompProfile.LocalhostProfile != seccomp.EnvoyLocalhostProfile {
+		var got any
+		if sc != nil {
+			got = sc.SeccompProfile
+		}
+		report("Envoy's seccomp profile is %+v: want Localhost %s (the runtime's default lets a container holding SYS_ADMIN mount, unshare and load BPF)", got, seccomp.EnvoyLocalhostProfile)
+	}
+	if sc := spec.SecurityContext; sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		report("Envoy's pod is not under the runtime's default seccomp profile (its sandbox and install-seccomp)")
+	}
+	var installer *corev1.Container
+	for i, c := range spec.InitContainers {
+		if slices.Equal(c.Command[:min(2, len(c.Command))], []string{"/agent", "install-seccomp"}) {
+			installer = &spec.InitContainers[i]
+		}
+	}
+	if installer == nil {
+		return append(problems, "no init container runs /agent install-seccomp: nothing writes Envoy's seccomp profile before the kubelet creates its container")
+	}
+	dir := ""
+	for _, arg := range installer.Command[2:] {
+		if v, ok := strings.CutPrefix(arg, "--dir="); ok {
+			dir = v
+		}
+	}
+	m := mountAt(installer, dir)
+	if m == nil {
+		return append(problems, fmt.Sprintf("install-seccomp writes into --dir=%q, which it does not mount", dir))
+	}
+	v := volume(spec, m.Name)
+	switch want := "/seccomp/" + path.Dir(seccomp.EnvoyLocalhostProfile); {
+	case v == nil || v.HostPath == nil:
+		report("install-seccomp's %s is not a host directory: the kubelet reads Localhost profiles from its own", dir)
+	case !strings.HasSuffix(v.HostPath.Path, want) || !path.IsAbs(v.HostPath.Path):
+		report("install-seccomp writes into the host's %s, not <kubelet root dir>%s, where the kubelet looks up %s", v.HostPath.Path, want, seccomp.EnvoyLocalhostProfile)
+	case m.ReadOnly:
+		report("install-seccomp's %s is read-only", dir)
+	}
+	for _, c := range spec.Containers {
+		for _, cm := range c.VolumeMounts {
+			if cm.Name == m.Name {
+				report("container %s mounts the seccomp profile directory: only install-seccomp writes it", c.Name)
+			}
+		}
 	}
 	return problems
 }
@@ -317,6 +377,22 @@ func TestEnvoyComponent(t *testing.T) {
 			e.Spec.UpdateStrategy.RollingUpdate.MaxSurge = nil
 		}, "maxSurge 1 and maxUnavailable 0"},
 		"no readiness": {func(_, e *appsv1.DaemonSet) { envoyContainer(e).ReadinessProbe = nil }, "no readiness probe on /ready"},
+		"the runtime's seccomp profile for Envoy": {func(_, e *appsv1.DaemonSet) {
+			envoyContainer(e).SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+		}, "want Localhost " + seccomp.EnvoyLocalhostProfile},
+		"another Localhost profile": {func(_, e *appsv1.DaemonSet) {
+			envoyContainer(e).SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: new("aether/other.json")}
+		}, "want Localhost " + seccomp.EnvoyLocalhostProfile},
+		"nobody writes the profile": {func(_, e *appsv1.DaemonSet) { e.Spec.Template.Spec.InitContainers = nil }, "no init container runs /agent install-seccomp"},
+		"the whole seccomp directory": {func(_, e *appsv1.DaemonSet) {
+			if v := volume(&e.Spec.Template.Spec, "seccomp"); v != nil && v.HostPath != nil {
+				v.HostPath.Path = "/var/lib/kubelet/seccomp"
+			}
+		}, "not <kubelet root dir>/seccomp/aether"},
+		"Envoy mounts the profile directory": {func(_, e *appsv1.DaemonSet) {
+			c := envoyContainer(e)
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "seccomp", MountPath: "/seccomp"})
+		}, "container envoy mounts the seccomp profile directory"},
 	} {
 		brokenAgent, brokenEnvoy := agent.DeepCopy(), envoy.DeepCopy()
 		tc.breakIt(brokenAgent, brokenEnvoy)

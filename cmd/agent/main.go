@@ -272,6 +272,8 @@ func runSubcommand(args []string) (int, bool) {
 		return runCNISubcommand(args[0], args[1:], os.Stderr), true
 	case "envoy-helper", "envoy-drain":
 		return runEnvoySubcommand(args[0], args[1:], os.Stdout, os.Stderr), true
+	case "install-seccomp":
+		return runSeccompSubcommand(args[1:], os.Stdout, os.Stderr), true
 	}
 	return 0, false
 }

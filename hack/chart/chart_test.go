@@ -586,6 +586,22 @@ func TestValues(t *testing.T) {
 			image("DaemonSet", "envoy-helper"), "docker.io/aether/operator:dev IfNotPresent"},
 		{"envoy helper image", []string{"envoy.helper.image.repository=r.example/ag", "envoy.helper.image.tag=v8", "envoy.helper.image.pullPolicy=Never"},
 			image("DaemonSet", "envoy-helper"), "r.example/ag:v8 Never"},
+		{"envoy helper image: install-seccomp", []string{"envoy.helper.image.repository=r.example/ag", "envoy.helper.image.tag=v8", "envoy.helper.image.pullPolicy=Never"},
+			image("DaemonSet", "install-seccomp"), "r.example/ag:v8 Never"},
+		{"Envoy's seccomp profile directory", []string{"envoy.seccompProfileDir=/data/kubelet/seccomp/aether"}, func(o []obj) any {
+			var paths []any
+			for _, ds := range o {
+				if ds["kind"] != "DaemonSet" {
+					continue
+				}
+				for _, v := range get(ds, "spec", "template", "spec", "volumes").([]any) {
+					if v.(obj)["name"] == "seccomp" {
+						paths = append(paths, get(ds, "metadata", "name"), get(v, "hostPath", "path"))
+					}
+				}
+			}
+			return paths
+		}, []any{release + "-envoy", "/data/kubelet/seccomp/aether"}},
 		{"manager resources", []string{"manager.resources.limits.memory=1Gi"}, limit("Deployment", "manager"), "1Gi"},
 		{"agent resources", []string{"agent.resources.limits.memory=2Gi"}, limit("DaemonSet", "agent"), "2Gi"},
 		{"install-cni resources", []string{"agent.installCNI.resources.limits.memory=3Gi"}, limit("DaemonSet", "install-cni"), "3Gi"},
@@ -706,6 +722,8 @@ func TestBadValues(t *testing.T) {
 		want string
 	}{
 		{[]string{"agent.captureMode=everything"}, `agent.captureMode: "everything" is not a capture mode; set one of scoped, surface, all`},
+		{[]string{"envoy.seccompProfileDir=/data/kubelet/seccomp"}, `envoy.seccompProfileDir: "/data/kubelet/seccomp" is not <the kubelet's root dir>/seccomp/aether, where the kubelet finds Envoy's Localhost profile aether/envoy.json; set it to an absolute path ending in /seccomp/aether, such as /var/lib/kubelet/seccomp/aether`},
+		{[]string{"envoy.seccompProfileDir=seccomp/aether"}, `envoy.seccompProfileDir: "seccomp/aether" is not <the kubelet's root dir>/seccomp/aether`},
 		{[]string{"meshDomain=Aether.Internal"}, `meshDomain: "Aether.Internal" is not a DNS domain in lower case (letters, digits, '-' and '.', at most 253 characters); it names the services and is the SPIFFE trust domain: set one such as aether.internal`},
 		// Without SPIRE, the manager's and the agent's --mesh-domain still take it.
 		{[]string{"spire.enabled=false", "meshDomain=mesh_"}, `meshDomain: "mesh_" is not a DNS domain in lower case`},

@@ -196,9 +196,16 @@ envoy:
   # resources of Envoy's container. One Envoy proxies every meshed pod of its node: no CPU
   # limit, as throttling a proxy stalls every connection through it.
   resources:{{y 4 "envoy.resources"}}
+  # seccompProfileDir is the host directory Envoy's seccomp profile is written to (envoy.json,
+  # by the init container install-seccomp): <the kubelet's root dir>/seccomp/aether. Envoy's
+  # container names it as its Localhost profile aether/envoy.json, which the kubelet looks up
+  # under <its root dir>/seccomp. Change it with a kubelet whose root dir is not
+  # /var/lib/kubelet; it must end in /seccomp/aether.
+  seccompProfileDir: {{d "envoy.seccompProfileDir"}}
   helper:
     # image of envoy-helper, beside Envoy in its pod: it answers the readiness probe and drains
-    # Envoy before it stops (the agent's binary: envoy-helper, envoy-drain). A value of its own,
+    # Envoy before it stops (the agent's binary: envoy-helper, envoy-drain), and of the init
+    # container install-seccomp, which writes Envoy's seccomp profile. A value of its own,
     # not agent.image, so that an agent upgrade leaves the node's Envoy running; change it with
     # envoy.image, when Envoy is to roll anyway.
     image:
@@ -560,6 +567,18 @@ envoy.logLevel, refused unless Envoy's --log-level takes it.
 {{- fail (printf "envoy.logLevel: %q is not one of Envoy's log levels; set one of %s, or \"\" for Envoy's default" $level (join ", " $levels)) }}
 {{- end }}
 {{- $level }}
+{{- end }}
+
+{{/*
+envoy.seccompProfileDir, refused unless it is an absolute path ending in /seccomp/aether: Envoy's
+container names its profile aether/envoy.json, under the kubelet's <root dir>/seccomp.
+*/}}
+{{- define "@.seccompProfileDir" -}}
+{{- $dir := toString .Values.envoy.seccompProfileDir }}
+{{- if not (regexMatch "^/(.+/)?seccomp/aether$" $dir) }}
+{{- fail (printf "envoy.seccompProfileDir: %q is not <the kubelet's root dir>/seccomp/aether, where the kubelet finds Envoy's Localhost profile aether/envoy.json; set it to an absolute path ending in /seccomp/aether, such as /var/lib/kubelet/seccomp/aether" $dir) }}
+{{- end }}
+{{- $dir }}
 {{- end }}
 
 {{/*

@@ -76,6 +76,10 @@ var table = slices.Concat([]row{
 	{value: "envoy.resources", in: envoy, at: envoyContainer + ".resources", how: setBlock},
 	{value: "envoy.helper.image", in: envoy, at: envoyHelperContainer, how: setImage, appTag: true},
 	{value: "envoy.helper.resources", in: envoy, at: envoyHelperContainer + ".resources", how: setBlock},
+	// The init container that writes Envoy's seccomp profile runs the helper's binary, and
+	// writes it where the kubelet finds Localhost profiles (<its root dir>/seccomp/aether).
+	{value: "envoy.helper.image", in: envoy, at: envoySeccompContainer, how: setImage, appTag: true},
+	{value: "envoy.seccompProfileDir", in: envoy, at: seccompVolume, how: setScalar, text: `{{ include "@.seccompProfileDir" $ }}`},
 }, placement("envoy", envoy), []row{
 	{value: "envoy.logLevel", in: envoy, at: envoyContainer, how: addToScript, flag: envoyExec,
 		text: `{{ with .Values.envoy.logLevel }} --log-level {{ include "@.envoyLogLevel" $ }}{{ end }}`},
@@ -237,7 +241,8 @@ func (s sel) String() string {
 type how int
 
 const (
-	// setScalar replaces the scalar by the value; the default is config/'s.
+	// setScalar replaces the scalar by the value (or by the row's text, a template that checks
+	// it); the default is config/'s.
 	setScalar how = iota
 	// setImage sets the container's image and imagePullPolicy from the value's repository, tag and
 	// pullPolicy; the defaults are config/'s (image: repository:tag).
@@ -286,8 +291,8 @@ type row struct {
 	how how
 	// setFlag is the flag of flag and optFlag (--name), the line's start of script.
 	flag string
-	// text is the template text of flag, optFlag (default {{ .Values.<value> }}) and script;
-	// "@." stands for the chart's helpers' namespace.
+	// text is the template text of flag, optFlag (default {{ .Values.<value> }}), script and,
+	// when set, scalar; "@." stands for the chart's helpers' namespace.
 	text string
 	// empty is block's default where config/ does not give the field, and script's default:
 	// emptyMap or emptySeq.
@@ -363,7 +368,7 @@ func (g *generator) apply(r row, o *chartObject) error {
 		}
 		return nil
 	case setScalar:
-		return g.applyScalar(r, o, v)
+		return g.applyScalar(r, o, v, text)
 	case setImage:
 		return g.applyImage(r, o, v)
 	case setBlock:
@@ -378,8 +383,8 @@ func (g *generator) apply(r row, o *chartObject) error {
 	return fmt.Errorf("row of unknown kind %d", r.how)
 }
 
-// applyScalar replaces the scalar at r.at by the value.
-func (g *generator) applyScalar(r row, o *chartObject, v string) error {
+// applyScalar replaces the scalar at r.at by the value, or by text when the row has one.
+func (g *generator) applyScalar(r row, o *chartObject, v, text string) error {
 	n, err := find(o.node, r.at)
 	if err != nil {
 		return err
@@ -389,6 +394,10 @@ func (g *generator) applyScalar(r row, o *chartObject, v string) error {
 	}
 	if err := g.setDefault(r.value, clone(n), r.where(*o)); err != nil {
 		return err
+	}
+	if text != "" {
+		*n = *str(g.t.raw(text))
+		return nil
 	}
 	*n = *g.t.value(v)
 	return nil

@@ -16,17 +16,21 @@ import (
 // What the chart's values reach in the objects. A name here that config/ no longer has fails
 // the generation, naming it.
 const (
-	managerContainer     = "spec.template.spec.containers[name=manager]"
-	agentContainer       = "spec.template.spec.containers[name=agent]"
-	installCNIContainer  = "spec.template.spec.initContainers[name=install-cni]"
-	envoyContainer       = "spec.template.spec.containers[name=envoy]"
-	envoyHelperContainer = "spec.template.spec.containers[name=envoy-helper]"
-	csiContainer         = "spec.template.spec.containers[name=csi-node]"
+	managerContainer      = "spec.template.spec.containers[name=manager]"
+	agentContainer        = "spec.template.spec.containers[name=agent]"
+	installCNIContainer   = "spec.template.spec.initContainers[name=install-cni]"
+	envoyContainer        = "spec.template.spec.containers[name=envoy]"
+	envoyHelperContainer  = "spec.template.spec.containers[name=envoy-helper]"
+	envoySeccompContainer = "spec.template.spec.initContainers[name=install-seccomp]"
+	csiContainer          = "spec.template.spec.containers[name=csi-node]"
 	// webhookCertVolume is the manager's volume of the webhook's serving certificate.
 	webhookCertVolume = "spec.template.spec.volumes[name=webhook-certs].secret.secretName"
 	// cniBinVolume and cniConfVolume are the node's CNI directories, mounted into the agent.
 	cniBinVolume  = "spec.template.spec.volumes[name=cni-bin].hostPath.path"
 	cniConfVolume = "spec.template.spec.volumes[name=cni-conf].hostPath.path"
+	// seccompVolume is the kubelet's directory of Localhost seccomp profiles (its aether
+	// subdirectory), where the node Envoy's init container writes Envoy's profile.
+	seccompVolume = "spec.template.spec.volumes[name=seccomp].hostPath.path"
 	// namespaceSelector is a pod webhook's exclusion of the ignored namespaces.
 	namespaceSelector = "namespaceSelector.matchExpressions[key=kubernetes.io/metadata.name].values"
 	// injectCAFrom is cert-manager's annotation asking it to inject the Certificate's CA.

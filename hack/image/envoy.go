@@ -35,6 +35,9 @@ import (
 //   - /bin/sh and /bin/sleep (config/envoy: the envoy container's command is /bin/sh -c, a script
 //     that waits for the agent's bootstrap with sleep 1, and its preStop is sleep 22), with their
 //     own libraries the same way;
+//   - /usr/bin/unshare, util-linux's, which the cluster tier's seccomp spec runs in the envoy
+//     container to show that its profile refuses new namespaces (the official image, built on
+//     Ubuntu, carries util-linux's unshare and mount: what a shell there would reach for);
 //   - each package's copyright file, as Debian ships it beside the binaries it licenses;
 //   - /etc/passwd and /etc/group naming root and nonroot (65532): the image runs as nonroot by
 //     default. Every file is root's and world-readable, so any user runs it; the DaemonSet runs it
@@ -53,6 +56,17 @@ const (
 
 // envoyTools are the programs config/envoy's DaemonSet runs in the envoy container besides Envoy.
 var envoyTools = []string{"/bin/sh", "/bin/sleep"}
+
+// envoyProbes are the programs the cluster tier's specs run in the envoy container (kubectl exec).
+var envoyProbes = []string{"/usr/bin/unshare"}
+
+// whoRuns says why the image holds tool, one of envoyTools or envoyProbes.
+func whoRuns(tool string) string {
+	if slices.Contains(envoyProbes, tool) {
+		return "the cluster tier's seccomp spec runs " + tool
+	}
+	return "config/envoy's DaemonSet runs " + tool
+}
 
 // envoyOptions is what the Envoy image is built from.
 type envoyOptions struct {
@@ -323,8 +337,8 @@ func envoyFiles(opts envoyOptions, p v1.Platform) ([]file, error) {
 	if err := load(envoySource, d); err != nil {
 		return nil, err
 	}
-	for _, tool := range envoyTools {
-		target, err := take(tool, "config/envoy's DaemonSet runs "+tool)
+	for _, tool := range slices.Concat(envoyTools, envoyProbes) {
+		target, err := take(tool, whoRuns(tool))
 		if err != nil {
 			return nil, err
 		}

@@ -247,10 +247,10 @@ func TestEnvoyImageHoldsWhatLddNames(t *testing.T) {
 
 	wanted := lddPaths(t, filepath.Join(opts.Dir, "envoy"))
 	envoyNeeds := slices.Clone(wanted)
-	for _, tool := range envoyTools {
+	for _, tool := range slices.Concat(envoyTools, envoyProbes) {
 		p, ok := resolveIn(tree, tool)
 		if !ok {
-			t.Fatalf("the image has no %s (config/envoy's DaemonSet runs it)", tool)
+			t.Fatalf("the image has no %s (config/envoy's DaemonSet or the cluster tier's specs run it)", tool)
 		}
 		local := filepath.Join(t.TempDir(), path.Base(p))
 		if err := os.WriteFile(local, tree[p].Data, 0o755); err != nil {
@@ -270,7 +270,7 @@ func TestEnvoyImageHoldsWhatLddNames(t *testing.T) {
 	}
 	for p, e := range tree {
 		if e.Link == "" && strings.Contains(path.Base(p), ".so") && !loaded[p] {
-			t.Errorf("the image holds %s, which ldd names for none of envoy, %s", p, strings.Join(envoyTools, ", "))
+			t.Errorf("the image holds %s, which ldd names for none of envoy, %s", p, strings.Join(slices.Concat(envoyTools, envoyProbes), ", "))
 		}
 	}
 	t.Logf("ldd names for envoy: %v", envoyNeeds)
@@ -300,8 +300,8 @@ func TestEnvoyImageHoldsWhatLddNames(t *testing.T) {
 
 // TestEnvoyImageRefusesMissingPackages: the build names what it cannot find. Without libc6 the
 // first library Envoy needs is reported by name, with where it was looked for; without
-// coreutils, /bin/sleep; with a C library that lacks a symbol version Envoy needs, that version;
-// a package nothing is taken from is refused too.
+// coreutils, /bin/sleep; without util-linux, /usr/bin/unshare; with a C library that lacks a
+// symbol version Envoy needs, that version; a package nothing is taken from is refused too.
 func TestEnvoyImageRefusesMissingPackages(t *testing.T) {
 	opts := realEnvoyOptions(t)
 	without := func(pkg string) envoyOptions {
@@ -355,6 +355,7 @@ func TestEnvoyImageRefusesMissingPackages(t *testing.T) {
 		"an older libc":  {old, []string{"needs version GLIBC_", "of libc.so.6, which /lib/x86_64-linux-gnu/libc.so.6 (from libc6_0.0_amd64.deb) does not define"}},
 		"no libc6":       {without("libc6"), []string{"needs " + firstNeeded + " (DT_NEEDED)", "/lib/x86_64-linux-gnu", "dpkg -S " + firstNeeded}},
 		"no coreutils":   {without("coreutils"), []string{"/bin/sleep", "config/envoy's DaemonSet runs /bin/sleep", "ENVOY_IMAGE_PACKAGES"}},
+		"no util-linux":  {without("util-linux"), []string{"/usr/bin/unshare", "the cluster tier's seccomp spec runs /usr/bin/unshare", "ENVOY_IMAGE_PACKAGES"}},
 		"a package more": {extra, []string{"no file of the Envoy image comes from unused_1.0_amd64.deb"}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -401,8 +402,8 @@ func writeDeb(deb string, files map[string]string) error {
 
 // TestEnvoyImageRunsInItsOwnRoot unpacks the image's layer into a directory and runs, chrooted
 // there as the image's user (nonroot), what the DaemonSet runs: envoy --version on its own, and
-// through the image's /bin/sh with sleep, envoy found on the image's PATH. Nothing of the host's
-// file system is visible: every library comes from the image.
+// through the image's /bin/sh with sleep, envoy found on the image's PATH, and the seccomp spec's
+// unshare. Nothing of the host's file system is visible: every library comes from the image.
 func TestEnvoyImageRunsInItsOwnRoot(t *testing.T) {
 	testroot.Require(t, "chroot into the image's file system")
 	opts := realEnvoyOptions(t)
@@ -432,17 +433,22 @@ func TestEnvoyImageRunsInItsOwnRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "/" + strings.TrimPrefix(opts.Version, "v") + "/"
-	for _, args := range [][]string{
-		{envoyPath, "--version"},
-		{"/bin/sh", "-c", "sleep 0.1 && exec envoy --version"},
+	version := "/" + strings.TrimPrefix(opts.Version, "v") + "/"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{envoyPath, "--version"}, version},
+		{[]string{"/bin/sh", "-c", "sleep 0.1 && exec envoy --version"}, version},
+		// The seccomp spec's probe, found on the image's PATH as the spec runs it.
+		{[]string{"unshare", "--version"}, "unshare from util-linux"},
 	} {
-		cmd := exec.Command("chroot", append([]string{"--userspec=" + cfg.Config.User, root}, args...)...)
+		cmd := exec.Command("chroot", append([]string{"--userspec=" + cfg.Config.User, root}, c.args...)...)
 		cmd.Env = cfg.Config.Env // the image's environment only
 		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), want) {
-			t.Errorf("chroot %s %v: %v: %s; want a version with %s", root, args, err, out, want)
+		if err != nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("chroot %s %v: %v: %s; want a version with %s", root, c.args, err, out, c.want)
 		}
-		t.Logf("%v: %s", args, bytes.TrimSpace(out))
+		t.Logf("%v: %s", c.args, bytes.TrimSpace(out))
 	}
 }

@@ -138,6 +138,18 @@ envoy.logLevel, refused unless Envoy's --log-level takes it.
 {{- end }}
 
 {{/*
+envoy.seccompProfileDir, refused unless it is an absolute path ending in /seccomp/aether: Envoy's
+container names its profile aether/envoy.json, under the kubelet's <root dir>/seccomp.
+*/}}
+{{- define "aether-operator.seccompProfileDir" -}}
+{{- $dir := toString .Values.envoy.seccompProfileDir }}
+{{- if not (regexMatch "^/(.+/)?seccomp/aether$" $dir) }}
+{{- fail (printf "envoy.seccompProfileDir: %q is not <the kubelet's root dir>/seccomp/aether, where the kubelet finds Envoy's Localhost profile aether/envoy.json; set it to an absolute path ending in /seccomp/aether, such as /var/lib/kubelet/seccomp/aether" $dir) }}
+{{- end }}
+{{- $dir }}
+{{- end }}
+
+{{/*
 Its argument as one word of a shell command line: in single quotes, each of its own single
 quotes written '\''.
 */}}
