@@ -6,9 +6,7 @@ package main
 import (
 	"fmt"
 	"math"
-	"net"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,8 +15,9 @@ import (
 )
 
 // captureOptions reads the capture flags (--capture-resync, --capture-exclude-uid,
-// --capture-never) and the node's own addresses into the agent's capture options; a bad flag is
-// refused naming it, its value and what it wants.
+// --capture-never) into the agent's capture options; a bad flag is refused naming it, its value
+// and what it wants. The node's own addresses are no flag's: the agent follows them while it
+// runs (capture.Options.Node).
 func captureOptions(resync time.Duration, uid int64, never string) (*agent.CaptureOptions, error) {
 	if resync <= 0 {
 		return nil, fmt.Errorf("--capture-resync is %s; it must be positive, e.g. %s", resync, agent.DefaultCaptureResync)
@@ -35,11 +34,7 @@ func captureOptions(resync time.Duration, uid int64, never string) (*agent.Captu
 	if err != nil {
 		return nil, err
 	}
-	nodeAddrs, err := hostAddresses()
-	if err != nil {
-		return nil, err
-	}
-	opts.Never = slices.Concat(nodeAddrs, cidrs)
+	opts.Never = cidrs
 	return opts, nil
 }
 
@@ -64,31 +59,6 @@ func parseCaptureNever(s string) ([]netip.Prefix, error) {
 			return nil, fmt.Errorf("--capture-never: %q has host bits set; did you mean %s?", entry, p.Masked())
 		}
 		out = append(out, p)
-	}
-	return out, nil
-}
-
-// hostAddresses are the node's own addresses, as single-address prefixes: every address of every
-// interface of the agent's network namespace, which is the node's (the agent runs with
-// hostNetwork). Capture never redirects a pod's dial to them: a service on the node (the kubelet,
-// a node-local cache) is reached from the pod itself, never through the proxy.
-func hostAddresses() ([]netip.Prefix, error) {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil, fmt.Errorf("reading the node's addresses: %w", err)
-	}
-	var out []netip.Prefix
-	for _, a := range addrs {
-		ipNet, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		addr, ok := netip.AddrFromSlice(ipNet.IP)
-		if !ok {
-			continue
-		}
-		addr = addr.Unmap()
-		out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
 	}
 	return out, nil
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/capture/apply"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/model"
+	"github.com/aether-mesh/aether-operator/internal/nodeaddrs"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
@@ -64,9 +65,16 @@ type CaptureOptions struct {
 	// ProxyUID, when set, is the user whose sockets are never captured (capture.Options). Nil
 	// for config/envoy's Envoy, which marks its sockets (model.ProxySocketMark) instead.
 	ProxyUID *uint32
-	// Never are the destinations capture never redirects beside loopback and link-local: the
-	// node's own addresses and --capture-never's CIDRs (capture.Options.Never).
+	// Never are --capture-never's CIDRs, which capture never redirects (capture.Options.Never),
+	// beside loopback, link-local and the node's own addresses. Those the capturer keeps current
+	// itself (capture.Options.Node): its Node's status.addresses (InternalIP, ExternalIP), from
+	// the cache, whose every update rebuilds, and the addresses of the node's own interfaces
+	// (internal/nodeaddrs: not kube-ipvs0's, nor any dummy's), watched over rtnetlink.
 	Never []netip.Prefix
+	// NodeNetNS is the path of the network namespace whose interfaces are the node's; empty: the
+	// agent's own, which is the node's (it runs with hostNetwork). Tests name a namespace
+	// standing in for the node's.
+	NodeNetNS string
 	// Applier programs the namespaces; apply.New() if nil.
 	Applier *apply.Applier
 	// DNS, when set, serves the mesh DNS in every captured pod whose DNS is the mesh's, and
@@ -93,8 +101,12 @@ func init() {
 // tables; the rulesets are internal/capture's (pure).
 type capturer struct {
 	applier *apply.Applier
+	// options are the rulesets' options: the flags', and the node's addresses of the last sync
+	// (sync writes them, under mu; Program reads them under mu).
 	options capture.Options
-	resync  time.Duration
+	// interfaces keeps the node's interface addresses current; a change asks for a rebuild.
+	interfaces *nodeaddrs.Watcher
+	resync     time.Duration
 	// mode is a pod's capture mode unless its annotation names another (XDSOptions.CaptureMode).
 	mode model.CaptureMode
 	// issuer is the mesh's identity issuer (XDSOptions.Issuer): without one, capture takes no
@@ -144,9 +156,11 @@ func newCapturer(o CaptureOptions, p *publisher) *capturer {
 	if applier == nil {
 		applier = apply.New()
 	}
+	log := p.log.WithName("capture")
 	c := &capturer{applier: applier, options: capture.Options{ProxyUID: o.ProxyUID, Never: o.Never}, resync: cmp.Or(o.Resync, DefaultCaptureResync),
-		mode: p.opts.CaptureMode, issuer: p.opts.Issuer, node: p.node, client: p.client, view: p.view, netns: p.opts.NetNS, specs: p.specs, log: p.log.WithName("capture"),
+		mode: p.opts.CaptureMode, issuer: p.opts.Issuer, node: p.node, client: p.client, view: p.view, netns: p.opts.NetNS, specs: p.specs, log: log,
 		programmed: map[types.UID]capturePod{}, failed: map[types.UID]string{}, warned: map[types.NamespacedName]string{}}
+	c.interfaces = nodeaddrs.NewWatcher(o.NodeNetNS, log.WithName("node-addresses"))
 	if o.DNS != nil {
 		c.dns = newDNSServers(*o.DNS, p.opts.MeshDomain, p.log)
 	}
@@ -196,12 +210,22 @@ func captureFacts(spec portspec.Spec, err error) (exclude []int32, upstreams []s
 	return slices.Clone(spec.ExcludeOutboundPorts), slices.Clone(spec.Upstreams)
 }
 
-// sync programs every capture pod from mesh m, forgets the pods whose namespace is gone (CNI
-// DEL), removes the tables of pods that left the mesh, and tells each scoped-mode gap once.
-func (c *capturer) sync(ctx context.Context, m model.Mesh, pods []capturePod, left []types.UID) {
+// sync programs every capture pod from mesh m and the node's addresses node, forgets the pods
+// whose namespace is gone (CNI DEL), removes the tables of pods that left the mesh, and tells
+// each scoped-mode gap once. New node addresses build every pod's ruleset again: each namespace
+// then gets one batch of node_addrs elements, its rules untouched.
+func (c *capturer) sync(ctx context.Context, m model.Mesh, node []netip.Addr, pods []capturePod, left []types.UID) {
 	c.mu.Lock()
 	c.services, c.synced = m.Services, true
+	moved := !slices.Equal(c.options.Node, node)
+	if moved {
+		c.options.Node = node
+	}
 	c.mu.Unlock()
+	if moved {
+		c.built = nil // built with the old addresses
+		c.log.Info("The node's addresses, which no pod's capture redirects (sets node_addrs4 and node_addrs6)", "addresses", node)
+	}
 	rulesets := newRulesets(c, m)
 	current := make(map[types.UID]bool, len(pods))
 	for _, p := range pods {
@@ -302,8 +326,13 @@ func (c *capturer) drop(uid types.UID, p capturePod, left bool) {
 	}
 }
 
-// check is the periodic cheap check of every programmed namespace (apply.Applier.Check).
+// check is the periodic cheap check of every programmed namespace (apply.Applier.Check). It
+// reads the node's interface addresses again too, in case an announcement of a change was lost
+// (a change asks for a rebuild).
 func (c *capturer) check(ctx context.Context) {
+	if _, err := c.interfaces.Refresh(); err != nil {
+		c.log.Error(err, "Could not read the node's interface addresses; the last ones read stay")
+	}
 	c.mu.Lock()
 	pods := make([]capturePod, 0, len(c.programmed))
 	for _, p := range c.programmed {
@@ -433,7 +462,7 @@ var errCaptureNotReady = errors.New("the agent has not listed the mesh yet (its 
 // mode applies to it, silently).
 func (c *capturer) Program(ctx context.Context, pod *corev1.Pod, netns string) error {
 	c.mu.Lock()
-	services, synced := c.services, c.synced
+	services, synced, options := c.services, c.synced, c.options
 	c.mu.Unlock()
 	if !synced {
 		return errCaptureNotReady
@@ -443,7 +472,7 @@ func (c *capturer) Program(ctx context.Context, pod *corev1.Pod, netns string) e
 		mode = c.mode
 	}
 	p := newCapturePod(c.specs, pod, netns, mode, c.dns != nil)
-	rs := capture.Build(model.Mesh{Issuer: c.issuer, Services: services}, p.local, c.options)
+	rs := capture.Build(model.Mesh{Issuer: c.issuer, Services: services}, p.local, options)
 	rep, err := c.applier.Sync(netns, rs)
 	c.mu.Lock()
 	c.programmed[pod.UID] = p
@@ -465,16 +494,24 @@ func (c *capturer) Forget(uid types.UID) {
 
 // syncCapture syncs the capture of the node's pods from mesh m (the rebuild's): the pods are
 // listed from the same cache as m's, with capture's criteria (capturePods), not m.Pods' (which
-// waits for a verified MeshEndpoint and an identity).
+// waits for a verified MeshEndpoint and an identity); the node's addresses are its Node's,
+// from the same cache, and its interfaces' (nodeaddrs).
 func (p *publisher) syncCapture(ctx context.Context, m model.Mesh) error {
 	var pods corev1.PodList
 	if err := p.cache.List(ctx, &pods); err != nil {
 		return fmt.Errorf("listing the node's pods: %w", err)
 	}
+	node := &corev1.Node{}
+	switch err := p.cache.Get(ctx, client.ObjectKey{Name: p.node}, node); {
+	case apierrors.IsNotFound(err):
+		node = nil // its interfaces' addresses only, until the Node is seen
+	case err != nil:
+		return fmt.Errorf("reading node %s: %w", p.node, err)
+	}
 	in, left := p.capture.capturePods(pods.Items, p.node, p.ignored, func(pod *corev1.Pod) model.CaptureMode {
 		return p.captureMode(ctx, pod)
 	})
-	p.capture.sync(ctx, m, in, left)
+	p.capture.sync(ctx, m, nodeaddrs.Merge(nodeaddrs.FromNode(node), p.capture.interfaces.Addrs()), in, left)
 	return nil
 }
 

@@ -37,7 +37,10 @@ package agent
 // to the agent's own node. The agent creates and replaces MeshEndpoints whole (no patch of their
 // spec), patches their status, and only creates Events: it tells a refusal it already reported
 // by the Event's deterministic name, so it needs neither list nor patch on Events. It reads its
-// own DaemonSet when it stops (cniinstall.go).
+// own DaemonSet when it stops (cniinstall.go). It reads (list and watch, for its cache, whose
+// field selector holds its own Node alone: RBAC's resourceNames cannot name each node of a
+// DaemonSet in one role) its Node: its locality labels, for registration and xDS, and its
+// status.addresses, the node's addresses capture never redirects (capture.go).
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=mesh.aether.io,resources=meshendpoints,verbs=get;list;watch;create;update;delete

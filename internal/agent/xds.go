@@ -217,6 +217,12 @@ func (p *publisher) Start(ctx context.Context) error {
 		return err
 	}
 	p.opts.NetNS.onChange(p.poke)
+	if p.capture != nil {
+		// Read before the first rebuild, which programs the node's addresses into every pod.
+		if err := p.capture.interfaces.Start(ctx, p.poke); err != nil {
+			return fmt.Errorf("reading the node's interface addresses for capture: %w", err)
+		}
+	}
 	if p.capture != nil && p.capture.dns != nil {
 		// Registered before the caches sync: the table holds every service before the first
 		// rebuild starts the pods' servers.

@@ -21,10 +21,20 @@ type Options struct {
 	// whose exclusion would exempt every container running as root, and it opens its upstream
 	// connections in the node's network namespace, which this table never sees.
 	ProxyUID *uint32
-	// Never are destinations never redirected, in any mode, beside loopback and link-local: the
-	// node's own addresses and the agent's --capture-never CIDRs. A redirected connection leaves
-	// the proxy from the pod's netns, so these could be reached either way; leaving them out keeps
-	// the proxy out of paths no mesh service is on (a node's kubelet, a metadata service).
+	// Node are the node's own addresses (the agent's internal/nodeaddrs: what its Node reports
+	// and its own interfaces hold), never redirected, in any mode: a service on the node (the
+	// kubelet, a node-local cache) is reached from the pod itself, never through the proxy. They
+	// are the elements of sets node_addrs4 and node_addrs6, not rules, as they change while the
+	// agent runs: a change moves elements only. A mesh VIP among them is left out and stays
+	// captured: a VIP is the mesh's, never the node's own, even where a proxy of the node's puts
+	// it on an interface (kube-proxy's IPVS mode holds every ClusterIP on kube-ipvs0), and leaving
+	// it uncaptured would send that dial, in plaintext, around the mesh.
+	Node []netip.Addr
+	// Never are destinations never redirected, in any mode, beside loopback, link-local and the
+	// node's addresses: the agent's --capture-never CIDRs, fixed for its life, so literal rules.
+	// A redirected connection leaves the proxy from the pod's netns, so these could be reached
+	// either way; leaving them out keeps the proxy out of paths no mesh service is on (a metadata
+	// service, a range of the node network's).
 	Never []netip.Prefix
 }
 
@@ -81,6 +91,13 @@ func Build(m model.Mesh, pod model.LocalPod, opts Options) Ruleset {
 	for _, prefix := range neverRedirected(opts.Never) {
 		rules = append(rules, Rule{Match: Match{Kind: MatchDaddr, Prefix: prefix}, Verdict: Verdict{Kind: VerdictReturn}})
 	}
+	// The node's addresses, for TCP alone: every redirect after this one is of TCP (DNS's, of
+	// UDP too, came first), so what this rule would return of another protocol leaves anyway.
+	node4, node6 := nodeAddresses(m, opts.Node)
+	sets = append(sets, node4, node6)
+	rules = append(rules,
+		Rule{Match: Match{Kind: MatchDaddrSet, Set: SetNodeAddrs4}, Verdict: Verdict{Kind: VerdictReturn}},
+		Rule{Match: Match{Kind: MatchDaddrSet, Set: SetNodeAddrs6, IPv6: true}, Verdict: Verdict{Kind: VerdictReturn}})
 	if opts.ProxyUID != nil {
 		rules = append(rules, Rule{Match: Match{Kind: MatchOwner, UID: *opts.ProxyUID}, Verdict: Verdict{Kind: VerdictReturn}})
 	}
@@ -142,6 +159,33 @@ func neverRedirected(never []netip.Prefix) []netip.Prefix {
 		return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
 	})
 	return append(out, extra...)
+}
+
+// nodeAddresses are the sets of the node's addresses, IPv4 and IPv6, unsorted: node's valid
+// addresses (IPv4-mapped ones as IPv4) but loopback and link-local ones, which every mode returns
+// already, and any service's VIP (Options.Node).
+func nodeAddresses(m model.Mesh, node []netip.Addr) (v4, v6 Set) {
+	v4, v6 = Set{Name: SetNodeAddrs4, Type: TypeIPv4}, Set{Name: SetNodeAddrs6, Type: TypeIPv6}
+	if len(node) == 0 {
+		return v4, v6
+	}
+	vips := make(map[netip.Addr]bool, len(m.Services))
+	for _, s := range m.Services {
+		if vip, err := netip.ParseAddr(s.VIP); err == nil {
+			vips[vip.Unmap()] = true
+		}
+	}
+	for _, addr := range node {
+		addr = addr.Unmap()
+		switch {
+		case !addr.IsValid() || addr.Zone() != "" || addr.IsLoopback() || addr.IsLinkLocalUnicast() || vips[addr]:
+		case addr.Is4():
+			v4.Elements = append(v4.Elements, Element{Addr: addr})
+		default:
+			v6.Elements = append(v6.Elements, Element{Addr: addr})
+		}
+	}
+	return v4, v6
 }
 
 // meshAddresses are the sets of the mesh's addresses, IPv4 and IPv6, unsorted: every service's VIP

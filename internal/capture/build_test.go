@@ -38,8 +38,8 @@ func TestRulesDoNotDependOnTheMesh(t *testing.T) {
 }
 
 // TestExclusionsInEveryMode: every mode returns the proxy's own sockets (its mark), loopback,
-// link-local, the never-redirected prefixes, the proxy's user (when set) and the excluded ports
-// before its first redirect.
+// link-local, the never-redirected prefixes, the node's addresses (its sets), the proxy's user
+// (when set) and the excluded ports before its first redirect.
 func TestExclusionsInEveryMode(t *testing.T) {
 	m := xdstest.MixedHTTPPrimary()
 	uid := uint32(1337)
@@ -57,7 +57,7 @@ func TestExclusionsInEveryMode(t *testing.T) {
 			}
 			want := []string{"meta mark 0x00000ae7 return", "ip daddr 127.0.0.0/8 return", "ip6 daddr ::1 return",
 				"ip daddr 169.254.0.0/16 return", "ip6 daddr fe80::/10 return", "ip daddr 192.0.2.10 return", "ip6 daddr 2001:db8::10 return",
-				"meta skuid 1337 return", "tcp dport @excluded_ports return"}
+				"meta l4proto tcp ip daddr @node_addrs4 return", "meta l4proto tcp ip6 daddr @node_addrs6 return", "meta skuid 1337 return", "tcp dport @excluded_ports return"}
 			if first < 0 || !slices.Equal(returns, want) {
 				t.Errorf("before the first redirect (rule %d): %q, want %q", first, returns, want)
 			}
@@ -180,20 +180,34 @@ func TestValidate(t *testing.T) {
 	good := func() capture.Ruleset {
 		return capture.Build(m, clientPod(t, m, model.CaptureSurface), capture.Options{})
 	}
+	setIndex := func(r *capture.Ruleset, name string) int {
+		return slices.IndexFunc(r.Sets, func(s capture.Set) bool { return s.Name == name })
+	}
+	surface4 := func(r *capture.Ruleset) *capture.Set { return &r.Sets[setIndex(r, capture.SetSurface4)] }
 	broken := map[string]struct {
 		change func(*capture.Ruleset)
 		want   string
 	}{
-		"a rule naming a set the table lacks": {func(r *capture.Ruleset) { r.Sets = r.Sets[:1] },
+		"a rule naming a set the table lacks": {func(r *capture.Ruleset) {
+			r.Sets = slices.Delete(r.Sets, setIndex(r, capture.SetSurface4), setIndex(r, capture.SetSurface4)+1)
+		},
 			`capture: chain output: rule "ip daddr . tcp dport @surface4 redirect to :18001": it looks up set "surface4", which the table does not have as a set of ipv4_addr . inet_service`},
+		"a rule naming a set of another type": {func(r *capture.Ruleset) { r.Sets[setIndex(r, capture.SetNodeAddrs4)].Type = capture.TypeIPv6 },
+			`capture: chain output: rule "meta l4proto tcp ip daddr @node_addrs4 return": it looks up set "node_addrs4", which the table does not have as a set of ipv4_addr`},
 		"an IPv6 pair in the IPv4 set": {func(r *capture.Ruleset) {
-			r.Sets[1].Elements = append(r.Sets[1].Elements, capture.Element{Addr: netip.MustParseAddr("fd00::1"), Port: 80})
+			surface4(r).Elements = append(surface4(r).Elements, capture.Element{Addr: netip.MustParseAddr("fd00::1"), Port: 80})
 		}, `capture: set surface4 (ipv4_addr . inet_service): element "fd00::1 . 80" is not of its type`},
-		"elements out of order": {func(r *capture.Ruleset) { slices.Reverse(r.Sets[1].Elements) },
+		"an IPv6 address among the node's IPv4 ones": {func(r *capture.Ruleset) {
+			r.Sets[setIndex(r, capture.SetNodeAddrs4)].Elements = []capture.Element{{Addr: netip.MustParseAddr("fd00::1")}}
+		}, `capture: set node_addrs4 (ipv4_addr): element "fd00::1" is not of its type`},
+		"elements out of order": {func(r *capture.Ruleset) { slices.Reverse(surface4(r).Elements) },
 			`capture: set surface4: elements "10.96.0.20 . 18081" and "10.96.0.20 . 8080" are not sorted and unique`},
 		"a rule twice": {func(r *capture.Ruleset) { r.Chains[0].Rules = append(r.Chains[0].Rules, r.Chains[0].Rules[0]) },
 			`capture: chain output: rule "meta mark 0x00000ae7 return" is listed twice`},
-		"a redirect without a port": {func(r *capture.Ruleset) { r.Chains[0].Rules[6].Verdict.Port = 0 },
+		"a redirect without a port": {func(r *capture.Ruleset) {
+			rules := r.Chains[0].Rules
+			rules[slices.IndexFunc(rules, func(r capture.Rule) bool { return r.Verdict.Kind == capture.VerdictRedirect })].Verdict.Port = 0
+		},
 			`capture: chain output: rule "ip daddr . tcp dport @surface4 redirect to :0": verdict "redirect" (port 0) is neither return nor a redirect to a port`},
 		"an unmasked prefix": {func(r *capture.Ruleset) { r.Chains[0].Rules[1].Match.Prefix = netip.MustParsePrefix("127.0.0.1/8") },
 			`capture: chain output: rule "ip daddr 127.0.0.1/8 return": prefix "127.0.0.1/8" is not a masked IPv4 or IPv6 prefix`},
@@ -216,7 +230,7 @@ func TestNeverRedirected(t *testing.T) {
 	m := xdstest.MixedHTTPPrimary()
 	never := []netip.Prefix{
 		netip.MustParsePrefix("203.0.113.77/24"),       // a --capture-never CIDR, unmasked
-		netip.MustParsePrefix("192.0.2.10/32"),         // a node address
+		netip.MustParsePrefix("192.0.2.10/32"),         // a --capture-never address
 		netip.MustParsePrefix("::ffff:192.0.2.10/128"), // the same, IPv4-mapped
 		netip.MustParsePrefix("169.254.0.0/16"),        // link-local again
 		netip.MustParsePrefix("2001:db8::10/128"),
@@ -238,6 +252,52 @@ func TestNeverRedirected(t *testing.T) {
 		if err := r.Validate(); err != nil {
 			t.Errorf("mode %s: %v", mode, err)
 		}
+	}
+}
+
+// TestNodeAddresses: in every mode, Options.Node are the elements of node_addrs4 and
+// node_addrs6, returned before any redirect: IPv4-mapped ones as IPv4, each once, sorted, without
+// loopback and link-local (returned by their prefixes) and without any service's VIP, which stays
+// captured (a VIP on the node's kube-ipvs0 is the service's, not the node's). Other node
+// addresses change set elements only, never a rule.
+func TestNodeAddresses(t *testing.T) {
+	m := dualStack(xdstest.MixedHTTPPrimary()) // payments fd00:10:96::10, frontend 10.96.0.20
+	node := []netip.Addr{
+		netip.MustParseAddr("192.0.2.7"),
+		netip.MustParseAddr("::ffff:192.0.2.7"), // the same, IPv4-mapped
+		netip.MustParseAddr("10.244.1.1"),
+		netip.MustParseAddr("2001:db8::7"),
+		netip.MustParseAddr("127.0.0.1"),
+		netip.MustParseAddr("fe80::1"),
+		netip.MustParseAddr("10.96.0.20"),     // frontend's VIP, as kube-ipvs0 holds it
+		netip.MustParseAddr("fd00:10:96::10"), // payments'
+		{},
+	}
+	for _, mode := range model.CaptureModes {
+		t.Run(string(mode), func(t *testing.T) {
+			r := capture.Build(m, clientPod(t, m, mode), capture.Options{Node: node})
+			if err := r.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range map[string]string{capture.SetNodeAddrs4: "10.244.1.1 192.0.2.7", capture.SetNodeAddrs6: "2001:db8::7"} {
+				if set, _ := r.Set(name); elements(set) != want {
+					t.Errorf("set %s holds %q, want %q", name, elements(set), want)
+				}
+			}
+			for dst, redirected := range map[string]bool{
+				"192.0.2.7:18082": false, "[2001:db8::7]:18082": false, "10.244.1.1:80": false,
+				"10.96.0.20:18081": true, "[fd00:10:96::10]:18082": true,
+			} {
+				d := r.Evaluate(capture.Connection{Proto: capture.ProtoTCP, Dst: netip.MustParseAddrPort(dst)})
+				if d.Redirected() != redirected {
+					t.Errorf("Evaluate(%s): redirected %v (rule %v), want %v", dst, d.Redirected(), d.Rule, redirected)
+				}
+			}
+			other := capture.Build(m, clientPod(t, m, mode), capture.Options{Node: []netip.Addr{netip.MustParseAddr("198.51.100.1")}})
+			if !reflect.DeepEqual(r.Chains, other.Chains) {
+				t.Errorf("other node addresses changed the rules:\n%s\n%s", r, other)
+			}
+		})
 	}
 }
 

@@ -13,10 +13,12 @@
 //
 // each redirected to the proxy's capture port 18001 on the loopback address of the connection's
 // family, 127.0.0.1 or [::1] (a redirect keeps the family; the proxy reads SO_ORIGINAL_DST),
-// and in every mode none of: loopback destinations, the proxy's own user's sockets (an option,
-// off by default: see Options.ProxyUID), the proxy's own ports and the pod's
-// aether.io/exclude-outbound-ports (set excluded_ports). A mode's rules never depend on the
-// mesh: a service that comes or goes changes set elements only.
+// and in every mode none of: loopback and link-local destinations, the node's own addresses (sets
+// node_addrs4 and node_addrs6, which never hold a mesh VIP: see Options.Node), the agent's
+// --capture-never CIDRs, the proxy's own user's sockets (an option, off by default: see
+// Options.ProxyUID), the proxy's own ports and the pod's aether.io/exclude-outbound-ports (set
+// excluded_ports). A mode's rules never depend on the mesh or on the node's addresses: a
+// service that comes or goes, or a node address, changes set elements only.
 //
 // A pod with mesh DNS (model.LocalPod.MeshDNS), in every mode, also has its DNS queries, UDP and
 // TCP to port 53 of any address, redirected to the mesh DNS on port 18054 (internal/meshdns):

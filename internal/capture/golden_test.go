@@ -50,8 +50,8 @@ func clientPod(t testing.TB, m model.Mesh, mode model.CaptureMode) model.LocalPo
 }
 
 // goldenCases are every xdstest scenario (the client in its own mode: surface, or scoped in the
-// scoped scenario), each mode on the mixed mesh, without and with mesh DNS, the exclusions, and a
-// mesh with an IPv6 VIP.
+// scoped scenario), each mode on the mixed mesh, without and with mesh DNS, the exclusions, the
+// node's addresses, and a mesh with an IPv6 VIP.
 func goldenCases(t testing.TB) map[string]goldenCase {
 	cases := map[string]goldenCase{}
 	for name, m := range xdstest.All() {
@@ -69,6 +69,9 @@ func goldenCases(t testing.TB) map[string]goldenCase {
 	uid := uint32(1337)
 	never := []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32"), netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("2001:db8::10/128")}
 	cases["exclusions"] = goldenCase{mesh: mixed, pod: excluding, opts: capture.Options{ProxyUID: &uid, Never: never}}
+	node := []netip.Addr{netip.MustParseAddr("10.244.1.1"), netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("2001:db8::7"),
+		netip.MustParseAddr("10.96.0.10")} // the last is payments' VIP, as kube-ipvs0 holds it: left out
+	cases["node-addresses"] = goldenCase{mesh: mixed, pod: clientPod(t, mixed, model.CaptureSurface), opts: capture.Options{Node: node}}
 	cases["dual-stack"] = goldenCase{mesh: dualStack(mixed), pod: clientPod(t, mixed, model.CaptureSurface)}
 	cases["dual-stack-all"] = goldenCase{mesh: dualStack(mixed), pod: clientPod(t, mixed, model.CaptureAll)}
 	return cases

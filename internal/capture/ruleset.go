@@ -39,6 +39,11 @@ const (
 	SetMeshAddrs4 = "mesh_addrs4"
 	// SetMeshAddrs6 holds the mesh's IPv6 addresses.
 	SetMeshAddrs6 = "mesh_addrs6"
+	// SetNodeAddrs4 and SetNodeAddrs6 hold the node's own addresses, by family, which no mode
+	// redirects (Options.Node): a set, so that the agent follows the node's addresses as they
+	// change by moving elements, never by rewriting a rule.
+	SetNodeAddrs4 = "node_addrs4"
+	SetNodeAddrs6 = "node_addrs6"
 )
 
 // Ruleset is the table inet aether of one pod's network namespace, as data: its sets sorted by

@@ -106,16 +106,18 @@ func TestModes(t *testing.T) {
 
 // TestNeverProxiedFromTheNode: in every mode, from a pod's namespace joined to a "node" namespace
 // by a veth pair, a dial to a cloud metadata address (link-local), to the node's own address (as
-// the agent passes it in Options.Never) and to an address of no service leaves the pod directly:
-// the node's server sees the pod's address as its peer, on a mesh port too. A dial of a mesh VIP
-// is still captured; and the same dial from a socket carrying the proxy's mark (as the proxy's
-// upstream connections opened in the pod's namespace do) is not captured again.
+// the agent passes it in Options.Node), to a --capture-never address (Options.Never) and to an
+// address of no service leaves the pod directly: the node's server sees the pod's address as its
+// peer, on a mesh port too. A dial of a mesh VIP is still captured, though the node holds it and
+// it is among the node's addresses given (as kube-proxy's IPVS mode holds every ClusterIP on the
+// node); and the same dial from a socket carrying the proxy's mark (as the proxy's upstream
+// connections opened in the pod's namespace do) is not captured again.
 func TestNeverProxiedFromTheNode(t *testing.T) {
 	const (
 		podAddr  = "10.244.1.5"
 		nodeAddr = "10.244.1.1" // the node's end of the pod's link, and one of its addresses
 		metadata = "169.254.169.254"
-		hostAddr = "192.0.2.1" // another address of the node's
+		hostAddr = "192.0.2.1" // another address of the node's network, in --capture-never
 		outside  = "198.51.100.7"
 	)
 	m := xdstest.MixedHTTPPrimary()
@@ -131,8 +133,9 @@ func TestNeverProxiedFromTheNode(t *testing.T) {
 					return "peer " + c.RemoteAddr().(*net.TCPAddr).IP.String()
 				})
 			}
-			never := []netip.Prefix{netip.MustParsePrefix(nodeAddr + "/32"), netip.MustParsePrefix(hostAddr + "/32")}
-			rs := capture.Build(m, clientPod(t, m, mode, pod), capture.Options{Never: never})
+			nodeAddrs := []netip.Addr{netip.MustParseAddr(nodeAddr), netip.MustParseAddr(paymentsVIP)}
+			never := []netip.Prefix{netip.MustParsePrefix(hostAddr + "/32")}
+			rs := capture.Build(m, clientPod(t, m, mode, pod), capture.Options{Node: nodeAddrs, Never: never})
 			sync(t, apply.New(), pod, rs)
 			// Ruleset.Evaluate says what the kernel did with each dial.
 			evaluate := func(address string, mark uint32, redirected bool) {

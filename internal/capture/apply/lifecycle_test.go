@@ -6,6 +6,7 @@ package apply_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -84,6 +85,47 @@ func TestServiceChangesElementsOnly(t *testing.T) {
 	}
 	if got, want := ns.Dial(ledgerVIP+":7000"), nstest.Direct+" "+ledgerVIP+":7000"; got != want {
 		t.Errorf("dial ledger:7000 after it is gone: %q, want %q", got, want)
+	}
+}
+
+// TestNodeAddressChangesElementsOnly: the node's addresses changing is one batch of node_addrs4
+// elements and no rule change (nft lists the same rule handles before and after: the table is
+// never without its rules). In mode all, ledger's pod address 10.244.2.30 is captured; once the
+// node has it too (a meshed pod on the host network of its own node), it is returned, and
+// captured again once the node no longer has it.
+func TestNodeAddressChangesElementsOnly(t *testing.T) {
+	const podAddr = "10.244.2.30" // ledgerEndpoint's
+	ns := nstest.New(t, podAddr)
+	ns.Serve(t, 7000)
+	m := withLedger(xdstest.MixedHTTPPrimary())
+	pod := clientPod(t, m, model.CaptureAll, ns)
+	a := apply.New()
+	nodeAddr := netip.MustParseAddr("10.244.1.1")
+	sync(t, a, ns, capture.Build(m, pod, capture.Options{Node: []netip.Addr{nodeAddr}}))
+	handles := ns.RuleHandles(t)
+	address := podAddr + ":7000"
+	if got, want := ns.Dial(address), nstest.Captured+" "+address; got != want {
+		t.Fatalf("dial %s, a mesh address: %q, want %q", address, got, want)
+	}
+	for _, step := range []struct {
+		name  string
+		node  []netip.Addr
+		stats apply.Stats
+		dial  string
+	}{
+		{"the node has the address too", []netip.Addr{nodeAddr, netip.MustParseAddr(podAddr)}, apply.Stats{ElementsAdded: 1}, nstest.Direct + " " + address},
+		{"the node no longer has it", []netip.Addr{nodeAddr}, apply.Stats{ElementsDeleted: 1}, nstest.Captured + " " + address},
+	} {
+		rep := sync(t, a, ns, capture.Build(m, pod, capture.Options{Node: step.node}))
+		if rep.Batches != 1 || rep.Stats != step.stats || rep.Read {
+			t.Errorf("%s: %+v, want one batch of %+v, no read", step.name, rep, step.stats)
+		}
+		if got := ns.RuleHandles(t); !slices.Equal(got, handles) {
+			t.Errorf("%s: rule handles %v, want %v unchanged", step.name, got, handles)
+		}
+		if got := ns.Dial(address); got != step.dial {
+			t.Errorf("%s: dial %s: %q, want %q", step.name, address, got, step.dial)
+		}
 	}
 }
 

@@ -4,9 +4,11 @@
 package apply_test
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,10 +23,22 @@ import (
 // commentRE is the comment the applier gives each rule (its text, its identity).
 var commentRE = regexp.MustCompile(` comment "[^"]*"`)
 
-// listing is nft's own rendering of ns's table, the applier's comments dropped.
+// listing is nft's own rendering of ns's table, the applier's comments dropped, its sets and
+// chains sorted: nft lists them in the order they were made, which a table changed over time
+// (a set added by a later batch) does not share with one loaded whole.
 func listing(t testing.TB, ns *nstest.NS) string {
 	t.Helper()
-	return commentRE.ReplaceAllString(ns.Nft(t, "list", "table", "inet", "aether"), "")
+	text := commentRE.ReplaceAllString(ns.Nft(t, "list", "table", "inet", "aether"), "")
+	head, body, ok := strings.Cut(text, "\n")
+	if !ok {
+		return text
+	}
+	blocks := strings.Split(strings.TrimSuffix(strings.TrimRight(body, "\n"), "}"), "\n\n")
+	for i := range blocks {
+		blocks[i] = strings.TrimRight(blocks[i], "\n")
+	}
+	slices.Sort(blocks)
+	return head + "\n" + strings.Join(blocks, "\n\n") + "\n}\n"
 }
 
 // loadText loads a ruleset's text into ns with nft -f: what nft makes of the same words.
@@ -51,7 +65,8 @@ func TestAgreesWithNft(t *testing.T) {
 			viaNetlink, viaNft := nstest.New(t), nstest.New(t)
 			pod := clientPod(t, m, mode, viaNetlink)
 			pod.ExcludeOutboundPorts = []int32{5432, 6379}
-			want := capture.Build(dualStack(m), pod, capture.Options{ProxyUID: &uid})
+			node := []netip.Addr{netip.MustParseAddr("10.244.1.1"), netip.MustParseAddr("2001:db8::7")}
+			want := capture.Build(dualStack(m), pod, capture.Options{ProxyUID: &uid, Node: node})
 			sync(t, apply.New(), viaNetlink, want)
 			loadText(t, viaNft, want.String())
 			if a, b := listing(t, viaNetlink), listing(t, viaNft); a != b {

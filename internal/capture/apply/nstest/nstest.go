@@ -104,6 +104,31 @@ func (ns *NS) Link(t testing.TB, peer *NS, local, remote string) {
 	ip(t, "-n", ns.Name, "route", "add", "default", "via", remote)
 }
 
+// IP runs the ip tool on the namespace (ip -n <name> args...), failing t on an error.
+func (ns *NS) IP(t testing.TB, args ...string) {
+	t.Helper()
+	ip(t, append([]string{"-n", ns.Name}, args...)...)
+}
+
+// IPVSInterface gives the namespace kube-proxy's IPVS interface, kube-ipvs0, holding addrs (/32
+// or /128 each; the interface down, as kube-proxy keeps it). kube-proxy makes it a dummy; on a
+// kernel without the dummy driver (some test machines' have none) it is an ifb of that name.
+func (ns *NS) IPVSInterface(t testing.TB, addrs ...string) {
+	t.Helper()
+	const name = "kube-ipvs0"
+	if out, err := exec.Command("ip", "-n", ns.Name, "link", "add", name, "type", "dummy").CombinedOutput(); err != nil {
+		t.Logf("no dummy interface here (%s): %s is an ifb", strings.TrimSpace(string(out)), name)
+		ns.IP(t, "link", "add", name, "type", "ifb")
+	}
+	for _, a := range addrs {
+		prefix := "/32"
+		if strings.Contains(a, ":") {
+			prefix = "/128"
+		}
+		ns.IP(t, "addr", "add", a+prefix, "dev", name)
+	}
+}
+
 // Nft runs the nft command line tool in the namespace (tests only; the applier never does).
 func (ns *NS) Nft(t testing.TB, args ...string) string {
 	t.Helper()
@@ -111,6 +136,21 @@ func (ns *NS) Nft(t testing.TB, args ...string) string {
 		t.Fatalf("nft is not installed (apt-get install nftables; .ci/run installs it): %v", err)
 	}
 	return ip(t, append([]string{"netns", "exec", ns.Name, "nft"}, args...)...)
+}
+
+// elementRE is one element of a set of addresses, as nft lists it.
+var elementRE = regexp.MustCompile(`[0-9a-f.:]*[0-9a-f]`)
+
+// SetElements are the elements of set name of the namespace's table inet aether, a set of
+// addresses, as nft lists them: what the kernel holds.
+func (ns *NS) SetElements(t testing.TB, name string) []string {
+	t.Helper()
+	_, elements, ok := strings.Cut(ns.Nft(t, "list", "set", "inet", "aether", name), "elements = {")
+	if !ok {
+		return nil
+	}
+	elements, _, _ = strings.Cut(elements, "}")
+	return elementRE.FindAllString(elements, -1)
 }
 
 var handleRE = regexp.MustCompile(`# handle (\d+)`)
