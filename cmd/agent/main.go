@@ -88,6 +88,8 @@ func main() {
 	var cniOpts cniFlags
 	cniOpts.bind(flag.CommandLine, "", "/host/opt/cni/bin")
 	flag.IntVar(&health.SuccessThreshold, "health-success-threshold", health.SuccessThreshold, "Consecutive successful probes that make an endpoint Healthy.")
+	nodeEnvoyPods := flag.String("node-envoy-pods", defaultNodeEnvoyPods, "The label selector of the node Envoy's pods (config/envoy's DaemonSet): the node's xDS socket (--xds-address: ADS, every local pod's private key by SDS, the access log) serves a process of a pod of this node in the agent's own namespace (POD_NAMESPACE) whose labels it selects, learned from the connection (the caller's cgroup names its pod: the agent must run in the host's PID namespace), and refuses every other caller (PermissionDenied, counted in aether_agent_xds_node_refused_total). Empty: no pod.")
+	nodeEnvoyHost := flag.Bool("node-envoy-host", false, "Serve on the node's xDS socket, besides --node-envoy-pods, the node's own processes (in no pod's cgroup): an Envoy run on the node by hand or by a service manager, for a development node. A tcp --xds-address needs it, as its connections carry no peer credentials: it then serves whoever reaches the port.")
 	proxylessAddress := flag.String("proxyless-xds-address", "", "Where the agent serves proxyless gRPC clients (pods annotated "+portspec.AnnotationProxyless+": \""+portspec.ProxylessGRPC+"\", which mount its directory): a unix socket, its directory created 0755 and the socket 0666, serving proxyless node IDs only, each stream the node ID of its caller's pod only (learned from the connection: the agent must run in the host's PID namespace); "+proxyless.DefaultNodeAddress+" in config/agent. Empty: none. Needs --xds-address.")
 	spireAdminSocket := flag.String("spire-admin-socket", "", "Path of the SPIRE agent's admin socket, its Delegated Identity API (this agent must be one of its authorized_delegates): the agent fetches from it the X.509 SVIDs of the identities its node's meshed pods hold, and the trust bundle of --mesh-domain, and serves them to the node's Envoy by SDS. "+workloadidentity.NodeAdminSocketDir+"/"+workloadidentity.AdminSocketName+" with config/spire. Empty: no SVIDs are served (the TLS contexts' secrets stay absent). Needs --xds-address.")
 	udsCSI := flag.Bool("uds-csi", true, "Deliver the inbound of a pod that serves on a Unix socket ("+portspec.AnnotationUDSSocket+", or an EndpointPolicy of a Service selecting it) to that socket, in its csi.aether.io volume, and read the EndpointPolicies (the chart's udsCsi.enabled). false: no policy is read, and a pod that declares a socket keeps TCP delivery, counted in aether_agent_uds_resolve_failures_total{reason=\"disabled\"}.")
@@ -133,7 +135,8 @@ func main() {
 	xdsAddr, proxylessAddr, err := parseXDSAddresses(*xdsAddress, *proxylessAddress)
 	identities, identityErr := identitySource(*spireAdminSocket, *xdsAddress, meshDomain, issuer)
 	debug, debugErr := listenDebug(*debugAddr, *xdsAddress != "")
-	if err = errors.Join(err, identityErr, debugErr); err != nil {
+	envoyCallers, envoyErr := nodeEnvoy(*nodeEnvoyPods, *nodeEnvoyHost, os.Getenv("POD_NAMESPACE"), xdsAddr)
+	if err = errors.Join(err, identityErr, debugErr, envoyErr); err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
 	}
@@ -226,7 +229,7 @@ func main() {
 			os.Exit(1)
 		}
 		accessLog := accesslog.New(accesslog.Options{NodeID: nodeName, Log: ctrl.Log.WithName("access-log"), Lines: *accessLogLines})
-		serverOptions := xdsserver.Options{Listener: listener, Log: ctrl.Log.WithName("xds-server"), AccessLog: accessLog}
+		serverOptions := xdsserver.Options{Listener: listener, NodeEnvoy: envoyCallers, Log: ctrl.Log.WithName("xds-server"), AccessLog: accessLog}
 		if serverOptions.ProxylessListener, err = listenForPods(proxylessAddr); err != nil {
 			log.Error(err, "Failed to listen for proxyless gRPC clients", "address", proxylessAddr.String())
 			os.Exit(1)
@@ -249,7 +252,7 @@ func main() {
 
 	announceIssuer(log, issuer)
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
-		"xdsAddress", *xdsAddress, "proxylessXDSAddress", *proxylessAddress, "upstreams", upstreams, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
+		"xdsAddress", *xdsAddress, "nodeEnvoy", envoyCallers.String(), "proxylessXDSAddress", *proxylessAddress, "upstreams", upstreams, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
 		"netnsDrainTail", *drainTail,
 		"debugBindAddress", *debugAddr, "cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())

@@ -33,15 +33,18 @@ envoy_repository=${envoy_image%:*} envoy_tag=${envoy_image##*:}
 # - it has no cluster DNS, so the SPIRE agent finds its server by the Service's address, which
 #   the kubelet gives each pod created after the Service (SPIRE_SERVER_SERVICE_HOST; kustomize
 #   applies Services before DaemonSets), instead of spire-server.spire-system.svc.
-# Everything else (the init container that chains aether-cni into the node's conflist, the
-# agent's socket under /var/run/aether/cni, the pods' namespaces under /var/run/netns, SPIRE's
+# And one thing the specs need: they read the agent's configuration over its xDS socket as the
+# node's Envoy (xdstest), from a process of the node itself, in no pod, which the agent serves
+# there only with --node-envoy-host=true (besides the node Envoy's pods, which it serves as
+# deployed). Everything else (the init container that chains aether-cni into the node's conflist,
+# the agent's socket under /var/run/aether/cni, the pods' namespaces under /var/run/netns, SPIRE's
 # sockets under /run/spire) is what users deploy.
 overlay=$STATE/deploy
 mkdir -p "$overlay"
 cat >"$overlay/kustomization.yaml" <<YAML
 # Written by hack/cluster/deploy.sh: config/base, config/envoy, config/spire and config/csi, with the
-# local Envoy image, the node's CNI dirs under $STATE/cni and the SPIRE server's address from the
-# Service's environment.
+# local Envoy image, the node's CNI dirs under $STATE/cni, the SPIRE server's address from the
+# Service's environment, and the agent's xDS socket serving the node's own processes (the specs').
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
@@ -73,6 +76,11 @@ patches:
             hostPath: {path: $STATE/cni/bin, type: Directory}
           - name: cni-conf
             hostPath: {path: $STATE/cni/net.d, type: Directory}
+- target: {kind: DaemonSet, labelSelector: app.kubernetes.io/name=aether-agent}
+  patch: |-
+    - op: add
+      path: /spec/template/spec/containers/0/args/-
+      value: --node-envoy-host=true
 YAML
 # The Gateway API's standard-channel CRDs, from the sigs.k8s.io/gateway-api module go.mod pins
 # (the CRDs only, as internal/testenv installs them), before the manager starts: it sets up its
@@ -105,7 +113,7 @@ helm)
   # Helm, like every client, runs inside the node's network namespace.
   HELM=$HELM HELM_ARGS="--kubeconfig $P/admin.kubeconfig" nsenter --net="/run/netns/${AETHER_NETNS:-aether-node}" \
     hack/install/install.sh helm --set envoy.image.repository="$envoy_repository" --set envoy.image.tag="$envoy_tag" \
-    --set agent.cni.binDir="$STATE/cni/bin" --set agent.cni.confDir="$STATE/cni/net.d" >/dev/null
+    --set agent.cni.binDir="$STATE/cni/bin" --set agent.cni.confDir="$STATE/cni/net.d" --set 'agent.extraArgs={--node-envoy-host=true}' >/dev/null
   # The kustomize overlay's one patch a chart value does not cover: no cluster DNS here.
   $K -n spire-system patch daemonset spire-agent --type=json \
     -p '[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"-serverAddress=$(SPIRE_SERVER_SERVICE_HOST)"}]' >/dev/null

@@ -113,8 +113,10 @@ func run(kubeconfigOut string, xdsPort int) error {
 	// The CNI hand-over's socket (and its netns registry) in the local directory, not the host's
 	// /var/run/aether/cni: no runtime calls the plugin here, but a person may, by hand.
 	cniSocket := filepath.Join(dir, "cni", "cni.sock")
+	// A loopback TCP port carries no peer credentials: the agent serves it only when told to
+	// serve the node's own processes, and then whoever reaches the port (a development node).
 	nodeAgent, err := startBinary(ctx, "agent", env.Kubeconfig, dir, "--node-name="+localNode,
-		"--xds-address="+xdsAddress, "--netns-path-template="+localNetNSTemplate, "--cni-socket="+cniSocket)
+		"--xds-address="+xdsAddress, "--node-envoy-host=true", "--netns-path-template="+localNetNSTemplate, "--cni-socket="+cniSocket)
 	if err != nil {
 		return err
 	}

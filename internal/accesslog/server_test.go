@@ -72,7 +72,8 @@ func serve(t *testing.T) *serving {
 	if err != nil {
 		t.Fatal(err)
 	}
-	xdsServer := xdsserver.New(xdsserver.Options{Listener: listener, Log: lines.Logger(0).WithName("xds"), AccessLog: server})
+	// The test process streams as the node's Envoy: a process of the node, in no pod.
+	xdsServer := xdsserver.New(xdsserver.Options{Listener: listener, NodeEnvoy: xdsserver.NodeEnvoy{Host: true}, Log: lines.Logger(0).WithName("xds"), AccessLog: server})
 	testrun.UntilCleanup(t, "the xDS server", xdsServer.Start)
 	conn, err := accesslogtest.Dial(xdsServer.Address())
 	if err != nil {

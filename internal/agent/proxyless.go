@@ -29,9 +29,10 @@ import (
 //
 // The server learns each client's pod from its connection (the pod UID of the calling process,
 // internal/xdsserver's peer.go) and asks the publisher which pod of this node has that UID
-// (proxylessPodNodeID): a client may announce that pod's node ID only.
+// (callerPod): a client may announce that pod's node ID only. The node's socket asks the same,
+// and serves the node Envoy's pods only (xdsserver.NodeEnvoy).
 
-// podUIDField indexes the cache's pods by UID, for proxylessPodNodeID.
+// podUIDField indexes the cache's pods by UID, for callerPod.
 const podUIDField = "metadata.uid"
 
 // indexPodUIDs adds podUIDField to the cache's pods.
@@ -41,20 +42,20 @@ func indexPodUIDs(ctx context.Context, indexer client.FieldIndexer) error {
 	})
 }
 
-// proxylessPodNodeID is the node ID of this node's pod with UID uid, "" when the cache holds
-// none (xdsserver.PodNodeIDs).
-func (p *publisher) proxylessPodNodeID(ctx context.Context, uid string) (string, error) {
+// callerPod is this node's pod with UID uid; ok is false when the cache holds none
+// (xdsserver.NodePods).
+func (p *publisher) callerPod(ctx context.Context, uid string) (pod xdsserver.Pod, ok bool, err error) {
 	var pods corev1.PodList
 	if err := p.cache.List(ctx, &pods, client.MatchingFields{podUIDField: uid}); err != nil {
-		return "", fmt.Errorf("listing the pods of node %s by UID: %w", p.node, err)
+		return xdsserver.Pod{}, false, fmt.Errorf("listing the pods of node %s by UID: %w", p.node, err)
 	}
-	for _, pod := range pods.Items {
+	for _, found := range pods.Items {
 		// Explicit, whatever the cache's field selector holds.
-		if pod.Spec.NodeName == p.node {
-			return proxyless.NodeID(pod.Namespace, pod.Name), nil
+		if found.Spec.NodeName == p.node {
+			return xdsserver.Pod{Namespace: found.Namespace, Name: found.Name, Labels: found.Labels}, true, nil
 		}
 	}
-	return "", nil
+	return xdsserver.Pod{}, false, nil
 }
 
 // publishProxyless renders m for every connected proxyless client and publishes it. Clients of one

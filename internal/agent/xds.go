@@ -159,9 +159,9 @@ func newPublisher(c cache.Cache, cl client.Client, log logr.Logger, o Options) *
 		p.capture = newCapturer(*opts.Capture, p)
 	}
 	// A proxyless gRPC client connecting or going is a reason to rebuild (proxyless.go); the
-	// server reads its callers' pods from this node's (proxylessPodNodeID).
+	// server reads its callers' pods, on both sockets, from this node's (callerPod).
 	opts.Server.OnProxylessChange(p.poke)
-	opts.Server.ResolvePodsWith(p.proxylessPodNodeID)
+	opts.Server.ResolvePodsWith(p.callerPod)
 	if opts.Upstreams.OnDemand() {
 		p.demands = opts.Demands
 		if p.demands == nil {

@@ -5,7 +5,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,6 +33,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
+	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 	"github.com/aether-mesh/aether-operator/internal/testlog"
 	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
@@ -62,22 +63,34 @@ type xdsAgent struct {
 	clock *clocktesting.FakeClock
 }
 
-// actingPod is the pod UID the proxyless socket reads for every process of the test (the test
-// and the clients it starts): the seam at the one step a test cannot make real for several pods
-// at once, a process's pod (internal/xdsserver's TestProxylessCallerFromItsCgroup reads real
-// processes in real cgroups). What the agent does with the UID (which pod of its node it is, and
-// whether the announced node ID is that pod's) is real.
+// actingPod is the pod UID the agent's sockets read for every process of the test (the test and
+// the clients it starts): the seam at the one step a test cannot make real for several pods at
+// once, a process's pod (internal/xdsserver's TestProxylessCallerFromItsCgroup and
+// TestNodeSocketServesOnlyTheNodeEnvoy read real processes in real cgroups). What the agent does
+// with the UID (which pod of its node it is, whether the announced node ID is that pod's, whether
+// it is the node Envoy's) is real. Until the test acts as a pod its processes are the node's own,
+// which the node's socket serves (testNodeEnvoy).
 type actingPod struct{ uid atomic.Pointer[string] }
 
 func (a *actingPod) podOf(int32) (string, error) {
 	if uid := a.uid.Load(); uid != nil {
 		return *uid, nil
 	}
-	return "", errors.New("the test acts as no pod yet")
+	return "", fmt.Errorf("the test acts as no pod yet: %w", proxyless.ErrNoPod)
 }
 
-// actAs makes the test's processes, from their next connection to the proxyless socket, processes
-// of pod.
+// testNodeEnvoy are the callers an agent of the tests serves on its node's socket: the node's own
+// processes (the test's, acting as no pod), and the pods of namespace ns labelled as the node
+// Envoy's DaemonSet labels its pods (config/envoy).
+func testNodeEnvoy(ns string) xdsserver.NodeEnvoy {
+	return xdsserver.NodeEnvoy{Host: true, Namespace: ns, Pods: labels.SelectorFromSet(labels.Set{testEnvoyLabel: testEnvoyLabelValue})}
+}
+
+// The node Envoy's pods' label, config/envoy's.
+const testEnvoyLabel, testEnvoyLabelValue = "app.kubernetes.io/name", "aether-envoy"
+
+// actAs makes the test's processes, from their next connection to either socket, processes of
+// pod.
 func (a *xdsAgent) actAs(pod *corev1.Pod) {
 	uid := string(pod.UID)
 	a.caller.uid.Store(&uid)
@@ -91,10 +104,10 @@ func startXDSAgent(t *testing.T, ns string, configure ...func(*XDSOptions)) *xds
 }
 
 // startXDSAgentServing is startXDSAgent, serving proxyless gRPC clients too on a second socket
-// when proxyless.
-func startXDSAgentServing(t *testing.T, ns string, proxyless bool, configure ...func(*XDSOptions)) *xdsAgent {
+// when serveProxyless.
+func startXDSAgentServing(t *testing.T, ns string, serveProxyless bool, configure ...func(*XDSOptions)) *xdsAgent {
 	t.Helper()
-	return startXDSAgentWith(t, ns, proxyless, func(o *Options) {
+	return startXDSAgentWith(t, ns, serveProxyless, func(o *Options) {
 		for _, c := range configure {
 			c(o.XDS)
 		}
@@ -103,7 +116,7 @@ func startXDSAgentServing(t *testing.T, ns string, proxyless bool, configure ...
 
 // startXDSAgentWith is startXDSAgentServing with change making any change to the agent's options
 // first (CNI hand-over, say).
-func startXDSAgentWith(t *testing.T, ns string, proxyless bool, change func(*Options)) *xdsAgent {
+func startXDSAgentWith(t *testing.T, ns string, serveProxyless bool, change func(*Options)) *xdsAgent {
 	t.Helper()
 	node := "node-" + ns
 	if _, err := createNode(node)(env); err != nil {
@@ -125,9 +138,9 @@ func startXDSAgentWith(t *testing.T, ns string, proxyless bool, change func(*Opt
 	// The access-log server as the agent binary wires it: on the xDS server, told every build's
 	// mesh, counting on the agent's registry.
 	accessLog := accesslog.New(accesslog.Options{NodeID: node, Log: serverLogs.Logger(0).WithName("access-log-" + ns), Lines: true})
-	serverOptions := xdsserver.Options{Listener: listen("xds.sock"), PodOfProcess: caller.podOf,
+	serverOptions := xdsserver.Options{Listener: listen("xds.sock"), PodOfProcess: caller.podOf, NodeEnvoy: testNodeEnvoy(ns),
 		Log: serverLogs.Logger(1).WithName("xds-" + ns), AccessLog: accessLog}
-	if proxyless {
+	if serveProxyless {
 		serverOptions.ProxylessListener = listen("proxyless/xds.sock")
 	}
 	view, err := NewView(env.Config, env.Scheme)

@@ -136,6 +136,13 @@ type Options struct {
 	// A test whose Envoy connects to pod addresses runs it in a namespace it created, never in the
 	// host's.
 	Netns *nstest.NS
+	// CgroupFD, when above 0, is the cgroup (an open directory) Envoy's process starts in: a
+	// pod's, as the kubelet makes it (cgrouptest.Pod), so that the agent's xDS server reads Envoy
+	// as a process of that pod, as it reads the node Envoy's DaemonSet's.
+	CgroupFD int
+	// Unready makes Start return once the admin endpoint answers at all, ready or not: for an
+	// Envoy the test expects never to be served its configuration.
+	Unready bool
 }
 
 // Start runs Envoy with bootstrap (YAML) whose admin endpoint is admin, and waits until its
@@ -168,7 +175,7 @@ func Start(t testing.TB, bootstrap []byte, admin string, o Options) *Envoy {
 	var stderr bytes.Buffer
 	e.cmd.Stdout, e.cmd.Stderr = &stderr, &stderr
 	// Its own process group: a test's ^C or timeout does not leave it running behind the test.
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, UseCgroupFD: o.CgroupFD > 0, CgroupFD: o.CgroupFD}
 	if err := e.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", bin, err)
 	}
@@ -180,8 +187,8 @@ func Start(t testing.TB, bootstrap []byte, admin string, o Options) *Envoy {
 		}
 	})
 	e.WaitFor(t, 30*time.Second, "its admin endpoint answers", func() (bool, string) {
-		_, err := e.Get("/ready")
-		if err != nil {
+		body, err := e.Get("/ready")
+		if err != nil && (!o.Unready || body == nil) { // a body: it answered, not ready
 			return false, err.Error()
 		}
 		return true, ""

@@ -9,6 +9,10 @@ import (
 	"strings"
 )
 
+// ErrNoPod says a process runs in no pod's cgroup: a process of the node itself (its services, a
+// shell), not of a container the kubelet started.
+var ErrNoPod = errors.New("it runs in no pod's cgroup (no path segment pod<uid>): not a pod's process")
+
 // PodUIDFromCgroup is the UID of the pod whose cgroup holds a process, read from the process's
 // /proc/<pid>/cgroup (its content, one "<hierarchy>:<controllers>:<path>" line per hierarchy).
 //
@@ -20,7 +24,7 @@ import (
 // Guaranteed pods have no <qos> level. The path may be relative to the reader's cgroup namespace
 // ("/../../kubepods-...", cgroup v2 with a private namespace): only its segments count. cgroup v1
 // lists one line per hierarchy, v2 one; every line that names a pod must name the same one. A
-// process in no pod's cgroup (the node's own) is an error: the caller is no pod.
+// process in no pod's cgroup (the node's own) is ErrNoPod: the caller is no pod.
 func PodUIDFromCgroup(content string) (string, error) {
 	uid := ""
 	for line := range strings.Lines(content) {
@@ -40,7 +44,7 @@ func PodUIDFromCgroup(content string) (string, error) {
 		}
 	}
 	if uid == "" {
-		return "", errors.New("it runs in no pod's cgroup (no path segment pod<uid>): not a pod's process")
+		return "", ErrNoPod
 	}
 	return uid, nil
 }

@@ -19,7 +19,7 @@ import (
 // and not on the proxyless socket every pod reaches: no pod can log as the node's Envoy.
 func TestAccessLogOnTheEnvoySocketOnly(t *testing.T) {
 	logs := accesslog.New(accesslog.Options{NodeID: "node-a", Log: logr.Discard(), Registerer: prometheus.NewRegistry()})
-	s := startOnBothSockets(t, Options{PodOfProcess: thisProcessIs(testPodUID), Log: logr.Discard(), AccessLog: logs}, testPods, nil)
+	s := startOnBothSockets(t, Options{PodOfProcess: thisProcessIs(testPodUID), NodeEnvoy: testNodeEnvoy, Log: logr.Discard(), AccessLog: logs}, testPods, nil)
 	for address, want := range map[string]codes.Code{s.Address(): codes.OK, s.ProxylessAddress(): codes.Unimplemented} {
 		conn, err := accesslogtest.Dial(address)
 		if err != nil {

@@ -4,14 +4,13 @@
 package xdsserver
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,12 +18,15 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/aether-mesh/aether-operator/internal/cgrouptest"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 	"github.com/aether-mesh/aether-operator/internal/xdsserver/xdstest"
@@ -32,15 +34,21 @@ import (
 
 // A child process of the test (the test binary again, TestMain) is a proxyless client: it opens one
 // ADS stream to the socket in childSocket, announcing the node ID in childNode, and prints what
-// it got: "served <listeners>" or "refused <code> <message>".
+// it got: "served <listeners>" or "refused <code> <message>". With childSecrets (names, comma
+// separated) it asks for those secrets instead, as the node's Envoy does (childSecretsClient).
 const (
-	childSocket = "AETHER_TEST_PROXYLESS_SOCKET"
-	childNode   = "AETHER_TEST_PROXYLESS_NODE"
+	childSocket  = "AETHER_TEST_PROXYLESS_SOCKET"
+	childNode    = "AETHER_TEST_PROXYLESS_NODE"
+	childSecrets = "AETHER_TEST_CHILD_SECRETS"
 )
 
 func TestMain(m *testing.M) {
 	if address := os.Getenv(childSocket); address != "" {
-		fmt.Println(childClient(address, os.Getenv(childNode)))
+		if names := os.Getenv(childSecrets); names != "" {
+			fmt.Println(childSecretsClient(address, os.Getenv(childNode), strings.Split(names, ",")))
+		} else {
+			fmt.Println(childClient(address, os.Getenv(childNode)))
+		}
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -48,6 +56,31 @@ func TestMain(m *testing.M) {
 
 // childClient asks the server at address for the listeners of node id, and says what it got.
 func childClient(address, id string) string {
+	return childAsk(address, &discoveryv3.DiscoveryRequest{TypeUrl: xdstest.Listeners, Node: proxylessNode(id, true)},
+		func(resp *discoveryv3.DiscoveryResponse) string {
+			return fmt.Sprintf("served %d", len(resp.GetResources()))
+		})
+}
+
+// childSecretsClient asks the server at address for the secrets names as node id, in one request
+// (as Envoy asks over ADS), and says what it got: "served <n> secrets, <k> private keys".
+func childSecretsClient(address, id string, names []string) string {
+	return childAsk(address, &discoveryv3.DiscoveryRequest{TypeUrl: xdstest.Secrets, Node: &corev3.Node{Id: id}, ResourceNames: names},
+		func(resp *discoveryv3.DiscoveryResponse) string {
+			keys := 0
+			for _, r := range resp.GetResources() {
+				var secret tlsv3.Secret
+				if err := r.UnmarshalTo(&secret); err == nil && len(keyOf(&secret)) > 0 {
+					keys++
+				}
+			}
+			return fmt.Sprintf("served %d secrets, %d private keys", len(resp.GetResources()), keys)
+		})
+}
+
+// childAsk sends req on an ADS stream to the server at address and says what came back: served
+// tells the first response, a refusal is "refused <code> <message>".
+func childAsk(address string, req *discoveryv3.DiscoveryRequest, served func(*discoveryv3.DiscoveryResponse) string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := grpc.NewClient(xdstest.Target(address), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -57,81 +90,25 @@ func childClient(address, id string) string {
 	defer func() { _ = conn.Close() }()
 	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
 	if err == nil {
-		err = stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: xdstest.Listeners, Node: proxylessNode(id, true)})
+		err = stream.Send(req)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, io.EOF) { // EOF: the server ended the stream, Recv says how
 		return "error " + err.Error()
 	}
 	resp, err := stream.Recv()
 	if err != nil {
 		return fmt.Sprintf("refused %s %s", status.Code(err), status.Convert(err).Message())
 	}
-	return fmt.Sprintf("served %d", len(resp.GetResources()))
-}
-
-// podCgroup makes, under a cgroup v2 directory of the test, the cgroup the kubelet makes for a
-// container of pod uid (with its systemd cgroup driver, else cgroupfs), and returns it open, for
-// a child started in it (exec's CgroupFD). It is removed when the test ends.
-func podCgroup(t *testing.T, uid string, systemd bool) int {
-	t.Helper()
-	root, err := cgroup2Mount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	top := filepath.Join(root, fmt.Sprintf("aether-test-%d-%d", os.Getpid(), time.Now().UnixNano()))
-	path := []string{"kubepods", "besteffort", "pod" + uid, "0a1b2c3d"}
-	if systemd {
-		underscored := strings.ReplaceAll(uid, "-", "_")
-		path = []string{"kubepods.slice", "kubepods-besteffort.slice", "kubepods-besteffort-pod" + underscored + ".slice", "cri-containerd-0a1b2c3d.scope"}
-	}
-	dirs := []string{top}
-	for _, p := range path {
-		dirs = append(dirs, filepath.Join(dirs[len(dirs)-1], p))
-	}
-	for _, d := range dirs {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatalf("making a pod's cgroup (the test runs as root, with cgroup v2 mounted writable at %s): %v", root, err)
-		}
-	}
-	fd, err := syscall.Open(dirs[len(dirs)-1], syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Close(fd)
-		for _, d := range slices.Backward(dirs) {
-			if err := os.Remove(d); err != nil {
-				t.Errorf("removing the test's cgroup: %v", err)
-			}
-		}
-	})
-	return fd
-}
-
-// cgroup2Mount is where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup, or
-// /sys/fs/cgroup/unified on a hybrid host).
-func cgroup2Mount() (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = f.Close() }()
-	lines := bufio.NewScanner(f)
-	for lines.Scan() {
-		fields := strings.Fields(lines.Text())
-		if i := slices.Index(fields, "-"); i > 4 && i+1 < len(fields) && fields[i+1] == "cgroup2" {
-			return fields[4], nil
-		}
-	}
-	return "", errors.New("no cgroup v2 hierarchy is mounted: the test needs one to place its clients in pods' cgroups")
+	return served(resp)
 }
 
 // startChild starts the test binary as a proxyless client announcing node id to address, in the
-// cgroup cgroupFD; wait waits for it and returns the line it printed.
-func startChild(t *testing.T, cgroupFD int, address, id string) (wait func() string) {
+// cgroup cgroupFD, with the environment variables env more (childSecrets); wait waits for it and
+// returns the line it printed.
+func startChild(t *testing.T, cgroupFD int, address, id string, env ...string) (wait func() string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childSocket+"="+address, childNode+"="+id)
+	cmd.Env = append(append(os.Environ(), childSocket+"="+address, childNode+"="+id), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgroupFD}
@@ -167,11 +144,11 @@ func startChild(t *testing.T, cgroupFD int, address, id string) (wait func() str
 func TestProxylessCallerFromItsCgroup(t *testing.T) {
 	const client, victim = "5f0b9c2e-1d3a-4e6f-8a7b-9c0d1e2f3a4b", "6f0b9c2e-1d3a-4e6f-8a7b-9c0d1e2f3a4b"
 	pods := map[string]string{client: "shop/client-0", victim: "shop/victim"}
-	s, logs, changes := startProxylessServerFor(t, ProcPods("/proc"), pods)
+	s, logs, changes := startProxylessServerFor(t, ProcPods("/proc"), podsByID(pods))
 
 	for _, systemd := range []bool{true, false} {
 		t.Run(fmt.Sprintf("systemd=%v", systemd), func(t *testing.T) {
-			cgroup := podCgroup(t, client, systemd)
+			cgroup := cgrouptest.Pod(t, client, systemd)
 
 			wait := startChild(t, cgroup, s.ProxylessAddress(), "shop/client-0")
 			<-changes

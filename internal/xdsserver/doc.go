@@ -23,6 +23,10 @@
 // reason, and counted; the rejected version is not sent again (go-control-plane would resend it at
 // once, and Envoy would reject it again, forever), the next change is.
 //
+// The node's socket serves the node's Envoy only: each connection's caller is learned from the
+// kernel (peer.go), and a stream of a caller that is not a process of the node Envoy's pods
+// (NodeEnvoy) is refused with PermissionDenied, whatever its method (nodeenvoy.go).
+//
 // Proxyless gRPC clients (pods annotated aether.io/proxyless: "grpc") are served on a second
 // socket, the one pods mount, from a snapshot cache of their own (not in ADS mode: grpc-go asks for
 // the few resources it dials). A client announcing itself proxyless with a pod's node ID is

@@ -169,7 +169,9 @@ func startServerLogging(t *testing.T, verbosity int) (*Server, *logLines) {
 		t.Fatal(err)
 	}
 	logs := &logLines{}
-	s := New(Options{Listener: l, Log: funcr.New(logs.write, funcr.Options{Verbosity: verbosity})})
+	// The test process is the node's Envoy here: a process of the node, in no pod (ProcPods reads
+	// its cgroup, as the agent does).
+	s := New(Options{Listener: l, NodeEnvoy: NodeEnvoy{Host: true}, Log: funcr.New(logs.write, funcr.Options{Verbosity: verbosity})})
 	testrun.UntilCleanup(t, "the server", s.Start)
 	return s, logs
 }

@@ -60,10 +60,19 @@ var proxylessRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Connections and streams the node agent's proxyless socket refused, by reason: connections or streams (a pod over its bound), no_pod (the caller runs in no pod of the node), claim (a node ID that is not the caller's pod's), node_change (a second node ID on one stream), not_proxyless.",
 }, []string{"reason"})
 
+// nodeRefused counts the streams the node's socket refused, by reason (nodeenvoy.go).
+var nodeRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "aether_agent_xds_node_refused_total",
+	Help: "Streams the node agent's xDS socket (the node Envoy's: ADS, SDS, the access log) refused because their caller is not the node's Envoy, by reason: not_envoy (a pod of the node that is not one of the node Envoy's), unknown_pod (a pod the agent does not know), node_process (a process of the node, not served unless --node-envoy-host), no_caller (the kernel names no caller).",
+}, []string{"reason"})
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(snapshots, nacks, proxylessClients, proxylessRefused)
+	ctrlmetrics.Registry.MustRegister(snapshots, nacks, proxylessClients, proxylessRefused, nodeRefused)
 	for _, r := range []string{refusedConnections, refusedStreams, refusedNoPod, refusedClaim, refusedNodeChange, refusedNotProxyless} {
 		proxylessRefused.WithLabelValues(r)
+	}
+	for _, r := range []string{refusedNotEnvoy, refusedUnknownPod, refusedNodeProcess, refusedNoCaller} {
+		nodeRefused.WithLabelValues(r)
 	}
 	// Every series exported at zero, so a dashboard or an alert sees it before the first event.
 	for _, r := range []string{ResultPublished, ResultUnchanged, ResultInconsistent, ResultInvalid} {

@@ -22,10 +22,11 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
 )
 
-// Who calls on the proxyless socket is learned from the connection: when the agent accepts one,
+// Who calls on the agent's sockets is learned from the connection: when the agent accepts one,
 // the kernel says which process connected (SO_PEERCRED), the process's cgroup which pod it runs in
 // (/proc/<pid>/cgroup, proxyless.PodUIDFromCgroup), and the agent's view of its node's pods which
-// node ID that pod has (Server.ResolvePodsWith). A stream may announce that node ID only.
+// pod that is (Server.ResolvePodsWith). On the proxyless socket a stream may announce that pod's
+// node ID only; the node's socket serves the node's Envoy's pods only (nodeenvoy.go).
 //
 // The pid names the connecting process only while it lives: one that exits may have its pid
 // given to another process. Where the kernel has SO_PEERPIDFD (Linux 6.5), the agent holds the
@@ -34,7 +35,8 @@ import (
 // its connect and the read (and whose pid another pod's process takes in that window) is the
 // residual risk.
 
-// Caller is who is at the other end of a proxyless connection, as the kernel says.
+// Caller is who is at the other end of a connection to one of the agent's sockets, as the kernel
+// says.
 type Caller struct {
 	// PID is the process that connected, in the agent's PID namespace.
 	PID int32
@@ -74,9 +76,19 @@ func ProcPods(procRoot string) PodOfProcess {
 	}
 }
 
-// PodNodeIDs is the node ID (proxyless.NodeID) of the pod of this node with UID podUID: "" and no
-// error when the agent knows no such pod.
-type PodNodeIDs func(ctx context.Context, podUID string) (string, error)
+// Pod is what the agent knows of a pod of its node that a caller runs in: its name, and its labels
+// (which tell the node's Envoy, NodeEnvoy).
+type Pod struct {
+	Namespace, Name string
+	Labels          map[string]string
+}
+
+// String names the pod as its node ID does, <namespace>/<name>.
+func (p Pod) String() string { return proxyless.NodeID(p.Namespace, p.Name) }
+
+// NodePods reads the pod of this node with UID podUID, as the agent knows it: ok is false, with no
+// error, when it knows no such pod.
+type NodePods func(ctx context.Context, podUID string) (pod Pod, ok bool, err error)
 
 // The bounds of what one pod can make the agent hold on the proxyless socket.
 const (
@@ -96,12 +108,17 @@ const (
 	maxPerPod = 16
 )
 
-// peerCredentials are the proxyless socket's transport credentials: no encryption (a unix socket
-// on the node, whose traffic never leaves it), but every connection learns its caller from the
-// kernel on accept (AuthInfo Caller), and one pod holds at most maxPerPod connections.
+// peerCredentials are the transport credentials of the agent's sockets: no encryption (a unix
+// socket on the node, whose traffic never leaves it), but every connection learns its caller from
+// the kernel on accept (AuthInfo Caller), and, with a bound, one pod holds at most that many
+// connections (the proxyless socket's maxPerPod).
 type peerCredentials struct {
 	podOf PodOfProcess
 	log   logr.Logger
+	// bound is the most connections one pod may hold; 0: no bound (the node's socket, where the
+	// node's Envoy holds one connection per worker thread for its access log besides its ADS
+	// stream, and every other caller is refused its streams: nodeenvoy.go).
+	bound int
 
 	mu sync.Mutex
 	// conns counts the open connections per pod UID; "" counts those of no pod.
@@ -110,21 +127,24 @@ type peerCredentials struct {
 
 var _ credentials.TransportCredentials = (*peerCredentials)(nil)
 
-func newPeerCredentials(podOf PodOfProcess, log logr.Logger) *peerCredentials {
-	return &peerCredentials{podOf: podOf, log: log, conns: map[string]int{}}
+func newPeerCredentials(podOf PodOfProcess, log logr.Logger, bound int) *peerCredentials {
+	return &peerCredentials{podOf: podOf, log: log, bound: bound, conns: map[string]int{}}
 }
 
-// ServerHandshake learns conn's caller, and refuses it when its pod holds maxPerPod connections
+// ServerHandshake learns conn's caller, and refuses it when its pod holds p.bound connections
 // already (the connection is closed, and the client's backoff slows it down).
 func (p *peerCredentials) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	caller := p.callerOf(conn)
+	if p.bound == 0 {
+		return conn, caller, nil
+	}
 	key := caller.PodUID
 	p.mu.Lock()
-	if p.conns[key] >= maxPerPod {
+	if p.conns[key] >= p.bound {
 		p.mu.Unlock()
 		proxylessRefused.WithLabelValues(refusedConnections).Inc()
-		p.log.V(1).Info("Refusing a proxyless connection: its pod holds as many as it may", "caller", caller.String(), "max", maxPerPod)
-		return nil, nil, fmt.Errorf("%s holds %d connections to the proxyless socket already, the most one pod may", caller, maxPerPod)
+		p.log.V(1).Info("Refusing a proxyless connection: its pod holds as many as it may", "caller", caller.String(), "max", p.bound)
+		return nil, nil, fmt.Errorf("%s holds %d connections to the proxyless socket already, the most one pod may", caller, p.bound)
 	}
 	p.conns[key]++
 	p.mu.Unlock()
@@ -238,5 +258,5 @@ func callerOfStream(ctx context.Context) Caller {
 			return c
 		}
 	}
-	return Caller{Err: errors.New("the connection carries no caller (not the proxyless socket's credentials)")}
+	return Caller{Err: errors.New("the connection carries no caller (not the peer credentials of the agent's sockets)")}
 }

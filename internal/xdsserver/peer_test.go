@@ -40,7 +40,7 @@ func TestCallerOfAPeerTheKernelCannotHold(t *testing.T) {
 	// Whatever pid it is asked about, podOf says a pod runs it: a pid reused by another pod's
 	// process, the case a refusal guards against.
 	var asked int
-	p := newPeerCredentials(func(int32) (string, error) { asked++; return "uid-of-another-pod", nil }, logr.Discard())
+	p := newPeerCredentials(func(int32) (string, error) { asked++; return "uid-of-another-pod", nil }, logr.Discard(), maxPerPod)
 	real := peerPIDFD
 	t.Cleanup(func() { peerPIDFD = real })
 	for _, tc := range []struct {

@@ -175,21 +175,31 @@ func clipID(id string) string {
 	return strings.ToValidUTF8(id[:proxyless.MaxNodeIDLength], "") + fmt.Sprintf("...(%d bytes)", len(id))
 }
 
-// ResolvePodsWith makes f the server's reading of a pod UID as its node ID (the agent's view of
-// its node's pods): until it is called, every proxyless stream is refused.
-func (s *Server) ResolvePodsWith(f PodNodeIDs) {
+// ResolvePodsWith makes f the server's reading of a caller's pod UID as the pod (the agent's view
+// of its node's pods): until it is called, every proxyless stream is refused, and so is every
+// stream on the node's socket of a caller in a pod.
+func (s *Server) ResolvePodsWith(f NodePods) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.podNodeIDs = f
+	s.nodePods = f
+}
+
+// nodePod is the pod of this node with UID podUID; ok is false when the agent knows none.
+func (s *Server) nodePod(ctx context.Context, podUID string) (pod Pod, ok bool, err error) {
+	s.mu.Lock()
+	f := s.nodePods
+	s.mu.Unlock()
+	if f == nil {
+		return Pod{}, false, errors.New("the agent does not read its node's pods yet")
+	}
+	return f(ctx, podUID)
 }
 
 // podNodeID is the node ID of the pod with UID podUID ("" when the agent knows none).
 func (s *Server) podNodeID(ctx context.Context, podUID string) (string, error) {
-	s.mu.Lock()
-	f := s.podNodeIDs
-	s.mu.Unlock()
-	if f == nil {
-		return "", errors.New("the agent does not read its node's pods yet")
+	pod, ok, err := s.nodePod(ctx, podUID)
+	if !ok || err != nil {
+		return "", err
 	}
-	return f(ctx, podUID)
+	return pod.String(), nil
 }

@@ -57,7 +57,7 @@ func BenchmarkProxylessHostile(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := New(Options{Listener: envoy, ProxylessListener: socket, PodOfProcess: thisProcessIs(testPodUID), Log: logr.Discard()})
+	s := New(Options{Listener: envoy, ProxylessListener: socket, PodOfProcess: thisProcessIs(testPodUID), NodeEnvoy: testNodeEnvoy, Log: logr.Discard()})
 	s.ResolvePodsWith(podsOf(testPods))
 	testrun.UntilCleanup(b, "the server", s.Start)
 

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
@@ -36,8 +37,21 @@ const (
 	testPodID  = "shop/client-0"
 )
 
-// testPods are the pods of the test's node: the test process's, and another one.
-var testPods = map[string]string{testPodUID: testPodID, "1e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b": "shop/client-1"}
+// testPods are the pods of the test's node: the test process's, and another one. The tests dial
+// both sockets from the test process: on the proxyless one it is a proxyless client of its pod, on
+// the node's it stands for the node's Envoy, whose pods testNodeEnvoy selects by a label its pod
+// carries. (How the node's socket tells a tenant from the node's Envoy, with real processes in
+// real cgroups, is TestNodeSocketServesOnlyTheNodeEnvoy's.)
+var testPods = map[string]Pod{
+	testPodUID:                             {Namespace: "shop", Name: "client-0", Labels: map[string]string{testEnvoyLabel: "true"}},
+	"1e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b": {Namespace: "shop", Name: "client-1"},
+}
+
+// testEnvoyLabel is the label testNodeEnvoy selects.
+const testEnvoyLabel = "test.aether.io/node-envoy"
+
+// testNodeEnvoy admits testPods' pod of the test process on the node's socket.
+var testNodeEnvoy = NodeEnvoy{Namespace: "shop", Pods: labels.SelectorFromSet(labels.Set{testEnvoyLabel: "true"})}
 
 // thisProcessIs reads the test process as a process of pod uid, and any other process from /proc.
 func thisProcessIs(uid string) PodOfProcess {
@@ -50,9 +64,22 @@ func thisProcessIs(uid string) PodOfProcess {
 	}
 }
 
-// podsOf reads the pods of a UID → node ID map, as the agent reads its node's pods.
-func podsOf(pods map[string]string) PodNodeIDs {
-	return func(_ context.Context, uid string) (string, error) { return pods[uid], nil }
+// podsOf reads the pods of a UID → pod map, as the agent reads its node's pods.
+func podsOf(pods map[string]Pod) NodePods {
+	return func(_ context.Context, uid string) (Pod, bool, error) {
+		pod, ok := pods[uid]
+		return pod, ok, nil
+	}
+}
+
+// podsByID are the pods of a UID → node ID map, without labels.
+func podsByID(ids map[string]string) map[string]Pod {
+	pods := make(map[string]Pod, len(ids))
+	for uid, id := range ids {
+		namespace, name, _ := proxyless.ParseNodeID(id)
+		pods[uid] = Pod{Namespace: namespace, Name: name}
+	}
+	return pods
 }
 
 // startProxylessServer serves xDS on two unix sockets in a temporary directory, the node's Envoy's
@@ -64,11 +91,11 @@ func startProxylessServer(t *testing.T) (s *Server, logs *logLines, changes chan
 }
 
 // startProxylessServerFor is startProxylessServer, podOf reading a caller's pod, pods the node's.
-func startProxylessServerFor(t *testing.T, podOf PodOfProcess, pods map[string]string) (s *Server, logs *logLines, changes chan struct{}) {
+func startProxylessServerFor(t *testing.T, podOf PodOfProcess, pods map[string]Pod) (s *Server, logs *logLines, changes chan struct{}) {
 	t.Helper()
 	logs = &logLines{}
 	changes = make(chan struct{}, 16)
-	s = startOnBothSockets(t, Options{PodOfProcess: podOf, Log: funcr.New(logs.write, funcr.Options{Verbosity: 1})}, pods,
+	s = startOnBothSockets(t, Options{PodOfProcess: podOf, NodeEnvoy: testNodeEnvoy, Log: funcr.New(logs.write, funcr.Options{Verbosity: 1})}, pods,
 		func(s *Server) { s.OnProxylessChange(func() { changes <- struct{}{} }) })
 	return s, logs, changes
 }
@@ -76,7 +103,7 @@ func startProxylessServerFor(t *testing.T, podOf PodOfProcess, pods map[string]s
 // startOnBothSockets starts a server of opts on two unix sockets of a temporary directory, the
 // node's Envoy's and the pods' proxyless one, the node's pods being pods; before runs first (to
 // subscribe before anything is served). It is stopped when t ends.
-func startOnBothSockets(t *testing.T, opts Options, pods map[string]string, before func(*Server)) *Server {
+func startOnBothSockets(t *testing.T, opts Options, pods map[string]Pod, before func(*Server)) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	listen := func(name string) net.Listener {

@@ -85,7 +85,10 @@ type Options struct {
 	// only (proxyless.go): the socket pods reach. A unix socket: each connection's caller is
 	// learned from the kernel (peer.go).
 	ProxylessListener net.Listener
-	// PodOfProcess reads which pod a process calling on ProxylessListener runs in;
+	// NodeEnvoy says which callers on Listener are the node's Envoy: only their streams are served
+	// (nodeenvoy.go). The zero value is no caller: every stream is refused.
+	NodeEnvoy NodeEnvoy
+	// PodOfProcess reads which pod a process calling on either listener runs in;
 	// ProcPods("/proc") if nil (the node's, with the agent in the host's PID namespace).
 	PodOfProcess PodOfProcess
 	// Log receives the server's lines: connections, NACKs, refused snapshots.
@@ -120,10 +123,12 @@ type Server struct {
 	onProxyless []func()
 	// onDemand are told of the clusters a node's Envoy asks for on demand (ondemand.go).
 	onDemand []func(nodeID string, clusters []string)
-	// podNodeIDs reads a caller's pod UID as its node ID (ResolvePodsWith).
-	podNodeIDs PodNodeIDs
+	// nodePods reads a caller's pod UID as its pod (ResolvePodsWith).
+	nodePods NodePods
 	// peers are the proxyless socket's credentials: they learn each connection's caller (peer.go).
 	peers *peerCredentials
+	// envoyOnly admits the node Envoy's streams on the node's socket, and no other (nodeenvoy.go).
+	envoyOnly *envoyGate
 }
 
 // served is a published snapshot's versions, resource names and resources, per kind (kinds'
@@ -197,7 +202,8 @@ func New(o Options) *Server {
 	if podOf == nil {
 		podOf = ProcPods("/proc")
 	}
-	s.peers = newPeerCredentials(podOf, o.Log)
+	s.peers = newPeerCredentials(podOf, o.Log, maxPerPod)
+	s.envoyOnly = newEnvoyGate(s, o.NodeEnvoy, newPeerCredentials(podOf, o.Log, 0))
 	s.streams = newStreams(s)
 	s.proxylessStreams = newStreams(s)
 	s.proxylessStreams.proxylessOnly = true
@@ -223,7 +229,7 @@ func (s *Server) Start(ctx context.Context) error {
 		g        *grpc.Server
 		listener net.Listener
 	}
-	envoy := s.grpcServer(ctx, s.cache, s.streams, grpc.MaxConcurrentStreams(1000))
+	envoy := s.grpcServer(ctx, s.cache, s.streams, append(s.envoyOnly.serverOptions(), grpc.MaxConcurrentStreams(1000))...)
 	all := []serving{{envoy, s.listener}}
 	s.log.Info("Serving xDS (ADS: state of the world and delta)", "address", s.Address())
 	if s.accessLog != nil {

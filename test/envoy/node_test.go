@@ -83,6 +83,10 @@ type nodeOptions struct {
 	envoyArgs []string
 	// maxConnections is the bootstrap's cap on downstream connections (0: the default).
 	maxConnections int64
+	// cgroupFD, above 0, is the cgroup Envoy starts in (envoytest.Options.CgroupFD): a pod's;
+	// unready starts it without waiting until it is ready (envoytest.Options.Unready).
+	cgroupFD int
+	unready  bool
 }
 
 // xdsServer is the agent's xDS server on a unix socket: one serves every node of a test, each by
@@ -100,14 +104,22 @@ func serveXDS(t *testing.T) *xdsServer {
 	return serveXDSOn(t, filepath.Join(t.TempDir(), "xds.sock"))
 }
 
-// serveXDSOn starts an xDS server on socket; it stops when t ends, or at its stop.
+// serveXDSOn starts an xDS server on socket; it stops when t ends, or at its stop. Envoy runs
+// here as a plain process of the node, not in a pod: the node's own processes are the node's
+// Envoy (the agent's --node-envoy-host), each connection's caller read as the agent reads it.
 func serveXDSOn(t *testing.T, socket string) *xdsServer {
+	t.Helper()
+	return serveXDSFor(t, socket, xdsserver.NodeEnvoy{Host: true})
+}
+
+// serveXDSFor is serveXDSOn serving the callers who.
+func serveXDSFor(t *testing.T, socket string, who xdsserver.NodeEnvoy) *xdsServer {
 	t.Helper()
 	l, err := xdsserver.Listen(xdsserver.Address{Network: "unix", Path: socket})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := xdsserver.New(xdsserver.Options{Listener: l, Log: logr.Discard()})
+	srv := xdsserver.New(xdsserver.Options{Listener: l, NodeEnvoy: who, Log: logr.Discard()})
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Start(ctx) }()
@@ -173,7 +185,7 @@ func startNodeOn(t *testing.T, m model.Mesh, o nodeOptions) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.envoy = envoytest.Start(t, bootstrap, admin, envoytest.Options{LogLevel: "warning", Netns: o.netns, Args: o.envoyArgs})
+	n.envoy = envoytest.Start(t, bootstrap, admin, envoytest.Options{LogLevel: "warning", Netns: o.netns, Args: o.envoyArgs, CgroupFD: o.cgroupFD, Unready: o.unready})
 	return n
 }
 

@@ -13,7 +13,9 @@ package xdstest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -162,7 +164,14 @@ func DialNode(ctx context.Context, address string, node *corev3.Node) (*Client, 
 	for _, t := range []string{Clusters, Listeners} {
 		c.types[t] = &typeState{}
 		if err := c.send(&discoveryv3.DiscoveryRequest{TypeUrl: t}); err != nil {
-			c.Close()
+			if errors.Is(err, io.EOF) { // the server ended the stream (refused it): Recv says how
+				if _, recvErr := stream.Recv(); recvErr != nil {
+					err = recvErr
+				}
+			}
+			// Not Close: it waits for follow, which has not started.
+			cancel()
+			_ = conn.Close()
 			return nil, err
 		}
 	}
