@@ -19,9 +19,9 @@ type rotationFlags struct {
 
 func (f *rotationFlags) bindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.enabled, "cert-rotation", false,
-		"Keep the admission webhooks' serving certificate without cert-manager: make a CA and a certificate for the webhook Service, write them to the Secret --cert-rotation-secret (created when missing) in this namespace (POD_NAMESPACE), renew them before they expire, and inject the CA into the webhook configurations; the webhook server starts once the certificate is mounted at --webhook-cert-dir. config/default and the chart turn it on unless cert-manager issues the certificate.")
+		"Keep the admission webhooks' serving certificate without cert-manager: make a CA and a certificate for the webhook Service, write them to the Secret --cert-rotation-secret in this namespace (POD_NAMESPACE), which the install makes empty (the manager only reads and updates it: it refuses to start without it), renew them before they expire, and inject the CA into the webhook configurations; the webhook server starts once the certificate is mounted at --webhook-cert-dir. config/default and the chart turn it on unless cert-manager issues the certificate.")
 	fs.StringVar(&f.secret, "cert-rotation-secret", certrotation.DefaultSecretName,
-		"The Secret the rotation writes the certificate and its CA to, mounted at --webhook-cert-dir.")
+		"The Secret the rotation writes the certificate and its CA to, mounted at --webhook-cert-dir: the one the install makes (config/default and the chart name it, with their name prefix), which the manager's Role reaches by name.")
 	fs.StringVar(&f.service, "cert-rotation-service", certrotation.DefaultServiceName,
 		"The webhook Service: the certificate is valid for <service>.<namespace>.svc.")
 	fs.StringVar(&f.validatingWebhooks, "cert-rotation-validating-webhooks", certrotation.DefaultValidatingWebhook,

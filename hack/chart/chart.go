@@ -482,7 +482,8 @@ func dirOf(o chartObject, webhookServices map[string]bool) (string, error) {
 		return "manager", nil
 	case kindDaemonSet:
 		return "agent", nil
-	case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+	case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "Secret":
+		// The one Secret of config/ is the webhooks' certificate's (config/manager).
 		return "webhook", nil
 	case "Service":
 		if webhookServices[o.name] {

@@ -381,7 +381,7 @@ func TestDefaultsAreKustomize(t *testing.T) {
 	for _, c := range []struct{ kind, name, flag, want string }{
 		{"Deployment", "manager", "--identity-issuer", "spire"},
 		{"Deployment", "manager", "--cert-rotation", "true"},
-		{"Deployment", "manager", "--cert-rotation-secret", "webhook-server-cert"},
+		{"Deployment", "manager", "--cert-rotation-secret", "aether-operator-webhook-server-cert"},
 		{"Deployment", "manager", "--ignored-namespaces", ignored},
 		{"DaemonSet", "agent", "--identity-issuer", "spire"},
 		{"DaemonSet", "agent", "--ignored-namespaces", ignored},
@@ -460,7 +460,8 @@ func TestPrometheusOn(t *testing.T) {
 
 // TestCertManagerOn: certManager.enabled=true is config/default with config/certmanager's Issuer
 // and Certificate (writing webhook.certSecretName), cert-manager's CA annotation on the webhook
-// configurations, and the manager's own rotation off.
+// configurations, the manager's own rotation off, and without the empty Secret config/default
+// makes for the rotation (cert-manager makes its own).
 func TestCertManagerOn(t *testing.T) {
 	objs := render(t, "--set", "certManager.enabled=true", "--set", "webhook.certSecretName=my-webhook-tls")
 	var hooks []obj
@@ -491,10 +492,15 @@ func TestCertManagerOn(t *testing.T) {
 	if got := get(theOne(t, objs, "Certificate"), "spec", "secretName"); got != "my-webhook-tls" {
 		t.Errorf("the Certificate writes Secret %v, want webhook.certSecretName my-webhook-tls", got)
 	}
+	for _, o := range objs {
+		if o["kind"] == "Secret" {
+			t.Errorf("Secret %v with certManager.enabled=true: cert-manager could not write its kubernetes.io/tls Secret over it", field(o, "metadata", "name"))
+		}
+	}
 
 	// Put back what the values changed: the rest is config/default's, with config/spire, and
 	// config/certmanager's objects.
-	kust := withoutNamespaceObject(kustomized(t, defaultSpireDir))
+	kust := slices.DeleteFunc(withoutNamespaceObject(kustomized(t, defaultSpireDir)), func(o obj) bool { return o["kind"] == "Secret" })
 	for _, o := range kust {
 		switch o["kind"] {
 		case "Deployment":
@@ -509,7 +515,7 @@ func TestCertManagerOn(t *testing.T) {
 					switch a {
 					case "--cert-rotation=true":
 						args[i] = "--cert-rotation=false"
-					case "--cert-rotation-secret=webhook-server-cert":
+					case "--cert-rotation-secret=aether-operator-webhook-server-cert":
 						args[i] = "--cert-rotation-secret=my-webhook-tls"
 					}
 				}
@@ -629,8 +635,9 @@ func TestValues(t *testing.T) {
 					role = r
 				}
 			}
-			return []any{flagValue(container(t, o, "Deployment", "manager"), "--cert-rotation-secret"), get(role, "rules").([]any)[0].(obj)["resourceNames"]}
-		}, []any{"tls-x", []any{"tls-x"}}},
+			return []any{flagValue(container(t, o, "Deployment", "manager"), "--cert-rotation-secret"), get(role, "rules").([]any)[0].(obj)["resourceNames"],
+				field(theOne(t, o, "Secret"), "metadata", "name")}
+		}, []any{"tls-x", []any{"tls-x"}, "tls-x"}},
 		{"CNI directories", []string{"agent.cni.binDir=/x/bin", "agent.cni.confDir=/x/net.d"}, func(o []obj) any {
 			var paths []any
 			for _, v := range get(theOne(t, o, "DaemonSet"), "spec", "template", "spec", "volumes").([]any) {
@@ -665,7 +672,7 @@ func TestValues(t *testing.T) {
 			}
 			// Everything else stays as with the defaults (each value changes its fields only):
 			// the same objects.
-			renamesOrDrops := slices.Contains([]string{"no CRDs", "fullnameOverride", "nameOverride", "certificate's Secret"}, c.name)
+			renamesOrDrops := slices.Contains([]string{"no CRDs", "fullnameOverride", "nameOverride", "certificate's Secret", "rotated certificate's Secret"}, c.name)
 			if d := cmp.Diff(defaultIDs, ids(objs)); d != "" && !renamesOrDrops {
 				t.Errorf("--set %v changed the set of objects:\n%s", c.set, d)
 			}
@@ -697,6 +704,8 @@ func TestNamesFollowTheRelease(t *testing.T) {
 		"--cert-rotation-service=mesh-aether-operator-webhook-service",
 		"--cert-rotation-validating-webhooks=mesh-aether-operator-validating-webhook-configuration",
 		"- mesh-aether-operator-mutating-webhook-configuration", // manager-role's update, by name
+		"secretName: mesh-aether-operator-webhook-server-cert",  // the Certificate's and the manager's volume
+		"--cert-rotation-secret=mesh-aether-operator-webhook-server-cert",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("release mesh in mesh-system: no %q in helm template's output", want)

@@ -292,17 +292,18 @@ certManager:
   # self-signed Issuer and a Certificate writing Secret webhook.certSecretName) and inject its
   # CA into the webhook configurations. It needs cert-manager in the cluster. false: the manager
   # keeps the certificate itself (--cert-rotation): it writes a CA and the certificate into
-  # Secret webhook.certSecretName, renews them, and injects the CA into the webhook
-  # configurations (a Role lets it update that Secret, and manager-role those two
-  # configurations, by name).
+  # Secret webhook.certSecretName, which the chart makes empty, renews them, and injects the CA
+  # into the webhook configurations (a Role lets it read and update that one Secret, and
+  # manager-role those two configurations, by name).
   enabled: false
 
 webhook:
   # certSecretName is the Secret the manager serves the admission webhooks with, mounted at its
   # --webhook-cert-dir and reloaded when it changes; its certificate is valid for
-  # <fullname>-webhook-service.<namespace>.svc. The manager's rotation writes it (and creates it
-  # when missing), or cert-manager with certManager.enabled.
-  certSecretName: {{d "webhook.certSecretName"}}
+  # <fullname>-webhook-service.<namespace>.svc. The chart makes it, empty, and the manager's
+  # rotation writes it (the manager may not create Secrets); or cert-manager makes and writes
+  # it, with certManager.enabled. Empty: <fullname>-webhook-server-cert.
+  certSecretName: {{printf "%q" (d "webhook.certSecretName")}}
 
 # prometheus: monitoring of the mesh with the Prometheus operator (its CRDs must be installed)
 # and Grafana (config/prometheus). Each part is off by default.
@@ -471,6 +472,14 @@ suffix). Takes a dict: suffix (the object's name in config/, without its prefix)
 {{- else }}
 {{- printf "%s-%s" $fullname $suffix | trunc 63 | trimSuffix "-" }}
 {{- end }}
+{{- end }}
+
+{{/*
+The Secret of the webhooks' certificate: webhook.certSecretName, or <fullname>-webhook-server-cert
+(the name config/ gives it, under the release's name).
+*/}}
+{{- define "@.certSecretName" -}}
+{{- .Values.webhook.certSecretName | default (include "@.resourceName" (dict "suffix" "webhook-server-cert" "context" $)) }}
 {{- end }}
 
 {{/*

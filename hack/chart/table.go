@@ -38,12 +38,16 @@ var table = slices.Concat([]row{
 	{value: "manager.replicas", in: manager, at: "spec.replicas", how: setScalar},
 	{value: managerImage, in: manager, at: managerContainer, how: setImage, appTag: true},
 	{value: "manager.resources", in: manager, at: managerContainer + ".resources", how: setBlock},
-	{value: certSecretName, in: manager, at: webhookCertVolume, how: setScalar},
+	{value: certSecretName, in: manager, at: webhookCertVolume, how: setScalar, text: certSecretText, derived: true},
 	// The manager's own rotation of the webhooks' certificate, unless cert-manager issues it; it
 	// writes the Secret the manager mounts, and its Role may update only that one.
-	{value: "certManager.enabled", in: manager, at: managerContainer, how: setFlag, flag: "--cert-rotation", text: `{{ if .Values.certManager.enabled }}false{{ else }}true{{ end }}`},
-	{value: certSecretName, in: manager, at: managerContainer, how: setFlag, flag: "--cert-rotation-secret", text: "{{ .Values." + certSecretName + " }}"},
-	{value: certSecretName, in: sel{kind: "Role", name: "webhook-cert-role"}, at: "rules[0].resourceNames[0]", how: setScalar},
+	{value: certManagerEnabled, in: manager, at: managerContainer, how: setFlag, flag: "--cert-rotation", text: `{{ if .Values.certManager.enabled }}false{{ else }}true{{ end }}`},
+	{value: certSecretName, in: manager, at: managerContainer, how: setFlag, flag: "--cert-rotation-secret", text: certSecretText},
+	{value: certSecretName, in: sel{kind: "Role", name: "webhook-cert-role"}, at: "rules[0].resourceNames[0]", how: setScalar, text: certSecretText, derived: true},
+	// The install makes that Secret, empty, for the rotation to fill (its Role may not create
+	// one); cert-manager makes its own.
+	{value: certSecretName, in: certSecret, at: "metadata.name", how: setScalar, text: certSecretText, derived: true},
+	{value: certManagerEnabled, in: certSecret, how: gateObjects, text: "not .Values.certManager.enabled"},
 	{value: "spire.enabled", in: manager, at: managerContainer, how: setFlag, flag: "--identity-issuer", text: identityIssuer},
 	{value: identityGateValue, in: manager, at: managerContainer, how: setFlag, flag: "--identity-gate", text: `{{ if .Values.identityGate.enabled }}true{{ else }}false{{ end }}`, dflt: flagTrue}, // cmd/manager's --identity-gate default
 	{value: ignoredValue, in: manager, at: managerContainer, how: setFlag, flag: ignoredNamespacesFlag, text: ignoredFlag},
@@ -87,7 +91,7 @@ var table = slices.Concat([]row{
 		text: `{{ range .Values.envoy.extraArgs }} {{ include "@.shellQuote" . }}{{ end }}`, empty: emptySeq},
 
 	// cert-manager's Certificate writes the Secret the manager mounts: one value.
-	{value: certSecretName, in: sel{part: certManagerPart, kind: "Certificate"}, at: "spec.secretName", how: setScalar},
+	{value: certSecretName, in: sel{part: certManagerPart, kind: "Certificate"}, at: "spec.secretName", how: setScalar, text: certSecretText, derived: true},
 
 	// SPIRE's objects (config/spire). The registrar, the SPIRE server's sidecar, runs the
 	// manager's image.
@@ -116,7 +120,7 @@ var table = slices.Concat([]row{
 
 	// Parts of the chart that a value turns on. A new component gated by a value is one row of
 	// this shape, selecting its objects by part, kind, name or label.
-	{value: "certManager.enabled", in: sel{part: certManagerPart}, how: gateObjects},
+	{value: certManagerEnabled, in: sel{part: certManagerPart}, how: gateObjects},
 	{value: "crd.enabled", in: sel{kind: kindCRD}, how: gateObjects},
 	// config/prometheus's objects, by kind: all off by default, as each needs the Prometheus
 	// operator's CRDs or Grafana's sidecar in the cluster.
@@ -145,9 +149,15 @@ func placement(component string, in sel) []row {
 // pullSecrets is the value of every pod's image pull secrets, and the pod spec's field.
 const pullSecrets = "imagePullSecrets"
 
-// certSecretName is the Secret of the webhooks' certificate: the manager mounts it, the rotation
-// writes it (and its Role names it), or cert-manager's Certificate does.
-const certSecretName = "webhook.certSecretName"
+// certSecretName is the Secret of the webhooks' certificate: the install makes it and the
+// manager mounts it, the rotation writes it (and its Role names it), or cert-manager's
+// Certificate does (certManagerEnabled). Empty by default, for a name derived from the release
+// as every other object's (certSecretText, the helper certSecretName).
+const (
+	certManagerEnabled = "certManager.enabled"
+	certSecretName     = "webhook.certSecretName"
+	certSecretText     = `{{ include "@.certSecretName" $ }}`
+)
 
 // flagTrue is a boolean flag's default true, as the rows' dflt spells it.
 const flagTrue = "true"
@@ -165,6 +175,7 @@ const serviceMonitorValue = "prometheus.serviceMonitor.enabled"
 // The objects the rows select.
 var (
 	manager     = sel{kind: "Deployment", name: "controller-manager"}
+	certSecret  = sel{kind: "Secret", name: "webhook-server-cert"}
 	agent       = sel{kind: kindDaemonSet, name: agentDaemonSet}
 	envoy       = sel{kind: kindDaemonSet, name: envoyDaemonSet}
 	spireServer = sel{part: spirePart, kind: "StatefulSet"}
@@ -242,7 +253,8 @@ type how int
 
 const (
 	// setScalar replaces the scalar by the value (or by the row's text, a template that checks
-	// it); the default is config/'s.
+	// it); the default is config/'s, or "" for a derived row (text derives the field when the
+	// value is empty).
 	setScalar how = iota
 	// setImage sets the container's image and imagePullPolicy from the value's repository, tag and
 	// pullPolicy; the defaults are config/'s (image: repository:tag).
@@ -297,6 +309,9 @@ type row struct {
 	// empty is block's default where config/ does not give the field, and script's default:
 	// emptyMap or emptySeq.
 	empty string
+	// derived marks a setScalar row whose text derives the field when the value is empty (a
+	// name from the release's): the value's default is "", not config/'s.
+	derived bool
 	// dflt is a flag's default, where config/ leaves the flag to the binary.
 	dflt string
 	// appTag marks an image row of the operator's own image: its tag's default is "", the
@@ -392,7 +407,11 @@ func (g *generator) applyScalar(r row, o *chartObject, v, text string) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("%s is not a scalar", r.at)
 	}
-	if err := g.setDefault(r.value, clone(n), r.where(*o)); err != nil {
+	dflt := clone(n)
+	if r.derived {
+		dflt = str("")
+	}
+	if err := g.setDefault(r.value, dflt, r.where(*o)); err != nil {
 		return err
 	}
 	if text != "" {

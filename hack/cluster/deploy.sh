@@ -8,8 +8,8 @@
 # install paths (hack/install/install.sh) is installed for real: the Helm chart, by the documented
 # command with the node's values, or kustomize, config/base with the components config/envoy,
 # config/spire and config/csi through an overlay written to $STATE/deploy. Either way the manager keeps its webhook
-# certificate itself (--cert-rotation: Secret webhook-server-cert and the webhook configurations'
-# caBundle), as on a cluster without cert-manager. test/e2e/cluster/install_test.go dry-runs the
+# certificate itself (--cert-rotation: the Secret the install makes, and the webhook
+# configurations' caBundle), as on a cluster without cert-manager. test/e2e/cluster/install_test.go dry-runs the
 # other paths against this API server.
 # The Gateway API's CRDs are installed first, so that the manager serves route status.
 set -euo pipefail
@@ -137,11 +137,12 @@ rolled_out() {
   $K -n "$ns" get events --field-selector type=Warning --sort-by=.lastTimestamp 2>/dev/null | tail -5 >&2 || true
   return 1
 }
-# The manager turns ready once its webhook certificate is in place: it creates Secret
-# webhook-server-cert, fills it and injects the CA, and the kubelet then fills the pod's volume
-# (within its sync period, about a minute).
+# The manager turns ready once its webhook certificate is in place: it fills the Secret the
+# install made (the one its volume webhook-certs mounts) and injects the CA, and the kubelet then
+# fills the pod's volume (within its sync period, about a minute).
 rolled_out "$NS" deployment/aether-operator-controller-manager 300s
-log "the manager's webhook certificate: Secret webhook-server-cert ($($K -n "$NS" get secret webhook-server-cert -o jsonpath='{.data.ca\.crt}' | base64 -d | openssl x509 -noout -subject -enddate | tr '\n' ' '))"
+cert_secret=$($K -n "$NS" get deployment/aether-operator-controller-manager -o jsonpath='{.spec.template.spec.volumes[?(@.name=="webhook-certs")].secret.secretName}')
+log "the manager's webhook certificate: Secret $cert_secret ($($K -n "$NS" get secret "$cert_secret" -o jsonpath='{.data.ca\.crt}' | base64 -d | openssl x509 -noout -subject -enddate | tr '\n' ' '))"
 rolled_out "$NS" daemonset/aether-operator-agent 120s
 rolled_out "$NS" daemonset/aether-operator-csi-node 120s
 # The node's Envoy is ready once it holds the agent's first configuration (its /ready, answered by

@@ -20,7 +20,7 @@ import (
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,7 +40,7 @@ import (
 
 // Defaults: the names config/default gives the objects the rotation touches.
 const (
-	DefaultSecretName        = "webhook-server-cert"
+	DefaultSecretName        = "aether-operator-webhook-server-cert"
 	DefaultServiceName       = "aether-operator-webhook-service"
 	DefaultValidatingWebhook = "aether-operator-validating-webhook-configuration"
 	DefaultMutatingWebhook   = "aether-operator-mutating-webhook-configuration"
@@ -102,17 +102,19 @@ func (r *Rotation) Ready() <-chan struct{} { return r.ready }
 
 // Add adds the rotator to mgr. Every replica rotates (the webhook server runs on every replica,
 // leader or not); a replica whose write loses the race reads the winner's Secret on its next
-// check. It creates the Secret, empty, when it is missing: the rotator fills an existing Secret
-// and never creates one.
+// check. The Secret must exist, made empty by the install (the rotator fills an existing Secret
+// and never creates one, and the manager's Role may not create Secrets): Add says so when it
+// does not.
 func (r *Rotation) Add(ctx context.Context, mgr manager.Manager) error {
 	c := r.c
-	// A plain client: the manager's may keep an informer of each kind it writes (read-your-writes),
-	// which is RestrictCache's business, not this one-off create's.
+	key := types.NamespacedName{Namespace: c.Namespace, Name: c.SecretName}
+	// A plain client: the manager's may keep an informer of each kind it reads, which is
+	// RestrictCache's business, not this one-off check's.
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return err
 	}
-	if err := ensureSecret(ctx, direct, types.NamespacedName{Namespace: c.Namespace, Name: c.SecretName}); err != nil {
+	if err := secretExists(ctx, direct, key); err != nil {
 		return err
 	}
 	var hooks []rotator.WebhookInfo
@@ -122,8 +124,8 @@ func (r *Rotation) Add(ctx context.Context, mgr manager.Manager) error {
 	for _, name := range c.MutatingWebhooks {
 		hooks = append(hooks, rotator.WebhookInfo{Name: name, Type: rotator.Mutating})
 	}
-	err = rotator.AddRotator(mgr, &rotator.CertRotator{
-		SecretKey:              types.NamespacedName{Namespace: c.Namespace, Name: c.SecretName},
+	err = rotator.AddRotator(narrowed(mgr, key), &rotator.CertRotator{
+		SecretKey:              key,
 		CertDir:                c.CertDir,
 		CAName:                 "aether-webhook-ca",
 		CAOrganization:         "aether",
@@ -142,27 +144,35 @@ func (r *Rotation) Add(ctx context.Context, mgr manager.Manager) error {
 	return nil
 }
 
-// RestrictCache narrows the manager's cache of Secrets to the rotation's namespace. The rotator
-// writes the Secret through the manager's client, and a client with read-your-writes consistency
-// (controller.ClientOptions) keeps an informer of every kind it writes, in the manager's cache: a
-// cluster-wide informer of Secrets would need a list and watch the manager is not granted (its
-// Role lists and watches its own namespace's), never sync, and hold the write forever. Call it on
-// the manager's options before the manager is made.
+// RestrictCache narrows the manager's cache of Secrets to the rotation's one Secret (its
+// namespace, and the field selector metadata.name=<its name>). The rotator writes the Secret
+// through the manager's client, and a client with read-your-writes consistency
+// (controller.ClientOptions) keeps an informer of every kind it writes, in the manager's cache:
+// an informer of more Secrets would need a list and watch the manager is not granted (its Role
+// names its one Secret), never sync, and hold the write forever. Call it on the manager's options
+// before the manager is made.
 func (r *Rotation) RestrictCache(o *cache.Options) {
 	if o.ByObject == nil {
 		o.ByObject = map[client.Object]cache.ByObject{}
 	}
-	o.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{r.c.Namespace: {}}}
+	o.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{
+		r.c.Namespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", r.c.SecretName)},
+	}}
 }
 
-// ensureSecret creates the Secret, empty, unless it exists.
-func ensureSecret(ctx context.Context, c client.Client, key types.NamespacedName) error {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-		Labels: map[string]string{"app.kubernetes.io/name": "aether-operator", "app.kubernetes.io/component": "webhook-cert-rotation"}}}
-	if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating Secret %s for the webhook certificate: %w", key, err)
+// secretExists reports, as an error naming the Secret and the fix, that the Secret is missing or
+// unreadable.
+func secretExists(ctx context.Context, c client.Reader, key types.NamespacedName) error {
+	err := c.Get(ctx, key, &corev1.Secret{})
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("the Secret %s, where --cert-rotation keeps the webhooks' certificate, does not exist: the install makes it, empty (config/manager/webhook_cert_secret.yaml, or the chart); apply it (kubectl -n %s create secret generic %s), or point --cert-rotation-secret at the one the install made", key, key.Namespace, key.Name)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("reading Secret %s, where --cert-rotation keeps the webhooks' certificate: %w (the Role webhook-cert-role grants get, list, watch and update on it by name: is --cert-rotation-secret the name the Role names?)", key, err)
 	}
-	return nil
+	return fmt.Errorf("reading Secret %s, where --cert-rotation keeps the webhooks' certificate: %w", key, err)
 }
 
 // Gate returns s, whose Start waits until Ready is closed: the server reads its certificate when

@@ -51,10 +51,11 @@ const deniedMarker = "denied by the rotation test's webhook"
 
 // TestRotation starts a manager with the rotation, as cmd/manager wires it with --cert-rotation
 // (the manager's client and cache options, the gated server, the narrowed Secret cache), as a
-// user granted only what config/rbac grants the manager (manager-role, webhook-cert-role): the
-// rotator creates and fills the Secret, injects its CA into both webhook configurations (named as
-// config/default names them, which manager-role's update is restricted to), and the gated
-// webhook server starts, and turns ready, only then. A real TLS client verifies the
+// user granted only what config/rbac grants the manager (manager-role, webhook-cert-role: its
+// one Secret, by name): the rotator fills the Secret the install made empty
+// (config/manager/webhook_cert_secret.yaml), injects its CA into both webhook configurations
+// (named as config/default names them, which manager-role's update is restricted to), and the
+// gated webhook server starts, and turns ready, only then. A real TLS client verifies the
 // server's certificate against the injected CA for the Service's DNS name, and the API server
 // itself calls the validating webhook through that CA.
 func TestRotation(t *testing.T) {
@@ -65,7 +66,7 @@ func TestRotation(t *testing.T) {
 	webhookConfigurations(t, ns, port, names)
 	certDir := t.TempDir()
 
-	c := Config{Namespace: ns, SecretName: "webhook-server-cert", ServiceName: "aether-operator-webhook-service",
+	c := Config{Namespace: ns, SecretName: installSecret(t, ns), ServiceName: "aether-operator-webhook-service",
 		ValidatingWebhooks: []string{names.validating}, MutatingWebhooks: []string{names.mutating},
 		CertDir: certDir, ExtraDNSNames: []string{"localhost"}}
 	if err := c.Check(); err != nil {
@@ -127,8 +128,8 @@ func TestRotation(t *testing.T) {
 }
 
 // TestRotationNegativeControl: a webhook configuration the rotation was not told about keeps an
-// empty caBundle, and the check TestRotation relies on says so; without the rotation the Secret
-// is never made. Both prove the checks can fail.
+// empty caBundle, and the check TestRotation relies on says so; nothing serving fails the TLS
+// check. Both prove the checks can fail.
 func TestRotationNegativeControl(t *testing.T) {
 	ctx := t.Context()
 	ns := namespace(t, "certrot-off")
@@ -139,12 +140,41 @@ func TestRotationNegativeControl(t *testing.T) {
 		t.Fatalf("caInjected on a configuration no rotation touched: %v, want it to report the missing caBundle", err)
 	}
 	t.Logf("the check fails as it should: %v", err)
-	err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "webhook-server-cert"}, &corev1.Secret{})
-	if err == nil {
-		t.Fatal("Secret webhook-server-cert exists in a namespace no rotation ran in")
-	}
 	if err := verifyServing(freePort(t), []byte("not a CA"), "x.svc"); err == nil {
 		t.Fatal("verifyServing passes with nothing serving and no CA")
+	}
+}
+
+// TestRotationWithoutItsSecret: as the manager (config/rbac's grants, which create no Secret),
+// in a namespace where the install's Secret is missing, Add fails naming the Secret, the manifest
+// that makes it and the fix; nothing creates it. The same with the Secret made (installSecret)
+// passes the same check: the negative control.
+func TestRotationWithoutItsSecret(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t, "certrot-nosecret")
+	c := Config{Namespace: ns, SecretName: "webhook-server-cert", ServiceName: DefaultServiceName,
+		ValidatingWebhooks: []string{ns + "-validating"}, CertDir: t.TempDir()}
+	cfg := asManager(t, ns)
+	rotation := New(c)
+	mgr, _ := newManager(t, cfg, rotation, freePort(t), c.CertDir)
+	err := rotation.Add(ctx, mgr)
+	want := "the Secret " + ns + "/webhook-server-cert, where --cert-rotation keeps the webhooks' certificate, does not exist: the install makes it, empty (config/manager/webhook_cert_secret.yaml"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Add without the Secret: %v; want an error saying %q", err, want)
+	}
+	t.Logf("refused as it should be: %v", err)
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.SecretName}, &corev1.Secret{}); err == nil {
+		t.Error("Secret webhook-server-cert exists after the refusal: something created it")
+	}
+	// The same check, as the same user, once the install's Secret is there (a second rotator in
+	// one process would clash with the first's controller name).
+	installSecret(t, ns)
+	manager, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := secretExists(ctx, manager, client.ObjectKey{Namespace: ns, Name: c.SecretName}); err != nil {
+		t.Errorf("with the install's Secret: %v", err)
 	}
 }
 
@@ -308,13 +338,32 @@ func asManager(t *testing.T, ns string) *rest.Config {
 // readManifest decodes config/rbac/<file> (one object, after an optional ---) into obj.
 func readManifest(t *testing.T, file string, obj client.Object) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", file))
+	readConfig(t, filepath.Join("rbac", file), obj)
+}
+
+// readConfig decodes config/<file> (one object, after an optional ---) into obj.
+func readConfig(t *testing.T, file string, obj client.Object) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := yaml.Unmarshal([]byte(strings.TrimPrefix(string(b), "---\n")), obj); err != nil {
-		t.Fatalf("config/rbac/%s: %v", file, err)
+		t.Fatalf("config/%s: %v", file, err)
 	}
+}
+
+// installSecret makes, in ns, the certificate's Secret as the install makes it
+// (config/manager/webhook_cert_secret.yaml: empty), and returns its name.
+func installSecret(t *testing.T, ns string) string {
+	t.Helper()
+	s := &corev1.Secret{}
+	readConfig(t, "manager/webhook_cert_secret.yaml", s)
+	s.Namespace = ns
+	if err := env.Client.Create(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	return s.Name
 }
 
 // start runs mgr until the test ends.

@@ -42,6 +42,14 @@ suffix). Takes a dict: suffix (the object's name in config/, without its prefix)
 {{- end }}
 
 {{/*
+The Secret of the webhooks' certificate: webhook.certSecretName, or <fullname>-webhook-server-cert
+(the name config/ gives it, under the release's name).
+*/}}
+{{- define "aether-operator.certSecretName" -}}
+{{- .Values.webhook.certSecretName | default (include "aether-operator.resourceName" (dict "suffix" "webhook-server-cert" "context" $)) }}
+{{- end }}
+
+{{/*
 The labels of every object of the chart (not of its pod templates and selectors, which keep
 config/'s).
 */}}

@@ -39,7 +39,7 @@ var _ = Describe("the install paths", Ordered, func() {
 	)
 	ctx := context.Background()
 
-	It("serves admission with the certificate the manager rotates: Secret webhook-server-cert, its CA in both webhook configurations, verified by a TLS client", func() {
+	It("serves admission with the certificate the manager rotates: the Secret the install made, its CA in both webhook configurations, verified by a TLS client", func() {
 		installed, err := os.ReadFile(filepath.Join(clusterState(), "install"))
 		Expect(err).NotTo(HaveOccurred(), "hack/cluster/deploy.sh records the path it installed")
 		By("installed by " + strings.TrimSpace(string(installed)))
@@ -48,10 +48,19 @@ var _ = Describe("the install paths", Ordered, func() {
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "aether-operator-controller-manager"}, dep)).To(Succeed())
 		Expect(dep.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--cert-rotation=true"), "the manager keeps its own certificate")
 
+		// The Secret the install made (config/manager/webhook_cert_secret.yaml, or the chart's), which
+		// the manager mounts and --cert-rotation-secret names.
+		secretName := ""
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Name == "webhook-certs" && v.Secret != nil {
+				secretName = v.Secret.SecretName
+			}
+		}
+		Expect(dep.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--cert-rotation-secret="+secretName), "the rotation writes the Secret the manager mounts")
 		secret := &corev1.Secret{}
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "webhook-server-cert"}, secret)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: secretName}, secret)).To(Succeed())
 		ca := secret.Data["ca.crt"]
-		Expect(ca).NotTo(BeEmpty(), "Secret webhook-server-cert holds the rotator's CA")
+		Expect(ca).NotTo(BeEmpty(), "Secret "+secretName+" holds the rotator's CA")
 		dnsName := service + "." + ns + ".svc"
 		roots := x509.NewCertPool()
 		Expect(roots.AppendCertsFromPEM(ca)).To(BeTrue(), "ca.crt is PEM")
