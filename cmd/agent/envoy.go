@@ -5,40 +5,37 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/aether-mesh/aether-operator/internal/envoyhelper"
 	"github.com/aether-mesh/aether-operator/internal/xds"
 )
 
 // The node Envoy's pod (config/envoy) runs the agent's image beside Envoy, as the container
-// envoy-helper, for the two things Envoy's image cannot do (it has no HTTP client, and its admin
-// endpoint listens on the pod's loopback only, xds.DefaultAdminAddress):
-//
-//   - `agent envoy-helper` answers the kubelet's readiness probe on the pod's address with the
-//     admin endpoint's /ready (200 once Envoy has its first configuration), and Prometheus with
-//     the admin endpoint's /stats/prometheus: those two reads of the admin endpoint, nothing else;
-//   - `agent envoy-drain`, the helper's preStop, asks the admin endpoint to drain every listener
-//     gracefully (POST /drain_listeners?graceful) and waits the drain time: the new Envoy, bound
-//     beside the old one (enable_reuse_port), takes every new connection meanwhile.
+// envoy-helper: `agent envoy-helper` answers the kubelet's readiness probe and Prometheus (each
+// scrape authenticated and authorized by the API server), and `agent envoy-drain`, its preStop,
+// drains Envoy before it is stopped (internal/envoyhelper says what each does and why).
 
 // envoyFlags are both subcommands' flags.
 type envoyFlags struct {
-	admin     string
-	listen    string
-	drainTime time.Duration
+	admin, ready, stats, statsCertDir string
+	drainTime                         time.Duration
 }
 
 func (f *envoyFlags) bind(flags *flag.FlagSet) {
 	flags.StringVar(&f.admin, "admin-address", xds.DefaultAdminAddress, "Envoy's admin endpoint, on the pod's loopback (the bootstrap's).")
-	flags.StringVar(&f.listen, "ready-address", ":19003", "envoy-helper: where it answers GET /ready with the admin endpoint's /ready, for the kubelet's probe, and GET /stats/prometheus with Envoy's statistics, for Prometheus.")
+	flags.StringVar(&f.ready, "ready-address", envoyhelper.DefaultReadyAddress, "envoy-helper: where it answers GET /ready with the admin endpoint's /ready, for the kubelet's readiness probe: plain HTTP, without credentials, and nothing else.")
+	flags.StringVar(&f.stats, "stats-address", envoyhelper.DefaultStatsAddress, "envoy-helper: where it answers GET "+envoyhelper.StatsPath+" with Envoy's statistics, for Prometheus: HTTPS, to a caller the API server authenticates (a bearer token) and allows get on "+envoyhelper.StatsPath+" (the metrics-reader ClusterRole); its own identity needs create on tokenreviews and subjectaccessreviews. 0: nowhere.")
+	flags.StringVar(&f.statsCertDir, "stats-cert-dir", "", "envoy-helper: directory holding tls.crt and tls.key for --stats-address (reloaded on change); empty: a self-signed certificate made at start.")
 	flags.DurationVar(&f.drainTime, "drain-time", 20*time.Second, "envoy-drain: how long to wait after asking Envoy to drain its listeners: Envoy's --drain-time-s.")
 }
 
@@ -56,102 +53,21 @@ func runEnvoySubcommand(name string, args []string, stdout, stderr io.Writer) in
 	defer stop()
 	var err error
 	if name == "envoy-drain" {
-		err = drainEnvoy(ctx, f.admin, f.drainTime, stdout)
+		err = envoyhelper.Drain(ctx, f.admin, f.drainTime, stdout)
 	} else {
-		err = serveReady(ctx, f.listen, f.admin)
+		var cfg *rest.Config
+		if f.stats != "0" {
+			// In the pod: the token projected into this container only (config/envoy).
+			if cfg, err = ctrl.GetConfig(); err != nil {
+				fmt.Fprintf(stderr, "agent %s: --stats-address %s authenticates each scrape with the API server, which it cannot reach: %v (run it in a pod with a token mounted, or set --stats-address=0)\n", name, f.stats, err)
+				return 2
+			}
+		}
+		err = envoyhelper.Serve(ctx, envoyhelper.Options{Admin: f.admin, ReadyAddress: f.ready, StatsAddress: f.stats, StatsCertDir: f.statsCertDir, Config: cfg})
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "agent %s: %v\n", name, err)
 		return 1
 	}
 	return 0
-}
-
-// adminClient reaches the admin endpoint on loopback; a stuck Envoy must not hold a probe.
-var adminClient = &http.Client{Timeout: 2 * time.Second}
-
-// drainEnvoy asks the admin endpoint at admin to drain every listener gracefully, then waits
-// drainTime (or until ctx ends), so that the kubelet stops Envoy only once its connections had
-// the drain time to finish.
-func drainEnvoy(ctx context.Context, admin string, drainTime time.Duration, out io.Writer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+admin+"/drain_listeners?graceful", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := adminClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("asking Envoy to drain its listeners: %w", err)
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("asking Envoy to drain its listeners: %s: %s", resp.Status, body)
-	}
-	fmt.Fprintf(out, "Envoy drains its listeners; waiting %s before it is stopped\n", drainTime)
-	t := time.NewTimer(drainTime)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return nil
-}
-
-// serveReady serves the helper's endpoints (helperHandler) on listen until ctx ends.
-func serveReady(ctx context.Context, listen, admin string) error {
-	srv := &http.Server{Addr: listen, Handler: helperHandler(admin), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
-// statsClient reads Envoy's statistics, which take longer to write than /ready on a busy node.
-var statsClient = &http.Client{Timeout: 10 * time.Second}
-
-// helperHandler answers, on the pod's address, two GETs of the admin endpoint and nothing else of
-// it (the admin endpoint can drain, reconfigure and stop Envoy, so it stays on loopback):
-//   - GET /ready: the admin endpoint's /ready, for the kubelet's readiness probe;
-//   - GET /stats/prometheus: Envoy's statistics in Prometheus's text format, for Prometheus
-//     (config/prometheus's PodMonitor); only the query parameter usedonly is passed on.
-func helperHandler(admin string) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
-		relayAdmin(w, r, adminClient, "http://"+admin+"/ready", 1024)
-	})
-	mux.HandleFunc("GET /stats/prometheus", func(w http.ResponseWriter, r *http.Request) {
-		target := "http://" + admin + "/stats/prometheus"
-		if r.URL.Query().Has("usedonly") {
-			target += "?usedonly"
-		}
-		relayAdmin(w, r, statsClient, target, maxStatsBytes)
-	})
-	return mux
-}
-
-// maxStatsBytes caps one statistics answer: a node with thousands of clusters writes tens of
-// megabytes; anything beyond this is cut rather than held in memory.
-const maxStatsBytes = 64 << 20
-
-// relayAdmin answers w with the admin endpoint's answer to GET target: its status, content type
-// and at most limit bytes of its body; 503 when the admin endpoint does not answer.
-func relayAdmin(w http.ResponseWriter, r *http.Request, c *http.Client, target string, limit int64) {
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, target, nil)
-	if err == nil {
-		var resp *http.Response
-		if resp, err = c.Do(req); err == nil {
-			defer func() { _ = resp.Body.Close() }()
-			if ct := resp.Header.Get("Content-Type"); ct != "" {
-				w.Header().Set("Content-Type", ct)
-			}
-			w.WriteHeader(resp.StatusCode)
-			_, _ = io.Copy(w, io.LimitReader(resp.Body, limit))
-			return
-		}
-	}
-	http.Error(w, "Envoy's admin endpoint does not answer: "+err.Error(), http.StatusServiceUnavailable)
 }

@@ -22,6 +22,9 @@ const kindNamespace = "Namespace"
 // kindDaemonSet is the kind of the node agent's, the node Envoy's and SPIRE's agents' workloads.
 const kindDaemonSet = "DaemonSet"
 
+// kindService is a Service's kind: the webhook's, the manager's metrics' and those monitors scrape.
+const kindService = "Service"
+
 // The values that switch parts of the chart on and off that the code templates (the table's
 // gate rows turn on the others).
 const (
@@ -154,7 +157,7 @@ func (g *generator) objects() ([]chartObject, error) {
 		out = append(out, chartObject{object: o, part: certManagerPart})
 	}
 	for _, o := range g.b.prometheus {
-		if o.kind == "ServiceMonitor" || o.kind == "PodMonitor" {
+		if o.kind == "ServiceMonitor" || o.kind == kindService {
 			if err := g.selectRelease(o); err != nil {
 				return nil, fmt.Errorf("%s %s: %w", o.kind, o.name, err)
 			}
@@ -320,11 +323,16 @@ var clusterScoped = []string{
 	"CSIDriver",
 }
 
-// selectRelease narrows a ServiceMonitor's or a PodMonitor's selector to its own release's
-// Services or pods (every object of the chart, and every pod template, carries the release in
-// app.kubernetes.io/instance): two releases in one namespace would otherwise each scrape both.
+// selectRelease narrows a ServiceMonitor's selector to its own release's Services, and a
+// monitored Service's to its own release's pods (every object of the chart, and every pod
+// template, carries the release in app.kubernetes.io/instance): two releases in one namespace
+// would otherwise each scrape both.
 func (g *generator) selectRelease(o object) error {
-	match, err := find(o.node, "spec.selector.matchLabels")
+	at := "spec.selector.matchLabels"
+	if o.kind == kindService {
+		at = "spec.selector"
+	}
+	match, err := find(o.node, at)
 	if err != nil {
 		return err
 	}
@@ -359,8 +367,8 @@ func (g *generator) templateMetadata(o chartObject) error {
 	k, v := g.t.lineKey(`{{- include "` + g.chartName + `.labels" $ | nindent ` + indentMark + ` }}`)
 	labels.Content = append([]*yaml.Node{k, v}, labels.Content...)
 	if podLabels, err := find(o.node, podMeta+".labels"); err == nil {
-		// Each pod carries its release too, so that a PodMonitor selects its own release's pods
-		// (selectRelease). Not in the workload's selector: that one is immutable, and an upgrade
+		// Each pod carries its release too, so that a monitored Service selects its own release's
+		// pods (selectRelease). Not in the workload's selector: that one is immutable, and an upgrade
 		// from a release without the label would fail.
 		remove(podLabels, releaseLabel)
 		podLabels.Content = append(podLabels.Content, str(releaseLabel), g.t.value(".Release.Name"))
@@ -485,7 +493,7 @@ func dirOf(o chartObject, webhookServices map[string]bool) (string, error) {
 	case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "Secret":
 		// The one Secret of config/ is the webhooks' certificate's (config/manager).
 		return "webhook", nil
-	case "Service":
+	case kindService:
 		if webhookServices[o.name] {
 			return "webhook", nil
 		}

@@ -236,7 +236,7 @@ func normalize(o obj) obj {
 		}
 	}
 	if labels, ok := get(o, "spec", "template", "metadata", "labels").(obj); ok {
-		delete(labels, "app.kubernetes.io/instance") // each pod's release, for the PodMonitors
+		delete(labels, "app.kubernetes.io/instance") // each pod's release, for the monitored Services
 	}
 	if ann, ok := meta["annotations"].(obj); ok {
 		delete(ann, "helm.sh/resource-policy")
@@ -430,12 +430,12 @@ func TestEnvoyOff(t *testing.T) {
 
 // TestPrometheusOn: each prometheus.*.enabled adds config/prometheus's objects of its kinds, as
 // kustomize builds them (the alerts' and the dashboard's "{{" included; a ServiceMonitor's and a
-// PodMonitor's selector narrowed to the release), and nothing else.
+// monitored Service's selector narrowed to the release), and nothing else.
 func TestPrometheusOn(t *testing.T) {
 	defaults := withoutCAInjection(withoutNamespaceObject(kustomized(t, defaultSpireDir)))
 	monitoring := kustomized(t, prometheusDir)
 	for value, kinds := range map[string][]string{
-		"prometheus.serviceMonitor.enabled": {"ServiceMonitor", "Service", "PodMonitor"},
+		"prometheus.serviceMonitor.enabled": {"ServiceMonitor", "Service"},
 		"prometheus.rules.enabled":          {"PrometheusRule"},
 		"prometheus.dashboard.enabled":      {"ConfigMap"},
 	} {
@@ -443,9 +443,13 @@ func TestPrometheusOn(t *testing.T) {
 			want := slices.Clone(defaults)
 			for _, o := range monitoring {
 				if slices.Contains(kinds, o["kind"].(string)) {
-					if o["kind"] == "ServiceMonitor" || o["kind"] == "PodMonitor" { // narrowed to the release's Services or pods
+					switch o["kind"] { // narrowed to the release's Services or pods
+					case "ServiceMonitor":
 						o = deepCopy(o).(obj)
 						get(o, "spec", "selector", "matchLabels").(obj)["app.kubernetes.io/instance"] = release
+					case "Service":
+						o = deepCopy(o).(obj)
+						get(o, "spec", "selector").(obj)["app.kubernetes.io/instance"] = release
 					}
 					want = append(want, o)
 				}

@@ -309,11 +309,12 @@ webhook:
 # and Grafana (config/prometheus). Each part is off by default.
 prometheus:
   serviceMonitor:
-    # enabled adds ServiceMonitors of the manager's and the node agents' metrics, and the agents'
-    # headless metrics Service (port 19090 on each node). Both serve HTTPS and authorize each
-    # scrape by its bearer token (TokenReview, SubjectAccessReview): bind the ClusterRole
-    # <fullname>-metrics-reader to Prometheus's ServiceAccount. It also adds a PodMonitor of the
-    # node proxies' own statistics (Envoy's, on each proxy pod's port 19003, unauthenticated).
+    # enabled adds ServiceMonitors of the manager's and the node agents' metrics and of the node
+    # proxies' own statistics (Envoy's, relayed by envoy-helper on each proxy pod's port 19004),
+    # and the agents' and the proxies' headless Services (port 19090 on each node, 19004 on each
+    # proxy pod). All three serve HTTPS and authorize each scrape by its bearer token
+    # (TokenReview, SubjectAccessReview): bind the ClusterRole <fullname>-metrics-reader to
+    # Prometheus's ServiceAccount.
     enabled: false
   rules:
     # enabled adds the mesh's alerts (a PrometheusRule), each with its runbook in

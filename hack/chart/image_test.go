@@ -224,11 +224,12 @@ func TestMonitorsSelectTheirRelease(t *testing.T) {
 	}
 }
 
-// TestPodMonitorsSelectTheirRelease: two releases in one namespace, each with its PodMonitor of
-// the node proxies: each selects its own release's Envoy pods (the DaemonSet's pod template) and
-// not the other's. Without the release in the selector both would select both (the negative
-// control: the monitor with that label dropped selects the other release's pods).
-func TestPodMonitorsSelectTheirRelease(t *testing.T) {
+// TestMonitoredServicesSelectTheirRelease: two releases in one namespace, each with the headless
+// Services its ServiceMonitors scrape (the agents' and the node proxies'): each selects its own
+// release's pods (the DaemonSet's pod template) and not the other's. Without the release in the
+// selector both would select both (the negative control: the Service with that label dropped
+// selects the other release's pods).
+func TestMonitoredServicesSelectTheirRelease(t *testing.T) {
 	templates := map[string][]obj{}
 	monitors := map[string][]obj{}
 	for _, name := range []string{"mesh-a", "mesh-b"} {
@@ -240,8 +241,10 @@ func TestPodMonitorsSelectTheirRelease(t *testing.T) {
 			switch o["kind"] {
 			case "DaemonSet", "Deployment", "StatefulSet":
 				templates[name] = append(templates[name], o)
-			case "PodMonitor":
-				monitors[name] = append(monitors[name], o)
+			case "Service":
+				if get(o, "spec", "clusterIP") == "None" { // the monitored ones: headless
+					monitors[name] = append(monitors[name], o)
+				}
 			}
 		}
 	}
@@ -256,10 +259,10 @@ func TestPodMonitorsSelectTheirRelease(t *testing.T) {
 	}
 	for name, ms := range monitors {
 		if len(ms) == 0 {
-			t.Fatalf("release %s has no PodMonitor", name)
+			t.Fatalf("release %s has no monitored Service", name)
 		}
 		for _, m := range ms {
-			selector := get(m, "spec", "selector", "matchLabels").(obj)
+			selector := get(m, "spec", "selector").(obj)
 			own, others := 0, 0
 			for release, workloads := range templates {
 				for _, w := range workloads {

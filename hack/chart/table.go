@@ -125,10 +125,8 @@ var table = slices.Concat([]row{
 	// config/prometheus's objects, by kind: all off by default, as each needs the Prometheus
 	// operator's CRDs or Grafana's sidecar in the cluster.
 	{value: serviceMonitorValue, in: sel{part: prometheusPart, kind: "ServiceMonitor"}, how: gateObjects},
-	// The node proxies' statistics.
-	{value: serviceMonitorValue, in: sel{part: prometheusPart, kind: "PodMonitor"}, how: gateObjects},
-	// The agents' metrics Service, for their ServiceMonitor.
-	{value: serviceMonitorValue, in: sel{part: prometheusPart, kind: "Service"}, how: gateObjects},
+	// The agents' and the node proxies' metrics Services, for their ServiceMonitors.
+	{value: serviceMonitorValue, in: sel{part: prometheusPart, kind: kindService}, how: gateObjects},
 	{value: "prometheus.rules.enabled", in: sel{part: prometheusPart, kind: "PrometheusRule"}, how: gateObjects},
 	{value: "prometheus.dashboard.enabled", in: sel{part: prometheusPart, kind: "ConfigMap"}, how: gateObjects},
 })

@@ -101,7 +101,7 @@ func TestWorkloadValues(t *testing.T) {
 				[]any{obj{"matchExpressions": []any{obj{"key": "pool", "operator": "In", "values": []any{"mesh"}}}}}, nil},
 			check{w.value + ".podAnnotations", []string{"--set-string", w.value + `.podAnnotations.example\.org/scrape=true`},
 				pod("metadata", "annotations"), merged(annotations, obj{"example.org/scrape": "true"}), annotations},
-			// The pods carry config/'s labels and the release's (for the PodMonitors).
+			// The pods carry config/'s labels and the release's (for the monitored Services).
 			check{w.value + ".podLabels", sets(w.value + ".podLabels.team=mesh"),
 				pod("metadata", "labels"), merged(labels, obj{"team": "mesh", "app.kubernetes.io/instance": release}),
 				merged(labels, obj{"app.kubernetes.io/instance": release})},
