@@ -66,8 +66,8 @@ func main() {
 	flag.StringVar(&nodeName, "node-name", "", "Name of the node this agent serves (required; from the downward API spec.nodeName).")
 	flag.StringVar(&meshDomain, "mesh-domain", resolve.DefaultMeshDomain, "The mesh's DNS domain, also the SPIFFE trust domain.")
 	issuerFlag := flag.String(workloadidentity.IssuerFlag, string(workloadidentity.SPIRE), workloadidentity.IssuerFlagUsage)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus metrics endpoint; 0 disables it. With --metrics-secure, HTTPS and only for a bearer token allowed to get /metrics.")
-	secureMetrics := flag.Bool("metrics-secure", true, "Serve metrics over HTTPS, each scrape authenticated (TokenReview) and authorized (SubjectAccessReview: get on /metrics, the metrics-reader ClusterRole) by the API server. false: plain HTTP to anyone who reaches the port, which in the DaemonSet is every address of the node.")
+	flag.StringVar(&metricsAddr, proxyconfig.MetricsAddressFlag, proxyconfig.DefaultMetricsAddress, "Address of the Prometheus metrics endpoint, which also serves --"+proxyconfig.Flag+"; 0 disables it. With --metrics-secure, HTTPS and only for a caller allowed to get the path.")
+	secureMetrics := flag.Bool(proxyconfig.MetricsSecureFlag, true, "Serve metrics over HTTPS, each request authenticated (a bearer token by a TokenReview, or a client certificate of the API server's client CA) and authorized (SubjectAccessReview: get on /metrics, the metrics-reader ClusterRole) by the API server. false: plain HTTP to anyone who reaches the port, which in the DaemonSet is every address of the node, and no --"+proxyconfig.Flag+".")
 	metricsCertDir := flag.String("metrics-cert-dir", "", "Directory holding tls.crt and tls.key for the metrics endpoint (reloaded on change); empty: a self-signed certificate made at start.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":9091", "Address of the /healthz and /readyz endpoints.")
 	flag.DurationVar(&health.Interval, "health-interval", health.Interval, "Time between health probes of one endpoint.")
@@ -99,7 +99,7 @@ func main() {
 	opts.BindFlags(flag.CommandLine)
 	pprofAddr := flag.String("pprof-bind-address", "0", "Address of the Go profiler's endpoints (/debug/pprof/); 0 (the default) disables them. Plain HTTP: loopback only, for a test bench.")
 	endpointTimes := flag.Bool("debug-endpoint-times", false, "Record, per MeshEndpoint, when this agent's probe made it Healthy and when the node's published xDS snapshot first held or dropped it, and serve them as JSON at "+agent.EndpointTimesPath+" on the metrics endpoint (under its authentication): what endpoint programming latency is measured from. Costs a walk of the snapshot's load assignments per publish.")
-	debugAddr := flag.String(proxyconfig.Flag, proxyconfig.DefaultAddress, "With xDS serving, the loopback address (IP and port) where the agent serves each pod's part of the node's published proxy configuration (its listeners, routes, clusters and endpoints, never a secret) for kubectl aether proxy-config, which reaches it through a port-forward to the agent's pod that the API server authorizes (create on pods/portforward). Plain HTTP without authentication: with hostNetwork (config/agent) it is the node's loopback, which every process of the node can reach, as the Envoy admin port; a non-loopback address is refused. 0: none.")
+	proxyConfigOn := flag.Bool(proxyconfig.Flag, true, "With xDS serving, serve each pod's part of the node's published proxy configuration (its listeners, routes, clusters and endpoints, never a secret) at "+proxyconfig.Path+"<namespace>/<pod> on the metrics endpoint, under its authentication: a caller the API server vouches for (a bearer token, or a client certificate of its client CA) and allows get on that path (the "+proxyconfig.ReaderRole+" ClusterRole). kubectl aether proxy-config reads it through a port-forward to the agent's pod, with the user's own credentials. Not served with --metrics-secure=false or --metrics-bind-address=0.")
 	printVersion := flag.Bool("version", false, "Print the version, the commit and the Go version of this binary, and exit.")
 	flag.Parse()
 	if *printVersion {
@@ -134,9 +134,8 @@ func main() {
 	}
 	xdsAddr, proxylessAddr, err := parseXDSAddresses(*xdsAddress, *proxylessAddress)
 	identities, identityErr := identitySource(*spireAdminSocket, *xdsAddress, meshDomain, issuer)
-	debug, debugErr := listenDebug(*debugAddr, *xdsAddress != "")
 	envoyCallers, envoyErr := nodeEnvoy(*nodeEnvoyPods, *nodeEnvoyHost, os.Getenv("POD_NAMESPACE"), xdsAddr)
-	if err = errors.Join(err, identityErr, debugErr, envoyErr); err != nil {
+	if err = errors.Join(err, identityErr, envoyErr); err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
 	}
@@ -218,6 +217,7 @@ func main() {
 		os.Exit(2)
 	}
 	options.CNIInstall = cniInstall
+	proxyConfig := servesProxyConfig(*proxyConfigOn, *xdsAddress, *secureMetrics, metricsAddr, log)
 	if *xdsAddress != "" {
 		if options.View, err = agent.NewView(cfg, scheme); err != nil {
 			log.Error(err, "Failed to create the agent's view of the mesh")
@@ -240,7 +240,7 @@ func main() {
 			Capture: captureOpts, AccessLog: accessLog, Upstreams: upstreams,
 		}
 		options.XDS.Identities = identities
-		options.XDS.Debug = debug
+		options.XDS.ProxyConfig = proxyConfig
 		options.XDS.Demands = demandRecord(upstreams, cniOpts.socket, log)
 	}
 	if err := agent.Setup(mgr, options); err != nil {
@@ -254,7 +254,7 @@ func main() {
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
 		"xdsAddress", *xdsAddress, "nodeEnvoy", envoyCallers.String(), "proxylessXDSAddress", *proxylessAddress, "upstreams", upstreams, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
 		"netnsDrainTail", *drainTail,
-		"debugBindAddress", *debugAddr, "cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
+		"proxyConfig", proxyConfig, "cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	if options.CNIInstall != nil {
 		uninstallIfRemoved(cfg, scheme, self, options.CNIInstall.ReaderToken, cniOpts, ignored, registry, netnsFile, log)
@@ -301,18 +301,20 @@ func parseXDSAddresses(xdsAddress, proxylessAddress string) (xdsAddr, proxylessA
 	return xdsAddr, proxylessAddr, nil
 }
 
-// listenDebug listens where --debug-bind-address says (a loopback address: proxyconfig.ParseAddress
-// refuses another); nil when it is 0, or without xDS serving (there is no snapshot to show).
-func listenDebug(value string, serving bool) (net.Listener, error) {
-	addr, on, err := proxyconfig.ParseAddress(value)
-	if err != nil || !on || !serving {
-		return nil, err
+// servesProxyConfig is whether the agent serves the pods' proxy configuration: asked for
+// (--proxy-config), with xDS serving (there is no configuration to show without), on a metrics
+// endpoint that authenticates and authorizes each request; when asked for and the endpoint does
+// not, it says why it does not serve it.
+func servesProxyConfig(on bool, xdsAddress string, secure bool, metricsAddr string, log logr.Logger) bool {
+	if !on || xdsAddress == "" {
+		return false
 	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--%s: listening on %s: %w", proxyconfig.Flag, addr, err)
+	if !secure || metricsAddr == "0" {
+		log.Info("Not serving the pods' proxy configuration: it is served on the metrics endpoint only when that authenticates and authorizes each request",
+			"flag", "--"+proxyconfig.Flag, "--"+proxyconfig.MetricsSecureFlag, secure, "--"+proxyconfig.MetricsAddressFlag, metricsAddr)
+		return false
 	}
-	return l, nil
+	return true
 }
 
 // parseModes parses --capture-mode and --identity-issuer.

@@ -204,7 +204,8 @@ type agentProcess struct {
 // startAgent runs the agent binary as the node agent of node (kubeconfig), xDS serving on a unix
 // socket in dir, metrics and pprof on loopback ports of its own, carrying upstreams (its
 // --upstreams), with the flags more, at the scheduling priority niceness (nice(1); 0: this
-// process's). The proxy-config endpoint is off: the agents share one loopback.
+// process's). The proxy-config endpoint is off (its metrics endpoint is plain HTTP here, where
+// the agent would not serve it anyway).
 func startAgent(ctx context.Context, bin, kubeconfig, node, dir, logPath string, upstreams model.UpstreamsMode, niceness int, more ...string) (*agentProcess, error) {
 	ports, err := freePorts(2)
 	if err != nil {
@@ -220,7 +221,7 @@ func startAgent(ctx context.Context, bin, kubeconfig, node, dir, logPath string,
 	args := append([]string{"--kubeconfig=" + kubeconfig, "--node-name=" + node,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), "--metrics-secure=false", "--health-probe-bind-address=0",
 		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", ports[1]),
-		"--xds-address=unix://" + filepath.Join(dir, "xds.sock"), "--upstreams=" + string(upstreams), "--debug-bind-address=0"}, more...)
+		"--xds-address=unix://" + filepath.Join(dir, "xds.sock"), "--upstreams=" + string(upstreams), "--proxy-config=false"}, more...)
 	if niceness != 0 {
 		// nice execs the agent: the process started is the agent's.
 		args = append([]string{"-n", strconv.Itoa(niceness), bin}, args...)

@@ -162,9 +162,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		if err := mgr.Add(pub); err != nil {
 			return err
 		}
-		if o.XDS.Debug != nil {
+		if o.XDS.ProxyConfig {
 			handler := proxyconfig.Handler(o.NodeName, o.XDS.Server, pub.whyLeftOut)
-			if err := mgr.Add(&debugServer{listener: o.XDS.Debug, handler: handler, log: mgr.GetLogger().WithName("debug")}); err != nil {
+			if err := mgr.AddMetricsServerExtraHandler(proxyconfig.Path, handler); err != nil {
 				return err
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 
+	"github.com/aether-mesh/aether-operator/internal/apiauth"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
@@ -27,7 +28,9 @@ import (
 // (MetricsOptions with its defaults), speaking to the API server as the agent's ServiceAccount
 // under the shipped RBAC: a scrape without a token gets 401, one with the token of a
 // ServiceAccount that may not get /metrics 403, and one bound to the shipped metrics-reader
-// ClusterRole the metrics.
+// ClusterRole the metrics. A client certificate of the API server's client CA (a user's, as
+// kubectl aether proxy-config presents) authenticates too, the CA read with the agent's own
+// rights: 403 without the role, the metrics with it.
 func TestMetricsRefuseAnUnauthenticatedScrape(t *testing.T) {
 	ctx := testContext(t)
 	installShippedRBAC(t, ctx)
@@ -108,4 +111,35 @@ func TestMetricsRefuseAnUnauthenticatedScrape(t *testing.T) {
 	expect("a scrape without a token", "", http.StatusUnauthorized, "")
 	expect("a ServiceAccount without metrics-reader", tokenOf("nosy", false), http.StatusForbidden, "")
 	expect("a ServiceAccount with metrics-reader", tokenOf("prometheus", true), http.StatusOK, "# HELP")
+
+	for _, c := range []struct {
+		user   string
+		reader bool
+		want   int
+	}{{ns + "-nosy-user", false, http.StatusForbidden}, {ns + "-reading-user", true, http.StatusOK}} {
+		if c.reader {
+			binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: c.user},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "aether-operator-metrics-reader"},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: c.user}}}
+			if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rt, err := apiauth.Transport(userConfig(t, c.user))
+		if err != nil {
+			t.Fatal(err)
+		}
+		user := &http.Client{Transport: rt}
+		testenv.Eventually(t, "user "+c.user+"'s certificate answered "+fmt.Sprint(c.want), func() error {
+			resp, err := user.Get("https://" + addr + "/metrics")
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != c.want {
+				return fmt.Errorf("HTTP %d", resp.StatusCode)
+			}
+			return nil
+		})
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -86,10 +85,11 @@ type XDSOptions struct {
 	// AccessLog, when set, is told the mesh of every build (the services, ports, pods and
 	// identities its counters may name); Server must serve it (xdsserver.Options.AccessLog).
 	AccessLog *accesslog.Server
-	// Debug, when set, is where the agent serves each pod's part of the node's published
-	// configuration (internal/proxyconfig, kubectl aether proxy-config): a loopback listener
-	// (--debug-bind-address). Nil: no debug endpoint.
-	Debug net.Listener
+	// ProxyConfig serves each pod's part of the node's published configuration
+	// (internal/proxyconfig, kubectl aether proxy-config) at proxyconfig.Path on the manager's
+	// metrics server, under its authentication and authorization (MetricsOptions, secure): never
+	// on a server without them (--proxy-config with --metrics-secure).
+	ProxyConfig bool
 }
 
 // publisher rebuilds the node's xDS configuration when an input changes, debounced, and publishes
@@ -128,7 +128,7 @@ type publisher struct {
 	// specs are the node's meshed pods' parsed annotations, kept for the pods of the last listing.
 	specs *podSpecs
 	// leftOut are, by PodKey, why the last listing left each of the node's meshed pods out of the
-	// model: what the debug endpoint says of a pod with no configuration.
+	// model: what the proxy-config endpoint says of a pod with no configuration.
 	leftOut atomic.Pointer[map[string]string]
 	// demands are the services the node's identities asked for on demand; nil unless the node
 	// carries declared upstreams only.

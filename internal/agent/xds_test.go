@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -118,6 +119,13 @@ func startXDSAgentServing(t *testing.T, ns string, serveProxyless bool, configur
 // first (CNI hand-over, say).
 func startXDSAgentWith(t *testing.T, ns string, serveProxyless bool, change func(*Options)) *xdsAgent {
 	t.Helper()
+	return startXDSAgentAs(t, ns, env.Config, metricsserver.Options{BindAddress: "0"}, serveProxyless, change)
+}
+
+// startXDSAgentAs is startXDSAgentWith as the user of cfg, with metrics as its manager's metrics
+// server.
+func startXDSAgentAs(t *testing.T, ns string, cfg *rest.Config, metrics metricsserver.Options, serveProxyless bool, change func(*Options)) *xdsAgent {
+	t.Helper()
 	node := "node-" + ns
 	if _, err := createNode(node)(env); err != nil {
 		t.Fatal(err)
@@ -158,8 +166,8 @@ func startXDSAgentWith(t *testing.T, ns string, serveProxyless bool, change func
 		AccessLog: accessLog,
 	}}
 	change(&o)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: env.Scheme, Metrics: metrics, HealthProbeBindAddress: "0",
 		Cache: CacheOptions(node), Controller: config.Controller{SkipNameValidation: new(true)},
 	})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -175,20 +174,11 @@ func grant(t *testing.T, name string, subject rbacv1.Subject) {
 	}
 }
 
-// caller is an HTTPS client presenting cfg's credentials (its client certificate, its bearer
-// token), not verifying the server's self-signed certificate.
+// caller is an HTTPS client presenting cfg's credentials (Transport).
 func caller(t *testing.T, cfg *rest.Config) *http.Client {
 	t.Helper()
-	tlsConfig, err := rest.TLSConfigFor(cfg)
+	rt, err := Transport(cfg)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if tlsConfig == nil {
-		tlsConfig = &tls.Config{}
-	}
-	tlsConfig.InsecureSkipVerify = true
-	var rt http.RoundTripper = &http.Transport{TLSClientConfig: tlsConfig}
-	if rt, err = rest.HTTPWrappersForConfig(&rest.Config{BearerToken: cfg.BearerToken}, rt); err != nil {
 		t.Fatal(err)
 	}
 	return &http.Client{Transport: rt, Timeout: 10 * time.Second}

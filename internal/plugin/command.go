@@ -325,9 +325,12 @@ chains (what each matches and where it sends), the route configurations those li
 hosts and domains), and the clusters they send to (type, endpoint count, the SNI of their mTLS). It is
 what the agent serves the node's Envoy now, not a recomputation; secrets are never shown.
 
-The agent serves it on its loopback only (--debug-bind-address); proxy-config reaches it through a
-port-forward to the agent's pod, which the API server authorizes: you need create on pods/portforward
-in the agent's namespace (and get and list on pods, to find the pod and its node's agent).
+The agent serves it on its metrics port, over HTTPS, to whom the API server vouches for and allows
+get on /proxy-config/<namespace>/<pod> (the ClusterRole proxy-config-reader grants it for every
+namespace). proxy-config reaches it through a port-forward to the agent's pod, which the API server
+authorizes, and sends your kubeconfig's credentials (a client certificate, or a bearer token), which
+the agent has the API server check: you need create on pods/portforward in the agent's namespace,
+get on that path, and get and list on pods (to find the pod and its node's agent).
 
 -o json or -o yaml prints the resources themselves, in Envoy's JSON (protojson).
 

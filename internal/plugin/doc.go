@@ -10,8 +10,9 @@
 //     second rule), with the endpoints and the routes behind that port.
 //   - Status: every MeshService's ports and the routes parented to it.
 //   - ProxyConfig: a pod's part of its node's published proxy configuration, read from the node
-//     agent's loopback debug endpoint (internal/proxyconfig) through a port-forward the API server
-//     authorizes (PortForwardGet); never recomputed here.
+//     agent's endpoint (internal/proxyconfig, on the agent's metrics port) through a port-forward
+//     the API server authorizes, with the user's own credentials, which the agent has the API
+//     server check (PortForwardGet); never recomputed here.
 //
 // The annotation grammar is internal/portspec's and the resolution rule internal/resolve's; this
 // package only finds the inputs and prints the answers.

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,9 +41,10 @@ type ProxyConfigReport struct {
 
 // ProxyConfig reads pod namespace/name's part of its node's published proxy configuration from
 // the node's agent: it finds the pod and the agent of its node (c), checks that the caller may
-// create pods/portforward on the agent's pod (a SelfSubjectAccessReview, so that a refusal names
-// what to ask for), and asks the agent's debug endpoint through get. Each way it can fail is an
-// ExitError that says what to do.
+// create pods/portforward on the agent's pod and get the pod's path on the agent
+// (SelfSubjectAccessReviews, so that a refusal names what to ask for; the agent asks the API
+// server the second again, for the credentials it is sent), and asks the agent's endpoint, on its
+// metrics port, through get. Each way it can fail is an ExitError that says what to do.
 func ProxyConfig(ctx context.Context, c client.Client, namespace, name string, get AgentGet) (*ProxyConfigReport, error) {
 	pod := &corev1.Pod{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
@@ -73,19 +73,29 @@ func ProxyConfig(ctx context.Context, c client.Client, namespace, name string, g
 		return nil, err
 	}
 	agentKey := agent.Namespace + "/" + agent.Name
-	port, err := debugPort(agent)
+	port, err := endpointPort(agent)
 	if err != nil {
 		return nil, err
 	}
+	path := proxyconfig.PodPath(namespace, name)
 	if err := mayPortForward(ctx, c, agent); err != nil {
 		return nil, err
 	}
-	status, body, err := get(ctx, agent, port, proxyconfig.PodPath(namespace, name))
+	if err := mayRead(ctx, c, path); err != nil {
+		return nil, err
+	}
+	status, body, err := get(ctx, agent, port, path)
 	if err != nil {
 		if apierrors.IsForbidden(err) || strings.Contains(err.Error(), "403") {
 			return nil, &ExitError{Code: ExitUsage, Msg: forbiddenPortForward(agent, err.Error())}
 		}
 		return nil, &ExitError{Code: ExitUsage, Msg: fmt.Sprintf("reading the agent %s on node %s: %v", agentKey, node, err)}
+	}
+	switch status {
+	case http.StatusUnauthorized:
+		return nil, &ExitError{Code: ExitUsage, Msg: fmt.Sprintf("the agent %s did not accept your credentials (%s): it accepts what the API server accepts of a bearer token (TokenReview) or a client certificate of the API server's client CA; your kubeconfig's user sends neither in a form it can check (an authentication proxy's, say)", agentKey, strings.TrimSpace(string(body)))}
+	case http.StatusForbidden:
+		return nil, &ExitError{Code: ExitUsage, Msg: forbiddenRead(path, strings.TrimSpace(string(body)))}
 	}
 	if status != http.StatusOK {
 		var p proxyconfig.Problem
@@ -134,23 +144,76 @@ func agentOf(ctx context.Context, c client.Reader, node string) (*corev1.Pod, er
 		p.Namespace, p.Name, node, cmp.Or(string(p.Status.Phase), "unknown"), p.Namespace, p.Name)}
 }
 
-// debugPort is the port of the agent's debug endpoint, from its --debug-bind-address (its default
-// when not set).
-func debugPort(agent *corev1.Pod) (int, error) {
-	value := proxyconfig.DefaultAddress
+// endpointPort is the port the agent serves the proxy configuration on: its metrics endpoint's
+// (--metrics-bind-address, its default when not set), unless it serves none there
+// (--proxy-config=false, --metrics-secure=false, --metrics-bind-address=0).
+func endpointPort(agent *corev1.Pod) (int, error) {
+	value, on, secure := proxyconfig.DefaultMetricsAddress, true, true
 	for _, ctr := range agent.Spec.Containers {
-		if v, ok := flagValue(ctr, proxyconfig.Flag); ok && ctr.Name == AgentContainer {
+		if ctr.Name != AgentContainer {
+			continue
+		}
+		if v, ok := flagValue(ctr, proxyconfig.MetricsAddressFlag); ok {
 			value = v
 		}
+		on = boolFlag(ctr, proxyconfig.Flag, on)
+		secure = boolFlag(ctr, proxyconfig.MetricsSecureFlag, secure)
 	}
-	addr, on, err := proxyconfig.ParseAddress(value)
-	if err != nil {
-		return 0, &ExitError{Code: ExitUsage, Msg: fmt.Sprintf("the agent %s/%s: %v", agent.Namespace, agent.Name, err)}
+	key := agent.Namespace + "/" + agent.Name
+	port, served, err := proxyconfig.MetricsPort(value)
+	switch {
+	case err != nil:
+		return 0, &ExitError{Code: ExitUsage, Msg: fmt.Sprintf("the agent %s: %v", key, err)}
+	case !on:
+		return 0, &ExitError{Code: ExitUsage, Msg: fmt.Sprintf("the agent %s runs with --%s=false: it serves no proxy configuration; remove the flag (it is on by default)", key, proxyconfig.Flag)}
+	case !secure:
+		return 0, &ExitError{Code: ExitUsage, Msg: fmt.Sprintf("the agent %s runs with --%s=false: it serves no proxy configuration on a metrics endpoint without authentication; remove the flag", key, proxyconfig.MetricsSecureFlag)}
+	case !served:
+		return 0, &ExitError{Code: ExitUsage, Msg: fmt.Sprintf("the agent %s runs with --%s=0: it serves no metrics endpoint, where the proxy configuration is; give it an address (%s in config/agent)", key, proxyconfig.MetricsAddressFlag, ":19090")}
 	}
-	if !on {
-		return 0, &ExitError{Code: ExitUsage, Msg: fmt.Sprintf("the agent %s/%s runs with --%s=%s: it serves no debug endpoint; set it to %s (the default)", agent.Namespace, agent.Name, proxyconfig.Flag, value, proxyconfig.DefaultAddress)}
+	return port, nil
+}
+
+// boolFlag is the value of the boolean flag name in ctr's command line (--name, --name=true,
+// --name=false), dflt when it is not there or not a boolean.
+func boolFlag(ctr corev1.Container, name string, dflt bool) bool {
+	out := dflt
+	for _, w := range append(slices.Clone(ctr.Command), ctr.Args...) {
+		w = "-" + strings.TrimLeft(w, "-")
+		if w == "-"+name {
+			out = true
+		} else if v, ok := strings.CutPrefix(w, "-"+name+"="); ok {
+			if b, err := strconv.ParseBool(v); err == nil {
+				out = b
+			}
+		}
 	}
-	return int(netip.MustParseAddrPort(addr).Port()), nil
+	return out
+}
+
+// mayRead asks the API server whether the caller may get path, the non-resource URL the agent
+// authorizes the request by.
+func mayRead(ctx context.Context, c client.Client, path string) error {
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: "get"},
+	}}
+	if err := c.Create(ctx, review); err != nil {
+		return fmt.Errorf("asking the API server whether you may get %s: %w", path, err)
+	}
+	if !review.Status.Allowed {
+		return &ExitError{Code: ExitUsage, Msg: forbiddenRead(path, review.Status.Reason)}
+	}
+	return nil
+}
+
+func forbiddenRead(path, reason string) string {
+	msg := "you may not get " + path
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return msg + "; the node agent serves a pod's proxy configuration to whom the API server allows get on that non-resource URL: ask for a ClusterRoleBinding to the ClusterRole " +
+		proxyconfig.ReaderRole + " (aether-operator-" + proxyconfig.ReaderRole + " as config/default and a release named aether-operator name it), or to a ClusterRole of your own granting get on " +
+		proxyconfig.Path + "<namespace>/* (kubectl auth can-i get " + path + ")"
 }
 
 // mayPortForward asks the API server whether the caller may create pods/portforward on agent.
@@ -172,7 +235,7 @@ func forbiddenPortForward(agent *corev1.Pod, reason string) string {
 	if reason != "" {
 		msg += ": " + reason
 	}
-	return msg + "; proxy-config reads the node agent's loopback-only debug endpoint through a port-forward the API server authorizes: ask for a Role in " +
+	return msg + "; proxy-config reads the node agent's endpoint through a port-forward the API server authorizes: ask for a Role in " +
 		agent.Namespace + " granting verb create on resource pods/portforward (kubectl auth can-i create pods/portforward -n " + agent.Namespace + ")"
 }
 

@@ -8,9 +8,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/aether-mesh/aether-operator/internal/proxyconfig"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
@@ -38,13 +42,15 @@ func (p published) Published(node string) (xds.Resources, map[string]string, boo
 }
 
 // TestProxyConfig: proxy-config finds the pod, the ready agent of its node and the port of that
-// agent's --debug-bind-address, and shows what the agent's real endpoint (internal/proxyconfig
+// agent's --metrics-bind-address, and shows what the agent's real endpoint (internal/proxyconfig
 // over a snapshot the real builder built, node-p holding shop/payments-0 and web/frontend-0)
 // answers for the pod: its capture listener, its identity's clusters with their SNI, its route
 // configurations; nothing of web/frontend-0. Each way it cannot are clear errors: no such pod, a
-// pod not in the mesh, no agent on the node, an agent not ready, and a user who may read pods but
-// not create pods/portforward (named in the error); granting that verb makes the same user's call
-// succeed (the negative control of the refusal).
+// pod not in the mesh, no agent on the node, an agent not ready, a user who may read pods but not
+// create pods/portforward (named in the error), then one who may port-forward but not get the
+// pod's path (the path and the ClusterRole named); granting each makes the same user's call go
+// further, and the last succeed (the negative controls of the refusals). (The agent's own check
+// of the same credentials: TestAgentFetchSendsTheUsersCredentials.)
 func TestProxyConfig(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -71,7 +77,7 @@ func TestProxyConfig(t *testing.T) {
 		return resp.StatusCode, body, err
 	}
 
-	ready := agentPod("aether-agent-p", "node-p", fixtureImage, "--node-name=node-p", "--debug-bind-address=127.0.0.1:19099")
+	ready := agentPod("aether-agent-p", "node-p", fixtureImage, "--node-name=node-p", "--metrics-bind-address=:19099")
 	notReady := agentPod("aether-agent-q", "node-q", fixtureImage, "--node-name=node-q")
 	pod := clientPod("payments-0", "node-p", nil, true)
 	pod.Spec.ServiceAccountName = "payments"
@@ -178,12 +184,68 @@ func TestProxyConfig(t *testing.T) {
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: "port-forward"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "port-forward"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "pod-reader"}}})
 	// The API server's authorizer follows the new binding a moment later.
-	testenv.Eventually(t, "the user granted create on pods/portforward reads the pod's configuration", func() error {
+	testenv.Eventually(t, "the user granted create on pods/portforward is refused the pod's path", func() error {
+		_, err := ProxyConfig(ctx, reader, fixtureNamespace, "payments-0", get)
+		if exit, ok := errors.AsType[*ExitError](err); !ok || exit.Code != ExitUsage ||
+			!strings.Contains(exit.Msg, "you may not get /proxy-config/shop/payments-0") || !strings.Contains(exit.Msg, "aether-operator-proxy-config-reader") {
+			return fmt.Errorf("%v; want exit 2 naming get on /proxy-config/shop/payments-0 and the ClusterRole", err)
+		}
+		return nil
+	})
+	if len(calls) != 0 {
+		t.Errorf("the agent was asked %d times for a user who may not get the path, want never", len(calls))
+	}
+	grant(t, ctx, shippedReaderRole(t, "pod-reader-proxy-config"),
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pod-reader-proxy-config"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "pod-reader-proxy-config"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "pod-reader"}}})
+	testenv.Eventually(t, "the user granted the shipped proxy-config-reader too reads the pod's configuration", func() error {
 		_, err := ProxyConfig(ctx, reader, fixtureNamespace, "payments-0", get)
 		return err
 	})
 	if len(calls) != 1 {
 		t.Errorf("the agent was asked %d times for the granted user, want once", len(calls))
+	}
+}
+
+// shippedReaderRole is config/rbac/proxy_config_reader_role.yaml's ClusterRole, named name.
+func shippedReaderRole(t *testing.T, name string) *rbacv1.ClusterRole {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "proxy_config_reader_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(data, role); err != nil {
+		t.Fatal(err)
+	}
+	role.Name = name
+	return role
+}
+
+// TestEndpointPort: the port proxy-config forwards to is the agent's --metrics-bind-address (its
+// default without the flag), and an agent that serves no proxy configuration there says which
+// flag and the fix.
+func TestEndpointPort(t *testing.T) {
+	for name, c := range map[string]struct {
+		args []string
+		port int
+		err  string
+	}{
+		"defaults":          {nil, 9090, ""},
+		"config/agent's":    {[]string{"--node-name=$(NODE_NAME)", "--metrics-bind-address=:19090"}, 19090, ""},
+		"turned on by hand": {[]string{"--metrics-bind-address", "0.0.0.0:19091", "--proxy-config", "--metrics-secure=true"}, 19091, ""},
+		"turned off":        {[]string{"--proxy-config=false"}, 0, "runs with --proxy-config=false: it serves no proxy configuration"},
+		"insecure metrics":  {[]string{"--metrics-secure=false"}, 0, "runs with --metrics-secure=false: it serves no proxy configuration on a metrics endpoint without authentication"},
+		"no metrics":        {[]string{"--metrics-bind-address=0"}, 0, "runs with --metrics-bind-address=0"},
+		"bad address":       {[]string{"--metrics-bind-address=19090"}, 0, `--metrics-bind-address "19090" is not [host]:port`},
+	} {
+		port, err := endpointPort(agentPod("aether-agent-x", "node-x", fixtureImage, c.args...))
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: %d, %v; want an error saying %q", name, port, err, c.err)
+		case c.err == "" && (err != nil || port != c.port):
+			t.Errorf("%s: %d, %v; want %d", name, port, err, c.port)
+		}
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -22,38 +21,44 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/xds"
 )
 
-// Flag is the agent's flag that sets the endpoint's address.
-const Flag = "debug-bind-address"
+// Flag is the agent's flag that turns the endpoint on (the default) or off.
+const Flag = "proxy-config"
 
-// DefaultPort is the endpoint's port by default, in the 19xxx block of the agent's own ports
-// (metrics 19090, probes 19091, the node Envoy's admin 19000).
-const DefaultPort = 19092
+// The endpoint is served on the agent's metrics endpoint, under its authentication: these are
+// the agent's flags that say where that listens and whether it is HTTPS, and the address's
+// default. The plugin reads them from the agent's pod.
+const (
+	MetricsAddressFlag    = "metrics-bind-address"
+	MetricsSecureFlag     = "metrics-secure"
+	DefaultMetricsAddress = ":9090"
+)
 
-// DefaultAddress is the endpoint's address by default: the node's loopback (the agent runs with
-// hostNetwork), where a port-forward to the agent's pod arrives.
-var DefaultAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultPort))
-
-// Path is the pattern of the endpoint's one path: /proxy-config/<namespace>/<pod>.
+// Path is the pattern of the endpoint's one path: /proxy-config/<namespace>/<pod>. A caller needs
+// get on it, a non-resource URL: the ClusterRole ReaderRole grants /proxy-config/* (every pod),
+// a ClusterRole of one's own /proxy-config/<namespace>/* (one namespace's pods).
 const Path = "/proxy-config/"
+
+// ReaderRole is the ClusterRole the install ships for the endpoint, without the install's name
+// prefix (aether-operator-proxy-config-reader in config/default).
+const ReaderRole = "proxy-config-reader"
 
 // PodPath is the path of pod namespace/name's configuration.
 func PodPath(namespace, name string) string { return Path + namespace + "/" + name }
 
-// ParseAddress reads the flag's value: "0" (or empty) turns the endpoint off (ok false); else a
-// loopback IP and a port. Any other address is refused: the endpoint answers whoever reaches it,
-// so only processes of the node (and a port-forward the API server authorized) may.
-func ParseAddress(value string) (addr string, ok bool, err error) {
-	if value == "" || value == "0" {
-		return "", false, nil
+// MetricsPort is the port of a --metrics-bind-address value (host:port, :port); ok is false for
+// "0", which turns the metrics endpoint, and so this one, off.
+func MetricsPort(value string) (port int, ok bool, err error) {
+	if value == "0" {
+		return 0, false, nil
 	}
-	ap, err := netip.ParseAddrPort(value)
-	if err != nil {
-		return "", false, fmt.Errorf("--%s %q: not an IP address and port (%v): use %s, or 0 to serve no debug endpoint", Flag, value, err, DefaultAddress)
+	_, p, err := net.SplitHostPort(value)
+	if err == nil {
+		port, err = strconv.Atoi(p)
 	}
-	if !ap.Addr().IsLoopback() {
-		return "", false, fmt.Errorf("--%s %q: the debug endpoint serves the node's proxy configuration to whoever connects, so it listens on a loopback address only (kubectl aether proxy-config reaches it through a port-forward that the API server authorizes): use %s, or 0 to serve no debug endpoint", Flag, value, DefaultAddress)
+	if err != nil || port < 1 || port > 65535 {
+		return 0, false, fmt.Errorf("--%s %q is not [host]:port (%v)", MetricsAddressFlag, value, err)
 	}
-	return ap.String(), true, nil
+	return port, true, nil
 }
 
 // Config is one pod's part of its node's published configuration, as the endpoint serves it:

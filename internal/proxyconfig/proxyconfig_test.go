@@ -14,29 +14,28 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/xds"
 )
 
-// TestParseAddressLoopbackOnly: the endpoint listens on a loopback address or not at all; any
-// other address is refused with the flag, the value and the fix.
-func TestParseAddressLoopbackOnly(t *testing.T) {
+// TestMetricsPort: the port of the agent's --metrics-bind-address, where the endpoint is
+// served; "0" is off, and anything without a port is refused naming the flag.
+func TestMetricsPort(t *testing.T) {
 	for value, want := range map[string]struct {
-		addr string
+		port int
 		on   bool
 		err  string
 	}{
-		"":                {},
 		"0":               {},
-		"127.0.0.1:19092": {addr: "127.0.0.1:19092", on: true},
-		"[::1]:19092":     {addr: "[::1]:19092", on: true},
-		"0.0.0.0:19092":   {err: `--debug-bind-address "0.0.0.0:19092": the debug endpoint serves the node's proxy configuration to whoever connects, so it listens on a loopback address only`},
-		"10.0.0.5:19092":  {err: "listens on a loopback address only"},
-		":19092":          {err: `--debug-bind-address ":19092": not an IP address and port`},
-		"localhost:19092": {err: "use 127.0.0.1:19092, or 0 to serve no debug endpoint"},
+		":19090":          {port: 19090, on: true},
+		"0.0.0.0:19090":   {port: 19090, on: true},
+		"[::1]:9090":      {port: 9090, on: true},
+		"19090":           {err: `--metrics-bind-address "19090" is not [host]:port`},
+		":http":           {err: `--metrics-bind-address ":http" is not [host]:port`},
+		"127.0.0.1:70000": {err: "is not [host]:port"},
 	} {
-		addr, on, err := proxyconfig.ParseAddress(value)
+		port, on, err := proxyconfig.MetricsPort(value)
 		switch {
 		case want.err != "" && (err == nil || !strings.Contains(err.Error(), want.err)):
 			t.Errorf("%q: %v, want an error saying %q", value, err, want.err)
-		case want.err == "" && (err != nil || addr != want.addr || on != want.on):
-			t.Errorf("%q: %q, %v, %v; want %q, %v", value, addr, on, err, want.addr, want.on)
+		case want.err == "" && (err != nil || port != want.port || on != want.on):
+			t.Errorf("%q: %d, %v, %v; want %d, %v", value, port, on, err, want.port, want.on)
 		}
 	}
 }

@@ -47,9 +47,11 @@ var _ = Describe("kubectl aether on a real node", Ordered, func() {
 		startPods(ctx, pod("shop-0", withServiceAccount("shop")), pod("other-0", withServiceAccount("other")))
 	})
 
-	// proxy-config reads the agent's loopback debug endpoint through a port-forward of the API
-	// server (pods/portforward to the agent's hostNetwork pod): what the node's agent publishes
-	// for the pod, its capture listener and its identity's clusters, and not the other pod's.
+	// proxy-config reads the agent's endpoint on its metrics port through a port-forward of the API
+	// server (pods/portforward to the agent's hostNetwork pod), presenting the admin kubeconfig's
+	// client certificate, which the agent has checked against the cluster's client CA and
+	// authorized by a SubjectAccessReview: what the node's agent publishes for the pod, its
+	// capture listener and its identity's clusters, and not the other pod's.
 	It("proxy-config prints the pod's capture listener and its clusters, read from its node's agent", func() {
 		var out string
 		Eventually(func(g Gomega) {
