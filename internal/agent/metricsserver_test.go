@@ -12,15 +12,13 @@ import (
 	"strings"
 	"testing"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 
-	"github.com/aether-mesh/aether-operator/internal/apiauth"
+	"github.com/aether-mesh/aether-operator/internal/apiauth/apiauthtest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
@@ -60,7 +58,8 @@ func TestMetricsRefuseAnUnauthenticatedScrape(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(env.Config)
 	tokenOf := func(name string, reader bool) string {
 		t.Helper()
-		if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		token, err := env.ServiceAccountToken(ctx, ns, name)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if reader {
@@ -71,11 +70,7 @@ func TestMetricsRefuseAnUnauthenticatedScrape(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
+		return token
 	}
 	// The server's certificate is self-signed: the test checks who may scrape, not the certificate.
 	scraper := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
@@ -125,11 +120,11 @@ func TestMetricsRefuseAnUnauthenticatedScrape(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		rt, err := apiauth.Transport(userConfig(t, c.user))
+		cfg, err := env.UserConfig(c.user)
 		if err != nil {
 			t.Fatal(err)
 		}
-		user := &http.Client{Transport: rt}
+		user := apiauthtest.Client(t, cfg)
 		testenv.Eventually(t, "user "+c.user+"'s certificate answered "+fmt.Sprint(c.want), func() error {
 			resp, err := user.Get("https://" + addr + "/metrics")
 			if err != nil {

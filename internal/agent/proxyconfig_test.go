@@ -8,23 +8,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/aether-mesh/aether-operator/internal/apiauth"
+	"github.com/aether-mesh/aether-operator/internal/apiauth/apiauthtest"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyconfig"
 	"github.com/aether-mesh/aether-operator/internal/spiffetest"
@@ -175,17 +170,14 @@ func TestProxyConfigOnlyForItsReader(t *testing.T) {
 	}
 	tokenOf := func(name, role string) *rest.Config {
 		t.Helper()
-		if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		token, err := env.ServiceAccountToken(ctx, ns, name)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if role != "" {
 			bind(name, role, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name})
 		}
-		tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &rest.Config{BearerToken: tr.Status.Token}
+		return &rest.Config{BearerToken: token}
 	}
 	// A user of one namespace's pods: a ClusterRole of its own, as docs/user-guide says.
 	user := ns + "-reader"
@@ -195,7 +187,10 @@ func TestProxyConfigOnlyForItsReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	bind(user, user, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user})
-	certificate := userConfig(t, user)
+	certificate, err := env.UserConfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	for _, c := range []struct {
 		who  string
@@ -210,11 +205,7 @@ func TestProxyConfigOnlyForItsReader(t *testing.T) {
 		{"a certificate granted this namespace", certificate, path, http.StatusOK},
 		{"a certificate granted this namespace, another's pod", certificate, proxyconfig.PodPath("kube-system", "web-0"), http.StatusForbidden},
 	} {
-		rt, err := apiauth.Transport(c.cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		caller := &http.Client{Transport: rt, Timeout: 10 * time.Second}
+		caller := apiauthtest.Client(t, c.cfg)
 		testenv.Eventually(t, c.who+" answered "+fmt.Sprint(c.want), func() error {
 			resp, err := caller.Get(base + c.path)
 			if err != nil {
@@ -238,38 +229,9 @@ func TestProxyConfigOnlyForItsReader(t *testing.T) {
 // client of the admin's (a client certificate of system:masters).
 func startProxyConfigAgent(t *testing.T, ns string) (*xdsAgent, string, *http.Client) {
 	t.Helper()
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	if err := free.Close(); err != nil {
-		t.Fatal(err)
-	}
+	addr := testenv.FreeLoopbackAddress(t)
 	a := startXDSAgentAs(t, ns, env.Config, MetricsOptions(addr, true, ""), false, func(o *Options) { o.XDS.ProxyConfig = true })
-	rt, err := apiauth.Transport(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, "https://" + addr, &http.Client{Transport: rt, Timeout: 30 * time.Second}
-}
-
-// userConfig is the rest config of a new user of the API server: a client certificate its
-// client CA signed (envtest's AddUser), and no token.
-func userConfig(t *testing.T, name string) *rest.Config {
-	t.Helper()
-	kubeconfig, err := env.UserKubeconfig(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cfg.CertData) == 0 && cfg.CertFile == "" {
-		t.Fatalf("user %s's kubeconfig holds no client certificate", name)
-	}
-	return cfg
+	return a, "https://" + addr, apiauthtest.Client(t, env.Config)
 }
 
 // names are the resources' names.

@@ -1,7 +1,7 @@
 // Copyright 2026 The Aether Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package apiauth
+package apiauth_test
 
 import (
 	"context"
@@ -14,25 +14,20 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/aether-mesh/aether-operator/internal/apiauth/apiauthtest"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
@@ -55,7 +50,10 @@ const probePath = "/probe/answer"
 // of the certificate path.
 func TestFilterLetsOnlyWhomTheAPIServerAllows(t *testing.T) {
 	ctx := t.Context()
-	withCerts, withoutCerts := serve(t, true), serve(t, false)
+	probe := map[string]http.Handler{"/probe/": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "the answer")
+	})}
+	withCerts, withoutCerts := apiauthtest.Serve(t, env.Config, true, probe), apiauthtest.Serve(t, env.Config, false, probe)
 	ns, err := env.Namespace(ctx, "apiauth")
 	if err != nil {
 		t.Fatal(err)
@@ -63,33 +61,24 @@ func TestFilterLetsOnlyWhomTheAPIServerAllows(t *testing.T) {
 	grant(t, "granted-sa", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "granted"})
 	grant(t, "granted-user", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "granted-user"})
 
-	anonymous := caller(t, &rest.Config{})
+	anonymous := apiauthtest.Client(t, &rest.Config{})
 	tokenOf := func(name string) *http.Client {
 		t.Helper()
-		cs := kubernetes.NewForConfigOrDie(env.Config)
-		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		token, err := env.ServiceAccountToken(ctx, ns, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return caller(t, &rest.Config{BearerToken: tr.Status.Token})
+		return apiauthtest.Client(t, &rest.Config{BearerToken: token})
 	}
-	certOf := func(name string) (*http.Client, *rest.Config) {
+	certOf := func(name string) *http.Client {
 		t.Helper()
-		kubeconfig, err := env.UserKubeconfig(name)
+		cfg, err := env.UserConfig(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return caller(t, cfg), cfg
+		return apiauthtest.Client(t, cfg)
 	}
-	grantedCert, grantedCfg := certOf("granted-user")
-	ungrantedCert, _ := certOf("ungranted-user")
+	grantedCert, ungrantedCert := certOf("granted-user"), certOf("ungranted-user")
 
 	for _, c := range []struct {
 		who    string
@@ -102,7 +91,7 @@ func TestFilterLetsOnlyWhomTheAPIServerAllows(t *testing.T) {
 		{"a token with the grant", withCerts, tokenOf("granted"), http.StatusOK},
 		{"a client certificate without the grant", withCerts, ungrantedCert, http.StatusForbidden},
 		{"a client certificate with the grant", withCerts, grantedCert, http.StatusOK},
-		{"a certificate of another CA, the granted user's name", withCerts, caller(t, foreignCert(t, "granted-user")), http.StatusUnauthorized},
+		{"a certificate of another CA, the granted user's name", withCerts, apiauthtest.Client(t, foreignCert(t, "granted-user")), http.StatusUnauthorized},
 		{"the granted certificate where certificates are off", withoutCerts, grantedCert, http.StatusUnauthorized},
 		{"no credentials where certificates are off", withoutCerts, anonymous, http.StatusUnauthorized},
 	} {
@@ -118,45 +107,6 @@ func TestFilterLetsOnlyWhomTheAPIServerAllows(t *testing.T) {
 			return nil
 		})
 	}
-	if grantedCfg.CertData == nil && grantedCfg.CertFile == "" {
-		t.Fatal("the granted user's kubeconfig holds no client certificate: the certificate cases proved nothing")
-	}
-}
-
-// serve starts a metrics server with Options(addr, "", clientCerts) as the admin, its one extra
-// handler at /probe/, and returns its base URL.
-func serve(t *testing.T, clientCerts bool) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	opts := Options(addr, "", clientCerts)
-	opts.ExtraHandlers = map[string]http.Handler{"/probe/": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "the answer")
-	})}
-	hc, err := rest.HTTPClientFor(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := metricsserver.NewServer(opts, env.Config, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the server: %v", err)
-		}
-	})
-	return "https://" + addr
 }
 
 // grant binds a ClusterRole allowing get on /probe/* to subject.
@@ -172,16 +122,6 @@ func grant(t *testing.T, name string, subject rbacv1.Subject) {
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
 	}
-}
-
-// caller is an HTTPS client presenting cfg's credentials (Transport).
-func caller(t *testing.T, cfg *rest.Config) *http.Client {
-	t.Helper()
-	rt, err := Transport(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &http.Client{Transport: rt, Timeout: 10 * time.Second}
 }
 
 // foreignCert is a client certificate for user name signed by a CA of its own, which the API
@@ -204,7 +144,8 @@ func foreignCert(t *testing.T, name string) *rest.Config {
 		t.Fatal(err)
 	}
 	return &rest.Config{TLSClientConfig: rest.TLSClientConfig{
-		CertData: pemBlock("CERTIFICATE", der), KeyData: pemBlock("EC PRIVATE KEY", keyDER)}}
+		CertData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyData:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})}}
 }
 
 func get(ctx context.Context, c *http.Client, base string) (int, string, error) {
@@ -219,8 +160,4 @@ func get(ctx context.Context, c *http.Client, base string) (int, string, error) 
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, strings.TrimSpace(string(body)), err
-}
-
-func pemBlock(typ string, der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }

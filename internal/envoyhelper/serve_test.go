@@ -18,11 +18,8 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -50,7 +47,7 @@ func TestStatsOnlyForAReader(t *testing.T) {
 	admin := envoytest.AdminAddress()
 	envoy := envoytest.Start(t, adminBootstrap(admin), admin, envoytest.Options{})
 	installShippedRBAC(t)
-	ready, stats := freeAddress(t), freeAddress(t)
+	ready, stats := testenv.FreeLoopbackAddress(t), testenv.FreeLoopbackAddress(t)
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -150,24 +147,19 @@ func installShippedRBAC(t *testing.T) {
 // when reader.
 func tokenOf(t *testing.T, ns, name string, reader bool) string {
 	t.Helper()
-	ctx := t.Context()
-	cs := kubernetes.NewForConfigOrDie(env.Config)
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	token, err := env.ServiceAccountToken(t.Context(), ns, name)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if reader {
 		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "aether-operator-metrics-reader"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}}}
-		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		if err := env.Client.Create(t.Context(), binding); err != nil {
 			t.Fatal(err)
 		}
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
+	return token
 }
 
 func get(ctx context.Context, c *http.Client, url, token string) (int, string, error) {
@@ -185,14 +177,4 @@ func get(ctx context.Context, c *http.Client, url, token string) (int, string, e
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), err
-}
-
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }

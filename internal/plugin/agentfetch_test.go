@@ -7,22 +7,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/aether-mesh/aether-operator/internal/apiauth"
+	"github.com/aether-mesh/aether-operator/internal/apiauth/apiauthtest"
 	"github.com/aether-mesh/aether-operator/internal/proxyconfig"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -44,7 +39,8 @@ func TestAgentFetchSendsTheUsersCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := serveAgentEndpoint(t, proxyconfig.Handler("node-p", published{node: "node-p", res: res}, nil))
+	// The endpoint as the agent serves it (MetricsOptions: client certificates too).
+	base := apiauthtest.Serve(t, env.Config, true, map[string]http.Handler{proxyconfig.Path: proxyconfig.Handler("node-p", published{node: "node-p", res: res}, nil)})
 	path := proxyconfig.PodPath(fixtureNamespace, "payments-0")
 
 	readerRole := shippedReaderRole(t, "fetch-proxy-config-reader")
@@ -57,19 +53,21 @@ func TestAgentFetchSendsTheUsersCredentials(t *testing.T) {
 		grant(t, ctx, b)
 		bindings[subject.Name] = b
 	}
-	operator := userConfig(t, "fetch-operator")
-	bind(rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "fetch-operator"})
-	stranger := userConfig(t, "fetch-stranger")
-	admin := kubernetes.NewForConfigOrDie(env.Config)
-	if _, err := admin.CoreV1().ServiceAccounts(fixtureNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "fetch-bot"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	bind(rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: fixtureNamespace, Name: "fetch-bot"})
-	tr, err := admin.CoreV1().ServiceAccounts(fixtureNamespace).CreateToken(ctx, "fetch-bot", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	operator, err := env.UserConfig("fetch-operator")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bot := &rest.Config{Host: env.Config.Host, BearerToken: tr.Status.Token, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}
+	bind(rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "fetch-operator"})
+	stranger, err := env.UserConfig("fetch-stranger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := env.ServiceAccountToken(ctx, fixtureNamespace, "fetch-bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bind(rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: fixtureNamespace, Name: "fetch-bot"})
+	bot := &rest.Config{Host: env.Config.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}
 
 	for _, c := range []struct {
 		who  string
@@ -138,54 +136,4 @@ func TestAgentFetchSendsTheUsersCredentials(t *testing.T) {
 	if exit, ok := errors.AsType[*ExitError](err); !ok || exit.Code != ExitUsage || !strings.Contains(exit.Msg, "you may not get "+path) {
 		t.Errorf("the agent's 403: %v; want exit 2 naming get on %s", err, path)
 	}
-}
-
-// serveAgentEndpoint serves handler at proxyconfig.Path as the agent does (apiauth.Options with
-// client certificates, its metrics server) on a loopback port, as the admin, and returns its
-// base URL.
-func serveAgentEndpoint(t *testing.T, handler http.Handler) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	opts := apiauth.Options(addr, "", true)
-	opts.ExtraHandlers = map[string]http.Handler{proxyconfig.Path: handler}
-	hc, err := rest.HTTPClientFor(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := metricsserver.NewServer(opts, env.Config, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the agent's endpoint: %v", err)
-		}
-	})
-	return "https://" + addr
-}
-
-// userConfig is the rest config of a new user of the API server: a client certificate its
-// client CA signed (envtest's AddUser), no token.
-func userConfig(t *testing.T, name string) *rest.Config {
-	t.Helper()
-	kubeconfig, err := env.UserKubeconfig(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }
