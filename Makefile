@@ -182,6 +182,10 @@ bench-convergence: binaries ## The manager binary against the real API server: f
 	# -s -w: the harness needs no debug information, and links in half the time (a fresh clone links it).
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go run -ldflags='-s -w' ./hack/bench
 
+.PHONY: bench-dataplane
+bench-dataplane: ## What the mesh costs a request, on the live Envoy (needs root, about 9 minutes): fortio's load from a client pod's namespace to a server pod on the same node, direct and through capture, the mTLS hop and the inbound, for HTTP/1.1, gRPC and raw TCP at 1 000/s (AETHER_BENCH_SECONDS each, default 60), then each one's highest rate with p99 under 10 ms; latency percentiles, the added latency, Envoy's CPU and memory, the agent's CPU. bin/bench/dataplane.json and a table.
+	AETHER_ENVOY="$$(hack/build-envoy.sh)/envoy" go test ./test/envoy -run '^$$' -bench '^BenchmarkDataplane$$' -benchtime 1x -count 1 -timeout 30m -v
+
 .PHONY: bench-latency
 bench-latency: binaries ## Endpoint programming latency: BENCH_AGENTS (default 20) real agent processes against one API server, 10 % of the pods replaced at BENCH_CHURN_RATE per second (default 10), at BENCH_SIZES (default 1000x10, about 7 minutes here; 100x10 under 1), the agents at nice 10; per change, the time until every agent's published snapshot holds or drops it. Targets at 1000x10, 20 agents: add p50 < 300 ms, p99 < 1 s. bin/bench/latency.json, agent and manager CPU profiles.
 	KUBEBUILDER_ASSETS="$$(hack/build-binaries.sh 2>/dev/null)" go run -ldflags='-s -w' ./hack/bench latency

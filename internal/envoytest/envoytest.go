@@ -11,6 +11,7 @@ package envoytest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -143,6 +144,10 @@ type Options struct {
 	// Unready makes Start return once the admin endpoint answers at all, ready or not: for an
 	// Envoy the test expects never to be served its configuration.
 	Unready bool
+	// AdminWithin is how long Start waits for the admin endpoint (default 30 s). Envoy's main
+	// thread answers it, after whatever configuration already waits for it: a snapshot of a
+	// large mesh takes minutes on two cores.
+	AdminWithin time.Duration
 }
 
 // Start runs Envoy with bootstrap (YAML) whose admin endpoint is admin, and waits until its
@@ -186,7 +191,7 @@ func Start(t testing.TB, bootstrap []byte, admin string, o Options) *Envoy {
 			t.Logf("Envoy's output: %s\nEnvoy's log (last 60 lines):\n%s", stderr.String(), e.LogTail(60))
 		}
 	})
-	e.WaitFor(t, 30*time.Second, "its admin endpoint answers", func() (bool, string) {
+	e.WaitFor(t, cmp.Or(o.AdminWithin, 30*time.Second), "its admin endpoint answers", func() (bool, string) {
 		body, err := e.Get("/ready")
 		if err != nil && (!o.Unready || body == nil) { // a body: it answered, not ready
 			return false, err.Error()
@@ -195,6 +200,9 @@ func Start(t testing.TB, bootstrap []byte, admin string, o Options) *Envoy {
 	})
 	return e
 }
+
+// Pid is the Envoy process's ID: its CPU time and memory are read from /proc.
+func (e *Envoy) Pid() int { return e.cmd.Process.Pid }
 
 // Stop stops Envoy: SIGTERM, then SIGKILL after 5 s. It returns once the process is gone.
 func (e *Envoy) Stop() {

@@ -38,6 +38,10 @@ type appSpec struct {
 	Hello []int
 	// FailHealth makes the health path answer 503 (testapp.Ports.FailHealth).
 	FailHealth bool
+	// Fortio serves fortio's servers instead (the data-plane benchmark's load answers them): its
+	// echo server on the HTTP ports, its gRPC ping server on the HTTP/2 ports, its TCP echo
+	// server on the TCP ports.
+	Fortio bool
 }
 
 // appReady is the line an application process writes once every server listens.
@@ -46,6 +50,9 @@ const appReady = "ready"
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(appEnv); spec != "" {
 		os.Exit(runApp(spec))
+	}
+	if spec := os.Getenv(loadEnv); spec != "" {
+		os.Exit(runLoadProcess(spec))
 	}
 	os.Exit(m.Run())
 }
@@ -56,6 +63,9 @@ func runApp(spec string) int {
 	if err := json.Unmarshal([]byte(spec), &s); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", appEnv, err)
 		return 2
+	}
+	if s.Fortio {
+		return serveFortio(s)
 	}
 	closers, err := testapp.Serve(s.Host, testapp.Ports{HTTP: s.HTTP, H2C: s.H2C, Hello: s.Hello, HealthPath: "/healthz", FailHealth: s.FailHealth})
 	if err != nil {
@@ -70,8 +80,9 @@ func runApp(spec string) int {
 	return 0
 }
 
-// startApp runs spec's servers in ns and returns once they listen; they stop when t ends.
-func startApp(t *testing.T, ns *nstest.NS, spec appSpec) {
+// selfIn is this test binary to be run again in ns (ip netns exec), and spec in JSON, which the
+// caller passes in its environment: an application's or a load's process.
+func selfIn(t testing.TB, ns *nstest.NS, spec any) (*exec.Cmd, []byte) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -81,7 +92,13 @@ func startApp(t *testing.T, ns *nstest.NS, spec appSpec) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", ns.Name, self)
+	return exec.Command("ip", "netns", "exec", ns.Name, self), encoded
+}
+
+// startApp runs spec's servers in ns and returns once they listen; they stop when t ends.
+func startApp(t testing.TB, ns *nstest.NS, spec appSpec) {
+	t.Helper()
+	cmd, encoded := selfIn(t, ns, spec)
 	godebug := "http2xconnect=1"
 	if g := os.Getenv("GODEBUG"); g != "" {
 		godebug = g + "," + godebug

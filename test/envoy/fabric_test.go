@@ -45,6 +45,8 @@ type fabric struct {
 	keys map[string]string
 	ipv6 bool
 	seq  int
+	// fortio are the pods whose applications are fortio's servers (fabricOptions).
+	fortio []string
 }
 
 // Addresses of the router: its address on every link to a pod (the pods' gateway), and its own
@@ -57,9 +59,9 @@ const (
 
 // newFabric wires every pod of s and starts its application; the applications of the pods named
 // in failingHealth (by xds.PodKey) answer their health path 503.
-func newFabric(t *testing.T, s xdstest.Scenario, failingHealth ...string) *fabric {
+func newFabric(t testing.TB, s xdstest.Scenario, opts fabricOptions) *fabric {
 	t.Helper()
-	f := &fabric{router: nstest.NewNamed(t, "aefab"), pods: map[string]*nstest.NS{}, keys: map[string]string{}}
+	f := &fabric{router: nstest.NewNamed(t, "aefab"), pods: map[string]*nstest.NS{}, keys: map[string]string{}, fortio: opts.fortio}
 	for _, w := range s.Workloads {
 		if netip.MustParseAddr(w.Address).Is6() {
 			f.ipv6 = true
@@ -75,14 +77,22 @@ func newFabric(t *testing.T, s xdstest.Scenario, failingHealth ...string) *fabri
 	}
 	f.rejectVIPs(t, s)
 	for _, w := range s.Workloads {
-		f.addPod(t, w, slices.Contains(failingHealth, xds.PodKey(w.Namespace, w.Name)))
+		f.addPod(t, w, slices.Contains(opts.failingHealth, xds.PodKey(w.Namespace, w.Name)))
 	}
 	return f
 }
 
+// fabricOptions change the applications newFabric starts.
+type fabricOptions struct {
+	// failingHealth are the pods (xds.PodKey) whose applications answer their health path 503.
+	failingHealth []string
+	// fortio are the pods (xds.PodKey) whose applications are fortio's servers (appSpec.Fortio).
+	fortio []string
+}
+
 // addPod gives workload w a namespace linked to the router, and its application (failing its
 // health path when failHealth is set).
-func (f *fabric) addPod(t *testing.T, w xdstest.Workload, failHealth bool) {
+func (f *fabric) addPod(t testing.TB, w xdstest.Workload, failHealth bool) {
 	t.Helper()
 	key := xds.PodKey(w.Namespace, w.Name)
 	ns := nstest.NewNamed(t, "aelive")
@@ -110,7 +120,7 @@ func (f *fabric) addPod(t *testing.T, w xdstest.Workload, failHealth bool) {
 		command(t, "ip", "-n", f.router.Name, "route", "add", a+prefix, "dev", link)
 		f.keys[a] = key
 	}
-	spec := appSpec{Host: w.Address, FailHealth: failHealth}
+	spec := appSpec{Host: w.Address, FailHealth: failHealth, Fortio: slices.Contains(f.fortio, key)}
 	for _, p := range w.Endpoint().Spec.Ports {
 		switch {
 		case p.Protocol == meshv1alpha1.ProtocolHTTP2:
@@ -149,7 +159,7 @@ func (f *fabric) addresses(address string) []string {
 // for a Service with no endpoints (an ICMP port unreachable: the client's connect fails
 // ECONNREFUSED). The VIPs are routed to the router itself (no interface holds them, as none on a
 // node does), where its input hook rejects them.
-func (f *fabric) rejectVIPs(t *testing.T, s xdstest.Scenario) {
+func (f *fabric) rejectVIPs(t testing.TB, s xdstest.Scenario) {
 	t.Helper()
 	var v4, v6 []string
 	for _, svc := range s.Services {
@@ -178,7 +188,7 @@ func (f *fabric) rejectVIPs(t *testing.T, s xdstest.Scenario) {
 }
 
 // sysctl sets settings in ns.
-func (f *fabric) sysctl(t *testing.T, ns *nstest.NS, settings ...string) {
+func (f *fabric) sysctl(t testing.TB, ns *nstest.NS, settings ...string) {
 	t.Helper()
 	command(t, append([]string{"ip", "netns", "exec", ns.Name, "sysctl", "-q", "-w"}, settings...)...)
 }
@@ -186,7 +196,7 @@ func (f *fabric) sysctl(t *testing.T, ns *nstest.NS, settings ...string) {
 // pod is the key of the pod an address belongs to ("" for none).
 func (f *fabric) pod(address string) string { return f.keys[address] }
 
-func command(t *testing.T, args ...string) {
+func command(t testing.TB, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)

@@ -22,6 +22,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/go-logr/logr"
 
+	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/capture/apply/nstest"
 	"github.com/aether-mesh/aether-operator/internal/envoytest"
 	"github.com/aether-mesh/aether-operator/internal/model"
@@ -49,7 +50,7 @@ type node struct {
 }
 
 // startNode is startNodeWith with the snapshot as Build makes it.
-func startNode(t *testing.T, m model.Mesh, delta bool) *node {
+func startNode(t testing.TB, m model.Mesh, delta bool) *node {
 	return startNodeWith(t, m, delta, nil)
 }
 
@@ -57,7 +58,7 @@ func startNode(t *testing.T, m model.Mesh, delta bool) *node {
 // loopback), builds the node's resources, changes them with mutate (a negative control's planted
 // break; nil for none), serves them and their secrets from an xdsserver.Server on a unix socket,
 // and starts Envoy from xds.Bootstrap's bootstrap for the node (a delta stream with delta).
-func startNodeWith(t *testing.T, m model.Mesh, delta bool, mutate func(*xds.Resources)) *node {
+func startNodeWith(t testing.TB, m model.Mesh, delta bool, mutate func(*xds.Resources)) *node {
 	t.Helper()
 	testroot.Require(t, "Envoy's listeners in network namespaces")
 	pods := map[string]*nstest.NS{}
@@ -87,6 +88,8 @@ type nodeOptions struct {
 	// unready starts it without waiting until it is ready (envoytest.Options.Unready).
 	cgroupFD int
 	unready  bool
+	// adminWithin is how long Envoy may take to answer its admin endpoint (0: envoytest's default).
+	adminWithin time.Duration
 }
 
 // xdsServer is the agent's xDS server on a unix socket: one serves every node of a test, each by
@@ -99,7 +102,7 @@ type xdsServer struct {
 }
 
 // serveXDS starts an xDS server; it stops when t ends.
-func serveXDS(t *testing.T) *xdsServer {
+func serveXDS(t testing.TB) *xdsServer {
 	t.Helper()
 	return serveXDSOn(t, filepath.Join(t.TempDir(), "xds.sock"))
 }
@@ -107,19 +110,29 @@ func serveXDS(t *testing.T) *xdsServer {
 // serveXDSOn starts an xDS server on socket; it stops when t ends, or at its stop. Envoy runs
 // here as a plain process of the node, not in a pod: the node's own processes are the node's
 // Envoy (the agent's --node-envoy-host), each connection's caller read as the agent reads it.
-func serveXDSOn(t *testing.T, socket string) *xdsServer {
+func serveXDSOn(t testing.TB, socket string) *xdsServer {
 	t.Helper()
-	return serveXDSFor(t, socket, xdsserver.NodeEnvoy{Host: true})
+	return serveXDSWith(t, socket, nil)
 }
 
-// serveXDSFor is serveXDSOn serving the callers who.
-func serveXDSFor(t *testing.T, socket string, who xdsserver.NodeEnvoy) *xdsServer {
+// serveXDSWith is serveXDSOn with the access log served too when accessLog is set.
+func serveXDSWith(t testing.TB, socket string, accessLog *accesslog.Server) *xdsServer {
+	t.Helper()
+	return serveXDSFor(t, socket, xdsserver.NodeEnvoy{Host: true}, accessLog)
+}
+
+// serveXDSFor is serveXDSWith serving the callers who.
+func serveXDSFor(t testing.TB, socket string, who xdsserver.NodeEnvoy, accessLog *accesslog.Server) *xdsServer {
 	t.Helper()
 	l, err := xdsserver.Listen(xdsserver.Address{Network: "unix", Path: socket})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := xdsserver.New(xdsserver.Options{Listener: l, NodeEnvoy: who, Log: logr.Discard()})
+	o := xdsserver.Options{Listener: l, NodeEnvoy: who, Log: logr.Discard()}
+	if accessLog != nil {
+		o.AccessLog = accessLog
+	}
+	srv := xdsserver.New(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Start(ctx) }()
@@ -135,7 +148,7 @@ func serveXDSFor(t *testing.T, socket string, who xdsserver.NodeEnvoy) *xdsServe
 
 // restart stops s and starts a new server on its socket, as an agent that restarts does: it
 // starts with nothing published, and the Envoys it served reconnect to it.
-func (s *xdsServer) restart(t *testing.T) *xdsServer {
+func (s *xdsServer) restart(t testing.TB) *xdsServer {
 	t.Helper()
 	s.stop()
 	return serveXDSOn(t, s.socket)
@@ -144,7 +157,7 @@ func (s *xdsServer) restart(t *testing.T) *xdsServer {
 // startNodeOn builds m's resources with each local pod in its namespace of o.pods, changes them
 // with o.mutate, serves them and their secrets from o.xds, and starts Envoy (in o.netns) from
 // xds.Bootstrap's bootstrap for the node.
-func startNodeOn(t *testing.T, m model.Mesh, o nodeOptions) *node {
+func startNodeOn(t testing.TB, m model.Mesh, o nodeOptions) *node {
 	t.Helper()
 	testroot.Require(t, "Envoy's listeners in network namespaces")
 	n := &node{netns: map[string]*nstest.NS{}, ca: o.ca}
@@ -185,13 +198,13 @@ func startNodeOn(t *testing.T, m model.Mesh, o nodeOptions) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.envoy = envoytest.Start(t, bootstrap, admin, envoytest.Options{LogLevel: "warning", Netns: o.netns, Args: o.envoyArgs, CgroupFD: o.cgroupFD, Unready: o.unready})
+	n.envoy = envoytest.Start(t, bootstrap, admin, envoytest.Options{LogLevel: "warning", Netns: o.netns, Args: o.envoyArgs, CgroupFD: o.cgroupFD, Unready: o.unready, AdminWithin: o.adminWithin})
 	return n
 }
 
 // issueSecrets issues, from a test CA of the mesh's trust domain, every SDS secret res's TLS
 // contexts name: each identity's SVID and the domain's trust bundle.
-func (n *node) issueSecrets(t *testing.T, res xds.Resources) []*tlsv3.Secret {
+func (n *node) issueSecrets(t testing.TB, res xds.Resources) []*tlsv3.Secret {
 	t.Helper()
 	names, err := xds.SecretNames(res.Clusters, res.Listeners)
 	if err != nil {
@@ -381,7 +394,7 @@ func (n *node) problems(d dump) []string {
 
 // waitSettled waits until Envoy holds every resource of the snapshot active and nothing warms,
 // or until it has reported a problem; it returns the problems (none when all was taken).
-func (n *node) waitSettled(t *testing.T, timeout time.Duration) []string {
+func (n *node) waitSettled(t testing.TB, timeout time.Duration) []string {
 	t.Helper()
 	want := n.want()
 	var problems []string
@@ -417,7 +430,7 @@ func (n *node) waitSettled(t *testing.T, timeout time.Duration) []string {
 }
 
 // requireAccepted fails t unless Envoy took the whole snapshot.
-func (n *node) requireAccepted(t *testing.T) {
+func (n *node) requireAccepted(t testing.TB) {
 	t.Helper()
 	if problems := n.waitSettled(t, 30*time.Second); len(problems) > 0 {
 		t.Fatalf("Envoy did not take the snapshot:\n%s", strings.Join(problems, "\n"))
@@ -426,7 +439,7 @@ func (n *node) requireAccepted(t *testing.T) {
 
 // requireBound fails t unless every address of every listener (its address and its additional
 // addresses) is a listening socket in the namespace the listener names, as ss reads it there.
-func (n *node) requireBound(t *testing.T) {
+func (n *node) requireBound(t testing.TB) {
 	t.Helper()
 	for _, l := range n.res.Listeners {
 		for _, a := range listenerAddresses(l.GetAddress(), l.GetAdditionalAddresses()) {
@@ -453,7 +466,7 @@ func listenerAddresses(main *corev3.Address, more []*listenerv3.AdditionalAddres
 
 // listening says whether ss, in namespace ns, lists a listening socket of a's protocol at a's
 // address and port ("*" is a dual-stack socket, which holds both wildcards).
-func listening(t *testing.T, ns string, a *corev3.SocketAddress) bool {
+func listening(t testing.TB, ns string, a *corev3.SocketAddress) bool {
 	host := a.GetAddress()
 	if strings.Contains(host, ":") {
 		host = "[" + host + "]"
@@ -472,7 +485,7 @@ func listening(t *testing.T, ns string, a *corev3.SocketAddress) bool {
 	return false
 }
 
-func ss(t *testing.T, ns string, proto corev3.SocketAddress_Protocol) string {
+func ss(t testing.TB, ns string, proto corev3.SocketAddress_Protocol) string {
 	flag := "-Hltn"
 	if proto == corev3.SocketAddress_UDP {
 		flag = "-Hlun"
@@ -510,7 +523,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // statSum is the sum of e's counters whose names match re (a stat that ends up in several
 // scopes, or one read by pattern).
-func statSum(t *testing.T, e *envoytest.Envoy, re *regexp.Regexp) uint64 {
+func statSum(t testing.TB, e *envoytest.Envoy, re *regexp.Regexp) uint64 {
 	t.Helper()
 	stats, err := e.Stats()
 	if err != nil {

@@ -46,7 +46,7 @@ func TestTheNodeEnvoysPodIsServedAndNoOtherCaller(t *testing.T) {
 				pods[xds.PodKey(p.Namespace, p.Name)] = nstest.NewNamed(t, "aelive", p.Address)
 			}
 			socket := filepath.Join(t.TempDir(), "xds.sock")
-			srv := serveXDSFor(t, socket, who)
+			srv := serveXDSFor(t, socket, who, nil)
 			srv.ResolvePodsWith(func(_ context.Context, uid string) (xdsserver.Pod, bool, error) {
 				return envoyPod, uid == envoyUID, nil
 			})
@@ -94,7 +94,7 @@ func TestEnvoyInATenantsPodIsRefused(t *testing.T) {
 	for _, p := range m.Pods {
 		pods[xds.PodKey(p.Namespace, p.Name)] = nstest.NewNamed(t, "aelive", p.Address)
 	}
-	srv := serveXDSFor(t, filepath.Join(t.TempDir(), "xds.sock"), who)
+	srv := serveXDSFor(t, filepath.Join(t.TempDir(), "xds.sock"), who, nil)
 	srv.ResolvePodsWith(func(_ context.Context, uid string) (xdsserver.Pod, bool, error) {
 		return tenantPod, uid == tenantUID, nil
 	})
@@ -126,7 +126,7 @@ func TestEnvoyInATenantsPodIsRefused(t *testing.T) {
 }
 
 // refusedOnTheNodeSocket is aether_agent_xds_node_refused_total, summed over its reasons.
-func refusedOnTheNodeSocket(t *testing.T) float64 {
+func refusedOnTheNodeSocket(t testing.TB) float64 {
 	t.Helper()
 	n, err := metricstest.Sum(ctrlmetrics.Registry, "aether_agent_xds_node_refused_total", nil, metricstest.CounterValue)
 	if err != nil {

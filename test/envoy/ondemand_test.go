@@ -161,7 +161,7 @@ func get(client *http.Client, url, host string) string {
 }
 
 // firstHTTPCase is the first HTTP/1.1 case to port 8080 of those keep selects, its request a copy.
-func firstHTTPCase(t *testing.T, lm *liveMesh, keep func(liveCase) bool) (liveCase, bool) {
+func firstHTTPCase(t testing.TB, lm *liveMesh, keep func(liveCase) bool) (liveCase, bool) {
 	for _, lc := range lm.cases(t, keep) {
 		if lc.shape == xdswalk.ShapeHTTP11 && lc.conn.DstPort == 8080 && lc.conn.HTTP != nil {
 			r := *lc.conn.HTTP
@@ -232,7 +232,7 @@ func TestWhatWasFetchedOnDemandSurvivesARestart(t *testing.T) {
 
 // odcdsStats are the node Envoy's counters of clusters removed and of on-demand fetches that
 // timed out or found nothing.
-func odcdsStats(t *testing.T, n *node) map[string]uint64 {
+func odcdsStats(t testing.TB, n *node) map[string]uint64 {
 	t.Helper()
 	stats, err := n.envoy.Stats()
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/capture"
 	"github.com/aether-mesh/aether-operator/internal/capture/apply"
 	"github.com/aether-mesh/aether-operator/internal/demand"
@@ -101,7 +102,7 @@ func (lm *liveMesh) demandsFile(node string) string {
 // startMesh runs s live: the fabric, an Envoy per node (this node's resources changed by mutate,
 // a negative control's planted break, when set), each node's snapshot accepted and its listeners
 // bound, and this node's pods' capture programmed.
-func startMesh(t *testing.T, s xdstest.Scenario, mutate func(*xds.Resources)) *liveMesh {
+func startMesh(t testing.TB, s xdstest.Scenario, mutate func(*xds.Resources)) *liveMesh {
 	t.Helper()
 	return startMeshWith(t, s, meshOptions{mutate: mutate})
 }
@@ -110,8 +111,11 @@ func startMesh(t *testing.T, s xdstest.Scenario, mutate func(*xds.Resources)) *l
 type meshOptions struct {
 	// mutate changes this node's resources (a negative control's planted break).
 	mutate func(*xds.Resources)
-	// failingHealth are the pods (xds.PodKey) whose applications answer their health path 503.
-	failingHealth []string
+	// failingHealth are the pods (xds.PodKey) whose applications answer their health path 503;
+	// fortio those whose applications are fortio's servers.
+	failingHealth, fortio []string
+	// accessLog, when set, is served beside the xDS server, as the agent serves it.
+	accessLog *accesslog.Server
 	// envoyArgs are every node's Envoy's extra command-line arguments.
 	envoyArgs []string
 	// maxConnections is this node's cap on Envoy's downstream connections (0: the default).
@@ -119,16 +123,16 @@ type meshOptions struct {
 }
 
 // startMeshWith is startMesh with opts.
-func startMeshWith(t *testing.T, s xdstest.Scenario, opts meshOptions) *liveMesh {
+func startMeshWith(t testing.TB, s xdstest.Scenario, opts meshOptions) *liveMesh {
 	t.Helper()
 	mutate := opts.mutate
 	testroot.Require(t, "network namespaces, nftables and Envoy's listeners in them")
-	f := newFabric(t, s, opts.failingHealth...)
+	f := newFabric(t, s, fabricOptions{failingHealth: opts.failingHealth, fortio: opts.fortio})
 	ca, err := spiffetest.NewCA(xdstest.Domain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serveXDS(t)
+	srv := serveXDSWith(t, filepath.Join(t.TempDir(), "xds.sock"), opts.accessLog)
 	lm := &liveMesh{fabric: f, nodes: map[string]*node{}, sims: map[string]*xdssim.Sim{}, srv: srv, dir: t.TempDir()}
 	var names []string
 	for _, w := range s.Workloads {
@@ -187,7 +191,7 @@ func startMeshWith(t *testing.T, s xdstest.Scenario, opts meshOptions) *liveMesh
 // configuration again (build) from m with what the record carries (beside what m's scenario
 // demands) and publishes it on srv. It stops when t ends. poke asks for a build (a restarted
 // agent's first).
-func answerDemand(t *testing.T, srv *xdsServer, file string, m model.Mesh, build func(model.Mesh) (xds.Resources, error)) (poke func()) {
+func answerDemand(t testing.TB, srv *xdsServer, file string, m model.Mesh, build func(model.Mesh) (xds.Resources, error)) (poke func()) {
 	t.Helper()
 	rec, err := demand.Open(demand.Options{Log: logr.Discard(), File: file})
 	if err != nil {
@@ -232,7 +236,7 @@ func answerDemand(t *testing.T, srv *xdsServer, file string, m model.Mesh, build
 }
 
 // filtersTimeoutOf is listener's listener_filters_timeout in res.
-func filtersTimeoutOf(t *testing.T, res xds.Resources, listener string) time.Duration {
+func filtersTimeoutOf(t testing.TB, res xds.Resources, listener string) time.Duration {
 	t.Helper()
 	for _, l := range res.Listeners {
 		if l.GetName() == listener {
