@@ -3,6 +3,8 @@ module github.com/aether-mesh/aether-operator
 go 1.26.0
 
 require (
+	fortio.org/fortio v1.75.3
+	fortio.org/log v1.18.3
 	github.com/container-storage-interface/spec v1.13.0
 	github.com/containernetworking/cni v1.3.0
 	github.com/envoyproxy/go-control-plane v0.14.0
@@ -59,8 +61,6 @@ require (
 	fortio.org/cli v1.12.3 // indirect
 	fortio.org/dflag v1.9.3 // indirect
 	fortio.org/duration v1.0.4 // indirect
-	fortio.org/fortio v1.75.3 // indirect
-	fortio.org/log v1.18.3 // indirect
 	fortio.org/safecast v1.2.0 // indirect
 	fortio.org/scli v1.19.0 // indirect
 	fortio.org/sets v1.3.0 // indirect
