@@ -113,18 +113,20 @@ func InboundLimits(res xds.Resources) []string {
 func PodListenerLimits(res xds.Resources) []string {
 	var out []string
 	var layer map[string]*structpb.Value
+	found, said := false, false
 	for _, r := range res.Runtimes {
 		if r.GetName() == xds.ListenerLimitsLayer {
-			layer = r.GetLayer().GetFields()
+			layer, found = r.GetLayer().GetFields(), true
 		}
-	}
-	if layer == nil {
-		out = append(out, fmt.Sprintf("no runtime layer %s: no pod listener has a connection limit", xds.ListenerLimitsLayer))
 	}
 	for _, l := range res.Listeners {
 		name := l.GetName()
 		if !strings.HasPrefix(name, xds.CaptureListener("")) && !strings.HasPrefix(name, xds.ProxyListener("")) {
 			continue
+		}
+		if !found && !said {
+			out = append(out, fmt.Sprintf("no runtime layer %s: no pod listener has a connection limit", xds.ListenerLimitsLayer))
+			said = true
 		}
 		at := resourceAt("listener", name)
 		switch limit := l.GetPerConnectionBufferLimitBytes(); {
@@ -136,7 +138,7 @@ func PodListenerLimits(res xds.Resources) []string {
 		if l.GetIgnoreGlobalConnLimit() {
 			out = append(out, fmt.Sprintf("%s: ignore_global_conn_limit: the node-wide connection cap does not count it", at))
 		}
-		if layer == nil {
+		if !found {
 			continue
 		}
 		key := xds.ListenerConnectionLimitKey(name)

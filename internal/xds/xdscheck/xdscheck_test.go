@@ -27,6 +27,7 @@ import (
 	filterstateoverridev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/local_address_selectors/filter_state_override/v3"
 	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -213,7 +214,8 @@ func valid(t testing.TB) xds.Resources {
 			tcpProxyChain(t, xds.CaptureTCPPortChain(svcKey, 9000), 9000, tcp9000),
 			hcmChain(t),
 		},
-		DefaultFilterChain: passthrough,
+		DefaultFilterChain:            passthrough,
+		PerConnectionBufferLimitBytes: wrapperspb.UInt32(xds.ConnectionBufferLimit),
 	}
 	routes := &routev3.RouteConfiguration{Name: routeName, ResponseHeadersToRemove: []string{xds.OutcomeHeader},
 		RequestHeadersToRemove: []string{xds.OutcomeHeader, "x-envoy-retry-on", "x-envoy-retry-grpc-on", "x-envoy-max-retries",
@@ -244,6 +246,9 @@ func valid(t testing.TB) xds.Resources {
 		Endpoints: []*endpointv3.ClusterLoadAssignment{loadAssignment(httpEDSName, "10.244.1.10"), loadAssignment(tcpEDSName, "10.244.1.10")},
 		Listeners: []*listenerv3.Listener{capture},
 		Routes:    []*routev3.RouteConfiguration{routes},
+		Runtimes: []*runtimev3.Runtime{{Name: xds.ListenerLimitsLayer, Layer: &structpb.Struct{Fields: map[string]*structpb.Value{
+			xds.ListenerConnectionLimitKey(captureName): structpb.NewNumberValue(xds.PodListenerConnections),
+		}}}},
 	}
 }
 
