@@ -5,6 +5,7 @@ package envoy_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"regexp"
@@ -40,6 +41,12 @@ func TestTheCaptureListenerRefusesItself(t *testing.T) {
 		}
 		got, err := io.ReadAll(c)
 		_ = c.Close()
+		// The listener counts the connection once it has one (after its listener filters), which
+		// a reset may outrun: wait for the count to move, then read what it came to.
+		e.WaitFor(t, 5*time.Second, "the capture listener counts the dial", func() (bool, string) {
+			n := count()
+			return n > before, fmt.Sprintf("%d connections since the dial", n-before)
+		})
 		after := count()
 		t.Logf("%q: read %q (%v); the listener accepted %d connections", sent, got, err, after-before)
 		// Closed at once: a FIN, or a reset when the proxy closed before it read what was sent.
