@@ -102,6 +102,20 @@ func (s *serving) value(t *testing.T, name string, labels map[string]string) flo
 	return v
 }
 
+// valueReaching reads the metric until it is at least want (or 10 s pass) and returns what it
+// read last, so a caller that asserts equality still sees an overshoot.
+func (s *serving) valueReaching(t *testing.T, name string, labels map[string]string, want float64) float64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := s.value(t, name, labels)
+		if got >= want || time.Now().After(deadline) {
+			return got
+		}
+		runtime.Gosched()
+	}
+}
+
 func (s *serving) stream(t *testing.T, msgs ...*accesslogv3.StreamAccessLogsMessage) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -333,7 +347,9 @@ func TestRefusesWhatEnvoyNeverSends(t *testing.T) {
 			if st := status.Convert(err); st.Code() != tc.code || !strings.Contains(st.Message(), tc.says) {
 				t.Errorf("refused with %v, want %v saying %q", err, tc.code, tc.says)
 			}
-			if got := s.value(t, "aether_agent_access_log_rejected_total", map[string]string{"reason": tc.reason}); got != before+1 {
+			// gRPC answers a message that does not decode itself, so the client can hear the
+			// refusal before the handler has counted it: wait for the count to move.
+			if got := s.valueReaching(t, "aether_agent_access_log_rejected_total", map[string]string{"reason": tc.reason}, before+1); got != before+1 {
 				t.Errorf("aether_agent_access_log_rejected_total{reason=%q} = %v, want %v", tc.reason, got, before+1)
 			}
 			if got := counted(); got != beforeCounted && tc.reason != accesslog.RejectedWrongNode {
