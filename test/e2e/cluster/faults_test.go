@@ -108,6 +108,8 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		holds()
 	})
 
+	AfterEach(reportFailure)
+
 	AfterAll(func() {
 		AddReportEntry("fault suite figures", ReportEntryVisibilityAlways, report())
 		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
@@ -197,7 +199,7 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 		routeUnwritten(ns, route, version, status)
 
 		// The mesh follows changes again, and the load went on past the takeover.
-		Eventually(p.DoneAfter, time.Minute, 200*time.Millisecond).WithArguments(acquired).Should(BeNumerically(">=", 1))
+		Eventually(p.DoneAfter, time.Minute, 200*time.Millisecond).WithArguments(acquired).Should(BeNumerically(">=", 1), p.Waiting)
 		Eventually(l.DoneAfter, time.Minute, 200*time.Millisecond).WithArguments(acquired).Should(BeNumerically(">=", 5))
 		l.Stop()
 		p.Stop()
@@ -240,7 +242,9 @@ var _ = Describe("faults on a real node", Label("faults"), Ordered, ContinueOnFa
 			g.Expect(watches).To(HaveKey(agentUser), "the agent watches MeshEndpoints again")
 		}, reconnectBound, time.Second).Should(Succeed())
 		Eventually(p.DoneAfter, reconnectBound, 200*time.Millisecond).WithArguments(back).Should(BeNumerically(">=", 1),
-			"no change made after the API server came back reached the MeshService within %s", reconnectBound)
+			func() string {
+				return fmt.Sprintf("no change made after the API server came back reached the MeshService within %s: %s", reconnectBound, p.Waiting())
+			})
 		Eventually(l.DoneAfter, time.Minute, 200*time.Millisecond).WithArguments(back).Should(BeNumerically(">=", 5))
 		l.Stop()
 		p.Stop()
@@ -536,7 +540,7 @@ func report() string {
 // reconnectBound) and the load has made n changes; then it stops both and checks the invariant.
 func recovered(l *load, p *probe, since time.Time, n int) {
 	GinkgoHelper()
-	Eventually(p.DoneAfter, reconnectBound, 200*time.Millisecond).WithArguments(since).Should(BeNumerically(">=", 1))
+	Eventually(p.DoneAfter, reconnectBound, 200*time.Millisecond).WithArguments(since).Should(BeNumerically(">=", 1), p.Waiting)
 	Eventually(l.DoneAfter, time.Minute, 200*time.Millisecond).WithArguments(since).Should(BeNumerically(">=", n))
 	l.Stop()
 	p.Stop()

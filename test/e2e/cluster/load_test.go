@@ -266,9 +266,10 @@ type probe struct {
 // sample is one change: when it was asked for, and how long it took to show (or, while it
 // has not, how long it has been waiting).
 type sample struct {
-	At   time.Time
-	Took time.Duration
-	Done bool
+	At      time.Time
+	Took    time.Duration
+	Written bool // the pod's patch was accepted
+	Done    bool
 }
 
 // startProbe starts probing with pod ns/pod, of service's MeshService.
@@ -297,6 +298,7 @@ func (p *probe) run() {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			if !written {
 				written = setPorts(ctx, p.ns, p.pod, ports) == nil
+				s.Written = written
 			} else {
 				ms := &meshv1alpha1.MeshService{}
 				s.Done = k8s.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: p.service}, ms) == nil &&
@@ -341,6 +343,42 @@ func (p *probe) Samples() []sample {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.samples)
+}
+
+// Waiting says where the change the probe waits on stands: whether its pod was written, and
+// what the pod, its MeshEndpoint and its service's MeshService hold now, so that a probe that
+// never completes names the component that lost the change.
+func (p *probe) Waiting() string {
+	samples := p.Samples()
+	if len(samples) == 0 {
+		return "the probe has asked for no change"
+	}
+	last := samples[len(samples)-1]
+	if last.Done {
+		return fmt.Sprintf("%d changes asked for, the last done in %s", len(samples), last.Took)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	key := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: p.ns, Name: name} }
+	pod, me, ms := &corev1.Pod{}, &meshv1alpha1.MeshEndpoint{}, &meshv1alpha1.MeshService{}
+	podNow, meNow, msNow := "", "", ""
+	if err := k8s.Get(ctx, key(p.pod), pod); err != nil {
+		podNow = err.Error()
+	} else {
+		podNow = fmt.Sprintf("%q (resourceVersion %s)", pod.Annotations[portspec.AnnotationPorts], pod.ResourceVersion)
+	}
+	if err := k8s.Get(ctx, key(p.pod), me); err != nil {
+		meNow = err.Error()
+	} else {
+		meNow = fmt.Sprintf("%v (resourceVersion %s)", me.Spec.Ports, me.ResourceVersion)
+	}
+	if err := k8s.Get(ctx, key(p.service), ms); err != nil {
+		msNow = err.Error()
+	} else {
+		msNow = fmt.Sprintf("%v (resourceVersion %s)", ms.Status.Ports, ms.ResourceVersion)
+	}
+	return fmt.Sprintf("the change asked for at %s (pod patched: %t) has waited %s; now the pod's ports are %s, its MeshEndpoint's %s, the MeshService's %s",
+		last.At.Format(time.TimeOnly), last.Written, last.Took.Round(time.Millisecond), podNow, meNow, msNow)
 }
 
 // DoneAfter counts the changes asked for after t that have shown.
