@@ -29,7 +29,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &EndpointPolicy{}, &EndpointPolicyList{})
+	s.AddKnownTypes(GroupVersion, &EndpointPolicy{}, &EndpointPolicyList{}, &AccessPolicy{}, &AccessPolicyList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
