@@ -167,10 +167,12 @@ type Options struct {
 	Identity Identity
 }
 
-// SetupWithManager serves the pod validator, the pod injector and the EndpointPolicy validator on the manager's webhook server.
+// SetupWithManager serves the pod validator, the pod injector and the EndpointPolicy and
+// AccessPolicy validators on the manager's webhook server.
 func SetupWithManager(mgr manager.Manager, o Options) {
 	decoder := admission.NewDecoder(mgr.GetScheme())
 	mgr.GetWebhookServer().Register(PodPath, &crwebhook.Admission{Handler: &PodValidator{Decoder: decoder, Ignored: o.Ignored}})
 	mgr.GetWebhookServer().Register(EndpointPolicyPath, &crwebhook.Admission{Handler: &EndpointPolicyValidator{Decoder: decoder}})
+	mgr.GetWebhookServer().Register(AccessPolicyPath, &crwebhook.Admission{Handler: &AccessPolicyValidator{Decoder: decoder}})
 	mgr.GetWebhookServer().Register(InjectPath, &crwebhook.Admission{Handler: &PodInjector{Decoder: decoder, Ignored: o.Ignored, Identity: o.Identity}})
 }
