@@ -116,7 +116,7 @@ func validatePathPrefix(p string) string {
 	case strings.Contains(p, "//"):
 		return fmt.Sprintf("%s, with \"//\" merged into \"/\", so this prefix could never match (write %q)", normalized, cleanPrefix(p))
 	}
-	for _, seg := range strings.Split(p, "/") {
+	for seg := range strings.SplitSeq(p, "/") {
 		if seg == "." || seg == ".." {
 			return fmt.Sprintf("%s, with \".\" and \"..\" segments resolved, so a prefix holding one could never match (write %q)",
 				normalized, cleanPrefix(p))

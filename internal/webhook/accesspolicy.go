@@ -5,7 +5,6 @@ package webhook
 
 import (
 	"context"
-	"net/http"
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -31,11 +30,5 @@ type AccessPolicyValidator struct {
 // Handle admits or denies one AccessPolicy CREATE or UPDATE.
 func (v *AccessPolicyValidator) Handle(_ context.Context, req admission.Request) admission.Response {
 	p := &configv1.AccessPolicy{}
-	if err := v.Decoder.Decode(req, p); err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
-	}
-	if problems := authz.Validate(p.Spec); len(problems) > 0 {
-		return admission.Denied(strings.Join(problems, "; "))
-	}
-	return admission.Allowed("")
+	return decodeAndJudge(v.Decoder, req, p, func() string { return strings.Join(authz.Validate(p.Spec), "; ") })
 }

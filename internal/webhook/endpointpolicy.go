@@ -7,6 +7,7 @@ import (
 	"context"
 	"net/http"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
@@ -32,11 +33,22 @@ type EndpointPolicyValidator struct {
 // Handle admits or denies one EndpointPolicy CREATE or UPDATE.
 func (v *EndpointPolicyValidator) Handle(_ context.Context, req admission.Request) admission.Response {
 	p := &configv1.EndpointPolicy{}
-	if err := v.Decoder.Decode(req, p); err != nil {
+	return decodeAndJudge(v.Decoder, req, p, func() string {
+		if _, err := endpointpolicy.Socket(p); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+}
+
+// decodeAndJudge decodes req into obj and denies it with the message problem returns for it, admitting it
+// when that is empty.
+func decodeAndJudge(decoder admission.Decoder, req admission.Request, obj runtime.Object, problem func() string) admission.Response {
+	if err := decoder.Decode(req, obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	if _, err := endpointpolicy.Socket(p); err != nil {
-		return admission.Denied(err.Error())
+	if msg := problem(); msg != "" {
+		return admission.Denied(msg)
 	}
 	return admission.Allowed("")
 }
