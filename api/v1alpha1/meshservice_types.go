@@ -34,6 +34,16 @@ type ServicePort struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// accessPolicies are the AccessPolicies (config.aether.io) that govern this port, each as
+	// <namespace>/<name>, sorted: a call reaches the port only when a rule of one of them admits
+	// it. Empty, no policy governs the port and it is open to every mesh identity. At most 32,
+	// the first by name, should more govern it.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=317
+	// +listType=set
+	// +optional
+	AccessPolicies []string `json:"accessPolicies,omitempty"`
 }
 
 // DialOutcome is what a client dialling one address spelling gets.

@@ -18,13 +18,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/authz"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
 	"github.com/aether-mesh/aether-operator/internal/registration"
@@ -73,6 +77,9 @@ type MeshServiceReconciler struct {
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// Each port's status lists the AccessPolicies that govern it (status.ports[].accessPolicies), so
+// the controller reads the policies of the service's namespace.
+// +kubebuilder:rbac:groups=config.aether.io,resources=accesspolicies,verbs=get;list;watch
 
 // SetupWithManager registers the reconciler and the index it lists endpoints by.
 func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -104,7 +111,32 @@ func (r *MeshServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.ServiceAccount{}, batched(byName, r.settling, nil)).
 		// An endpoint counts only while its pod matches (verify.go).
 		Watches(&corev1.Pod{}, batched(r.podWatch(), r.settling, addressedPod)).
+		// A policy's spec decides which of its services' ports list it; its status does not.
+		Watches(&configv1.AccessPolicy{}, batched(r.policyTargets(), r.settling, nil),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
+}
+
+// policyTargets maps an AccessPolicy to the services whose ports it may govern: its target, or,
+// without one, every MeshService of its namespace. An update maps the old policy and the new one,
+// so a service the policy no longer targets drops it too.
+func (r *MeshServiceReconciler) policyTargets() handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		pol := o.(*configv1.AccessPolicy)
+		if pol.Spec.TargetRef != nil {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pol.Namespace, Name: pol.Spec.TargetRef.Name}}}
+		}
+		var list meshv1alpha1.MeshServiceList
+		if err := r.List(ctx, &list, client.InNamespace(pol.Namespace)); err != nil {
+			log.FromContext(ctx).Error(err, "listing the MeshServices a namespace-wide AccessPolicy governs", "namespace", pol.Namespace)
+			return nil
+		}
+		reqs := make([]reconcile.Request, len(list.Items))
+		for i := range list.Items {
+			reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+		}
+		return reqs
+	})
 }
 
 // Reconcile gathers one service's inputs, translates them and writes what differs. The races
@@ -193,7 +225,13 @@ func (r *MeshServiceReconciler) reconcile(ctx context.Context, req ctrl.Request)
 	if err != nil {
 		return err
 	}
-	out, err := Translate(ms, endpoints, live, selected, r.MeshDomain, r.Issuer)
+	// The manager writes no policy's spec, only their status, which is not read here: there is no
+	// write of its own for the cache to catch up with.
+	var policies configv1.AccessPolicyList
+	if err := r.List(ctx, &policies, client.InNamespace(ms.Namespace), client.DisableReadYourWritesConsistency); err != nil {
+		return err
+	}
+	out, err := Translate(ms, endpoints, live, selected, policies.Items, r.MeshDomain, r.Issuer)
 	if err != nil {
 		return err
 	}
@@ -295,9 +333,10 @@ func (r *MeshServiceReconciler) announceAdoptedGone(ms *meshv1alpha1.MeshService
 //
 // pods are the pods of the namespace (or any subset holding them) that live selects, when live is
 // a Service that is not the mesh's: whether the mesh can use it read-only depends on them
-// (meshservice.Adoptable).
+// (meshservice.Adoptable). policies are the AccessPolicies of ms's namespace (any superset does):
+// each port lists those that govern it (ListAccessPolicies).
 func Translate(ms *meshv1alpha1.MeshService, counted []meshv1alpha1.MeshEndpoint, live *corev1.Service, pods []corev1.Pod,
-	meshDomain string, issuer workloadidentity.Issuer) (meshservice.Output, error) {
+	policies []configv1.AccessPolicy, meshDomain string, issuer workloadidentity.Issuer) (meshservice.Output, error) {
 	facts := meshservice.ServiceFacts{}
 	if live != nil {
 		facts = meshservice.ServiceFacts{Exists: true, Owned: meshservice.IsGenerated(live, ms.UID, FieldManager), ClusterIP: live.Spec.ClusterIP}
@@ -305,10 +344,31 @@ func Translate(ms *meshv1alpha1.MeshService, counted []meshv1alpha1.MeshEndpoint
 			facts.Existing = meshservice.ExistingServiceOf(live, pods)
 		}
 	}
-	return meshservice.Translate(meshservice.Input{
+	out, err := meshservice.Translate(meshservice.Input{
 		Namespace: ms.Namespace, Name: ms.Name, UID: ms.UID, MeshDomain: meshDomain, Issuer: issuer,
 		Endpoints: counted, LastStatus: ms.Status, Service: facts,
 	})
+	if err != nil {
+		return out, err
+	}
+	ListAccessPolicies(&out.Status, ms.Namespace, ms.Name, meshDomain, policies)
+	return out, nil
+}
+
+// MaxListedPolicies is how many policies a port's status lists (the CRD's MaxItems): the first
+// ones by name when more govern it, which a namespace that needs more than a few does not.
+const MaxListedPolicies = 32
+
+// ListAccessPolicies sets each port of st's accessPolicies to the policies that govern it, as
+// authz.Ports reads them (meshDomain is the trust domain).
+func ListAccessPolicies(st *meshv1alpha1.MeshServiceStatus, namespace, name, meshDomain string, policies []configv1.AccessPolicy) {
+	ports, _ := authz.Ports(meshDomain, authz.Service{Namespace: namespace, Name: name, Ports: declaredPorts(st.Ports)}, policies)
+	for i := range st.Ports {
+		st.Ports[i].AccessPolicies = nil
+		if listed := ports[i].Policies; len(listed) > 0 {
+			st.Ports[i].AccessPolicies = slices.Clone(listed[:min(len(listed), MaxListedPolicies)])
+		}
+	}
 }
 
 // writeStatus stamps the desired status's conditions against the current ones and writes it

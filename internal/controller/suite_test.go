@@ -61,6 +61,9 @@ func startManager(e *testenv.Env) (stop func(), err error) {
 	if err := (&EndpointPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
+	if err := (&AccessPolicyReconciler{Client: mgr.GetClient(), TrustDomain: "aether.internal"}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
 	if skipped, err := SetupRouteControllers(mgr); err != nil || len(skipped) > 0 {
 		return nil, fmt.Errorf("route controllers: skipped %v: %w", skipped, err)
 	}

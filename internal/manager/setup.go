@@ -68,6 +68,9 @@ func Setup(mgr ctrl.Manager, c Config) (skipped []routes.Kind, err error) {
 	if err := (&controller.EndpointPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the EndpointPolicy controller: %w", err)
 	}
+	if err := (&controller.AccessPolicyReconciler{Client: mgr.GetClient(), TrustDomain: c.MeshDomain}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the AccessPolicy controller: %w", err)
+	}
 	webhook.SetupWithManager(mgr, webhook.Options{Ignored: c.Ignored, Identity: c.Identity})
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err

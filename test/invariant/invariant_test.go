@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/controller"
@@ -334,6 +335,22 @@ func TestMeshServicePortCountIsAViolation(t *testing.T) {
 	v := exactly(t, Check(ctx, env.Client, in(ns)), CheckMeshServices, "MeshService", ns, "orders", "status.ports[8080].endpoints")
 	if v.Want != "2" || v.Got != "5" {
 		t.Errorf("want 2, got 5; the violation says want %s, got %s", v.Want, v.Got)
+	}
+}
+
+// TestUnlistedAccessPolicyIsAViolation: an AccessPolicy governing orders' port 8080, applied
+// while the controller is down, is exactly the listing the status lacks.
+func TestUnlistedAccessPolicyIsAViolation(t *testing.T) {
+	ctx, ns := frozenMesh(t)
+
+	p := &configv1.AccessPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api"}, Spec: configv1.AccessPolicySpec{
+		TargetRef: &configv1.TargetRef{Kind: configv1.KindService, Name: "orders"}, Ports: []int32{8080}}}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	v := exactly(t, Check(ctx, env.Client, in(ns)), CheckMeshServices, "MeshService", ns, "orders", "status.ports[8080].accessPolicies")
+	if want := `["` + ns + `/api"]`; v.Want != want || v.Got != "absent" {
+		t.Errorf("want %s, got absent; the violation says want %s, got %s", want, v.Want, v.Got)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/controller"
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
@@ -44,7 +45,7 @@ func checkMeshServices(s snapshot, opts Options, now time.Time) []Violation {
 				Want: "none: neither its ServiceAccount nor any verified endpoint exists, so the controller removes it", Got: "a MeshService"})
 			continue
 		}
-		out = append(out, checkMeshService(ms, s.kubeServices[key], counted[key], s.pods, opts, now)...)
+		out = append(out, checkMeshService(ms, s.kubeServices[key], counted[key], s.pods, s.policies, opts, now)...)
 	}
 	for key, eps := range counted {
 		if !kept[key] {
@@ -58,8 +59,8 @@ func checkMeshServices(s snapshot, opts Options, now time.Time) []Violation {
 // checkMeshService compares ms and live, the Service of its name (nil when none exists), with
 // the controller's translation of counted, its verified endpoints.
 func checkMeshService(ms *meshv1alpha1.MeshService, live *corev1.Service, counted []meshv1alpha1.MeshEndpoint, pods []corev1.Pod,
-	opts Options, now time.Time) []Violation {
-	out, err := controller.Translate(ms, counted, live, pods, opts.MeshDomain, opts.Issuer)
+	policies []configv1.AccessPolicy, opts Options, now time.Time) []Violation {
+	out, err := controller.Translate(ms, counted, live, pods, policies, opts.MeshDomain, opts.Issuer)
 	if err != nil {
 		return []Violation{{Check: CheckMeshServices, Kind: kindMeshService, Namespace: ms.Namespace, Name: ms.Name, Field: subresourceStatus,
 			Want: "a translation of its endpoints", Got: "the translation failed: " + err.Error()}}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/controller"
 )
@@ -25,8 +26,10 @@ type snapshot struct {
 	pods      []corev1.Pod
 	endpoints []meshv1alpha1.MeshEndpoint
 	services  []meshv1alpha1.MeshService
-	accounts  map[client.ObjectKey]bool
-	nodes     map[string]*corev1.Node
+	// policies are the AccessPolicies: each MeshService port lists those that govern it.
+	policies []configv1.AccessPolicy
+	accounts map[client.ObjectKey]bool
+	nodes    map[string]*corev1.Node
 	// kubeServices are the Services, by namespace and name.
 	kubeServices map[client.ObjectKey]*corev1.Service
 	// routes are the routes of the kinds the cluster serves (routeLists).
@@ -44,10 +47,12 @@ func read(ctx context.Context, c client.Reader, opts Options) (snapshot, []Viola
 		eps      meshv1alpha1.MeshEndpointList
 		mss      meshv1alpha1.MeshServiceList
 		accounts corev1.ServiceAccountList
+		policies configv1.AccessPolicyList
 		nodes    corev1.NodeList
 	)
 	scope := []client.ListOption{client.InNamespace(opts.Namespace)}
-	for kind, list := range map[string]client.ObjectList{"Pod": &pods, "MeshEndpoint": &eps, "MeshService": &mss, "ServiceAccount": &accounts} {
+	for kind, list := range map[string]client.ObjectList{"Pod": &pods, "MeshEndpoint": &eps, "MeshService": &mss, "ServiceAccount": &accounts,
+		"AccessPolicy": &policies} {
 		if err := c.List(ctx, list, scope...); err != nil {
 			failed = append(failed, readFailed(kind, opts.Namespace, "", err))
 		}
@@ -61,7 +66,7 @@ func read(ctx context.Context, c client.Reader, opts Options) (snapshot, []Viola
 	}
 	routes, routesFailed := readRoutes(ctx, c, scope)
 	failed = append(failed, routesFailed...)
-	s.pods, s.endpoints, s.services, s.routes = pods.Items, eps.Items, mss.Items, routes
+	s.pods, s.endpoints, s.services, s.routes, s.policies = pods.Items, eps.Items, mss.Items, routes, policies.Items
 	s.kubeServices = map[client.ObjectKey]*corev1.Service{}
 	for i := range kubeServices.Items {
 		s.kubeServices[client.ObjectKeyFromObject(&kubeServices.Items[i])] = &kubeServices.Items[i]
