@@ -272,3 +272,27 @@ func TestAccessPolicyStatusWritesOnlyOnChange(t *testing.T) {
 	}
 	waitAccess(t, ctx, key, configv1.AccessConditionResolvedRefs, metav1.ConditionFalse, configv1.AccessReasonUnknownIdentity)
 }
+
+// TestAccessPolicyConditionsAreStable: the verdict does not depend on the order the cache lists
+// the services in (a reordered list would otherwise rewrite the message, and the status): a
+// namespace-wide policy's problems come by service name, each naming its service.
+func TestAccessPolicyConditionsAreStable(t *testing.T) {
+	service := func(name string, ports ...meshv1alpha1.ServicePort) meshv1alpha1.MeshService {
+		return meshv1alpha1.MeshService{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Status: meshv1alpha1.MeshServiceStatus{Ports: ports}}
+	}
+	tcp := func(port int32) meshv1alpha1.ServicePort {
+		return meshv1alpha1.ServicePort{Port: port, Protocol: meshv1alpha1.ProtocolTCP}
+	}
+	services := []meshv1alpha1.MeshService{service("queue", tcp(5672)), service("db", tcp(5432)), service("echo")}
+	p := accessPolicy("shop", "readers", "", nil, []string{"GET"}, "web")
+	want := "MeshService db: spec.rules[0] has methods or pathPrefixes, which admit nothing on port 5432 (TCP: the mesh sees no " +
+		"request); drop them, or list spec.ports without 5432; MeshService queue: spec.rules[0] has methods or pathPrefixes, which " +
+		"admit nothing on port 5672 (TCP: the mesh sees no request); drop them, or list spec.ports without 5672"
+	for _, order := range []string{"as listed", "reversed"} {
+		got := AccessPolicyConditions("aether.internal", p, services, nil)
+		if c := condition(got, configv1.AccessConditionAccepted); c.Reason != configv1.AccessReasonHTTPRuleOnTCPPort || c.Message != want {
+			t.Errorf("services %s: Accepted %s %q\nwant %s %q", order, c.Reason, c.Message, configv1.AccessReasonHTTPRuleOnTCPPort, want)
+		}
+		slices.Reverse(services)
+	}
+}
