@@ -356,7 +356,7 @@ func Translate(ms *meshv1alpha1.MeshService, counted []meshv1alpha1.MeshEndpoint
 }
 
 // MaxListedPolicies is how many policies a port's status lists (the CRD's MaxItems): the first
-// ones by name when more govern it, which a namespace that needs more than a few does not.
+// ones by name when more govern it. The list only reports; every governing policy is enforced.
 const MaxListedPolicies = 32
 
 // ListAccessPolicies sets each port of st's accessPolicies to the policies that govern it, as
