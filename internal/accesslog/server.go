@@ -185,6 +185,13 @@ func (s *Server) about(d *directory, c *accesslogdatav3.AccessLogCommon) (target
 		(*f)(c.GetUpstreamCluster())
 	}
 	t := d.target(c.GetUpstreamCluster())
+	if c.GetUpstreamCluster() == "" && c.GetTlsProperties().GetPeerCertificateProperties() != nil {
+		// A mesh peer's request answered before it was routed (an AccessPolicy's denial): no
+		// cluster names it, the inbound listener's address and the SNI do.
+		if at, ok := d.inboundAt(c.GetDownstreamLocalAddress(), c.GetTlsProperties().GetTlsSniHostname()); ok {
+			t = at
+		}
+	}
 	caller := t.caller
 	if t.direction == Inbound && d != nil {
 		caller = peerIdentity(d.domain, c.GetTlsProperties().GetPeerCertificateProperties())

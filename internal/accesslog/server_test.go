@@ -440,8 +440,9 @@ func TestCallersAreBounded(t *testing.T) {
 }
 
 // TestCountsDenials: an inbound request the RBAC filter answered (its response code details
-// rbac_access_denied_matched_policy[none]) and an inbound connection it closed (the same
-// termination details) count as denied, by service, port, caller and protocol; a 403 of the
+// rbac_access_denied_matched_policy[none], no upstream cluster: the pod is the listener's
+// address, the port the SNI) and an inbound connection it closed (the same termination details)
+// count as denied, by service, port, caller and protocol; a 403 of the
 // application itself, and a connection closed otherwise, do not.
 func TestCountsDenials(t *testing.T) {
 	s := serve(t)
@@ -449,7 +450,9 @@ func TestCountsDenials(t *testing.T) {
 	inbound9000 := s.cluster(t, xds.AppCluster(xds.PodKey("shop", "payments-0"), 9000))
 	fromFrontend := []string{frontend}
 	const details = "rbac_access_denied_matched_policy[none]"
-	denied := accesslogtest.HTTP(accesslogtest.Hop{Cluster: inbound8080, PeerURIs: fromFrontend, Downstream: "10.244.1.20", Received: 10, Sent: 10},
+	// Answered before routing, Envoy names no cluster: the listener's address and the SNI say
+	// which pod and port.
+	denied := accesslogtest.HTTP(accesslogtest.Hop{PeerURIs: fromFrontend, Downstream: "10.244.1.20", Received: 10, Sent: 10},
 		"payments.shop.aether.internal:8080", "/admin", 403, xds.OutcomeProxy, nil)
 	denied.Response.ResponseCodeDetails = details
 	appOwn := accesslogtest.HTTP(accesslogtest.Hop{Cluster: inbound8080, PeerURIs: fromFrontend, Downstream: "10.244.1.20", Received: 10, Sent: 10},
