@@ -25,7 +25,9 @@ import (
 // and_rules, or_rules, not_rule, header (exact, prefix, safe_regex string matchers), url_path
 // (the path without its query); and principals any, and_ids, or_ids, not_id, authenticated.
 // Anything else is Unmodelled. The network filter decides on the caller's first byte: a denied
-// connection is closed with nothing forwarded (ErrDenied).
+// connection is closed with nothing forwarded (ErrDenied). Not modelled: tcp_proxy has connected
+// to the application by then, so a server-first application's greeting reaches a denied caller
+// that sends nothing after its TLS handshake (a Conn cannot say "TLS, then server-first").
 
 // ErrDenied is an RBAC filter's denial: an HTTP request answered 403 (response code details
 // RBACDeniedDetails, response flag RBAC), or a TCP connection closed.
