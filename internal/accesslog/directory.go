@@ -6,6 +6,9 @@ package accesslog
 import (
 	"strconv"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/xds"
@@ -46,11 +49,15 @@ type directory struct {
 	pods map[string]localPod
 	// identities are the local pods' identities.
 	identities map[string]bool
+	// at are the node's pods by address (their MeshEndpoint's), where their inbound listener
+	// takes the mesh's connections.
+	at map[string]localPod
 }
 
 type localPod struct {
 	service string
 	ports   map[int32]bool
+	primary int32
 }
 
 // serviceLabel is a service's label value: <ns>/<name>.
@@ -59,7 +66,7 @@ func serviceLabel(namespace, name string) string { return namespace + "/" + name
 // newDirectory is what m holds.
 func newDirectory(m model.Mesh) *directory {
 	d := &directory{domain: m.Domain, ports: map[string]map[int32]bool{}, defaultTCP: map[string]int32{},
-		pods: map[string]localPod{}, identities: map[string]bool{}}
+		pods: map[string]localPod{}, identities: map[string]bool{}, at: map[string]localPod{}}
 	for _, s := range m.Services {
 		key := serviceLabel(s.Namespace, s.Name)
 		ports := make(map[int32]bool, len(s.Ports))
@@ -76,7 +83,9 @@ func newDirectory(m model.Mesh) *directory {
 		for _, pp := range p.Ports {
 			ports[pp.Port] = true
 		}
-		d.pods[xds.PodKey(p.Namespace, p.Name)] = localPod{service: serviceLabel(p.Namespace, p.Service), ports: ports}
+		lp := localPod{service: serviceLabel(p.Namespace, p.Service), ports: ports, primary: p.Primary}
+		d.pods[xds.PodKey(p.Namespace, p.Name)] = lp
+		d.at[p.Address] = lp
 		d.identities[p.Identity] = true
 	}
 	return d
@@ -115,6 +124,33 @@ func (d *directory) target(cluster string) target {
 		return unknown
 	}
 	return target{direction: Outbound, service: service, port: strconv.Itoa(int(port)), caller: unknown.caller}
+}
+
+// inboundAt is what an inbound entry that names no cluster is about (a request the proxy
+// answered before routing it: an AccessPolicy's denial): the pod whose inbound listener took it
+// (the connection's local address) and the port its SNI names, the primary's when it names
+// none (the floor). ok is false for any other entry, or one the view cannot place.
+func (d *directory) inboundAt(local *corev3.Address, sni string) (t target, ok bool) {
+	sa := local.GetSocketAddress()
+	if d == nil || sa.GetPortValue() != uint32(meshv1alpha1.ProxyInboundPort) {
+		return target{}, false
+	}
+	pod, known := d.at[sa.GetAddress()]
+	if !known {
+		return target{}, false
+	}
+	port := pod.primary
+	if sni != "" {
+		p, err := strconv.ParseInt(sni, 10, 32)
+		if err != nil {
+			return target{}, false
+		}
+		port = int32(p)
+	}
+	if !pod.ports[port] {
+		return target{}, false
+	}
+	return target{direction: Inbound, service: pod.service, port: strconv.Itoa(int(port))}, true
 }
 
 // knows reports whether service (a label value) is one of the view's.

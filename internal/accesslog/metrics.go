@@ -53,6 +53,7 @@ type metrics struct {
 	requests, connections             *prometheus.CounterVec
 	duration                          *prometheus.HistogramVec
 	outcomes, sent, received, refused *prometheus.CounterVec
+	denied                            *prometheus.CounterVec
 	requestCallers, tcpCallers        callers
 
 	mu sync.Mutex
@@ -88,6 +89,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "aether_agent_sent_bytes_total",
 			Help: "Bytes the node's Envoy sent back to the side that opened the connection or sent the request (HTTP: response headers and body; TCP: the connection's), by direction, service and port.",
 		}, []string{labelDirection, labelService, labelPort}),
+		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aether_agent_access_denied_total",
+			Help: "Inbound calls an AccessPolicy denied (no rule admits them: an HTTP request answered 403 access-denied, a TCP connection closed before a byte reached the application), by service, port, caller (as aether_agent_requests_total) and protocol (http or tcp).",
+		}, []string{labelService, labelPort, labelCaller, "protocol"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aether_agent_access_log_rejected_total",
 			Help: "Access-log streams the node agent refused, by reason: no_identifier (no node named), wrong_node (a node the agent does not serve), oversized, too_many_entries, malformed. Each ends its stream only.",
@@ -96,7 +101,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		tcpCallers:     callers{seen: map[string]bool{}},
 		services:       map[string]bool{},
 	}
-	reg.MustRegister(m.requests, m.duration, m.outcomes, m.connections, m.received, m.sent, m.refused)
+	reg.MustRegister(m.requests, m.duration, m.outcomes, m.connections, m.received, m.sent, m.refused, m.denied)
 	for _, reason := range rejectReasons {
 		m.refused.WithLabelValues(reason)
 	}
@@ -160,7 +165,7 @@ func (m *metrics) forget(d *directory) {
 		}
 		delete(m.services, service)
 		match := prometheus.Labels{labelService: service}
-		for _, vec := range []*prometheus.CounterVec{m.requests, m.outcomes, m.connections, m.received, m.sent} {
+		for _, vec := range []*prometheus.CounterVec{m.requests, m.outcomes, m.connections, m.received, m.sent, m.denied} {
 			vec.DeletePartialMatch(match)
 		}
 		m.duration.DeletePartialMatch(match)

@@ -185,6 +185,13 @@ func (s *Server) about(d *directory, c *accesslogdatav3.AccessLogCommon) (target
 		(*f)(c.GetUpstreamCluster())
 	}
 	t := d.target(c.GetUpstreamCluster())
+	if c.GetUpstreamCluster() == "" && c.GetTlsProperties().GetPeerCertificateProperties() != nil {
+		// A mesh peer's request answered before it was routed (an AccessPolicy's denial): no
+		// cluster names it, the inbound listener's address and the SNI do.
+		if at, ok := d.inboundAt(c.GetDownstreamLocalAddress(), c.GetTlsProperties().GetTlsSniHostname()); ok {
+			t = at
+		}
+	}
 	caller := t.caller
 	if t.direction == Inbound && d != nil {
 		caller = peerIdentity(d.domain, c.GetTlsProperties().GetPeerCertificateProperties())
@@ -226,10 +233,13 @@ func (s *Server) http(d *directory, e *accesslogdatav3.HTTPAccessLogEntry) {
 	if t.direction == Inbound && outcome != "" {
 		m.outcomes.WithLabelValues(t.service, t.port, outcomeClass(outcome)).Inc()
 	}
+	if t.direction == Inbound && denied(e.GetResponse().GetResponseCodeDetails()) {
+		m.denied.WithLabelValues(t.service, t.port, m.requestCallers.label(caller), "http").Inc()
+	}
 	if s.lines {
 		s.log.Info("HTTP request", "direction", t.direction, "service", t.service, "port", t.port, "caller", orUnknown(caller),
 			"method", e.GetRequest().GetRequestMethod().String(), "authority", e.GetRequest().GetAuthority(), "path", e.GetRequest().GetPath(),
-			"code", code, "flags", flags(c.GetResponseFlags()), "outcome", outcome, "duration", elapsed.String(),
+			"code", code, "details", e.GetResponse().GetResponseCodeDetails(), "flags", flags(c.GetResponseFlags()), "outcome", outcome, "duration", elapsed.String(),
 			"receivedBytes", received, "sentBytes", sent, "upstreamCluster", c.GetUpstreamCluster(), "upstreamHost", address(c.GetUpstreamRemoteAddress()))
 	}
 }
@@ -244,6 +254,9 @@ func (s *Server) tcp(d *directory, e *accesslogdatav3.TCPAccessLogEntry) {
 	m := s.metrics
 	m.seen(t.service)
 	m.connections.WithLabelValues(t.direction, t.service, t.port, m.tcpCallers.label(caller)).Inc()
+	if t.direction == Inbound && denied(c.GetConnectionTerminationDetails()) {
+		m.denied.WithLabelValues(t.service, t.port, m.tcpCallers.label(caller), "tcp").Inc()
+	}
 	m.received.WithLabelValues(t.direction, t.service, t.port).Add(float64(received))
 	m.sent.WithLabelValues(t.direction, t.service, t.port).Add(float64(sent))
 	if s.lines {
@@ -269,6 +282,11 @@ func final(t accesslogdatav3.AccessLogType) bool {
 	}
 	return true
 }
+
+// denied reports whether details (an HTTP response's code details, a TCP connection's
+// termination details) are the RBAC filter's denial: no rule of the port's AccessPolicies admits
+// the call (xds.RBACDeniedDetail, "rbac_access_denied_matched_policy[none]").
+func denied(details string) bool { return strings.HasPrefix(details, xds.RBACDeniedDetail) }
 
 // outcomeClass is the label value of an x-aether-outcome value: the retry table's rows by their
 // own names, any other status of the application "app", anything else "other".

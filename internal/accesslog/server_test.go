@@ -438,3 +438,46 @@ func TestCallersAreBounded(t *testing.T) {
 		t.Errorf("an entry of a pod the mesh no longer holds counts %v under unknown, want 1", got)
 	}
 }
+
+// TestCountsDenials: an inbound request the RBAC filter answered (its response code details
+// rbac_access_denied_matched_policy[none], no upstream cluster: the pod is the listener's
+// address, the port the SNI) and an inbound connection it closed (the same termination details)
+// count as denied, by service, port, caller and protocol; a 403 of the
+// application itself, and a connection closed otherwise, do not.
+func TestCountsDenials(t *testing.T) {
+	s := serve(t)
+	inbound8080 := s.cluster(t, xds.AppCluster(xds.PodKey("shop", "payments-0"), 8080))
+	inbound9000 := s.cluster(t, xds.AppCluster(xds.PodKey("shop", "payments-0"), 9000))
+	fromFrontend := []string{frontend}
+	const details = "rbac_access_denied_matched_policy[none]"
+	// Answered before routing, Envoy names no cluster: the listener's address and the SNI say
+	// which pod and port.
+	denied := accesslogtest.HTTP(accesslogtest.Hop{PeerURIs: fromFrontend, Downstream: "10.244.1.20", Received: 10, Sent: 10},
+		"payments.shop.aether.internal:8080", "/admin", 403, xds.OutcomeProxy, nil)
+	denied.Response.ResponseCodeDetails = details
+	appOwn := accesslogtest.HTTP(accesslogtest.Hop{Cluster: inbound8080, PeerURIs: fromFrontend, Downstream: "10.244.1.20", Received: 10, Sent: 10},
+		"payments.shop.aether.internal:8080", "/admin", 403, "app-403", nil)
+	appOwn.Response.ResponseCodeDetails = "via_upstream"
+	if err := s.stream(t, accesslogtest.HTTPLogs(accesslogtest.Identifier(node), denied, appOwn)); err != nil {
+		t.Fatalf("the HTTP stream: %v", err)
+	}
+	closed := accesslogtest.TCP(accesslogtest.Hop{Cluster: inbound9000, PeerURIs: fromFrontend, Downstream: "10.244.1.20", Received: 18})
+	closed.CommonProperties.ConnectionTerminationDetails = details
+	served := accesslogtest.TCP(accesslogtest.Hop{Cluster: inbound9000, PeerURIs: fromFrontend, Downstream: "10.244.1.20", Received: 18, Sent: 18})
+	if err := s.stream(t, accesslogtest.TCPLogs(accesslogtest.Identifier(node), closed, served)); err != nil {
+		t.Fatalf("the TCP stream: %v", err)
+	}
+	type L = map[string]string
+	for _, c := range []struct {
+		labels L
+		want   float64
+	}{
+		{L{"service": payments, "port": "8080", "caller": frontend, "protocol": "http"}, 1},
+		{L{"service": payments, "port": "9000", "caller": frontend, "protocol": "tcp"}, 1},
+		{L{}, 2},
+	} {
+		if got := s.value(t, "aether_agent_access_denied_total", c.labels); got != c.want {
+			t.Errorf("aether_agent_access_denied_total%v = %v, want %v", c.labels, got, c.want)
+		}
+	}
+}

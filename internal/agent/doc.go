@@ -46,4 +46,7 @@ package agent
 // +kubebuilder:rbac:groups=mesh.aether.io,resources=meshendpoints,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=mesh.aether.io,resources=meshendpoints/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=mesh.aether.io,resources=meshservices,verbs=get;list;watch
+// It reads (list and watch, for its cache) the AccessPolicies of every namespace: they decide what
+// the inbound chains of its node's pods admit (xds.go, model.PodAccess); it never writes them.
+// +kubebuilder:rbac:groups=config.aether.io,resources=accesspolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create

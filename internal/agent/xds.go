@@ -199,7 +199,8 @@ func changes(poke func()) toolscache.ResourceEventHandler {
 // cache still filling would publish a mesh with services missing), then rebuilds on changes until
 // ctx ends.
 func (p *publisher) Start(ctx context.Context) error {
-	inputs := []client.Object{&corev1.Pod{}, &meshv1alpha1.MeshEndpoint{}, &corev1.Node{}}
+	// AccessPolicies decide what the inbound chains admit (model.PodAccess): watched whatever else is on.
+	inputs := []client.Object{&corev1.Pod{}, &meshv1alpha1.MeshEndpoint{}, &corev1.Node{}, &configv1.AccessPolicy{}}
 	if p.uds != nil && p.uds.opts.Enabled {
 		// A policy, or a Service's selector, decides which pods serve on a socket.
 		inputs = append(inputs, &configv1.EndpointPolicy{}, &corev1.Service{})
@@ -377,6 +378,14 @@ func (p *publisher) localPods(ctx context.Context, services []model.Service) ([]
 	if err := p.cache.List(ctx, &pods); err != nil {
 		return nil, fmt.Errorf("listing the node's pods: %w", err)
 	}
+	var policies configv1.AccessPolicyList
+	if err := p.cache.List(ctx, &policies); err != nil {
+		return nil, fmt.Errorf("listing the AccessPolicies: %w", err)
+	}
+	byNamespace := map[string][]configv1.AccessPolicy{}
+	for _, pol := range policies.Items {
+		byNamespace[pol.Namespace] = append(byNamespace[pol.Namespace], pol)
+	}
 	var out []model.LocalPod
 	seen := make(map[types.UID]bool, len(pods.Items))
 	leftOut := map[string]string{}
@@ -391,7 +400,7 @@ func (p *publisher) localPods(ctx context.Context, services []model.Service) ([]
 		if _, ok := draining[pod.UID]; ok {
 			continue // its sandbox is deleted: withDrainTails keeps what it had
 		}
-		lp, why, err := p.localPod(ctx, pod, identities)
+		lp, why, err := p.localPod(ctx, pod, identities, byNamespace[pod.Namespace])
 		if err != nil {
 			return nil, err
 		}
@@ -450,8 +459,10 @@ func (p *publisher) withDrainTails(out []model.LocalPod, draining map[types.UID]
 	return out
 }
 
-// localPod is pod as its proxy needs it, or why it cannot have one yet.
-func (p *publisher) localPod(ctx context.Context, pod *corev1.Pod, identities map[types.NamespacedName]string) (model.LocalPod, string, error) {
+// localPod is pod as its proxy needs it, or why it cannot have one yet; policies are the
+// AccessPolicies of its namespace.
+func (p *publisher) localPod(ctx context.Context, pod *corev1.Pod, identities map[types.NamespacedName]string,
+	policies []configv1.AccessPolicy) (model.LocalPod, string, error) {
 	ep := &meshv1alpha1.MeshEndpoint{}
 	if err := p.cache.Get(ctx, client.ObjectKeyFromObject(pod), ep); apierrors.IsNotFound(err) {
 		return model.LocalPod{}, "it has no MeshEndpoint yet", nil
@@ -475,6 +486,7 @@ func (p *publisher) localPod(ctx context.Context, pod *corev1.Pod, identities ma
 	lp := model.LocalPod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Service: ep.Spec.ServiceName,
 		Address: ep.Spec.Address, Primary: ep.Spec.PrimaryPort, Ports: ep.Spec.Ports, NetNS: netns, Identity: identity,
 		Capture: p.captureMode(ctx, pod), NoIPv6: p.withoutIPv6(netns)}
+	lp.Access = model.PodAccess(p.opts.MeshDomain, lp, policies)
 	spec, specErr := p.specs.parse(pod)
 	lp.ExcludeOutboundPorts, lp.Upstreams = captureFacts(spec, specErr)
 	if p.uds != nil {

@@ -6,6 +6,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
 	"slices"
@@ -16,10 +17,13 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	rbacnetworkv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -30,6 +34,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/model"
@@ -513,6 +518,78 @@ func TestXDSServesAcceptedRoutes(t *testing.T) {
 	if err := c.Await(ctx, func(s xdstest.State) error {
 		if servedRoute(s, rule) {
 			return fmt.Errorf("route %s is still served", rule)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// servedInboundRBAC are, per chain of the served inbound listener of pod namespace/name, the RBAC
+// policy names its RBAC filter carries (nil: no filter).
+func servedInboundRBAC(s xdstest.State, namespace, name string) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range s.Resources[xdstest.Listeners] {
+		l, ok := m.(*listenerv3.Listener)
+		if !ok || l.GetName() != xds.InboundListener(xds.PodKey(namespace, name)) {
+			continue
+		}
+		for _, fc := range append(slices.Clone(l.GetFilterChains()), l.GetDefaultFilterChain()) {
+			for _, f := range fc.GetFilters() {
+				r := &rbacnetworkv3.RBAC{}
+				if f.GetName() == xds.NetworkRBACFilter && f.GetTypedConfig().UnmarshalTo(r) == nil {
+					out[fc.GetName()] = slices.Sorted(maps.Keys(r.GetRules().GetPolicies()))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestXDSServesAccessPolicies: the agent watches AccessPolicies whatever else is on: one that
+// governs the TCP port of the node's pod puts its rule on the pod's inbound chain for that port,
+// within a rebuild, and only there; deleted, the chain is open again.
+func TestXDSServesAccessPolicies(t *testing.T) {
+	ctx := testContext(t)
+	ns := namespace(t, ctx)
+	a := startXDSAgent(t, ns)
+	createPod(t, ctx, ns, "a", a.node, newPodIP(), true, map[string]string{portspec.AnnotationPort: "8080", portspec.AnnotationPorts: "8080,9000=tcp"})
+	c := a.dial(t, ctx)
+	if err := c.Await(ctx, func(s xdstest.State) error {
+		if _, ok := servedInboundRBAC(s, ns, "a")[xds.InboundTCPChain(9000)]; ok {
+			return fmt.Errorf("chain %s carries an RBAC filter before any policy", xds.InboundTCPChain(9000))
+		}
+		for _, m := range s.Resources[xdstest.Listeners] {
+			if l, ok := m.(*listenerv3.Listener); ok && l.GetName() == xds.InboundListener(xds.PodKey(ns, "a")) {
+				return nil
+			}
+		}
+		return fmt.Errorf("pod a has no inbound listener yet")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	policy := &configv1.AccessPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments-tcp"}, Spec: configv1.AccessPolicySpec{
+		TargetRef: &configv1.TargetRef{Kind: "Service", Name: "payments"}, Ports: []int32{9000},
+		Rules: []configv1.AccessRule{{From: []configv1.AccessSource{{Namespace: "web"}}}},
+	}}
+	if err := env.Client.Create(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{xds.InboundTCPChain(9000): {ns + "/payments-tcp#0"}}
+	if err := c.Await(ctx, func(s xdstest.State) error {
+		if got := servedInboundRBAC(s, ns, "a"); !maps.EqualFunc(got, want, slices.Equal) {
+			return fmt.Errorf("pod a's inbound RBAC filters: %v, want %v", got, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Await(ctx, func(s xdstest.State) error {
+		if got := servedInboundRBAC(s, ns, "a"); len(got) > 0 {
+			return fmt.Errorf("pod a's inbound RBAC filters after the policy's deletion: %v, want none", got)
 		}
 		return nil
 	}); err != nil {

@@ -6,8 +6,11 @@ package model
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/authz"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 )
 
@@ -83,6 +86,10 @@ type LocalPod struct {
 	// the mesh DNS: the agent's --mesh-dns is on, the pod's dnsPolicy is not None and it does
 	// not opt out (aether.io/mesh-dns: "false").
 	MeshDNS bool `json:"meshDNS,omitempty"`
+	// Access is what the AccessPolicies make of each of Ports, in Ports' order
+	// (authz.Ports over the pod's own ports: its inbound chains serve them): which are governed,
+	// and the rules that admit their calls. None, or a port not Governed, is open.
+	Access []authz.Port `json:"access,omitempty"`
 }
 
 // Validate names the first field a data plane could not use.
@@ -102,4 +109,30 @@ func (p LocalPod) Validate() error {
 		return fmt.Errorf("local pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return nil
+}
+
+// PodAccess is what policies make of pod p's ports, for LocalPod.Access: authz.Ports read against
+// the pod's own ports, not its service's (the inbound chains serve the pod's ports), for the
+// mesh's trust domain. Nil when none is governed, so that a pod no policy touches is as it was.
+// The problems are the controller's to report.
+func PodAccess(trustDomain string, p LocalPod, policies []configv1.AccessPolicy) []authz.Port {
+	if len(policies) == 0 {
+		return nil
+	}
+	ports, _ := authz.Ports(trustDomain, authz.Service{Namespace: p.Namespace, Name: p.Service, Ports: p.Ports}, policies)
+	if !slices.ContainsFunc(ports, func(a authz.Port) bool { return a.Governed }) {
+		return nil
+	}
+	return ports
+}
+
+// AccessOf is what the AccessPolicies make of the pod's port: open (not Governed) unless Access
+// says otherwise.
+func (p LocalPod) AccessOf(port int32) authz.Port {
+	for _, a := range p.Access {
+		if a.Port == port {
+			return a
+		}
+	}
+	return authz.Port{Port: port}
 }

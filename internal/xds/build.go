@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/authz"
 	"github.com/aether-mesh/aether-operator/internal/model"
 )
 
@@ -35,6 +36,10 @@ type Resources struct {
 	// Skipped says, one sentence each and sorted, what Build left out of an otherwise good build
 	// and why: one bad service or pod does not take the node's whole configuration down with it.
 	Skipped []string
+	// Access is, by inbound listener name, what the AccessPolicies make of each port its pod
+	// serves (model.LocalPod.AccessOf, in the pod's port order): what the listener's chains were
+	// built to enforce, for the gates (xdscheck.Authorization) and the simulator. Not published.
+	Access map[string][]authz.Port
 }
 
 // Build renders the node's mesh as Envoy resources: pure, deterministic (the same mesh gives the
@@ -66,6 +71,7 @@ func build(m model.Mesh, memo *memo) (Resources, error) {
 	res.Endpoints = b.endpoints()
 	listening.Wait()
 	res.Runtimes = []*runtimev3.Runtime{podListenerLimits(res.Listeners)}
+	res.Access = accessByListener(in.pods)
 	b.check("the runtime layer "+ListenerLimitsLayer, res.Runtimes[0])
 	// The first error in the order the parts are listed, as one builder would have recorded it.
 	b.fail(l.err)

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/authz"
 	"github.com/aether-mesh/aether-operator/internal/model"
 )
 
@@ -99,14 +100,17 @@ func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.L
 	var floor *listenerv3.FilterChain
 	for _, pp := range p.Ports {
 		match := &listenerv3.FilterChainMatch{ServerNames: []string{ServerName(pp.Port)}}
+		access := p.AccessOf(pp.Port)
 		if pp.Protocol.IsHTTP() {
-			chains = append(chains, b.inboundHTTPChain(InboundHTTPChain(pp.Port), match, domain, p.Identity, AppCluster(pod, pp.Port)))
+			chains = append(chains, b.inboundHTTPChain(InboundHTTPChain(pp.Port), match, domain, p.Identity, AppCluster(pod, pp.Port), access))
 		} else {
 			chains = append(chains, b.inboundTCPChain(InboundTCPChain(pp.Port), TCPPortStatPrefix(p.Namespace, p.Service, pp.Port), match, domain,
-				p.Identity, AppCluster(pod, pp.Port)))
+				p.Identity, AppCluster(pod, pp.Port), access))
 		}
 		if pp.Port == p.Primary {
-			floor = b.inboundFloorChain(pp, TCPPortStatPrefix(p.Namespace, p.Service, pp.Port), domain, p.Identity, AppCluster(pod, pp.Port))
+			// The floor serves the primary: the primary's authorization, or a peer sending no SNI
+			// would pass around it.
+			floor = b.inboundFloorChain(pp, TCPPortStatPrefix(p.Namespace, p.Service, pp.Port), domain, p.Identity, AppCluster(pod, pp.Port), access)
 		}
 	}
 	slices.SortFunc(chains, func(a, b *listenerv3.FilterChain) int { return cmp.Compare(a.GetName(), b.GetName()) })
@@ -130,18 +134,19 @@ func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.L
 
 // inboundFloorChain is the default chain: the primary port, in its protocol; a TCP primary's bytes
 // are counted under the port's statPrefix, with its in_tcp_<p> chain's.
-func (b *builder) inboundFloorChain(primary meshv1alpha1.PortProtocol, statPrefix, domain, identity, cluster string) *listenerv3.FilterChain {
+func (b *builder) inboundFloorChain(primary meshv1alpha1.PortProtocol, statPrefix, domain, identity, cluster string, access authz.Port) *listenerv3.FilterChain {
 	if primary.Protocol.IsHTTP() {
-		return b.inboundHTTPChain(InboundFloorChain, nil, domain, identity, cluster)
+		return b.inboundHTTPChain(InboundFloorChain, nil, domain, identity, cluster, access)
 	}
-	return b.inboundTCPChain(InboundFloorChain, statPrefix, nil, domain, identity, cluster)
+	return b.inboundTCPChain(InboundFloorChain, statPrefix, nil, domain, identity, cluster, access)
 }
 
 // inboundHTTPChain terminates mTLS (ALPN h2) and serves HTTP (codec AUTO) to cluster, the app's
 // port: every request, whatever its Host (the source already routed it by Host), WebSocket
 // included. It tells the app the caller's SPIFFE ID (callerIdentity) and the caller's proxy the
-// outcome of each request (inboundOutcome, inboundLocalReplies).
-func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMatch, domain, identity, cluster string) *listenerv3.FilterChain {
+// outcome of each request (inboundOutcome, inboundLocalReplies). A governed port's calls pass its
+// RBAC filter first, on normalized paths (authz.go).
+func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMatch, domain, identity, cluster string, access authz.Port) *listenerv3.FilterChain {
 	routes := &routev3.RouteConfiguration{
 		Name: name,
 		// An inline route configuration validates its clusters by default, and the app cluster
@@ -172,6 +177,10 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 		StreamIdleTimeout: durationpb.New(StreamIdleTimeout),
 	}
 	callerIdentity(hcm)
+	if access.Governed {
+		b.authorizeHTTP(hcm, domain, access)
+		inboundPathNormalization(hcm)
+	}
 	return &listenerv3.FilterChain{
 		Name:                          name,
 		FilterChainMatch:              match,
@@ -182,9 +191,11 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 }
 
 // inboundTCPChain terminates mTLS (no ALPN) and proxies the bytes to cluster, the app's port,
-// counting them under statPrefix (TCPPortStatPrefix: tcp.<statPrefix>.* in Envoy's stats).
-func (b *builder) inboundTCPChain(name, statPrefix string, match *listenerv3.FilterChainMatch, domain, identity, cluster string) *listenerv3.FilterChain {
+// counting them under statPrefix (TCPPortStatPrefix: tcp.<statPrefix>.* in Envoy's stats). A
+// governed port's connections pass its RBAC filter first (authz.go).
+func (b *builder) inboundTCPChain(name, statPrefix string, match *listenerv3.FilterChainMatch, domain, identity, cluster string, access authz.Port) *listenerv3.FilterChain {
 	chain := b.countedTCPChain(name, statPrefix, match, []weightedBase{{base: cluster, weight: 1}})
+	b.authorizeTCP(chain, domain, access)
 	chain.TransportSocket = b.downstreamTLS(domain, identity, nil)
 	chain.TransportSocketConnectTimeout = durationpb.New(InboundHandshakeTimeout)
 	return chain

@@ -230,7 +230,7 @@ func (b *builder) withRetries(routes []*routev3.Route) []*routev3.Route {
 		}
 		// The twin keeps the rule's name: it is the same rule, for some of its requests.
 		twin := &routev3.Route{Name: r.GetName(), Match: proto.Clone(r.GetMatch()).(*routev3.RouteMatch)}
-		twin.Match.Headers = append(twin.Match.Headers, &routev3.HeaderMatcher{Name: ":method",
+		twin.Match.Headers = append(twin.Match.Headers, &routev3.HeaderMatcher{Name: methodHeader,
 			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
 				MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: IdempotentMethodRegex}}}}})
 		action := proto.Clone(r.GetRoute()).(*routev3.RouteAction)
@@ -241,6 +241,9 @@ func (b *builder) withRetries(routes []*routev3.Route) []*routev3.Route {
 	}
 	return out
 }
+
+// methodHeader is the request's method, as HTTP/2 spells it and Envoy matches it in any version.
+const methodHeader = ":method"
 
 // methodSet is what a route match says of the request's method.
 type methodSet int
@@ -255,7 +258,7 @@ const (
 // names, idempotent or not. Any other match leaves the method open.
 func methodsOf(m *routev3.RouteMatch) methodSet {
 	for _, h := range m.GetHeaders() {
-		if h.GetName() != ":method" || h.GetInvertMatch() {
+		if h.GetName() != methodHeader || h.GetInvertMatch() {
 			continue
 		}
 		if exact := h.GetStringMatch().GetExact(); exact != "" {
@@ -322,6 +325,8 @@ func (b *builder) inboundLocalReplies() *hcmv3.LocalReplyConfig {
 		return &hcmv3.ResponseMapper{Filter: f, HeadersToAdd: []*corev3.HeaderValueOption{outcomeHeader(outcome)}}
 	}
 	b.localReplies = &hcmv3.LocalReplyConfig{Mappers: []*hcmv3.ResponseMapper{
+		// First: a request the RBAC filter denied (authz.go) says so, whatever else matches.
+		b.deniedMapper(),
 		mapper(flags(unreachableFlags), OutcomeUnreachable),
 		mapper(refused, OutcomeRefusedStream),
 		mapper(flags(resetFlags), OutcomeAppReset),

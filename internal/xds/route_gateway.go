@@ -365,7 +365,7 @@ func buildMatch(kind model.RouteKind, m model.RouteMatch) (gatewayMatch, error) 
 		}
 		gm.rank = rank
 		if m.Method != "" {
-			rm.Headers = append(rm.Headers, exactHeader(":method", m.Method))
+			rm.Headers = append(rm.Headers, exactHeader(methodHeader, m.Method))
 		}
 	}
 	seen := map[string]bool{}

@@ -4,6 +4,7 @@
 package xds_test
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/authz"
 	"github.com/aether-mesh/aether-operator/internal/capture"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
@@ -382,7 +384,7 @@ func walkShape(t testing.TB, sim *xdssim.Sim, w walk) error {
 		return err
 	}
 	if want.Reaches() {
-		arrive(t, sim, out, w.Row, want.Protocol(w.Row.Result), conn, w.local)
+		arrive(t, sim, out, w.Row, want.Protocol(w.Row.Result), conn, w.local, w.Client.Identity)
 	}
 	return nil
 }
@@ -404,8 +406,10 @@ func fromThePod(out xdssim.Outcome, client model.LocalPod) error {
 }
 
 // arrive follows a Reaches row to each receiving endpoint on this node: the inbound listener must
-// hand it to the application port the row names, in the row's protocol.
-func arrive(t testing.TB, sim *xdssim.Sim, out xdssim.Outcome, row resolve.Dial, protocol xdssim.Protocol, conn xdssim.Conn, local map[string]model.LocalPod) {
+// hand it to the application port the row names, in the row's protocol, when the port's
+// AccessPolicies admit the caller's call (authz.Decide, the oracle); else it must deny it, 403
+// access-denied on HTTP, closed on TCP.
+func arrive(t testing.TB, sim *xdssim.Sim, out xdssim.Outcome, row resolve.Dial, protocol xdssim.Protocol, conn xdssim.Conn, local map[string]model.LocalPod, caller string) {
 	for _, target := range out.Targets {
 		for _, ep := range target.Receiving() {
 			pod, ok := local[ep.Address]
@@ -420,7 +424,17 @@ func arrive(t testing.TB, sim *xdssim.Sim, out xdssim.Outcome, row resolve.Dial,
 					row.Address, key, at, inbound, xds.InboundListener(key))
 				continue
 			}
-			in := sim.Arrive(xds.InboundListener(key), target.TLS.SNI, target.TLS.ALPN, conn.HTTP)
+			in := sim.ArriveAs(caller, xds.InboundListener(key), target.TLS.SNI, target.TLS.ALPN, conn.HTTP)
+			call := authz.Call{Caller: caller}
+			if conn.HTTP != nil {
+				call.Method, call.Path = cmp.Or(conn.HTTP.Method, "GET"), cmp.Or(conn.HTTP.Path, "/")
+			}
+			if admitted, _ := authz.Decide(xdstest.Domain, pod.AccessOf(row.Port), call); !admitted {
+				if err := deniedAsDecided(in, protocol); err != nil {
+					t.Errorf("%q reaches pod %s, whose port %d's AccessPolicies deny %+v: %v", row.Address, key, row.Port, call, err)
+				}
+				continue
+			}
 			want := xds.AppCluster(key, row.Port)
 			if in.Verdict != xdssim.Forwarded || len(in.Targets) != 1 || in.Targets[0].Cluster != want {
 				t.Errorf("%q reaches pod %s with SNI %q: the inbound gives %s; want %s", row.Address, key, target.TLS.SNI, in, want)
@@ -430,4 +444,22 @@ func arrive(t testing.TB, sim *xdssim.Sim, out xdssim.Outcome, row resolve.Dial,
 			}
 		}
 	}
+}
+
+// deniedAsDecided says how in differs from a denial of the RBAC filters: on HTTP the 403 with
+// x-aether-error: access-denied, on TCP the connection closed.
+func deniedAsDecided(in xdssim.Outcome, protocol xdssim.Protocol) error {
+	if !errors.Is(in.Err, xdssim.ErrDenied) {
+		return fmt.Errorf("the inbound gives %s, want the RBAC filter's denial", in)
+	}
+	if protocol == xdssim.TCP {
+		if in.Verdict != xdssim.Closed {
+			return fmt.Errorf("the inbound gives %s, want the connection closed", in)
+		}
+		return nil
+	}
+	if in.Verdict != xdssim.Answered || in.Response.Status != 403 || in.Response.Header(resolve.ErrorHeader) != authz.DeniedError {
+		return fmt.Errorf("the inbound gives %s (%+v), want 403 with %s: %s", in, in.Response, resolve.ErrorHeader, authz.DeniedError)
+	}
+	return nil
 }

@@ -54,7 +54,9 @@ import (
 // A node that carries its declared upstreams only (declared-upstreams, on-demand) is answered on
 // demand as the agent answers (answerDemand), and the simulator likewise
 // (xdswalk.FetchAsTheAgent). Left out: uds (its pod serves every port on one Unix socket, which a
-// stand-in application cannot demultiplex by port as the workload does).
+// stand-in application cannot demultiplex by port as the workload does) and access-policy (the
+// table says where a dial lands, not whether the destination's policies admit its caller:
+// TestAccessPolicyEnforcedLive walks it, against authz's reading).
 func TestLiveTrafficAgreesWithTableAndSimulator(t *testing.T) {
 	scenarios := xdstest.Scenarios()
 	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
@@ -75,7 +77,7 @@ func TestLiveTrafficAgreesWithTableAndSimulator(t *testing.T) {
 
 // liveWalkLeavesOut are the scenarios TestLiveTrafficAgreesWithTableAndSimulator does not run,
 // and why (its comment).
-var liveWalkLeavesOut = map[string]bool{"uds": true}
+var liveWalkLeavesOut = map[string]bool{"uds": true, "access-policy": true}
 
 // liveMesh is a scenario running live: its fabric, an Envoy per node that runs a pod of it, and
 // the simulator of each node's resources.

@@ -43,6 +43,7 @@ func All(res xds.Resources) []string {
 		{"inbound limits", InboundLimits}, {"pod listener limits", PodListenerLimits}, {"http2 limits", HTTP2Limits}, {"upgrades", Upgrades}, {"families", Families},
 		{"retries", Retries}, {"inbound http", InboundHTTP}, {"subsets", Subsets}, {"tcp stats", TCPStats},
 		{"proxy port", ProxyPort}, {"reuse port", ReusePort}, {"access logs", AccessLogs}, {"uds delivery", UDSDelivery},
+		{"authorization", Authorization},
 	} {
 		for _, v := range gate.check(res) {
 			out = append(out, gate.name+": "+v)

@@ -14,6 +14,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	h2mv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_to_metadata/v3"
 	ondemandv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/on_demand/v3"
+	rbachttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 )
@@ -55,7 +56,20 @@ func (s *Sim) serveHTTP(out *Outcome, hcm *hcmv3.HttpConnectionManager, req *Req
 		out.Response = localReply(status)
 		return
 	}
-	s.route(out, hcm, rc, requestHeaders(target, hcm, local.Port(), tls), &target, local, tls)
+	path, status, err := normalizePath(hcm, target.path())
+	if err != nil {
+		*out = out.fail(verdictFor(err, Answered), err)
+		if status != 0 {
+			out.Response = localReply(status)
+		}
+		return
+	}
+	target.Path = path
+	headers := requestHeaders(target, hcm, local.Port(), tls)
+	s.route(out, hcm, rc, headers, &target, local, tls)
+	if out.Verdict == Forwarded && out.routed != nil {
+		requestDenied(out, hcm, rbacCall{peer: req.ClientCertURI, headers: headers})
+	}
 }
 
 // requestTarget is the request as the codec hands it to the HCM. An HTTP/1 request whose target
@@ -100,8 +114,9 @@ func isAuthorityChar(c rune) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune("-._~!$&'()*+,;=:@[]%", c)
 }
 
-// checkHTTPFilters accepts the router, last, after header-to-metadata and on-demand filters: any
-// other filter could answer or deny a request, which this simulator would not see.
+// checkHTTPFilters accepts the router, last, after header-to-metadata, on-demand and RBAC filters:
+// any other filter could answer or deny a request, which this simulator would not see. The RBAC
+// filter denies (rbac.go, requestDenied).
 // Header-to-metadata only writes the request's metadata, which the subset decision (subset.go)
 // reads; it never answers. The on-demand filter only delays the request until its route's
 // cluster exists (ondemand.go); the router answers as ever.
@@ -111,8 +126,8 @@ func checkHTTPFilters(hcm *hcmv3.HttpConnectionManager) error {
 		return fmt.Errorf("%w: the HTTP connection manager has no HTTP filter; Envoy requires the router last", ErrUnsupported)
 	}
 	for _, f := range filters[:len(filters)-1] {
-		if tc := f.GetTypedConfig(); tc == nil || !unpack(tc, &h2mv3.Config{}) && !unpack(tc, &ondemandv3.OnDemand{}) {
-			return fmt.Errorf("%w: HTTP filter %q (only header-to-metadata, on-demand discovery and the router are modelled)", ErrUnsupported, f.GetName())
+		if tc := f.GetTypedConfig(); tc == nil || !unpack(tc, &h2mv3.Config{}) && !unpack(tc, &ondemandv3.OnDemand{}) && !unpack(tc, &rbachttpv3.RBAC{}) {
+			return fmt.Errorf("%w: HTTP filter %q (only header-to-metadata, on-demand discovery, RBAC and the router are modelled)", ErrUnsupported, f.GetName())
 		}
 	}
 	f := filters[len(filters)-1]
@@ -523,4 +538,30 @@ func dataSource(d *corev3.DataSource) string {
 		return string(s.InlineBytes)
 	}
 	return ""
+}
+
+// requestDenied runs the HCM's RBAC filters over a request the route forwards: a denial is the
+// RBAC filter's local reply, 403 with response flag RBAC and details RBACDeniedDetails, through
+// the route's response headers and the local reply mappers (Respond), and nothing is forwarded.
+func requestDenied(out *Outcome, hcm *hcmv3.HttpConnectionManager, call rbacCall) {
+	filters, err := httpRBAC(hcm)
+	for _, rules := range filters {
+		if err != nil {
+			break
+		}
+		var allowed bool
+		if allowed, err = rbacAllows(rules, call); err == nil && !allowed {
+			resp, rerr := out.Respond(Upstream{Flags: []string{"RBAC"}, Details: RBACDeniedDetails, LocalStatus: 403})
+			if rerr != nil {
+				*out = out.fail(Unmodelled, rerr)
+				return
+			}
+			*out = out.fail(Answered, fmt.Errorf("%w: HCM %q answers %q 403", ErrDenied, hcm.GetStatPrefix(), call.peer))
+			out.Response, out.Targets = resp, nil
+			return
+		}
+	}
+	if err != nil {
+		*out = out.fail(verdictFor(err, Unmodelled), err)
+	}
 }

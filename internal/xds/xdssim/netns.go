@@ -76,6 +76,13 @@ func applyNetworkFilters(fc *listenerv3.FilterChain, state filterState) error {
 		if tc := f.GetTypedConfig(); tc != nil && unpack(tc, &connectionlimitv3.ConnectionLimit{}) {
 			continue
 		}
+		// The RBAC filter decides on the first byte (rbac.go, connectionAllowed); it sets nothing.
+		if _, is, err := networkRBAC(f); is {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		config := &netsetfilterstatev3.Config{}
 		if tc := f.GetTypedConfig(); tc == nil || !unpack(tc, config) {
 			return fmt.Errorf("%w: chain %q has network filter %q before its terminal filter", ErrUnsupported, fc.GetName(), f.GetName())

@@ -41,6 +41,10 @@ func (s *Sim) serve(out *Outcome, fc *listenerv3.FilterChain, c Conn, local neti
 	switch t := terminal.(type) {
 	case *tcpproxyv3.TcpProxy:
 		out.Protocol = TCP
+		if err := connectionAllowed(fc, c); err != nil {
+			*out = out.fail(verdictFor(err, Closed), err)
+			return
+		}
 		s.tcpProxy(out, t, local)
 	case *hcmv3.HttpConnectionManager:
 		out.Protocol = HTTP
@@ -173,4 +177,26 @@ func verdictFor(err error, v Verdict) Verdict {
 		return Unmodelled
 	}
 	return v
+}
+
+// connectionAllowed runs the chain's network RBAC filters over the connection's peer: ErrDenied
+// when one denies it (Envoy closes it on the caller's first byte, before passing it on).
+func connectionAllowed(fc *listenerv3.FilterChain, c Conn) error {
+	for _, f := range fc.GetFilters() {
+		rules, is, err := networkRBAC(f)
+		if !is {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		allowed, err := rbacAllows(rules, rbacCall{peer: c.ClientCertURI})
+		if err != nil {
+			return err
+		}
+		if !allowed {
+			return fmt.Errorf("%w: chain %q closes the connection of %q", ErrDenied, fc.GetName(), c.ClientCertURI)
+		}
+	}
+	return nil
 }

@@ -91,6 +91,9 @@ type Conn struct {
 	ALPN []string
 	// HTTP is the request the client sends (inside TLS when TLS is set); nil for other bytes.
 	HTTP *Request
+	// ClientCertURI is the URI SAN of the certificate the client presents on a TLS connection
+	// (a mesh peer's SPIFFE ID), what a network RBAC filter reads; "" when it presents none.
+	ClientCertURI string
 	// ServerFirst says the client sends nothing until the server speaks (MySQL, SMTP, ...).
 	ServerFirst bool
 	// FirstBytesAfter is how long after connecting the client sends its first bytes (0: at
@@ -193,6 +196,7 @@ var (
 	ErrNoHealthyUpstream = errors.New("no endpoint receives traffic")
 	ErrHandoff           = errors.New("hand-off: Envoy gives the connection to the listener bound to the original destination (use_original_dst), which the simulator does not follow")
 	ErrUnsupported       = errors.New("the simulator does not model this")
+	// ErrDenied (rbac.go) is an RBAC filter's denial.
 )
 
 // Outcome is where a connection lands, level by level.
@@ -373,6 +377,21 @@ func (s *Sim) Dial(c Conn) Outcome {
 // is not known here: when a chain of the listener matches on destination IPs, Arrive says so
 // (ErrUnsupported) and Dial, with the pod's IP, is the way.
 func (s *Sim) Arrive(listener, sni string, alpn []string, req *Request) Outcome {
+	caller := ""
+	if req != nil {
+		caller = req.ClientCertURI
+	}
+	return s.ArriveAs(caller, listener, sni, alpn, req)
+}
+
+// ArriveAs is Arrive from the peer whose certificate's URI SAN is caller (its SPIFFE ID): what
+// the chains' RBAC filters read (rbac.go). The request, when there is one, carries it too.
+func (s *Sim) ArriveAs(caller, listener, sni string, alpn []string, req *Request) Outcome {
+	if req != nil {
+		r := *req
+		r.ClientCertURI = caller
+		req = &r
+	}
 	out := Outcome{Listener: listener}
 	l, ok := s.listeners[listener]
 	if !ok {
@@ -386,7 +405,7 @@ func (s *Sim) Arrive(listener, sni string, alpn []string, req *Request) Outcome 
 		return out.fail(Unmodelled, fmt.Errorf("%w: listener %q binds %s and its chains match on destination IPs: Dial it with the pod's IP",
 			ErrUnsupported, listener, local))
 	}
-	c := Conn{Listener: listener, TLS: true, SNI: sni, ALPN: alpn, HTTP: req}
+	c := Conn{Listener: listener, TLS: true, SNI: sni, ALPN: alpn, HTTP: req, ClientCertURI: caller}
 	src, _ := remoteAddr("", 0)
 	s.accept(&out, l, c, local, src)
 	return out

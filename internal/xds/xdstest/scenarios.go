@@ -4,9 +4,13 @@
 package xdstest
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
@@ -352,6 +356,7 @@ func activeHealth() Scenario {
 // Scenarios are every scenario as data, by the name of its golden directory.
 func Scenarios() map[string]Scenario {
 	return map[string]Scenario{
+		"access-policy":              accessPolicy(),
 		"pure-http":                  pureHTTP(),
 		"pure-tcp":                   pureTCP(),
 		"mixed-http-primary":         mixedHTTPPrimary(),
@@ -383,4 +388,43 @@ func All() map[string]model.Mesh {
 		out[name] = s.Mesh()
 	}
 	return out
+}
+
+// The access-policy scenario's cast beyond frontend and payments: batch (namespace ops), a
+// second client on this node, of another identity.
+const (
+	opsNamespace, batchService = "ops", "batch"
+	batchVIP, batchAddress     = "10.96.0.30", "10.244.1.30"
+)
+
+// AccessPolicy is the mesh where AccessPolicies govern two of payments' ports: HTTP 8080 (its
+// primary) admits GET under /api from web/frontend alone; TCP 9000 admits every identity of
+// namespace web; h2 9090 is open. payments has one pod, on this node; frontend and batch (ops),
+// its two clients, run beside it.
+func AccessPolicy() model.Mesh { return accessPolicy().Mesh() }
+
+func accessPolicy() Scenario {
+	s := simple("8080", "8080,9090=h2,9000=tcp", "")
+	s.Workloads = slices.DeleteFunc(s.Workloads, func(w Workload) bool { return w.Service == paymentsService && w.Node != ThisNode })
+	s.Services = append(s.Services, ServiceDecl{opsNamespace, batchService, batchVIP})
+	s.Workloads = append(s.Workloads, Workload{Namespace: opsNamespace, Service: batchService, Name: "batch-0", Node: ThisNode,
+		Address: batchAddress, Port: "8080", Health: healthy, Created: at(8)})
+	s.Policies = AccessPolicies()
+	return s
+}
+
+// AccessPolicies are the access-policy scenario's policies (namespace shop).
+func AccessPolicies() []configv1.AccessPolicy {
+	target := &configv1.TargetRef{Kind: "Service", Name: paymentsService}
+	return []configv1.AccessPolicy{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "payments-api"}, Spec: configv1.AccessPolicySpec{
+			TargetRef: target, Ports: []int32{8080},
+			Rules: []configv1.AccessRule{{From: []configv1.AccessSource{{ServiceAccount: &configv1.ServiceAccountRef{Namespace: web, Name: frontendService}}},
+				Methods: []string{"GET"}, PathPrefixes: []string{"/api"}}},
+		}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "payments-tcp"}, Spec: configv1.AccessPolicySpec{
+			TargetRef: target, Ports: []int32{9000},
+			Rules: []configv1.AccessRule{{From: []configv1.AccessSource{{Namespace: web}}}},
+		}},
+	}
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
@@ -191,6 +192,9 @@ type Scenario struct {
 	// Unlabelled are the nodes that carry no topology labels here: their locality, and that of
 	// the endpoints on them, is empty.
 	Unlabelled []string
+	// Policies are the mesh's AccessPolicies: each local pod's Access is what they make of its
+	// ports (model.PodAccess, as the agent reads them).
+	Policies []configv1.AccessPolicy
 }
 
 // Inputs are the model's inputs of every service, sorted by namespace and name: its identity,
@@ -225,7 +229,9 @@ func (s Scenario) localPodsOn(node string) []model.LocalPod {
 	var out []model.LocalPod
 	for _, w := range s.Workloads {
 		if w.Node == node {
-			out = append(out, w.Local())
+			lp := w.Local()
+			lp.Access = model.PodAccess(Domain, lp, s.Policies)
+			out = append(out, lp)
 		}
 	}
 	slices.SortFunc(out, func(a, b model.LocalPod) int {

@@ -56,18 +56,19 @@ func checkMesh(t testing.TB, name string, m model.Mesh) {
 	}
 }
 
-// TestScenariosAreValid: every scenario is a mesh Build can take, with 1-2 local pods, and every
-// workload joins its service (each is a verified endpoint).
+// TestScenariosAreValid: every scenario is a mesh Build can take, with 1-2 local pods (3 in
+// access-policy: two clients of different identities beside the server), and every workload
+// joins its service (each is a verified endpoint).
 func TestScenariosAreValid(t *testing.T) {
 	scenarios := xdstest.Scenarios()
-	if len(scenarios) != 21 {
+	if len(scenarios) != 22 {
 		t.Errorf("%d scenarios, want the 10 of the table, tls-routes, no-issuer, shared-port, dual-stack-mesh, primary-rollout, subsets, uds, "+
-			"declared-upstreams, on-demand, unlabelled-nodes and active-health", len(scenarios))
+			"declared-upstreams, on-demand, unlabelled-nodes, active-health and access-policy", len(scenarios))
 	}
 	for name, m := range xdstest.All() {
 		checkMesh(t, name, m)
-		if len(m.Pods) < 1 || len(m.Pods) > 2 {
-			t.Errorf("%s: %d local pods, want 1 or 2", name, len(m.Pods))
+		if most := 2 + boolInt(name == "access-policy"); len(m.Pods) < 1 || len(m.Pods) > most {
+			t.Errorf("%s: %d local pods, want 1 to %d", name, len(m.Pods), most)
 		}
 		var endpoints int32
 		for _, s := range m.Services {
@@ -147,6 +148,7 @@ func service(t testing.TB, m model.Mesh, ns, name string) model.Service {
 func TestScenariosMeanTheirNames(t *testing.T) {
 	want := map[string]string{
 		"pure-http":                  "primary 8080; 8080/HTTP 8081/HTTP; http default none; tcp default none",
+		"access-policy":              "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 		"pure-tcp":                   "primary 5432; 5432/TCP; http default none; tcp default 5432",
 		"mixed-http-primary":         "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 		"tcp-primary-http-secondary": "primary 9000; 8080/HTTP 9000/TCP; http default none; tcp default 9000",
@@ -362,4 +364,11 @@ func TestFleet(t *testing.T) {
 			t.Errorf("%s: %d endpoints, %s", s.Name, s.Endpoints, describe(s))
 		}
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
