@@ -628,7 +628,7 @@ func TestValues(t *testing.T) {
 		{"ignored namespaces: the manager", []string{"ignoredNamespaces={a,b}"}, flagOf("Deployment", "manager", "--ignored-namespaces"), "a,b," + namespace},
 		{"ignored namespaces: the agent", []string{"ignoredNamespaces={a,b}"}, flagOf("DaemonSet", "agent", "--ignored-namespaces"), "a,b," + namespace},
 		{"ignored namespaces: install-cni", []string{"ignoredNamespaces={a,b}"}, flagOf("DaemonSet", "install-cni", "--ignored-namespaces"), "a,b," + namespace},
-		{"ignored namespaces: the webhooks", []string{"ignoredNamespaces={a,b}"}, selectors, []any{ignored, ignored, ignored}},
+		{"ignored namespaces: the webhooks", []string{"ignoredNamespaces={a,b}"}, selectors, []any{ignored, ignored, ignored, ignored}},
 		{"certificate's Secret", []string{"certManager.enabled=true", "webhook.certSecretName=tls-x"}, func(o []obj) any {
 			return get(theOne(t, o, "Certificate"), "spec", "secretName")
 		}, "tls-x"},
