@@ -245,7 +245,7 @@ func BenchmarkDataplane(b *testing.B) {
 		b.Fatalf("http1 with an AccessPolicy: %d requests, %d errors, %d admitted by the RBAC filter", authz.Requests, authz.Errors, n)
 	}
 	report.WithAccessPolicy = caseReport{MeshP50: authz.P50, MeshP90: authz.P90, MeshP99: authz.P99, MeshP999: authz.P999,
-		AddedP99: authz.P99 - report.Cases["http1"].MeshP99,
+		AddedP99:      authz.P99 - report.Cases["http1"].MeshP99,
 		EnvoyCPUPer1k: authz.EnvoyCPU / (float64(authz.Requests) / 1000), EnvoyVCPU: authz.EnvoyCPU / d.Seconds(),
 		EnvoyRSS: authz.EnvoyRSS, AgentCPUPer1k: authz.AgentCPU / (float64(authz.Requests) / 1000), MeshQPS: authz.ActualQPS,
 		Requests: authz.Requests, Errors: authz.Errors}
