@@ -18,18 +18,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/routes"
 )
 
 // NewScheme is the types kubectl aether reads: MeshServices, MeshEndpoints, Gateway API routes,
-// pods (dial --from: the pod asked from, and its node's agent) and access reviews (proxy-config).
+// AccessPolicies (dial: who may call the port), pods (dial --from: the pod asked from, and its
+// node's agent) and access reviews (proxy-config).
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := meshv1alpha1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	if err := corev1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := configv1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	// proxy-config asks whether the caller may port-forward to the agent.

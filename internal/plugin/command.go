@@ -197,8 +197,13 @@ and what its own capture table, built as that agent builds it, does with the con
 to the node's proxy, where the answer above applies, or let it leave the pod directly (a port scoped
 capture does not take, an excluded port), where it does not.
 
+With a port reached, it names the AccessPolicies that govern the port (none: open to every mesh
+identity) and, with --from, whether they admit the pod's identity (an HTTP request as GET of the
+URL's path), by which rule.
+
 Exit status: 0 when a port is reached (or the proxy port is dialled without --host), 1 for a refusal,
-a 421 or a 400, or a --from pod whose connection does not reach the mesh, 2 when it could not answer.`,
+a 421 or a 400, a --from pod whose connection does not reach the mesh, or one its AccessPolicies
+deny, 2 when it could not answer.`,
 		Example: `  # What does a portless HTTP URL reach?
   kubectl aether dial http://payments.shop.aether.internal/
 
@@ -244,6 +249,10 @@ a 421 or a 400, or a --from pod whose connection does not reach the mesh, 2 when
 			}
 			if f := report.From; f != nil && !f.ReachesProxy {
 				return &ExitError{Code: ExitFound, Msg: fmt.Sprintf("from pod %s, %s does not reach the mesh: %s", f.Pod, spelling.Written, f.Why)}
+			}
+			if a := report.Access; a != nil && a.Admitted != nil && !*a.Admitted {
+				return &ExitError{Code: ExitFound, Msg: fmt.Sprintf("%s from %s is denied by the AccessPolicies of port %d of %s/%s (%s)",
+					spelling.Written, a.Caller, report.Answer.Port, report.Service.Namespace, report.Service.Name, strings.Join(a.Policies, ", "))}
 			}
 			if report.Refused() {
 				return &ExitError{Code: ExitFound, Msg: fmt.Sprintf("%s does not reach %s/%s: %s",

@@ -16,7 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/authz"
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
@@ -38,7 +40,26 @@ type DialReport struct {
 	Routes []AttachedRoute `json:"routes,omitempty"`
 	// From is what the pod of --from does with the dial; nil without --from.
 	From *FromReport `json:"from,omitempty"`
+	// Access is what the AccessPolicies make of the reached port; nil when no port is reached.
+	Access *AccessReport `json:"access,omitempty"`
 }
+
+// AccessReport is the reached port's AccessPolicies (internal/authz's reading) and, with --from,
+// their answer to the pod's call.
+type AccessReport struct {
+	// Policies govern the port; none: it is open to every mesh identity.
+	Policies []string `json:"policies,omitempty"`
+	// Caller is the --from pod's mesh identity; Admitted and Rule the policies' answer to its
+	// call (Rule empty when the port is open or the call denied).
+	Caller   string `json:"caller,omitempty"`
+	Admitted *bool  `json:"admitted,omitempty"`
+	Rule     string `json:"rule,omitempty"`
+	// Unknown says why the policies could not be read (e.g. not allowed to list them).
+	Unknown string `json:"unknown,omitempty"`
+}
+
+// AccessMethod is the method dial decides an HTTP request's access for.
+const AccessMethod = "GET"
 
 // PortReport is one port of a service: as the MeshService status reports it, and its endpoints
 // by declared protocol.
@@ -57,6 +78,9 @@ type PortReport struct {
 // pod's connection does not reach the mesh at all.
 func (r DialReport) Refused() bool {
 	if r.From != nil && !r.From.ReachesProxy {
+		return true
+	}
+	if r.Access != nil && r.Access.Admitted != nil && !*r.Access.Admitted {
 		return true
 	}
 	return r.Answer.Outcome != resolve.Reaches && r.Answer.Outcome != resolve.HostDecides
@@ -156,6 +180,9 @@ func Dial(ctx context.Context, c client.Reader, s Spelling, namespace, meshDomai
 	}
 	r := Explain(s, svc, ms, eps, all, meshDomain)
 	if from == "" {
+		if r.Answer.Outcome == resolve.Reaches {
+			r.Access = access(ctx, c, s, svc, ms, r.Answer.Port, nil, meshDomain)
+		}
 		return r, nil
 	}
 	pod, err := fromPod(ctx, c, from, namespace)
@@ -171,7 +198,44 @@ func Dial(ctx context.Context, c client.Reader, s Spelling, namespace, meshDomai
 	}
 	report := From(ctx, c, pod, ConnectionOf(s, ms, eps, proxyMS, proxyEps), meshDomain)
 	r.From = &report
+	if r.Answer.Outcome == resolve.Reaches {
+		// The policies decide only a call that reaches the node's proxy, which presents the pod's
+		// identity; a connection that leaves the pod directly is no mesh call.
+		caller := pod
+		if !report.ReachesProxy {
+			caller = nil
+		}
+		r.Access = access(ctx, c, s, svc, ms, r.Answer.Port, caller, meshDomain)
+	}
 	return r, nil
+}
+
+// access reads the AccessPolicies of svc's namespace and says what they make of port, and of
+// pod's call to it when pod is given (an HTTP request as AccessMethod of s.Path).
+func access(ctx context.Context, c client.Reader, s Spelling, svc ServiceRef, ms *meshv1alpha1.MeshService, port int32, pod *corev1.Pod, meshDomain string) *AccessReport {
+	var policies configv1.AccessPolicyList
+	if err := c.List(ctx, &policies, client.InNamespace(svc.Namespace)); err != nil {
+		return &AccessReport{Unknown: fmt.Sprintf("listing AccessPolicies in %s: %v", svc.Namespace, err)}
+	}
+	declared := make([]meshv1alpha1.PortProtocol, len(ms.Status.Ports))
+	for i, p := range ms.Status.Ports {
+		declared[i] = meshv1alpha1.PortProtocol{Port: p.Port, Protocol: p.Protocol}
+	}
+	ports, _ := authz.Ports(meshDomain, authz.Service{Namespace: svc.Namespace, Name: svc.Name, Ports: declared}, policies.Items)
+	i := slices.IndexFunc(ports, func(p authz.Port) bool { return p.Port == port })
+	if i < 0 {
+		return &AccessReport{}
+	}
+	report := &AccessReport{Policies: ports[i].Policies}
+	if pod != nil {
+		report.Caller = authz.IdentityOf(meshDomain, pod.Namespace, cmp.Or(pod.Spec.ServiceAccountName, "default"))
+		admitted, by := authz.Decide(meshDomain, ports[i], authz.Call{Caller: report.Caller, Method: AccessMethod, Path: cmp.Or(s.Path, "/")})
+		report.Admitted = &admitted
+		if by != nil {
+			report.Rule = by.Name()
+		}
+	}
+	return report
 }
 
 // meshService reads the MeshService host names, and the endpoints of its namespace.
@@ -254,6 +318,9 @@ func WriteDial(w io.Writer, r DialReport) error {
 			line("Port", "%s", conditionText(c))
 		}
 	}
+	if r.Access != nil {
+		line("Access", "%s", accessText(r.Access, r.Spelling, a.Protocol))
+	}
 	if a.Outcome == resolve.Reaches || a.Outcome == resolve.HostDecides {
 		if len(r.Routes) == 0 {
 			line("Routes", "none")
@@ -267,6 +334,30 @@ func WriteDial(w io.Writer, r DialReport) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// accessText is the Access line: open, governed, or the policies' answer to --from's call.
+func accessText(a *AccessReport, s Spelling, protocol meshv1alpha1.Protocol) string {
+	governed := "governed by " + strings.Join(a.Policies, ", ")
+	call := "a connection"
+	if s.HTTP {
+		call = AccessMethod + " " + cmp.Or(s.Path, "/")
+	}
+	switch {
+	case a.Unknown != "":
+		return "unknown: " + a.Unknown
+	case a.Admitted == nil && len(a.Policies) == 0:
+		return "open: no AccessPolicy governs the port"
+	case a.Admitted == nil:
+		return governed + ": only what their rules admit reaches it (--from <pod> decides a caller)"
+	case len(a.Policies) == 0:
+		return "open: no AccessPolicy governs the port, so " + a.Caller + " reaches it"
+	case *a.Admitted:
+		return fmt.Sprintf("admitted: %s for %s (%s) by rule %s", governed, a.Caller, call, a.Rule)
+	case protocol.IsHTTP():
+		return fmt.Sprintf("denied: %s, and no rule admits %s (%s): the mesh answers HTTP 403, %s: %s", governed, a.Caller, call, resolve.ErrorHeader, authz.DeniedError)
+	}
+	return fmt.Sprintf("denied: %s, and no rule admits %s: the mesh closes the connection before any byte of it reaches the application", governed, a.Caller)
 }
 
 // endpointsText is "HTTP 3/3 ready", or during a conflict "TCP 2/2 ready, HTTP 0/1 ready (the

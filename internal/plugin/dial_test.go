@@ -41,11 +41,16 @@ var dialCases = map[string]struct {
 	"yaml-421":             {[]string{"http://payments.shop/", "-o", "yaml"}, ExitFound},
 
 	// --from: the same dials from pods whose capture differs (from_test.go's fixture).
-	"from-surface":            {[]string{"payments.shop:9000", "--from", "client", "-n", "shop"}, 0},
-	"from-scoped":             {[]string{"payments.shop:9000", "--from", "shop/client-scoped"}, ExitFound},
-	"from-scoped-mesh-port":   {[]string{"payments.shop:18082", "--from", "shop/client-scoped"}, 0},
-	"from-scoped-http":        {[]string{"http://payments.shop:8080/", "--from", "shop/client-scoped"}, ExitFound},
-	"from-surface-http":       {[]string{"http://payments.shop:8080/", "--from", "shop/client"}, 0},
+	"from-surface":          {[]string{"payments.shop:9000", "--from", "client", "-n", "shop"}, 0},
+	"from-scoped":           {[]string{"payments.shop:9000", "--from", "shop/client-scoped"}, ExitFound},
+	"from-scoped-mesh-port": {[]string{"payments.shop:18082", "--from", "shop/client-scoped"}, 0},
+	"from-scoped-http":      {[]string{"http://payments.shop:8080/", "--from", "shop/client-scoped"}, ExitFound},
+	"from-surface-http":     {[]string{"http://payments.shop:8080/", "--from", "shop/client"}, ExitFound},
+	// AccessPolicy payments-http: 8080 admits ServiceAccount client (every client pod's) under /checkout only.
+	"from-access-admitted":    {[]string{"http://payments.shop:8080/checkout/7", "--from", "shop/client"}, 0},
+	"from-access-denied":      {[]string{"http://payments.shop:8080/admin", "--from", "shop/client"}, ExitFound},
+	"from-access-open-port":   {[]string{"payments.shop:9000", "--from", "shop/client-b"}, 0},
+	"from-access-json":        {[]string{"http://payments.shop:8080/checkout", "--from", "shop/client", "-o", "json"}, 0},
 	"from-excluded":           {[]string{"payments.shop:9000", "--from", "shop/client-excluded"}, ExitFound},
 	"from-bad-mode":           {[]string{"payments.shop:9000", "--from", "shop/client-bad-mode"}, 0},
 	"from-surface-undeclared": {[]string{"payments.shop:7000", "--from", "shop/client"}, ExitFound},

@@ -4,6 +4,7 @@
 package plugin
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -26,6 +27,9 @@ type Spelling struct {
 	Authority string `json:"authority,omitempty"`
 	// TLS is true for https:// to port 443: TLS the application terminates.
 	TLS bool `json:"tls,omitempty"`
+	// Path is an http:// request's path ("/" when none is written), without its query: what an
+	// AccessPolicy's path rules read.
+	Path string `json:"path,omitempty"`
 	// Port is the port a connection dials (not an HTTP request's: its authority says).
 	Port int32 `json:"port,omitempty"`
 	// Proxied is true for a request through the mesh's HTTP proxy port (--host); ProxyHost is the
@@ -62,7 +66,7 @@ func ParseSpelling(arg, hostHeader string) (Spelling, error) {
 	}
 	switch strings.ToLower(scheme) {
 	case "http":
-		return Spelling{Written: arg, Host: hostOf(u.Host), HTTP: true, Authority: u.Host}, nil
+		return Spelling{Written: arg, Host: hostOf(u.Host), HTTP: true, Authority: u.Host, Path: cmp.Or(u.EscapedPath(), "/")}, nil
 	case "https":
 		port := u.Port()
 		if port == "" || port == strconv.Itoa(int(resolve.HTTPSPort)) {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/meshservice"
@@ -99,6 +100,14 @@ func makeFixture(e *testenv.Env) (func(), error) {
 		return nil, err
 	}
 	if err := createRoutes(ctx, c, services); err != nil {
+		return nil, err
+	}
+	// payments' port 8080 admits only pods of ServiceAccount client, and only under /checkout.
+	if err := c.Create(ctx, &configv1.AccessPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: fixtureNamespace, Name: "payments-http"},
+		Spec: configv1.AccessPolicySpec{
+			TargetRef: &configv1.TargetRef{Kind: configv1.KindService, Name: "payments"}, Ports: []int32{8080},
+			Rules: []configv1.AccessRule{{From: []configv1.AccessSource{{ServiceAccount: &configv1.ServiceAccountRef{Name: "client"}}}, PathPrefixes: []string{"/checkout"}}},
+		}}); err != nil {
 		return nil, err
 	}
 	return func() {}, nil

@@ -25,7 +25,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/capture/apply/nstest"
@@ -70,6 +72,27 @@ func benchScenario() xdstest.Scenario {
 			Port: strconv.Itoa(benchHTTPPort), Health: meshv1alpha1.HealthHealthy, Created: created,
 		}},
 	}
+}
+
+// benchPolicy governs the server's HTTP port with ten rules, as a platform team's policy might:
+// nine admit other ServiceAccounts for some methods and paths, the last admits the client's for
+// what fortio sends (GET and POST, any path), so every request is evaluated against them all.
+func benchPolicy() []configv1.AccessPolicy {
+	var rules []configv1.AccessRule
+	for i := range 9 {
+		rules = append(rules, configv1.AccessRule{
+			From:    []configv1.AccessSource{{ServiceAccount: &configv1.ServiceAccountRef{Name: fmt.Sprintf("team-%d", i)}}},
+			Methods: []string{"GET", "PUT"}, PathPrefixes: []string{fmt.Sprintf("/api/v%d", i), "/healthz"},
+		})
+	}
+	rules = append(rules, configv1.AccessRule{
+		From:    []configv1.AccessSource{{ServiceAccount: &configv1.ServiceAccountRef{Name: "client"}}},
+		Methods: []string{"GET", "POST"},
+	})
+	return []configv1.AccessPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "server-http"},
+		Spec: configv1.AccessPolicySpec{
+			TargetRef: &configv1.TargetRef{Kind: configv1.KindService, Name: "server"}, Ports: []int32{benchHTTPPort}, Rules: rules,
+		}}}
 }
 
 // benchCase is one protocol's load.
@@ -145,6 +168,9 @@ type dataplaneReport struct {
 	// NoAccessLog is the HTTP case through the mesh with every access logger removed: what the
 	// access log costs.
 	NoAccessLog caseReport `json:"http1_without_access_log"`
+	// WithAccessPolicy is the HTTP case through the mesh with benchPolicy governing the server's
+	// HTTP port (ten rules, the client admitted by the last): what authorization costs.
+	WithAccessPolicy caseReport `json:"http1_with_access_policy"`
 	// Memory is Envoy's memory as the mesh grows (measureMemory).
 	Memory memoryReport `json:"memory"`
 }
@@ -203,6 +229,26 @@ func BenchmarkDataplane(b *testing.B) {
 		EnvoyCPUPer1k: noLog.EnvoyCPU / (float64(noLog.Requests) / 1000), EnvoyVCPU: noLog.EnvoyCPU / d.Seconds(),
 		EnvoyRSS: noLog.EnvoyRSS, AgentCPUPer1k: noLog.AgentCPU / (float64(noLog.Requests) / 1000), MeshQPS: noLog.ActualQPS,
 		Requests: noLog.Requests, Errors: noLog.Errors}
+	// What authorization costs: the HTTP case again, its port governed by benchPolicy. Every
+	// request must pass its RBAC filter (counted) and be admitted (the run fails on errors).
+	governed := benchScenario()
+	governed.Policies = benchPolicy()
+	withPolicy, err := xds.Build(governed.MeshOn(xdstest.ThisNode))
+	if err != nil {
+		b.Fatal(err)
+	}
+	republish(b, lm, withPolicy)
+	allowed := regexp.MustCompile(`^http\.` + regexp.QuoteMeta(xds.InboundHTTPChain(benchHTTPPort)) + `\.rbac\.allowed$`)
+	allowedBefore := statSum(b, e, allowed)
+	authz := measure(b, e, client, benchCases[0].spec(true, 1000, d))
+	if n := statSum(b, e, allowed) - allowedBefore; authz.Errors > authz.Requests/100 || n < uint64(authz.Requests) {
+		b.Fatalf("http1 with an AccessPolicy: %d requests, %d errors, %d admitted by the RBAC filter", authz.Requests, authz.Errors, n)
+	}
+	report.WithAccessPolicy = caseReport{MeshP50: authz.P50, MeshP90: authz.P90, MeshP99: authz.P99, MeshP999: authz.P999,
+		AddedP99:      authz.P99 - report.Cases["http1"].MeshP99,
+		EnvoyCPUPer1k: authz.EnvoyCPU / (float64(authz.Requests) / 1000), EnvoyVCPU: authz.EnvoyCPU / d.Seconds(),
+		EnvoyRSS: authz.EnvoyRSS, AgentCPUPer1k: authz.AgentCPU / (float64(authz.Requests) / 1000), MeshQPS: authz.ActualQPS,
+		Requests: authz.Requests, Errors: authz.Errors}
 	republish(b, lm, res)
 	// Every request a connection of its own: every hop one too, so the inbound handshakes as
 	// fast as the load goes.
@@ -319,6 +365,8 @@ func writeDataplaneReport(b *testing.B, path string, report dataplaneReport) {
 	}
 	n := report.NoAccessLog
 	fmt.Fprintf(w, "http1, no access log\t\t\t%.3f\t%.3f\t%.3f\t\t\t%.3f\t%.3f\t%.0f\t%.3f\t\t\t\t\n", n.MeshP50, n.MeshP90, n.MeshP99, n.EnvoyCPUPer1k, n.EnvoyVCPU, n.EnvoyRSS, n.AgentCPUPer1k)
+	a := report.WithAccessPolicy
+	fmt.Fprintf(w, "http1, AccessPolicy of 10 rules (added p99: over http1's mesh p99)\t\t\t%.3f\t%.3f\t%.3f\t\t%.3f\t%.3f\t%.3f\t%.0f\t%.3f\t\t\t\t\n", a.MeshP50, a.MeshP90, a.MeshP99, a.AddedP99, a.EnvoyCPUPer1k, a.EnvoyVCPU, a.EnvoyRSS, a.AgentCPUPer1k)
 	_ = w.Flush()
 	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "mode\tlocal pods\tservices\tEnvoy MB\tconfig dump bytes\tlisteners\tchains\tclusters\tload assignments\tendpoints\t")
