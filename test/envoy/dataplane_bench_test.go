@@ -231,9 +231,14 @@ func BenchmarkDataplane(b *testing.B) {
 		Requests: noLog.Requests, Errors: noLog.Errors}
 	// What authorization costs: the HTTP case again, its port governed by benchPolicy. Every
 	// request must pass its RBAC filter (counted) and be admitted (the run fails on errors).
-	governed := benchScenario()
-	governed.Policies = benchPolicy()
-	withPolicy, err := xds.Build(governed.MeshOn(xdstest.ThisNode))
+	// The node's own mesh (its pods' network namespaces are the fabric's), each pod's access
+	// read from the policy as the agent reads it.
+	governed := lm.nodes[xdstest.ThisNode].mesh
+	governed.Pods = slices.Clone(governed.Pods)
+	for i := range governed.Pods {
+		governed.Pods[i].Access = model.PodAccess(xdstest.Domain, governed.Pods[i], benchPolicy())
+	}
+	withPolicy, err := lm.builds[xdstest.ThisNode](governed)
 	if err != nil {
 		b.Fatal(err)
 	}
