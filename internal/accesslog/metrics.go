@@ -91,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{labelDirection, labelService, labelPort}),
 		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aether_agent_access_denied_total",
-			Help: "Inbound calls an AccessPolicy denied (no rule admits them: an HTTP request answered 403 access-denied, a TCP connection closed before a byte reached the application), by service, port, caller (as aether_agent_requests_total) and protocol (http or tcp).",
+			Help: "Inbound calls an AccessPolicy denied (no rule admits them: an HTTP request answered 403 access-denied, a TCP connection refused in its TLS handshake, before the application is connected), by service, port, caller (as aether_agent_requests_total) and protocol (http or tcp).",
 		}, []string{labelService, labelPort, labelCaller, "protocol"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aether_agent_access_log_rejected_total",

@@ -254,7 +254,7 @@ func (s *Server) tcp(d *directory, e *accesslogdatav3.TCPAccessLogEntry) {
 	m := s.metrics
 	m.seen(t.service)
 	m.connections.WithLabelValues(t.direction, t.service, t.port, m.tcpCallers.label(caller)).Inc()
-	if t.direction == Inbound && denied(c.GetConnectionTerminationDetails()) {
+	if t.direction == Inbound && (denied(c.GetConnectionTerminationDetails()) || refused(c.GetDownstreamTransportFailureReason())) {
 		m.denied.WithLabelValues(t.service, t.port, m.tcpCallers.label(caller), "tcp").Inc()
 	}
 	m.received.WithLabelValues(t.direction, t.service, t.port).Add(float64(received))
@@ -287,6 +287,10 @@ func final(t accesslogdatav3.AccessLogType) bool {
 // termination details) are the RBAC filter's denial: no rule of the port's AccessPolicies admits
 // the call (xds.RBACDeniedDetail, "rbac_access_denied_matched_policy[none]").
 func denied(details string) bool { return strings.HasPrefix(details, xds.RBACDeniedDetail) }
+
+// refused reports whether a connection's downstream TLS failure is its handshake refusing the
+// caller's certificate by its SANs: how a governed TCP port denies a caller (xds.PeerRefusedDetail).
+func refused(reason string) bool { return strings.Contains(reason, xds.PeerRefusedDetail) }
 
 // outcomeClass is the label value of an x-aether-outcome value: the retry table's rows by their
 // own names, any other status of the application "app", anything else "other".

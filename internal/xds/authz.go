@@ -15,6 +15,7 @@ import (
 	rbachttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	rbacnetworkv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -33,10 +34,14 @@ import (
 //     one the application is sent. A denial is a local reply (403) whose response code details
 //     start with "rbac_access_denied"; the inbound's first local reply mapper adds
 //     x-aether-error: access-denied to it (and the outcome "proxy": never retried).
-//   - TCP: envoy.filters.network.rbac, after connection_limit, before tcp_proxy. Envoy decides on
-//     the connection's first byte and closes a denied one before passing that byte on, so no byte
-//     of a denied caller reaches the application. (tcp_proxy has connected to the application by
-//     then; it sees a connection open and close, empty.)
+//   - TCP: decided in the TLS handshake. The chain's handshake admits only the peers the rules
+//     admit (admittedPeers: the validation context's SAN matchers), and its tcp_proxy connects to
+//     the application only once the handshake is done, so a denied caller's connection never
+//     reaches the application and the application's first bytes (a server-first protocol's
+//     greeting) never reach the caller. Envoy's network RBAC alone could not do that: it decides
+//     on the caller's first byte, after tcp_proxy has connected and passed the greeting on. The
+//     RBAC filter (envoy.filters.network.rbac, after connection_limit, before tcp_proxy) stays
+//     behind the handshake as the same rules' second reading; the gates check both.
 //
 // The caller is the peer certificate's URI SAN (principal_name reads the URI SAN first), which
 // downstreamTLS has verified against the mesh's trust bundle: authorization is only as strong as
@@ -52,6 +57,10 @@ const (
 	// (an HTTP chain's are http.<chain>.rbac.denied).
 	RBACStatPrefix   = "."
 	rbacDeniedFilter = "response.code_details.startsWith('" + RBACDeniedDetail + "')"
+	// PeerRefusedDetail is in the downstream transport failure reason of a connection whose
+	// handshake refused the caller's certificate by its SANs (Envoy's words: "verify cert failed:
+	// SAN matcher, certificate SANs are [...]"); the access log still names the caller.
+	PeerRefusedDetail = "verify cert failed: SAN matcher"
 )
 
 // accessRules is p's rules as Envoy's RBAC: ALLOW, one policy per rule. http says whether the
@@ -82,6 +91,35 @@ func accessRules(trustDomain string, p authz.Port, http bool) *rbacv3.RBAC {
 func NamespaceIdentityRegex(trustDomain, ns string) string {
 	return "^" + regexp.QuoteMeta(authz.NamespacePrefix(trustDomain, ns)) + "[^/]+$"
 }
+
+// admittedPeers is what the handshake of a governed TCP port's chain admits: the URI SAN of one
+// of p's rules' callers (an identity exactly, a namespace by NamespaceIdentityRegex). A governed
+// port without rules admits no one: a matcher no URI SAN can match. nil for an open port: the
+// handshake then admits every identity of the trust domain (downstreamTLS).
+func admittedPeers(trustDomain string, p authz.Port) []*tlsv3.SubjectAltNameMatcher {
+	if !p.Governed {
+		return nil
+	}
+	peers := []*tlsv3.SubjectAltNameMatcher{}
+	for _, r := range p.Rules {
+		for _, id := range r.Identities {
+			peers = append(peers, uriSAN(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: id}}))
+		}
+		for _, ns := range r.Namespaces {
+			peers = append(peers, uriSAN(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{
+				SafeRegex: &matcherv3.RegexMatcher{Regex: NamespaceIdentityRegex(trustDomain, ns)}}}))
+		}
+	}
+	if len(peers) == 0 {
+		peers = append(peers, uriSAN(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{
+			SafeRegex: &matcherv3.RegexMatcher{Regex: NoPeer}}}))
+	}
+	return peers
+}
+
+// NoPeer is a regular expression no string matches (a character class of no character): the SAN
+// matcher of a governed TCP port that admits no caller.
+const NoPeer = `[^\x00-\x{10FFFF}]`
 
 func authenticated(name *matcherv3.StringMatcher) *rbacv3.Principal {
 	return &rbacv3.Principal{Identifier: &rbacv3.Principal_Authenticated_{Authenticated: &rbacv3.Principal_Authenticated{PrincipalName: name}}}

@@ -543,6 +543,12 @@ func (b *builder) weightedTCPChain(name string, match *listenerv3.FilterChainMat
 
 // countedTCPChain is weightedTCPChain with its bytes and connections counted under statPrefix.
 func (b *builder) countedTCPChain(name, statPrefix string, match *listenerv3.FilterChainMatch, target []weightedBase) *listenerv3.FilterChain {
+	return b.proxyChain(name, match, b.countedTCPProxy(statPrefix, target))
+}
+
+// countedTCPProxy proxies to the clusters of target (full names), by weight, its bytes and
+// connections counted under statPrefix.
+func (b *builder) countedTCPProxy(statPrefix string, target []weightedBase) *tcpproxyv3.TcpProxy {
 	proxy := &tcpproxyv3.TcpProxy{StatPrefix: statPrefix, AccessLog: b.tcpAccessLog(), IdleTimeout: durationpb.New(TCPIdleTimeout)}
 	if len(target) == 1 {
 		proxy.ClusterSpecifier = &tcpproxyv3.TcpProxy_Cluster{Cluster: target[0].base}
@@ -556,6 +562,11 @@ func (b *builder) countedTCPChain(name, statPrefix string, match *listenerv3.Fil
 		}
 		proxy.ClusterSpecifier = &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: weighted}
 	}
+	return proxy
+}
+
+// proxyChain is a chain named name whose one filter is proxy, for what match selects.
+func (b *builder) proxyChain(name string, match *listenerv3.FilterChainMatch, proxy *tcpproxyv3.TcpProxy) *listenerv3.FilterChain {
 	return &listenerv3.FilterChain{
 		Name:             name,
 		FilterChainMatch: match,

@@ -15,6 +15,7 @@ import (
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	connectionlimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/connection_limit/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -184,7 +185,7 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 	return &listenerv3.FilterChain{
 		Name:                          name,
 		FilterChainMatch:              match,
-		TransportSocket:               b.downstreamTLS(domain, identity, alpnH2),
+		TransportSocket:               b.downstreamTLS(domain, identity, alpnH2, nil),
 		TransportSocketConnectTimeout: durationpb.New(InboundHandshakeTimeout),
 		Filters:                       []*listenerv3.Filter{b.networkFilter(wellknown.HTTPConnectionManager, name, hcm)},
 	}
@@ -192,11 +193,19 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 
 // inboundTCPChain terminates mTLS (no ALPN) and proxies the bytes to cluster, the app's port,
 // counting them under statPrefix (TCPPortStatPrefix: tcp.<statPrefix>.* in Envoy's stats). A
-// governed port's connections pass its RBAC filter first (authz.go).
+// governed port admits only its rules' callers to the handshake, connects to the application
+// only once the handshake is done, and its connections pass its RBAC filter too (authz.go).
 func (b *builder) inboundTCPChain(name, statPrefix string, match *listenerv3.FilterChainMatch, domain, identity, cluster string, access authz.Port) *listenerv3.FilterChain {
-	chain := b.countedTCPChain(name, statPrefix, match, []weightedBase{{base: cluster, weight: 1}})
+	proxy := b.countedTCPProxy(statPrefix, []weightedBase{{base: cluster, weight: 1}})
+	if access.Governed {
+		proxy.UpstreamConnectMode = tcpproxyv3.UpstreamConnectMode_ON_DOWNSTREAM_TLS_HANDSHAKE
+		// Envoy requires it with a mode other than IMMEDIATE; nothing is read before the
+		// handshake is done, so nothing waits in a buffer.
+		proxy.MaxEarlyDataBytes = wrapperspb.UInt32(0)
+	}
+	chain := b.proxyChain(name, match, proxy)
 	b.authorizeTCP(chain, domain, access)
-	chain.TransportSocket = b.downstreamTLS(domain, identity, nil)
+	chain.TransportSocket = b.downstreamTLS(domain, identity, nil, admittedPeers(domain, access))
 	chain.TransportSocketConnectTimeout = durationpb.New(InboundHandshakeTimeout)
 	return chain
 }

@@ -446,17 +446,18 @@ func arrive(t testing.TB, sim *xdssim.Sim, out xdssim.Outcome, row resolve.Dial,
 	}
 }
 
-// deniedAsDecided says how in differs from a denial of the RBAC filters: on HTTP the 403 with
-// x-aether-error: access-denied, on TCP the connection closed.
+// deniedAsDecided says how in differs from a denial: on HTTP the RBAC filter's 403 with
+// x-aether-error: access-denied, on TCP the handshake refusing the caller.
 func deniedAsDecided(in xdssim.Outcome, protocol xdssim.Protocol) error {
-	if !errors.Is(in.Err, xdssim.ErrDenied) {
-		return fmt.Errorf("the inbound gives %s, want the RBAC filter's denial", in)
-	}
 	if protocol == xdssim.TCP {
-		if in.Verdict != xdssim.Closed {
-			return fmt.Errorf("the inbound gives %s, want the connection closed", in)
+		// Refused in the handshake, before the application is connected (authz.go).
+		if !errors.Is(in.Err, xdssim.ErrPeerRefused) || in.Verdict != xdssim.Closed {
+			return fmt.Errorf("the inbound gives %s, want the handshake to refuse the caller", in)
 		}
 		return nil
+	}
+	if !errors.Is(in.Err, xdssim.ErrDenied) {
+		return fmt.Errorf("the inbound gives %s, want the RBAC filter's denial", in)
 	}
 	if in.Verdict != xdssim.Answered || in.Response.Status != 403 || in.Response.Header(resolve.ErrorHeader) != authz.DeniedError {
 		return fmt.Errorf("the inbound gives %s (%+v), want 403 with %s: %s", in, in.Response, resolve.ErrorHeader, authz.DeniedError)

@@ -18,15 +18,15 @@ var alpnH2 = []string{"h2"}
 // downstreamTLS is the transport socket of every inbound chain: mesh mTLS, terminated with the
 // pod's own certificate (CertificateSecret(identity)), requiring a client certificate that chains
 // to the mesh's trust bundle (TrustBundleSecret(domain)) and names an identity of the trust
-// domain: a URI SAN starting with spiffe://<domain>/. Which identities may call which port is
-// policy, not this check. Both secrets come by SDS over the ADS stream (sdsSecret).
-func (b *builder) downstreamTLS(domain, identity string, alpn []string) *corev3.TransportSocket {
-	anyIdentityOfTheDomain := &tlsv3.SubjectAltNameMatcher{
-		SanType: tlsv3.SubjectAltNameMatcher_URI,
-		Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{
+// domain: a URI SAN starting with spiffe://<domain>/, or, when peers are given, one of peers (a
+// governed TCP port's admitted callers, admittedPeers). Both secrets come by SDS over the ADS
+// stream (sdsSecret).
+func (b *builder) downstreamTLS(domain, identity string, alpn []string, peers []*tlsv3.SubjectAltNameMatcher) *corev3.TransportSocket {
+	if peers == nil {
+		peers = []*tlsv3.SubjectAltNameMatcher{uriSAN(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{
 			// The trust domain's SPIFFE ID (the bundle's name) and a slash: every ID in the domain.
 			Prefix: TrustBundleSecret(domain) + "/",
-		}},
+		}})}
 	}
 	ctx := &tlsv3.DownstreamTlsContext{
 		RequireClientCertificate: wrapperspb.Bool(true),
@@ -35,7 +35,7 @@ func (b *builder) downstreamTLS(domain, identity string, alpn []string) *corev3.
 			ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{
 				CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 					DefaultValidationContext: &tlsv3.CertificateValidationContext{
-						MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{anyIdentityOfTheDomain},
+						MatchTypedSubjectAltNames: peers,
 					},
 					ValidationContextSdsSecretConfig: sdsSecret(TrustBundleSecret(domain)),
 				},
@@ -47,4 +47,9 @@ func (b *builder) downstreamTLS(domain, identity string, alpn []string) *corev3.
 		Name:       wellknown.TransportSocketTLS,
 		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: b.pack("the downstream TLS context of "+identity, ctx)},
 	}
+}
+
+// uriSAN matches a certificate's URI SAN (a SPIFFE ID) with m.
+func uriSAN(m *matcherv3.StringMatcher) *tlsv3.SubjectAltNameMatcher {
+	return &tlsv3.SubjectAltNameMatcher{SanType: tlsv3.SubjectAltNameMatcher_URI, Matcher: m}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/hack/testapp"
 	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/accesslog/accesslogtest"
@@ -77,8 +78,8 @@ func TestAccessPolicyEnforcedLive(t *testing.T) {
 				if seen := get(frontend, 8080, "/admin"); seen.Kind != xdswalk.SawApp {
 					t.Errorf("without policies, frontend's GET /admin: %s, want the application", seen)
 				}
-				if got := tcpExchange(t, batch, 9000); !got.echoed {
-					t.Errorf("without policies, batch's TCP connection: %s, want its bytes echoed", got)
+				if got := tcpExchange(t, batch, 9000); !got.echoed || !got.greeted {
+					t.Errorf("without policies, batch's TCP connection: %s, want the greeting and its bytes echoed", got)
 				}
 				return
 			}
@@ -128,25 +129,26 @@ func TestAccessPolicyEnforcedLive(t *testing.T) {
 				n := appBytes()
 				return n > before, fmt.Sprintf("%d bytes sent to the application", n)
 			})
-			before = appBytes()
-			denied := func() uint64 {
-				return statSum(t, e, regexp.MustCompile(`^`+regexp.QuoteMeta(xds.InboundTCPChain(9000))+`\.rbac\.denied$`))
+			appConnections := func() uint64 {
+				return statSum(t, e, regexp.MustCompile(`^cluster\.`+regexp.QuoteMeta(strings.ReplaceAll(xds.AppCluster(xds.PodKey("shop", "payments-0"), 9000), ":", "_"))+`\.upstream_cx_total$`))
 			}
-			deniedBefore := denied()
+			connectionsBefore := appConnections()
+			// The handshake refuses batch's certificate (listener.<address>.ssl.fail_verify_san).
+			refused := func() uint64 {
+				return statSum(t, e, regexp.MustCompile(`^listener\..*_`+fmt.Sprint(meshv1alpha1.ProxyInboundPort)+`\.ssl\.fail_verify_san$`))
+			}
+			refusedBefore := refused()
 			got := tcpExchange(t, batch, 9000)
 			t.Logf("batch's TCP connection to 9000: %s", got)
-			if got.echoed || !got.closed {
-				t.Errorf("batch's TCP connection to 9000: %s, want it closed with nothing echoed", got)
+			if got.echoed || got.greeted || !got.closed {
+				t.Errorf("batch's TCP connection to 9000: %s, want it closed, neither greeted nor echoed (the application's first bytes must not reach a denied caller)", got)
 			}
-			e.WaitFor(t, 10*time.Second, "batch's connection denied", func() (bool, string) {
-				n := denied()
-				return n > deniedBefore, fmt.Sprintf("%s.rbac.denied %d", xds.InboundTCPChain(9000), n)
+			e.WaitFor(t, 10*time.Second, "batch's connection refused in the handshake", func() (bool, string) {
+				n := refused()
+				return n > refusedBefore, fmt.Sprintf("ssl.fail_verify_san %d", n)
 			})
-			if n := appBytes(); n != before {
-				t.Errorf("%d bytes reached the application on the denied connection, want 0", n-before)
-			}
-			if got.greeted {
-				t.Logf("the application's greeting reached the denied caller: Envoy's network RBAC decides on the caller's first byte, after tcp_proxy has connected")
+			if n := appConnections(); n != connectionsBefore {
+				t.Errorf("the denied connection reached the application (%d connections to it), want none", n-connectionsBefore)
 			}
 
 			// The agent's access log counts the denials by caller and service.

@@ -19,6 +19,8 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	rbacnetworkv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 
 	"github.com/aether-mesh/aether-operator/internal/authz"
@@ -33,7 +35,9 @@ import (
 //     envoy.filters.http.rbac right before the router, the connection manager normalizing paths
 //     (normalize_path, merge_slashes, escaped slashes not kept) and its first local reply mapper
 //     adding x-aether-error: access-denied to the RBAC filter's denials; on a TCP chain
-//     envoy.filters.network.rbac right before tcp_proxy, after connection_limit;
+//     envoy.filters.network.rbac right before tcp_proxy, after connection_limit, and the chain's
+//     handshake admits the same principals, its tcp_proxy connecting only after it
+//     (handshakeAuthorization);
 //   - its rules ALLOW, one policy per authz rule of the port, named Rule.Name(), whose principals
 //     are the rule's identities (exact) and namespaces (the one-segment regex), and, on HTTP,
 //     whose permission names the rule's methods and paths;
@@ -136,7 +140,58 @@ func chainAuthorization(at string, fc *listenerv3.FilterChain, p authz.Port) []s
 	if v, enforced := governs(at, p, rules, false); !enforced {
 		return append(out, v...)
 	}
-	return append(out, sameRules(at, rules[0], p, false)...)
+	out = append(out, sameRules(at, rules[0], p, false)...)
+	return append(out, handshakeAuthorization(at, fc, rules[0])...)
+}
+
+// handshakeAuthorization checks that a governed TCP chain decides in its handshake: the chain's
+// client-certificate SAN matchers are its RBAC filter's principals, exactly (URI SANs; no
+// principal, the matcher of no one), and its tcp_proxy connects to the application only after
+// the handshake, so neither a denied caller's connection nor the application's greeting crosses.
+func handshakeAuthorization(at string, fc *listenerv3.FilterChain, r *rbacv3.RBAC) []string {
+	var out []string
+	var want []string
+	for _, policy := range r.GetPolicies() {
+		for _, pr := range policy.GetPrincipals() {
+			want = append(want, matcherText(pr.GetAuthenticated().GetPrincipalName()))
+		}
+	}
+	if len(want) == 0 {
+		want = []string{"regex:" + xds.NoPeer}
+	}
+	ctx := &tlsv3.DownstreamTlsContext{}
+	unpackAs(fc.GetTransportSocket().GetTypedConfig(), ctx)
+	var got []string
+	for _, m := range ctx.GetCommonTlsContext().GetCombinedValidationContext().GetDefaultValidationContext().GetMatchTypedSubjectAltNames() {
+		if m.GetSanType() != tlsv3.SubjectAltNameMatcher_URI {
+			got = append(got, m.GetSanType().String()+":"+matcherText(m.GetMatcher()))
+			continue
+		}
+		got = append(got, matcherText(m.GetMatcher()))
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(slices.Compact(got), slices.Compact(want)) {
+		out = append(out, fmt.Sprintf("%s: the handshake admits peers %q, want the RBAC filter's principals %q: a denied caller's connection reaches the application before the filter sees a byte, and a server-first application greets it", at, got, want))
+	}
+	tcp := &tcpproxyv3.TcpProxy{}
+	if lastFilterAs(fc, tcp) && tcp.GetUpstreamConnectMode() != tcpproxyv3.UpstreamConnectMode_ON_DOWNSTREAM_TLS_HANDSHAKE {
+		out = append(out, fmt.Sprintf("%s: tcp_proxy connects to the application %s, want ON_DOWNSTREAM_TLS_HANDSHAKE: the application sees every caller's connection, admitted or not", at, tcp.GetUpstreamConnectMode()))
+	}
+	return out
+}
+
+// matcherText spells a string matcher as kind:value.
+func matcherText(m *matcherv3.StringMatcher) string {
+	switch {
+	case m.GetExact() != "":
+		return "exact:" + m.GetExact()
+	case m.GetSafeRegex() != nil:
+		return "regex:" + m.GetSafeRegex().GetRegex()
+	case m.GetPrefix() != "":
+		return "prefix:" + m.GetPrefix()
+	}
+	return fmt.Sprintf("%v", m)
 }
 
 // governs checks that a chain of port p carries one RBAC filter (rules) when p is governed and

@@ -13,6 +13,8 @@ import (
 	rbachttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	rbacnetworkv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -81,6 +83,19 @@ func TestAuthorizationRejectsBrokenCopies(t *testing.T) {
 			fc := inboundChain(t, res, xds.InboundTCPChain(9000))
 			fc.Filters[1], fc.Filters[2] = fc.Filters[2], fc.Filters[1]
 		}, `the RBAC filter is network filter 2 of 3, want the one right before tcp_proxy`},
+		"the TCP port's handshake admitting every identity (a denied caller is greeted)": {func(t testing.TB, res xds.Resources) {
+			fc := inboundChain(t, res, xds.InboundTCPChain(9000))
+			repack(t, fc.GetTransportSocket().GetTypedConfig(), func(m proto.Message) {
+				m.(*tlsv3.DownstreamTlsContext).GetCommonTlsContext().GetCombinedValidationContext().GetDefaultValidationContext().MatchTypedSubjectAltNames = []*tlsv3.SubjectAltNameMatcher{{
+					SanType: tlsv3.SubjectAltNameMatcher_URI, Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: "spiffe://aether.internal/"}}}}
+			})
+		}, `chain "in_tcp_9000": the handshake admits peers ["prefix:spiffe://aether.internal/"], want the RBAC filter's principals`},
+		"the TCP port's tcp_proxy connecting before the handshake": {func(t testing.TB, res xds.Resources) {
+			fc := inboundChain(t, res, xds.InboundTCPChain(9000))
+			repack(t, fc.GetFilters()[len(fc.GetFilters())-1].GetTypedConfig(), func(m proto.Message) {
+				m.(*tcpproxyv3.TcpProxy).UpstreamConnectMode = tcpproxyv3.UpstreamConnectMode_IMMEDIATE
+			})
+		}, `chain "in_tcp_9000": tcp_proxy connects to the application IMMEDIATE, want ON_DOWNSTREAM_TLS_HANDSHAKE`},
 		"the open h2 port given the HTTP port's filter": {func(t testing.TB, res xds.Resources) {
 			var rbac *hcmv3.HttpFilter
 			chainHCM(t, res, xds.InboundHTTPChain(8080), func(h *hcmv3.HttpConnectionManager) { rbac = h.HttpFilters[len(h.HttpFilters)-2] })

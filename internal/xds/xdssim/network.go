@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"regexp"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -28,6 +30,10 @@ func (s *Sim) serve(out *Outcome, fc *listenerv3.FilterChain, c Conn, local neti
 	terminates := ctx != nil
 	if terminates && !c.TLS {
 		*out = out.fail(Closed, fmt.Errorf("%w (chain %q)", ErrHandshake, fc.GetName()))
+		return
+	}
+	if terminates && c.ClientCertURI != "" && !peerAdmitted(ctx.SANs, c.ClientCertURI) {
+		*out = out.fail(Closed, fmt.Errorf("%w: chain %q, peer %q", ErrPeerRefused, fc.GetName(), c.ClientCertURI))
 		return
 	}
 	terminal, err := terminalFilter(fc)
@@ -199,4 +205,41 @@ func connectionAllowed(fc *listenerv3.FilterChain, c Conn) error {
 		}
 	}
 	return nil
+}
+
+// peerAdmitted says whether a client certificate whose URI SAN is uri passes a chain's SAN
+// matchers (Envoy: at least one matches; none, none asked). A matcher of another SAN type never
+// matches a URI; a regular expression matches the whole SAN, as Envoy's safe_regex does.
+func peerAdmitted(sans []SAN, uri string) bool {
+	if len(sans) == 0 {
+		return true
+	}
+	for _, m := range sans {
+		if m.Type != tlsv3.SubjectAltNameMatcher_URI.String() && m.Type != "" {
+			continue
+		}
+		switch m.Match {
+		case "exact":
+			if uri == m.Value {
+				return true
+			}
+		case "prefix":
+			if strings.HasPrefix(uri, m.Value) {
+				return true
+			}
+		case "suffix":
+			if strings.HasSuffix(uri, m.Value) {
+				return true
+			}
+		case "contains":
+			if strings.Contains(uri, m.Value) {
+				return true
+			}
+		case "regex":
+			if re, err := regexp.Compile(`^(?:` + m.Value + `)$`); err == nil && re.MatchString(uri) {
+				return true
+			}
+		}
+	}
+	return false
 }

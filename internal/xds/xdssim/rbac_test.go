@@ -15,8 +15,8 @@ import (
 )
 
 // TestRBACAsEnvoyDecides: on the access-policy scenario's inbound listener, the simulator denies
-// what the rendered RBAC filters deny (403 access-denied on HTTP, closed on TCP), forwards what
-// they admit.
+// what the rendered chains deny (the RBAC filter's 403 access-denied on HTTP, the handshake's
+// refusal on TCP), forwards what they admit.
 func TestRBACAsEnvoyDecides(t *testing.T) {
 	res, err := xds.Build(xdstest.AccessPolicy())
 	if err != nil {
@@ -50,7 +50,9 @@ func TestRBACAsEnvoyDecides(t *testing.T) {
 		switch {
 		case !tc.denied && out.Verdict != xdssim.Forwarded:
 			t.Errorf("%s: %s, want it forwarded", tc.name, out)
-		case tc.denied && !errors.Is(out.Err, xdssim.ErrDenied):
+		case tc.denied && tc.req == nil && !errors.Is(out.Err, xdssim.ErrPeerRefused):
+			t.Errorf("%s: %s, want the handshake to refuse the caller", tc.name, out)
+		case tc.denied && tc.req != nil && !errors.Is(out.Err, xdssim.ErrDenied):
 			t.Errorf("%s: %s, want the RBAC filter's denial", tc.name, out)
 		case tc.denied && tc.req != nil && (out.Response.Status != 403 || out.Response.Header(resolve.ErrorHeader) != authz.DeniedError):
 			t.Errorf("%s: %s, want 403 %s: %s", tc.name, out, resolve.ErrorHeader, authz.DeniedError)

@@ -180,6 +180,7 @@ var (
 	ErrListenerFilters   = errors.New("the listener filters wait for bytes the client does not send")
 	ErrAwaitsRequest     = errors.New("the HTTP connection manager waits for a request the server-first client never sends")
 	ErrHandshake         = errors.New("the chain terminates TLS and the client does not speak TLS: the handshake fails")
+	ErrPeerRefused       = errors.New("the chain's handshake refuses the client's certificate: its URI SAN matches none of the chain's SAN matchers")
 	ErrNoFilter          = errors.New("the chain has no network filter: Envoy closes the connection")
 	ErrNotHTTP           = errors.New("the HTTP connection manager receives bytes that are not HTTP")
 	ErrCodec             = errors.New("the HTTP connection manager's codec does not speak the client's HTTP version")
