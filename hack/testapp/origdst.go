@@ -169,6 +169,12 @@ func RequestOnce(method, url, host string, timeout time.Duration) string {
 	// A connection per request: each GET is one more trip through capture and the proxy. No
 	// proxy from the environment (Proxy nil): the dial is capture's to take.
 	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	return Request(client, method, url, host)
+}
+
+// Request is RequestOnce's line for one request sent with client (one that dials as its caller
+// needs, e.g. from another network namespace).
+func Request(client *http.Client, method, url, host string) string {
 	_, answer := send(client, method, url, host)
 	return methodPrefix(method) + answer
 }

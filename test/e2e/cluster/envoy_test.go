@@ -227,9 +227,7 @@ func nodeEnvoy(ctx context.Context) envoyAdmin {
 // here: an http.Client would dial on a goroutine of its own, on any thread.
 func (a envoyAdmin) get(path string) string {
 	GinkgoHelper()
-	var c net.Conn
-	var err error
-	Expect((&nstest.NS{Path: a.netns}).Do(func() { c, err = net.DialTimeout("tcp", xds.DefaultAdminAddress, 5*time.Second) })).To(Succeed())
+	c, err := dialIn(a.netns, xds.DefaultAdminAddress)
 	Expect(err).NotTo(HaveOccurred(), "the node Envoy's admin endpoint, in %s", a.netns)
 	defer func() { _ = c.Close() }()
 	Expect(c.SetDeadline(time.Now().Add(10 * time.Second))).To(Succeed())
@@ -244,6 +242,17 @@ func (a envoyAdmin) get(path string) string {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(resp.StatusCode).To(Equal(http.StatusOK), "the node Envoy's admin endpoint %s: %s", path, body)
 	return string(body)
+}
+
+// dialIn connects to address from a thread in the network namespace pinned at netns (a socket
+// belongs to the namespace it was created in); the connection is then used from any goroutine.
+func dialIn(netns, address string) (net.Conn, error) {
+	var c net.Conn
+	var err error
+	if nsErr := (&nstest.NS{Path: netns}).Do(func() { c, err = net.DialTimeout("tcp", address, 5*time.Second) }); nsErr != nil {
+		return nil, nsErr
+	}
+	return c, err
 }
 
 // statLine is one line of the admin endpoint's /stats: "<name>: <value>".

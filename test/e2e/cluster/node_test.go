@@ -218,11 +218,18 @@ func scrapeAgent(g Gomega, ip string) []byte {
 // 19090 on the node) whose labels match labels (a regular expression over the text between
 // the braces; "" matches all). A metric the agent does not export fails.
 func agentMetric(g Gomega, name, labels string) float64 {
+	sum, exported := agentSum(g, name, labels)
+	g.Expect(exported).To(BeTrue(), "the agent exports no %s", name)
+	return sum
+}
+
+// agentSum is agentMetric's sum, and whether the agent exports name at all: a counter vector
+// has no sample before its first increment, which reads 0.
+func agentSum(g Gomega, name, labels string) (float64, bool) {
 	series := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{([^}]*)\})? (\S+)$`)
 	match := regexp.MustCompile(labels)
 	body := scrapeAgent(g, nodeIP())
 	samples := series.FindAllSubmatch(body, -1)
-	g.Expect(samples).NotTo(BeEmpty(), "the agent exports no %s", name)
 	var sum float64
 	for _, s := range samples {
 		if !match.Match(s[1]) {
@@ -232,7 +239,7 @@ func agentMetric(g Gomega, name, labels string) float64 {
 		g.Expect(err).NotTo(HaveOccurred())
 		sum += v
 	}
-	return sum
+	return sum, len(samples) > 0
 }
 
 // xdsSocket is the address of the agent's xDS socket as the node sees it: where the agent's

@@ -31,14 +31,7 @@ var _ = Describe("kubectl aether on a real node", Ordered, func() {
 	const ns = "plugin"
 	ctx := context.Background()
 
-	// aether runs kubectl aether with args, and returns its output and error.
-	aether := func(args ...string) (string, error) {
-		var out, errOut bytes.Buffer
-		cmd := plugin.NewCommand(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut})
-		cmd.SetArgs(append(args, "--kubeconfig", filepath.Join(clusterState(), "pki", "admin.kubeconfig")))
-		err := cmd.ExecuteContext(ctx)
-		return out.String() + errOut.String(), err
-	}
+	aether := func(args ...string) (string, error) { return kubectlAether(ctx, args...) }
 
 	BeforeAll(func() {
 		freshNamespace(ctx, ns, "shop", "other")
@@ -94,3 +87,13 @@ var _ = Describe("kubectl aether on a real node", Ordered, func() {
 		_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
 })
+
+// kubectlAether runs kubectl aether (plugin.NewCommand, what the kubectl-aether binary runs) with
+// args as the cluster's admin, and returns its output and error.
+func kubectlAether(ctx context.Context, args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(append(args, "--kubeconfig", filepath.Join(clusterState(), "pki", "admin.kubeconfig")))
+	err := cmd.ExecuteContext(ctx)
+	return out.String() + errOut.String(), err
+}
