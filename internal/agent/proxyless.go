@@ -4,9 +4,12 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,6 +29,10 @@ import (
 // rebuild renders the mesh for its pod's identity (xds.BuildProxyless) and publishes it; the
 // server tells the publisher when a client comes or goes (it pokes a rebuild). A client that is
 // not a meshed, annotated pod of this node is logged and served nothing.
+//
+// A proxyless pod's xDS-enabled gRPC server asks the same stream for its server listeners
+// (withServerListeners): they are added to its pod's rendering when the pod is a local pod of the
+// mesh (xds.BuildProxylessServer).
 //
 // The server learns each client's pod from its connection (the pod UID of the calling process,
 // internal/xdsserver's peer.go) and asks the publisher which pod of this node has that UID
@@ -96,6 +103,10 @@ func (p *publisher) publishProxyless(ctx context.Context, m model.Mesh) {
 				p.log.V(1).Info("Left out of a proxyless gRPC client's configuration", "node", n.ID, "reason", note)
 			}
 		}
+		if res, err = p.withServerListeners(m, n.ID, res); err != nil {
+			p.log.Error(err, "Could not build a proxyless gRPC server's listeners; its previous configuration stays in service", "node", n.ID)
+			continue
+		}
 		// An error is the server's to log and count (an inconsistent snapshot); the previous stays.
 		_, _ = p.opts.Server.PublishProxyless(n.ID, res)
 	}
@@ -135,4 +146,29 @@ func (p *publisher) proxylessClient(ctx context.Context, n xdsserver.ProxylessNo
 		return xds.ProxylessClient{}, fmt.Sprintf("pod %s/%s: its MeshService %s has no identity yet", namespace, name, service), nil
 	}
 	return xds.ProxylessClient{Identity: identity, SNI: n.SNI}, "", nil
+}
+
+// withServerListeners is res (a client's rendering, shared) with the server listeners of the
+// proxyless pod node ID id names, when it is one of m's local pods (registered, verified, with an
+// identity): an xDS-enabled gRPC server of that pod (xds.NewGRPCServer) asks for them, and then
+// terminates mTLS and enforces its ports' AccessPolicies itself. A server that is not xDS-enabled
+// asks for none, and is not affected.
+func (p *publisher) withServerListeners(m model.Mesh, id string, res xds.Resources) (xds.Resources, error) {
+	namespace, name, _ := proxyless.ParseNodeID(id)
+	i := slices.IndexFunc(m.Pods, func(lp model.LocalPod) bool { return lp.Namespace == namespace && lp.Name == name })
+	if i < 0 {
+		return res, nil
+	}
+	server, err := xds.BuildProxylessServer(m, m.Pods[i])
+	if err != nil || len(server.Listeners) == 0 {
+		return res, err
+	}
+	if p.opts.serverHook != nil {
+		p.opts.serverHook(&server)
+	}
+	// A copy: res may be shared by other clients of the same identity.
+	res.Listeners = slices.SortedFunc(slices.Values(slices.Concat(res.Listeners, server.Listeners)), func(a, b *listenerv3.Listener) int {
+		return cmp.Compare(a.GetName(), b.GetName())
+	})
+	return res, nil
 }

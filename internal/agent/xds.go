@@ -90,6 +90,10 @@ type XDSOptions struct {
 	// metrics server, under its authentication and authorization (MetricsOptions, secure): never
 	// on a server without them (--proxy-config with --metrics-secure).
 	ProxyConfig bool
+
+	// serverHook, set by tests only, changes a proxyless server's listeners before they are
+	// published (the negative control of the server-side authorization test).
+	serverHook func(*xds.Resources)
 }
 
 // publisher rebuilds the node's xDS configuration when an input changes, debounced, and publishes

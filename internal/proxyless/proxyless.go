@@ -72,6 +72,17 @@ var (
 // (certificate_providers, plugin file_watcher).
 const CertificateProvider = "aether-identity"
 
+// ServerListenerTemplate is the bootstrap's server_listener_resource_name_template: an xDS-enabled
+// gRPC server (grpc-go's xds.NewGRPCServer) asks for the Listener it names, %s replaced by the
+// address it listens on, "<IP>:<port>" ("0.0.0.0:9090", "[::]:9090", "10.244.1.7:9090"). grpc-go
+// refuses to create such a server without one.
+const ServerListenerTemplate = "grpc/server?xds.resource.listening_address=%s"
+
+// ServerListener is the Listener an xDS-enabled gRPC server listening on hostPort asks for.
+func ServerListener(hostPort string) string {
+	return strings.Replace(ServerListenerTemplate, "%s", hostPort, 1)
+}
+
 // fileWatcher is grpc-go's certificate provider plugin that reads PEM files.
 const fileWatcher = "file_watcher"
 
@@ -124,7 +135,8 @@ func Default() Bootstrap {
 }
 
 // JSON is b as grpc-go reads it (GRPC_XDS_BOOTSTRAP_CONFIG): one xDS server without TLS (a unix
-// socket on the node), the node and its metadata, and the file_watcher certificate provider.
+// socket on the node), the node and its metadata, the file_watcher certificate provider, and the
+// name template of an xDS-enabled server's listeners (ServerListenerTemplate).
 func (b Bootstrap) JSON() ([]byte, error) {
 	if b.NodeID == "" || b.ServerURI == "" || b.CertificateFile == "" || b.KeyFile == "" || b.BundleFile == "" {
 		return nil, fmt.Errorf("proxyless bootstrap: node ID, server URI and the three certificate files must all be set: %+v", b)
@@ -139,15 +151,17 @@ func (b Bootstrap) JSON() ([]byte, error) {
 		CertificateProviders: map[string]certificateProvider{CertificateProvider: {PluginName: fileWatcher, Config: fileWatcherConfig{
 			CertificateFile: b.CertificateFile, PrivateKeyFile: b.KeyFile, CACertificateFile: b.BundleFile, RefreshInterval: refreshInterval,
 		}}},
+		ServerListenerTemplate: ServerListenerTemplate,
 	}
 	return json.Marshal(doc)
 }
 
 // The bootstrap's JSON shape (grpc-go xds/bootstrap; gRFC A27 and A29).
 type bootstrapJSON struct {
-	XDSServers           []xdsServer                    `json:"xds_servers"`
-	Node                 node                           `json:"node"`
-	CertificateProviders map[string]certificateProvider `json:"certificate_providers"`
+	XDSServers             []xdsServer                    `json:"xds_servers"`
+	Node                   node                           `json:"node"`
+	CertificateProviders   map[string]certificateProvider `json:"certificate_providers"`
+	ServerListenerTemplate string                         `json:"server_listener_resource_name_template"`
 }
 
 type xdsServer struct {

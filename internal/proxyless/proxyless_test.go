@@ -9,9 +9,10 @@ import (
 	"testing"
 )
 
-// TestBootstrap: the bootstrap names the node, its metadata, the server and the file_watcher
-// provider the clusters name. (grpc-go parses it lazily, when a channel first resolves: the
-// agent's proxyless tests dial with JSON's output, so grpc-go's own reading of it is proven there.)
+// TestBootstrap: the bootstrap names the node, its metadata, the server, the file_watcher
+// provider the clusters name, and the name template of an xDS-enabled server's listeners.
+// (grpc-go parses it lazily, when a channel first resolves: the agent's proxyless tests dial
+// with JSON's output, so grpc-go's own reading of it is proven there.)
 func TestBootstrap(t *testing.T) {
 	for name, b := range map[string]Bootstrap{
 		"a pod's":  Default(),
@@ -34,6 +35,7 @@ func TestBootstrap(t *testing.T) {
 					Plugin string            `json:"plugin_name"`
 					Config map[string]string `json:"config"`
 				} `json:"certificate_providers"`
+				ServerTemplate string `json:"server_listener_resource_name_template"`
 			}
 			if err := json.Unmarshal(raw, &doc); err != nil {
 				t.Fatal(err)
@@ -45,6 +47,10 @@ func TestBootstrap(t *testing.T) {
 				doc.Providers[CertificateProvider].Config["private_key_file"] != b.KeyFile ||
 				doc.Providers[CertificateProvider].Config["ca_certificate_file"] != b.BundleFile {
 				t.Errorf("bootstrap %s", raw)
+			}
+			// Without the template grpc-go's xds.NewGRPCServer refuses to start.
+			if doc.ServerTemplate != ServerListenerTemplate || ServerListener("[::]:9090") != "grpc/server?xds.resource.listening_address=[::]:9090" {
+				t.Errorf("server_listener_resource_name_template %q, want %q", doc.ServerTemplate, ServerListenerTemplate)
 			}
 		})
 	}

@@ -113,7 +113,7 @@ func orphanScenarios(t *testing.T, names []string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if !e.IsDir() || e.Name() == "fuzz" || e.Name() == "bootstrap" || e.Name() == "proxyless" || slices.Contains(names, e.Name()) {
+		if !e.IsDir() || e.Name() == "fuzz" || e.Name() == "bootstrap" || e.Name() == "proxyless" || e.Name() == "proxyless-server" || slices.Contains(names, e.Name()) {
 			continue
 		}
 		dir := filepath.Join("testdata", e.Name())

@@ -18,7 +18,8 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/xds"
 )
 
-// Proxyless runs the gates that hold for a proxyless rendering (xds.BuildProxyless): names,
+// Proxyless runs the gates that hold for a proxyless rendering (xds.BuildProxyless, and
+// xds.BuildProxylessServer's listeners): names,
 // references, consistency, validation inside every Any, and GRPC, what grpc-go v1.85 accepts and
 // enforces. (Chains, Pinning and Domains are the Envoy rendering's: its clusters carry SDS
 // certificates and typed SAN matchers, which grpc-go refuses or ignores.)
@@ -40,9 +41,10 @@ func Proxyless(res xds.Resources) []string {
 // GRPC checks a proxyless rendering against the rules grpc-go v1.85 applies on receipt (its
 // xdsclient/xdsresource unmarshal_{lds,rds,cds}.go; a violation is a NACK of the whole response,
 // or a pin silently not enforced):
-//   - a listener is an API listener whose HCM takes its routes by RDS over ADS, ends with the
+//   - a client listener is an API listener whose HCM takes its routes by RDS over ADS, ends with the
 //     router filter and leaves xff_num_trusted_hops unset; its filter chains hold the same HCM
-//     (for go-control-plane's Consistent(), which does not read api_listener);
+//     (for go-control-plane's Consistent(), which does not read api_listener); any other
+//     listener is a proxyless server's, checked by grpcServerListener (mTLS, its port's RBAC);
 //   - a cluster is EDS (no STATIC) with ROUND_ROBIN; its TLS context takes the client's
 //     certificate and the trust bundle from a certificate provider instance (never SDS), and pins
 //     the server by an exact SPIFFE ID in match_subject_alt_names (the typed matchers are not
@@ -53,6 +55,10 @@ func Proxyless(res xds.Resources) []string {
 func GRPC(res xds.Resources) []string {
 	var out []string
 	for _, l := range res.Listeners {
+		if l.GetApiListener() == nil {
+			out = append(out, grpcServerListener(l, res.Access)...) // a proxyless server's (xds.BuildProxylessServer)
+			continue
+		}
 		out = append(out, grpcListener(l)...)
 	}
 	empty := map[string]bool{}
