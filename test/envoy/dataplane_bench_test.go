@@ -244,16 +244,31 @@ func BenchmarkDataplane(b *testing.B) {
 	}
 	republish(b, lm, withPolicy)
 	allowed := regexp.MustCompile(`^http\.` + regexp.QuoteMeta(xds.InboundHTTPChain(benchHTTPPort)) + `\.rbac\.allowed$`)
+	// Envoy keeps an updated listener's old chains, and the connections on them, until they
+	// drain: the hop's pooled HTTP/2 connections, opened before the policy, pass no RBAC filter
+	// until a GOAWAY closes them (a run measured at once had 8 718 of 10 000 requests pass it).
+	// So short loads first, until one is counted whole by the RBAC filter.
+	for try := 1; ; try++ {
+		before := statSum(b, e, allowed)
+		warm := measure(b, e, client, benchCases[0].spec(true, 1000, 2*time.Second))
+		n := statSum(b, e, allowed) - before
+		if n >= uint64(warm.Requests) {
+			break
+		}
+		b.Logf("http1 with an AccessPolicy, warming: %d of %d requests passed the RBAC filter, the rest on connections opened before it", n, warm.Requests)
+		if try == 10 {
+			b.Fatalf("http1 with an AccessPolicy: after %d short loads, requests still bypass the RBAC filter", try)
+		}
+	}
 	allowedBefore := statSum(b, e, allowed)
 	authz := measure(b, e, client, benchCases[0].spec(true, 1000, d))
 	if authz.Errors > authz.Requests/100 {
 		b.Fatalf("http1 with an AccessPolicy: %d requests, %d errors", authz.Requests, authz.Errors)
 	}
-	// The RBAC filter ran on the run's requests (the run fails above on errors, so it denied
-	// none). It counted 28 916 of 30 000 admitted in one run, the rest not yet explained: so this
-	// asks only that it admitted some.
-	if n := statSum(b, e, allowed) - allowedBefore; n == 0 {
-		b.Fatalf("http1 with an AccessPolicy: %d requests, none counted by the RBAC filter (%s)", authz.Requests, allowed)
+	// Every request of the run passed the RBAC filter and was admitted (the run fails above on
+	// errors, so it denied none).
+	if n := statSum(b, e, allowed) - allowedBefore; n < uint64(authz.Requests) {
+		b.Fatalf("http1 with an AccessPolicy: %d requests, %d counted as admitted by the RBAC filter (%s)", authz.Requests, n, allowed)
 	}
 	report.WithAccessPolicy = caseReport{MeshP50: authz.P50, MeshP90: authz.P90, MeshP99: authz.P99, MeshP999: authz.P999,
 		AddedP99:      authz.P99 - report.Cases["http1"].MeshP99,
