@@ -494,24 +494,17 @@ func (c *capturer) Forget(uid types.UID) {
 
 // syncCapture syncs the capture of the node's pods from mesh m (the rebuild's): the pods are
 // listed from the same cache as m's, with capture's criteria (capturePods), not m.Pods' (which
-// waits for a verified MeshEndpoint and an identity); the node's addresses are its Node's,
-// from the same cache, and its interfaces' (nodeaddrs).
+// waits for a verified MeshEndpoint and an identity); the node's addresses are m's (its Node's,
+// from the same cache, and its interfaces': publisher.mesh).
 func (p *publisher) syncCapture(ctx context.Context, m model.Mesh) error {
 	var pods corev1.PodList
 	if err := p.cache.List(ctx, &pods); err != nil {
 		return fmt.Errorf("listing the node's pods: %w", err)
 	}
-	node := &corev1.Node{}
-	switch err := p.cache.Get(ctx, client.ObjectKey{Name: p.node}, node); {
-	case apierrors.IsNotFound(err):
-		node = nil // its interfaces' addresses only, until the Node is seen
-	case err != nil:
-		return fmt.Errorf("reading node %s: %w", p.node, err)
-	}
 	in, left := p.capture.capturePods(pods.Items, p.node, p.ignored, func(pod *corev1.Pod) model.CaptureMode {
 		return p.captureMode(ctx, pod)
 	})
-	p.capture.sync(ctx, m, nodeaddrs.Merge(nodeaddrs.FromNode(node), p.capture.interfaces.Addrs()), in, left)
+	p.capture.sync(ctx, m, m.Node.Addrs, in, left)
 	return nil
 }
 

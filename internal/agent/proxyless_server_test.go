@@ -28,10 +28,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/xds"
 	"google.golang.org/protobuf/types/known/anypb"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	configv1 "github.com/aether-mesh/aether-operator/api/config/v1"
+	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/proxyless"
 	"github.com/aether-mesh/aether-operator/internal/spiffetest"
@@ -48,7 +50,7 @@ import (
 // address (where the node proxy's inbound delivers the calls it authorized) is answered. No
 // response is rejected.
 func TestProxylessServerEnforcesAccessPolicy(t *testing.T) {
-	s := startProxylessServer(t, false)
+	s := startProxylessServer(t, serverSetup{})
 	if _, err := s.call(t, s.client("client")); err != nil {
 		t.Errorf("the admitted client's call: %v", err)
 	}
@@ -67,17 +69,71 @@ func TestProxylessServerEnforcesAccessPolicy(t *testing.T) {
 // TestProxylessServerEnforcesAccessPolicy: the same, the RBAC filter taken out of the server
 // listeners the agent publishes, and intruder's call is answered, so the test above can fail.
 func TestProxylessServerWithoutRBACAdmitsAnyone(t *testing.T) {
-	s := startProxylessServer(t, true)
+	s := startProxylessServer(t, serverSetup{strip: true})
 	if _, err := s.call(t, s.client("intruder")); err != nil {
 		t.Errorf("intruder's call without the RBAC filter: %v, want it answered", err)
 	}
 	s.pt.noNACK(t)
 }
 
-// proxylessServer is a running xDS-enabled gRPC server of pod payments-0.
+// TestProxylessServerAnswersTheNodesProbe: the agent's node reports, among its addresses, the
+// one its dials to the pod come from (here the host's, which the test stands for the node with).
+// The agent's own prober (a gRPC health check in cleartext, from the node) makes payments-0
+// Healthy against its xDS-enabled server, which would refuse a cleartext connection from any
+// address but the pod's own. The exemption is the probe alone: another RPC of the server's
+// (Health/List, answered from the pod's own address) fails PERMISSION_DENIED from the node's
+// address, and a cleartext call from an address neither the pod's nor
+// the node's is refused. No response is rejected.
+func TestProxylessServerAnswersTheNodesProbe(t *testing.T) {
+	s := startProxylessServer(t, serverSetup{nodeReportsProbeSource: true})
+	healthIs(t, s.pt.ns, "payments-0", meshv1alpha1.HealthHealthy)
+	// Health/List: a method the server has (an unknown one fails UNIMPLEMENTED before any filter).
+	if _, err := healthpb.NewHealthClient(s.conn(t, s.local())).List(s.pt.ctx, &healthpb.HealthListRequest{}); err != nil {
+		t.Errorf("Health/List from the pod's own address: %v", err)
+	}
+	_, err := healthpb.NewHealthClient(s.conn(t, s.from(s.node))).List(s.pt.ctx, &healthpb.HealthListRequest{})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("Health/List from the node's address %s: %v, want PERMISSION_DENIED", s.node, err)
+	}
+	t.Logf("Health/List from the node: %v", err)
+	other := newPodIP()
+	if _, err := s.call(t, s.from(other)); err == nil {
+		t.Errorf("a cleartext call from %s (neither the pod's nor the node's) was answered", other)
+	}
+	s.pt.noNACK(t)
+}
+
+// TestProxylessServerRefusesTheProbeWithoutTheNodesAddress is the negative control of
+// TestProxylessServerAnswersTheNodesProbe: the same, the node reporting no address, and the
+// agent's probe of payments-0 (probeEndpoint, as the prober makes it) fails against its serving
+// xDS-enabled server, so the test above can fail.
+func TestProxylessServerRefusesTheProbeWithoutTheNodesAddress(t *testing.T) {
+	s := startProxylessServer(t, serverSetup{})
+	ep, err := getEndpoint(s.pt.ctx, s.pt.ns, "payments-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probeEndpoint(s.pt.ctx, ep, 5*time.Second, "") {
+		t.Error("the probe from the node passed without the node's address in the rendering")
+	}
+	if ep, err = getEndpoint(s.pt.ctx, s.pt.ns, "payments-0"); err != nil || ep.Status.Health == meshv1alpha1.HealthHealthy {
+		t.Errorf("payments-0: health %q (%v), want it never Healthy", ep.Status.Health, err)
+	}
+}
+
+// proxylessServer is a running xDS-enabled gRPC server of pod payments-0; node is the source
+// address of a dial from the node to it.
 type proxylessServer struct {
-	pt *proxylessTest
-	ip string
+	pt   *proxylessTest
+	ip   string
+	node string
+}
+
+// serverSetup is how startProxylessServer sets the server up: strip takes the RBAC filter out of
+// its listeners; nodeReportsProbeSource makes the Node report, as its InternalIP, the address the
+// node's dials to the pod come from (the agent's probes').
+type serverSetup struct {
+	strip, nodeReportsProbeSource bool
 }
 
 // startProxylessServer starts the agent, the AccessPolicy (seen by the agent's cache before the
@@ -85,7 +141,7 @@ type proxylessServer struct {
 // xDS-enabled gRPC server, and returns once the agent published the server's listeners (with
 // strip, without their RBAC filters) and the server serves: grpc-go serves only once it holds the
 // listener of its own address.
-func startProxylessServer(t *testing.T, strip bool) *proxylessServer {
+func startProxylessServer(t *testing.T, setup serverSetup) *proxylessServer {
 	t.Helper()
 	ctx := testContext(t)
 	ns := namespace(t, ctx)
@@ -100,7 +156,7 @@ func startProxylessServer(t *testing.T, strip bool) *proxylessServer {
 					governed.Store(true)
 				}
 			}
-			if strip {
+			if setup.strip {
 				stripRBAC(t, res.Listeners)
 			}
 		}
@@ -159,6 +215,10 @@ func startProxylessServer(t *testing.T, strip bool) *proxylessServer {
 	}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
+	source := probeSource(t, l.Addr().String())
+	if setup.nodeReportsProbeSource {
+		reportNodeAddress(t, ctx, a.node, source)
+	}
 
 	testenv.Eventually(t, "the agent publishing the server's listeners, governed, and the server serving", func() error {
 		switch {
@@ -171,7 +231,32 @@ func startProxylessServer(t *testing.T, strip bool) *proxylessServer {
 		}
 		return nil
 	})
-	return &proxylessServer{pt: pt, ip: ip}
+	return &proxylessServer{pt: pt, ip: ip, node: source}
+}
+
+// probeSource is the source address the kernel gives a dial from the node (this test's host
+// namespace, where the agent's prober runs) to addr: a TCP connection, opened and closed.
+func probeSource(t *testing.T, addr string) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	return conn.LocalAddr().(*net.TCPAddr).IP.String()
+}
+
+// reportNodeAddress sets node's status addresses to addr as its InternalIP, as the kubelet would.
+func reportNodeAddress(t *testing.T, ctx context.Context, name, addr string) {
+	t.Helper()
+	node := &corev1.Node{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr}}
+	if err := env.Client.Status().Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // stripRBAC takes the RBAC filter out of every chain of listeners.
@@ -231,8 +316,11 @@ func (s *proxylessServer) client(sa string) []grpc.DialOption {
 }
 
 // local is a cleartext client connecting from the pod's own address.
-func (s *proxylessServer) local() []grpc.DialOption {
-	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(s.ip)}}
+func (s *proxylessServer) local() []grpc.DialOption { return s.from(s.ip) }
+
+// from is a cleartext client connecting from address source.
+func (s *proxylessServer) from(source string) []grpc.DialOption {
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
 	return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) })}
 }
@@ -240,12 +328,19 @@ func (s *proxylessServer) local() []grpc.DialOption {
 // call makes one health check to the server, dialled with opts.
 func (s *proxylessServer) call(t *testing.T, opts []grpc.DialOption) (*healthpb.HealthCheckResponse, error) {
 	t.Helper()
+	conn := s.conn(t, opts)
+	ctx, cancel := context.WithTimeout(s.pt.ctx, 5*time.Second)
+	defer cancel()
+	return healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+}
+
+// conn is a client of the server, dialled with opts, closed when the test ends.
+func (s *proxylessServer) conn(t *testing.T, opts []grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
 	conn, err := grpc.NewClient(net.JoinHostPort(s.ip, strconv.Itoa(grpcPort)), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = conn.Close() }()
-	ctx, cancel := context.WithTimeout(s.pt.ctx, 5*time.Second)
-	defer cancel()
-	return healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/demand"
 	"github.com/aether-mesh/aether-operator/internal/model"
 	"github.com/aether-mesh/aether-operator/internal/netnsprobe"
+	"github.com/aether-mesh/aether-operator/internal/nodeaddrs"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/resolve"
 	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
@@ -362,9 +364,17 @@ func (p *publisher) mesh(ctx context.Context) (model.Mesh, error) {
 	switch err := p.cache.Get(ctx, client.ObjectKey{Name: p.node}, node); {
 	case err == nil:
 		m.Node.Locality = registration.Locality(node)
-	case !apierrors.IsNotFound(err): // not found: no locality until the Node is seen
+	case apierrors.IsNotFound(err): // no locality, and its interfaces' addresses only, until the Node is seen
+		node = nil
+	default:
 		return model.Mesh{}, fmt.Errorf("reading node %s: %w", p.node, err)
 	}
+	// The node's addresses, one reading for capture and the proxyless servers' probe exemption.
+	var interfaces []netip.Addr
+	if p.capture != nil {
+		interfaces = p.capture.interfaces.Addrs()
+	}
+	m.Node.Addrs = nodeaddrs.Merge(nodeaddrs.FromNode(node), interfaces)
 	m.Pods, err = p.localPods(ctx, services)
 	return m, err
 }

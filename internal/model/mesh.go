@@ -5,6 +5,7 @@ package model
 
 import (
 	"fmt"
+	"net/netip"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
@@ -72,6 +73,10 @@ func (m UpstreamsMode) OnDemand() bool { return m == UpstreamsDeclared }
 type Node struct {
 	Name     string
 	Locality meshv1alpha1.Locality
+	// Addrs are the node's own addresses as the agent knows them (internal/nodeaddrs: its Node's
+	// InternalIP and ExternalIP, and its own interfaces'), sorted: what capture never redirects,
+	// and where the agent's health probes of the node's pods come from.
+	Addrs []netip.Addr
 }
 
 // PortSet is the service's ports as internal/resolve reads them: the primary and each listed

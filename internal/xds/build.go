@@ -40,6 +40,9 @@ type Resources struct {
 	// serves (model.LocalPod.AccessOf, in the pod's port order): what the listener's chains were
 	// built to enforce, for the gates (xdscheck.Authorization) and the simulator. Not published.
 	Access map[string][]authz.Port
+	// Cleartext is, by proxyless server listener name, whom its chains without TLS were built
+	// to take (BuildProxylessServer), for the gates. Not published.
+	Cleartext map[string]Cleartext
 }
 
 // Build renders the node's mesh as Envoy resources: pure, deterministic (the same mesh gives the

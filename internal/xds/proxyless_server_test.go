@@ -4,8 +4,10 @@
 package xds_test
 
 import (
+	"net/netip"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -31,7 +33,8 @@ import (
 
 // proxylessServerScenario is the gRPC mesh with payments' gRPC port 9090 governed: web/frontend
 // may call pkg.Ledger's methods, every identity of namespace ops may call any; h2 9091 is open.
-// The server is payments-0, on this node at 10.244.1.10.
+// The server is payments-0, on this node at 10.244.1.10; the node's addresses (where its agent's
+// probes come from) are nodeAddrs.
 func proxylessServerScenario(t testing.TB) (model.Mesh, model.LocalPod) {
 	t.Helper()
 	s := grpcScenario()
@@ -43,12 +46,19 @@ func proxylessServerScenario(t testing.TB) (model.Mesh, model.LocalPod) {
 		},
 	}}}
 	m := s.Mesh()
+	for _, a := range nodeAddrs {
+		m.Node.Addrs = append(m.Node.Addrs, netip.MustParseAddr(a))
+	}
 	i := slices.IndexFunc(m.Pods, func(p model.LocalPod) bool { return p.Name == "payments-0" })
 	if i < 0 || !m.Pods[i].AccessOf(9090).Governed {
 		t.Fatalf("the scenario has no governed payments-0: %+v", m.Pods)
 	}
 	return m, m.Pods[i]
 }
+
+// nodeAddrs are the node's addresses of proxylessServerScenario: its bridge's and its own, each
+// family.
+var nodeAddrs = []string{"10.0.0.5", "10.244.1.1", "fd00::5"}
 
 func buildProxylessServer(t testing.TB, m model.Mesh, pod model.LocalPod) xds.Resources {
 	t.Helper()
@@ -76,8 +86,9 @@ func TestProxylessServerGolden(t *testing.T) {
 // TestProxylessServerListeners: a listener per HTTP2 port (never HTTP/1.1) and per address a
 // server may listen on, named as grpc-go asks; the governed port's mTLS chain carries the RBAC
 // filter, with the very rules the Envoy rendering puts on the same pod's inbound chain of that
-// port (one builder); the open port's carries none; the cleartext chain admits the pod's own
-// address only, and has no RBAC filter.
+// port (one builder); the open port's carries none; the pod's cleartext chain admits the pod's own
+// address only, and has no RBAC filter; the node's probe chain, on the primary port (9090) alone,
+// admits the node's addresses only, and the health probe's RPC alone.
 func TestProxylessServerListeners(t *testing.T) {
 	m, pod := proxylessServerScenario(t)
 	res := buildProxylessServer(t, m, pod)
@@ -103,6 +114,18 @@ func TestProxylessServerListeners(t *testing.T) {
 		for _, fc := range l.GetFilterChains() {
 			rules := rbacRulesOf(t, []*listenerv3.Listener{{Name: l.GetName(), FilterChains: []*listenerv3.FilterChain{fc}}})
 			switch {
+			case fc.GetName() == xds.ProxylessServerNodeChain:
+				var sources []string
+				for _, r := range fc.GetFilterChainMatch().GetSourcePrefixRanges() {
+					sources = append(sources, r.GetAddressPrefix()+"/"+strconv.Itoa(int(r.GetPrefixLen().GetValue())))
+				}
+				want := []string{"10.0.0.5/32", "10.244.1.1/32", "fd00::5/128"}
+				probe := rbacv3.Permission{Rule: &rbacv3.Permission_UrlPath{UrlPath: &matcherv3.PathMatcher{Rule: &matcherv3.PathMatcher_Path{Path: &matcherv3.StringMatcher{
+					MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "/grpc.health.v1.Health/Check"}}}}}}
+				if !governed || fc.GetTransportSocket() != nil || !slices.Equal(sources, want) || len(rules) != 1 || len(rules[0].GetPolicies()) != 1 ||
+					!proto.Equal(rules[0].GetPolicies()[xds.ProbePolicy].GetPermissions()[0], &probe) {
+					t.Errorf("%s: the node's probe chain %v, want on 9090 only, from %q, admitting Health/Check alone", l.GetName(), fc, want)
+				}
 			case fc.GetName() == xds.ProxylessServerLocalChain:
 				r := fc.GetFilterChainMatch().GetSourcePrefixRanges()
 				if fc.GetTransportSocket() != nil || len(rules) != 0 || len(r) != 1 || r[0].GetAddressPrefix() != "10.244.1.10" || r[0].GetPrefixLen().GetValue() != 32 {
@@ -171,6 +194,17 @@ func TestProxylessServerGateControls(t *testing.T) {
 		f(ctx)
 		fc.TransportSocket.ConfigType = &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(ctx)}
 	}
+	// mutateRBAC changes the rules of the first HTTP filter (an RBAC filter) of chain fc.
+	mutateRBAC := func(fc *listenerv3.FilterChain, f func(*rbacv3.RBAC)) {
+		mutateHCM(fc, func(h *hcmv3.HttpConnectionManager) {
+			r := &rbachttpv3.RBAC{}
+			if err := h.HttpFilters[0].GetTypedConfig().UnmarshalTo(r); err != nil {
+				panic(err)
+			}
+			f(r.Rules)
+			h.HttpFilters[0].ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(r)}
+		})
+	}
 	for name, tt := range map[string]struct {
 		mutate func(res xds.Resources)
 		want   string
@@ -183,14 +217,9 @@ func TestProxylessServerGateControls(t *testing.T) {
 		},
 		"an RBAC filter admitting a rule too many": {
 			mutate: func(res xds.Resources) {
-				mutateHCM(chain(listener(res, ":9090"), xds.ProxylessServerMeshChain), func(h *hcmv3.HttpConnectionManager) {
-					r := &rbachttpv3.RBAC{}
-					if err := h.HttpFilters[0].GetTypedConfig().UnmarshalTo(r); err != nil {
-						panic(err)
-					}
-					r.Rules.Policies["extra"] = &rbacv3.Policy{Permissions: []*rbacv3.Permission{{Rule: &rbacv3.Permission_Any{Any: true}}},
+				mutateRBAC(chain(listener(res, ":9090"), xds.ProxylessServerMeshChain), func(r *rbacv3.RBAC) {
+					r.Policies["extra"] = &rbacv3.Policy{Permissions: []*rbacv3.Permission{{Rule: &rbacv3.Permission_Any{Any: true}}},
 						Principals: []*rbacv3.Principal{{Identifier: &rbacv3.Principal_Any{Any: true}}}}
-					h.HttpFilters[0].ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(r)}
 				})
 			},
 			want: `RBAC policies ["extra" "shop/ledger#0" "shop/ledger#1"]`,
@@ -213,7 +242,44 @@ func TestProxylessServerGateControls(t *testing.T) {
 			mutate: func(res xds.Resources) {
 				chain(listener(res, ":9090"), xds.ProxylessServerLocalChain).FilterChainMatch.SourcePrefixRanges[0].PrefixLen = wrapperspb.UInt32(16)
 			},
-			want: "a chain without TLS admits more than one source address",
+			want: `a chain without TLS admits ["10.244.1.10/16"], want the pod's own address ["10.244.1.10/32"] alone`,
+		},
+		"the node's probe chain admitting an address not the node's": {
+			mutate: func(res xds.Resources) {
+				fc := chain(listener(res, ":9090"), xds.ProxylessServerNodeChain)
+				fc.FilterChainMatch.SourcePrefixRanges[0].AddressPrefix = "10.244.1.11"
+			},
+			want: `the node's probe chain admits ["10.244.1.11/32" "10.244.1.1/32" "fd00::5/128"], want the node's addresses ["10.0.0.5/32" "10.244.1.1/32" "fd00::5/128"] alone`,
+		},
+		"the node's probe chain admitting every RPC": {
+			mutate: func(res xds.Resources) {
+				mutateHCM(chain(listener(res, ":9090"), xds.ProxylessServerNodeChain), func(h *hcmv3.HttpConnectionManager) { h.HttpFilters = h.HttpFilters[1:] })
+			},
+			want: "the node's probe chain does not admit /grpc.health.v1.Health/Check alone",
+		},
+		"the node's probe chain admitting a path prefix": {
+			mutate: func(res xds.Resources) {
+				mutateRBAC(chain(listener(res, ":9090"), xds.ProxylessServerNodeChain), func(r *rbacv3.RBAC) {
+					r.Policies[xds.ProbePolicy].Permissions[0].GetUrlPath().GetPath().MatchPattern = &matcherv3.StringMatcher_Prefix{Prefix: "/grpc.health.v1.Health/"}
+				})
+			},
+			want: "the node's probe chain does not admit /grpc.health.v1.Health/Check alone",
+		},
+		"the node's probe chain missing": {
+			mutate: func(res xds.Resources) {
+				l := listener(res, ":9090")
+				l.FilterChains = slices.DeleteFunc(l.FilterChains, func(fc *listenerv3.FilterChain) bool { return fc.GetName() == xds.ProxylessServerNodeChain })
+			},
+			want: "no chain takes the node's health probe from [10.0.0.5 10.244.1.1 fd00::5]",
+		},
+		"a third cleartext chain": {
+			mutate: func(res xds.Resources) {
+				l := listener(res, ":9091")
+				extra := proto.Clone(chain(l, xds.ProxylessServerLocalChain)).(*listenerv3.FilterChain)
+				extra.Name = "other"
+				l.FilterChains = append(l.FilterChains, extra)
+			},
+			want: "a chain without TLS that is neither the pod's own nor the node's probe chain",
 		},
 		"an address the name does not spell": {
 			mutate: func(res xds.Resources) {

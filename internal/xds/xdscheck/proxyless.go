@@ -56,7 +56,7 @@ func GRPC(res xds.Resources) []string {
 	var out []string
 	for _, l := range res.Listeners {
 		if l.GetApiListener() == nil {
-			out = append(out, grpcServerListener(l, res.Access)...) // a proxyless server's (xds.BuildProxylessServer)
+			out = append(out, grpcServerListener(l, res.Access, res.Cleartext)...) // a proxyless server's (xds.BuildProxylessServer)
 			continue
 		}
 		out = append(out, grpcListener(l)...)

@@ -6,6 +6,8 @@ package xdscheck
 import (
 	"fmt"
 	"net"
+	"net/netip"
+	"slices"
 	"strconv"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -31,14 +33,17 @@ import (
 //   - a chain with TLS requires a client certificate, verified against a certificate provider
 //     instance's trust bundle, presents one from a provider instance, and names no SAN matcher
 //     (grpc-go NACKs one on a server);
-//   - a chain without TLS admits one source address only (the pod's own): any wider, callers
-//     would pass unauthenticated, past the policy;
+//   - a chain without TLS is the pod's own (its source ranges the pod's address alone, no RBAC
+//     filter) or the node's probe chain (exactly the node's addresses, each one address, and an
+//     RBAC filter admitting the health probe's RPC alone), as the model says (Resources.Cleartext):
+//     any wider, callers would pass unauthenticated, past the policy; and a port the agent
+//     probes, on a node with addresses, has the probe chain (else the probe is refused);
 //   - every chain's HCM ends with the router, leaves xff_num_trusted_hops unset, and routes
 //     inline by non_forwarding_action only;
 //   - the TLS chain of a governed port carries one RBAC filter, right before the router, whose
 //     rules are the port's (as the Envoy rendering's inbound chains: sameRules); an open port's
 //     carries none.
-func grpcServerListener(l *listenerv3.Listener, access map[string][]authz.Port) []string {
+func grpcServerListener(l *listenerv3.Listener, access map[string][]authz.Port, cleartext map[string]xds.Cleartext) []string {
 	at := resourceAt("listener", l.GetName())
 	var out []string
 	sa := l.GetAddress().GetSocketAddress()
@@ -54,7 +59,8 @@ func grpcServerListener(l *listenerv3.Listener, access map[string][]authz.Port) 
 		return append(out, fmt.Sprintf("%s: the model names %d ports for it (%v), want its own, %d", at, len(ports), ports, sa.GetPortValue()))
 	}
 	p := ports[0]
-	secured := 0
+	plain := cleartext[l.GetName()]
+	secured, probed := 0, false
 	for _, fc := range l.GetFilterChains() {
 		chainAt := fmt.Sprintf("%s chain %q", at, fc.GetName())
 		m := fc.GetFilterChainMatch()
@@ -69,9 +75,8 @@ func grpcServerListener(l *listenerv3.Listener, access map[string][]authz.Port) 
 		}
 		out = append(out, serverHCM(chainAt, hcm)...)
 		if fc.GetTransportSocket() == nil {
-			if ranges := m.GetSourcePrefixRanges(); len(ranges) != 1 || !isHost(ranges[0].GetAddressPrefix(), ranges[0].GetPrefixLen().GetValue()) {
-				out = append(out, chainAt+": a chain without TLS admits more than one source address: callers would pass unauthenticated, past the AccessPolicies")
-			}
+			probed = probed || fc.GetName() == xds.ProxylessServerNodeChain
+			out = append(out, cleartextChain(chainAt, fc, hcm, plain)...)
 			continue
 		}
 		secured++
@@ -101,7 +106,61 @@ func grpcServerListener(l *listenerv3.Listener, access map[string][]authz.Port) 
 	if secured == 0 {
 		out = append(out, at+": no chain terminates mTLS: the mesh's callers cannot reach the server")
 	}
+	if len(plain.Node) > 0 && !probed {
+		out = append(out, fmt.Sprintf("%s: no chain takes the node's health probe from %v: the server refuses it, and the pod is marked Unhealthy", at, plain.Node))
+	}
 	return out
+}
+
+// cleartextChain checks a server chain without TLS against whom the model says it takes (plain):
+// the pod's own chain, every call from the pod's address alone; the node's probe chain, the
+// health probe's RPC alone from exactly the node's addresses.
+func cleartextChain(at string, fc *listenerv3.FilterChain, hcm *hcmv3.HttpConnectionManager, plain xds.Cleartext) []string {
+	var sources []string
+	for _, r := range fc.GetFilterChainMatch().GetSourcePrefixRanges() {
+		sources = append(sources, fmt.Sprintf("%s/%d", r.GetAddressPrefix(), r.GetPrefixLen().GetValue()))
+	}
+	hosts := func(addrs ...netip.Addr) []string {
+		var out []string
+		for _, a := range addrs {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()).String())
+		}
+		return out
+	}
+	filters := hcm.GetHttpFilters()
+	switch fc.GetName() {
+	case xds.ProxylessServerLocalChain:
+		if want := hosts(plain.Pod); !slices.Equal(sources, want) {
+			return []string{fmt.Sprintf("%s: a chain without TLS admits %q, want the pod's own address %q alone: callers would pass unauthenticated, past the AccessPolicies",
+				at, sources, want)}
+		}
+		if len(filters) != 1 {
+			return []string{fmt.Sprintf("%s: the pod's own chain carries %d HTTP filters, want the router alone", at, len(filters))}
+		}
+		return nil
+	case xds.ProxylessServerNodeChain:
+		var out []string
+		if want := hosts(plain.Node...); len(want) == 0 || !slices.Equal(sources, want) {
+			out = append(out, fmt.Sprintf("%s: the node's probe chain admits %q, want the node's addresses %q alone: callers would pass unauthenticated", at, sources, want))
+		}
+		r := &rbachttpv3.RBAC{}
+		if len(filters) != 2 || filters[0].GetName() != xds.HTTPRBACFilter || !unpackAs(filters[0].GetTypedConfig(), r) || !probeOnly(r.GetRules()) {
+			out = append(out, fmt.Sprintf("%s: the node's probe chain does not admit %s alone (one RBAC filter, policy %s, any caller, that exact path): "+
+				"what comes from the node's addresses would reach every method unauthenticated", at, xds.ProbeMethod, xds.ProbePolicy))
+		}
+		return out
+	}
+	return []string{at + ": a chain without TLS that is neither the pod's own nor the node's probe chain: callers would pass unauthenticated, past the AccessPolicies"}
+}
+
+// probeOnly reports whether r admits the health probe's RPC alone: ALLOW, one policy, any
+// principal, a url_path of exactly xds.ProbeMethod.
+func probeOnly(r *rbacv3.RBAC) bool {
+	policy := r.GetPolicies()[xds.ProbePolicy]
+	perms, principals := policy.GetPermissions(), policy.GetPrincipals()
+	return r.GetAction() == rbacv3.RBAC_ALLOW && len(r.GetPolicies()) == 1 &&
+		len(principals) == 1 && principals[0].GetAny() &&
+		len(perms) == 1 && perms[0].GetUrlPath().GetPath().GetExact() == xds.ProbeMethod && !perms[0].GetUrlPath().GetPath().GetIgnoreCase()
 }
 
 // serverHCM checks a server chain's connection manager.
@@ -157,10 +216,4 @@ func serverTLS(at string, fc *listenerv3.FilterChain) []string {
 		out = append(out, at+": names match_subject_alt_names, which grpc-go NACKs on a server")
 	}
 	return out
-}
-
-// isHost reports whether prefix/bits is one address.
-func isHost(prefix string, bits uint32) bool {
-	ip := net.ParseIP(prefix)
-	return ip != nil && ((ip.To4() != nil && bits == 32) || (ip.To4() == nil && bits == 128))
 }
