@@ -109,6 +109,9 @@ type builder struct {
 	// managers' local reply mappers, made once per build (outcome.go).
 	retries      retryPolicies
 	localReplies *hcmv3.LocalReplyConfig
+	// defaultRoutes are the shared parts of the routes of ports no route is attached to
+	// (defaultPortRoutes).
+	defaultRoutes *defaultRouteParts
 	// warmSet are the services each source carries up front (warm); nil until first read.
 	warmSet warmSet
 	// memo holds what the last builds made, to reuse, and records what this one makes; nil for

@@ -242,6 +242,50 @@ func (b *builder) withRetries(routes []*routev3.Route) []*routev3.Route {
 	return out
 }
 
+// defaultRouteParts are what the routes of every port no route is attached to share
+// (defaultPortRoutes): their two matches, their timeout and the build's retry policies.
+type defaultRouteParts struct {
+	every, idempotent *routev3.RouteMatch
+	noTimeout         *durationpb.Duration
+	retries           retryPolicies
+}
+
+// defaultPortRoutes are withRetries' routes for routeTo(cluster), the routes of a port no route
+// is attached to: the idempotent twin, then every method. Every port of every service has them,
+// once per source identity (8 000 at 1 000 services of two HTTP ports and two identities), and
+// all of them differ in their cluster alone, so they share the rest (made by the first call,
+// never modified). The first pair is checked whole, which checks the shared parts and every rule
+// of a Route; each pair after it has its actions checked without the shared parts (RouteAction
+// sets no rule on timeout or retry_policy), which checks what is its own: the cluster.
+func (b *builder) defaultPortRoutes(what about, cluster string) []*routev3.Route {
+	first := b.defaultRoutes == nil
+	if first {
+		twin := everyRequest()
+		twin.Headers = []*routev3.HeaderMatcher{{Name: methodHeader,
+			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+				MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: IdempotentMethodRegex}}}}}}
+		b.defaultRoutes = &defaultRouteParts{every: everyRequest(), idempotent: twin, noTimeout: durationpb.New(0),
+			retries: b.outboundRetryPolicies()}
+	}
+	p := b.defaultRoutes
+	routes := make([]*routev3.Route, 2)
+	for i, r := range []struct {
+		match  *routev3.RouteMatch
+		policy *routev3.RetryPolicy
+	}{{p.idempotent, p.retries.idempotent}, {p.every, p.retries.anyMethod}} {
+		action := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster}}
+		if !first {
+			b.checkAbout(what, action)
+		}
+		action.Timeout, action.RetryPolicy = p.noTimeout, r.policy
+		routes[i] = &routev3.Route{Match: r.match, Action: &routev3.Route_Route{Route: action}}
+		if first {
+			b.checkAbout(what, routes[i])
+		}
+	}
+	return routes
+}
+
 // methodHeader is the request's method, as HTTP/2 spells it and Envoy matches it in any version.
 const methodHeader = ":method"
 

@@ -136,9 +136,16 @@ func (b *builder) captureVirtualHostsOf(plan []plannedVirtualHost, identity stri
 			vhosts = append(vhosts, withDomains(v.built, domains))
 			continue
 		}
-		routes := b.withRetries(b.httpPortRoutes(v.service, v.port, identity))
-		for _, r := range routes {
-			b.check("a route of virtual host "+v.name, r)
+		what := about{kind: "a route of virtual host", name: v.name}
+		var routes []*routev3.Route
+		if len(b.attached[servicePort{v.service.Namespace + "/" + v.service.Name, v.port}]) == 0 {
+			// httpPortRoutes' answer for a port no route is attached to, checked as it is made.
+			routes = b.defaultPortRoutes(what, SourceCluster(HTTPCluster(v.service.fqdn, v.port), identity))
+		} else {
+			routes = b.withRetries(b.httpPortRoutes(v.service, v.port, identity))
+			for _, r := range routes {
+				b.checkAbout(what, r)
+			}
 		}
 		vhosts = append(vhosts, &routev3.VirtualHost{Name: v.name, Domains: domains, Routes: routes,
 			TypedPerFilterConfig: b.subsetHeaderConfig("virtual host "+v.name, v.service.SubsetKeys)})
