@@ -78,7 +78,7 @@ func (b *builder) loadAssignment(name string, members []model.Member) *endpointv
 			// Always a locality, even an empty one: grpc-go refuses a group without one.
 			Locality:            b.localityOf(g.locality),
 			Priority:            priority,
-			LoadBalancingWeight: wrapperspb.UInt32(localityWeight(g.weight)),
+			LoadBalancingWeight: b.weight(localityWeight(g.weight)),
 		}
 		// Checked without its hosts, shared and checked when made (host; LocalityLbEndpoints sets
 		// no rule on lb_endpoints).
@@ -159,15 +159,16 @@ func (b *builder) localityTier(l meshv1alpha1.Locality) int {
 // > 0, and a locality with hosts is never ignored), capped at what the field holds.
 func localityWeight(sum uint64) uint32 { return uint32(min(sum, math.MaxUint32)) }
 
-// lbEndpoint is the host of a member at address with health and weight: its pod's inbound,
-// <address>:18008, where the mesh hop lands whatever the port (the SNI picks the port there).
-func lbEndpoint(address string, health meshv1alpha1.Health, weight int32) *endpointv3.LbEndpoint {
+// lbEndpoint is the host of a member at address with health and weight (memberWeight's): its
+// pod's inbound, <address>:18008, where the mesh hop lands whatever the port (the SNI picks the
+// port there).
+func lbEndpoint(address string, health meshv1alpha1.Health, weight *wrapperspb.UInt32Value) *endpointv3.LbEndpoint {
 	return &endpointv3.LbEndpoint{
 		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
 			Address: socketAddress(address, meshv1alpha1.ProxyInboundPort),
 		}},
 		HealthStatus:        healthStatus(health),
-		LoadBalancingWeight: wrapperspb.UInt32(memberWeight(weight)),
+		LoadBalancingWeight: weight,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 	"github.com/aether-mesh/aether-operator/internal/model"
@@ -55,6 +56,10 @@ type shared struct {
 	// hosts are the load assignments' hosts, by what a host says: a member of three ports is one
 	// host in each of their load assignments.
 	hosts map[hostKey]*endpointv3.LbEndpoint
+	// hostMetadataChecked is whether a host has been checked with its metadata (host).
+	hostMetadataChecked bool
+	// weights are the load assignments' weights, by value: most hosts weigh the default 1024.
+	weights map[uint32]*wrapperspb.UInt32Value
 	// subsets are the HTTP clusters' subset configs, by the service's published keys, joined.
 	subsets map[string]*clusterv3.Cluster_LbSubsetConfig
 	// headerConfigs are the virtual hosts' header-to-metadata configs, by published keys, joined.
@@ -167,11 +172,43 @@ func (b *builder) host(what about, m *model.Member) *endpointv3.LbEndpoint {
 	if e, ok := b.shared.hosts[k]; ok {
 		return e
 	}
-	e := lbEndpoint(m.Address, m.Health, m.Weight)
-	e.Metadata = hostMetadata(m)
+	e := lbEndpoint(m.Address, m.Health, b.weight(memberWeight(m.Weight)))
+	metadata := hostMetadata(m)
+	// The first host is checked with its metadata, every other without: Metadata's one rule is on
+	// its keys (the one key, LBMetadataNamespace, in every host), and it sets none on a Struct.
+	// Checked, each host's metadata was a third of a load assignment's allocations.
+	if !b.shared.hostMetadataChecked {
+		e.Metadata, b.shared.hostMetadataChecked = metadata, true
+	}
 	b.checkAbout(what.part("host"), e)
+	e.Metadata = metadata
+	if b.shared.hosts == nil && b.memo == nil {
+		// A build afresh makes every host: about one per member of the service's largest port
+		// (most members serve every port).
+		n := 0
+		for _, s := range b.in.services {
+			most := 0
+			for _, p := range s.Ports {
+				for _, pr := range p.Pairs {
+					most = max(most, len(pr.Members))
+				}
+			}
+			n += most
+		}
+		b.shared.hosts = make(map[hostKey]*endpointv3.LbEndpoint, n)
+	}
 	b.shared.hosts = store(b.shared.hosts, k, e)
 	return e
+}
+
+// weight is the weight v, one message per value per build (never modified: shared).
+func (b *builder) weight(v uint32) *wrapperspb.UInt32Value {
+	w, ok := b.shared.weights[v]
+	if !ok {
+		w = wrapperspb.UInt32(v)
+		b.shared.weights = store(b.shared.weights, v, w)
+	}
+	return w
 }
 
 // localityOf is l as a message, one per value per build. It is checked with each group that
