@@ -112,6 +112,8 @@ type builder struct {
 	// defaultRoutes are the shared parts of the routes of ports no route is attached to
 	// (defaultPortRoutes).
 	defaultRoutes *defaultRouteParts
+	// answers are the shared parts of the capture virtual hosts' answers (answerRoute).
+	answers answerParts
 	// warmSet are the services each source carries up front (warm); nil until first read.
 	warmSet warmSet
 	// memo holds what the last builds made, to reuse, and records what this one makes; nil for

@@ -306,14 +306,12 @@ func (b *builder) serviceVirtualHosts(s *meshService, hostRows []resolve.Dial) [
 	// Host <name>:18082 reaches the wildcard's virtual host (no domain spells :18082); a first
 	// route there, matched on the authority's port, gives it resolve's own words for :18082.
 	if wildcard >= 0 && plan[wildcard].built != nil && resolve.HTTPStatus(meshTCP.Outcome) != 0 {
-		answer := meshAnswer(resolve.HTTPStatus(meshTCP.Outcome), meshTCP)
-		answer.Match.Headers = []*routev3.HeaderMatcher{{Name: authorityHeader,
-			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
-				MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: ":" + itoa(meshv1alpha1.MeshTCPPort)}}}}}
+		answer := b.answerRoute(b.answers.meshTCPMatch(), resolve.HTTPStatus(meshTCP.Outcome), meshTCP)
 		plan[wildcard].built.Routes = append([]*routev3.Route{answer}, plan[wildcard].built.Routes...)
 	}
-	// Each virtual host is validated here, once for every identity: a route to a port without its
-	// routes (VirtualHost sets no rule on the list; captureRoutes validates each route it adds).
+	// Each virtual host is validated here, once for every identity, without its routes
+	// (VirtualHost sets no rule on the list): a route to a port has none yet (captureRoutes
+	// validates each route it adds), and an answer's were validated when made (answerRoute).
 	for i := range plan {
 		v := plan[i].built
 		if v != nil {
@@ -321,12 +319,61 @@ func (b *builder) serviceVirtualHosts(s *meshService, hostRows []resolve.Dial) [
 		} else {
 			v = &routev3.VirtualHost{Name: plan[i].name, Domains: plan[i].domains}
 		}
+		routes := v.Routes
+		v.Routes = nil
 		// The bare name's domains need no check of their own: VirtualHost's rule on a domain is
 		// per character (an HTTP header value), and each is a checked domain, <name>.<ns><suffix>,
 		// without its ".<ns>".
-		b.check("virtual host "+v.GetName(), v)
+		b.checkAbout(about{kind: "virtual host", name: v.GetName()}, v)
+		v.Routes = routes
 	}
 	return plan
+}
+
+// answerParts are what the capture virtual hosts' answers share (answerRoute): their matches
+// and, by x-aether-error, the header that says it. Made once per build, never modified.
+type answerParts struct {
+	every, meshTCP *routev3.RouteMatch
+	headers        map[resolve.MeshError][]*corev3.HeaderValueOption
+}
+
+// meshTCPMatch matches every request whose authority names the mesh TCP port (:18082).
+func (a *answerParts) meshTCPMatch() *routev3.RouteMatch {
+	if a.meshTCP == nil {
+		a.meshTCP = everyRequest()
+		a.meshTCP.Headers = []*routev3.HeaderMatcher{{Name: authorityHeader,
+			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+				MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: ":" + itoa(meshv1alpha1.MeshTCPPort)}}}}}
+	}
+	return a.meshTCP
+}
+
+// answerRoute is meshAnswer(status, r) matching match (every request when nil), for a capture
+// virtual host: every service has a few (5 000 at 1 000 services of three ports), and they
+// differ in status and body alone, so they share their match and header (by r.Error). The first
+// answer of each header is checked whole; every other without it (Route sets no rule on the list
+// but its length, one), which checks its own parts.
+func (b *builder) answerRoute(match *routev3.RouteMatch, status int, r resolve.Result) *routev3.Route {
+	a := &b.answers
+	if match == nil {
+		if a.every == nil {
+			a.every = everyRequest()
+		}
+		match = a.every
+	}
+	route := meshAnswer(status, r)
+	route.Match = match
+	headers, checked := a.headers[r.Error]
+	if checked {
+		route.ResponseHeadersToAdd = nil
+	}
+	b.checkAbout(about{kind: "an answer", name: string(r.Error)}, route)
+	if checked {
+		route.ResponseHeadersToAdd = headers
+	} else {
+		a.headers = store(a.headers, r.Error, route.ResponseHeadersToAdd)
+	}
+	return route
 }
 
 // planAnswer plans the virtual host of r, the answer for domains: a route to the port r reaches,
@@ -337,7 +384,7 @@ func (b *builder) planAnswer(s *meshService, domains []string, r resolve.Result)
 	case r.Outcome == resolve.Reaches:
 		v.service, v.port = s, r.Port
 	case status != 0:
-		v.built = &routev3.VirtualHost{Name: v.name, Routes: []*routev3.Route{meshAnswer(status, r)}}
+		v.built = &routev3.VirtualHost{Name: v.name, Routes: []*routev3.Route{b.answerRoute(nil, status, r)}}
 	default:
 		b.fail(fmt.Errorf("xds: service %s/%s: resolve answered Host %q with outcome %q, which no virtual host can give",
 			s.Namespace, s.Name, domains[0], r.Outcome))
