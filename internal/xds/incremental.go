@@ -492,8 +492,12 @@ func (b *builder) recordLoadAssignment(fqdn string, port int32, members []model.
 // listeningMemo is a build's listeners and route configurations, the projection of the mesh
 // they were built from (listening), and the notes their build recorded.
 type listeningMemo struct {
-	mesh      model.Mesh
-	in        listenerInputs
+	mesh model.Mesh
+	in   listenerInputs
+	// ports are the selected services' Ports, the very arrays in.services' were projected from
+	// (or, since, found to project to the same): by the Builder's contract, the same array again
+	// projects the same (madeFrom).
+	ports     [][]model.Port
 	listeners []*listenerv3.Listener
 	routes    []*routev3.RouteConfiguration
 	skipped   []string
@@ -516,23 +520,34 @@ func (b *builder) listenersAndRoutes() ([]*listenerv3.Listener, []*routev3.Route
 	listeners, routes := b.listeners(), b.routes()
 	b.mesh, b.in = full, fullIn
 	if b.memo != nil {
-		b.memo.listening = &listeningMemo{mesh: mesh, in: in, listeners: slices.Clone(listeners), routes: slices.Clone(routes),
-			skipped: slices.Clone(b.skipped[before:])}
+		ports := make([][]model.Port, len(b.in.services))
+		for i := range b.in.services {
+			ports[i] = b.in.services[i].Ports
+		}
+		b.memo.listening = &listeningMemo{mesh: mesh, in: in, ports: ports, listeners: slices.Clone(listeners),
+			routes: slices.Clone(routes), skipped: slices.Clone(b.skipped[before:])}
 	}
 	return listeners, routes
 }
 
 // madeFrom reports whether the projection e was built from is that of m and in (listening).
 // The services, a thousand, are compared field by field with what they would project to
-// (projectsTo); the rest, a few pods and routes, whole.
+// (projectsTo), their ports only when they are not the very array compared last time (e.ports):
+// after one endpoint changed, the others' pairs were most of a build's reading. The rest, a few
+// pods and routes, are compared whole.
 func (e *listeningMemo) madeFrom(m model.Mesh, in listenerInputs) bool {
 	if len(e.in.services) != len(in.services) || !reflect.DeepEqual(e.mesh, listeningMesh(m)) {
 		return false
 	}
 	for i := range in.services {
-		if !projectsTo(in.services[i], e.in.services[i]) {
+		s, p := in.services[i], e.in.services[i]
+		if sameArray(s.Ports, e.ports[i]) {
+			s.Ports, p.Ports = nil, nil // the very ports p's were projected from: the rest decides
+		}
+		if !projectsTo(s, p) {
 			return false
 		}
+		e.ports[i] = in.services[i].Ports // projects to p's: the array to compare next time
 	}
 	rest, prevRest := in, e.in
 	rest.services, rest.skipped, prevRest.services = nil, nil, nil

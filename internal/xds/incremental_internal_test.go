@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
@@ -143,4 +144,62 @@ func TestSameServiceSeesEveryField(t *testing.T) {
 		t.Fatal("negative control: a comparison that forgets Ready was not caught")
 	}
 	t.Logf("negative control (Ready forgotten): %s", lines[0])
+}
+
+// TestMadeFromReadsNewPorts: the listeners and routes are reused without reading a selected
+// service's ports again when they are the very array the last comparison read (the Builder's
+// contract: its inputs are never modified in place). A service built anew has new arrays, and
+// then its ports are read: for every change of one field of a service's ports, made in a copy (a
+// new array, as model.BuildService makes one), madeFrom says the listeners are the same exactly
+// when the projections are. The negative control takes the changed ports for the very array and
+// reuses stale listeners; the count shows how many changes only the ports' reading sees.
+func TestMadeFromReadsNewPorts(t *testing.T) {
+	var changes, onlyPorts int
+	scenarios := xdstest.All()
+	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
+		m := scenarios[name]
+		in, err := selectInputs(m, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		memo := func() *listeningMemo {
+			ports := make([][]model.Port, len(in.services))
+			for i := range in.services {
+				ports[i] = in.services[i].Ports
+			}
+			return &listeningMemo{mesh: listeningMesh(m), in: listeningInputs(in), ports: ports}
+		}
+		if !memo().madeFrom(m, in) {
+			t.Errorf("%s: the inputs the listeners were built from are not what they were made from", name)
+		}
+		for i, s := range in.services {
+			for _, c := range Changes(&s) {
+				if !strings.HasPrefix(c.Path, "Service.Ports") {
+					continue
+				}
+				changed := DeepCopy(s)
+				c.Apply(&changed)
+				in2 := in
+				in2.services = slices.Clone(in.services)
+				in2.services[i] = changed
+				same := reflect.DeepEqual(project(changed), project(s))
+				changes++
+				if got := memo().madeFrom(m, in2); got != same {
+					t.Errorf("%s: %s: %s: the projection is the same: %v; madeFrom says %v", name, s.key, c, same, got)
+				}
+				taken := memo()
+				taken.ports[i] = changed.Ports // the negative control: the new array taken for the last one
+				if !same && taken.madeFrom(m, in2) {
+					onlyPorts++
+				}
+			}
+		}
+	}
+	if changes == 0 {
+		t.Fatal("no change of a service's ports: the test proves nothing")
+	}
+	if onlyPorts == 0 {
+		t.Fatal("negative control: no change of the ports went unseen when its array was taken for the last one, so nothing shows the ports are read")
+	}
+	t.Logf("%d changes of a service's ports; %d of them seen only by reading the ports (missed when the array is taken for the last one)", changes, onlyPorts)
 }
