@@ -114,6 +114,8 @@ type builder struct {
 	defaultRoutes *defaultRouteParts
 	// answers are the shared parts of the capture virtual hosts' answers (answerRoute).
 	answers answerParts
+	// upstreamList are the upstream services (upstreams); nil until first read.
+	upstreamList []upstream
 	// warmSet are the services each source carries up front (warm); nil until first read.
 	warmSet warmSet
 	// memo holds what the last builds made, to reuse, and records what this one makes; nil for

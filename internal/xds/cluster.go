@@ -36,7 +36,8 @@ var httpProtocolOptionsKey = string((&httpv3.HttpProtocolOptions{}).ProtoReflect
 // upstream is a service the node's pods dial over the mesh, with what its clusters and load
 // assignments derive from.
 type upstream struct {
-	svc       model.Service
+	// svc is the selected service's (b.in.services: read only).
+	svc       *model.Service
 	key, fqdn string // ServiceKey, FQDN
 	// defaultTCP is what <fqdn>:18082 reaches (resolve.DefaultTCPPort); 0 when the service has no
 	// TCP port, and then no TCPDefaultCluster exists.
@@ -46,19 +47,27 @@ type upstream struct {
 // upstreams are the services Build emits upstream clusters and load assignments for: the
 // selected services (selectInputs, the same the chains and routes are built from) that have ports.
 // A service without an identity is not among them (it cannot be SAN-pinned, and Build never
-// emits an unpinned mesh cluster): Resources.Skipped names it.
+// emits an unpinned mesh cluster): Resources.Skipped names it. Listed once per build (the
+// clusters and the load assignments read the same list), each pointing to its selected service:
+// a thousand copies of a service, twice, were most of what a build allocated after one endpoint
+// changed.
 func (b *builder) upstreams() []upstream {
+	if b.upstreamList != nil {
+		return b.upstreamList
+	}
 	out := make([]upstream, 0, len(b.in.services))
-	for _, s := range b.in.services {
+	for i := range b.in.services {
+		s := &b.in.services[i]
 		if len(s.Ports) == 0 {
 			continue
 		}
-		u := upstream{svc: s.Service, key: s.key, fqdn: s.fqdn}
+		u := upstream{svc: &s.Service, key: s.key, fqdn: s.fqdn}
 		if p, ok := resolve.DefaultTCPPort(s.ports); ok && b.carries(meshv1alpha1.ProtocolTCP) {
 			u.defaultTCP = p
 		}
 		out = append(out, u)
 	}
+	b.upstreamList = out
 	return out
 }
 

@@ -73,7 +73,7 @@ func (b *builder) activeChecking(what about, c *clusterv3.Cluster, u upstream, s
 }
 
 // primaryPort is svc's primary among its listed ports.
-func primaryPort(svc model.Service) (model.Port, bool) {
+func primaryPort(svc *model.Service) (model.Port, bool) {
 	for _, p := range svc.Ports {
 		if p.Number == svc.Primary {
 			return p, true
@@ -88,7 +88,7 @@ func isGRPC(p model.Port) bool {
 }
 
 // probesGRPC reports whether svc's clusters probe with grpc.health.v1.
-func probesGRPC(svc model.Service) bool {
+func probesGRPC(svc *model.Service) bool {
 	primary, ok := primaryPort(svc)
 	return svc.ActiveCheck.On() && ok && isGRPC(primary)
 }
