@@ -43,8 +43,9 @@ import (
 // The mesh domain and the identity issuer are part of every key (a change of either starts
 // afresh), and so is the last build's success: a failed build keeps nothing, and its error reads
 // exactly as Build's. What a build neither reuses nor makes is dropped. A Builder is not safe for
-// concurrent use; its outputs, like Build's, must not be modified (a later build may return the
-// same messages).
+// concurrent use; its outputs, like Build's, must not be modified, neither the messages nor the
+// lists of Resources (a later build may return the same messages, and the same lists of clusters
+// and load assignments: read them, or copy them to change them; an append copies).
 //
 // Its inputs must not be modified either, once built: a service is compared by its slices'
 // identities, not their contents. A Service whose other fields are equal and whose Ports,
@@ -263,11 +264,14 @@ func (a *assembly[T]) list() []T {
 
 // sortByName returns items sorted by name, each name once (requireUnique). When items are the
 // very resources the last build assembled, in the same order (every part was reused), its sorted
-// list is returned again: sorting 8 000 clusters took longer than the rest of such a build.
-// last is nil when nothing is kept.
+// list is returned again: sorting 8 000 clusters took longer than the rest of such a build. The
+// list returned is the memo's, its capacity cut at its end so that an append copies it (the
+// Builder's outputs are read only, their lists as their messages): a copy of 200 000 clusters
+// (50 local identities) was a quarter of a build after one endpoint changed. last is nil when
+// nothing is kept.
 func sortByName[T comparable](b *builder, kind string, items []T, name func(T) string, last *sortedList[T]) []T {
 	if last != nil && slices.Equal(last.in, items) {
-		return slices.Clone(last.out) // the caller's: the memo's stays as it is
+		return slices.Clip(last.out)
 	}
 	sorted := items
 	if last != nil {
@@ -279,7 +283,7 @@ func sortByName[T comparable](b *builder, kind string, items []T, name func(T) s
 		return sorted
 	}
 	last.in, last.out = items, sorted
-	return slices.Clone(sorted)
+	return slices.Clip(sorted)
 }
 
 // The memo's parts, for a build that may keep none (a nil memo).
