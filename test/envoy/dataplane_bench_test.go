@@ -256,7 +256,7 @@ func BenchmarkDataplane(b *testing.B) {
 			republish(b, lm, built)
 			settleAuthz(b, e, client, allowed, policy)
 			before := statSum(b, e, allowed)
-			r := measure(b, e, client, benchCases[0].spec(true, 1000, d/authzRounds))
+			r := measure(b, e, client, benchCases[0].spec(true, 1000, authzRound(d)))
 			if r.Errors > r.Requests/100 {
 				b.Fatalf("http1, policy %v, round %d: %d requests, %d errors", policy, round, r.Requests, r.Errors)
 			}
@@ -593,9 +593,12 @@ func republish(b *testing.B, lm *liveMesh, res xds.Resources) {
 	})
 }
 
-// authzRounds is how many times the HTTP case runs with and without the access policy, each
-// time for a third of the case's duration.
+// authzRounds is how many times the HTTP case runs with and without the access policy.
 const authzRounds = 3
+
+// authzRound is how long each of those runs lasts: together they take a case's duration d, as a
+// single run with the policy did.
+func authzRound(d time.Duration) time.Duration { return d / (2 * authzRounds) }
 
 // settleAuthz loads the HTTP case briefly until the node's Envoy serves it by the configuration
 // just published: Envoy keeps an updated listener's old chains, and the connections on them,
@@ -619,7 +622,7 @@ func settleAuthz(b *testing.B, e *envoytest.Envoy, client *nstest.NS, allowed *r
 	}
 }
 
-// medianCase is the median of each figure of runs, each run d/authzRounds long.
+// medianCase is the median of each figure of runs, each authzRound(d) long.
 func medianCase(runs []run, d time.Duration) caseReport {
 	med := func(f func(run) float64) float64 {
 		v := make([]float64, len(runs))
@@ -629,7 +632,7 @@ func medianCase(runs []run, d time.Duration) caseReport {
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
-	seconds := d.Seconds() / authzRounds
+	seconds := authzRound(d).Seconds()
 	var requests, errors int64
 	for _, r := range runs {
 		requests, errors = requests+r.Requests, errors+r.Errors
