@@ -56,6 +56,9 @@ const (
 	benchSecondsEnv = "AETHER_BENCH_SECONDS"
 	// benchOutEnv is where the JSON report is written (default bin/bench/dataplane.json).
 	benchOutEnv = "AETHER_BENCH_OUT"
+	// benchMemoryEnv, "off", leaves out the memory runs (about 4 minutes): for a run that asks
+	// only about latency and CPU.
+	benchMemoryEnv = "AETHER_BENCH_MEMORY"
 )
 
 // benchScenario is the benchmark's node: the client and the server, both on ThisNode.
@@ -199,7 +202,14 @@ func BenchmarkDataplane(b *testing.B) {
 	client := lm.fabric.pods[xds.PodKey(benchNamespace, "client-0")]
 	report := dataplaneReport{Seconds: seconds, Cases: map[string]caseReport{}}
 	b.ResetTimer()
-	report.Memory = measureMemory(b)
+	switch v := os.Getenv(benchMemoryEnv); v {
+	case "", "on":
+		report.Memory = measureMemory(b)
+	case "off":
+		b.Logf("%s=off: the memory runs are left out", benchMemoryEnv)
+	default:
+		b.Fatalf("%s=%q: want on (the default) or off", benchMemoryEnv, v)
+	}
 	for _, c := range benchCases {
 		direct := measure(b, e, client, c.spec(false, 1000, d))
 		mesh := measure(b, e, client, c.spec(true, 1000, d))
