@@ -416,16 +416,25 @@ func writeDataplaneReport(b *testing.B, path string, report dataplaneReport) {
 		fmt.Fprintf(w, "%s\t\t\t%.3f\t%.3f\t%.3f\t\t%.3f\t%.3f\t%.3f\t%.0f\t%.3f\t\t\t\t\n", row.name, a.MeshP50, a.MeshP90, a.MeshP99, a.AddedP99, a.EnvoyCPUPer1k, a.EnvoyVCPU, a.EnvoyRSS, a.AgentCPUPer1k)
 	}
 	_ = w.Flush()
-	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if len(report.Memory.Runs) == 0 {
+		fmt.Printf("memory runs left out (%s=off)\n", benchMemoryEnv)
+	} else {
+		printMemory(report.Memory)
+	}
+	fmt.Printf("latencies in ms; mTLS handshakes the inbound completed under connection-per-request load: %.0f/s; report: %s\n", report.HandshakesPerSecond, path)
+}
+
+// printMemory prints the memory runs' table and slopes.
+func printMemory(m memoryReport) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "mode\tlocal pods\tservices\tEnvoy MB\tconfig dump bytes\tlisteners\tchains\tclusters\tload assignments\tendpoints\t")
-	for _, r := range report.Memory.Runs {
+	for _, r := range m.Runs {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Mode, r.LocalPods, r.Services, r.RSS, r.ConfigBytes, r.Listeners, r.FilterChains, r.Clusters, r.LoadAssignments, r.EndpointsHeld)
 	}
 	_ = w.Flush()
 	for _, mode := range []model.UpstreamsMode{model.UpstreamsDeclared, model.UpstreamsAll} {
-		fmt.Printf("%s: %.2f MB per local pod, %.3f MB per service of 10 endpoints\n", mode, report.Memory.PerPodMB[string(mode)], report.Memory.PerServiceMB[string(mode)])
+		fmt.Printf("%s: %.2f MB per local pod, %.3f MB per service of 10 endpoints\n", mode, m.PerPodMB[string(mode)], m.PerServiceMB[string(mode)])
 	}
-	fmt.Printf("latencies in ms; mTLS handshakes the inbound completed under connection-per-request load: %.0f/s; report: %s\n", report.HandshakesPerSecond, path)
 }
 
 // memoryRun is one size of the mesh as the node's Envoy holds it, settled.
