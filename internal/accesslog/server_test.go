@@ -39,6 +39,7 @@ const (
 	node     = xdstest.ThisNode
 	domain   = "aether.internal"
 	frontend = "spiffe://aether.internal/ns/web/sa/frontend"
+	batch    = "spiffe://aether.internal/ns/ops/sa/batch"
 	payments = "shop/payments"
 )
 
@@ -441,8 +442,8 @@ func TestCallersAreBounded(t *testing.T) {
 
 // TestCountsDenials: an inbound request the RBAC filter answered (its response code details
 // rbac_access_denied_matched_policy[none], no upstream cluster: the pod is the listener's
-// address, the port the SNI) and an inbound connection it closed (the same termination details)
-// count as denied, by service, port, caller and protocol; a 403 of the
+// address, the port the SNI), an inbound connection it closed (the same termination details)
+// and one the handshake refused (xds.PeerRefusedDetail) count as denied, by service, port, caller and protocol; a 403 of the
 // application itself, and a connection closed otherwise, do not.
 func TestCountsDenials(t *testing.T) {
 	s := serve(t)
@@ -464,7 +465,13 @@ func TestCountsDenials(t *testing.T) {
 	closed := accesslogtest.TCP(accesslogtest.Hop{Cluster: inbound9000, PeerURIs: fromFrontend, Downstream: "10.244.1.20", Received: 18})
 	closed.CommonProperties.ConnectionTerminationDetails = details
 	served := accesslogtest.TCP(accesslogtest.Hop{Cluster: inbound9000, PeerURIs: fromFrontend, Downstream: "10.244.1.20", Received: 18, Sent: 18})
-	if err := s.stream(t, accesslogtest.TCPLogs(accesslogtest.Identifier(node), closed, served)); err != nil {
+	// A governed TCP port refuses the caller in its handshake: Envoy names no cluster and says
+	// why in the transport failure reason, with the refused certificate's SANs.
+	refused := accesslogtest.TCP(accesslogtest.Hop{PeerURIs: []string{batch}, Downstream: "10.244.1.21"})
+	refused.CommonProperties.TlsProperties.TlsSniHostname = "9000"
+	refused.CommonProperties.DownstreamTransportFailureReason = "TLS_error:|268435581:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED:" +
+		xds.PeerRefusedDetail + ", certificate SANs are [" + batch + "]:TLS_error_end"
+	if err := s.stream(t, accesslogtest.TCPLogs(accesslogtest.Identifier(node), closed, served, refused)); err != nil {
 		t.Fatalf("the TCP stream: %v", err)
 	}
 	type L = map[string]string
@@ -474,7 +481,8 @@ func TestCountsDenials(t *testing.T) {
 	}{
 		{L{"service": payments, "port": "8080", "caller": frontend, "protocol": "http"}, 1},
 		{L{"service": payments, "port": "9000", "caller": frontend, "protocol": "tcp"}, 1},
-		{L{}, 2},
+		{L{"service": payments, "port": "9000", "caller": batch, "protocol": "tcp"}, 1},
+		{L{}, 3},
 	} {
 		if got := s.value(t, "aether_agent_access_denied_total", c.labels); got != c.want {
 			t.Errorf("aether_agent_access_denied_total%v = %v, want %v", c.labels, got, c.want)
