@@ -90,3 +90,25 @@ func tail(path string) string {
 	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
 	return strings.Join(lines[max(0, len(lines)-5):], "\n")
 }
+
+// TestFreePortsAreNeverHandedOutTwice: ports handed out once are not handed out again, even
+// after their listeners closed (the agents bind them later), and none is in the ephemeral range,
+// where an outgoing connection could take one before its agent binds it.
+func TestFreePortsAreNeverHandedOutTwice(t *testing.T) {
+	seen := map[int]bool{}
+	for range 50 {
+		ports, err := freePorts(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ports {
+			if seen[p] {
+				t.Fatalf("port %d handed out twice", p)
+			}
+			if p < firstHarnessPort || p >= 32768 {
+				t.Fatalf("port %d is outside %d-32767", p, firstHarnessPort)
+			}
+			seen[p] = true
+		}
+	}
+}

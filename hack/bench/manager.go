@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -373,22 +374,32 @@ func getVia(ctx context.Context, c *http.Client, url string) ([]byte, error) {
 	return body, nil
 }
 
-// freePorts picks n free loopback ports.
+// firstHarnessPort is where the harness's own ports start: below Linux's default ephemeral range
+// (32768-60999), where no outgoing connection takes a port. A port picked from that range and
+// closed until its process binds it can be taken in between by any connection an agent opens, or
+// handed out again: twenty agents starting together once failed a run with "address already in
+// use" for an agent's metrics port.
+const firstHarnessPort = 21000
+
+// nextHarnessPort is the next port freePorts tries; each port is handed out once per run.
+var nextHarnessPort atomic.Int32
+
+func init() { nextHarnessPort.Store(firstHarnessPort) }
+
+// freePorts picks n loopback ports that no other call of this run got, each free when picked.
 func freePorts(n int) ([]int, error) {
 	var out []int
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			_ = l.Close()
+	for len(out) < n {
+		port := int(nextHarnessPort.Add(1) - 1)
+		if port >= 32768 {
+			return nil, fmt.Errorf("no free loopback port left in %d-32767", firstHarnessPort)
 		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			return nil, err
+			continue // taken by another process: try the next
 		}
-		listeners = append(listeners, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
+		_ = l.Close()
+		out = append(out, port)
 	}
 	return out, nil
 }

@@ -6,11 +6,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -68,7 +70,26 @@ func reportFailure() {
 				component.name, p.Name, restarts(&p), len(kept), err, strings.Join(kept, ""))
 		}
 	}
+	b.WriteString(agentQueues())
 	AddReportEntry("the control plane when the spec failed", ReportEntryVisibilityFailureOrVerbose, b.String())
+}
+
+// queueSeries are the agent's metrics that tell a stalled controller from a slow one: each
+// work queue's depth and its oldest unfinished work, the workers busy, the reconciles that ended
+// in an error, and how long reads waited for the cache to see the agent's own writes
+// (controller-runtime's read-your-writes consistency blocks a read until it has).
+var queueSeries = regexp.MustCompile(`(?m)^(workqueue_depth|workqueue_longest_running_processor_seconds|workqueue_unfinished_work_seconds|controller_runtime_active_workers|controller_runtime_reconcile_errors_total|controller_runtime_client_consistency_wait_duration_seconds_(?:count|sum))(\{[^}]*\})? \S+$`)
+
+// agentQueues is the agent's queueSeries, scraped now, or why they could not be.
+func agentQueues() (out string) {
+	defer func() {
+		if failure := recover(); failure != nil {
+			out = fmt.Sprintf("--- agent work queues: not scraped: %v\n", failure)
+		}
+	}()
+	g := NewGomega(func(message string, _ ...int) { panic(message) })
+	series := queueSeries.FindAllString(string(scrapeAgent(g, nodeIP())), -1)
+	return "--- agent work queues:\n" + strings.Join(series, "\n") + "\n"
 }
 
 // restarts sums the restarts of the pod's containers.
