@@ -153,6 +153,10 @@ func main() {
 		opts.LeaderElectionID = spireregistrar.LeaderElectionID
 	}
 	ctx := ctrl.SetupSignalHandler()
+	if err := manager.WaitForAPIServer(ctx, cfg, probeAddr, log); err != nil {
+		log.Error(err, "Stopped while waiting for the API server")
+		os.Exit(1)
+	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		log.Error(err, "Failed to create the manager")

@@ -1,0 +1,118 @@
+// Copyright 2026 The Aether Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+)
+
+// An API server that does not answer yet: the manager waits, alive but not ready, and goes on
+// when it answers, leaving the probe port free for its own probe server.
+func TestWaitForAPIServerServesTheProbesUntilItAnswers(t *testing.T) {
+	var up atomic.Bool
+	var asked atomic.Int32
+	apiserver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		if !up.Load() || r.URL.Path != "/version" {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, `{"major":"1","minor":"37","gitVersion":"v1.37.2"}`)
+	}))
+	defer apiserver.Close()
+	probeAddr := freeAddr(t)
+
+	returned := make(chan error, 1)
+	go func() {
+		returned <- WaitForAPIServer(context.Background(), &rest.Config{Host: apiserver.URL}, probeAddr, logr.Discard())
+	}()
+
+	// Waiting: alive, not ready, still asking.
+	waitFor(t, "the probes served while waiting", func() bool { return status(probeAddr, "/healthz") == http.StatusOK })
+	if got := status(probeAddr, "/readyz"); got != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz while waiting: %d, want 503", got)
+	}
+	waitFor(t, "a second attempt", func() bool { return asked.Load() >= 2 })
+	select {
+	case err := <-returned:
+		t.Fatalf("returned (%v) before the API server answered", err)
+	default:
+	}
+
+	up.Store(true)
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatalf("returned %v once the API server answered, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still waiting 30s after the API server answered")
+	}
+	l, err := net.Listen("tcp", probeAddr)
+	if err != nil {
+		t.Fatalf("the probe port is still held after the wait: %v", err)
+	}
+	_ = l.Close()
+}
+
+func TestWaitForAPIServerStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan error, 1)
+	go func() {
+		returned <- WaitForAPIServer(ctx, &rest.Config{Host: "http://" + freeAddr(t)}, "0", logr.Discard())
+	}()
+	cancel()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("returned %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still waiting 30s after its context ended")
+	}
+}
+
+// freeAddr is a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+// status is the HTTP status of GET path on addr, 0 if it did not answer.
+func status(addr, path string) int {
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(fmt.Sprintf("http://%s%s", addr, path))
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitFor polls cond until it holds, failing after 30s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
