@@ -42,6 +42,7 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/accesslog"
 	"github.com/aether-mesh/aether-operator/internal/agent"
 	"github.com/aether-mesh/aether-operator/internal/agent/svid"
+	"github.com/aether-mesh/aether-operator/internal/cachewait"
 	"github.com/aether-mesh/aether-operator/internal/demand"
 	"github.com/aether-mesh/aether-operator/internal/meshdns"
 	"github.com/aether-mesh/aether-operator/internal/model"
@@ -182,6 +183,7 @@ func main() {
 		PprofBindAddress:       *pprofAddr,
 		Cache:                  agent.CacheOptions(nodeName),
 		Client:                 agent.ClientOptions(), // every write under the agent's field manager
+		NewClient:              cachewait.NewClient,   // its reads wait for its own writes, within a bound
 	})
 	if err != nil {
 		log.Error(err, "Failed to create the agent's manager")

@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/cachewait"
 	"github.com/aether-mesh/aether-operator/internal/conditions"
 	"github.com/aether-mesh/aether-operator/internal/controller"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
@@ -85,6 +86,7 @@ func startAgentWith(e *testenv.Env, cfg *rest.Config, o Options) (func(), error)
 		HealthProbeBindAddress: "0",
 		Cache:                  CacheOptions(o.NodeName),
 		Client:                 ClientOptions(),
+		NewClient:              cachewait.NewClient,
 		// Tests start more agents in this process.
 		Controller: config.Controller{SkipNameValidation: new(true)},
 	})

@@ -21,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
+	"github.com/aether-mesh/aether-operator/internal/cachewait"
 	"github.com/aether-mesh/aether-operator/internal/portspec"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/testenv"
@@ -44,6 +45,7 @@ func startManager(e *testenv.Env) (stop func(), err error) {
 		Scheme:                 e.Scheme,
 		Cache:                  cacheOptions,
 		Client:                 ClientOptions(), // the manager's own: reads see its earlier writes
+		NewClient:              cachewait.NewClient,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	"github.com/aether-mesh/aether-operator/internal/cachewait"
 	"github.com/aether-mesh/aether-operator/internal/controller"
 	"github.com/aether-mesh/aether-operator/internal/registration"
 	"github.com/aether-mesh/aether-operator/internal/routes"
@@ -42,6 +43,7 @@ func Options(workers int, election Election) ctrl.Options {
 		Controller: config.Controller{MaxConcurrentReconciles: workers, EnableWarmup: new(true)},
 		Cache:      controller.CacheOptions(),  // pods: managed ones only, trimmed for endpoint verification
 		Client:     controller.ClientOptions(), // reads see the manager's own earlier writes; every write is the controller's
+		NewClient:  cachewait.NewClient,        // ... within a bound
 	}
 	election.Apply(&o)
 	return o
