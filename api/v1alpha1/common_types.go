@@ -11,7 +11,7 @@ import (
 // Protocol is the protocol a port is declared with: the L4/L7 class the mesh carries it as. It is
 // the mesh's one protocol type: the parser (internal/portspec), the resolution rule, route status
 // and the agent all speak it.
-// +kubebuilder:validation:Enum=HTTP;HTTP2;TCP
+// +kubebuilder:validation:Enum=HTTP;HTTP2;TCP;UDP
 // +kubebuilder:validation:MaxLength=5
 type Protocol string
 
@@ -22,11 +22,20 @@ const (
 	ProtocolHTTP2 Protocol = "HTTP2"
 	// ProtocolTCP is a raw TCP byte stream (suffix tcp, or no suffix on a tcp pod).
 	ProtocolTCP Protocol = "TCP"
+	// ProtocolUDP is plaintext UDP datagrams (suffix udp, or no suffix on a udp pod). A port
+	// number carries one transport: a port declared UDP is reached by UDP only (a TCP dial of it
+	// reaches nothing), and no TCP or HTTP port of the same number exists beside it.
+	ProtocolUDP Protocol = "UDP"
 )
 
 // IsHTTP reports whether p is of the HTTP class (HTTP or HTTP2): routed by the Host header, and
 // reachable by an HTTPRoute.
 func (p Protocol) IsHTTP() bool { return p == ProtocolHTTP || p == ProtocolHTTP2 }
+
+// IsUDP reports whether p is UDP: carried as datagrams, not as a TCP connection. Everything of the
+// mesh that is built on TCP (capture's TCP rules, the proxy's TCP and HTTP listeners and
+// clusters, the agent's TCP and HTTP health probes) leaves such a port alone.
+func (p Protocol) IsUDP() bool { return p == ProtocolUDP }
 
 // Size limits. Each equals a limit of the CRDs (their markers are literals; the contract test in
 // this package reads the generated CRDs and fails when one drifts from its constant).
@@ -44,11 +53,11 @@ const (
 	// MaxPortsSummary is the length limit of every portsSummary field (MeshEndpoint spec and
 	// MeshService status). FormatPorts never returns more.
 	MaxPortsSummary = 1024
-	// MaxDialSurface is status.dialSurface's MaxItems: a service's surface has 2 × its ports + 9
-	// rows (internal/resolve.SurfaceLen), 521 at MaxServicePorts.
-	MaxDialSurface = 2*MaxServicePorts + 9
+	// MaxDialSurface is status.dialSurface's MaxItems: a service's surface has 2 × its ports + 10
+	// rows (internal/resolve.SurfaceLen), 522 at MaxServicePorts.
+	MaxDialSurface = 2*MaxServicePorts + 10
 	// MaxDialAddress is the length limit of a dial surface row's address. Addresses are written
-	// with the placeholder <name>; the longest is "Host: <name>:65535".
+	// with the placeholder <name>; the longest are "Host: <name>:65535" and "<name>:65535/udp".
 	MaxDialAddress = 64
 	// MaxDialReason is the length limit of a dial surface row's reason.
 	MaxDialReason = 1024

@@ -117,8 +117,16 @@ func TestMeshEndpointValidation(t *testing.T) {
 			want:   []string{"spec.ports[0].port", "should be less than or equal to 65535"},
 		},
 		"unknown protocol": {
-			mutate: func(s *meshv1alpha1.MeshEndpointSpec) { setPorts(s, 8080, "UDP") },
-			want:   []string{"spec.ports[0].protocol", `Unsupported value: "UDP"`, `"HTTP", "HTTP2", "TCP"`},
+			mutate: func(s *meshv1alpha1.MeshEndpointSpec) { setPorts(s, 8080, "SCTP") },
+			want:   []string{"spec.ports[0].protocol", `Unsupported value: "SCTP"`, `"HTTP", "HTTP2", "TCP", "UDP"`},
+		},
+		"a UDP primary beside an HTTP port": {mutate: func(s *meshv1alpha1.MeshEndpointSpec) { setPorts(s, 5353, "UDP", 8080, "HTTP") }},
+		"grpc on a UDP port": {
+			mutate: func(s *meshv1alpha1.MeshEndpointSpec) {
+				setPorts(s, 5353, "UDP", 8080, "HTTP")
+				s.Ports[0].AppProtocol = meshv1alpha1.AppProtocolGRPC
+			},
+			want: []string{"spec.ports[0].appProtocol", "appProtocol grpc is valid only on an HTTP2 port"},
 		},
 		"duplicate port": {
 			mutate: func(s *meshv1alpha1.MeshEndpointSpec) { setPorts(s, 8080, "HTTP", 8080, "TCP") },

@@ -79,7 +79,7 @@ const (
 	// and 18082 included), and one with no port in its authority when port 80 is not declared
 	// HTTP-class but the service serves HTTP on other ports.
 	DialErrorPortNotDeclared DialError = "port-not-declared"
-	// DialErrorPortNotHTTP answers a request whose authority names a port declared TCP.
+	// DialErrorPortNotHTTP answers a request whose authority names a port declared TCP or UDP.
 	DialErrorPortNotHTTP DialError = "port-not-http"
 )
 
@@ -90,7 +90,9 @@ type Dial struct {
 	// "http://<name>/" (an HTTP request with no port in its authority), "<name>:18081" (the
 	// mesh's HTTP proxy port), "Host: <name>:8080" (an HTTP request with that Host header;
 	// "Host: <name>" has no port, "Host: <name>:*" any other port), "https://<name>/",
-	// "<name>:18082", "<name>:9000" (a connection to that port), "<name>:*" (any other port).
+	// "<name>:18082", "<name>:9000" (a connection to that port), "<name>:18082/udp" (UDP
+	// datagrams to the mesh's port, which reach a UDP primary), "<name>:5353/udp" (datagrams to
+	// a port declared UDP), "<name>:*" (any other port, in either transport).
 	// +kubebuilder:validation:MaxLength=64
 	// +required
 	Address string `json:"address"`
@@ -102,8 +104,8 @@ type Dial struct {
 	Port *int32 `json:"port,omitempty"`
 
 	// protocol is the protocol of the spelling: HTTP for every HTTP request (http://, :18081, a
-	// Host header), TCP for https:// and :18082, the declared protocol for :<port>. It never
-	// depends on the service.
+	// Host header), TCP for https:// and :18082, UDP for :18082/udp, the declared protocol for
+	// :<port> and :<port>/udp. It never depends on the service.
 	// +optional
 	Protocol Protocol `json:"protocol,omitempty"`
 
@@ -281,10 +283,11 @@ type MeshServiceStatus struct {
 	// dialSurface lists every address spelling of the service once, written for any of its
 	// names (and, from the service's own namespace, its localName) as <name>, and what it
 	// reaches: http://<name>/, <name>:18081, the HTTP requests by Host header (no port, each
-	// declared port, 18081, 18082, any other), https://<name>/, <name>:18082, each declared port
-	// and any other port: 2 × ports + 9 rows, at most 2 × 256 + 9 = 521.
+	// declared port, 18081, 18082, any other), https://<name>/, <name>:18082, <name>:18082/udp,
+	// each declared port (<name>:<p>/udp for a UDP one) and any other port: 2 × ports + 10 rows,
+	// at most 2 × 256 + 10 = 522.
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=521
+	// +kubebuilder:validation:MaxItems=522
 	// +optional
 	DialSurface []Dial `json:"dialSurface,omitempty"`
 

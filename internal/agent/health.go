@@ -161,6 +161,11 @@ func ownEndpoints(all []meshv1alpha1.MeshEndpoint, node string) []meshv1alpha1.M
 // another HTTP primary (cleartext HTTP/2 for an HTTP2 one; 2xx and 3xx are healthy). A pod that
 // serves on a Unix socket (socket, its node path, as the proxy delivers to it) is probed the same
 // way over its socket instead of its address.
+//
+// A UDP primary is not probed, and is healthy: a datagram has no handshake, so nothing tells a
+// silent server from an absent one without speaking the application's protocol. The endpoint is
+// then healthy while its pod is registered; a workload that wants the agent's probe declares a TCP
+// or HTTP primary and its UDP port beside it.
 func probeEndpoint(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, timeout time.Duration, socket string) bool {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -173,6 +178,8 @@ func probeEndpoint(ctx context.Context, ep *meshv1alpha1.MeshEndpoint, timeout t
 	}
 	dial := dialFor(socket)
 	switch {
+	case primary.Protocol.IsUDP():
+		return true
 	case primary.Protocol == meshv1alpha1.ProtocolTCP:
 		return probeTCP(ctx, addr, dial)
 	case primary.AppProtocol == meshv1alpha1.AppProtocolGRPC:

@@ -4,7 +4,9 @@
 package agent
 
 import (
+	"net"
 	"testing"
+	"time"
 
 	meshv1alpha1 "github.com/aether-mesh/aether-operator/api/v1alpha1"
 )
@@ -40,5 +42,27 @@ func TestNextHealth(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProbeUDPPrimary: a UDP primary is healthy without a probe (no datagram tells a silent
+// server from an absent one), and no TCP connection is attempted to it: the address answers
+// nothing. The control: the same endpoint with a TCP primary is unhealthy there.
+func TestProbeUDPPrimary(t *testing.T) {
+	// A loopback port nobody listens on: bound, then closed.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := int32(l.Addr().(*net.TCPAddr).Port)
+	_ = l.Close()
+	ep := &meshv1alpha1.MeshEndpoint{Spec: meshv1alpha1.MeshEndpointSpec{Address: "127.0.0.1", PrimaryPort: port,
+		Ports: []meshv1alpha1.PortProtocol{{Port: port, Protocol: meshv1alpha1.ProtocolUDP}}}}
+	if !probeEndpoint(t.Context(), ep, time.Second, "") {
+		t.Error("a UDP primary is unhealthy: the agent cannot probe datagrams, so it must not judge them")
+	}
+	ep.Spec.Ports[0].Protocol = meshv1alpha1.ProtocolTCP
+	if probeEndpoint(t.Context(), ep, time.Second, "") {
+		t.Errorf("control: a TCP primary on closed port %d is healthy", port)
 	}
 }

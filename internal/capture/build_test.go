@@ -114,11 +114,13 @@ func TestSurfaceHoldsTheDialSurface(t *testing.T) {
 	}
 }
 
-// dialedPort reads the port a surface row's address dials: none for a Host row or <name>:*.
+// dialedPort reads the port a surface row's address dials over TCP: none for a Host row,
+// <name>:*, or a UDP row (<name>:<p>/udp: datagrams, which capture of TCP leaves alone).
 func dialedPort(t testing.TB, address string) (uint16, bool) {
 	name := resolve.NamePlaceholder
 	switch {
-	case strings.HasPrefix(address, resolve.HostRowPrefix), address == name+":"+resolve.AnyOtherPort:
+	case strings.HasPrefix(address, resolve.HostRowPrefix), address == name+":"+resolve.AnyOtherPort,
+		strings.HasSuffix(address, resolve.UDPSuffix):
 		return 0, false
 	case address == "http://"+name+"/":
 		return uint16(resolve.HTTPPort), true

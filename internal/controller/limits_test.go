@@ -101,7 +101,7 @@ func TestManyPortsStatusIsWritten(t *testing.T) {
 			if st.Endpoints != (meshv1alpha1.EndpointCounts{Ready: int32(len(tc.pods)), Total: int32(len(tc.pods))}) {
 				t.Errorf("endpoints %+v", st.Endpoints)
 			}
-			if want := 2*tc.listed + 9; len(st.DialSurface) != want {
+			if want := 2*tc.listed + 10; len(st.DialSurface) != want {
 				t.Errorf("%d dial rows, want %d", len(st.DialSurface), want)
 			}
 			for _, d := range st.DialSurface {

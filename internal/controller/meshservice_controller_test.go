@@ -146,7 +146,7 @@ func TestPortSets(t *testing.T) {
 					t.Errorf("dial %s = %+v (found %v), want %s port %d error %q", r.address, d, ok, r.outcome, r.port, r.err)
 				}
 			}
-			if want := len(tc.ports) + 9; len(ms.Status.DialSurface) != want { // tc.ports holds port, protocol pairs: 2 × ports + 9
+			if want := len(tc.ports) + 10; len(ms.Status.DialSurface) != want { // tc.ports holds port, protocol pairs: 2 × ports + 10
 				t.Errorf("%d dial rows, want %d: each spelling once", len(ms.Status.DialSurface), want)
 			}
 			if want := []string{"svc." + ns + ".aether.internal", "svc." + ns + ".svc.cluster.local", "svc." + ns}; !slices.Equal(ms.Status.Names, want) {

@@ -129,8 +129,11 @@ func TestKubectlDescribeAndWait(t *testing.T) {
 			t.Errorf("kubectl describe shows %q %d times, want once", name, n)
 		}
 	}
-	if n := strings.Count(out, "Address:"); n != 2*3+9 {
-		t.Errorf("kubectl describe shows %d dial rows, want 2 × 3 ports + 9 = 15", n)
+	if n := strings.Count(out, "Address:"); n != 2*3+10 {
+		t.Errorf("kubectl describe shows %d dial rows, want 2 × 3 ports + 10 = 16", n)
+	}
+	if !strings.Contains(out, "<name>:18082/udp") {
+		t.Errorf("kubectl describe does not show the UDP row <name>:18082/udp")
 	}
 	if strings.Contains(out, "Default HTTPPort") {
 		t.Errorf("kubectl describe shows a default HTTP port; 80 is not declared, so there is none")

@@ -459,7 +459,7 @@ func TestServiceConfinement(t *testing.T) {
 // primaries and creation times collide), each carrying the metadata of one of the odd endpoints.
 func randomInput(t testing.TB, rng *rand.Rand, odd []meshv1alpha1.MeshEndpoint) meshservice.Input {
 	pool := []int32{1, 80, 443, 5432, 8080, 9000, 9090, 65535}
-	protocols := []meshv1alpha1.Protocol{meshv1alpha1.ProtocolHTTP, meshv1alpha1.ProtocolHTTP2, meshv1alpha1.ProtocolTCP}
+	protocols := []meshv1alpha1.Protocol{meshv1alpha1.ProtocolHTTP, meshv1alpha1.ProtocolHTTP2, meshv1alpha1.ProtocolTCP, meshv1alpha1.ProtocolUDP}
 	healths := []meshv1alpha1.Health{meshv1alpha1.HealthPending, meshv1alpha1.HealthHealthy, meshv1alpha1.HealthUnhealthy,
 		meshv1alpha1.HealthDraining, ""}
 	facts := []meshservice.ServiceFacts{{Exists: true, Owned: true, ClusterIP: "10.96.0.10"}, {},
@@ -574,19 +574,35 @@ func checkConfined(t *testing.T, in meshservice.Input, out meshservice.Output) {
 		}
 	}
 
-	declared := map[int32]bool{}
+	// Each declared port under its own transport: a UDP one as a UDP Service port, every other
+	// as TCP; 18082 also as UDP exactly when the primary is UDP (<name>:18082/udp).
+	declared := map[string]bool{}
+	primaryUDP := false
 	for _, p := range out.Status.Ports {
-		declared[p.Port] = true
+		declared[fmt.Sprintf("%d/%s", p.Port, transport(p.Protocol))] = true
+		primaryUDP = primaryUDP || p.Port == out.Status.PrimaryPort && p.Protocol == meshv1alpha1.ProtocolUDP
 	}
 	seenNames := map[string]bool{}
 	var numbers []int32
+	var udp18082 bool
 	for _, p := range spec.Ports {
 		name, port := deref(p.Name), deref(p.Port)
+		if p.Protocol != nil && *p.Protocol == "UDP" && port == meshv1alpha1.MeshTCPPort {
+			udp18082 = true
+			if name != "mesh-udp" {
+				t.Errorf("port %s: 18082/UDP is named mesh-udp", name)
+			}
+			continue
+		}
+		wantProtocol := "TCP"
+		if strings.HasPrefix(name, "udp-") {
+			wantProtocol = "UDP"
+		}
 		switch {
 		case p.NodePort != nil:
 			t.Errorf("port %s has a nodePort", name)
-		case p.Protocol == nil || string(*p.Protocol) != "TCP":
-			t.Errorf("port %s: protocol %v, want TCP", name, p.Protocol)
+		case p.Protocol == nil || string(*p.Protocol) != wantProtocol:
+			t.Errorf("port %s: protocol %v, want %s", name, p.Protocol, wantProtocol)
 		case p.TargetPort == nil || p.TargetPort.Type != 0 || p.TargetPort.IntVal != port:
 			t.Errorf("port %s: targetPort %v, want %d", name, p.TargetPort, port)
 		case len(name) > 15 || !portName.MatchString(name) || strings.Contains(name, "--") || seenNames[name]:
@@ -594,7 +610,10 @@ func checkConfined(t *testing.T, in meshservice.Input, out meshservice.Output) {
 		}
 		seenNames[name] = true
 		numbers = append(numbers, port)
-		delete(declared, port)
+		delete(declared, fmt.Sprintf("%d/%s", port, wantProtocol))
+	}
+	if udp18082 != primaryUDP {
+		t.Errorf("18082/UDP in the Service: %t; want it exactly when the primary is UDP (%t)", udp18082, primaryUDP)
 	}
 	if !slices.IsSorted(numbers) || len(slices.Compact(slices.Clone(numbers))) != len(numbers) {
 		t.Errorf("Service ports %v are not sorted and unique", numbers)
@@ -647,8 +666,8 @@ func checkStatus(t *testing.T, in meshservice.Input, st meshv1alpha1.MeshService
 	}
 	// Each spelling once, relative to any of the names: 2 rows per port (Host: <name>:p and
 	// <name>:p) and 9 fixed ones.
-	if want := 2*len(st.Ports) + 9; len(st.DialSurface) != want {
-		t.Errorf("%d dial rows, want %d (2 × %d ports + 9)", len(st.DialSurface), want, len(st.Ports))
+	if want := 2*len(st.Ports) + 10; len(st.DialSurface) != want {
+		t.Errorf("%d dial rows, want %d (2 × %d ports + 10)", len(st.DialSurface), want, len(st.Ports))
 	}
 	seen := map[string]bool{}
 	for _, d := range st.DialSurface {
@@ -712,4 +731,12 @@ func TestTranslateRefuses(t *testing.T) {
 			t.Errorf("identity %q, names %q", st.Identity, st.Names)
 		}
 	})
+}
+
+// transport is the Service port protocol a port of protocol p is carried on.
+func transport(p meshv1alpha1.Protocol) string {
+	if p == meshv1alpha1.ProtocolUDP {
+		return "UDP"
+	}
+	return "TCP"
 }

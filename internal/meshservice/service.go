@@ -4,6 +4,7 @@
 package meshservice
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -30,24 +31,30 @@ const (
 	LabelGenerated = "aether.io/generated"
 	// AnnotationAppProtocol is http when the service has an HTTP-class port, else tcp.
 	AnnotationAppProtocol = "aether.io/app-protocol"
-	// AnnotationPortProtocols lists the declared ports and protocols: "8080=http,9000=tcp,9090=http2".
+	// AnnotationPortProtocols lists the declared ports and protocols: "5353=udp,8080=http,9000=tcp,9090=http2".
 	AnnotationPortProtocols = "aether.io/port-protocols"
 )
 
-// servicePort is one port of the generated Service.
+// servicePort is one port of the generated Service: TCP unless protocol says UDP.
 type servicePort struct {
 	name        string
 	port        int32
 	appProtocol string
+	protocol    corev1.Protocol
 }
 
 // generatedService is the Service that carries the dial surface under the Kubernetes names:
 // selectorless (the mesh routes, not kube-proxy endpoints), the mesh ports 18081 and 18082, 80
-// and 443 as name-only ports unless declared, and one port per declared port. Only the ports'
+// and 443 as name-only ports unless declared, and one port per declared port: a UDP one as a
+// UDP port (udp-<p>), and, when the primary is UDP, 18082/UDP (mesh-udp), what <name>:18082/udp
+// dials. A UDPRoute attaches to those, as a TCPRoute to the TCP ones. Only the ports'
 // numbers and protocols come from endpoints: nothing in a MeshEndpoint can set a selector,
 // external IPs, load-balancer fields or another namespace.
 func generatedService(in Input, set portspec.PortSet) *corev1ac.ServiceApplyConfiguration {
 	ports := []servicePort{{name: "mesh", port: meshv1alpha1.MeshHTTPPort}, {name: "mesh-tcp", port: meshv1alpha1.MeshTCPPort}}
+	if _, ok := resolve.DefaultUDPPort(set); ok {
+		ports = append(ports, servicePort{name: "mesh-udp", port: meshv1alpha1.MeshTCPPort, protocol: corev1.ProtocolUDP})
+	}
 	if _, declared := set.Lookup(resolve.HTTPPort); !declared {
 		ports = append(ports, servicePort{name: "http", port: resolve.HTTPPort})
 	}
@@ -65,13 +72,19 @@ func generatedService(in Input, set portspec.PortSet) *corev1ac.ServiceApplyConf
 		case meshv1alpha1.ProtocolHTTP2:
 			ports = append(ports, servicePort{name: "h2-" + n, port: p.Port, appProtocol: "kubernetes.io/h2c"})
 			protocols = append(protocols, n+"=http2")
+		case meshv1alpha1.ProtocolUDP:
+			ports = append(ports, servicePort{name: "udp-" + n, port: p.Port, protocol: corev1.ProtocolUDP})
+			protocols = append(protocols, n+"=udp")
 		default:
 			ports = append(ports, servicePort{name: "tcp-" + n, port: p.Port})
 			protocols = append(protocols, n+"=tcp")
 		}
 		anyHTTP = anyHTTP || p.Protocol.IsHTTP()
 	}
-	slices.SortFunc(ports, func(a, b servicePort) int { return int(a.port - b.port) })
+	// By number, TCP ("" here) before UDP on the one number that has both (18082).
+	slices.SortFunc(ports, func(a, b servicePort) int {
+		return cmp.Or(cmp.Compare(a.port, b.port), cmp.Compare(a.protocol, b.protocol))
+	})
 
 	appProtocol := "tcp"
 	if anyHTTP {
@@ -85,7 +98,7 @@ func generatedService(in Input, set portspec.PortSet) *corev1ac.ServiceApplyConf
 		WithInternalTrafficPolicy(corev1.ServiceInternalTrafficPolicyCluster).
 		WithIPFamilyPolicy(corev1.IPFamilyPolicySingleStack)
 	for _, p := range ports {
-		sp := corev1ac.ServicePort().WithName(p.name).WithPort(p.port).WithProtocol(corev1.ProtocolTCP).
+		sp := corev1ac.ServicePort().WithName(p.name).WithPort(p.port).WithProtocol(cmp.Or(p.protocol, corev1.ProtocolTCP)).
 			WithTargetPort(intstr.FromInt32(p.port))
 		if p.appProtocol != "" {
 			sp.WithAppProtocol(p.appProtocol)

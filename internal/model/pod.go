@@ -136,3 +136,21 @@ func (p LocalPod) AccessOf(port int32) authz.Port {
 	}
 	return authz.Port{Port: port}
 }
+
+// WithoutUDP is p as a renderer of TCP sees it: its UDP ports, and what the AccessPolicies make of
+// them, left out (the Primary stays, so a UDP primary is then among no port, and the inbound
+// listener has no floor chain: no TCP port is the primary). p itself when it has no UDP port.
+func (p LocalPod) WithoutUDP() LocalPod {
+	udp := map[int32]bool{}
+	for _, pp := range p.Ports {
+		if pp.Protocol.IsUDP() {
+			udp[pp.Port] = true
+		}
+	}
+	if len(udp) == 0 {
+		return p
+	}
+	p.Ports = slices.DeleteFunc(slices.Clone(p.Ports), func(pp meshv1alpha1.PortProtocol) bool { return udp[pp.Port] })
+	p.Access = slices.DeleteFunc(slices.Clone(p.Access), func(a authz.Port) bool { return udp[a.Port] })
+	return p
+}

@@ -489,3 +489,15 @@ func sortServices(services []Service) {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 }
+
+// WithoutUDP is s as a renderer of TCP sees it: its UDP ports left out (Ports; the Primary stays,
+// so a UDP primary is then among no port). The node proxy's TCP and HTTP listeners, clusters and
+// load assignments are built from it, so that a UDP port never gets a TCP chain or cluster. s
+// itself when it has no UDP port (no copy).
+func (s Service) WithoutUDP() Service {
+	if !slices.ContainsFunc(s.Ports, func(p Port) bool { return p.Protocol.IsUDP() }) {
+		return s
+	}
+	s.Ports = slices.DeleteFunc(slices.Clone(s.Ports), func(p Port) bool { return p.Protocol.IsUDP() })
+	return s
+}

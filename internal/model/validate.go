@@ -82,9 +82,9 @@ func (s Service) validatePort(i int, p Port) []error {
 	seen := map[meshv1alpha1.Protocol]bool{}
 	for j, pr := range p.Pairs {
 		switch pr.Protocol {
-		case meshv1alpha1.ProtocolHTTP, meshv1alpha1.ProtocolHTTP2, meshv1alpha1.ProtocolTCP:
+		case meshv1alpha1.ProtocolHTTP, meshv1alpha1.ProtocolHTTP2, meshv1alpha1.ProtocolTCP, meshv1alpha1.ProtocolUDP:
 		default:
-			fail("pairs[%d].protocol %q is none of HTTP, HTTP2, TCP", j, pr.Protocol)
+			fail("pairs[%d].protocol %q is none of HTTP, HTTP2, TCP, UDP", j, pr.Protocol)
 		}
 		if seen[pr.Protocol] {
 			fail("pairs[%d].protocol %q is listed twice: one pair per protocol", j, pr.Protocol)

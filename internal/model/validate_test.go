@@ -50,8 +50,8 @@ func TestValidateRefuses(t *testing.T) {
 			s.Ports[1].Pairs[1].Ready = 0
 		}, `pairs[1].protocol "TCP" is listed twice`},
 		{"unknown protocol", func(s *model.Service) {
-			s.Ports[2].Pairs[0].Protocol, s.Ports[2].Protocol = "UDP", "UDP"
-		}, `ports[2] (port 9090): pairs[0].protocol "UDP" is none of HTTP, HTTP2, TCP`},
+			s.Ports[2].Pairs[0].Protocol, s.Ports[2].Protocol = "SCTP", "SCTP"
+		}, `ports[2] (port 9090): pairs[0].protocol "SCTP" is none of HTTP, HTTP2, TCP, UDP`},
 		{"empty pair", func(s *model.Service) {
 			s.Ports[1].Pairs[1].Members, s.Ports[1].Pairs[1].Ready = nil, 0
 			s.Ports[1].Pairs[1].Newest = time.Time{}

@@ -112,11 +112,9 @@ func Answer(set portspec.PortSet, issuer workloadidentity.Issuer, s Spelling) re
 	if s.HTTP {
 		return resolve.HTTPRequest(set, s.Authority)
 	}
-	address := resolve.NamePlaceholder + ":" + resolve.AnyOtherPort
+	address := resolve.ConnectionAddress(set, s.Port, s.UDP)
 	if s.TLS {
 		address = "https://" + resolve.NamePlaceholder + "/"
-	} else if _, declared := set.Lookup(s.Port); declared || s.Port == meshv1alpha1.MeshHTTPPort || s.Port == meshv1alpha1.MeshTCPPort {
-		address = fmt.Sprintf("%s:%d", resolve.NamePlaceholder, s.Port)
 	}
 	for _, row := range resolve.DialSurface(set, issuer) {
 		if row.Address == address {
@@ -197,6 +195,16 @@ func Dial(ctx context.Context, c client.Reader, s Spelling, namespace, meshDomai
 		}
 	}
 	report := From(ctx, c, pod, ConnectionOf(s, ms, eps, proxyMS, proxyEps), meshDomain)
+	if s.UDP && report.InMesh {
+		// The pod's table captures TCP only: what it does with a TCP connection to the port is
+		// not what it does with datagrams.
+		report.ReachesProxy, report.Rule = false, ""
+		if report.Destination != "" {
+			report.Destination += resolve.UDPSuffix
+		}
+		report.Why = "UDP is not yet carried by the node proxy: the pod's table captures TCP only, so its datagrams leave it " +
+			"directly, as if there were no mesh, and the mesh's answer does not apply"
+	}
 	r.From = &report
 	if r.Answer.Outcome == resolve.Reaches {
 		// The policies decide only a call that reaches the node's proxy, which presents the pod's
@@ -284,6 +292,8 @@ func WriteDial(w io.Writer, r DialReport) error {
 	}
 	what := fmt.Sprintf("a connection to port %d", r.Spelling.Port)
 	switch {
+	case r.Spelling.UDP:
+		what = fmt.Sprintf("UDP datagrams to port %d", r.Spelling.Port)
 	case r.Spelling.HTTP:
 		what = "an HTTP request with Host: " + r.Spelling.Authority
 	case r.Spelling.TLS:

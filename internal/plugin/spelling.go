@@ -32,6 +32,8 @@ type Spelling struct {
 	Path string `json:"path,omitempty"`
 	// Port is the port a connection dials (not an HTTP request's: its authority says).
 	Port int32 `json:"port,omitempty"`
+	// UDP is true for datagrams to Port (<name>:<port>/udp), not a TCP connection.
+	UDP bool `json:"udp,omitempty"`
 	// Proxied is true for a request through the mesh's HTTP proxy port (--host); ProxyHost is the
 	// name it connects to on that port, empty for the pod's own proxy on 127.0.0.1.
 	Proxied   bool   `json:"proxied,omitempty"`
@@ -39,7 +41,7 @@ type Spelling struct {
 }
 
 // ParseSpelling reads a client spelling: http://<name>[:<port>]/..., https://<name>[:<port>]/,
-// <name>:<port>, or with hostHeader (--host) an HTTP request through the mesh's HTTP proxy port
+// <name>:<port>, <name>:<port>/udp (datagrams, as the dial surface spells them), or with hostHeader (--host) an HTTP request through the mesh's HTTP proxy port
 // 18081 whose Host header is hostHeader (arg, if given, must then dial port 18081).
 func ParseSpelling(arg, hostHeader string) (Spelling, error) {
 	if hostHeader != "" {
@@ -54,11 +56,12 @@ func ParseSpelling(arg, hostHeader string) (Spelling, error) {
 		if !ok {
 			return Spelling{}, fmt.Errorf("%q has no port and no scheme: write http://%s/ for an HTTP request, or %s:<port> for a connection", arg, arg, arg)
 		}
+		port, udp := strings.CutSuffix(port, resolve.UDPSuffix)
 		n, err := portNumber(arg, port)
 		if err != nil {
 			return Spelling{}, err
 		}
-		return Spelling{Written: arg, Host: host, Port: n}, nil
+		return Spelling{Written: arg, Host: host, Port: n, UDP: udp}, nil
 	}
 	u, err := url.Parse(arg)
 	if err != nil || u.Host == "" {

@@ -25,15 +25,16 @@ const (
 	KindPortOutOfRange Kind = "PortOutOfRange"
 	// KindReservedPort means a port is one of the mesh's own (18001, 18008, 18054, 18081, 18082).
 	KindReservedPort Kind = "ReservedPort"
-	// KindUnknownSuffix means a port's protocol suffix is not h1, h2, http2, grpc or tcp.
+	// KindUnknownSuffix means a port's protocol suffix is not h1, h2, http2, grpc, tcp or udp.
 	KindUnknownSuffix Kind = "UnknownSuffix"
 	// KindSuffixOnPrimary means endpoint.aether.io/port carries a protocol suffix.
 	KindSuffixOnPrimary Kind = "SuffixOnPrimary"
-	// KindProtocolConflict means one port is declared twice with different protocols.
+	// KindProtocolConflict means one port is declared twice with different protocols (UDP and
+	// another included: one port number carries one transport).
 	KindProtocolConflict Kind = "ProtocolConflict"
 	// KindTooManyPorts means more ports than MaxPorts.
 	KindTooManyPorts Kind = "TooManyPorts"
-	// KindUnknownProtocol means endpoint.aether.io/protocol is not http or tcp.
+	// KindUnknownProtocol means endpoint.aether.io/protocol is not http, tcp or udp.
 	KindUnknownProtocol Kind = "UnknownProtocol"
 	// KindInvalidWeight means endpoint.aether.io/weight is not a number in 1..65535.
 	KindInvalidWeight Kind = "InvalidWeight"
@@ -131,7 +132,7 @@ type Error struct {
 
 // Error renders the error as `<annotation>: "<value>": <detail> (<fix>)`, for example
 // `endpoint.aether.io/ports: "9000=tpc": unknown protocol suffix "tpc" on port 9000 (want h1, h2,
-// http2, grpc or tcp; did you mean "tcp"?)`. A KindMoreErrors entry renders as
+// http2, grpc, tcp or udp; did you mean "tcp"?)`. A KindMoreErrors entry renders as
 // `and <n> more errors (<fix>)`.
 func (e *Error) Error() string {
 	if e.Kind == KindMoreErrors {

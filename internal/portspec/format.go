@@ -13,6 +13,7 @@ import (
 // protocolSuffix is the canonical suffix written for each protocol.
 var protocolSuffix = map[meshv1alpha1.Protocol]string{
 	meshv1alpha1.ProtocolHTTP: "h1", meshv1alpha1.ProtocolHTTP2: "h2", meshv1alpha1.ProtocolTCP: "tcp",
+	meshv1alpha1.ProtocolUDP: "udp",
 }
 
 // FormatPortsAnnotation writes ports as a value of the endpoint.aether.io/ports annotation, every

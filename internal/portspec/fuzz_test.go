@@ -50,6 +50,8 @@ func FuzzParse(f *testing.F) {
 		{metaKey: "version", set: setMetadata, upstreams: "b , a"},
 		{extraK: "aether.io/managed", extraV: "true"},
 		{port: "1", ports: "65535=tcp", weight: "1"},
+		{port: "5353", ports: "5353=udp,8080=h1,9000=tcp"},
+		{port: "53", protocol: "udp"},
 		// Invalid.
 		{set: setPort | setPorts | setProtocol | setWeight | setHealthPath | setHealthCheckMode | setMetadata | setUpstreams},
 		{ports: "8080,,9000,"},
@@ -59,7 +61,7 @@ func FuzzParse(f *testing.F) {
 		{ports: "8080,8080=tcp,9000=h2,9000=tcp"},
 		{ports: "0,65536,99999999999,+80,-1,8 080,0x50"},
 		{ports: portList(1, MaxPorts, "")},
-		{protocol: "udp", weight: "0", path: "healthz", mode: "Active"},
+		{protocol: "sctp", weight: "0", path: "healthz", mode: "Active"},
 		{metaKey: "Zone", metaValue: "x"},
 		{metaKey: "ip", metaValue: "x", upstreams: "A,a.b.c,,"},
 		{metaKey: "blob", metaValue: strings.Repeat("v", MaxMetadataValue+1)},

@@ -19,7 +19,7 @@ import (
 const (
 	portFix          = "(write a port number from 1 to 65535, for example 8080)"
 	reservedFix      = "(serve the application on another port, for example 8080, and declare that one)"
-	suffixFix        = "(want h1, h2, http2, grpc or tcp"
+	suffixFix        = "(want h1, h2, http2, grpc, tcp or udp"
 	emptyElem        = `an element of the list is empty (remove the extra comma: ports are separated by single commas, for example "8080,9000=tcp")`
 	weightFix        = "(write a number from 1 to 65535; the default is 1024)"
 	pathFix          = `(write an absolute path without spaces, for example "/healthz")`
@@ -118,7 +118,7 @@ func malformedRows() map[string]malformed {
 		"protocol empty": {
 			annotations: one(AnnotationProtocol, ""),
 			kinds:       []Kind{KindEmpty},
-			full:        `endpoint.aether.io/protocol: "": the value is empty (want http or tcp)`,
+			full:        `endpoint.aether.io/protocol: "": the value is empty (want http, tcp or udp)`,
 		},
 		"weight empty": {
 			annotations: one(AnnotationWeight, ""),
@@ -377,7 +377,7 @@ func malformedRows() map[string]malformed {
 			annotations: one(AnnotationPorts, "9000=tpc"),
 			kinds:       []Kind{KindUnknownSuffix}, token: "9000=tpc",
 			full: `endpoint.aether.io/ports: "9000=tpc": unknown protocol suffix "tpc" on port 9000 ` +
-				`(want h1, h2, http2, grpc or tcp; did you mean "tcp"?)`,
+				`(want h1, h2, http2, grpc, tcp or udp; did you mean "tcp"?)`,
 		},
 		"suffix H2, did you mean h2": {
 			annotations: one(AnnotationPorts, "9000=H2"),
@@ -410,20 +410,59 @@ func malformedRows() map[string]malformed {
 			kinds:       []Kind{KindUnknownSuffix}, token: "9000=http",
 			text: []string{`unknown protocol suffix "http" on port 9000 ` + suffixFix},
 		},
-		"suffix udp": {
-			annotations: one(AnnotationPorts, "5353=udp"),
-			kinds:       []Kind{KindUnknownSuffix}, token: "5353=udp",
-			text: []string{`unknown protocol suffix "udp" on port 5353 ` + suffixFix + `; the mesh carries TCP and HTTP only)`},
+		"suffix dns, did you mean udp": {
+			annotations: one(AnnotationPorts, "5353=dns"),
+			kinds:       []Kind{KindUnknownSuffix}, token: "5353=dns",
+			text: []string{`unknown protocol suffix "dns" on port 5353 ` + suffixFix + `; did you mean "udp"?)`},
 		},
-		"suffix quic, not carried": {
+		"suffix UDP, did you mean udp": {
+			annotations: one(AnnotationPorts, "5353=UDP"),
+			kinds:       []Kind{KindUnknownSuffix}, token: "5353=UDP",
+			text: []string{`unknown protocol suffix "UDP" on port 5353 ` + suffixFix + `; did you mean "udp"?)`},
+		},
+		"suffix quic, not routed": {
 			annotations: one(AnnotationPorts, "443=quic"),
 			kinds:       []Kind{KindUnknownSuffix}, token: "443=quic",
-			full: `endpoint.aether.io/ports: "443=quic": unknown protocol suffix "quic" on port 443 (want h1, h2, http2, grpc or tcp; the mesh carries TCP and HTTP only)`,
+			full: `endpoint.aether.io/ports: "443=quic": unknown protocol suffix "quic" on port 443 (want h1, h2, http2, grpc, tcp or udp; ` +
+				`the mesh does not route HTTP/3: declare the port =udp to carry its QUIC datagrams as plain UDP (unrouted: no Host, no HTTP routes), ` +
+				`or serve HTTP/1.1 or HTTP/2 on it (=h1, =h2))`,
+		},
+		"suffix h3, not routed": {
+			annotations: one(AnnotationPorts, "8443=h3"),
+			kinds:       []Kind{KindUnknownSuffix}, token: "8443=h3",
+			text: []string{`the mesh does not route HTTP/3: declare the port =udp`},
+		},
+		"one port number both tcp and udp": {
+			annotations: one(AnnotationPorts, "53=tcp,53=udp"),
+			kinds:       []Kind{KindProtocolConflict}, token: "53=udp",
+			full: `endpoint.aether.io/ports: "53=tcp,53=udp": port 53 is declared twice, as TCP and as UDP: a port number carries one transport in the mesh ` +
+				`(declare port 53 with one protocol; serve the other transport on another port and declare that one, for example "53=udp,54=tcp")`,
+		},
+		"one port number udp and http by default": {
+			annotations: one(AnnotationPorts, "8080=udp,8080"),
+			kinds:       []Kind{KindProtocolConflict}, token: "8080",
+			text: []string{`port 8080 is declared twice, as UDP and as HTTP: a port number carries one transport`, `"8080=udp,8081=tcp"`},
+		},
+		"a udp port beside the mesh's own: the suggestion steps past it": {
+			annotations: one(AnnotationPorts, "18080=udp,18080=h2"),
+			kinds:       []Kind{KindProtocolConflict}, token: "18080=h2",
+			text: []string{`"18080=udp,18083=tcp"`},
+		},
+		"udp on the primary as a suffix": {
+			annotations: one(AnnotationPort, "5353=udp"),
+			kinds:       []Kind{KindSuffixOnPrimary}, token: "5353=udp",
+			text: []string{`write "5353" here and declare its protocol in endpoint.aether.io/ports, for example "5353=udp"`},
+		},
+		"a udp port on a pod that serves on a unix socket": {
+			annotations: map[string]string{AnnotationPorts: "8080,5353=udp", AnnotationUDSSocket: "sock/app.sock"},
+			kinds:       []Kind{KindProtocolConflict}, token: "sock/app.sock",
+			full: `endpoint.aether.io/uds-socket: "sock/app.sock": the pod serves on a Unix stream socket, and port 5353 is declared udp: ` +
+				`the socket takes no datagrams (serve port 5353's UDP on the pod's network (remove endpoint.aether.io/uds-socket), or declare no udp port)`,
 		},
 		"suffix empty": {
 			annotations: one(AnnotationPorts, "9000="),
 			kinds:       []Kind{KindUnknownSuffix}, token: "9000=",
-			full: `endpoint.aether.io/ports: "9000=": port 9000 has an empty protocol suffix (want h1, h2, http2, grpc or tcp, or drop the =)`,
+			full: `endpoint.aether.io/ports: "9000=": port 9000 has an empty protocol suffix (want h1, h2, http2, grpc, tcp or udp, or drop the =)`,
 		},
 		"suffix blank": {
 			annotations: one(AnnotationPorts, "8080,9000= "),
@@ -535,35 +574,40 @@ func malformedRows() map[string]malformed {
 		},
 
 		// UnknownProtocol.
-		"protocol udp": {
-			annotations: one(AnnotationProtocol, "udp"),
-			kinds:       []Kind{KindUnknownProtocol}, token: "udp",
-			text: []string{`endpoint.aether.io/protocol: "udp": unknown protocol "udp" (want http or tcp`},
+		"protocol sctp": {
+			annotations: one(AnnotationProtocol, "sctp"),
+			kinds:       []Kind{KindUnknownProtocol}, token: "sctp",
+			text: []string{`endpoint.aether.io/protocol: "sctp": unknown protocol "sctp" (want http, tcp or udp`},
+		},
+		"protocol UDP, did you mean udp": {
+			annotations: one(AnnotationProtocol, "UDP"),
+			kinds:       []Kind{KindUnknownProtocol}, token: "UDP",
+			full: `endpoint.aether.io/protocol: "UDP": unknown protocol "UDP" (want http, tcp or udp; did you mean "udp"?)`,
 		},
 		"protocol HTTP, did you mean http": {
 			annotations: one(AnnotationProtocol, "HTTP"),
 			kinds:       []Kind{KindUnknownProtocol}, token: "HTTP",
-			full: `endpoint.aether.io/protocol: "HTTP": unknown protocol "HTTP" (want http or tcp; did you mean "http"?)`,
+			full: `endpoint.aether.io/protocol: "HTTP": unknown protocol "HTTP" (want http, tcp or udp; did you mean "http"?)`,
 		},
 		"protocol TCP, did you mean tcp": {
 			annotations: one(AnnotationProtocol, "TCP"),
 			kinds:       []Kind{KindUnknownProtocol}, token: "TCP",
-			text: []string{`unknown protocol "TCP" (want http or tcp; did you mean "tcp"?)`},
+			text: []string{`unknown protocol "TCP" (want http, tcp or udp; did you mean "tcp"?)`},
 		},
 		"protocol h2, no suggestion": {
 			annotations: one(AnnotationProtocol, "h2"),
 			kinds:       []Kind{KindUnknownProtocol}, token: "h2",
-			full: `endpoint.aether.io/protocol: "h2": unknown protocol "h2" (want http or tcp)`,
+			full: `endpoint.aether.io/protocol: "h2": unknown protocol "h2" (want http, tcp or udp)`,
 		},
 		"protocol grpc": {
 			annotations: one(AnnotationProtocol, "grpc"),
 			kinds:       []Kind{KindUnknownProtocol}, token: "grpc",
-			text: []string{`unknown protocol "grpc" (want http or tcp`},
+			text: []string{`unknown protocol "grpc" (want http, tcp or udp`},
 		},
 		"protocol http,tcp": {
 			annotations: one(AnnotationProtocol, "http,tcp"),
 			kinds:       []Kind{KindUnknownProtocol}, token: "http,tcp",
-			text: []string{`unknown protocol "http,tcp" (want http or tcp`},
+			text: []string{`unknown protocol "http,tcp" (want http, tcp or udp`},
 		},
 
 		// InvalidWeight.
@@ -1063,7 +1107,7 @@ func malformedRows() map[string]malformed {
 		"protocol one byte over its cap": {
 			annotations: one(AnnotationProtocol, strings.Repeat("t", MaxShortValue+1)),
 			kinds:       []Kind{KindTooLong}, token: strings.Repeat("t", MaxQuoted) + "…",
-			text: []string{`the value is 65 bytes long, over the cap of 64 bytes, and is not parsed (shorten it to at most 64 bytes: want http or tcp)`},
+			text: []string{`the value is 65 bytes long, over the cap of 64 bytes, and is not parsed (shorten it to at most 64 bytes: want http, tcp or udp)`},
 		},
 		"weight one byte over its cap": {
 			annotations: one(AnnotationWeight, strings.Repeat("1", MaxShortValue+1)),
@@ -1159,14 +1203,14 @@ func malformedRows() map[string]malformed {
 		},
 		"every single-valued annotation wrong": {
 			annotations: map[string]string{
-				AnnotationPort: "x", AnnotationProtocol: "udp", AnnotationWeight: "0",
+				AnnotationPort: "x", AnnotationProtocol: "sctp", AnnotationWeight: "0",
 				AnnotationHealthPath: "h", AnnotationHealthCheckMode: "x",
 			},
 			kinds: []Kind{
 				KindUnknownHealthCheckMode, KindInvalidHealthPath, KindNotAPort, KindUnknownProtocol, KindInvalidWeight,
 			},
 			token: "x",
-			text:  []string{`unknown health-check mode "x"`, `health path "h"`, `"x" is not a port number`, `unknown protocol "udp"`, `weight "0"`},
+			text:  []string{`unknown health-check mode "x"`, `health path "h"`, `"x" is not a port number`, `unknown protocol "sctp"`, `weight "0"`},
 		},
 		"every annotation empty": {
 			annotations: map[string]string{
@@ -1197,9 +1241,9 @@ func malformedRows() map[string]malformed {
 			text:        []string{`endpoint.aether.io/ports: "": the value is empty`, `did you mean "endpoint.aether.io/ports"?`},
 		},
 		"too many ports and an unknown protocol": {
-			annotations: map[string]string{AnnotationPorts: portList(1, MaxPorts, ""), AnnotationProtocol: "udp"},
+			annotations: map[string]string{AnnotationPorts: portList(1, MaxPorts, ""), AnnotationProtocol: "sctp"},
 			kinds:       []Kind{KindTooManyPorts, KindUnknownProtocol},
-			text:        []string{`65 ports are declared`, `unknown protocol "udp"`},
+			text:        []string{`65 ports are declared`, `unknown protocol "sctp"`},
 		},
 		"18081 as primary and in ports": {
 			annotations: map[string]string{AnnotationPort: "18081", AnnotationPorts: "18081=tcp,8080"},

@@ -19,10 +19,11 @@ const (
 	// AnnotationPort is the primary port: served and health-checked. Default 8080.
 	AnnotationPort = "endpoint.aether.io/port"
 	// AnnotationPorts is every port served, comma-separated, each optionally suffixed =h1, =h2,
-	// =http2, =grpc or =tcp. The primary is always served, listed or not. =grpc is HTTP2 that
-	// speaks gRPC (Port.AppProtocol).
+	// =http2, =grpc, =tcp or =udp. The primary is always served, listed or not. =grpc is HTTP2
+	// that speaks gRPC (Port.AppProtocol). A port number is declared with one protocol: 53=tcp
+	// and 53=udp together are refused (see portToken).
 	AnnotationPorts = "endpoint.aether.io/ports"
-	// AnnotationProtocol is the protocol of ports with no suffix: http (default) or tcp.
+	// AnnotationProtocol is the protocol of ports with no suffix: http (default), tcp or udp.
 	AnnotationProtocol = "endpoint.aether.io/protocol"
 	// AnnotationWeight is the load-balancing weight, 1..65535. Default 1024.
 	AnnotationWeight = "endpoint.aether.io/weight"
@@ -132,23 +133,29 @@ var Reserved = map[int32]string{
 // suffixes maps each protocol suffix of endpoint.aether.io/ports to its protocol.
 var suffixes = map[string]meshv1alpha1.Protocol{
 	"h1": meshv1alpha1.ProtocolHTTP, "h2": meshv1alpha1.ProtocolHTTP2, "http2": meshv1alpha1.ProtocolHTTP2,
-	"grpc": meshv1alpha1.ProtocolHTTP2, "tcp": meshv1alpha1.ProtocolTCP,
+	"grpc": meshv1alpha1.ProtocolHTTP2, "tcp": meshv1alpha1.ProtocolTCP, "udp": meshv1alpha1.ProtocolUDP,
 }
 
-const suffixWant = "want h1, h2, http2, grpc or tcp"
+const suffixWant = "want h1, h2, http2, grpc, tcp or udp"
 
 // suffixHints names the suffix meant by spellings that edit distance would map wrongly (http1 is
-// one edit from http2, but means h1). An empty hint means none fits.
+// one edit from http2, but means h1). An empty hint means none fits: the spelling is a protocol
+// the mesh does not carry as such, and noCarry says why.
 var suffixHints = map[string]string{
 	"http": "h1", "http1": "h1", "http/1.1": "h1", "h1c": "h1", "h2c": "h2", "https": "tcp", "tls": "tcp",
-	"udp": "", "h3": "", "quic": "",
+	"dns": "udp", "dtls": "udp", "h3": "", "http3": "", "quic": "",
 }
+
+// noCarry says why HTTP/3 (h3, http3, quic) is refused: the mesh routes no HTTP/3 request, and
+// what it can do instead.
+const noCarry = "; the mesh does not route HTTP/3: declare the port =udp to carry its QUIC datagrams " +
+	"as plain UDP (unrouted: no Host, no HTTP routes), or serve HTTP/1.1 or HTTP/2 on it (=h1, =h2)"
 
 // suffixHint suggests the suffix a misspelled one most likely meant.
 func suffixHint(suffix string) string {
 	if hint, known := suffixHints[strings.ToLower(suffix)]; known {
 		if hint == "" {
-			return "; the mesh carries TCP and HTTP only"
+			return noCarry
 		}
 		return fmt.Sprintf("; did you mean %q?", hint)
 	}
@@ -224,6 +231,7 @@ func Parse(annotations map[string]string) (Spec, error) {
 		UDSSocket:            p.udsSocketAnnotation(),
 	}
 	spec.PortSet = p.portSet()
+	p.udpOverSocket(spec)
 	p.unknownKeys()
 	if len(p.errs) > 0 {
 		slices.SortStableFunc(p.errs, func(a, b *Error) int { return strings.Compare(a.Annotation, b.Annotation) })
@@ -313,7 +321,7 @@ func (p *parser) port(key, element, token string) (int32, bool) {
 
 // defaultProtocol reads endpoint.aether.io/protocol: the protocol of ports with no suffix.
 func (p *parser) defaultProtocol() meshv1alpha1.Protocol {
-	const fix = "want http or tcp"
+	const fix = "want http, tcp or udp"
 	v, ok := p.lookup(AnnotationProtocol, fix)
 	if !ok {
 		return meshv1alpha1.ProtocolHTTP
@@ -323,8 +331,10 @@ func (p *parser) defaultProtocol() meshv1alpha1.Protocol {
 		return meshv1alpha1.ProtocolHTTP
 	case "tcp":
 		return meshv1alpha1.ProtocolTCP
+	case "udp":
+		return meshv1alpha1.ProtocolUDP
 	}
-	p.fail(AnnotationProtocol, v, KindUnknownProtocol, fix+didYouMean(v, []string{"http", "tcp"}),
+	p.fail(AnnotationProtocol, v, KindUnknownProtocol, fix+didYouMean(v, []string{"http", "tcp", "udp"}),
 		"unknown protocol %q", v)
 	return meshv1alpha1.ProtocolHTTP
 }
@@ -352,6 +362,22 @@ func (p *parser) portSet() PortSet {
 		ports = append(ports, declared[n])
 	}
 	return PortSet{Primary: primary, Ports: ports}
+}
+
+// udpOverSocket refuses a UDP port on a pod that serves on a Unix socket: the node proxy delivers
+// every port of such a pod to its one stream socket, where datagrams have nowhere to go.
+func (p *parser) udpOverSocket(spec Spec) {
+	if spec.UDSSocket == nil {
+		return
+	}
+	for _, port := range spec.Ports {
+		if port.Protocol.IsUDP() {
+			p.fail(AnnotationUDSSocket, p.annotations[AnnotationUDSSocket], KindProtocolConflict,
+				fmt.Sprintf("serve port %d's UDP on the pod's network (remove %s), or declare no udp port", port.Port, AnnotationUDSSocket),
+				"the pod serves on a Unix stream socket, and port %d is declared udp: the socket takes no datagrams", port.Port)
+			return
+		}
+	}
 }
 
 // primary reads endpoint.aether.io/port; 0 after an error.
@@ -384,6 +410,12 @@ func (p *parser) primary() int32 {
 // portToken parses one element of endpoint.aether.io/ports into declared. A port declared both
 // =grpc and =h2 (or =http2) is one HTTP2 port that speaks gRPC, whatever the order: =grpc says
 // more about it, not something else.
+//
+// A port number declared both UDP and another protocol (53=tcp and 53=udp, as DNS serves) is
+// refused like any other conflict: the port number is a port's key everywhere the mesh names it
+// (the MeshService's status.ports, the dial surface's <name>:<p>, the SNI of a hop, a route's
+// backend port, the generated Service's port name), so one number carries one transport. The
+// error says so and how to serve the other transport.
 func (p *parser) portToken(token string, defaultProto meshv1alpha1.Protocol, declared map[int32]Port) {
 	if token == "" {
 		p.fail(AnnotationPorts, token, KindEmpty, `remove the extra comma: ports are separated by single commas, for example "8080,9000=tcp"`,
@@ -415,6 +447,13 @@ func (p *parser) portToken(token string, defaultProto meshv1alpha1.Protocol, dec
 	}
 	prev, seen := declared[port]
 	if seen && prev.Protocol != proto {
+		if prev.Protocol.IsUDP() || proto.IsUDP() {
+			p.fail(AnnotationPorts, token, KindProtocolConflict,
+				fmt.Sprintf("declare port %d with one protocol; serve the other transport on another port and declare that one, for example %q",
+					port, fmt.Sprintf("%d=udp,%d=tcp", port, otherPort(port))),
+				"port %d is declared twice, as %s and as %s: a port number carries one transport in the mesh", port, prev.Protocol, proto)
+			return
+		}
 		p.fail(AnnotationPorts, token, KindProtocolConflict, "declare each port once, with one protocol",
 			"port %d is declared twice, as %s and as %s", port, prev.Protocol, proto)
 		return
@@ -705,4 +744,18 @@ func editDistance(a, b string) int {
 		return d
 	}
 	return far
+}
+
+// otherPort is a port to suggest for the second transport of port n: n+1, or n-1 at the top of
+// the range, stepping past the mesh's own ports.
+func otherPort(n int32) int32 {
+	step := int32(1)
+	if n == 65535 {
+		step = -1
+	}
+	for m := n + step; ; m += step {
+		if _, reserved := Reserved[m]; !reserved {
+			return m
+		}
+	}
 }

@@ -6,6 +6,7 @@ package portspec
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ func spec(primary int32, ports ...Port) Spec {
 func http1(n int32) Port { return Port{Port: n, Protocol: meshv1alpha1.ProtocolHTTP} }
 func http2(n int32) Port { return Port{Port: n, Protocol: meshv1alpha1.ProtocolHTTP2} }
 func tcp(n int32) Port   { return Port{Port: n, Protocol: meshv1alpha1.ProtocolTCP} }
+func udp(n int32) Port   { return Port{Port: n, Protocol: meshv1alpha1.ProtocolUDP} }
 
 // grpc is an HTTP2 port declared =grpc: HTTP2 that remembers it speaks gRPC.
 func grpc(n int32) Port {
@@ -118,6 +120,22 @@ func TestParse(t *testing.T) {
 		"primary listed as tcp": {
 			annotations: map[string]string{AnnotationPort: "5432", AnnotationPorts: "5432=tcp,8080"},
 			want:        spec(5432, tcp(5432), http1(8080)),
+		},
+		"a udp port beside the http primary": {
+			annotations: map[string]string{AnnotationPorts: "8080,5353=udp"},
+			want:        spec(8080, udp(5353), http1(8080)),
+		},
+		"primary listed as udp: a UDP primary, which <name>:18082/udp reaches": {
+			annotations: map[string]string{AnnotationPort: "5353", AnnotationPorts: "5353=udp,9000=tcp"},
+			want:        spec(5353, udp(5353), tcp(9000)),
+		},
+		"protocol udp: every port without a suffix is udp, the primary too": {
+			annotations: map[string]string{AnnotationPort: "53", AnnotationProtocol: "udp", AnnotationPorts: "53,5353,8080=h1"},
+			want:        spec(53, udp(53), udp(5353), http1(8080)),
+		},
+		"a udp port declared twice is one port": {
+			annotations: map[string]string{AnnotationPorts: "5353=udp, 5353=udp"},
+			want:        spec(8080, udp(5353), http1(8080)),
 		},
 		"primary listed as grpc: the primary speaks gRPC": {
 			annotations: map[string]string{AnnotationPort: "9090", AnnotationPorts: "9090=grpc"},
@@ -510,7 +528,7 @@ func checkValid(t *testing.T, s Spec) {
 		if _, reserved := Reserved[p.Port]; reserved {
 			t.Errorf("reserved port %d accepted", p.Port)
 		}
-		if p.Protocol != meshv1alpha1.ProtocolHTTP && p.Protocol != meshv1alpha1.ProtocolHTTP2 && p.Protocol != meshv1alpha1.ProtocolTCP {
+		if !slices.Contains([]meshv1alpha1.Protocol{meshv1alpha1.ProtocolHTTP, meshv1alpha1.ProtocolHTTP2, meshv1alpha1.ProtocolTCP, meshv1alpha1.ProtocolUDP}, p.Protocol) {
 			t.Errorf("port %d has protocol %q", p.Port, p.Protocol)
 		}
 		if p.AppProtocol != "" && (p.AppProtocol != meshv1alpha1.AppProtocolGRPC || p.Protocol != meshv1alpha1.ProtocolHTTP2) {

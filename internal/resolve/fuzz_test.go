@@ -20,10 +20,10 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/workloadidentity"
 )
 
-var fuzzProtocols = [...]meshv1alpha1.Protocol{meshv1alpha1.ProtocolHTTP, meshv1alpha1.ProtocolHTTP2, meshv1alpha1.ProtocolTCP}
+var fuzzProtocols = [...]meshv1alpha1.Protocol{meshv1alpha1.ProtocolHTTP, meshv1alpha1.ProtocolHTTP2, meshv1alpha1.ProtocolTCP, meshv1alpha1.ProtocolUDP}
 
 // fuzzPorts reads fuzzer bytes as a port set: byte 0 chooses the primary, then every three bytes
-// are a port (two bytes, big-endian, mapped to 1..65535) and its protocol (one byte mod 3).
+// are a port (two bytes, big-endian, mapped to 1..65535) and its protocol (one byte mod 4).
 // Reserved ports are skipped and a repeated number keeps its first protocol. Reading stops at
 // portspec.MaxPorts ports (what one endpoint may declare): the properties do not depend on size,
 // and small sets keep the fuzzer fast. The primary is the i-th port, or 0, or a port nobody
@@ -40,7 +40,7 @@ func fuzzPorts(data []byte) (primary int32, ports []portspec.Port) {
 			continue
 		}
 		seen[n] = true
-		ports = append(ports, portspec.Port{Port: n, Protocol: fuzzProtocols[data[2]%3]})
+		ports = append(ports, portspec.Port{Port: n, Protocol: fuzzProtocols[int(data[2])%len(fuzzProtocols)]})
 	}
 	switch i := int(sel) % (len(ports) + 2); {
 	case i < len(ports):
@@ -118,10 +118,11 @@ func FuzzSurface(f *testing.F) {
 		// The default ports, against DESIGN section 5.
 		checkDefaultHTTP(t, s)
 		checkDefaultTCP(t, s)
+		checkDefaultUDP(t, s)
 
 		// The rows: as many as the formula says, each sound, and the HTTP-request rows what
 		// HTTPRequest answers for every name.
-		if len(surface) != resolve.SurfaceLen(len(s.Ports)) || len(surface) != 2*len(s.Ports)+9 {
+		if len(surface) != resolve.SurfaceLen(len(s.Ports)) || len(surface) != 2*len(s.Ports)+10 {
 			t.Fatalf("%d rows for %d ports; SurfaceLen says %d", len(surface), len(s.Ports), resolve.SurfaceLen(len(s.Ports)))
 		}
 		for _, d := range surface {
@@ -178,6 +179,20 @@ func checkDefaultTCP(t *testing.T, s portspec.PortSet) {
 	}
 }
 
+// checkDefaultUDP: the primary exactly when it is UDP (the workload page: :18082/udp reaches the
+// port in endpoint.aether.io/port), never another port.
+func checkDefaultUDP(t *testing.T, s portspec.PortSet) {
+	t.Helper()
+	got, ok := resolve.DefaultUDPPort(s)
+	var want int32
+	if p, declared := s.Lookup(s.Primary); declared && p == meshv1alpha1.ProtocolUDP {
+		want = s.Primary
+	}
+	if ok != (want != 0) || got != want {
+		t.Fatalf("DefaultUDPPort(%v) = %d, %t; want %d", s, got, ok, want)
+	}
+}
+
 // checkRow checks one row of the surface: the spelling's protocol, the port reached, the
 // outcomes each spelling may have, and the answer's words when the mesh answers itself.
 func checkRow(t *testing.T, s portspec.PortSet, d resolve.Dial) {
@@ -195,7 +210,8 @@ func checkRow(t *testing.T, s portspec.PortSet, d resolve.Dial) {
 	if d.Outcome == resolve.Reaches {
 		if p, declared := s.Lookup(d.Port); !declared {
 			fail("port %d is not declared", d.Port)
-		} else if d.Protocol == meshv1alpha1.ProtocolTCP && p != meshv1alpha1.ProtocolTCP || d.Protocol.IsHTTP() && !p.IsHTTP() {
+		} else if d.Protocol.IsHTTP() && !p.IsHTTP() || !d.Protocol.IsHTTP() && d.Protocol != p {
+			// An HTTP row reaches an HTTP-class port, a TCP row a TCP port, a UDP row a UDP one.
 			fail("port %d is declared %s", d.Port, p)
 		}
 	}
@@ -220,13 +236,19 @@ func checkRow(t *testing.T, s portspec.PortSet, d resolve.Dial) {
 		wantProtocol, outcomes = meshv1alpha1.ProtocolHTTP, []resolve.Outcome{resolve.HostDecides}
 	case d.Address == "https://"+n+"/", d.Address == n+":18082":
 		wantProtocol, outcomes = meshv1alpha1.ProtocolTCP, []resolve.Outcome{resolve.Reaches, resolve.Refused}
+	case d.Address == n+":18082"+resolve.UDPSuffix:
+		wantProtocol, outcomes = meshv1alpha1.ProtocolUDP, []resolve.Outcome{resolve.Reaches, resolve.Refused}
 	case d.Address == n+":*":
 		outcomes = []resolve.Outcome{resolve.Refused}
 	default:
-		port, err := strconv.Atoi(strings.TrimPrefix(d.Address, n+":"))
+		number, udp := strings.CutSuffix(strings.TrimPrefix(d.Address, n+":"), resolve.UDPSuffix)
+		port, err := strconv.Atoi(number)
 		p, declared := s.Lookup(int32(port))
 		if err != nil || !declared || d.Port != int32(port) {
 			fail("a declared port's row does not reach it")
+		}
+		if udp != p.IsUDP() {
+			fail("port %d is declared %s: its row is /udp exactly when the port is UDP", port, p)
 		}
 		wantProtocol, outcomes = p, []resolve.Outcome{resolve.Reaches}
 	}
@@ -336,7 +358,7 @@ func FuzzHTTPRequest(f *testing.F) {
 		switch {
 		case portless && !slices.ContainsFunc(s.Ports, func(p portspec.Port) bool { return p.Protocol.IsHTTP() }):
 			wantError = resolve.NoHTTPPort
-		case !portless && declared && p == meshv1alpha1.ProtocolTCP:
+		case !portless && declared && !p.IsHTTP():
 			wantError = resolve.PortNotHTTP
 		}
 		if got.Error != wantError {

@@ -19,7 +19,7 @@ import (
 //
 //   - no port: port 80 when declared HTTP-class; else 421 no-http-port when the service serves no
 //     HTTP, or 421 port-not-declared when it serves HTTP on other ports;
-//   - port p: p when declared HTTP-class; 421 port-not-http when p is declared TCP; 421
+//   - port p: p when declared HTTP-class; 421 port-not-http when p is declared TCP or UDP; 421
 //     port-not-declared when p is not declared (18081 and 18082 included: no pod declares them);
 //   - a malformed authority: 400 bad-authority.
 //
@@ -52,13 +52,16 @@ func answerHTTP(s portspec.PortSet, a authority) Result {
 	case a.portless:
 		problem := "no port in the authority means port 80, and port 80 is not declared"
 		if declared {
-			problem = "no port in the authority means port 80, and port 80 is declared TCP, not HTTP"
+			problem = fmt.Sprintf("no port in the authority means port 80, and port 80 is declared %s, not HTTP", p)
 		}
 		code := PortNotDeclared
 		if !servesHTTP(s) {
 			code = NoHTTPPort
 		}
 		return misdirected(s, a.host, code, problem)
+	case declared && p.IsUDP():
+		return misdirected(s, a.host, PortNotHTTP, fmt.Sprintf(
+			"port %d is declared UDP, not HTTP (send datagrams to %s%s, not a TCP connection)", port, a, UDPSuffix))
 	case declared:
 		return misdirected(s, a.host, PortNotHTTP, fmt.Sprintf(
 			"port %d is declared TCP, not HTTP (dial %s as TCP, without HTTP)", port, a))
@@ -102,11 +105,14 @@ const (
 // workingSpellings says what does reach the service named host, HTTP first: "payments serves
 // HTTP on 8080 and 9090: dial http://payments:8080/ or http://payments:9090/".
 func workingSpellings(s portspec.PortSet, host string) string {
-	var httpPorts, tcpPorts []int32
+	var httpPorts, tcpPorts, udpPorts []int32
 	for _, p := range s.Ports {
-		if p.Protocol.IsHTTP() {
+		switch {
+		case p.Protocol.IsHTTP():
 			httpPorts = append(httpPorts, p.Port)
-		} else {
+		case p.Protocol.IsUDP():
+			udpPorts = append(udpPorts, p.Port)
+		default:
 			tcpPorts = append(tcpPorts, p.Port)
 		}
 	}
@@ -120,6 +126,10 @@ func workingSpellings(s portspec.PortSet, host string) string {
 	if port, ok := DefaultTCPPort(s); ok {
 		return fmt.Sprintf("%s serves no HTTP, only TCP on %s: dial %s (or %s) as TCP, without HTTP",
 			host, listPorts(tcpPorts), hostPort(host, port), hostPort(host, meshv1alpha1.MeshTCPPort))
+	}
+	if len(udpPorts) > 0 {
+		return fmt.Sprintf("%s serves no HTTP, only UDP on %s: send datagrams to %s%s, not a TCP connection",
+			host, listPorts(udpPorts), hostPort(host, udpPorts[0]), UDPSuffix)
 	}
 	return host + " declares no ports: nothing reaches it until its pods declare some (endpoint.aether.io/ports)"
 }

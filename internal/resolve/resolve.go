@@ -41,6 +41,17 @@ func DefaultTCPPort(s portspec.PortSet) (port int32, ok bool) {
 	return 0, false
 }
 
+// DefaultUDPPort is what <name>:18082/udp reaches: the primary when UDP (the port in
+// endpoint.aether.io/port, as the workload page promises). Unlike :18082 over TCP it never falls
+// back to another port: a service whose primary is not UDP is reached over UDP only at its
+// declared UDP ports, each by its own number (<name>:<p>/udp). ok is false then.
+func DefaultUDPPort(s portspec.PortSet) (port int32, ok bool) {
+	if p, declared := s.Lookup(s.Primary); declared && p.IsUDP() {
+		return s.Primary, true
+	}
+	return 0, false
+}
+
 // Outcome is what a client gets for one spelling: the API's DialOutcome, so that the rule's
 // answers and the status's dial rows are one list and cannot drift. BadRequest and NotMesh answer
 // an HTTP request alone and are no row of a dial surface, so the API's enum leaves them out.
@@ -119,7 +130,8 @@ type Result struct {
 	Port int32 `json:"port,omitempty"`
 	// Protocol is the spelling's protocol. It never depends on the service: HTTP for every HTTP
 	// request (http://, :18081, a Host header) whatever the port's HTTP class, TCP for https://
-	// and :18082, the declared protocol for :<port>; empty for a port nobody declared.
+	// and :18082, UDP for :18082/udp, the declared protocol for :<port> and :<port>/udp; empty
+	// for a port nobody declared.
 	Protocol meshv1alpha1.Protocol `json:"protocol,omitempty"`
 	// Outcome is Reaches, Misdirected, Refused, HostDecides, BadRequest or NotMesh.
 	Outcome Outcome `json:"outcome"`

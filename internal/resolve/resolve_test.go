@@ -18,6 +18,7 @@ const host = "payments.shop.aether.internal"
 func h1(n int32) portspec.Port  { return portspec.Port{Port: n, Protocol: meshv1alpha1.ProtocolHTTP} }
 func h2(n int32) portspec.Port  { return portspec.Port{Port: n, Protocol: meshv1alpha1.ProtocolHTTP2} }
 func tcp(n int32) portspec.Port { return portspec.Port{Port: n, Protocol: meshv1alpha1.ProtocolTCP} }
+func udp(n int32) portspec.Port { return portspec.Port{Port: n, Protocol: meshv1alpha1.ProtocolUDP} }
 
 // set builds a port set the way callers do: ports in any order, normalised by NewPortSet.
 func set(primary int32, ports ...portspec.Port) portspec.PortSet {
@@ -43,6 +44,9 @@ var (
 	noPrimary    = set(0, tcp(9000), h2(9090), tcp(5432), h1(8080))
 	lostPrimary  = set(7777, tcp(9000), h2(9090), tcp(5432), h1(8080))
 	lostPrimary2 = set(1, h2(9090), h1(8080))
+	udpPrimary   = set(5353, udp(5353), tcp(9000), h1(8080))
+	udpOnly      = set(53, udp(53), udp(5353))
+	udpBeside    = set(8080, h1(8080), udp(5353), udp(80))
 )
 
 // allSets are every port set above: the properties below hold for each.
@@ -52,6 +56,7 @@ var allSets = map[string]portspec.PortSet{
 	"port80HTTP": port80HTTP, "port80HTTP2": port80HTTP2, "port80TCP": port80TCP, "port80TCPAll": port80TCPAll,
 	"tcpPrimary": tcpPrimary, "tcpPrimaries": tcpPrimaries, "httpPrimTCPs": httpPrimTCPs,
 	"noPrimary": noPrimary, "lostPrimary": lostPrimary, "lostPrimary2": lostPrimary2,
+	"udpPrimary": udpPrimary, "udpOnly": udpOnly, "udpBeside": udpBeside,
 }
 
 func TestDefaultPorts(t *testing.T) {

@@ -52,6 +52,9 @@ const (
 	HostRowPrefix = "Host: "
 	// AnyOtherPort stands for every port no other row names.
 	AnyOtherPort = "*"
+	// UDPSuffix ends the Address of a row that is UDP datagrams, not a TCP connection:
+	// "<name>:18082/udp", "<name>:5353/udp". A row without it is TCP (or HTTP over TCP).
+	UDPSuffix = "/udp"
 )
 
 // The URL schemes of the surface's spellings.
@@ -78,11 +81,11 @@ func (d Dial) For(name string) Dial {
 }
 
 // surfaceFixedRows is how many rows a surface has whatever its ports: http://, :18081, Host with
-// no port, Host :18081, Host :18082, Host :*, https://, :18082 and :*.
-const surfaceFixedRows = 9
+// no port, Host :18081, Host :18082, Host :*, https://, :18082, :18082/udp and :*.
+const surfaceFixedRows = 10
 
 // SurfaceLen is how many rows DialSurface has for a service with ports declared ports:
-// 2×ports + 9 (each declared port has a Host row and a dial row). Size list limits with it.
+// 2×ports + 10 (each declared port has a Host row and a dial row). Size list limits with it.
 func SurfaceLen(ports int) int { return 2*ports + surfaceFixedRows }
 
 // DialSurface is the dial surface of the service whose ports are s in a mesh whose workload
@@ -91,9 +94,11 @@ func SurfaceLen(ports int) int { return 2*ports + surfaceFixedRows }
 //
 //	http://<name>/, <name>:18081,
 //	Host: <name>, Host: <name>:<p> for each declared p, Host: <name>:18081, Host: <name>:18082, Host: <name>:*,
-//	https://<name>/, <name>:18082, <name>:<p> for each declared p, <name>:*
+//	https://<name>/, <name>:18082, <name>:18082/udp, <name>:<p> for each declared p, <name>:*
 //
-// Declared ports ascend. It has SurfaceLen(len(s.Ports)) rows, whatever the issuer: only a row's
+// A declared UDP port's dial row is <name>:<p>/udp: datagrams, not a connection. A TCP dial of
+// it, like a datagram to a port declared TCP or HTTP, is no row's spelling and so falls to
+// <name>:*: one port number carries one transport. Declared ports ascend. It has SurfaceLen(len(s.Ports)) rows, whatever the issuer: only a row's
 // outcome and reason depend on it.
 func DialSurface(s portspec.PortSet, issuer workloadidentity.Issuer) []Dial {
 	rows := surfaceRows(s, issuer)
@@ -105,9 +110,10 @@ func DialSurface(s portspec.PortSet, issuer workloadidentity.Issuer) []Dial {
 }
 
 // DialPorts are the ports a connection to the service's address must be taken by the mesh on for
-// its dial surface to hold: the port of each row that dials one (http://, https://, :18081,
-// :18082 and each declared port; not the Host rows, which ride on a connection to one of these,
-// nor <name>:*) unless its outcome is Refused. So 18081 (the Host decides) and 80 (reached, or
+// its dial surface to hold: the port of each row that dials one over TCP (http://, https://,
+// :18081, :18082 and each declared TCP or HTTP port; not the Host rows, which ride on a
+// connection to one of these, nor <name>:*, nor the UDP rows: UDPDialPorts) unless its outcome
+// is Refused. So 18081 (the Host decides) and 80 (reached, or
 // answered 421 by the mesh) always; 443 and 18082 when they reach a port; every declared port.
 // Ascending, each once. Capture (internal/capture) redirects exactly these on the service's VIP.
 // Without an issuer the raw-TCP rows are refused, so their ports are not among these.
@@ -133,12 +139,43 @@ func DialPorts(s portspec.PortSet, issuer workloadidentity.Issuer) []int32 {
 func dialPorts(s portspec.PortSet, issuer workloadidentity.Issuer) []int32 {
 	var ports []int32
 	for _, r := range surfaceRows(s, issuer) {
-		if r.dialed != 0 && r.Outcome != Refused {
+		if r.dialed != 0 && !r.udp && r.Outcome != Refused {
 			ports = append(ports, r.dialed)
 		}
 	}
 	slices.Sort(ports)
 	return slices.Compact(ports)
+}
+
+// UDPDialPorts are the ports datagrams to the service's address must be taken by the mesh on for
+// its dial surface to hold: the port of each UDP row that is not refused (18082 when the primary
+// is UDP, and each declared UDP port). Ascending, each once. No identity issuer changes them:
+// the mesh carries UDP as plaintext. Capture of UDP (the data plane's) is to redirect exactly
+// these on the service's VIP.
+func UDPDialPorts(s portspec.PortSet) []int32 {
+	var ports []int32
+	for _, r := range surfaceRows(s, workloadidentity.SPIRE) {
+		if r.udp && r.Outcome != Refused {
+			ports = append(ports, r.dialed)
+		}
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports)
+}
+
+// ConnectionAddress is the Address of the surface's row for a connection (udp false) or for
+// datagrams (udp true) to port of the service whose ports are s: <name>:<port> (<name>:<port>/udp)
+// when a row names that port in that transport, else <name>:*. Tools that answer one dial (kubectl
+// aether dial) find its row by it, so they read the surface's words.
+func ConnectionAddress(s portspec.PortSet, port int32, udp bool) string {
+	p, declared := s.Lookup(port)
+	switch {
+	case udp && (port == meshv1alpha1.MeshTCPPort || declared && p.IsUDP()):
+		return hostPort(NamePlaceholder, port) + UDPSuffix
+	case !udp && (port == meshv1alpha1.MeshHTTPPort || port == meshv1alpha1.MeshTCPPort || declared && !p.IsUDP()):
+		return hostPort(NamePlaceholder, port)
+	}
+	return NamePlaceholder + ":" + AnyOtherPort
 }
 
 // dialPortsMemo holds DialPorts' answer for each port set and issuer it was asked about. The node
@@ -166,10 +203,12 @@ func dialPortsKey(s portspec.PortSet, issuer workloadidentity.Issuer) []byte {
 }
 
 // surfaceRow is a row of the surface and the port it dials: 0 for a Host row (an HTTP request on
-// a connection some other row made) and for <name>:* (no one port).
+// a connection some other row made) and for <name>:* (no one port). udp marks a row of UDP
+// datagrams, whose port TCP capture leaves alone.
 type surfaceRow struct {
 	Dial
 	dialed int32
+	udp    bool
 }
 
 // surfaceRows are DialSurface's rows, each with the port it dials.
@@ -196,13 +235,65 @@ func surfaceRows(s portspec.PortSet, issuer workloadidentity.Issuer) []surfaceRo
 
 	add(httpsScheme+name+"/", HTTPSPort, dialHTTPS(s))
 	add(hostPort(name, meshv1alpha1.MeshTCPPort), meshv1alpha1.MeshTCPPort, dialMeshTCP(s))
+	addUDP := func(address string, dialed int32, r Result) {
+		rows = append(rows, surfaceRow{Dial: Dial{Address: address + UDPSuffix, Result: r}, dialed: dialed, udp: true})
+	}
+	addUDP(hostPort(name, meshv1alpha1.MeshTCPPort), meshv1alpha1.MeshTCPPort, dialMeshUDP(s))
 	for _, p := range s.Ports {
-		add(hostPort(name, p.Port), p.Port, Result{Port: p.Port, Protocol: p.Protocol, Outcome: Reaches,
-			Reason: fmt.Sprintf("port %d is declared %s", p.Port, p.Protocol)})
+		r := Result{Port: p.Port, Protocol: p.Protocol, Outcome: Reaches, Reason: fmt.Sprintf("port %d is declared %s", p.Port, p.Protocol)}
+		if p.Protocol.IsUDP() {
+			r.Reason += ": plaintext datagrams, never a TCP connection"
+			addUDP(hostPort(name, p.Port), p.Port, r)
+			continue
+		}
+		add(hostPort(name, p.Port), p.Port, r)
 	}
 	add(name+":"+AnyOtherPort, 0, Result{Outcome: Refused,
-		Reason: "nothing claims a port the service does not declare: the connection is refused"})
+		Reason: "nothing claims a port the service does not declare in the dial's transport: the connection is refused " +
+			"(a TCP connection never reaches a port declared UDP, nor a datagram a port declared TCP or HTTP)"})
 	return rows
+}
+
+// dialMeshUDP is <name>:18082/udp: the primary when it is UDP (DefaultUDPPort), as plaintext UDP.
+func dialMeshUDP(s portspec.PortSet) Result {
+	port, ok := DefaultUDPPort(s)
+	if !ok {
+		why := "the service declares no UDP port"
+		if udp := udpPorts(s); len(udp) > 0 {
+			why = fmt.Sprintf("send datagrams to a declared UDP port instead (%s)", listSpellings(udp))
+		}
+		problem := "the service has no primary port"
+		if primary, declared := s.Lookup(s.Primary); declared {
+			problem = fmt.Sprintf("the primary port %d is %s, not UDP", s.Primary, primary)
+		}
+		return Result{Protocol: meshv1alpha1.ProtocolUDP, Outcome: Refused,
+			Reason: problem + ": :18082/udp reaches the primary only when it is declared udp; " + why}
+	}
+	return Result{Port: port, Protocol: meshv1alpha1.ProtocolUDP, Outcome: Reaches,
+		Reason: fmt.Sprintf("the primary port %d is UDP: plaintext datagrams", port)}
+}
+
+// udpPorts are the service's declared UDP ports, ascending.
+func udpPorts(s portspec.PortSet) []int32 {
+	var out []int32
+	for _, p := range s.Ports {
+		if p.Protocol.IsUDP() {
+			out = append(out, p.Port)
+		}
+	}
+	return out
+}
+
+// listSpellings spells UDP ports as their rows do, at most maxSpelled of them: "<name>:5353/udp".
+func listSpellings(ports []int32) string {
+	words := make([]string, 0, maxSpelled+1)
+	for _, p := range ports[:min(len(ports), maxSpelled)] {
+		words = append(words, hostPort(NamePlaceholder, p)+UDPSuffix)
+	}
+	if more := len(ports) - maxSpelled; more > 0 {
+		words = append(words, fmt.Sprintf("%d more", more))
+	}
+	return strings.Join(words, ", ")
 }
 
 // refusedWithoutIdentity is r, what a row reaches, in a mesh whose identities issuer issues. With

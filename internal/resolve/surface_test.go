@@ -83,6 +83,9 @@ func TestSurfaceGoldenCases(t *testing.T) {
 		"port-80-http2", "port-80-tcp", "port-80-tcp-only", "tcp-primary-lowest-http", "no-primary",
 		// Without an identity issuer: the raw-TCP rows refused, the HTTP rows as they were.
 		"mixed-no-issuer", "tcp-only-no-issuer", "http-only-no-issuer", "port-80-and-443-tcp-no-issuer",
+		// UDP: a UDP primary (which :18082/udp reaches), UDP ports beside an HTTP primary (80/udp
+		// among them, which http:// does not reach), and UDP without an issuer (plaintext: reached).
+		"udp-primary", "udp-beside-http", "udp-only-no-issuer",
 	} {
 		if _, err := os.Stat(filepath.Join(goldenDir, name+inSuffix)); err != nil {
 			t.Errorf("case %s: %v", name, err)
@@ -112,59 +115,73 @@ func TestNames(t *testing.T) {
 	}
 }
 
-// wantAddresses is the documented order of a surface's rows for the declared ports given.
-func wantAddresses(ports ...int32) []string {
+// wantAddresses is the documented order of a surface's rows for the declared ports given, udp
+// those of them declared UDP (their dial rows end in /udp).
+func wantAddresses(udp []int32, ports ...int32) []string {
 	const n = resolve.NamePlaceholder
 	want := []string{"http://" + n + "/", n + ":18081", "Host: " + n}
 	for _, p := range ports {
 		want = append(want, "Host: "+n+":"+strconv.Itoa(int(p)))
 	}
-	want = append(want, "Host: "+n+":18081", "Host: "+n+":18082", "Host: "+n+":*", "https://"+n+"/", n+":18082")
+	want = append(want, "Host: "+n+":18081", "Host: "+n+":18082", "Host: "+n+":*", "https://"+n+"/", n+":18082", n+":18082/udp")
 	for _, p := range ports {
-		want = append(want, n+":"+strconv.Itoa(int(p)))
+		row := n + ":" + strconv.Itoa(int(p))
+		if slices.Contains(udp, p) {
+			row += "/udp"
+		}
+		want = append(want, row)
 	}
 	return append(want, n+":*")
 }
 
 // TestSurfaceRows checks the rows of a surface, with and without an identity issuer: each
-// spelling once, in the documented order, SurfaceLen of them (2×ports + 9), each complete, and a
+// spelling once, in the documented order, SurfaceLen of them (2×ports + 10), each complete, and a
 // reason that fits the API's 1024 bytes.
 func TestSurfaceRows(t *testing.T) {
 	var most []portspec.Port
 	var mostNumbers []int32
+	var mostUDP []int32
 	for i := range int32(256) { // the MeshService status holds at most 256 ports
-		most = append(most, []portspec.Port{h1(20000 + i), h2(20000 + i), tcp(20000 + i)}[i%3])
+		most = append(most, []portspec.Port{h1(20000 + i), h2(20000 + i), tcp(20000 + i), udp(20000 + i)}[i%4])
 		mostNumbers = append(mostNumbers, 20000+i)
+		if i%4 == 3 {
+			mostUDP = append(mostUDP, 20000+i)
+		}
 	}
 	tests := map[string]struct {
 		set   portspec.PortSet
 		ports []int32
+		udp   []int32
 	}{
-		"mixed":    {mixed, []int32{8080, 9000, 9090}},
-		"no ports": {noPorts, nil},
-		"unsorted input": {portspec.NewPortSet(9000, []portspec.Port{tcp(9000), h1(80), h2(9090), tcp(443), h1(8080)}),
-			[]int32{80, 443, 8080, 9000, 9090}},
-		"the most ports a status holds": {set(20000, most...), mostNumbers},
+		"mixed":    {set: mixed, ports: []int32{8080, 9000, 9090}},
+		"no ports": {set: noPorts},
+		"unsorted input": {set: portspec.NewPortSet(9000, []portspec.Port{tcp(9000), h1(80), h2(9090), tcp(443), h1(8080)}),
+			ports: []int32{80, 443, 8080, 9000, 9090}},
+		"udp ports":                     {set: udpPrimary, ports: []int32{5353, 8080, 9000}, udp: []int32{5353}},
+		"the most ports a status holds": {set: set(20000, most...), ports: mostNumbers, udp: mostUDP},
 	}
 	for name, tc := range tests {
 		for _, issuer := range workloadidentity.Issuers {
-			t.Run(name+"/"+string(issuer), func(t *testing.T) { checkSurfaceRows(t, resolve.DialSurface(tc.set, issuer), tc.ports) })
+			t.Run(name+"/"+string(issuer), func(t *testing.T) {
+				checkSurfaceRows(t, resolve.DialSurface(tc.set, issuer), tc.ports, tc.udp)
+			})
 		}
 	}
 }
 
-// checkSurfaceRows checks one surface's rows for TestSurfaceRows: ports are its declared ports.
-func checkSurfaceRows(t *testing.T, surface []resolve.Dial, ports []int32) {
+// checkSurfaceRows checks one surface's rows for TestSurfaceRows: ports are its declared ports,
+// udp those of them declared UDP.
+func checkSurfaceRows(t *testing.T, surface []resolve.Dial, ports, udp []int32) {
 	t.Helper()
 	got := make([]string, len(surface))
 	for i, d := range surface {
 		got[i] = d.Address
 	}
-	if want := wantAddresses(ports...); !slices.Equal(got, want) {
+	if want := wantAddresses(udp, ports...); !slices.Equal(got, want) {
 		t.Errorf("addresses:\n got %q\nwant %q", got, want)
 	}
-	if want := 2*len(ports) + 9; len(surface) != want || resolve.SurfaceLen(len(ports)) != want {
-		t.Errorf("%d rows, SurfaceLen %d; want 2×%d+9 = %d", len(surface), resolve.SurfaceLen(len(ports)), len(ports), want)
+	if want := 2*len(ports) + 10; len(surface) != want || resolve.SurfaceLen(len(ports)) != want {
+		t.Errorf("%d rows, SurfaceLen %d; want 2×%d+10 = %d", len(surface), resolve.SurfaceLen(len(ports)), len(ports), want)
 	}
 	for i, d := range surface {
 		if d.Address == "" || d.Reason == "" || d.Outcome == "" {
@@ -205,8 +222,17 @@ func TestSurfaceTable(t *testing.T) {
 			} else {
 				check(n+":18082", resolve.Result{Protocol: meshv1alpha1.ProtocolTCP, Outcome: resolve.Refused})
 			}
+			if port, ok := resolve.DefaultUDPPort(s); ok {
+				check(n+":18082/udp", resolve.Result{Port: port, Protocol: meshv1alpha1.ProtocolUDP, Outcome: resolve.Reaches})
+			} else {
+				check(n+":18082/udp", resolve.Result{Protocol: meshv1alpha1.ProtocolUDP, Outcome: resolve.Refused})
+			}
 			for _, p := range s.Ports {
-				check(n+":"+strconv.Itoa(int(p.Port)), resolve.Result{Port: p.Port, Protocol: p.Protocol, Outcome: resolve.Reaches})
+				address := n + ":" + strconv.Itoa(int(p.Port))
+				if p.Protocol == meshv1alpha1.ProtocolUDP {
+					address += "/udp"
+				}
+				check(address, resolve.Result{Port: p.Port, Protocol: p.Protocol, Outcome: resolve.Reaches})
 			}
 			check(n+":*", resolve.Result{Outcome: resolve.Refused})
 		})
@@ -349,7 +375,8 @@ func TestSurfaceAgreesWithHTTPRequest(t *testing.T) {
 
 // TestDialPorts: the ports capture takes on a service's VIP are, said another way than the
 // surface's rows, 80 and 18081 always, 18082 when there is a default TCP port, and every declared
-// port; for every port set above.
+// TCP or HTTP port (never a UDP one: a TCP connection to it reaches nothing); for every port set
+// above.
 func TestDialPorts(t *testing.T) {
 	for name, s := range allSets {
 		t.Run(name, func(t *testing.T) {
@@ -358,7 +385,9 @@ func TestDialPorts(t *testing.T) {
 				want = append(want, meshv1alpha1.MeshTCPPort)
 			}
 			for _, p := range s.Ports {
-				want = append(want, p.Port)
+				if p.Protocol != meshv1alpha1.ProtocolUDP {
+					want = append(want, p.Port)
+				}
 			}
 			slices.Sort(want)
 			want = slices.Compact(want)
@@ -366,6 +395,67 @@ func TestDialPorts(t *testing.T) {
 				t.Errorf("DialPorts = %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// TestUDPDialPorts: the ports UDP capture is to take on a service's VIP are 18082 when the primary
+// is UDP and every declared UDP port, whatever the issuer (UDP is plaintext); for every port set
+// above.
+func TestUDPDialPorts(t *testing.T) {
+	for name, s := range allSets {
+		t.Run(name, func(t *testing.T) {
+			var want []int32
+			if p, _ := s.Lookup(s.Primary); p == meshv1alpha1.ProtocolUDP {
+				want = append(want, meshv1alpha1.MeshTCPPort)
+			}
+			for _, p := range s.Ports {
+				if p.Protocol == meshv1alpha1.ProtocolUDP {
+					want = append(want, p.Port)
+				}
+			}
+			slices.Sort(want)
+			if got := resolve.UDPDialPorts(s); !slices.Equal(got, want) {
+				t.Errorf("UDPDialPorts = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestConnectionAddress: a dial finds its row by port and transport; a TCP dial of a UDP port, and
+// a datagram to a TCP or HTTP port, find <name>:*, which is refused.
+func TestConnectionAddress(t *testing.T) {
+	const n = resolve.NamePlaceholder
+	tests := []struct {
+		port int32
+		udp  bool
+		want string
+	}{
+		{5353, true, n + ":5353/udp"},
+		{5353, false, n + ":*"},
+		{9000, false, n + ":9000"},
+		{9000, true, n + ":*"},
+		{8080, true, n + ":*"},
+		{18082, true, n + ":18082/udp"},
+		{18082, false, n + ":18082"},
+		{18081, false, n + ":18081"},
+		{18081, true, n + ":*"},
+		{7, false, n + ":*"},
+	}
+	rows := map[string]resolve.Result{}
+	for _, d := range resolve.DialSurface(udpPrimary, workloadidentity.SPIRE) {
+		rows[d.Address] = d.Result
+	}
+	for _, tc := range tests {
+		got := resolve.ConnectionAddress(udpPrimary, tc.port, tc.udp)
+		if got != tc.want {
+			t.Errorf("ConnectionAddress(%d, udp %t) = %q, want %q", tc.port, tc.udp, got, tc.want)
+		}
+		if _, ok := rows[got]; !ok {
+			t.Errorf("ConnectionAddress(%d, udp %t) = %q: no row of the surface", tc.port, tc.udp, got)
+		}
+	}
+	if r := rows[n+":*"]; r.Outcome != resolve.Refused || !strings.Contains(r.Reason, "a TCP connection never reaches a port declared UDP") {
+		t.Errorf("<name>:* = %+v: want Refused, saying a TCP connection never reaches a UDP port", r)
 	}
 }
 
@@ -412,7 +502,7 @@ func TestSurfaceWithoutIssuer(t *testing.T) {
 				if d.Protocol == meshv1alpha1.ProtocolTCP && d.Outcome != resolve.Refused {
 					t.Errorf("%s is TCP and %s without an issuer; it must be refused", d.Address, d.Outcome)
 				}
-				if d.Port != 0 && !d.Protocol.IsHTTP() {
+				if d.Port != 0 && d.Protocol == meshv1alpha1.ProtocolTCP {
 					t.Errorf("%s reaches port %d as %s without an issuer", d.Address, d.Port, d.Protocol)
 				}
 			}

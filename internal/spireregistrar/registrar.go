@@ -273,7 +273,7 @@ func (r *Registrar) reached(logger logr.Logger) {
 }
 
 // CacheOptions is the registrar-only manager's cache: MeshServices trimmed to their identity,
-// the only field the registrar reads (a status's dial surface alone may hold 521 rows), and the
+// the only field the registrar reads (a status's dial surface alone may hold 522 rows), and the
 // mesh's pods trimmed as the manager's cache holds them (the label and registration.Trim), so
 // both modes read the same. Nodes are watched as metadata only.
 func CacheOptions() cache.Options {

@@ -109,14 +109,17 @@ func TestGrammarErrorsDenied(t *testing.T) {
 		"protocol conflict":  {portspec.AnnotationPorts: "9000=h2,9000=tcp"},
 		"suffix on primary":  {portspec.AnnotationPort: "9000=tcp"},
 		"empty element":      {portspec.AnnotationPorts: "8080,,9000"},
-		"unknown protocol":   {portspec.AnnotationProtocol: "udp"},
+		"unknown protocol":   {portspec.AnnotationProtocol: "sctp"},
+		"tcp and udp on 53":  {portspec.AnnotationPorts: "8080,53=tcp,53=udp"},
+		"udp on a socket":    {portspec.AnnotationPorts: "8080,5353=udp", portspec.AnnotationUDSSocket: "sock/app.sock"},
+		"http3":              {portspec.AnnotationPorts: "8080,8443=h3"},
 		"bad weight":         {portspec.AnnotationWeight: "0"},
 		"bad health path":    {portspec.AnnotationHealthPath: "healthz"},
 		"bad health mode":    {portspec.AnnotationHealthCheckMode: "passive"},
 		"reserved metadata":  {portspec.AnnotationMetadataPrefix + "pod": "x"},
 		"bad upstream":       {portspec.AnnotationUpstreams: "Payments"},
 		"unknown annotation": {"endpoint.aether.io/prots": "8080"},
-		"several at once":    {portspec.AnnotationPort: "18081", portspec.AnnotationPorts: "9000=udp"},
+		"several at once":    {portspec.AnnotationPort: "18081", portspec.AnnotationPorts: "9000=sctp"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, parseErr := portspec.Parse(annotations)
@@ -140,6 +143,8 @@ func TestValidAndUnmanagedPodsAdmitted(t *testing.T) {
 		nil,
 		{portspec.AnnotationPort: "8080", portspec.AnnotationPorts: "8080,9090=h2,9000=tcp"},
 		{portspec.AnnotationProtocol: "tcp", portspec.AnnotationPort: "5432"},
+		{portspec.AnnotationPort: "8080", portspec.AnnotationPorts: "8080,5353=udp"},
+		{portspec.AnnotationProtocol: "udp", portspec.AnnotationPort: "53"},
 	} {
 		before := webhookCalls(t)
 		if err := env.Client.Create(ctx, pod(ns, true, annotations)); err != nil {

@@ -73,9 +73,10 @@ func (b *builder) upstreams() []upstream {
 
 // carries reports whether the node's configuration has upstream clusters, and so load
 // assignments, for a port of protocol p: an HTTP-class port always; a raw-TCP port only in a mesh
-// with a workload-identity issuer (model.Mesh.Issuer), as raw TCP rides mTLS only.
+// with a workload-identity issuer (model.Mesh.Issuer), as raw TCP rides mTLS only; a UDP port
+// never (the node proxy does not carry UDP yet).
 func (b *builder) carries(p meshv1alpha1.Protocol) bool {
-	return p.IsHTTP() || b.mesh.Issuer.Issues()
+	return p.IsHTTP() || !p.IsUDP() && b.mesh.Issuer.Issues()
 }
 
 // sources are the identities that dial from this node, sorted, each once: the distinct identities

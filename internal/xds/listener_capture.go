@@ -748,7 +748,10 @@ func selectPods(domain string, pods []model.LocalPod) (kept []model.LocalPod, sk
 			continue
 		}
 		netnsHolder[p.NetNS] = key
-		kept = append(kept, p)
+		// Its listeners are built from its TCP and HTTP ports alone (model.LocalPod.WithoutUDP):
+		// the node proxy does not carry UDP yet, and a UDP primary leaves the inbound listener
+		// without a floor chain.
+		kept = append(kept, p.WithoutUDP())
 	}
 	return kept, skipped
 }
@@ -775,8 +778,8 @@ func podProblem(domain string, p model.LocalPod) error {
 				portspec.Reserved[pp.Port])
 		case seen[pp.Port]:
 			return fmt.Errorf("local pod %s/%s: ports[%d]: port %d is listed twice: one chain per port", p.Namespace, p.Name, i, pp.Port)
-		case !pp.Protocol.IsHTTP() && pp.Protocol != meshv1alpha1.ProtocolTCP:
-			return fmt.Errorf("local pod %s/%s: ports[%d] (port %d) has protocol %q, none of HTTP, HTTP2, TCP",
+		case !pp.Protocol.IsHTTP() && pp.Protocol != meshv1alpha1.ProtocolTCP && !pp.Protocol.IsUDP():
+			return fmt.Errorf("local pod %s/%s: ports[%d] (port %d) has protocol %q, none of HTTP, HTTP2, TCP, UDP",
 				p.Namespace, p.Name, i, pp.Port, pp.Protocol)
 		}
 		seen[pp.Port] = true
@@ -811,7 +814,11 @@ func selectServices(domain string, services []model.Service, mm *memo) (kept []m
 			skipped = append(skipped, fmt.Errorf("xds: no chains, virtual hosts or routes for %w", f.problem))
 			continue
 		}
-		kept = append(kept, meshService{Service: *s, key: f.key, fqdn: f.fqdn, ports: f.ports})
+		// Its clusters, load assignments and chains are built from its TCP and HTTP ports alone
+		// (model.Service.WithoutUDP): the node proxy does not carry UDP yet. ports keeps every
+		// port, so the answers the mesh sends (421 port-not-http for a UDP port) say the surface's
+		// words.
+		kept = append(kept, meshService{Service: s.WithoutUDP(), key: f.key, fqdn: f.fqdn, ports: f.ports})
 	}
 	return kept, append(skipped, mm.holdServices(domain, kept)...)
 }

@@ -130,6 +130,19 @@ func HTTPS443TCP() model.Mesh { return https443TCP().Mesh() }
 
 func https443TCP() Scenario { return simple("8080", "8080,443=tcp", "") }
 
+// UDPPorts is the mesh where payments' primary is UDP 5353, beside HTTP 8080 and TCP 9000
+// (ports 5353=udp,8080,9000=tcp): the node proxy does not carry UDP yet, so 5353 gets no chain,
+// cluster or load assignment, and payments' inbound listener has no floor chain (no TCP port is
+// its primary); :8080 is HTTP, :9000 and :18082 reach TCP 9000, and Host: payments:5353 is 421
+// port-not-http.
+func UDPPorts() model.Mesh { return udpPorts().Mesh() }
+
+func udpPorts() Scenario { return simple("5353", "5353=udp,8080,9000=tcp", "") }
+
+// UDPPortsDeclared is UDPPorts with payments declaring ports instead (its primary still 5353):
+// what a test compares the UDP scenario with.
+func UDPPortsDeclared(ports string) model.Mesh { return simple("5353", ports, "").Mesh() }
+
 // Scoped is the mesh where both local pods capture in scoped mode, with the mixed payments and
 // catalog (HTTP only): the capture listeners carry cap_tcp_blackhole for the :18082
 // connections no service claims.
@@ -378,6 +391,7 @@ func Scenarios() map[string]Scenario {
 		"on-demand":                  onDemand(),
 		"unlabelled-nodes":           unlabelledNodes(),
 		"active-health":              activeHealth(),
+		"udp-ports":                  udpPorts(),
 	}
 }
 

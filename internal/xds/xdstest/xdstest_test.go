@@ -61,9 +61,9 @@ func checkMesh(t testing.TB, name string, m model.Mesh) {
 // joins its service (each is a verified endpoint).
 func TestScenariosAreValid(t *testing.T) {
 	scenarios := xdstest.Scenarios()
-	if len(scenarios) != 22 {
+	if len(scenarios) != 23 {
 		t.Errorf("%d scenarios, want the 10 of the table, tls-routes, no-issuer, shared-port, dual-stack-mesh, primary-rollout, subsets, uds, "+
-			"declared-upstreams, on-demand, unlabelled-nodes, active-health and access-policy", len(scenarios))
+			"declared-upstreams, on-demand, unlabelled-nodes, active-health, access-policy and udp-ports", len(scenarios))
 	}
 	for name, m := range xdstest.All() {
 		checkMesh(t, name, m)
@@ -171,6 +171,7 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		"on-demand":          "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 		"unlabelled-nodes":   "primary 8080; 8080/HTTP; http default none; tcp default none",
 		"active-health":      "primary 8080; 8080/HTTP 9000/TCP; http default none; tcp default 9000",
+		"udp-ports":          "primary 5353; 5353/UDP 8080/HTTP 9000/TCP; http default none; tcp default 9000",
 	}
 	all := xdstest.All()
 	for name, m := range all {
@@ -312,6 +313,9 @@ func TestDecode(t *testing.T) {
 // same port sets, endpoint counts and capture modes (names differ: the decoder has its own).
 func TestEncodeDecode(t *testing.T) {
 	for name, s := range xdstest.Scenarios() {
+		if name == "udp-ports" {
+			continue // the fuzz encoding spells the protocols the node proxy carries; UDP is not yet one
+		}
 		want, got := shape(s.Mesh()), shape(xdstest.Decode(xdstest.Encode(s)).Mesh())
 		if got != want {
 			t.Errorf("%s: decodes to\n  %s\nwant\n  %s", name, got, want)

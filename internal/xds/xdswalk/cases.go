@@ -88,6 +88,8 @@ func connections(row resolve.Dial, name, vip string, set portSet, mode model.Cap
 	switch {
 	case row.Outcome == resolve.HostDecides:
 		return nil
+	case strings.HasSuffix(addr, resolve.UDPSuffix):
+		return nil // datagrams: the node proxy does not carry UDP yet, and the walk dials TCP
 	case strings.HasPrefix(addr, hostRow):
 		host := strings.TrimPrefix(addr, hostRow)
 		if strings.HasSuffix(host, ":"+resolve.AnyOtherPort) {
