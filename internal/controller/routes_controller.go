@@ -48,7 +48,7 @@ func readRoute(o client.Object) (routes.Route, *[]gwapiv1.RouteParentStatus) {
 	return route, parents
 }
 
-// RouteKinds are the four route kinds the mesh answers for.
+// RouteKinds are the five route kinds the mesh answers for.
 var routeKinds = []routeKind{
 	{
 		kind: routes.HTTPRoute, newObj: func() client.Object { return &gwapiv1.HTTPRoute{} },
@@ -71,6 +71,14 @@ var routeKinds = []routeKind{
 		newList: func() client.ObjectList { return &gwapiv1.TCPRouteList{} },
 		items: func(l client.ObjectList) []client.Object {
 			return objects(l.(*gwapiv1.TCPRouteList).Items)
+		},
+		read: readRoute,
+	},
+	{
+		kind: routes.UDPRoute, newObj: func() client.Object { return &gwapiv1.UDPRoute{} },
+		newList: func() client.ObjectList { return &gwapiv1.UDPRouteList{} },
+		items: func(l client.ObjectList) []client.Object {
+			return objects(l.(*gwapiv1.UDPRouteList).Items)
 		},
 		read: readRoute,
 	},
@@ -129,8 +137,11 @@ type RouteReconciler struct {
 	kind routeKind
 }
 
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes;tcproutes;tlsroutes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes/status;grpcroutes/status;tcproutes/status;tlsroutes/status,verbs=get;update;patch
+// The routes of the five kinds (udproutes beside the others: a UDPRoute reaches a UDP port) are
+// read to be evaluated, and only their status is written: this controller's status.parents entries
+// (Accepted, ResolvedRefs). ReferenceGrants are read to judge a cross-namespace backendRef.
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes;tcproutes;tlsroutes;udproutes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes/status;grpcroutes/status;tcproutes/status;tlsroutes/status;udproutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=referencegrants,verbs=get;list;watch
 
 // SetupRouteControllers registers one reconciler per route kind whose CRD the cluster serves,

@@ -64,6 +64,9 @@ func newRoute(k routes.Kind, ns, name string, parent gwapiv1.ParentReference, to
 	case routes.TCPRoute:
 		return &gwapiv1.TCPRoute{ObjectMeta: meta, Spec: gwapiv1.TCPRouteSpec{CommonRouteSpec: parents,
 			Rules: []gwapiv1.TCPRouteRule{{BackendRefs: []gwapiv1.BackendRef{ref}}}}}
+	case routes.UDPRoute:
+		return &gwapiv1.UDPRoute{ObjectMeta: meta, Spec: gwapiv1.UDPRouteSpec{CommonRouteSpec: parents,
+			Rules: []gwapiv1.UDPRouteRule{{BackendRefs: []gwapiv1.BackendRef{ref}}}}}
 	default:
 		return &gwapiv1.TLSRoute{ObjectMeta: meta, Spec: gwapiv1.TLSRouteSpec{CommonRouteSpec: parents,
 			Hostnames: []gwapiv1.Hostname{"payments.example"},
@@ -85,6 +88,8 @@ func parentsOf(ctx context.Context, o client.Object) ([]gwapiv1.RouteParentStatu
 	case *gwapiv1.TCPRoute:
 		return r.Status.Parents, nil
 	case *gwapiv1.TLSRoute:
+		return r.Status.Parents, nil
+	case *gwapiv1.UDPRoute:
 		return r.Status.Parents, nil
 	}
 	return nil, fmt.Errorf("%T is no route", o)
@@ -123,12 +128,7 @@ func TestRouteMatrix(t *testing.T) {
 		h2Instead   = "or use an HTTPRoute or a GRPCRoute."
 	)
 	notDeclared := "rule 0: backendRef payments:7777: port 7777 is not declared by payments (it serves 8080/HTTP, 9000/TCP, 9090/HTTP2)."
-	cases := []struct {
-		kind    routes.Kind
-		port    int32
-		reason  string
-		message string
-	}{
+	checkRouteCases(t, ctx, ns, "payments", []routeCase{
 		{routes.HTTPRoute, 8080, "ResolvedRefs", ""},
 		{routes.HTTPRoute, 9090, "ResolvedRefs", ""},
 		{routes.HTTPRoute, 9000, "UnsupportedProtocol", "rule 0: backendRef payments:9000 is a raw-TCP port (declared 9000=tcp); an HTTPRoute can only reach HTTP ports of payments (8080/HTTP, 9090/HTTP2). Point it at one of those, or use a TCPRoute."},
@@ -145,10 +145,26 @@ func TestRouteMatrix(t *testing.T) {
 		{routes.TLSRoute, 9090, "UnsupportedProtocol", "rule 0: backendRef payments:9090 is an HTTP/2 port (declared 9090=h2); a TLSRoute can only reach TCP ports of payments (9000/TCP). Point it at one of those, " + h2Instead},
 		{routes.TLSRoute, 9000, "ResolvedRefs", ""},
 		{routes.TLSRoute, 7777, "BackendNotFound", notDeclared},
-	}
+	})
+}
+
+// routeCase is a route of kind to one backend port of a mesh service, and the ResolvedRefs reason
+// and message (when not empty) its status must reach.
+type routeCase struct {
+	kind    routes.Kind
+	port    int32
+	reason  string
+	message string
+}
+
+// checkRouteCases creates one route per case in ns, parented to service and backed by its port,
+// and waits until each reaches its ResolvedRefs reason and message and is Accepted for its
+// generation.
+func checkRouteCases(t *testing.T, ctx context.Context, ns, service string, cases []routeCase) {
+	t.Helper()
 	objs := make([]client.Object, len(cases))
 	for i, tc := range cases {
-		objs[i] = newRoute(tc.kind, ns, fmt.Sprintf("%s-%d", strings.ToLower(string(tc.kind)), tc.port), serviceParent("payments", 0), backend("payments", tc.port))
+		objs[i] = newRoute(tc.kind, ns, fmt.Sprintf("%s-%d", strings.ToLower(string(tc.kind)), tc.port), serviceParent(service, 0), backend(service, tc.port))
 		if err := env.Client.Create(ctx, objs[i]); err != nil {
 			t.Fatalf("creating %s to %d: %v", tc.kind, tc.port, err)
 		}

@@ -62,7 +62,7 @@ type RouteRef struct {
 // installed is skipped: the cluster has no such routes.
 func listRoutes(ctx context.Context, c client.Reader, namespace string) ([]RouteRef, error) {
 	var out []RouteRef
-	for _, l := range []client.ObjectList{&gwapiv1.HTTPRouteList{}, &gwapiv1.GRPCRouteList{}, &gwapiv1.TCPRouteList{}, &gwapiv1.TLSRouteList{}} {
+	for _, l := range []client.ObjectList{&gwapiv1.HTTPRouteList{}, &gwapiv1.GRPCRouteList{}, &gwapiv1.TCPRouteList{}, &gwapiv1.TLSRouteList{}, &gwapiv1.UDPRouteList{}} {
 		if err := c.List(ctx, l, client.InNamespace(namespace)); err != nil {
 			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 				continue

@@ -32,6 +32,7 @@ const (
 	GRPCRoute Kind = "GRPCRoute"
 	TCPRoute  Kind = "TCPRoute"
 	TLSRoute  Kind = "TLSRoute"
+	UDPRoute  Kind = "UDPRoute"
 )
 
 // Route is a route of any kind, as the evaluation reads it (and, through the fields the
@@ -160,6 +161,8 @@ func Carries(k Kind, p meshv1alpha1.Protocol) bool {
 		return p.IsHTTP()
 	case GRPCRoute:
 		return p == meshv1alpha1.ProtocolHTTP2
+	case UDPRoute: // datagrams: a UDP port, and no other route kind reaches one
+		return p == meshv1alpha1.ProtocolUDP
 	default: // TCPRoute, TLSRoute: bytes, or the application's own TLS, over TCP
 		return p == meshv1alpha1.ProtocolTCP
 	}
@@ -331,6 +334,8 @@ func describe(p meshv1alpha1.Protocol) string {
 		return "an HTTP/1.1 port"
 	case meshv1alpha1.ProtocolHTTP2:
 		return "an HTTP/2 port"
+	case meshv1alpha1.ProtocolUDP:
+		return "a UDP port"
 	}
 	return "a raw-TCP port"
 }
@@ -344,12 +349,14 @@ func spelling(port int32, p meshv1alpha1.Protocol) string {
 // instead for a port of protocol p.
 func canReach(k Kind, p meshv1alpha1.Protocol, who string, ms *meshv1alpha1.MeshService) string {
 	ok := portList(ms.Status.Ports, func(q meshv1alpha1.Protocol) bool { return Carries(k, q) })
-	class := map[Kind]string{HTTPRoute: "HTTP", GRPCRoute: "HTTP/2"}[k]
+	class := map[Kind]string{HTTPRoute: "HTTP", GRPCRoute: "HTTP/2", UDPRoute: "UDP"}[k]
 	if class == "" {
 		class = "TCP"
 	}
 	var instead string
 	switch {
+	case p == meshv1alpha1.ProtocolUDP:
+		instead = "use a UDPRoute"
 	case p == meshv1alpha1.ProtocolTCP:
 		instead = "use a TCPRoute"
 	case k == GRPCRoute:

@@ -51,18 +51,19 @@ func TestEvaluateGolden(t *testing.T) {
 
 // TestEvaluateKindProtocolMatrix states the kind × protocol table of DESIGN section 6 on its own,
 // so that a golden file rewritten with -update cannot quietly change it: HTTPRoute reaches HTTP
-// and HTTP2 ports, GRPCRoute only HTTP2, TCPRoute and TLSRoute only TCP; an undeclared port is
-// BackendNotFound whatever the kind.
+// and HTTP2 ports, GRPCRoute only HTTP2, TCPRoute and TLSRoute only TCP, UDPRoute only UDP (and
+// no other kind a UDP port); an undeclared port is BackendNotFound whatever the kind.
 func TestEvaluateKindProtocolMatrix(t *testing.T) {
 	const ok = gwapiv1.RouteReasonResolvedRefs
 	const unsupported = gwapiv1.RouteReasonUnsupportedProtocol
 	const notFound = gwapiv1.RouteReasonBackendNotFound
-	ports := []int32{8080, 9090, 9000, 7777} // HTTP, HTTP2, TCP, undeclared
+	ports := []int32{8080, 9090, 9000, 5353, 7777} // HTTP, HTTP2, TCP, UDP, undeclared
 	want := map[routes.Kind][]gwapiv1.RouteConditionReason{
-		routes.HTTPRoute: {ok, ok, unsupported, notFound},
-		routes.GRPCRoute: {unsupported, ok, unsupported, notFound},
-		routes.TCPRoute:  {unsupported, unsupported, ok, notFound},
-		routes.TLSRoute:  {unsupported, unsupported, ok, notFound},
+		routes.HTTPRoute: {ok, ok, unsupported, unsupported, notFound},
+		routes.GRPCRoute: {unsupported, ok, unsupported, unsupported, notFound},
+		routes.TCPRoute:  {unsupported, unsupported, ok, unsupported, notFound},
+		routes.TLSRoute:  {unsupported, unsupported, ok, unsupported, notFound},
+		routes.UDPRoute:  {unsupported, unsupported, unsupported, ok, notFound},
 	}
 	for kind, reasons := range want {
 		for i, port := range ports {
@@ -204,6 +205,7 @@ func matrixInput(k routes.Kind, port int32) routes.Input {
 		MeshServices: []meshv1alpha1.MeshService{{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "payments"},
 			Status: meshv1alpha1.MeshServiceStatus{Ports: []meshv1alpha1.ServicePort{
+				{Port: 5353, Protocol: meshv1alpha1.ProtocolUDP},
 				{Port: 8080, Protocol: meshv1alpha1.ProtocolHTTP},
 				{Port: 9000, Protocol: meshv1alpha1.ProtocolTCP},
 				{Port: 9090, Protocol: meshv1alpha1.ProtocolHTTP2},
@@ -334,4 +336,26 @@ func checkOutput(t testing.TB, in routes.Input, out []gwapiv1.RouteParentStatus)
 
 func marshal(t testing.TB, v any) []byte {
 	return golden.YAML(t, v)
+}
+
+// TestEvaluateUDPMessages: the UnsupportedProtocol messages between UDP and the other kinds say
+// what the port is and what to use instead: a UDPRoute for a UDP port, the port's own kind for a
+// UDPRoute that names another.
+func TestEvaluateUDPMessages(t *testing.T) {
+	for _, tc := range []struct {
+		kind routes.Kind
+		port int32
+		want string
+	}{
+		{routes.TCPRoute, 5353, "backendRef payments:5353 is a UDP port (declared 5353=udp); a TCPRoute can only reach TCP ports of payments (9000/TCP). Point it at one of those, or use a UDPRoute."},
+		{routes.HTTPRoute, 5353, "is a UDP port (declared 5353=udp); an HTTPRoute can only reach HTTP ports of payments (8080/HTTP, 9090/HTTP2). Point it at one of those, or use a UDPRoute."},
+		{routes.UDPRoute, 9000, "is a raw-TCP port (declared 9000=tcp); a UDPRoute can only reach UDP ports of payments (5353/UDP). Point it at one of those, or use a TCPRoute."},
+		{routes.UDPRoute, 8080, "a UDPRoute can only reach UDP ports of payments (5353/UDP). Point it at one of those, or use an HTTPRoute."},
+	} {
+		out := routes.Evaluate(matrixInput(tc.kind, tc.port))
+		rr := findCondition(out[0].Conditions, string(gwapiv1.RouteConditionResolvedRefs))
+		if rr == nil || rr.Reason != string(gwapiv1.RouteReasonUnsupportedProtocol) || !strings.Contains(rr.Message, tc.want) {
+			t.Errorf("%s to port %d: ResolvedRefs %+v; want UnsupportedProtocol saying %q", tc.kind, tc.port, rr, tc.want)
+		}
+	}
 }

@@ -27,6 +27,10 @@ func Read(o runtime.Object) (route Route, parents *[]gwapiv1.RouteParentStatus, 
 		return read(TCPRoute, r.ObjectMeta, r.Spec.CommonRouteSpec, nil, r.Spec.Rules, func(rule gwapiv1.TCPRouteRule) Rule {
 			return plainRule(rule.Name, rule.BackendRefs)
 		}), &r.Status.Parents, true
+	case *gwapiv1.UDPRoute:
+		return read(UDPRoute, r.ObjectMeta, r.Spec.CommonRouteSpec, nil, r.Spec.Rules, func(rule gwapiv1.UDPRouteRule) Rule {
+			return plainRule(rule.Name, rule.BackendRefs)
+		}), &r.Status.Parents, true
 	case *gwapiv1.TLSRoute:
 		return read(TLSRoute, r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, r.Spec.Rules, func(rule gwapiv1.TLSRouteRule) Rule {
 			return plainRule(rule.Name, rule.BackendRefs)
@@ -102,7 +106,7 @@ func requestRule[B, M any](name *gwapiv1.SectionName, filters int, backends []B,
 	return r
 }
 
-// plainRule reads a TCPRoute or TLSRoute rule: its backends and weights.
+// plainRule reads a TCPRoute, TLSRoute or UDPRoute rule: its backends and weights.
 func plainRule(name *gwapiv1.SectionName, refs []gwapiv1.BackendRef) Rule {
 	r := Rule{Name: name}
 	for _, b := range refs {

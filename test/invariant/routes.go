@@ -17,13 +17,14 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/routes"
 )
 
-// routeLists are the lists of the four route kinds the controller answers for.
+// routeLists are the lists of the five route kinds the controller answers for.
 func routeLists() map[routes.Kind]client.ObjectList {
 	return map[routes.Kind]client.ObjectList{
 		routes.HTTPRoute: &gwapiv1.HTTPRouteList{},
 		routes.GRPCRoute: &gwapiv1.GRPCRouteList{},
 		routes.TCPRoute:  &gwapiv1.TCPRouteList{},
 		routes.TLSRoute:  &gwapiv1.TLSRouteList{},
+		routes.UDPRoute:  &gwapiv1.UDPRouteList{},
 	}
 }
 
