@@ -141,11 +141,12 @@ func (d *directory) inboundAt(local *corev3.Address, sni string) (t target, ok b
 	}
 	port := pod.primary
 	if sni != "" {
-		p, err := strconv.ParseInt(sni, 10, 32)
-		if err != nil {
+		// The port's name, or the HTTP/3 hop's <port>.<service's mesh name> (both legs).
+		p, named := xds.ServerNamePort(sni)
+		if !named {
 			return target{}, false
 		}
-		port = int32(p)
+		port = p
 	}
 	if !pod.ports[port] {
 		return target{}, false

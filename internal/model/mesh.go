@@ -39,6 +39,11 @@ type Mesh struct {
 	// demand and still use, as "<name>.<namespace>" (UpstreamsDeclared only): built up front
 	// beside the declared ones until they go idle. The agent keeps the record.
 	Demanded map[string][]string `json:"demanded,omitempty"`
+	// HopHTTP3 makes the hop between node proxies prefer HTTP/3 over QUIC (the agent's
+	// --hop-http3): every local pod's inbound also listens on UDP 18008, and every HTTP upstream
+	// cluster tries HTTP/3 first and falls back to HTTP/2 over TLS. Off (the default), the hop is
+	// HTTP/2 over TLS alone.
+	HopHTTP3 bool `json:"hopHTTP3,omitempty"`
 }
 
 // UpstreamsMode says which services a node carries clusters for before anyone dials them.

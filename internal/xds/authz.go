@@ -210,7 +210,7 @@ func (b *builder) deniedMapper() *hcmv3.ResponseMapper {
 }
 
 // accessByListener is Resources.Access of pods.
-func accessByListener(pods []model.LocalPod) map[string][]authz.Port {
+func accessByListener(pods []model.LocalPod, hopHTTP3 bool) map[string][]authz.Port {
 	out := make(map[string][]authz.Port, len(pods))
 	for _, p := range pods {
 		ports := make([]authz.Port, len(p.Ports))
@@ -219,6 +219,10 @@ func accessByListener(pods []model.LocalPod) map[string][]authz.Port {
 			ports[i].Protocol = pp.Protocol
 		}
 		out[InboundListener(PodKey(p.Namespace, p.Name))] = ports
+		if hopHTTP3 {
+			// Its QUIC listener serves the same ports to the same peers (hop_http3.go).
+			out[InboundQUICListener(PodKey(p.Namespace, p.Name))] = ports
+		}
 	}
 	return out
 }

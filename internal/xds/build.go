@@ -36,7 +36,8 @@ type Resources struct {
 	// Skipped says, one sentence each and sorted, what Build left out of an otherwise good build
 	// and why: one bad service or pod does not take the node's whole configuration down with it.
 	Skipped []string
-	// Access is, by inbound listener name, what the AccessPolicies make of each port its pod
+	// Access is, by inbound listener name (and inbound QUIC listener name, model.Mesh.HopHTTP3),
+	// what the AccessPolicies make of each port its pod
 	// serves (model.LocalPod.AccessOf, in the pod's port order): what the listener's chains were
 	// built to enforce, for the gates (xdscheck.Authorization) and the simulator. Not published.
 	Access map[string][]authz.Port
@@ -74,7 +75,7 @@ func build(m model.Mesh, memo *memo) (Resources, error) {
 	res.Endpoints = b.endpoints()
 	listening.Wait()
 	res.Runtimes = []*runtimev3.Runtime{podListenerLimits(res.Listeners)}
-	res.Access = accessByListener(in.pods)
+	res.Access = accessByListener(in.pods, m.HopHTTP3)
 	b.check("the runtime layer "+ListenerLimitsLayer, res.Runtimes[0])
 	// The first error in the order the parts are listed, as one builder would have recorded it.
 	b.fail(l.err)
@@ -101,6 +102,9 @@ type builder struct {
 	attached map[servicePort][]*attachedRoute
 	// httpOptionsOf are the packed upstream HTTP protocol options, by protocol (httpOptions).
 	httpOptionsOf map[meshv1alpha1.Protocol]map[string]*anypb.Any
+	// hopHTTP3Of are the packed protocol options of the HTTP clusters whose hop prefers HTTP/3,
+	// by SNI (hopHTTP3Options).
+	hopHTTP3Of map[string]map[string]*anypb.Any
 	// typeURLs are the type URLs pack has spelled, by message name.
 	typeURLs map[protoreflect.FullName]string
 	// shared are the sub-messages the build's resources share (shared.go).

@@ -153,7 +153,8 @@ func (b *builder) serviceClusters(u upstream, source string, kept *sourceCluster
 // upstreamCluster is the EDS cluster base (qualified by source) that reaches u's port over mTLS:
 // its hosts are the port's load assignment (each a peer's inbound, <pod_ip>:18008), its TLS
 // context pinned to u's identity. An HTTP cluster speaks HTTP/2 on the hop, whatever the port's
-// own protocol: the destination's inbound speaks the port's protocol to the application.
+// own protocol: the destination's inbound speaks the port's protocol to the application. When the
+// hop prefers HTTP/3 (model.Mesh.HopHTTP3), it tries HTTP/3 over QUIC first (hop_http3.go).
 func (b *builder) upstreamCluster(u upstream, source, base string, port int32, http bool) *clusterv3.Cluster {
 	name := b.sourceCluster(base, source)
 	what := about{kind: kindCluster, name: name}
@@ -164,7 +165,17 @@ func (b *builder) upstreamCluster(u upstream, source, base string, port int32, h
 		LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
 		CircuitBreakers:      sharedCircuitBreakers,
 	}
-	if http {
+	h := hop{source: source, destination: u.svc.Identity, sni: ServerName(port), http: http}
+	if http && b.mesh.HopHTTP3 {
+		// No ALPN in the context: the grid offers it by itself (h3 over QUIC; h2 and http/1.1
+		// over TLS, of which the inbound's HTTP chain takes h2). An h2 in the context would be
+		// offered over QUIC too, and refused ("no application protocol").
+		h.sni, h.http = HopServerName(port, u.fqdn), false
+	}
+	switch {
+	case http && b.mesh.HopHTTP3:
+		c.TypedExtensionProtocolOptions = b.hopHTTP3Options(what, h.sni)
+	case http:
 		c.TypedExtensionProtocolOptions = b.httpOptions(what, meshv1alpha1.ProtocolHTTP2)
 	}
 	// Checked before its shared parts are attached: each was checked when made, and Cluster sets
@@ -177,9 +188,11 @@ func (b *builder) upstreamCluster(u upstream, source, base string, port int32, h
 		// Subset routing (subset.go) is HTTP's: a raw-TCP connection carries no headers.
 		c.LbSubsetConfig = b.subsetConfigOf(what, u.svc.SubsetKeys)
 	}
-	c.TransportSocket = b.upstreamTLS(what, hop{
-		source: source, destination: u.svc.Identity, sni: ServerName(port), http: http,
-	})
+	if http && b.mesh.HopHTTP3 {
+		c.TransportSocket = b.upstreamQUIC(what, h) // hop_http3.go
+	} else {
+		c.TransportSocket = b.upstreamTLS(what, h)
+	}
 	b.activeChecking(what, c, u, source, port)
 	return c
 }

@@ -40,8 +40,8 @@ import (
 //   - the sorted lists of clusters and load assignments: the very resources, in the order they
 //     were assembled.
 //
-// The mesh domain and the identity issuer are part of every key (a change of either starts
-// afresh), and so is the last build's success: a failed build keeps nothing, and its error reads
+// The mesh domain, the identity issuer, the upstreams mode and the hop protocol are part of every
+// key (a change of any starts afresh), and so is the last build's success: a failed build keeps nothing, and its error reads
 // exactly as Build's. What a build neither reuses nor makes is dropped. A Builder is not safe for
 // concurrent use; its outputs, like Build's, must not be modified, neither the messages nor the
 // lists of Resources (a later build may return the same messages, and the same lists of clusters
@@ -62,8 +62,9 @@ type Builder struct {
 
 // Build renders m as Build does, reusing what the previous build made from equal inputs.
 func (bl *Builder) Build(m model.Mesh) (Resources, error) {
-	if bl.memo == nil || bl.memo.domain != m.Domain || bl.memo.issuer != m.Issuer || bl.memo.distribution != m.Upstreams {
-		bl.memo = &memo{domain: m.Domain, issuer: m.Issuer, distribution: m.Upstreams, services: map[serviceID]*serviceMemo{},
+	if bl.memo == nil || bl.memo.domain != m.Domain || bl.memo.issuer != m.Issuer || bl.memo.distribution != m.Upstreams ||
+		bl.memo.hopHTTP3 != m.HopHTTP3 {
+		bl.memo = &memo{domain: m.Domain, issuer: m.Issuer, distribution: m.Upstreams, hopHTTP3: m.HopHTTP3, services: map[serviceID]*serviceMemo{},
 			upstreams: map[string]*upstreamMemo{}, loadAssignments: map[servicePortKey]*loadAssignmentMemo{},
 			apps: map[podID]*appMemo{}}
 	}
@@ -87,6 +88,8 @@ type memo struct {
 	issuer workloadidentity.Issuer
 	// distribution is the mesh's upstreams mode: whether the listeners fetch on demand.
 	distribution model.UpstreamsMode
+	// hopHTTP3 is whether the hop prefers HTTP/3: every HTTP cluster's protocol and transport.
+	hopHTTP3 bool
 	// gen is the build under way: the parts it reused or made carry it.
 	gen uint64
 	// locality is the node's, which every load assignment's priorities derive from.
@@ -561,13 +564,13 @@ func (e *listeningMemo) madeFrom(m model.Mesh, in listenerInputs) bool {
 // listening is what the listeners and route configurations are built from: the mesh and the
 // selection without the services' endpoints (listeningMesh, listeningInputs).
 //
-// listeningMesh is m's domain, issuer, node name, pods, routes and upstreams mode: the node's locality orders load
+// listeningMesh is m's domain, issuer, node name, pods, routes, upstreams mode and hop protocol: the node's locality orders load
 // assignments only, and the listeners read the selected services (in.services), not m's list.
 func listeningMesh(m model.Mesh) model.Mesh {
 	// Upstreams (whether they fetch on demand) but not Demanded: what was fetched changes no
 	// listener or route (warm.go).
 	return model.Mesh{Domain: m.Domain, Issuer: m.Issuer, Node: model.Node{Name: m.Node.Name}, Pods: m.Pods, Routes: m.Routes,
-		Upstreams: m.Upstreams}
+		Upstreams: m.Upstreams, HopHTTP3: m.HopHTTP3}
 }
 
 // listeningInputs is in with each selected service without its endpoints (withoutEndpoints), and

@@ -203,6 +203,9 @@ func (b *builder) listeners() []*listenerv3.Listener {
 			shared[set] = chains
 		}
 		out = append(out, b.captureListener(p, chains), b.proxyListener(p, chains), b.inboundListener(p, in.domain))
+		if quic := b.inboundQUICListener(p, in.domain); quic != nil {
+			out = append(out, quic)
+		}
 	}
 	slices.SortFunc(out, func(a, b *listenerv3.Listener) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	for _, l := range out {

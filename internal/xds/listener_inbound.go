@@ -103,6 +103,10 @@ func (b *builder) inboundListener(p model.LocalPod, domain string) *listenerv3.L
 		match := &listenerv3.FilterChainMatch{ServerNames: []string{ServerName(pp.Port)}}
 		access := p.AccessOf(pp.Port)
 		if pp.Protocol.IsHTTP() {
+			if b.mesh.HopHTTP3 {
+				// The HTTP/2 leg of a hop that prefers HTTP/3 names the port so (hop_http3.go).
+				match.ServerNames = append(match.ServerNames, HopServerName(pp.Port, FQDN(p.Service, p.Namespace, domain)))
+			}
 			chains = append(chains, b.inboundHTTPChain(InboundHTTPChain(pp.Port), match, domain, p.Identity, AppCluster(pod, pp.Port), access))
 		} else {
 			chains = append(chains, b.inboundTCPChain(InboundTCPChain(pp.Port), TCPPortStatPrefix(p.Namespace, p.Service, pp.Port), match, domain,
@@ -143,11 +147,28 @@ func (b *builder) inboundFloorChain(primary meshv1alpha1.PortProtocol, statPrefi
 }
 
 // inboundHTTPChain terminates mTLS (ALPN h2) and serves HTTP (codec AUTO) to cluster, the app's
-// port: every request, whatever its Host (the source already routed it by Host), WebSocket
-// included. It tells the app the caller's SPIFFE ID (callerIdentity) and the caller's proxy the
-// outcome of each request (inboundOutcome, inboundLocalReplies). A governed port's calls pass its
-// RBAC filter first, on normalized paths (authz.go).
+// port, with inboundHTTPManager's connection manager.
 func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMatch, domain, identity, cluster string, access authz.Port) *listenerv3.FilterChain {
+	hcm := b.inboundHTTPManager(name, domain, cluster, access)
+	hcm.CodecType = hcmv3.HttpConnectionManager_AUTO
+	hcm.Http2ProtocolOptions = http2Options()
+	return &listenerv3.FilterChain{
+		Name:                          name,
+		FilterChainMatch:              match,
+		TransportSocket:               b.downstreamTLS(domain, identity, alpnH2, nil),
+		TransportSocketConnectTimeout: durationpb.New(InboundHandshakeTimeout),
+		Filters:                       []*listenerv3.Filter{b.networkFilter(wellknown.HTTPConnectionManager, name, hcm)},
+	}
+}
+
+// inboundHTTPManager is the connection manager of every inbound HTTP chain, over TCP
+// (inboundHTTPChain) or QUIC (inboundHTTP3Chain), but for its codec, which the caller sets: every
+// request to cluster, the app's port, whatever its Host (the source already routed it by Host),
+// WebSocket included. It tells the app the caller's SPIFFE ID (callerIdentity) and the caller's
+// proxy the outcome of each request (inboundOutcome, inboundLocalReplies). A governed port's
+// calls pass its RBAC filter first, on normalized paths (authz.go). One function, so that the
+// HTTP/3 chain of a port can never authorize less than its HTTP/2 chain.
+func (b *builder) inboundHTTPManager(name, domain, cluster string, access authz.Port) *hcmv3.HttpConnectionManager {
 	routes := &routev3.RouteConfiguration{
 		Name: name,
 		// An inline route configuration validates its clusters by default, and the app cluster
@@ -164,13 +185,11 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 	inboundOutcome(routes)
 	hcm := &hcmv3.HttpConnectionManager{
 		StatPrefix:     name,
-		CodecType:      hcmv3.HttpConnectionManager_AUTO,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: routes},
 		HttpFilters:    b.routerFilters(),
 		// A WebSocket arrives as an extended CONNECT over the mesh's HTTP/2 hop
 		// (listener_capture.go, upgradeConfigs).
-		UpgradeConfigs:       upgradeConfigs(),
-		Http2ProtocolOptions: http2Options(),
+		UpgradeConfigs: upgradeConfigs(),
 		// The destination's side of the retry table (outcome.go): which row applied, for the
 		// caller's proxy.
 		LocalReplyConfig:  b.inboundLocalReplies(),
@@ -182,13 +201,7 @@ func (b *builder) inboundHTTPChain(name string, match *listenerv3.FilterChainMat
 		b.authorizeHTTP(hcm, domain, access)
 		inboundPathNormalization(hcm)
 	}
-	return &listenerv3.FilterChain{
-		Name:                          name,
-		FilterChainMatch:              match,
-		TransportSocket:               b.downstreamTLS(domain, identity, alpnH2, nil),
-		TransportSocketConnectTimeout: durationpb.New(InboundHandshakeTimeout),
-		Filters:                       []*listenerv3.Filter{b.networkFilter(wellknown.HTTPConnectionManager, name, hcm)},
-	}
+	return hcm
 }
 
 // inboundTCPChain terminates mTLS (no ALPN) and proxies the bytes to cluster, the app's port,

@@ -86,6 +86,10 @@ func ProxyListener(podKey string) string { return "proxy_" + podKey }
 // InboundListener is the name of a pod's inbound listener (0.0.0.0:18008 in its netns).
 func InboundListener(podKey string) string { return "inbound_" + podKey }
 
+// InboundQUICListener is the name of a pod's inbound QUIC listener (UDP 0.0.0.0:18008 in its
+// netns), beside its inbound listener when the hop prefers HTTP/3 (model.Mesh.HopHTTP3).
+func InboundQUICListener(podKey string) string { return "inbound_quic_" + podKey }
+
 // CaptureRoutes is the RDS name of the capture HCM's route configuration. It depends on the
 // source identity only (the clusters it names are qualified by it), so pods of one identity
 // share it.
@@ -188,6 +192,10 @@ const GatewayNoMatchRoute = "gateway_no_match"
 // InboundHTTPChain is the HCM chain for HTTP-class port p (server_names [p]): in_<p>.
 func InboundHTTPChain(port int32) string { return "in_" + itoa(port) }
 
+// InboundHTTP3Chain is the HTTP/3 chain of the inbound QUIC listener for HTTP-class port p
+// (server_names [p]): in_h3_<p>, the same HCM as InboundHTTPChain's but for its codec.
+func InboundHTTP3Chain(port int32) string { return "in_h3_" + itoa(port) }
+
 // InboundTCPChain is the tcp_proxy chain for TCP port p (server_names [p]): in_tcp_<p>.
 func InboundTCPChain(port int32) string { return "in_tcp_" + itoa(port) }
 
@@ -221,6 +229,25 @@ const XDSCluster = "aether-xds"
 // (a rollout that moves the primary, or pods that disagree), so only the port's own name lands a
 // hop on the port its cluster is for.
 func ServerName(port int32) string { return itoa(port) }
+
+// HopServerName is the SNI of an HTTP hop that prefers HTTP/3 (model.Mesh.HopHTTP3) to port p of
+// the service whose mesh name is fqdn: <p>.<fqdn>, e.g. 8080.payments.shop.aether.internal. A QUIC
+// client sends no SNI that is not a dotted name (QUICHE's IsValidSNI: "8080" would reach no
+// chain), and Envoy's QUIC client accepts a server certificate only if a DNS SAN of it matches
+// the SNI (beside the SPIFFE ID pin): the destination's SVID must carry *.<fqdn>. Both legs of
+// the hop send it (one TLS context), so the inbound's TCP chain of p takes it too.
+func HopServerName(port int32, fqdn string) string { return itoa(port) + "." + fqdn }
+
+// ServerNamePort is the port an inbound SNI names, ServerName's or HopServerName's (its first
+// label); ok is false for any other SNI.
+func ServerNamePort(sni string) (port int32, ok bool) {
+	label, _, _ := strings.Cut(sni, ".")
+	p, err := strconv.ParseInt(label, 10, 32)
+	if err != nil || p < 1 || p > 65535 {
+		return 0, false
+	}
+	return int32(p), true
+}
 
 func itoa(p int32) string { return strconv.Itoa(int(p)) }
 

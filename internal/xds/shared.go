@@ -52,7 +52,9 @@ type shared struct {
 	// its default TCP cluster make the same hop. checkedSNIs are the SNIs whose context has been
 	// checked (its one rule reads the SNI alone).
 	upstreamTLS map[hop]*corev3.TransportSocket
-	checkedSNIs map[string]bool
+	// upstreamQUIC are the same contexts wrapped for QUIC, by hop (upstreamQUIC: model.Mesh.HopHTTP3).
+	upstreamQUIC map[hop]*corev3.TransportSocket
+	checkedSNIs  map[string]bool
 	// hosts are the load assignments' hosts, by what a host says: a member of three ports is one
 	// host in each of their load assignments.
 	hosts map[hostKey]*endpointv3.LbEndpoint

@@ -22,13 +22,23 @@ var alpnH2 = []string{"h2"}
 // governed TCP port's admitted callers, admittedPeers). Both secrets come by SDS over the ADS
 // stream (sdsSecret).
 func (b *builder) downstreamTLS(domain, identity string, alpn []string, peers []*tlsv3.SubjectAltNameMatcher) *corev3.TransportSocket {
+	return &corev3.TransportSocket{
+		Name: wellknown.TransportSocketTLS,
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: b.pack("the downstream TLS context of "+identity,
+			downstreamTLSContext(domain, identity, alpn, peers))},
+	}
+}
+
+// downstreamTLSContext is downstreamTLS's context, unpacked: what an inbound QUIC chain wraps too
+// (quicDownstream).
+func downstreamTLSContext(domain, identity string, alpn []string, peers []*tlsv3.SubjectAltNameMatcher) *tlsv3.DownstreamTlsContext {
 	if peers == nil {
 		peers = []*tlsv3.SubjectAltNameMatcher{uriSAN(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{
 			// The trust domain's SPIFFE ID (the bundle's name) and a slash: every ID in the domain.
 			Prefix: TrustBundleSecret(domain) + "/",
 		}})}
 	}
-	ctx := &tlsv3.DownstreamTlsContext{
+	return &tlsv3.DownstreamTlsContext{
 		RequireClientCertificate: wrapperspb.Bool(true),
 		CommonTlsContext: &tlsv3.CommonTlsContext{
 			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsSecret(CertificateSecret(identity))},
@@ -42,10 +52,6 @@ func (b *builder) downstreamTLS(domain, identity string, alpn []string, peers []
 			},
 			AlpnProtocols: alpn,
 		},
-	}
-	return &corev3.TransportSocket{
-		Name:       wellknown.TransportSocketTLS,
-		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: b.pack("the downstream TLS context of "+identity, ctx)},
 	}
 }
 

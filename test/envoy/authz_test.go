@@ -48,9 +48,13 @@ func TestAccessPolicyEnforcedLive(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		policies bool
+		// http3 turns the HTTP/3 hop on (SVIDs carrying its names): the HTTP rows cross it over
+		// QUIC, to the inbound's HTTP/3 chains.
+		http3 bool
 	}{
-		{"the policies rendered", true},
-		{"negative control: no policies", false},
+		{"the policies rendered", true, false},
+		{"the policies rendered, over the HTTP/3 hop", true, true},
+		{"negative control: no policies", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := xdstest.Scenarios()["access-policy"]
@@ -59,7 +63,11 @@ func TestAccessPolicyEnforcedLive(t *testing.T) {
 			}
 			reg := prometheus.NewRegistry()
 			als := accesslog.New(accesslog.Options{NodeID: xdstest.ThisNode, Log: logr.Discard(), Registerer: reg})
-			lm := startMeshWith(t, s, meshOptions{accessLog: als})
+			opts := meshOptions{accessLog: als}
+			if tc.http3 {
+				s.HopHTTP3, opts.svidDNS = true, hopDNSNames
+			}
+			lm := startMeshWith(t, s, opts)
 			als.SetMesh(lm.mesh)
 			e := lm.nodes[xdstest.ThisNode].envoy
 			frontend := client{ns: lm.fabric.pods[xds.PodKey("web", "frontend-0")], podOf: lm.fabric.pod, window: 2 * time.Second}
@@ -115,6 +123,15 @@ func TestAccessPolicyEnforcedLive(t *testing.T) {
 					// An escaped slash is refused outright (path_with_escaped_slashes_action).
 				case !row.allowed && (seen.Status != 403 || seen.Error != authz.DeniedError):
 					t.Errorf("%s's GET :%d%s: %s, want 403 with %s: %s", row.who, row.port, row.path, seen, "x-aether-error", authz.DeniedError)
+				}
+			}
+			if tc.http3 {
+				// The rows crossed the hop over QUIC: the HTTP/3 chain of 8080 served them, its
+				// RBAC filter denied what the policy denies.
+				for _, stat := range []string{`^http\.in_h3_8080\.downstream_rq_total$`, `^http\.in_h3_8080\.rbac\.denied$`} {
+					if n := statSum(t, e, regexp.MustCompile(stat)); n == 0 {
+						t.Errorf("%s is 0: the HTTP rows did not cross the HTTP/3 hop", stat)
+					}
 				}
 			}
 			// Envoy spells a ':' of a cluster's name '_' in its stats.

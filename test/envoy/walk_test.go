@@ -64,7 +64,12 @@ func TestLiveTrafficAgreesWithTableAndSimulator(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			lm := startMesh(t, scenarios[name], nil)
+			opts := meshOptions{}
+			if scenarios[name].HopHTTP3 {
+				// SVIDs that carry the HTTP/3 hop's names, so that the hop rides HTTP/3 (hop_http3_test.go).
+				opts.svidDNS = hopDNSNames
+			}
+			lm := startMeshWith(t, scenarios[name], opts)
 			start := time.Now()
 			r := lm.walk(t, nil)
 			t.Logf("%s, in %s", r, time.Since(start).Round(time.Millisecond))
@@ -122,6 +127,8 @@ type meshOptions struct {
 	envoyArgs []string
 	// maxConnections is this node's cap on Envoy's downstream connections (0: the default).
 	maxConnections int64
+	// svidDNS, when set, are the DNS SANs of each SVID the test CA issues (spiffetest.CA.DNSNames).
+	svidDNS func(id string) []string
 }
 
 // startMeshWith is startMesh with opts.
@@ -134,6 +141,7 @@ func startMeshWith(t testing.TB, s xdstest.Scenario, opts meshOptions) *liveMesh
 	if err != nil {
 		t.Fatal(err)
 	}
+	ca.DNSNames = opts.svidDNS
 	srv := serveXDSWith(t, filepath.Join(t.TempDir(), "xds.sock"), opts.accessLog)
 	lm := &liveMesh{fabric: f, nodes: map[string]*node{}, sims: map[string]*xdssim.Sim{}, srv: srv, dir: t.TempDir()}
 	var names []string

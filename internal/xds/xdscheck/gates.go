@@ -20,6 +20,7 @@ import (
 	ondemandv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/on_demand/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	quicv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/quic/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -43,7 +44,7 @@ func All(res xds.Resources) []string {
 		{"inbound limits", InboundLimits}, {"pod listener limits", PodListenerLimits}, {"http2 limits", HTTP2Limits}, {"upgrades", Upgrades}, {"families", Families},
 		{"retries", Retries}, {"inbound http", InboundHTTP}, {"subsets", Subsets}, {"tcp stats", TCPStats},
 		{"proxy port", ProxyPort}, {"reuse port", ReusePort}, {"access logs", AccessLogs}, {"uds delivery", UDSDelivery},
-		{"authorization", Authorization},
+		{"authorization", Authorization}, {"http3 hop", HTTP3Hop},
 	} {
 		for _, v := range gate.check(res) {
 			out = append(out, gate.name+": "+v)
@@ -306,7 +307,14 @@ func Pinning(res xds.Resources) []string {
 				out = append(out, fmt.Sprintf("%s: transport socket %q: cannot unpack %q: %v", at, ts.GetName(), ts.GetTypedConfig().GetTypeUrl(), err))
 				continue
 			}
-			if tls, ok := inner.(*tlsv3.UpstreamTlsContext); ok {
+			if quic, ok := inner.(*quicv3.QuicUpstreamTransport); ok {
+				// The HTTP/3 hop: the context it wraps is pinned as any.
+				if quic.GetUpstreamTlsContext() == nil {
+					out = append(out, fmt.Sprintf("%s: transport socket %q: a QUIC transport without an upstream TLS context", at, ts.GetName()))
+				}
+				inner = quic.GetUpstreamTlsContext()
+			}
+			if tls, ok := inner.(*tlsv3.UpstreamTlsContext); ok && tls != nil {
 				out = append(out, pinned(at+": transport socket "+strconv.Quote(ts.GetName()), tls.GetCommonTlsContext())...)
 			}
 		}

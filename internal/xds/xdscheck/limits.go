@@ -213,10 +213,15 @@ const (
 // HTTP/2 connection holds: max_concurrent_streams at most 1 024, initial_stream_window_size at
 // most 1 MiB and initial_connection_window_size at most 16 MiB, each set, not left to Envoy's
 // defaults (which have changed between releases; 1.40's windows are 16 and 24 MiB, which let one
-// peer's streams make the node's Envoy buffer gigabytes).
+// peer's streams make the node's Envoy buffer gigabytes). An HTTP/3 connection manager and an
+// HTTP/3 upstream (the HTTP/3 hop) are held to the same bounds, in their QUIC options.
 func HTTP2Limits(res xds.Resources) []string {
 	var out []string
-	check := func(at string, h2 *corev3.Http2ProtocolOptions) {
+	check := func(at, options string, h2 interface {
+		GetMaxConcurrentStreams() *wrapperspb.UInt32Value
+		GetInitialStreamWindowSize() *wrapperspb.UInt32Value
+		GetInitialConnectionWindowSize() *wrapperspb.UInt32Value
+	}) {
 		for _, b := range []struct {
 			field string
 			value *wrapperspb.UInt32Value
@@ -228,19 +233,27 @@ func HTTP2Limits(res xds.Resources) []string {
 		} {
 			switch {
 			case b.value == nil:
-				out = append(out, fmt.Sprintf("%s: http2_protocol_options.%s unset: left to Envoy's default, which is a sidecar's", at, b.field))
+				out = append(out, fmt.Sprintf("%s: %s.%s unset: left to Envoy's default, which is a sidecar's", at, options, b.field))
 			case b.value.GetValue() > b.most:
-				out = append(out, fmt.Sprintf("%s: http2_protocol_options.%s %d, want at most %d", at, b.field, b.value.GetValue(), b.most))
+				out = append(out, fmt.Sprintf("%s: %s.%s %d, want at most %d", at, options, b.field, b.value.GetValue(), b.most))
 			}
 		}
 	}
 	unreadable := walk(res, func(at string, m proto.Message, _ bool) {
 		switch t := m.(type) {
 		case *hcmv3.HttpConnectionManager:
-			check(fmt.Sprintf("%s: HTTP connection manager %q", at, t.GetStatPrefix()), t.GetHttp2ProtocolOptions())
+			if t.GetCodecType() == hcmv3.HttpConnectionManager_HTTP3 {
+				check(fmt.Sprintf("%s: HTTP connection manager %q", at, t.GetStatPrefix()), "http3_protocol_options.quic_protocol_options",
+					t.GetHttp3ProtocolOptions().GetQuicProtocolOptions())
+				return
+			}
+			check(fmt.Sprintf("%s: HTTP connection manager %q", at, t.GetStatPrefix()), "http2_protocol_options", t.GetHttp2ProtocolOptions())
 		case *httpv3.HttpProtocolOptions:
 			if h2 := upstreamHTTP2(t); h2 != nil {
-				check(at+": its HTTP/2 upstream", h2)
+				check(at+": its HTTP/2 upstream", "http2_protocol_options", h2)
+			}
+			if h3 := t.GetAutoConfig().GetHttp3ProtocolOptions(); h3 != nil {
+				check(at+": its HTTP/3 upstream", "http3_protocol_options.quic_protocol_options", h3.GetQuicProtocolOptions())
 			}
 		}
 	})

@@ -52,6 +52,10 @@ func Upgrades(res xds.Resources) []string {
 			if h2 := upstreamHTTP2(t); h2 != nil && !h2.GetAllowConnect() {
 				out = append(out, at+": its HTTP/2 upstream does not allow_connect: a WebSocket cannot go to it as an extended CONNECT")
 			}
+			if h3 := t.GetAutoConfig().GetHttp3ProtocolOptions(); h3 != nil && !h3.GetAllowExtendedConnect() {
+				out = append(out, at+": its HTTP/3 upstream does not allow_extended_connect: a WebSocket goes to it with connection-specific headers, "+
+					"and the peer closes the whole QUIC connection (http3.invalid_header_field)")
+			}
 		}
 	})
 	for _, l := range res.Listeners {
@@ -71,6 +75,13 @@ func hcmUpgrades(at string, hcm *hcmv3.HttpConnectionManager) []string {
 	if !allowed {
 		out = append(out, fmt.Sprintf("%s: HTTP connection manager %q does not allow the websocket upgrade (upgrade_configs): Envoy answers 403 to a WebSocket client",
 			at, hcm.GetStatPrefix()))
+	}
+	if hcm.GetCodecType() == hcmv3.HttpConnectionManager_HTTP3 {
+		if !hcm.GetHttp3ProtocolOptions().GetAllowExtendedConnect() {
+			out = append(out, fmt.Sprintf("%s: HTTP connection manager %q does not set http3_protocol_options.allow_extended_connect: a WebSocket cannot reach it over HTTP/3 (extended CONNECT)",
+				at, hcm.GetStatPrefix()))
+		}
+		return out
 	}
 	if !hcm.GetHttp2ProtocolOptions().GetAllowConnect() {
 		out = append(out, fmt.Sprintf("%s: HTTP connection manager %q does not set http2_protocol_options.allow_connect: a WebSocket cannot reach it over HTTP/2 (extended CONNECT)",

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
 	"github.com/aether-mesh/aether-operator/internal/capture"
@@ -217,9 +218,12 @@ func boundAddresses(l *listenerv3.Listener) []bound {
 		GetPortValue() uint32
 		GetIpv4Compat() bool
 		GetNetworkNamespaceFilepath() string
+		GetProtocol() corev3.SocketAddress_Protocol
 	}) {
 		a, err := netip.ParseAddr(sa.GetAddress())
-		if err != nil || sa.GetPortValue() > 65535 {
+		// The simulator's connections are TCP: a UDP socket (the HTTP/3 hop's QUIC listener, on
+		// the inbound listener's address) never takes one.
+		if err != nil || sa.GetPortValue() > 65535 || sa.GetProtocol() == corev3.SocketAddress_UDP {
 			return
 		}
 		out = append(out, bound{addr: netip.AddrPortFrom(a, uint16(sa.GetPortValue())), netns: sa.GetNetworkNamespaceFilepath(),

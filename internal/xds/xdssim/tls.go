@@ -8,6 +8,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	quicv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/quic/v3"
 	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
@@ -70,7 +71,13 @@ func upstreamTLS(cl *clusterv3.Cluster, up upstream, protocols []string, opts *u
 		return nil, nil
 	}
 	ctx := &tlsv3.UpstreamTlsContext{}
-	if tc := ts.GetTypedConfig(); tc == nil || !unpack(tc, ctx) {
+	// An HTTP/3 hop's QUIC transport wraps the context its HTTP/2 leg uses: the simulator walks
+	// that leg (a connection over TCP), which the hop falls back to and which takes the same
+	// chains and certificate checks.
+	quic := &quicv3.QuicUpstreamTransport{}
+	if tc := ts.GetTypedConfig(); tc != nil && unpack(tc, quic) {
+		ctx = quic.GetUpstreamTlsContext()
+	} else if tc == nil || !unpack(tc, ctx) {
 		return nil, fmt.Errorf("%w: cluster %q has transport socket %q", ErrUnsupported, cl.GetName(), ts.GetName())
 	}
 	if ctx.GetAutoHostSni() {

@@ -366,6 +366,19 @@ func activeHealth() Scenario {
 	return s
 }
 
+// HTTP3Hop is the mesh where payments serves HTTP 8080 (primary), h2 9090 and TCP 9000, and
+// the node's proxy prefers HTTP/3 on the hop (model.Mesh.HopHTTP3, the agent's --hop-http3):
+// payments-0's inbound also listens for QUIC on UDP 18008, with an HTTP/3 chain per HTTP port
+// beside the TCP chains, and every HTTP cluster tries HTTP/3 first, HTTP/2 over TLS after it. The
+// TCP port rides TLS over TCP as ever.
+func HTTP3Hop() model.Mesh { return http3Hop().Mesh() }
+
+func http3Hop() Scenario {
+	s := simple("8080", "8080,9090=h2,9000=tcp", "")
+	s.HopHTTP3 = true
+	return s
+}
+
 // Scenarios are every scenario as data, by the name of its golden directory.
 func Scenarios() map[string]Scenario {
 	return map[string]Scenario{
@@ -392,6 +405,7 @@ func Scenarios() map[string]Scenario {
 		"unlabelled-nodes":           unlabelledNodes(),
 		"active-health":              activeHealth(),
 		"udp-ports":                  udpPorts(),
+		"http3-hop":                  http3Hop(),
 	}
 }
 

@@ -189,6 +189,8 @@ type Scenario struct {
 	Upstreams model.UpstreamsMode
 	// Demanded are the services each local identity asked for on demand (model.Mesh.Demanded).
 	Demanded map[string][]string
+	// HopHTTP3 makes the hop between node proxies prefer HTTP/3 (model.Mesh.HopHTTP3).
+	HopHTTP3 bool
 	// Unlabelled are the nodes that carry no topology labels here: their locality, and that of
 	// the endpoints on them, is empty.
 	Unlabelled []string
@@ -258,7 +260,7 @@ func (s Scenario) Mesh() model.Mesh { return s.MeshOn(ThisNode) }
 // and routes are the mesh's. A live data plane runs one per node its workloads run on.
 func (s Scenario) MeshOn(node string) model.Mesh {
 	m := model.Mesh{Domain: Domain, Issuer: s.Issuer, Node: nodeModel(node), Pods: s.localPodsOn(node), Routes: slices.Clone(s.Routes),
-		Upstreams: s.Upstreams, Demanded: s.Demanded}
+		Upstreams: s.Upstreams, Demanded: s.Demanded, HopHTTP3: s.HopHTTP3}
 	if slices.Contains(s.Unlabelled, node) {
 		m.Node.Locality = meshv1alpha1.Locality{}
 	}

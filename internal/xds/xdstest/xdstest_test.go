@@ -61,9 +61,9 @@ func checkMesh(t testing.TB, name string, m model.Mesh) {
 // joins its service (each is a verified endpoint).
 func TestScenariosAreValid(t *testing.T) {
 	scenarios := xdstest.Scenarios()
-	if len(scenarios) != 23 {
+	if len(scenarios) != 24 {
 		t.Errorf("%d scenarios, want the 10 of the table, tls-routes, no-issuer, shared-port, dual-stack-mesh, primary-rollout, subsets, uds, "+
-			"declared-upstreams, on-demand, unlabelled-nodes, active-health, access-policy and udp-ports", len(scenarios))
+			"declared-upstreams, on-demand, unlabelled-nodes, active-health, access-policy, udp-ports and http3-hop", len(scenarios))
 	}
 	for name, m := range xdstest.All() {
 		checkMesh(t, name, m)
@@ -172,6 +172,7 @@ func TestScenariosMeanTheirNames(t *testing.T) {
 		"unlabelled-nodes":   "primary 8080; 8080/HTTP; http default none; tcp default none",
 		"active-health":      "primary 8080; 8080/HTTP 9000/TCP; http default none; tcp default 9000",
 		"udp-ports":          "primary 5353; 5353/UDP 8080/HTTP 9000/TCP; http default none; tcp default 9000",
+		"http3-hop":          "primary 8080; 8080/HTTP 9000/TCP 9090/HTTP2; http default none; tcp default 9000",
 	}
 	all := xdstest.All()
 	for name, m := range all {
