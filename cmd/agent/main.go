@@ -78,6 +78,7 @@ func main() {
 	xdsAddress := flag.String("xds-address", xdsserver.DefaultAddress, "Where the agent serves xDS (ADS: state of the world and delta) to the node's Envoy, node ID = --node-name: unix:///path (its directory is created 0750, a stale socket replaced) or tcp://<loopback IP>:<port> (the stream carries no TLS: loopback only). Empty: no xDS serving, and no cluster-wide view of the mesh.")
 	captureMode := flag.String("capture-mode", string(model.CaptureSurface), "How a meshed pod's outbound TCP reaches its proxy, unless its annotation aether.io/capture-mode says otherwise: scoped (the mesh ports 18081 and 18082), surface (every dial surface's VIP and port) or all.")
 	upstreamsFlag := flag.String("upstreams", string(model.UpstreamsDeclared), "Which services the node's Envoy carries before a pod dials them: declared (per local identity, its own services, those its pods declare in "+portspec.AnnotationUpstreams+" and the backends of their routes; any other service is fetched on demand the first time a request names it, counted in aether_agent_upstreams_miss_total, and dropped after "+demand.IdleTTL.String()+" unused; Envoy's ADS stream is then delta xDS) or all (every service for every local identity: the node's clusters grow as services × ports × local identities).")
+	hopHTTP3 := flag.Bool(hopProtocolFlag, false, "Make the hop between node proxies prefer HTTP/3: every meshed pod's inbound also listens for QUIC on UDP 18008 in its network namespace (beside TCP 18008, the same mTLS and the same routes and AccessPolicies), and every HTTP request to a mesh service tries HTTP/3 first and falls back to HTTP/2 over TLS, which stays the default (false) until the data-plane benchmark says otherwise. Turn it on for every node at once (it changes the hop's SNI to <port>.<service>.<namespace>.<mesh domain>). It needs SVIDs that carry the DNS SANs <service>.<namespace>.<mesh domain> and *.<service>.<namespace>.<mesh domain>, which the SPIRE entries of config/spire do not: without them every HTTP/3 attempt is refused by the caller and the request rides HTTP/2. Envoy 1.40 opens the QUIC sockets in the node's network namespace, not the calling pod's: over HTTP/3 the destination sees the node's address, not the pod's (mTLS still names the caller). Needs --xds-address.")
 	captureResync := flag.Duration("capture-resync", agent.DefaultCaptureResync, "With xDS serving, the period of the cheap check of every meshed pod's capture table (table inet aether in its network namespace, programmed when the CNI plugin hands the pod over): a table deleted, flushed or edited by hand is repaired within one period.")
 	captureNever := flag.String("capture-never", "", "Comma-separated CIDRs (or addresses) that capture never redirects to the proxy, in any mode, beside loopback, link-local (169.254.0.0/16, fe80::/10: a cloud's metadata service) and the node's own addresses (its Node's InternalIP and ExternalIP, and its interfaces' but a dummy interface's such as kube-ipvs0, kept current while the agent runs; never a mesh VIP), which it never redirects either: e.g. a cloud's IPv6 metadata address fd00:ec2::254, or a range of the node network's services.")
 	captureUID := flag.Int64("capture-exclude-uid", -1, "A user ID whose sockets capture never redirects, for a proxy of your own that opens its upstream connections inside the pods' namespaces without the mesh's socket mark; -1: none. The node's Envoy (config/envoy) marks its sockets instead (capture returns the mark first) and runs as user 0: leave it at -1, as excluding 0 would exempt every container running as root.")
@@ -129,6 +130,7 @@ func main() {
 	if upstreamsErr != nil {
 		err = errors.Join(err, fmt.Errorf("--upstreams: %w", upstreamsErr))
 	}
+	err = errors.Join(err, checkHopHTTP3(*hopHTTP3, *xdsAddress))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 		os.Exit(2)
@@ -239,7 +241,7 @@ func main() {
 		options.XDS = &agent.XDSOptions{
 			Server:     xdsserver.New(serverOptions),
 			MeshDomain: meshDomain, Issuer: issuer, CaptureMode: mode, NetNS: registry, NetNSPathTemplate: netns,
-			Capture: captureOpts, AccessLog: accessLog, Upstreams: upstreams,
+			Capture: captureOpts, AccessLog: accessLog, Upstreams: upstreams, HopHTTP3: *hopHTTP3,
 		}
 		options.XDS.Identities = identities
 		options.XDS.ProxyConfig = proxyConfig
@@ -254,7 +256,7 @@ func main() {
 
 	announceIssuer(log, issuer)
 	log.Info("Starting agent", "node", nodeName, "meshDomain", meshDomain, "identityIssuer", issuer.String(), "ignoredNamespaces", ignored.String(),
-		"xdsAddress", *xdsAddress, "nodeEnvoy", envoyCallers.String(), "proxylessXDSAddress", *proxylessAddress, "upstreams", upstreams, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
+		"xdsAddress", *xdsAddress, "nodeEnvoy", envoyCallers.String(), "proxylessXDSAddress", *proxylessAddress, "upstreams", upstreams, "hopHTTP3", *hopHTTP3, "captureMode", mode, "captureResync", *captureResync, "netnsPathTemplate", *netnsTemplate,
 		"netnsDrainTail", *drainTail,
 		"proxyConfig", proxyConfig, "cniSocket", cniOpts.socket, "cniConfDir", cniOpts.confDir, "spireAdminSocket", *spireAdminSocket)
 	err = mgr.Start(ctrl.SetupSignalHandler())
@@ -407,4 +409,18 @@ func demandRecord(upstreams model.UpstreamsMode, cniSocket string, log logr.Logg
 		os.Exit(1)
 	}
 	return rec
+}
+
+// hopProtocolFlag turns the HTTP/3 hop between node proxies on (agent.XDSOptions.HopHTTP3,
+// model.Mesh.HopHTTP3).
+const hopProtocolFlag = "hop-http3"
+
+// checkHopHTTP3 refuses --hop-http3 without --xds-address: the hop is the node's Envoy's, which
+// only an agent serving xDS configures.
+func checkHopHTTP3(on bool, xdsAddress string) error {
+	if on && xdsAddress == "" {
+		return fmt.Errorf("--%s=true needs --xds-address (the hop is the node's Envoy's, which the agent configures over it): set --xds-address, or leave --%s off",
+			hopProtocolFlag, hopProtocolFlag)
+	}
+	return nil
 }

@@ -37,3 +37,17 @@ func TestParseModes(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckHopHTTP3: --hop-http3 needs --xds-address, and says so, naming both flags.
+func TestCheckHopHTTP3(t *testing.T) {
+	if err := checkHopHTTP3(true, "unix:///run/aether/xds.sock"); err != nil {
+		t.Errorf("with --xds-address: %v", err)
+	}
+	if err := checkHopHTTP3(false, ""); err != nil {
+		t.Errorf("off, without --xds-address: %v", err)
+	}
+	err := checkHopHTTP3(true, "")
+	if err == nil || !strings.Contains(err.Error(), "--hop-http3=true needs --xds-address") {
+		t.Errorf("on, without --xds-address: %v, want the error naming both flags", err)
+	}
+}

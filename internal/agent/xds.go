@@ -80,6 +80,9 @@ type XDSOptions struct {
 	// a local identity does not carry are fetched on demand: the Server hands the names over,
 	// each rebuild carries them until they go idle (Demands), and each miss is counted.
 	Upstreams model.UpstreamsMode
+	// HopHTTP3 makes the hop between node proxies prefer HTTP/3 (model.Mesh.HopHTTP3, the agent's
+	// --hop-http3): every meshed pod's inbound also listens for QUIC on UDP 18008.
+	HopHTTP3 bool
 	// Demands is the record of what the node fetched on demand (OpenDemands: kept in a state
 	// file, so that a restarted agent's first build carries it); with declared upstreams, one in
 	// memory if nil.
@@ -355,7 +358,7 @@ func (p *publisher) mesh(ctx context.Context) (model.Mesh, error) {
 		return model.Mesh{}, err
 	}
 	m := model.Mesh{Domain: p.opts.MeshDomain, Issuer: p.opts.Issuer, Node: model.Node{Name: p.node}, Services: services,
-		Upstreams: p.opts.Upstreams}
+		Upstreams: p.opts.Upstreams, HopHTTP3: p.opts.HopHTTP3}
 	// The routes the controller accepted (ResolvedRefs=True for their current generation).
 	if m.Routes, err = p.view.Routes(ctx); err != nil {
 		return model.Mesh{}, err

@@ -596,3 +596,34 @@ func TestXDSServesAccessPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestXDSHopHTTP3: an agent with HopHTTP3 (--hop-http3) serves a meshed pod's inbound QUIC
+// listener beside its inbound listener; one without it (the default) serves the inbound listener
+// alone.
+func TestXDSHopHTTP3(t *testing.T) {
+	ctx := testContext(t)
+	for _, on := range []bool{true, false} {
+		ns := namespace(t, ctx)
+		a := startXDSAgent(t, ns, func(o *XDSOptions) { o.HopHTTP3 = on })
+		createPod(t, ctx, ns, "a", a.node, newPodIP(), true, map[string]string{portspec.AnnotationPort: "8080"})
+		c := a.dial(t, ctx)
+		if err := c.Await(ctx, func(s xdstest.State) error {
+			names := map[string]bool{}
+			for _, m := range s.Resources[xdstest.Listeners] {
+				if l, ok := m.(*listenerv3.Listener); ok {
+					names[l.GetName()] = true
+				}
+			}
+			pod := xds.PodKey(ns, "a")
+			if !names[xds.InboundListener(pod)] {
+				return fmt.Errorf("pod a has no inbound listener yet")
+			}
+			if quic := names[xds.InboundQUICListener(pod)]; quic != on {
+				return fmt.Errorf("with HopHTTP3 %v, pod a's inbound QUIC listener served: %v", on, quic)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
