@@ -59,7 +59,24 @@ const (
 	// benchMemoryEnv, "off", leaves out the memory runs (about 4 minutes): for a run that asks
 	// only about latency and CPU.
 	benchMemoryEnv = "AETHER_BENCH_MEMORY"
+	// benchHopEnv, "http3", runs the whole benchmark with the HTTP/3 hop on (--hop-http3, SVIDs
+	// carrying its DNS SANs): its HTTP cases then cross the hop over QUIC (the run fails if none
+	// did); "http2" or unset, the default hop.
+	benchHopEnv = "AETHER_BENCH_HOP"
 )
+
+// benchHop reads benchHopEnv: whether the run's hop prefers HTTP/3.
+func benchHop(b testing.TB) bool {
+	switch v := os.Getenv(benchHopEnv); v {
+	case "", "http2":
+		return false
+	case "http3":
+		return true
+	default:
+		b.Fatalf("%s=%q: want http2 (the default hop) or http3", benchHopEnv, v)
+		return false
+	}
+}
 
 // benchScenario is the benchmark's node: the client and the server, both on ThisNode.
 func benchScenario() xdstest.Scenario {
@@ -163,8 +180,10 @@ type caseReport struct {
 
 // dataplaneReport is bin/bench/dataplane.json.
 type dataplaneReport struct {
-	Seconds int                   `json:"seconds_per_case"`
-	Cases   map[string]caseReport `json:"cases"`
+	Seconds int `json:"seconds_per_case"`
+	// Hop is the hop's protocol the run measured: http2, or http3 (benchHopEnv).
+	Hop   string                `json:"hop"`
+	Cases map[string]caseReport `json:"cases"`
 	// Handshakes is the inbound's mTLS handshakes a second under connection-per-request HTTP
 	// load (every request a connection of its own, so every hop one too).
 	HandshakesPerSecond float64 `json:"handshakes_per_s"`
@@ -197,10 +216,17 @@ func BenchmarkDataplane(b *testing.B) {
 	}
 	d := time.Duration(seconds) * time.Second
 	als := accesslog.New(accesslog.Options{NodeID: xdstest.ThisNode, Log: logr.Discard(), Registerer: prometheus.NewRegistry()})
-	lm := startMeshWith(b, benchScenario(), meshOptions{fortio: []string{xds.PodKey(benchNamespace, "server-0")}, accessLog: als})
+	scenario, opts := benchScenario(), meshOptions{fortio: []string{xds.PodKey(benchNamespace, "server-0")}, accessLog: als}
+	if benchHop(b) {
+		scenario.HopHTTP3, opts.svidDNS = true, hopDNSNames
+	}
+	lm := startMeshWith(b, scenario, opts)
 	e := lm.nodes[xdstest.ThisNode].envoy
 	client := lm.fabric.pods[xds.PodKey(benchNamespace, "client-0")]
-	report := dataplaneReport{Seconds: seconds, Cases: map[string]caseReport{}}
+	report := dataplaneReport{Seconds: seconds, Cases: map[string]caseReport{}, Hop: "http2"}
+	if scenario.HopHTTP3 {
+		report.Hop = "http3"
+	}
 	b.ResetTimer()
 	switch v := os.Getenv(benchMemoryEnv); v {
 	case "", "on":
@@ -228,6 +254,9 @@ func BenchmarkDataplane(b *testing.B) {
 		r.MaxDirectQPS = maxRate(b, e, client, c, false)
 		r.MaxMeshQPS = maxRate(b, e, client, c, true)
 		report.Cases[c.name] = r
+	}
+	if h3 := statSum(b, e, regexp.MustCompile(`^cluster\..*\.upstream_cx_http3_total$`)); scenario.HopHTTP3 && h3 == 0 {
+		b.Fatalf("%s=http3: no HTTP/3 connection crossed the hop: the figures would be HTTP/2's", benchHopEnv)
 	}
 	// What the access log costs: the HTTP case again through the mesh, every logger removed.
 	res := lm.nodes[xdstest.ThisNode].res
