@@ -27,8 +27,14 @@ import (
 // xds.InboundFloorChain) in the access-policy scenario's build.
 func inboundChain(t testing.TB, res xds.Resources, name string) *listenerv3.FilterChain {
 	t.Helper()
+	return podChain(t, res, xds.InboundListener(xds.PodKey("shop", "payments-0")), name)
+}
+
+// podChain is listener's chain of that name (its default chain too).
+func podChain(t testing.TB, res xds.Resources, listener, name string) *listenerv3.FilterChain {
+	t.Helper()
 	for _, l := range res.Listeners {
-		if l.GetName() != xds.InboundListener(xds.PodKey("shop", "payments-0")) {
+		if l.GetName() != listener {
 			continue
 		}
 		for _, fc := range append(slices.Clone(l.GetFilterChains()), l.GetDefaultFilterChain()) {
@@ -37,7 +43,7 @@ func inboundChain(t testing.TB, res xds.Resources, name string) *listenerv3.Filt
 			}
 		}
 	}
-	t.Fatalf("payments-0's inbound listener has no chain %q", name)
+	t.Fatalf("listener %q has no chain %q", listener, name)
 	return nil
 }
 

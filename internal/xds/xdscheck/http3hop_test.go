@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	quicv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/quic/v3"
 	"google.golang.org/protobuf/proto"
@@ -17,23 +16,6 @@ import (
 	"github.com/aether-mesh/aether-operator/internal/xds/xdscheck"
 	"github.com/aether-mesh/aether-operator/internal/xds/xdstest"
 )
-
-// quicChain is payments-0's inbound QUIC chain of that name.
-func quicChain(t testing.TB, res xds.Resources, name string) *listenerv3.FilterChain {
-	t.Helper()
-	for _, l := range res.Listeners {
-		if l.GetName() != xds.InboundQUICListener(xds.PodKey("shop", "payments-0")) {
-			continue
-		}
-		for _, fc := range l.GetFilterChains() {
-			if fc.GetName() == name {
-				return fc
-			}
-		}
-	}
-	t.Fatalf("payments-0 has no inbound QUIC chain %q", name)
-	return nil
-}
 
 // TestHTTP3HopGate: with the HTTP/3 hop on, every scenario's build passes, and so does the
 // access-policy scenario's, whose governed HTTP port's QUIC chain carries the port's RBAC filter
@@ -55,15 +37,16 @@ func TestHTTP3HopGate(t *testing.T) {
 		}
 	}
 	h3 := xds.InboundHTTP3Chain(8080)
+	quic := xds.InboundQUICListener(xds.PodKey("shop", "payments-0"))
 	quicTLS := func(t testing.TB, res xds.Resources, change func(*quicv3.QuicDownstreamTransport)) {
-		repack(t, quicChain(t, res, h3).GetTransportSocket().GetTypedConfig(), func(m proto.Message) { change(m.(*quicv3.QuicDownstreamTransport)) })
+		repack(t, podChain(t, res, quic, h3).GetTransportSocket().GetTypedConfig(), func(m proto.Message) { change(m.(*quicv3.QuicDownstreamTransport)) })
 	}
 	for name, tc := range map[string]struct {
 		breakIt func(testing.TB, xds.Resources)
 		want    string
 	}{
 		"the QUIC chain's RBAC filter removed (a denied caller passes over HTTP/3)": {func(t testing.TB, res xds.Resources) {
-			fc := quicChain(t, res, h3)
+			fc := podChain(t, res, quic, h3)
 			repack(t, fc.GetFilters()[len(fc.GetFilters())-1].GetTypedConfig(), func(m proto.Message) { dropHTTPRBAC(m.(*hcmv3.HttpConnectionManager)) })
 		}, `chain "in_h3_8080": its connection manager differs from its twin "in_8080"'s but for the codec: http_filters`},
 		"the QUIC chain requiring no client certificate": {func(t testing.TB, res xds.Resources) {
