@@ -123,8 +123,8 @@ func TestMakeRun(t *testing.T) {
 			t.Errorf("kubectl describe meshservice payments lacks %q:\n%s", want, describe)
 		}
 	}
-	if n := strings.Count(string(describe), "Address:"); n != 2*3+9 {
-		t.Errorf("kubectl describe shows %d dial rows, want 2×3 ports + 9 = 15 (each spelling once)", n)
+	if n := strings.Count(string(describe), "Address:"); n != 2*3+10 {
+		t.Errorf("kubectl describe shows %d dial rows, want 2×3 ports + 10 = 16 (each spelling once)", n)
 	}
 
 	// The manager's pod webhook denies a pod declaring a reserved port, at kubectl apply.

@@ -149,7 +149,7 @@ var _ = Describe("the operator on a real node", Ordered, func() {
 		Expect(ms.Status.DefaultHTTPPort).To(BeNil())
 		Expect(*ms.Status.DefaultTCPPort).To(Equal(int32(9000)))
 		Expect(ms.Status.Names).To(Equal([]string{"payments.smoke.aether.internal", "payments.smoke.svc.cluster.local", "payments.smoke"}))
-		Expect(ms.Status.DialSurface).To(HaveLen(2*3 + 9))
+		Expect(ms.Status.DialSurface).To(HaveLen(2*3 + 10))
 		Expect(ms.Status.DialSurface).To(ContainElement(And(
 			HaveField("Address", "http://<name>/"), HaveField("Outcome", meshv1alpha1.DialMisdirected),
 			HaveField("Error", meshv1alpha1.DialErrorPortNotDeclared), HaveField("Port", BeNil()))))
