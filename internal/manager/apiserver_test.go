@@ -33,7 +33,7 @@ func TestWaitForAPIServerServesTheProbesUntilItAnswers(t *testing.T) {
 		_, _ = io.WriteString(w, `{"major":"1","minor":"37","gitVersion":"v1.37.2"}`)
 	}))
 	defer apiserver.Close()
-	probeAddr := freeAddr(t)
+	probeAddr := freeLoopbackAddress(t)
 
 	returned := make(chan error, 1)
 	go func() {
@@ -72,7 +72,7 @@ func TestWaitForAPIServerStopsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	returned := make(chan error, 1)
 	go func() {
-		returned <- WaitForAPIServer(ctx, &rest.Config{Host: "http://" + freeAddr(t)}, "0", logr.Discard())
+		returned <- WaitForAPIServer(ctx, &rest.Config{Host: "http://" + freeLoopbackAddress(t)}, "0", logr.Discard())
 	}()
 	cancel()
 	select {
@@ -83,17 +83,6 @@ func TestWaitForAPIServerStopsWithItsContext(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("still waiting 30s after its context ended")
 	}
-}
-
-// freeAddr is a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
 
 // status is the HTTP status of GET path on addr, 0 if it did not answer.
