@@ -17,6 +17,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
+
+	"github.com/aether-mesh/aether-operator/internal/testenv"
 )
 
 // An API server that does not answer yet: the manager waits, alive but not ready, and goes on
@@ -41,11 +43,15 @@ func TestWaitForAPIServerServesTheProbesUntilItAnswers(t *testing.T) {
 	}()
 
 	// Waiting: alive, not ready, still asking.
-	waitFor(t, "the probes served while waiting", func() bool { return status(probeAddr, "/healthz") == http.StatusOK })
+	testenv.Eventually(t, "the probes served while waiting", func() error {
+		return want(status(probeAddr, "/healthz"), http.StatusOK)
+	})
 	if got := status(probeAddr, "/readyz"); got != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz while waiting: %d, want 503", got)
 	}
-	waitFor(t, "a second attempt", func() bool { return asked.Load() >= 2 })
+	testenv.Eventually(t, "a second attempt", func() error {
+		return want(int(min(asked.Load(), 2)), 2)
+	})
 	select {
 	case err := <-returned:
 		t.Fatalf("returned (%v) before the API server answered", err)
@@ -95,13 +101,10 @@ func status(addr, path string) int {
 	return resp.StatusCode
 }
 
-// waitFor polls cond until it holds, failing after 30s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
+// want is nil when got is wanted, else an error saying both.
+func want(got, wanted int) error {
+	if got != wanted {
+		return fmt.Errorf("got %d, want %d", got, wanted)
 	}
+	return nil
 }

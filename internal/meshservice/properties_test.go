@@ -665,7 +665,7 @@ func checkStatus(t *testing.T, in meshservice.Input, st meshv1alpha1.MeshService
 		t.Errorf("names %q, want %q", st.Names, names)
 	}
 	// Each spelling once, relative to any of the names: 2 rows per port (Host: <name>:p and
-	// <name>:p) and 9 fixed ones.
+	// <name>:p) and 10 fixed ones.
 	if want := 2*len(st.Ports) + 10; len(st.DialSurface) != want {
 		t.Errorf("%d dial rows, want %d (2 × %d ports + 10)", len(st.DialSurface), want, len(st.Ports))
 	}
